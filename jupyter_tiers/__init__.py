@@ -1,0 +1,37 @@
+"""jupyter-tiers: train on Slurm and serve on Kubernetes from one notebook.
+
+``%load_ext jupyter_tiers`` adds the ``%%slurm_train`` and ``%tiers`` magics. Underneath is a plain
+Python API::
+
+    from jupyter_tiers import connect
+    hpc = connect("hpc")                 # a tier from a profile in tiers.yaml
+    job = hpc.submit(hpc.make_spec("print('hi')", nodes=2))
+    job.status(); job.logs(rank=1); job.wait(); job.cancel()
+
+Heavy dependencies (paramiko, kubernetes, ipywidgets) are imported only when used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from .tier import Tier
+
+__all__ = ["__version__", "connect", "load_ipython_extension"]
+
+
+def connect(profile: str | None = None) -> Tier:
+    """The tier of a profile (cached: one connection and one watcher per profile)."""
+    from .api import connect as _connect
+
+    return _connect(profile)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """``%load_ext jupyter_tiers``: registers the magics."""
+    from .magics import load_ipython_extension as _load
+
+    _load(ipython)

@@ -1,0 +1,1 @@
+"""The Slurm tier: sbatch over SSH, batched status, per-rank state and log streaming."""

@@ -1,0 +1,142 @@
+"""Pure builders of the remote commands the Slurm tier runs, as argv lists.
+
+User data travels only as separate argv words (quoted by the transport with ``shlex.join``) or on
+stdin; the small bash programs below are constants and refer to their arguments as "$1", "$2"...
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import tarfile
+import time
+from collections.abc import Sequence
+
+from ..errors import SpecError
+from .parse import SACCT_FIELDS, SQUEUE_FORMAT
+from .render import LOG_NAME, RANKS_DIR, RenderedJob
+
+_JOB_ID_RE = re.compile(r"^\d+$")
+_WORKDIR_RE = re.compile(r"^(~/)?[A-Za-z0-9_./+@-]+$")
+
+# Unpack the job directory from stdin (a tar), then submit. Prints the job id, then the directory.
+SUBMIT_SH = r"""set -e
+d="$1"
+case "$d" in "~/"*) d="$HOME/${d#"~/"}";; esac
+mkdir -p -- "$d/ranks"
+cd -- "$d"
+tar -x -f -
+sbatch --parsable job.sbatch
+pwd
+"""
+
+# Per job directory: a header, every rank event (grep -H), and every rank file's mtime (heartbeat).
+RANKS_SH = r"""for d in "$@"; do
+  printf '@@ %s\n' "$d"
+  grep -H -s -- '' "$d"/ranks/* 2>/dev/null
+  find "$d/ranks" -maxdepth 1 -type f -printf '%% %f %T@\n' 2>/dev/null
+done
+exit 0
+"""
+
+# Follow the log from a byte offset. tail exits within a second of the channel closing, because
+# cat (reading the channel's stdin, saved as fd 3: a background job's own stdin is /dev/null)
+# ends then and tail watches its pid.
+FOLLOW_SH = r"""exec 3<&0
+cat <&3 >/dev/null 3<&- &
+exec tail -c +"$2" -F -s 1 --pid=$! -- "$1" 0</dev/null 3<&- 2>/dev/null
+"""
+
+READ_SH = r"""[ -e "$1" ] || exit 0
+tail -c +"$2" -- "$1"
+"""
+
+GREP_RANK_SH = r"""[ -e "$1" ] || exit 0
+grep -a -- "^$2: " "$1" | tail -n "$3"
+"""
+
+
+def check_job_id(job_id: str) -> str:
+    if not _JOB_ID_RE.match(job_id):
+        raise SpecError("job id", f"{job_id!r} is not a Slurm job id (digits only)")
+    return job_id
+
+
+def check_workdir(workdir: str) -> str:
+    if not _WORKDIR_RE.match(workdir) or ".." in workdir.split("/"):
+        raise SpecError(
+            "workdir", f"{workdir!r} is not allowed; use an absolute path or ~/path without spaces"
+        )
+    return workdir.rstrip("/")
+
+
+def job_dir_name(name: str, now: float | None = None, token: str = "") -> str:
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(now if now is not None else time.time()))
+    return f"{name}-{stamp}-{token}" if token else f"{name}-{stamp}"
+
+
+def pack_job(rendered: RenderedJob) -> bytes:
+    """The job directory's files as an uncompressed tar (sent on stdin)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        now = time.time()
+        for name, (content, mode) in sorted(rendered.files.items()):
+            data = content.encode("utf-8")
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mode = mode
+            info.mtime = int(now)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()
+
+
+def submit_argv(jobdir: str) -> list[str]:
+    return ["bash", "-c", SUBMIT_SH, "jt-submit", jobdir]
+
+
+def squeue_argv(job_ids: Sequence[str]) -> list[str]:
+    ids = ",".join(check_job_id(j) for j in job_ids)
+    return ["squeue", "-h", "-a", "-t", "all", "-j", ids, "-o", SQUEUE_FORMAT]
+
+
+def sacct_argv(job_ids: Sequence[str]) -> list[str]:
+    ids = ",".join(check_job_id(j) for j in job_ids)
+    return ["sacct", "-X", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS]
+
+
+def scontrol_jobs_argv() -> list[str]:
+    return ["scontrol", "-o", "show", "job"]
+
+
+def ranks_argv(jobdirs: Sequence[str]) -> list[str]:
+    return ["bash", "-c", RANKS_SH, "jt-ranks", *jobdirs]
+
+
+def cancel_argv(job_id: str, signal: str | None = None) -> list[str]:
+    argv = ["scancel"]
+    if signal:
+        if not re.match(r"^[A-Z0-9]+$", signal):
+            raise SpecError("signal", f"{signal!r} is not a signal name")
+        argv += ["--signal", signal]
+    return [*argv, check_job_id(job_id)]
+
+
+def log_path(jobdir: str) -> str:
+    return f"{jobdir}/{LOG_NAME}"
+
+
+def follow_argv(jobdir: str, offset: int) -> list[str]:
+    return ["bash", "-c", FOLLOW_SH, "jt-follow", log_path(jobdir), str(offset + 1)]
+
+
+def read_log_argv(jobdir: str, offset: int) -> list[str]:
+    return ["bash", "-c", READ_SH, "jt-read", log_path(jobdir), str(offset + 1)]
+
+
+def grep_rank_argv(jobdir: str, rank: int, tail: int | None) -> list[str]:
+    count = "+1" if tail is None else str(int(tail))
+    return ["bash", "-c", GREP_RANK_SH, "jt-grep", log_path(jobdir), str(int(rank)), count]
+
+
+def ranks_dir(jobdir: str) -> str:
+    return f"{jobdir}/{RANKS_DIR}"

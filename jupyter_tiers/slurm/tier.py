@@ -1,0 +1,178 @@
+"""SlurmTier: submit, batched status, per-rank state, logs and cancel over one SSH connection."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from ..config import Profile
+from ..errors import ControllerUnreachable, SubmitError
+from ..model import JobSpec, LogLine, RankState, SchedulerInfo
+from ..registry import JobRecord, Registry, spec_for_record
+from ..tier import ByteStream, Job, Tier
+from . import commands
+from .parse import (
+    parse_rank_files,
+    parse_sacct,
+    parse_sbatch_parsable,
+    parse_scontrol_jobs,
+    parse_squeue,
+    split_log_line,
+)
+from .render import render_job
+
+if TYPE_CHECKING:
+    from ..transport.ssh import SSHTransport
+
+_UNREACHABLE_MARKERS = (
+    "Unable to contact slurm controller",
+    "Socket timed out",
+    "Zero Bytes were transmitted",
+    "Connection refused",
+)
+_NO_ACCOUNTING_MARKERS = ("accounting storage is disabled", "Slurm accounting storage is disabled")
+
+
+def transport_for(profile: Profile) -> SSHTransport:
+    """An SSH transport from a slurm profile's connection settings."""
+    from ..transport.ssh import SSHTarget, SSHTransport
+
+    target = SSHTarget(
+        host=profile.get("host"),
+        port=profile.get("port"),
+        user=profile.get("user"),
+        identity_file=profile.get("identity_file"),
+        known_hosts=profile.get("known_hosts"),
+        proxy_jump=profile.get("proxy_jump"),
+        ssh_config=profile.get("ssh_config"),
+        connect_timeout=float(profile.get("connect_timeout", 15.0)),
+    )
+    return SSHTransport(target)
+
+
+class SlurmTier(Tier):
+    """A Slurm cluster reached over SSH. One connection and one watcher for all its jobs."""
+
+    kind = "slurm"
+
+    def __init__(
+        self,
+        profile: Profile,
+        registry: Registry | None = None,
+        transport: SSHTransport | None = None,
+    ) -> None:
+        super().__init__(profile, registry)
+        self._transport = transport
+        self.accounting: bool | None = None  # learned on first sacct call
+
+    @property
+    def transport(self) -> SSHTransport:
+        with self._lock:
+            if self._transport is None:
+                self._transport = transport_for(self.profile)
+            return self._transport
+
+    def watcher_options(self) -> dict[str, Any]:
+        opts: dict[str, Any] = {}
+        if self.profile.get("status_interval") is not None:
+            opts["status_interval"] = float(self.profile.get("status_interval"))
+        if self.profile.get("rank_interval") is not None:
+            opts["rank_interval"] = float(self.profile.get("rank_interval"))
+        return opts
+
+    def render(self, spec: JobSpec) -> str:
+        return render_job(spec).script
+
+    def submit(self, spec: JobSpec) -> Job:
+        """Write the job directory and run sbatch in one round trip; record the job."""
+        rendered = render_job(spec)
+        workdir = commands.check_workdir(self.profile.workdir)
+        jobdir = f"{workdir}/{commands.job_dir_name(spec.name, token=secrets.token_hex(3))}"
+        result = self.transport.run(
+            commands.submit_argv(jobdir), stdin=commands.pack_job(rendered), check=False
+        )
+        if result.exit_status != 0:
+            err = result.stderr.decode("utf-8", errors="replace").strip()
+            raise SubmitError(f"sbatch refused the job: {err[-500:] or 'no message'}")
+        lines = result.text().strip().splitlines()
+        job_id = parse_sbatch_parsable(lines[0] if lines else "")
+        abs_dir = lines[-1].strip() if len(lines) >= 2 else jobdir
+        record = JobRecord(
+            profile=self.name,
+            tier=self.kind,
+            job_id=job_id,
+            name=spec.name,
+            jobdir=abs_dir,
+            world_size=spec.world_size,
+            spec=spec_for_record(spec),
+            script=rendered.script,
+        )
+        self.registry.add(record)
+        return Job(self, record)
+
+    def _run_scheduler(self, argv: list[str]) -> tuple[int, str, str]:
+        result = self.transport.run(argv, check=False)
+        out = result.stdout.decode("utf-8", errors="replace")
+        err = result.stderr.decode("utf-8", errors="replace")
+        if result.exit_status != 0 and any(m in err for m in _UNREACHABLE_MARKERS):
+            raise ControllerUnreachable(err.strip().splitlines()[-1] if err.strip() else argv[0])
+        return result.exit_status, out, err
+
+    def poll_scheduler(self, records: Sequence[JobRecord]) -> dict[str, SchedulerInfo]:
+        """squeue for all jobs at once; sacct (or scontrol) only for those squeue no longer has."""
+        ids = sorted({r.job_id for r in records}, key=int)
+        if not ids:
+            return {}
+        code, out, err = self._run_scheduler(commands.squeue_argv(ids))
+        found = parse_squeue(out) if code == 0 else {}
+        if code != 0 and "Invalid job id" not in err:
+            raise ControllerUnreachable(err.strip() or f"squeue exited {code}")
+        missing = [i for i in ids if i not in found or found[i].state.terminal]
+        if missing:
+            found.update(self._finished(missing))
+        return found
+
+    def _finished(self, ids: list[str]) -> dict[str, SchedulerInfo]:
+        if self.accounting is not False:
+            code, out, err = self._run_scheduler(commands.sacct_argv(ids))
+            if code == 0:
+                self.accounting = True
+                got = parse_sacct(out)
+                if all(i in got for i in ids):
+                    return got
+            elif any(m in err for m in _NO_ACCOUNTING_MARKERS):
+                self.accounting = False
+        code, out, _ = self._run_scheduler(commands.scontrol_jobs_argv())
+        every = parse_scontrol_jobs(out) if code == 0 else {}
+        return {i: every[i] for i in ids if i in every}
+
+    def poll_ranks(self, records: Sequence[JobRecord]) -> dict[str, dict[int, RankState]]:
+        if not records:
+            return {}
+        result = self.transport.run(commands.ranks_argv([r.jobdir for r in records]), check=False)
+        by_dir = parse_rank_files(result.text())
+        return {r.job_id: by_dir.get(r.jobdir, {}) for r in records}
+
+    def open_log(self, record: JobRecord, offset: int) -> ByteStream:
+        return self.transport.stream(commands.follow_argv(record.jobdir, offset))
+
+    def read_log(self, record: JobRecord, offset: int = 0) -> bytes:
+        return self.transport.run(commands.read_log_argv(record.jobdir, offset), timeout=300).stdout
+
+    def rank_log(self, record: JobRecord, rank: int, tail: int | None = None) -> list[LogLine]:
+        out = self.transport.run(commands.grep_rank_argv(record.jobdir, rank, tail), timeout=300)
+        lines = []
+        for raw in out.text().splitlines():
+            r, text = split_log_line(raw)
+            if r == rank:
+                lines.append(LogLine(text=text, rank=r))
+        return lines
+
+    def cancel(self, record: JobRecord) -> None:
+        self.transport.run(commands.cancel_argv(record.job_id), check=False)
+
+    def close(self) -> None:
+        super().close()
+        if self._transport is not None:
+            self._transport.close()

@@ -1,0 +1,83 @@
+"""Pure logic that turns what a tier observed into a JobStatus and a one-line summary."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from .model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
+from .slurm.parse import format_elapsed
+
+
+def merge_status(
+    job_id: str,
+    sched: SchedulerInfo | None,
+    ranks: Mapping[int, RankState] | None,
+    world_size: int,
+    previous: JobStatus | None = None,
+) -> JobStatus:
+    """Combine the scheduler's view and the rank files into one JobStatus.
+
+    When the scheduler could not be asked (``sched`` is None) the previous scheduler fields are
+    kept. Once the job is over, ranks that started but recorded no end were killed outright
+    (SIGKILL after the kill wait) and are shown as stopped.
+    """
+    base = previous or JobStatus(job_id=job_id, state=JobState.PENDING, world_size=world_size)
+    if sched is not None:
+        base = replace(
+            base,
+            state=sched.state,
+            reason=sched.reason,
+            nodelist=sched.nodelist or base.nodelist,
+            start_time=sched.start_time,
+            end_time=sched.end_time or base.end_time,
+            elapsed_s=sched.elapsed_s if sched.elapsed_s is not None else base.elapsed_s,
+            exit_code=sched.exit_code if sched.exit_code is not None else base.exit_code,
+        )
+    rank_map = dict(ranks) if ranks is not None else {r.rank: r for r in base.ranks}
+    full = [rank_map.get(i, RankState(rank=i)) for i in range(world_size)]
+    extra = [r for k, r in sorted(rank_map.items()) if k >= world_size]
+    all_ranks = full + extra
+    if base.state.terminal:
+        all_ranks = [
+            replace(r, phase=RankPhase.STOPPED) if r.phase is RankPhase.RUNNING else r
+            for r in all_ranks
+        ]
+    elif base.state in (JobState.PENDING, JobState.UNKNOWN) and any(
+        r.phase is not RankPhase.WAITING for r in all_ranks
+    ):
+        # The rank files prove it runs before the scheduler query says so.
+        base = replace(base, state=JobState.RUNNING, reason=None)
+    return replace(base, ranks=tuple(all_ranks), world_size=world_size)
+
+
+def describe_rank(rank: RankState) -> str:
+    """"rank 137 (node18) exit 7" style text."""
+    where = f" ({rank.node})" if rank.node else ""
+    if rank.phase is RankPhase.FAILED:
+        return f"rank {rank.rank}{where} exit {rank.exit_code}"
+    if rank.phase is RankPhase.STOPPED:
+        return f"rank {rank.rank}{where} stopped by signal {rank.signal or 9}"
+    return f"rank {rank.rank}{where} {rank.phase.value}"
+
+
+def summary_line(status: JobStatus) -> str:
+    """The one line printed when a job ends, e.g.
+
+    ``job 41 FAILED in 00:00:12 — first failure: rank 137 (node18) exit 7; 255 ranks stopped``
+    """
+    head = f"job {status.job_id} {status.state.value} in {format_elapsed(status.elapsed_s)}"
+    if status.state is JobState.COMPLETED:
+        return head + (f" on {status.nodelist}" if status.nodelist else "")
+    first = status.first_failure
+    stopped = status.count(RankPhase.STOPPED)
+    details: list[str] = []
+    if first is not None:
+        details.append(f"first failure: {describe_rank(first)}")
+    elif status.state is JobState.FAILED and not any(r.phase.done for r in status.ranks):
+        details.append(f"exit {status.exit_code} before any rank ran (see the log)")
+    if stopped:
+        details.append(f"{stopped} rank{'s' if stopped != 1 else ''} stopped")
+    if status.state is not JobState.FAILED and status.reason and status.reason != "None":
+        details.append(f"reason: {status.reason}")
+    return head + (" — " + "; ".join(details) if details else "")

@@ -1,0 +1,371 @@
+"""One watcher per tier: batched status polling and log following, delivered as callbacks.
+
+The scheduler is asked about every watched job of the tier in one query, every
+``status_interval`` seconds in steady state (15 s: 4 queries a minute however many jobs), sooner
+with backoff after a submit, a cancel or a rank's exit. Rank state comes from the job's own files
+over the existing connection every ``rank_interval`` seconds, so a rank's change shows within about
+a second without loading the scheduler. Logs are followed by byte offset; a dropped connection
+resumes where it stopped, with no line lost or repeated.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+
+from .errors import ControllerUnreachable, TiersError
+from .model import JobStatus, LogLine, RankPhase
+from .registry import JobRecord
+from .slurm.parse import LogDecoder
+from .status import merge_status
+from .tier import ByteStream, Tier
+
+log = logging.getLogger(__name__)
+
+StatusCallback = Callable[[JobStatus], None]
+LinesCallback = Callable[[list[LogLine]], None]
+
+
+@dataclass(eq=False)
+class Subscription:
+    """One listener on one job. Returned by :meth:`Watcher.watch`; pass to ``unwatch``."""
+
+    record: JobRecord
+    on_status: StatusCallback | None = None
+    on_lines: LinesCallback | None = None
+    on_end: StatusCallback | None = None
+    follower: LogFollower | None = None
+    ended: bool = False
+
+
+@dataclass(eq=False)
+class _Watched:
+    record: JobRecord
+    subs: list[Subscription] = field(default_factory=list)
+    status: JobStatus | None = None
+
+
+def _safe_call(fn: Callable[..., object] | None, *args: object) -> None:
+    if fn is None:
+        return
+    try:
+        fn(*args)
+    except Exception:  # a broken listener must not stop the watcher
+        log.exception("jupyter-tiers listener failed")
+
+
+class LogFollower:
+    """Follows one job's merged log from a byte offset on its own thread."""
+
+    def __init__(
+        self,
+        tier: Tier,
+        record: JobRecord,
+        offset: int,
+        on_lines: LinesCallback,
+        *,
+        max_backoff: float = 10.0,
+    ) -> None:
+        self.tier = tier
+        self.record = record
+        self.decoder = LogDecoder(offset)
+        self.on_lines = on_lines
+        self.max_backoff = max_backoff
+        self.reconnects = 0
+        self._finishing = threading.Event()
+        self._closed = threading.Event()
+        self._stream: ByteStream | None = None
+        self._stream_lock = threading.Lock()
+        self._thread = threading.Thread(
+            target=self._run, name=f"jt-log-{record.key}", daemon=True
+        )
+
+    def start(self) -> None:
+        self._thread.start()
+
+    @property
+    def offset(self) -> int:
+        return self.decoder.offset
+
+    def _emit(self, lines: list[LogLine]) -> None:
+        if lines:
+            _safe_call(self.on_lines, lines)
+
+    def _run(self) -> None:
+        backoff = 0.2
+        while not self._finishing.is_set():
+            try:
+                stream = self.tier.open_log(self.record, self.decoder.received)
+                with self._stream_lock:
+                    self._stream = stream
+                if self._finishing.is_set():
+                    stream.close()
+                    break
+                for chunk in stream:
+                    self._emit(self.decoder.feed(chunk))
+                    backoff = 0.2
+            except TiersError as exc:
+                log.debug("log stream of %s dropped: %s", self.record.key, exc)
+            except Exception as exc:  # transport errors are TiersError; anything else: retry too
+                log.debug("log stream of %s failed: %r", self.record.key, exc)
+            finally:
+                with self._stream_lock:
+                    self._stream = None
+            if self._finishing.wait(backoff):
+                break
+            self.reconnects += 1
+            backoff = min(self.max_backoff, backoff * 2)
+        self._drain()
+        self._closed.set()
+
+    def _drain(self) -> None:
+        """Read what the stream had not delivered yet; the job is over, so this is the end."""
+        for attempt in range(5):
+            try:
+                rest = self.tier.read_log(self.record, self.decoder.received)
+            except Exception as exc:
+                log.debug("final log read of %s failed: %r", self.record.key, exc)
+                time.sleep(min(self.max_backoff, 0.5 * 2**attempt))
+                continue
+            self._emit(self.decoder.feed(rest) + self.decoder.flush())
+            return
+
+    def finish(self, timeout: float | None = 60.0) -> None:
+        """Stop following, deliver the rest of the log, and wait for that to be done."""
+        self._finishing.set()
+        with self._stream_lock:
+            if self._stream is not None:
+                self._stream.close()
+        if self._thread.is_alive() or not self._closed.is_set():
+            self._thread.join(timeout)
+
+    def stop(self) -> None:
+        """Stop without draining (the listener went away)."""
+        self._finishing.set()
+        with self._stream_lock:
+            if self._stream is not None:
+                self._stream.close()
+
+
+class Watcher:
+    """Watches every job of one tier with batched queries; see the module docstring."""
+
+    def __init__(
+        self,
+        tier: Tier,
+        *,
+        status_interval: float = 15.0,
+        rank_interval: float = 1.0,
+        first_poll: float = 0.5,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self.tier = tier
+        self.status_interval = status_interval
+        self.rank_interval = rank_interval
+        self.first_poll = first_poll
+        self.max_backoff = max_backoff
+        self.scheduler_queries = 0
+        self.rank_queries = 0
+        self._jobs: dict[str, _Watched] = {}
+        self._lock = threading.RLock()
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._next_sched = 0.0
+        self._fast_delay = first_poll
+        self._counter = itertools.count()
+
+    # --- public ------------------------------------------------------------------------
+    def watch(
+        self,
+        record: JobRecord,
+        *,
+        on_status: StatusCallback | None = None,
+        on_lines: LinesCallback | None = None,
+        on_end: StatusCallback | None = None,
+        follow_logs: bool = True,
+        log_offset: int = 0,
+    ) -> Subscription:
+        """Start delivering this job's status changes (and log lines) to the callbacks."""
+        sub = Subscription(record, on_status=on_status, on_lines=on_lines, on_end=on_end)
+        with self._lock:
+            watched = self._jobs.setdefault(record.key, _Watched(record))
+            watched.subs.append(sub)
+            current = watched.status
+        if follow_logs and on_lines is not None:
+            sub.follower = LogFollower(self.tier, record, log_offset, on_lines)
+            sub.follower.start()
+        if current is not None:
+            _safe_call(on_status, current)
+            if current.state.terminal:
+                self._end(sub, current)
+        self._ensure_thread()
+        self.kick()
+        return sub
+
+    def unwatch(self, sub: Subscription) -> None:
+        with self._lock:
+            watched = self._jobs.get(sub.record.key)
+            if watched and sub in watched.subs:
+                watched.subs.remove(sub)
+                if not watched.subs and (watched.status is None or not watched.status.state.terminal):
+                    del self._jobs[sub.record.key]
+        if sub.follower is not None:
+            sub.follower.stop()
+
+    def kick(self) -> None:
+        """Ask the scheduler soon (after a submit or cancel), then back off again."""
+        with self._lock:
+            self._fast_delay = self.first_poll
+            self._next_sched = min(self._next_sched, time.monotonic() + self.first_poll)
+        self._wake.set()
+
+    def last_status(self, key: str) -> JobStatus | None:
+        with self._lock:
+            watched = self._jobs.get(key)
+            return watched.status if watched else None
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self._wake.set()
+        with self._lock:
+            subs = [s for w in self._jobs.values() for s in w.subs]
+        for sub in subs:
+            if sub.follower is not None:
+                sub.follower.stop()
+
+    # --- the loop ------------------------------------------------------------------------
+    def _ensure_thread(self) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._stopped.clear()
+                self._thread = threading.Thread(
+                    target=self._loop, name=f"jt-watch-{self.tier.name}", daemon=True
+                )
+                self._thread.start()
+
+    def _active(self) -> list[_Watched]:
+        with self._lock:
+            return [
+                w for w in self._jobs.values()
+                if w.subs and (w.status is None or not w.status.state.terminal)
+            ]
+
+    def _loop(self) -> None:
+        next_ranks = 0.0
+        while not self._stopped.is_set():
+            active = self._active()
+            if not active:
+                self._wake.wait(5.0)
+                self._wake.clear()
+                continue
+            now = time.monotonic()
+            records = [w.record for w in active]
+            sched = None
+            message: str | None = None
+            reachable = True
+            if now >= self._next_sched:
+                try:
+                    self.scheduler_queries += 1
+                    sched = self.tier.poll_scheduler(records)
+                except ControllerUnreachable as exc:
+                    reachable, message = False, f"controller unreachable, retrying: {exc}"
+                except TiersError as exc:
+                    reachable, message = False, f"cannot reach the cluster, retrying: {exc}"
+                except Exception as exc:
+                    reachable, message = False, f"status query failed, retrying: {exc!r}"
+            ranks = None
+            if now >= next_ranks or sched is not None:
+                try:
+                    self.rank_queries += 1
+                    ranks = self.tier.poll_ranks(records)
+                except Exception as exc:
+                    message = message or f"cannot read rank state, retrying: {exc}"
+                next_ranks = time.monotonic() + self.rank_interval
+            changed_any = self._apply(active, sched, ranks, reachable, message)
+            with self._lock:
+                if sched is not None or not reachable:
+                    if changed_any:
+                        self._fast_delay = self.first_poll
+                    delay = self._fast_delay if reachable else max(2.0, self._fast_delay)
+                    self._fast_delay = min(self._fast_delay * 2, self.status_interval,
+                                           self.max_backoff if not reachable else self.status_interval)
+                    self._next_sched = time.monotonic() + delay
+                wait = max(0.05, min(self._next_sched, next_ranks) - time.monotonic())
+            if self._wake.wait(wait):
+                self._wake.clear()
+
+    def _apply(
+        self,
+        active: list[_Watched],
+        sched: dict | None,
+        ranks: dict | None,
+        reachable: bool,
+        message: str | None,
+    ) -> bool:
+        changed_any = False
+        for watched in active:
+            rec = watched.record
+            info = sched.get(rec.job_id) if sched is not None else None
+            prev = watched.status
+            status = merge_status(
+                rec.job_id,
+                info,
+                ranks.get(rec.job_id) if ranks is not None else None,
+                rec.world_size,
+                prev,
+            )
+            status = replace(status, controller_reachable=reachable, message=message)
+            if prev is not None and prev.state.terminal:
+                continue
+            if status != prev:
+                changed_any = changed_any or (
+                    prev is None or status.state != prev.state or status.ranks != prev.ranks
+                )
+                with self._lock:
+                    watched.status = status
+                    subs = list(watched.subs)
+                for sub in subs:
+                    _safe_call(sub.on_status, status)
+                if prev is None or prev.state != status.state:
+                    self._record_state(rec, status)
+            if not status.state.terminal and _ranks_finishing(status):
+                # Ranks ended: the scheduler will end the job within moments; ask again soon.
+                with self._lock:
+                    self._next_sched = min(self._next_sched, time.monotonic() + self.first_poll)
+            if status.state.terminal:
+                with self._lock:
+                    subs = list(watched.subs)
+                for sub in subs:
+                    self._end(sub, status)
+        return changed_any
+
+    def _record_state(self, rec: JobRecord, status: JobStatus) -> None:
+        try:
+            self.tier.registry.update(rec.key, state=status.state.value, nodelist=status.nodelist)
+        except Exception:
+            log.exception("registry update failed")
+
+    def _end(self, sub: Subscription, status: JobStatus) -> None:
+        if sub.ended:
+            return
+        sub.ended = True
+
+        def finish() -> None:
+            if sub.follower is not None:
+                sub.follower.finish()
+            _safe_call(sub.on_end, status)
+
+        threading.Thread(target=finish, name=f"jt-end-{next(self._counter)}", daemon=True).start()
+
+
+def _ranks_finishing(status: JobStatus) -> bool:
+    if not status.ranks:
+        return False
+    return any(r.phase is RankPhase.FAILED for r in status.ranks) or all(
+        r.phase.done for r in status.ranks
+    )

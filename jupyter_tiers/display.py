@@ -1,0 +1,48 @@
+"""Choose how a job is shown: the live widget in a Jupyter front end, plain text elsewhere."""
+
+from __future__ import annotations
+
+import os
+
+from .model import JobStatus
+from .status import summary_line
+from .tier import Job
+
+DISPLAY_ENV = "JUPYTER_TIERS_DISPLAY"  # "text" forces the text fallback
+
+
+def widgets_available() -> bool:
+    """True inside a Jupyter kernel (where a front end may render widgets) unless disabled."""
+    if os.environ.get(DISPLAY_ENV, "").lower() == "text":
+        return False
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def show_job(job: Job, *, wait: bool = False, text: bool = False,
+             timeout: float | None = None) -> JobStatus | None:
+    """Display a live view of ``job``. With ``wait``, block until it ends and print the summary."""
+    if text or not widgets_available():
+        from .widgets.text import TextView
+
+        view = TextView(job)
+        if wait:
+            return view.run(timeout)
+        print(view.header() + f" — follow it with %tiers attach {job.id}")
+        return None
+    from IPython.display import display
+
+    from .widgets.job_view import JobView
+
+    widget = JobView(job)
+    display(widget)
+    if not wait:
+        return None
+    status = widget.wait(timeout)
+    if status is not None:
+        print(summary_line(status))
+    return status

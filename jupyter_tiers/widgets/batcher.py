@@ -1,0 +1,65 @@
+"""Coalesces a fast stream of log lines into at most a few messages a second."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+from ..model import LogLine
+
+
+class LineBatcher:
+    """Collects lines from any thread and hands them to ``send`` every ``interval`` seconds.
+
+    At most ``max_lines`` are kept per batch (the newest); older ones in the same batch are
+    counted as skipped, so a job printing 10,000 lines/s costs the kernel and the browser a
+    bounded amount of work. The full log stays on the cluster.
+    """
+
+    def __init__(
+        self,
+        send: Callable[[list[LogLine], int], None],
+        interval: float = 0.15,
+        max_lines: int = 1000,
+    ) -> None:
+        self._send = send
+        self.interval = interval
+        self.max_lines = max_lines
+        self._pending: list[LogLine] = []
+        self._skipped = 0
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self.messages = 0
+        self._thread = threading.Thread(target=self._run, name="jt-line-batcher", daemon=True)
+        self._thread.start()
+
+    def add(self, lines: list[LogLine]) -> None:
+        with self._lock:
+            self._pending.extend(lines)
+            overflow = len(self._pending) - self.max_lines
+            if overflow > 0:
+                del self._pending[:overflow]
+                self._skipped += overflow
+        self._wake.set()
+
+    def flush(self) -> None:
+        with self._lock:
+            lines, skipped = self._pending, self._skipped
+            self._pending, self._skipped = [], 0
+        if lines or skipped:
+            self.messages += 1
+            self._send(lines, skipped)
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            self._wake.wait()
+            self._wake.clear()
+            self.flush()
+            # Rate limit: one message per interval at most.
+            self._stopped.wait(self.interval)
+
+    def close(self) -> None:
+        self._stopped.set()
+        self._wake.set()
+        self.flush()

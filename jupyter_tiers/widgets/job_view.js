@@ -1,0 +1,265 @@
+// jupyter-tiers JobView front end. Everything from the cluster is set with textContent, never
+// as HTML. Log lines arrive in batches as custom messages; the buffer is bounded by log_limit.
+
+const PHASE_NAMES = { w: "waiting", r: "running", x: "exited", f: "failed", s: "stopped" };
+
+function h(tag, cls, text) {
+  const node = document.createElement(tag);
+  if (cls) node.className = cls;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function fmt(seconds) {
+  if (seconds < 0) return "--:--:--";
+  const d = Math.floor(seconds / 86400);
+  const hh = String(Math.floor((seconds % 86400) / 3600)).padStart(2, "0");
+  const mm = String(Math.floor((seconds % 3600) / 60)).padStart(2, "0");
+  const ss = String(Math.floor(seconds % 60)).padStart(2, "0");
+  return (d ? d + "-" : "") + `${hh}:${mm}:${ss}`;
+}
+
+function render({ model, el }) {
+  const root = h("div", "jt-job");
+  el.appendChild(root);
+
+  // Header: id, name, state, reason, elapsed, nodes
+  const header = h("div", "jt-header");
+  const title = h("span", "jt-title");
+  const state = h("span", "jt-state");
+  const reason = h("span", "jt-reason");
+  const elapsed = h("span", "jt-elapsed");
+  const nodes = h("span", "jt-nodes");
+  header.append(title, state, reason, elapsed, nodes);
+  const message = h("div", "jt-message");
+  const summary = h("div", "jt-summary");
+
+  // Controls
+  const controls = h("div", "jt-controls");
+  const cancelBtn = h("button", "jt-cancel", "Cancel");
+  const copyBtn = h("button", "jt-copy", "Copy job id");
+  const scriptBtn = h("button", "jt-script-toggle", "Show script");
+  const followBtn = h("button", "jt-follow", "Pause");
+  const errorBtn = h("button", "jt-jump-error", "Jump to first error");
+  errorBtn.disabled = true;
+  const rankSelect = h("select", "jt-rank-filter");
+  controls.append(cancelBtn, copyBtn, scriptBtn, h("span", "jt-spacer"), rankSelect, followBtn, errorBtn);
+
+  const scriptPre = h("pre", "jt-script");
+  scriptPre.hidden = true;
+
+  // Rank grid
+  const grid = h("div", "jt-grid");
+  const tip = h("div", "jt-tip");
+
+  // Log
+  const logBox = h("div", "jt-log");
+  const skippedNote = h("div", "jt-skipped");
+  root.append(header, message, controls, scriptPre, grid, tip, logBox, skippedNote, summary);
+
+  let lines = []; // [rank, text, isError]
+  let filter = -1;
+  let following = true;
+  let skipped = 0;
+  let lastElapsedAt = Date.now();
+
+  function refreshHeader() {
+    title.textContent = `job ${model.get("job_id")} · ${model.get("job_name")}`;
+    const st = model.get("state");
+    state.textContent = st;
+    state.dataset.state = st;
+    const r = model.get("reason");
+    const start = model.get("start_time");
+    reason.textContent =
+      st === "PENDING" && r ? `(${r}${start ? ", expected start " + start : ""})` : "";
+    nodes.textContent = model.get("nodelist") ? `on ${model.get("nodelist")}` : "";
+    message.textContent = model.get("message");
+    summary.textContent = model.get("summary");
+    cancelBtn.disabled = model.get("terminal") || model.get("cancel_requested");
+    if (model.get("cancel_requested") && !model.get("terminal")) cancelBtn.textContent = "Cancelling…";
+    lastElapsedAt = Date.now();
+    tickElapsed();
+  }
+
+  function tickElapsed() {
+    const base = model.get("elapsed_s");
+    const running = model.get("state") === "RUNNING";
+    const extra = running && base >= 0 ? (Date.now() - lastElapsedAt) / 1000 : 0;
+    elapsed.textContent = base >= 0 ? fmt(base + extra) : "";
+  }
+  const ticker = setInterval(tickElapsed, 1000);
+
+  function refreshRankSelect() {
+    const n = model.get("world_size");
+    if (rankSelect.options.length === n + 1) return;
+    rankSelect.replaceChildren();
+    const all = h("option", "", "all ranks");
+    all.value = "-1";
+    rankSelect.appendChild(all);
+    for (let i = 0; i < n; i++) {
+      const o = h("option", "", `rank ${i}`);
+      o.value = String(i);
+      rankSelect.appendChild(o);
+    }
+    rankSelect.value = String(filter);
+  }
+
+  function rankLabel(i, cell) {
+    const [phase, node, code, sig] = cell;
+    let text = `rank ${i} · ${node || "no node yet"} · ${PHASE_NAMES[phase] || phase}`;
+    if (phase === "f") text += ` (exit ${code})`;
+    if (phase === "s") text += ` (signal ${sig ?? 9})`;
+    if (i === model.get("first_failure")) text += " · first failure";
+    return text;
+  }
+
+  function refreshGrid() {
+    const ranks = model.get("ranks");
+    const first = model.get("first_failure");
+    grid.style.setProperty("--jt-cols", String(Math.min(32, Math.max(8, Math.ceil(Math.sqrt(ranks.length * 4))))));
+    while (grid.children.length > ranks.length) grid.lastChild.remove();
+    while (grid.children.length < ranks.length) {
+      const i = grid.children.length;
+      const cell = h("div", "jt-rank");
+      cell.dataset.rank = String(i);
+      cell.addEventListener("mouseenter", () => { tip.textContent = rankLabel(i, model.get("ranks")[i]); });
+      cell.addEventListener("click", () => setFilter(filter === i ? -1 : i));
+      grid.appendChild(cell);
+    }
+    ranks.forEach((cell, i) => {
+      const node = grid.children[i];
+      node.dataset.phase = cell[0];
+      node.classList.toggle("jt-first-failure", i === first);
+      node.classList.toggle("jt-selected", i === filter);
+      node.title = rankLabel(i, cell);
+    });
+  }
+
+  function lineNode(row) {
+    const [rank, text, isError] = row;
+    const div = h("div", "jt-line");
+    if (isError) div.classList.add("jt-error");
+    div.appendChild(h("span", "jt-prefix", rank === null ? "  │ " : `${rank}: `));
+    div.appendChild(h("span", "jt-text", text));
+    return div;
+  }
+
+  function visible(row) {
+    return filter < 0 || row[0] === filter;
+  }
+
+  function redrawLog() {
+    logBox.replaceChildren(...lines.filter(visible).map(lineNode));
+    markFirstError();
+    if (following) logBox.scrollTop = logBox.scrollHeight;
+  }
+
+  function markFirstError() {
+    const first = logBox.querySelector(".jt-error");
+    errorBtn.disabled = !first;
+  }
+
+  function appendLines(rows) {
+    const limit = model.get("log_limit");
+    lines.push(...rows);
+    let dropped = 0;
+    if (lines.length > limit) {
+      dropped = lines.length - limit;
+      lines = lines.slice(dropped);
+    }
+    const frag = document.createDocumentFragment();
+    for (const row of rows) if (visible(row)) frag.appendChild(lineNode(row));
+    logBox.appendChild(frag);
+    while (logBox.childElementCount > limit) logBox.firstChild.remove();
+    if (dropped && filter >= 0) redrawLog();
+    markFirstError();
+    if (following) logBox.scrollTop = logBox.scrollHeight;
+  }
+
+  function setFilter(rank) {
+    filter = rank;
+    rankSelect.value = String(rank);
+    refreshGrid();
+    redrawLog();
+  }
+
+  model.on("msg:custom", (msg) => {
+    if (!msg || msg.kind !== "lines") return;
+    if (msg.reset) lines = [];
+    skipped += msg.skipped || 0;
+    skippedNote.textContent = skipped
+      ? `${skipped} lines were not sent to the browser (too fast); %tiers logs ${model.get("job_id")} has them all`
+      : "";
+    if (msg.reset) {
+      lines = msg.lines.slice(-model.get("log_limit"));
+      redrawLog();
+    } else {
+      appendLines(msg.lines);
+    }
+  });
+
+  rankSelect.addEventListener("change", () => setFilter(Number(rankSelect.value)));
+  followBtn.addEventListener("click", () => {
+    following = !following;
+    followBtn.textContent = following ? "Pause" : "Follow";
+    if (following) logBox.scrollTop = logBox.scrollHeight;
+  });
+  errorBtn.addEventListener("click", () => {
+    const first = logBox.querySelector(".jt-error");
+    if (!first) return;
+    following = false;
+    followBtn.textContent = "Follow";
+    first.scrollIntoView({ block: "center" });
+    first.classList.add("jt-flash");
+  });
+  let confirmTimer = null;
+  cancelBtn.addEventListener("click", () => {
+    if (cancelBtn.dataset.confirm !== "1") {
+      cancelBtn.dataset.confirm = "1";
+      cancelBtn.textContent = `Really cancel job ${model.get("job_id")}?`;
+      confirmTimer = setTimeout(() => {
+        cancelBtn.dataset.confirm = "";
+        cancelBtn.textContent = "Cancel";
+      }, 5000);
+      return;
+    }
+    clearTimeout(confirmTimer);
+    cancelBtn.dataset.confirm = "";
+    cancelBtn.textContent = "Cancelling…";
+    cancelBtn.disabled = true;
+    model.send({ kind: "cancel" });
+  });
+  copyBtn.addEventListener("click", async () => {
+    try {
+      await navigator.clipboard.writeText(model.get("job_id"));
+      copyBtn.textContent = "Copied";
+    } catch {
+      copyBtn.textContent = model.get("job_id");
+    }
+    setTimeout(() => { copyBtn.textContent = "Copy job id"; }, 1500);
+  });
+  scriptBtn.addEventListener("click", () => {
+    scriptPre.hidden = !scriptPre.hidden;
+    scriptBtn.textContent = scriptPre.hidden ? "Show script" : "Hide script";
+  });
+
+  function refreshScript() { scriptPre.textContent = model.get("script"); }
+
+  for (const name of ["state", "reason", "start_time", "elapsed_s", "nodelist", "message",
+                      "summary", "terminal", "cancel_requested", "job_id", "job_name"]) {
+    model.on(`change:${name}`, refreshHeader);
+  }
+  model.on("change:ranks", refreshGrid);
+  model.on("change:first_failure", refreshGrid);
+  model.on("change:world_size", refreshRankSelect);
+  model.on("change:script", refreshScript);
+
+  refreshHeader();
+  refreshRankSelect();
+  refreshGrid();
+  refreshScript();
+  model.send({ kind: "hello" });
+  return () => clearInterval(ticker);
+}
+
+export default { render };

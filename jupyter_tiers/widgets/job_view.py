@@ -1,0 +1,120 @@
+"""JobView: the live widget of one job (header, rank grid, log with rank filter, controls)."""
+
+from __future__ import annotations
+
+import collections
+import threading
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets as t
+
+from ..model import JobStatus, LogLine
+from ..status import summary_line
+from ..tier import Job
+from .batcher import LineBatcher
+from .state import line_rows, status_traits
+
+_HERE = Path(__file__).parent
+
+
+class JobView(anywidget.AnyWidget):
+    """Live view of a Job. Subscribes to its tier's watcher; unsubscribes when the job ends.
+
+    Log lines travel as custom messages in batches (at most ~7 a second); the front end keeps at
+    most ``log_limit`` lines, and the kernel keeps the same number for a reloaded page.
+    """
+
+    _esm = _HERE / "job_view.js"
+    _css = _HERE / "job_view.css"
+
+    job_id = t.Unicode("").tag(sync=True)
+    job_name = t.Unicode("").tag(sync=True)
+    profile = t.Unicode("").tag(sync=True)
+    tier_kind = t.Unicode("").tag(sync=True)
+    state = t.Unicode("PENDING").tag(sync=True)
+    reason = t.Unicode("").tag(sync=True)
+    start_time = t.Unicode("").tag(sync=True)
+    elapsed = t.Unicode("").tag(sync=True)
+    elapsed_s = t.Int(-1).tag(sync=True)
+    nodelist = t.Unicode("").tag(sync=True)
+    world_size = t.Int(0).tag(sync=True)
+    ranks: t.List[list[Any]] = t.List().tag(sync=True)
+    first_failure = t.Int(-1).tag(sync=True)
+    message = t.Unicode("").tag(sync=True)
+    terminal = t.Bool(False).tag(sync=True)
+    summary = t.Unicode("").tag(sync=True)
+    script = t.Unicode("").tag(sync=True)
+    log_limit = t.Int(5000).tag(sync=True)
+    lines_received = t.Int(0).tag(sync=True)
+    cancel_requested = t.Bool(False).tag(sync=True)
+
+    def __init__(self, job: Job, *, log_offset: int = 0, **kwargs: Any) -> None:
+        super().__init__(
+            job_id=job.id,
+            job_name=job.name,
+            profile=job.record.profile,
+            tier_kind=job.record.tier,
+            world_size=job.record.world_size,
+            script=job.script,
+            **kwargs,
+        )
+        self.job = job
+        self.final_status: JobStatus | None = None
+        self.ended = threading.Event()
+        self._buffer: collections.deque[list[Any]] = collections.deque(maxlen=self.log_limit)
+        self._batcher = LineBatcher(self._send_lines)
+        self.on_msg(self._on_front_end_msg)
+        self._sub = job.tier.watcher.watch(
+            job.record,
+            on_status=self._on_status,
+            on_lines=self._batcher.add,
+            on_end=self._on_end,
+            log_offset=log_offset,
+        )
+
+    # --- from the watcher (background threads) ---------------------------------------
+    def _on_status(self, status: JobStatus) -> None:
+        with self.hold_sync():
+            for key, value in status_traits(status).items():
+                setattr(self, key, value)
+
+    def _send_lines(self, lines: list[LogLine], skipped: int) -> None:
+        rows = line_rows(lines)
+        self._buffer.extend(rows)
+        self.lines_received += len(lines) + skipped
+        self.send({"kind": "lines", "lines": rows, "skipped": skipped})
+
+    def _on_end(self, status: JobStatus) -> None:
+        self._batcher.close()
+        self.final_status = status
+        self._on_status(status)
+        self.summary = summary_line(status)
+        self.job.tier.watcher.unwatch(self._sub)
+        self.ended.set()
+
+    # --- from the front end --------------------------------------------------------------
+    def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if not isinstance(content, dict):
+            return
+        kind = content.get("kind")
+        if kind == "hello":  # a (re)loaded page asks for what it missed
+            self.send({"kind": "lines", "lines": list(self._buffer), "skipped": 0, "reset": True})
+        elif kind == "cancel" and not self.terminal:
+            self.cancel_requested = True
+            threading.Thread(target=self.job.cancel, name="jt-cancel", daemon=True).start()
+
+    # --- Python API ----------------------------------------------------------------------
+    def wait(self, timeout: float | None = None) -> JobStatus | None:
+        """Block until the job has ended and its log is complete; returns the final status."""
+        self.ended.wait(timeout)
+        return self.final_status
+
+    def close(self) -> None:
+        self.job.tier.watcher.unwatch(self._sub)
+        self._batcher.close()
+        super().close()
+
+    def __repr__(self) -> str:
+        return f"JobView(job {self.job_id} {self.job_name!r}: {self.state})"

@@ -1,0 +1,67 @@
+"""Plain-text job view for terminal IPython, nbconvert/nbclient and scripts."""
+
+from __future__ import annotations
+
+import sys
+import threading
+from typing import TextIO
+
+from ..model import JobStatus, LogLine
+from ..status import summary_line
+from ..tier import Job
+
+
+def format_line(line: LogLine) -> str:
+    return f"{line.rank}: {line.text}" if line.rank is not None else line.text
+
+
+class TextView:
+    """Streams a job's lines as plain text, then prints the one-line summary."""
+
+    def __init__(self, job: Job, out: TextIO | None = None) -> None:
+        self.job = job
+        self.out = out or sys.stdout
+        self._lock = threading.Lock()
+        self.final_status: JobStatus | None = None
+
+    def _print(self, text: str) -> None:
+        with self._lock:
+            self.out.write(text + "\n")
+            self.out.flush()
+
+    def header(self) -> str:
+        rec = self.job.record
+        return (f"job {rec.job_id} ({rec.name}) submitted to {rec.profile}: "
+                f"{rec.world_size} rank{'s' if rec.world_size != 1 else ''}")
+
+    def run(self, timeout: float | None = None) -> JobStatus | None:
+        """Stream the log and block until the job ends; print and return the final status."""
+        self._print(self.header())
+        ended = threading.Event()
+        last_state: list[str] = []
+
+        def on_status(status: JobStatus) -> None:
+            label = status.state.value + (f" ({status.reason})" if status.reason and
+                                          status.state.value == "PENDING" else "")
+            if not last_state or last_state[-1] != label:
+                last_state.append(label)
+                self._print(f"[{label}]" + (f" on {status.nodelist}" if status.nodelist else ""))
+
+        def on_lines(lines: list[LogLine]) -> None:
+            with self._lock:
+                self.out.write("".join(format_line(ln) + "\n" for ln in lines))
+                self.out.flush()
+
+        def on_end(status: JobStatus) -> None:
+            self.final_status = status
+            ended.set()
+
+        watcher = self.job.tier.watcher
+        sub = watcher.watch(self.job.record, on_status=on_status, on_lines=on_lines, on_end=on_end)
+        try:
+            ended.wait(timeout)
+        finally:
+            watcher.unwatch(sub)
+        if self.final_status is not None:
+            self._print(summary_line(self.final_status))
+        return self.final_status

@@ -1,0 +1,46 @@
+"""Shared fixtures. Cluster tests need the Slurm-in-a-box cluster that tests/run.sh starts."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CLUSTER_DIR = Path(os.environ.get("JT_CLUSTER_DIR", "/var/tmp/jupyter-tiers-cluster"))
+CLUSTER_SCRIPT = ROOT / "jupyter_tiers" / "sandbox" / "cluster.sh"
+
+
+def read_cluster_env() -> dict[str, str] | None:
+    path = CLUSTER_DIR / "cluster.env"
+    if not path.exists():
+        return None
+    env = {}
+    for line in path.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            env[key.strip()] = value.strip()
+    return env
+
+
+@pytest.fixture(autouse=True)
+def _isolated_registry(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test gets its own registry and no stray tiers.yaml."""
+    monkeypatch.setenv("JUPYTER_TIERS_REGISTRY", str(tmp_path / "registry.sqlite"))
+
+
+@pytest.fixture(scope="session")
+def cluster_env() -> dict[str, str]:
+    env = read_cluster_env()
+    if env is None:
+        reason = (
+            f"Slurm test cluster not running ({CLUSTER_DIR}/cluster.env missing): "
+            "start it with `bash tests/run.sh` (needs root and apt)"
+        )
+        if os.environ.get("CI"):
+            pytest.fail(reason + " — CI must run the cluster tests")
+        print(f"\nSKIPPING CLUSTER TESTS: {reason}", file=sys.stderr)
+        pytest.skip(reason)
+    return env

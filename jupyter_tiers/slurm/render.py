@@ -242,7 +242,9 @@ prefixer=$!
 stopped=""
 trap 'stopped=15; kill -TERM "$child" 2>/dev/null' TERM
 trap 'stopped=2; kill -INT "$child" 2>/dev/null' INT
-"$@" &
+# Without job control bash starts background commands with INT and QUIT ignored; undo that
+# (POSIX allows it in a subshell) so the INT forwarded above reaches the program.
+( trap - INT QUIT; exec "$@" ) &
 child=$!
 wait "$child"; code=$?
 while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done

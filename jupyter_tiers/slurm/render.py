@@ -246,6 +246,8 @@ trap 'stopped=2; kill -INT "$child" 2>/dev/null' INT
 # (POSIX allows it in a subshell) so the INT forwarded above reaches the program.
 ( trap - INT QUIT; exec "$@" ) &
 child=$!
+# A signal that came before $child was set could not be forwarded by the trap: do it now.
+if [ -n "$stopped" ]; then kill -"$stopped" "$child" 2>/dev/null; fi
 wait "$child"; code=$?
 while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
 kill "$heartbeat" 2>/dev/null

@@ -1,0 +1,343 @@
+"""Layered profile files: system, user, project (or $JUPYTER_TIERS_CONFIG), and their errors."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from jupyter_tiers import config
+from jupyter_tiers.config import ConfigError, load_config, load_file
+
+
+class Layers:
+    """Paths of the three layers inside a tmp dir, with the config module pointed at them."""
+
+    def __init__(self, root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.root = root
+        self.system = root / "etc" / "tiers.yaml"
+        self.home = root / "home"
+        self.user = self.home / ".jupyter" / "tiers.yaml"
+        self.project_dir = root / "project"
+        self.project = self.project_dir / "tiers.yaml"
+        for d in (self.system.parent, self.user.parent, self.project_dir):
+            d.mkdir(parents=True)
+        monkeypatch.setattr(config, "SYSTEM_PATH", self.system)
+        monkeypatch.setattr(config, "USER_PATH", Path("~/.jupyter/tiers.yaml"))
+        monkeypatch.setenv("HOME", str(self.home))
+        monkeypatch.delenv(config.ENV_VAR, raising=False)
+        monkeypatch.chdir(self.project_dir)
+
+    @staticmethod
+    def write(path: Path, text: str) -> Path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(textwrap.dedent(text), encoding="utf-8")
+        return path
+
+
+@pytest.fixture()
+def layers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Layers:
+    return Layers(tmp_path, monkeypatch)
+
+
+SYSTEM = """
+profiles:
+  hpc:
+    tier: slurm
+    host: login.cluster.example
+    port: 22
+    description: the lab cluster
+    workdir: /scratch/jt
+    setup: ["module load cuda"]
+    env: {NCCL_DEBUG: WARN, OMP_NUM_THREADS: 4}
+    defaults: {partition: gpu, time: "01:00:00", nodes: 1}
+  other:
+    tier: slurm
+    host: other.example
+"""
+
+USER = """
+profiles:
+  hpc:
+    user: alice
+    port: 2222
+    env: {WANDB_MODE: offline}
+    defaults: {time: "04:00:00", gpus-per-node: "a100:4"}
+default_profile: hpc
+"""
+
+PROJECT = """
+profiles:
+  hpc:
+    env: {NCCL_DEBUG: INFO}
+    defaults: {nodes: 2}
+    setup: ["module load cuda/12.1", "source venv/bin/activate"]
+  dev:
+    tier: local
+    description: laptop
+"""
+
+
+# --- layering ---------------------------------------------------------------------------------
+
+
+def test_nothing_configured_gives_builtin_local_default(layers: Layers) -> None:
+    cfg = load_config()
+    assert cfg.default_profile == "local"
+    assert list(cfg.profiles) == ["local"]
+    local = cfg.profile()
+    assert local.tier == "local"
+    assert local.sources == ("built-in",)
+    assert cfg.sources == ()
+
+
+def test_layers_override_key_by_key(layers: Layers) -> None:
+    layers.write(layers.system, SYSTEM)
+    layers.write(layers.user, USER)
+    layers.write(layers.project, PROJECT)
+    cfg = load_config()
+    assert cfg.sources == (str(layers.system), str(layers.user), str(layers.project))
+    assert cfg.default_profile == "hpc"
+    assert set(cfg.profiles) == {"hpc", "other", "dev", "local"}
+
+    hpc = cfg.profile()
+    assert hpc.name == "hpc"
+    assert hpc.tier == "slurm"
+    assert hpc.sources == (str(layers.system), str(layers.user), str(layers.project))
+    # settings: later layers override single keys, untouched keys survive
+    assert hpc.get("host") == "login.cluster.example"
+    assert hpc.get("port") == 2222
+    assert hpc.get("user") == "alice"
+    assert hpc.get("description") == "the lab cluster"
+    assert hpc.workdir == "/scratch/jt"
+    # env and defaults are merged key by key (dashes normalised), numbers become strings
+    assert dict(hpc.env) == {"NCCL_DEBUG": "INFO", "OMP_NUM_THREADS": "4", "WANDB_MODE": "offline"}
+    assert dict(hpc.defaults) == {
+        "partition": "gpu",
+        "time": "04:00:00",
+        "nodes": 2,
+        "gpus_per_node": "a100:4",
+    }
+    # setup is a list: the later layer replaces it
+    assert hpc.setup == ("module load cuda/12.1", "source venv/bin/activate")
+    # settings hold neither env, defaults, setup nor tier
+    assert not {"env", "defaults", "setup", "tier"} & set(hpc.settings)
+
+    other = cfg.profile("other")
+    assert other.sources == (str(layers.system),)
+    assert other.workdir == "~/jupyter-tiers"
+    assert cfg.profile("dev").tier == "local"
+    assert cfg.profile("local").sources == ("built-in",)
+
+
+def test_project_file_can_redefine_local(layers: Layers) -> None:
+    layers.write(layers.project, "profiles:\n  local:\n    tier: local\n    env: {A: '1'}\n")
+    cfg = load_config()
+    assert cfg.profile("local").env == {"A": "1"}
+    assert cfg.profile("local").sources == (str(layers.project),)
+
+
+def test_env_var_replaces_project_file(layers: Layers, monkeypatch: pytest.MonkeyPatch) -> None:
+    layers.write(layers.system, SYSTEM)
+    layers.write(layers.project, "profiles:\n  hpc:\n    port: 1111\n")
+    custom = layers.write(layers.root / "custom" / "mine.yaml", "profiles:\n  hpc:\n    port: 3333\n")
+    monkeypatch.setenv(config.ENV_VAR, str(custom))
+    cfg = load_config()
+    assert cfg.profile("hpc").get("port") == 3333
+    assert str(layers.project) not in cfg.sources
+    assert cfg.sources[-1] == str(custom)
+
+
+def test_explicit_cwd_is_used_for_project_file(layers: Layers) -> None:
+    elsewhere = layers.root / "elsewhere"
+    layers.write(elsewhere / "tiers.yaml", "profiles:\n  x:\n    tier: local\n")
+    assert "x" not in load_config().profiles
+    assert "x" in load_config(cwd=elsewhere).profiles
+
+
+def test_config_paths_order(layers: Layers, monkeypatch: pytest.MonkeyPatch) -> None:
+    paths = config.config_paths()
+    assert paths == [(layers.system, False), (layers.user, False), (layers.project_dir / "tiers.yaml", False)]
+    monkeypatch.setenv(config.ENV_VAR, "~/x.yaml")
+    assert config.config_paths()[-1] == (layers.home / "x.yaml", True)
+
+
+def test_empty_file_is_no_profiles(layers: Layers) -> None:
+    layers.write(layers.user, "")
+    cfg = load_config()
+    assert list(cfg.profiles) == ["local"]
+    assert cfg.sources == (str(layers.user),)
+
+
+# --- errors -----------------------------------------------------------------------------------
+
+
+def _error(layers: Layers, text: str, path: Path | None = None) -> ConfigError:
+    target = layers.write(path or layers.project, text)
+    with pytest.raises(ConfigError) as info:
+        load_config()
+    assert str(target) in str(info.value) or info.value.source == str(target)
+    return info.value
+
+
+def test_unknown_key_names_file_key_and_allowed_keys(layers: Layers) -> None:
+    err = _error(layers, "profiles:\n  hpc:\n    tier: slurm\n    host: h\n    prt: 22\n")
+    assert err.source == str(layers.project)
+    assert err.key == "profiles.hpc.prt"
+    msg = str(err)
+    assert msg.startswith(f"{layers.project}: profiles.hpc.prt: unknown key")
+    for allowed in ("host", "port", "user", "identity_file", "env", "defaults", "setup"):
+        assert allowed in msg
+    # a k8s-only key is not offered for a slurm profile
+    assert "namespace" not in msg
+
+
+def test_unknown_default_key(layers: Layers) -> None:
+    err = _error(layers, "profiles:\n  hpc:\n    tier: local\n    defaults: {gpus: 8}\n")
+    assert err.key == "profiles.hpc.defaults.gpus"
+    assert "gpus_per_node" in str(err)
+
+
+def test_key_of_other_tier_rejected_after_merge(layers: Layers) -> None:
+    layers.write(layers.system, "profiles:\n  p:\n    tier: local\n")
+    err = _error(layers, "profiles:\n  p:\n    host: h\n")
+    assert err.key == "profiles.p.host"
+    assert "local profile" in str(err)
+
+
+def test_wrong_type(layers: Layers) -> None:
+    err = _error(layers, "profiles:\n  hpc:\n    tier: slurm\n    host: h\n    port: abc\n")
+    assert err.key == "profiles.hpc.port"
+    assert "expected an integer" in err.problem
+    assert "'abc'" in err.problem
+
+
+def test_bool_is_not_a_number(layers: Layers) -> None:
+    err = _error(layers, "profiles:\n  hpc:\n    tier: slurm\n    host: h\n    port: true\n")
+    assert err.key == "profiles.hpc.port"
+
+
+def test_port_out_of_range(layers: Layers) -> None:
+    err = _error(layers, "profiles:\n  hpc:\n    tier: slurm\n    host: h\n    port: 70000\n")
+    assert err.key == "profiles.hpc.port"
+    assert "1-65535" in err.problem
+    assert "70000" in err.problem
+
+
+def test_unknown_tier(layers: Layers) -> None:
+    err = _error(layers, "profiles:\n  hpc:\n    tier: pbs\n")
+    assert err.key == "profiles.hpc.tier"
+    assert "slurm, local, k8s" in err.problem
+    assert "'pbs'" in err.problem
+
+
+def test_missing_tier(layers: Layers) -> None:
+    err = _error(layers, "profiles:\n  hpc:\n    description: no tier\n")
+    assert err.key == "profiles.hpc.tier"
+    assert "missing" in err.problem
+
+
+def test_slurm_needs_host(layers: Layers) -> None:
+    err = _error(layers, "profiles:\n  hpc:\n    tier: slurm\n    port: 22\n")
+    assert err.key == "profiles.hpc.host"
+    assert "host" in err.problem
+
+
+def test_host_from_lower_layer_is_enough(layers: Layers) -> None:
+    layers.write(layers.system, "profiles:\n  hpc:\n    tier: slurm\n    host: h\n")
+    layers.write(layers.user, "profiles:\n  hpc:\n    port: 22\n")
+    assert load_config().profile("hpc").get("host") == "h"
+
+
+def test_missing_file_named_by_env_var(layers: Layers, monkeypatch: pytest.MonkeyPatch) -> None:
+    missing = layers.root / "nope.yaml"
+    monkeypatch.setenv(config.ENV_VAR, str(missing))
+    with pytest.raises(ConfigError) as info:
+        load_config()
+    assert info.value.source == str(missing)
+    assert config.ENV_VAR in str(info.value)
+    assert "does not exist" in str(info.value)
+
+
+def test_invalid_yaml_names_line(layers: Layers) -> None:
+    err = _error(layers, "profiles:\n  hpc:\n    tier: slurm\n    host: [unclosed\n    port: 22\n")
+    assert err.key == "line 5"  # where the unclosed flow sequence is found broken
+    assert "not valid YAML" in err.problem
+
+
+def test_invalid_yaml_exact_line(layers: Layers) -> None:
+    err = _error(layers, "profiles:\n  hpc:\n    tier: slurm\n\tbad: tab\n")
+    assert err.key == "line 4"
+
+
+def test_default_profile_naming_nothing(layers: Layers) -> None:
+    err = _error(layers, "default_profile: gpu\nprofiles:\n  cpu:\n    tier: local\n")
+    assert err.key == "default_profile"
+    assert "cpu" in err.problem and "local" in err.problem
+
+
+def test_setup_entry_with_newline(layers: Layers) -> None:
+    err = _error(layers, 'profiles:\n  p:\n    tier: local\n    setup: ["ok", "a\\nb"]\n')
+    assert err.key == "profiles.p.setup[1]"
+
+
+def test_setup_entry_not_text(layers: Layers) -> None:
+    err = _error(layers, "profiles:\n  p:\n    tier: local\n    setup: [{a: 1}]\n")
+    assert err.key == "profiles.p.setup[0]"
+
+
+def test_bad_env_name_and_value(layers: Layers) -> None:
+    err = _error(layers, "profiles:\n  p:\n    tier: local\n    env: {A-B: x}\n")
+    assert err.key == "profiles.p.env.A-B"
+    err = _error(layers, "profiles:\n  p:\n    tier: local\n    env: {A: [1]}\n")
+    assert err.key == "profiles.p.env.A"
+    err = _error(layers, "profiles:\n  p:\n    tier: local\n    env: {A: true}\n")
+    assert err.key == "profiles.p.env.A"
+
+
+def test_bad_profile_name_and_shape(layers: Layers) -> None:
+    err = _error(layers, "profiles:\n  'a b':\n    tier: local\n")
+    assert err.key == "profiles.a b"
+    err = _error(layers, "profiles:\n  p: [1, 2]\n")
+    assert err.key == "profiles.p"
+    assert "mapping" in err.problem
+
+
+def test_bad_top_level(layers: Layers) -> None:
+    err = _error(layers, "profile:\n  p:\n    tier: local\n")
+    assert err.key == "profile"
+    assert "profiles, default_profile" in err.problem
+    err = _error(layers, "- a\n- b\n")
+    assert err.key == ""
+    err = _error(layers, "profiles: [a]\n")
+    assert err.key == "profiles"
+
+
+def test_error_in_user_layer_names_user_file(layers: Layers) -> None:
+    layers.write(layers.project, "profiles:\n  p:\n    tier: local\n")
+    err = _error(layers, "profiles:\n  q:\n    tier: slurm\n    host: h\n    port: abc\n", layers.user)
+    assert err.source == str(layers.user)
+
+
+def test_load_file_unreadable(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_file(tmp_path)  # a directory
+
+
+def test_unknown_profile_lists_known_names(layers: Layers) -> None:
+    layers.write(layers.project, "profiles:\n  cpu:\n    tier: local\n  hpc:\n    tier: slurm\n    host: h\n")
+    cfg = load_config()
+    with pytest.raises(ConfigError) as info:
+        cfg.profile("nope")
+    err = info.value
+    assert err.key == "profiles.nope"
+    assert "known profiles: cpu, hpc, local" in err.problem
+    assert err.source == str(layers.project)
+
+
+def test_unknown_profile_without_files(layers: Layers) -> None:
+    with pytest.raises(ConfigError) as info:
+        load_config().profile("nope")
+    assert "no tiers.yaml found" in str(info.value)
+    assert "known profiles: local" in str(info.value)

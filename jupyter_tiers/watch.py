@@ -78,6 +78,7 @@ class LogFollower:
         self.reconnects = 0
         self._finishing = threading.Event()
         self._closed = threading.Event()
+        self._drain_at_end = True  # False once stopped: the listener went away
         self._stream: ByteStream | None = None
         self._stream_lock = threading.Lock()
         self._thread = threading.Thread(
@@ -119,7 +120,8 @@ class LogFollower:
                 break
             self.reconnects += 1
             backoff = min(self.max_backoff, backoff * 2)
-        self._drain()
+        if self._drain_at_end:
+            self._drain()
         self._closed.set()
 
     def _drain(self) -> None:
@@ -145,6 +147,7 @@ class LogFollower:
 
     def stop(self) -> None:
         """Stop without draining (the listener went away)."""
+        self._drain_at_end = False
         self._finishing.set()
         with self._stream_lock:
             if self._stream is not None:
@@ -329,10 +332,11 @@ class Watcher:
                 with self._lock:
                     watched.status = status
                     subs = list(watched.subs)
-                for sub in subs:
-                    _safe_call(sub.on_status, status)
+                # Record first: a listener (Job.wait) may return to code that reads the registry.
                 if prev is None or prev.state != status.state:
                     self._record_state(rec, status)
+                for sub in subs:
+                    _safe_call(sub.on_status, status)
             if not status.state.terminal and _ranks_finishing(status):
                 # Ranks ended: the scheduler will end the job within moments; ask again soon.
                 with self._lock:

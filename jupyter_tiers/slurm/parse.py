@@ -187,6 +187,17 @@ def parse_rank_files(text: str) -> dict[str, dict[int, RankState]]:
     return result
 
 
+def parse_rank_file(rank: int, text: str, heartbeat_at: float | None = None) -> RankState:
+    """One rank file's text (the shim's ``start``/``exit``/``signal`` lines) -> that rank's state.
+
+    For readers of the job directory itself (the local tier); same rules as parse_rank_files.
+    """
+    state = RankState(rank=rank, heartbeat_at=heartbeat_at)
+    for line in text.splitlines():
+        state = _apply_event(state, line.split())
+    return state
+
+
 def _float(text: str) -> float | None:
     try:
         return float(text)

@@ -1,0 +1,676 @@
+"""The supervisor of one local job: ``python -m jupyter_tiers.local.supervisor [--detach] JOBDIR``.
+
+It plays Slurm's part for a job of the local tier. The tier writes the job directory (``job.json``
+with the launch plan, ``job.sh``, ``main.py``/``main.sh``, ``rank.sh``, ``env.sh``) and starts this
+module detached from the kernel (own session, stdio to ``supervisor.log``; with ``--detach`` it
+forks once more so the job is re-parented away from the kernel and survives a kernel restart).
+Then, like ``sbatch`` + ``srun --kill-on-bad-exit``:
+
+1. The batch step: ``job.sh`` runs once in bash (it sources ``env.sh`` and the profile's setup
+   lines); its output goes to ``job.log`` without a rank prefix, and the environment it ends with
+   is what every rank gets (setup runs once per job, as in a Slurm batch script).
+2. ``nodes * ranks_per_node`` ranks, each ``bash rank.sh PROGRAM`` (the shim of the Slurm tier)
+   in its own process group, all writing to ``job.log`` opened with O_APPEND (the shim's prefixer
+   writes whole lines), with the environment a Slurm task sees. ``--nodes`` is emulated: ranks
+   are grouped into nodes named ``local0``, ``local1``... (``SLURM_JOB_NODELIST=local[0-1]``).
+3. Fail-stop: the first rank to exit non-zero makes the supervisor SIGTERM every other rank's
+   process group, wait ``KILL_WAIT`` seconds (Slurm's KillWait) and SIGKILL what is left: FAILED.
+   SIGTERM/SIGINT/SIGHUP to the supervisor (or a ``cancel`` file) stops the job the same way:
+   CANCELLED. A ``--time`` limit does too: TIMEOUT. All ranks exit 0: COMPLETED.
+4. At the end every process still carrying ``JT_JOB_DIR=<this job>`` in its environment is
+   killed (the local stand-in for Slurm's cgroup cleanup), then the final ``state.json`` is
+   written, so a terminal state means no process of the job is left. On Linux the supervisor is
+   a child subreaper, so the job's orphaned processes are reaped by it, not left to init.
+
+``state.json`` is only ever replaced atomically (write a temporary file, then rename).
+
+Launcher ``torchrun``: the supervisor does not run torchrun. It sets, per rank, the environment
+torchrun would give its workers (RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE, GROUP_RANK,
+ROLE_RANK, MASTER_ADDR/MASTER_PORT, TORCHELASTIC_*), which is all ``init_process_group`` with
+``env://`` needs, and keeps the Slurm view torchrun-under-srun has (one task per node). Running
+torchrun itself would add an elastic agent per node that only restarts ranks (this tier's
+fail-stop is the supervisor's) and needs torch installed for the shell jobs too. With ``srun``
+the same torch variables are set as well, so ``env://`` works with either launcher.
+
+This module imports only the standard library and the shim constants, to start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..slurm.render import LOG_NAME, RANKS_DIR
+
+STATE_FILE = "state.json"
+PLAN_FILE = "job.json"
+BATCH_FILE = "job.sh"
+PID_FILE = "supervisor.pid"
+CANCEL_FILE = "cancel"
+SUPERVISOR_LOG = "supervisor.log"
+ENV_DUMP = ".batch-env.json"
+KILL_WAIT = 5.0
+TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
+NODE_PREFIX = "local"
+MASTER_ADDR = "127.0.0.1"
+BATCH = -1  # key of the batch step among the supervised processes
+
+# Variables set for the whole job (the batch step and every rank).
+JOB_ENV_NAMES = (
+    "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NAME", "SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST",
+    "SLURM_CLUSTER_NAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_JOB_NUM_NODES",
+    "SLURM_NNODES", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE",
+    "SLURM_TASKS_PER_NODE", "SLURM_CPUS_PER_TASK", "JT_JOB_DIR", "JT_WORLD_SIZE",
+    "PYTHONUNBUFFERED", "MASTER_ADDR", "MASTER_PORT",
+)
+# Variables set per rank.
+RANK_ENV_NAMES = (
+    "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURMD_NODENAME", "SLURM_STEP_ID",
+    "SLURM_STEPID", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
+)
+TORCHRUN_ENV_NAMES = (
+    "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE",
+    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
+    "OMP_NUM_THREADS",
+)
+# Inherited values that would mislead the job: an outer Slurm job's or torchrun's.
+_STRIP_PREFIXES = ("SLURM_", "SLURMD_", "TORCHELASTIC_", "JT_")
+_STRIP_NAMES = frozenset(
+    {*RANK_ENV_NAMES, *TORCHRUN_ENV_NAMES, "MASTER_ADDR", "MASTER_PORT", "GROUP_WORLD_SIZE"}
+) - {"OMP_NUM_THREADS"}
+_KEEP_JT = frozenset({"JT_HEARTBEAT"})
+
+# The batch step: source job.sh, then hand the final environment and directory to the supervisor.
+BATCH_RUNNER = """jt_py=$1 jt_code=$2 jt_out=$3; set --
+source "$JT_JOB_DIR/job.sh"
+exec "$jt_py" -I -c "$jt_code" "$jt_out"
+"""
+DUMP_ENV_PY = (
+    "import json, os, sys\n"
+    "fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)\n"
+    "with os.fdopen(fd, 'w') as f:\n"
+    "    json.dump({'env': dict(os.environ), 'cwd': os.getcwd()}, f)\n"
+)
+
+
+# --- helpers shared with the tier ---------------------------------------------------------------
+
+
+def node_names(nodes: int) -> list[str]:
+    return [f"{NODE_PREFIX}{i}" for i in range(nodes)]
+
+
+def nodelist(nodes: int) -> str:
+    """Slurm hostlist of the emulated nodes: ``local0`` or ``local[0-3]``."""
+    return f"{NODE_PREFIX}0" if nodes == 1 else f"{NODE_PREFIX}[0-{nodes - 1}]"
+
+
+def parse_time_limit(text: str | None) -> float | None:
+    """Slurm ``--time`` (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) -> seconds; 0 = none."""
+    if not text:
+        return None
+    days = 0
+    rest = text
+    if "-" in text:
+        day_text, rest = text.split("-", 1)
+        days = int(day_text)
+        parts = [int(p) for p in rest.split(":")]
+        h, m, s = [*parts, 0, 0][:3]
+    else:
+        parts = [int(p) for p in rest.split(":")]
+        if len(parts) == 1:
+            h, m, s = 0, parts[0], 0
+        elif len(parts) == 2:
+            h, m, s = 0, parts[0], parts[1]
+        else:
+            h, m, s = parts[:3]
+    total = ((days * 24 + h) * 60 + m) * 60 + s
+    return float(total) if total > 0 else None
+
+
+def read_state(jobdir: Path | str) -> dict[str, Any] | None:
+    """The job's state.json, or None when it is missing or unreadable."""
+    try:
+        data = json.loads((Path(jobdir) / STATE_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_state(jobdir: Path | str, state: Mapping[str, Any]) -> None:
+    """Replace state.json atomically (readers see the old or the new file, never a part)."""
+    path = Path(jobdir) / STATE_FILE
+    tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
+    data = json.dumps(dict(state), indent=1, sort_keys=True).encode("utf-8")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+_HAVE_PROC = os.path.exists("/proc/self/stat")
+
+
+def proc_start_time(pid: int) -> int | None:
+    """Start time (clock ticks since boot) of a live process; None if gone or a zombie."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw.rsplit(b")", 1)[-1].split()
+    if len(fields) < 20 or fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+def process_alive(pid: int | None, start: int | None = None) -> bool:
+    """Whether ``pid`` still runs and (when ``start`` is known) is the same process."""
+    if not pid or pid <= 0:
+        return False
+    if _HAVE_PROC:
+        now = proc_start_time(pid)
+        return now is not None and (start is None or now == start)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def supervisor_pid(jobdir: Path | str, state: Mapping[str, Any] | None) -> tuple[int | None, int | None]:
+    """(pid, start time) of the job's supervisor: from state.json, else from supervisor.pid."""
+    if state and state.get("pid"):
+        return int(state["pid"]), state.get("pid_start")
+    try:
+        words = (Path(jobdir) / PID_FILE).read_text().split()
+    except OSError:
+        return None, None
+    if not words or not words[0].isdigit():
+        return None, None
+    start = int(words[1]) if len(words) > 1 and words[1].isdigit() else None
+    return int(words[0]), start
+
+
+def job_processes(jobdir: Path | str) -> list[int]:
+    """Live processes started for the job: their environment holds ``JT_JOB_DIR=<jobdir>``."""
+    marker = b"JT_JOB_DIR=" + os.fsencode(str(jobdir))
+    me = os.getpid()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    pids = []
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            environ = Path(f"/proc/{name}/environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0"):
+            pids.append(int(name))
+    return pids
+
+
+def kill_job_processes(jobdir: Path | str, rounds: int = 40) -> int:
+    """SIGKILL every process of the job until none is left (bounded); returns how many."""
+    killed = 0
+    for _ in range(rounds):
+        pids = job_processes(jobdir)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+        time.sleep(0.05)
+    return killed
+
+
+def recover_lost(jobdir: Path | str, state: Mapping[str, Any], pid: int | None) -> dict[str, Any]:
+    """The supervisor died without recording the end: stop what is left, record FAILED."""
+    kill_job_processes(jobdir)
+    final = dict(state)
+    final.update(
+        state="FAILED",
+        reason=(
+            f"the local supervisor (pid {pid}) ended without recording the job's end; "
+            f"see {Path(jobdir) / SUPERVISOR_LOG}"
+        ),
+        end_time=time.time(),
+    )
+    write_state(jobdir, final)
+    return final
+
+
+def become_subreaper() -> bool:
+    """Linux: adopt the job's orphaned processes (to reap them) instead of leaving them to init."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(36, 1, 0, 0, 0) == 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+
+
+def zombie_children() -> list[int]:
+    """Pids of this process's children that ended and wait to be reaped."""
+    me = str(os.getpid()).encode()
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{name}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = raw.rsplit(b")", 1)[-1].split()
+        if len(fields) > 1 and fields[0] == b"Z" and fields[1] == me:
+            found.append(int(name))
+    return found
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((MASTER_ADDR, 0))
+        return int(s.getsockname()[1])
+
+
+def clean_env(environ: Mapping[str, str]) -> dict[str, str]:
+    """The submitting process's environment without an outer job's or launcher's variables."""
+    env = {}
+    for key, value in environ.items():
+        if key in _STRIP_NAMES or (key.startswith(_STRIP_PREFIXES) and key not in _KEEP_JT):
+            continue
+        if key == "MPLBACKEND" and "matplotlib_inline" in value:
+            continue  # the kernel's inline backend means nothing outside the kernel
+        env[key] = value
+    return env
+
+
+# --- the supervisor -----------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    state: str
+    exit_code: int | None = None
+    exit_signal: int | None = None
+    reason: str | None = None
+    failed_rank: int | None = None
+
+
+def _returncode(rc: int) -> tuple[int | None, int | None]:
+    """Popen returncode -> (exit code, signal) as Slurm reports them."""
+    return (rc, None) if rc >= 0 else (None, -rc)
+
+
+class Supervisor:
+    """Runs one job directory to its end; see the module docstring."""
+
+    def __init__(self, jobdir: Path) -> None:
+        self.jobdir = jobdir
+        self.plan: dict[str, Any] = json.loads((jobdir / PLAN_FILE).read_text(encoding="utf-8"))
+        self.state: dict[str, Any] = read_state(jobdir) or {"job_id": self.plan["job_id"]}
+        self.log_fd = -1
+        self.signalled: int | None = None
+        self.names = node_names(int(self.plan["nodes"]))
+        self._wake_r, self._wake_w = os.pipe()
+        self._procs: dict[int, subprocess.Popen[bytes]] = {}
+        self._subreaper = False
+
+    # --- signals and waiting ---------------------------------------------------------------
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if self.signalled is None:
+            self.signalled = signum
+
+    def _install_signals(self) -> None:
+        for fd in (self._wake_r, self._wake_w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # only to wake select()
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)  # children must not inherit it ignored
+
+    def _wait(self, timeout: float) -> None:
+        select.select([self._wake_r], [], [], max(0.0, timeout))
+        woken = False
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_r, 4096):
+                woken = True
+        if woken and self._subreaper:
+            self._reap_strays()
+
+    def _reap_strays(self) -> None:
+        """Reap adopted orphans of the job (never a rank or step whose Popen still waits)."""
+        tracked = {p.pid for p in self._procs.values() if p.returncode is None}
+        for pid in zombie_children():
+            if pid not in tracked:
+                with contextlib.suppress(ChildProcessError):
+                    os.waitpid(pid, os.WNOHANG)
+
+    def _cancel_requested(self) -> bool:
+        return self.signalled is not None or (self.jobdir / CANCEL_FILE).exists()
+
+    # --- output ------------------------------------------------------------------------------
+    def _say(self, text: str) -> None:
+        """One unprefixed line in job.log (like slurmstepd's and srun's own messages)."""
+        if self.log_fd >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self.log_fd, f"jupyter-tiers: {text}\n".encode())
+
+    def _save(self) -> None:
+        self.state["updated_at"] = time.time()
+        write_state(self.jobdir, self.state)
+
+    # --- environment -------------------------------------------------------------------------
+    def _job_env(self) -> dict[str, str]:
+        plan = self.plan
+        nodes, per_node = int(plan["nodes"]), int(plan["ranks_per_node"])
+        torchrun = plan["launcher"] == "torchrun"
+        tasks_per_node = 1 if torchrun else per_node
+        env = clean_env(os.environ)
+        # The kernel's interpreter directory goes on PATH (unless already there), so "python3"
+        # is the kernel's environment's python, as if it were activated; setup may change it.
+        bindir = os.path.dirname(sys.executable)
+        path = env.get("PATH", os.defpath)
+        if bindir and bindir not in path.split(os.pathsep):
+            env["PATH"] = bindir + os.pathsep + path
+        job_id = str(plan["job_id"])
+        env.update(
+            JT_JOB_DIR=str(self.jobdir),
+            JT_WORLD_SIZE=str(nodes * per_node),
+            PYTHONUNBUFFERED="1",
+            SLURM_JOB_ID=job_id,
+            SLURM_JOBID=job_id,
+            SLURM_JOB_NAME=str(plan["name"]),
+            SLURM_SUBMIT_DIR=str(self.jobdir),
+            SLURM_SUBMIT_HOST=socket.gethostname(),
+            SLURM_CLUSTER_NAME="local",
+            SLURM_JOB_NODELIST=nodelist(nodes),
+            SLURM_NODELIST=nodelist(nodes),
+            SLURM_JOB_NUM_NODES=str(nodes),
+            SLURM_NNODES=str(nodes),
+            SLURM_NTASKS=str(nodes * tasks_per_node),
+            SLURM_NPROCS=str(nodes * tasks_per_node),
+            SLURM_NTASKS_PER_NODE=str(tasks_per_node),
+            SLURM_TASKS_PER_NODE=f"{tasks_per_node}(x{nodes})" if nodes > 1 else str(tasks_per_node),
+            MASTER_ADDR=MASTER_ADDR,
+            MASTER_PORT=str(self.state["master_port"]),
+        )
+        if plan.get("cpus_per_task"):
+            env["SLURM_CPUS_PER_TASK"] = str(plan["cpus_per_task"])
+        return env
+
+    def _rank_env(self, base: Mapping[str, str], node: int, local: int) -> dict[str, str]:
+        plan = self.plan
+        nodes, per_node = int(plan["nodes"]), int(plan["ranks_per_node"])
+        rank = node * per_node + local
+        env = dict(base)
+        torchrun = plan["launcher"] == "torchrun"
+        env.update(
+            # torchrun under srun is one Slurm task per node; srun alone is one task per rank.
+            SLURM_PROCID=str(node if torchrun else rank),
+            SLURM_LOCALID=str(0 if torchrun else local),
+            SLURM_NODEID=str(node),
+            SLURMD_NODENAME=self.names[node],
+            SLURM_STEP_ID="0",
+            SLURM_STEPID="0",
+            RANK=str(rank),
+            LOCAL_RANK=str(local),
+            WORLD_SIZE=str(nodes * per_node),
+            LOCAL_WORLD_SIZE=str(per_node),
+        )
+        if torchrun:
+            env.update(
+                GROUP_RANK=str(node),
+                GROUP_WORLD_SIZE=str(nodes),
+                ROLE_NAME="default",
+                ROLE_RANK=str(rank),
+                ROLE_WORLD_SIZE=str(nodes * per_node),
+                TORCHELASTIC_RUN_ID=str(plan["job_id"]),
+                TORCHELASTIC_RESTART_COUNT="0",
+                TORCHELASTIC_MAX_RESTARTS="0",
+            )
+            env.setdefault("OMP_NUM_THREADS", "1")  # what torchrun sets when unset
+        return env
+
+    # --- processes ---------------------------------------------------------------------------
+    def _spawn(self, argv: list[str], env: Mapping[str, str], cwd: Path | str) -> subprocess.Popen[bytes]:
+        group: dict[str, Any] = (
+            {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+        )
+        return subprocess.Popen(
+            argv,
+            env=dict(env),
+            cwd=cwd,
+            stdin=subprocess.DEVNULL,
+            stdout=self.log_fd,
+            stderr=self.log_fd,
+            close_fds=True,
+            **group,
+        )
+
+    @staticmethod
+    def _signal_group(proc: subprocess.Popen[bytes], sig: int) -> None:
+        """Signal the process group of a not yet reaped leader (its pid cannot be reused)."""
+        if proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+            if sig == signal.SIGTERM:
+                os.killpg(proc.pid, signal.SIGCONT)
+
+    def _describe(self, key: int) -> str:
+        if key == BATCH:
+            return "the batch step (job.sh)"
+        per_node = int(self.plan["ranks_per_node"])
+        return f"rank {key} ({self.names[key // per_node]})"
+
+    def _supervise(self, procs: dict[int, subprocess.Popen[bytes]]) -> Outcome:
+        """Wait for every process; fail-stop, cancel and time limit as in the module docstring."""
+        live = dict(procs)
+        outcome: Outcome | None = None
+        kill_at: float | None = None
+        limit = self.plan.get("time_limit_s")
+        started = float(self.state.get("start_time") or time.time())
+        while live:
+            for key, proc in sorted(live.items()):
+                rc = proc.poll()
+                if rc is None:
+                    continue
+                del live[key]
+                if rc != 0 and outcome is None:
+                    code, sig = _returncode(rc)
+                    how = f"exited with code {code}" if code is not None else f"was killed by signal {sig}"
+                    others = "stopping the other ranks" if key != BATCH else "no rank was started"
+                    self._say(f"{self._describe(key)} {how}: {others}")
+                    outcome = Outcome("FAILED", exit_code=code, exit_signal=sig,
+                                      reason="NonZeroExitCode", failed_rank=None if key == BATCH else key)
+                    kill_at = self._stop(live)
+            if outcome is None and self._cancel_requested():
+                outcome = Outcome("CANCELLED", exit_code=0, exit_signal=signal.SIGTERM)
+                self._say(f"job {self.plan['job_id']} CANCELLED at {_iso(time.time())}: stopping every rank")
+                kill_at = self._stop(live)
+            if outcome is None and limit and time.time() - started >= float(limit):
+                outcome = Outcome("TIMEOUT", exit_code=0, exit_signal=signal.SIGTERM, reason="TimeLimit")
+                self._say(f"job {self.plan['job_id']} reached its time limit: stopping every rank")
+                kill_at = self._stop(live)
+            if not live:
+                break
+            if kill_at is not None and time.monotonic() >= kill_at:
+                for proc in live.values():
+                    self._signal_group(proc, signal.SIGKILL)
+                kill_at = time.monotonic() + KILL_WAIT  # again later, should a group survive
+            timeout = 1.0
+            if kill_at is not None:
+                timeout = min(timeout, kill_at - time.monotonic())
+            if outcome is None and limit:
+                timeout = min(timeout, started + float(limit) - time.time())
+            self._wait(timeout)
+        return outcome or Outcome("COMPLETED", exit_code=0)
+
+    def _stop(self, live: Mapping[int, subprocess.Popen[bytes]]) -> float:
+        for proc in live.values():
+            self._signal_group(proc, signal.SIGTERM)
+        return time.monotonic() + KILL_WAIT
+
+    # --- the job -----------------------------------------------------------------------------
+    def _batch_step(self, env: dict[str, str]) -> tuple[Outcome | None, dict[str, str], str]:
+        """Run job.sh once; returns (outcome if the job ends here, rank env, rank cwd)."""
+        dump = self.jobdir / ENV_DUMP
+        with contextlib.suppress(FileNotFoundError):
+            dump.unlink()
+        argv = ["bash", "-c", BATCH_RUNNER, "jt-batch", sys.executable, DUMP_ENV_PY, str(dump)]
+        proc = self._spawn(argv, env, self.jobdir)
+        self._procs[BATCH] = proc
+        outcome = self._supervise({BATCH: proc})
+        if outcome.state != "COMPLETED":
+            return outcome, env, str(self.jobdir)
+        try:
+            data = json.loads(dump.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return Outcome("COMPLETED", exit_code=0, reason="job.sh ended before the ranks started"), env, ""
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                dump.unlink()
+        rank_env = {str(k): str(v) for k, v in data.get("env", {}).items()}
+        for key in ("_", "SHLVL", "OLDPWD"):
+            rank_env.pop(key, None)
+        cwd = str(data.get("cwd") or self.jobdir)
+        if not os.path.isdir(cwd):
+            cwd = str(self.jobdir)
+        rank_env["PWD"] = cwd
+        return None, rank_env, cwd
+
+    def _ranks(self, env: Mapping[str, str], cwd: str) -> Outcome:
+        nodes, per_node = int(self.plan["nodes"]), int(self.plan["ranks_per_node"])
+        program = [str(a) for a in self.plan["program"]]
+        rank_sh = str(self.jobdir / "rank.sh")
+        procs: dict[int, subprocess.Popen[bytes]] = {}
+        for node in range(nodes):
+            for local in range(per_node):
+                if self._cancel_requested():
+                    break
+                rank = node * per_node + local
+                try:
+                    env_r = self._rank_env(env, node, local)
+                    procs[rank] = self._spawn(["bash", rank_sh, *program], env_r, cwd)
+                except OSError as exc:
+                    self._say(f"cannot start rank {rank}: {exc}")
+                    for proc in procs.values():
+                        self._signal_group(proc, signal.SIGKILL)
+                    self._supervise(procs)
+                    return Outcome("FAILED", exit_code=1, reason=f"cannot start rank {rank}: {exc}")
+                self._procs[rank] = procs[rank]
+        self.state["rank_pids"] = {str(r): p.pid for r, p in procs.items()}
+        self._save()
+        return self._supervise(procs)
+
+    def run(self) -> int:
+        self._install_signals()
+        self._subreaper = become_subreaper()
+        os.chdir(self.jobdir)
+        self.log_fd = os.open(self.jobdir / LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        (self.jobdir / RANKS_DIR).mkdir(exist_ok=True)
+        outcome: Outcome | None = None
+        try:
+            nodes = int(self.plan["nodes"])
+            self.state.update(
+                pid=os.getpid(),
+                pid_start=proc_start_time(os.getpid()),
+                nodes=self.names,
+                nodelist=nodelist(nodes),
+                master_port=int(self.plan.get("rdzv_port") or free_port()),
+            )
+            if self._cancel_requested():
+                outcome = Outcome("CANCELLED", exit_code=0, exit_signal=signal.SIGTERM)
+            else:
+                self.state.update(state="RUNNING", start_time=time.time(), reason=None)
+                self._save()
+                outcome, env, cwd = self._batch_step(self._job_env())
+                if outcome is None:
+                    outcome = self._ranks(env, cwd)
+        except BaseException as exc:  # record the end whatever happened
+            traceback.print_exc()
+            outcome = Outcome("FAILED", exit_code=1, reason=f"local supervisor error: {exc!r}")
+            self._say(f"supervisor error: {exc!r}")
+        finally:
+            self._finish(outcome or Outcome("FAILED", exit_code=1, reason="local supervisor error"))
+        return 0
+
+    def _finish(self, outcome: Outcome) -> None:
+        for proc in self._procs.values():
+            self._signal_group(proc, signal.SIGKILL)
+        for proc in self._procs.values():
+            with contextlib.suppress(Exception):
+                proc.wait(timeout=30)
+        kill_job_processes(self.jobdir)
+        for _ in range(10):  # processes killed just now become zombies in a moment
+            if not self._subreaper or not zombie_children():
+                break
+            self._reap_strays()
+            time.sleep(0.02)
+        self.state.update(
+            state=outcome.state,
+            exit_code=outcome.exit_code,
+            exit_signal=outcome.exit_signal,
+            reason=outcome.reason,
+            failed_rank=outcome.failed_rank,
+            end_time=time.time(),
+        )
+        self._save()
+        if self.log_fd >= 0:
+            os.close(self.log_fd)
+            self.log_fd = -1
+
+
+def _iso(ts: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jupyter_tiers.local.supervisor")
+    parser.add_argument("--detach", action="store_true",
+                        help="fork; the parent records the supervisor's pid and exits at once")
+    parser.add_argument("jobdir")
+    args = parser.parse_args(argv)
+    jobdir = Path(os.path.abspath(args.jobdir))
+    if args.detach:
+        pid = os.fork()
+        if pid:
+            start = proc_start_time(pid)
+            tmp = jobdir / f".{PID_FILE}.tmp"
+            tmp.write_text(f"{pid} {start if start is not None else ''}\n")
+            os.replace(tmp, jobdir / PID_FILE)
+            os._exit(0)
+        os.setsid()
+    return Supervisor(jobdir).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

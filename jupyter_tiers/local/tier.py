@@ -1,0 +1,445 @@
+"""LocalTier: ranks as local processes, with the environment and fail-stop of a Slurm job.
+
+Every job is a directory under the profile's ``workdir`` (default ``<jupyter data dir>/tiers/
+local-jobs``) named ``<id>-<name>``; job ids are integers from a counter file under a lock, so
+``%tiers attach 12`` works. The job runs under its own supervisor process (supervisor.py), which
+is detached from the kernel: a job survives a kernel restart and any new LocalTier with the same
+registry can attach to it. Everything the tier knows comes from the job directory:
+
+- ``state.json``: the supervisor's view (state, times, exit code, nodes), replaced atomically;
+- ``ranks/<rank>``: the rank shim's start/exit/signal events (as on Slurm);
+- ``job.log``: every rank's output, prefixed ``"R: "`` by the shim.
+
+Nothing here runs a subprocess after submit: status and logs are plain file reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..config import Profile
+from ..errors import SpecError, SubmitError
+from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
+from ..registry import JobRecord, Registry, spec_for_record
+from ..slurm.parse import parse_rank_file, split_log_line
+from ..slurm.render import LOG_NAME, RANKS_DIR, render_job, validate_spec
+from ..tier import ByteStream, Job, Tier
+from . import supervisor as sv
+
+MAX_RANKS = 1024  # a local job's ranks all run on this machine
+LAUNCH_TIMEOUT = 60.0
+FOLLOW_INTERVAL = 0.02
+_COUNTER = ".last-job-id"
+_COUNTER_LOCK = ".last-job-id.lock"
+# Fields of a JobSpec that have no local meaning; the plan says so instead of silently dropping them.
+_NOT_APPLIED = (
+    "gpus_per_node", "mem", "partition", "account", "qos", "constraint", "switches",
+)
+
+
+def default_workdir() -> Path:
+    from jupyter_core.paths import jupyter_data_dir
+
+    return Path(jupyter_data_dir()) / "tiers" / "local-jobs"
+
+
+def local_workdir(profile: Profile) -> Path:
+    """The profile's ``workdir`` (expanded, absolute), else the default under the Jupyter data dir."""
+    configured = profile.get("workdir")
+    if configured:
+        return Path(os.path.expandvars(str(configured))).expanduser().absolute()
+    return default_workdir()
+
+
+def _program(spec: JobSpec, jobdir: Path | str) -> list[str]:
+    if spec.shell:
+        return ["bash", f"{jobdir}/main.sh"]
+    return [spec.python, f"{jobdir}/main.py"]
+
+
+def check_local(spec: JobSpec) -> None:
+    """validate_spec plus the local limits."""
+    validate_spec(spec)
+    if spec.world_size > MAX_RANKS:
+        raise SpecError(
+            "nodes", f"{spec.nodes} x {spec.ranks_per_node} = {spec.world_size} ranks; a local job"
+            f" runs at most {MAX_RANKS} ranks on this machine"
+        )
+    if spec.rdzv_port is not None and spec.rdzv_port < 1024:
+        raise SpecError("rdzv_port", f"use a port from 1024 to 65535 locally, got {spec.rdzv_port}")
+
+
+def render_batch(spec: JobSpec) -> str:
+    """job.sh: the plan as comments, then the batch step (env.sh, setup). No env values."""
+    check_local(spec)
+    torchrun = spec.launcher == "torchrun"
+    program = " ".join(
+        ["bash", '"$JT_JOB_DIR/main.sh"'] if spec.shell else [spec.python, '"$JT_JOB_DIR/main.py"']
+    )
+    rank_names = list(sv.RANK_ENV_NAMES) + (list(sv.TORCHRUN_ENV_NAMES) if torchrun else [])
+    job_names = [n for n in sv.JOB_ENV_NAMES if n not in ("MASTER_ADDR", "MASTER_PORT")]
+    if not spec.cpus_per_task:
+        job_names.remove("SLURM_CPUS_PER_TASK")
+    port = str(spec.rdzv_port) if spec.rdzv_port else "<a free port>"
+    s = "s" if spec.nodes != 1 else ""
+    lines = [
+        "#!/bin/bash",
+        f"# jupyter-tiers local job {spec.name!r}: {spec.nodes} emulated node{s}"
+        f" ({sv.nodelist(spec.nodes)}) x {spec.ranks_per_node} ranks = {spec.world_size}"
+        f" rank{'s' if spec.world_size != 1 else ''}, launcher {spec.launcher}.",
+        "#",
+        "# The local supervisor runs this file once, in the job directory, as the batch step; its",
+        "# output goes to job.log without a rank prefix. Then it starts every rank as",
+        "#",
+        f"#   bash rank.sh {program}",
+        "#",
+        "# in its own process group, with the environment this step ends with, plus for the job:",
+        *_wrap_names(job_names),
+        f"#   MASTER_ADDR={sv.MASTER_ADDR} MASTER_PORT={port}",
+        "# and per rank" + (" (as torchrun sets them; torchrun itself is not run):" if torchrun else ":"),
+        *_wrap_names(rank_names),
+        f"# Fail-stop: the first rank to exit non-zero stops the others (SIGTERM, then SIGKILL after"
+        f" {sv.KILL_WAIT:g} s).",
+    ]
+    limit = sv.parse_time_limit(spec.time)
+    if limit:
+        lines.append(f"# Time limit: {spec.time} (then SIGTERM, SIGKILL, state TIMEOUT).")
+    ignored = [f"{f}={getattr(spec, f)}" for f in _NOT_APPLIED if getattr(spec, f) is not None]
+    ignored += [f"{f}=true" for f in ("exclusive", "requeue") if getattr(spec, f)]
+    ignored += list(spec.sbatch_options)
+    if ignored:
+        lines.append("# Not applied locally: " + ", ".join(ignored))
+    if spec.env:
+        lines += [
+            f"# env (values in env.sh, not shown): {', '.join(k for k, _ in spec.env)}",
+            "",
+            'source "$JT_JOB_DIR/env.sh"',
+        ]
+    if spec.setup:
+        lines += ["", "# setup from the profile", *spec.setup]
+    return "\n".join(lines) + "\n"
+
+
+def _wrap_names(names: Sequence[str], width: int = 96) -> list[str]:
+    out: list[str] = []
+    line = "#  "
+    for name in names:
+        if len(line) + len(name) + 1 > width:
+            out.append(line)
+            line = "#  "
+        line += " " + name
+    out.append(line)
+    return out
+
+
+class FileFollower:
+    """A ByteStream over a growing local file from a byte offset; close() stops it promptly."""
+
+    def __init__(self, path: Path, offset: int, interval: float = FOLLOW_INTERVAL) -> None:
+        self.path = path
+        self.offset = offset
+        self.interval = interval
+        self._closed = threading.Event()
+
+    def __iter__(self) -> Iterator[bytes]:
+        f = None
+        try:
+            while not self._closed.is_set():
+                if f is None:
+                    try:
+                        f = open(self.path, "rb", buffering=0)  # noqa: SIM115 (closed below)
+                    except FileNotFoundError:
+                        self._closed.wait(self.interval)
+                        continue
+                    f.seek(self.offset)
+                data = f.read(1 << 16)
+                if data:
+                    self.offset += len(data)
+                    yield data
+                else:
+                    self._closed.wait(self.interval)
+        finally:
+            if f is not None:
+                f.close()
+
+    def close(self) -> None:
+        self._closed.set()
+
+
+class LocalTier(Tier):
+    """Jobs as local processes; one watcher for all of them. See the module docstring."""
+
+    kind = "local"
+
+    def __init__(
+        self,
+        profile: Profile,
+        registry: Registry | None = None,
+        *,
+        watcher_options: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(profile, registry)
+        self.workdir = local_workdir(profile)
+        self._watcher_options = dict(watcher_options or {})
+
+    def watcher_options(self) -> dict[str, Any]:
+        # Status is a file read: poll it often.
+        return {"status_interval": 2.0, "rank_interval": 0.5, "first_poll": 0.2, **self._watcher_options}
+
+    # --- submit --------------------------------------------------------------------------
+    def render(self, spec: JobSpec) -> str:
+        return render_batch(spec)
+
+    def _new_jobdir(self, name: str) -> tuple[str, Path]:
+        """The next job id (a counter under a lock) and its fresh directory."""
+        self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        with open(self.workdir / _COUNTER_LOCK, "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            counter = self.workdir / _COUNTER
+            try:
+                last = int(counter.read_text().strip() or 0)
+            except (OSError, ValueError):
+                last = 0
+            while True:
+                last += 1
+                jobdir = self.workdir / f"{last}-{name}"
+                try:
+                    jobdir.mkdir(mode=0o700)
+                except FileExistsError:
+                    continue
+                break
+            tmp = counter.with_name(counter.name + ".tmp")
+            tmp.write_text(f"{last}\n")
+            os.replace(tmp, counter)
+        return str(last), jobdir
+
+    def submit(self, spec: JobSpec) -> Job:
+        """Write the job directory, start its supervisor detached, record the job."""
+        script = self.render(spec)
+        files = {k: v for k, v in render_job(spec).files.items() if k != "job.sbatch"}
+        files[sv.BATCH_FILE] = (script, 0o644)
+        job_id, jobdir = self._new_jobdir(spec.name)
+        for fname, (content, mode) in files.items():
+            fd = os.open(jobdir / fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(content)
+        (jobdir / RANKS_DIR).mkdir()
+        (jobdir / LOG_NAME).touch()
+        plan = {
+            "job_id": job_id,
+            "name": spec.name,
+            "nodes": spec.nodes,
+            "ranks_per_node": spec.ranks_per_node,
+            "launcher": spec.launcher,
+            "program": _program(spec, jobdir),
+            "rdzv_port": spec.rdzv_port,
+            "cpus_per_task": spec.cpus_per_task,
+            "time_limit_s": sv.parse_time_limit(spec.time),
+        }
+        (jobdir / sv.PLAN_FILE).write_text(_json(plan), encoding="utf-8")
+        now = time.time()
+        sv.write_state(jobdir, {
+            "job_id": job_id,
+            "name": spec.name,
+            "state": "PENDING",
+            "submitted_at": now,
+            "world_size": spec.world_size,
+            "nodelist": sv.nodelist(spec.nodes),
+            "updated_at": now,
+        })
+        self._launch(jobdir)
+        record = JobRecord(
+            profile=self.name,
+            tier=self.kind,
+            job_id=job_id,
+            name=spec.name,
+            jobdir=str(jobdir),
+            world_size=spec.world_size,
+            spec=spec_for_record(spec),
+            script=script,
+        )
+        self.registry.add(record)
+        return Job(self, record)
+
+    def _launch(self, jobdir: Path) -> None:
+        """Start the supervisor in its own session; it forks away and this returns at once."""
+        import jupyter_tiers
+
+        # ``python -m`` puts the working directory first on sys.path: start where this package is
+        # importable from (the supervisor then moves into the job directory).
+        root = Path(jupyter_tiers.__file__).resolve().parent.parent
+        argv = [sys.executable, "-m", "jupyter_tiers.local.supervisor", "--detach", str(jobdir)]
+        with open(jobdir / sv.SUPERVISOR_LOG, "ab") as log:
+            proc = subprocess.Popen(
+                argv,
+                cwd=root,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,
+                close_fds=True,
+            )
+        try:
+            code = proc.wait(timeout=LAUNCH_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            code = None
+        if code != 0 or not (jobdir / sv.PID_FILE).exists():
+            tail = _tail(jobdir / sv.SUPERVISOR_LOG)
+            how = "did not start in time" if code is None else f"exited {code}"
+            message = f"the local supervisor {how}: {tail or 'no message'} (job dir {jobdir})"
+            state = sv.read_state(jobdir) or {}
+            if state.get("state") == "PENDING":
+                state.update(state="FAILED", reason=message, end_time=time.time())
+                sv.write_state(jobdir, state)
+            raise SubmitError(message)
+
+    # --- status --------------------------------------------------------------------------
+    def poll_scheduler(self, records: Sequence[JobRecord]) -> dict[str, SchedulerInfo]:
+        out: dict[str, SchedulerInfo] = {}
+        for rec in records:
+            info = self._scheduler_info(rec)
+            if info is not None:
+                out[rec.job_id] = info
+        return out
+
+    def _scheduler_info(self, rec: JobRecord) -> SchedulerInfo | None:
+        jobdir = Path(rec.jobdir)
+        state = sv.read_state(jobdir)
+        if state is None:
+            if not jobdir.exists():
+                return SchedulerInfo(rec.job_id, JobState.FAILED, reason=f"job directory {jobdir} is gone")
+            return None
+        if state.get("state") not in sv.TERMINAL_STATES:
+            pid, start = sv.supervisor_pid(jobdir, state)
+            if pid is not None and not sv.process_alive(pid, start):
+                again = sv.read_state(jobdir) or state  # it may have ended just now
+                if again.get("state") in sv.TERMINAL_STATES:
+                    state = again
+                else:
+                    state = sv.recover_lost(jobdir, again, pid)
+        return _scheduler_info(rec.job_id, state)
+
+    def poll_ranks(self, records: Sequence[JobRecord]) -> dict[str, dict[int, RankState]]:
+        out: dict[str, dict[int, RankState]] = {}
+        for rec in records:
+            ranks: dict[int, RankState] = {}
+            rdir = Path(rec.jobdir) / RANKS_DIR
+            try:
+                names = os.listdir(rdir)
+            except OSError:
+                names = []
+            for name in names:
+                if not name.isdigit():
+                    continue
+                try:
+                    path = rdir / name
+                    mtime = path.stat().st_mtime
+                    text = path.read_text(encoding="utf-8", errors="replace")
+                except OSError:
+                    continue
+                ranks[int(name)] = parse_rank_file(int(name), text, heartbeat_at=mtime)
+            out[rec.job_id] = ranks
+        return out
+
+    # --- logs ----------------------------------------------------------------------------
+    def open_log(self, record: JobRecord, offset: int) -> ByteStream:
+        return FileFollower(Path(record.jobdir) / LOG_NAME, offset)
+
+    def read_log(self, record: JobRecord, offset: int = 0) -> bytes:
+        try:
+            with open(Path(record.jobdir) / LOG_NAME, "rb") as f:
+                f.seek(offset)
+                return f.read()
+        except FileNotFoundError:
+            return b""
+
+    def rank_log(self, record: JobRecord, rank: int, tail: int | None = None) -> list[LogLine]:
+        if tail is not None and tail <= 0:
+            return []
+        lines: deque[LogLine] = deque(maxlen=tail)
+        prefix = f"{int(rank)}:".encode()
+        offset = 0
+        try:
+            f = open(Path(record.jobdir) / LOG_NAME, "rb")  # noqa: SIM115
+        except FileNotFoundError:
+            return []
+        with f:
+            for raw in f:
+                offset += len(raw)
+                if not raw.startswith(prefix):
+                    continue
+                r, text = split_log_line(raw.decode("utf-8", errors="replace").rstrip("\n").rstrip("\r"))
+                if r == rank:
+                    lines.append(LogLine(text=text, rank=r, end_offset=offset))
+        return list(lines)
+
+    # --- cancel --------------------------------------------------------------------------
+    def cancel(self, record: JobRecord) -> None:
+        """Ask the supervisor to stop every rank (no error if the job already ended)."""
+        jobdir = Path(record.jobdir)
+        state = sv.read_state(jobdir)
+        if state is None or state.get("state") in sv.TERMINAL_STATES:
+            return
+        with contextlib.suppress(OSError):
+            (jobdir / sv.CANCEL_FILE).write_text(f"{time.time():.6f} {os.getpid()}\n")
+        if state.get("state") == "PENDING":
+            return  # its signal handlers may not be installed yet; it reads the cancel file first
+        pid, start = sv.supervisor_pid(jobdir, state)
+        if pid is not None and sv.process_alive(pid, start):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGTERM)
+        else:
+            self._scheduler_info(record)  # a lost supervisor: stop what is left, record it
+
+
+def _json(data: Any) -> str:
+    import json
+
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def _tail(path: Path, limit: int = 800) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").strip()
+    except OSError:
+        return ""
+    return text[-limit:]
+
+
+def _iso(ts: Any) -> str | None:
+    if not isinstance(ts, (int, float)):
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(ts))
+
+
+def _scheduler_info(job_id: str, state: dict[str, Any]) -> SchedulerInfo:
+    start = state.get("start_time")
+    end = state.get("end_time")
+    elapsed = None
+    if isinstance(start, (int, float)):
+        elapsed = int(max(0.0, (end if isinstance(end, (int, float)) else time.time()) - start))
+    return SchedulerInfo(
+        job_id=job_id,
+        state=JobState.parse(str(state.get("state") or "UNKNOWN")),
+        reason=state.get("reason"),
+        nodelist=state.get("nodelist"),
+        start_time=_iso(start),
+        end_time=_iso(end),
+        elapsed_s=elapsed,
+        exit_code=state.get("exit_code"),
+        exit_signal=state.get("exit_signal"),
+        name=state.get("name"),
+    )

@@ -123,6 +123,13 @@ EOF
 # ---------------------------------------------------------------------------------------------
 # process helpers
 
+# proc_running PID: the process exists and is not a zombie waiting to be reaped
+proc_running() {
+    local st
+    st=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+    [ -n "$st" ] && [ "$st" != Z ] && [ "$st" != X ]
+}
+
 # pid_alive PIDFILE COMM -> prints the pid if the file names a live process called COMM
 pid_alive() {
     local pf="$1" name="$2" pid comm
@@ -131,8 +138,7 @@ pid_alive() {
     [ -n "$pid" ] || return 1
     comm=$(cat "/proc/$pid/comm" 2>/dev/null) || return 1
     [ "$comm" = "$name" ] || return 1
-    # a zombie waiting to be reaped is not running
-    [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" != Z ] || return 1
+    proc_running "$pid" || return 1
     printf '%s\n' "$pid"
 }
 
@@ -151,14 +157,12 @@ stop_pid() {
     local pid="$1" name="$2" timeout="${3:-20}" i
     kill -TERM "$pid" 2>/dev/null || return 0
     for ((i = 0; i < timeout * 10; i++)); do
-        kill -0 "$pid" 2>/dev/null || return 0
-        # a zombie child of ours counts as gone
-        [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && return 0
+        proc_running "$pid" || return 0
         sleep 0.1
     done
     warn "$name (pid $pid) did not stop within ${timeout}s; sending SIGKILL"
     kill -KILL "$pid" 2>/dev/null
-    for ((i = 0; i < 50; i++)); do kill -0 "$pid" 2>/dev/null || return 0; sleep 0.1; done
+    for ((i = 0; i < 50; i++)); do proc_running "$pid" || return 0; sleep 0.1; done
     return 1
 }
 
@@ -176,9 +180,20 @@ stop_pidfile() {
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 
-# run a daemon launcher detached from our stdio and our lock fd (so callers that capture our
-# output do not hang and the lock is not inherited)
-launch() { "$@" </dev/null >>"$STARTUP_LOG" 2>&1 9>&-; }
+# Run a daemon launcher detached from our stdio, our lock and any other inherited descriptor, so
+# that callers capturing our output (pipes) do not hang and the lock is not held by daemons.
+# Use "launch CMD..." for daemons that fork themselves, "( detach_exec CMD... ) &" for those that
+# stay in the foreground (the subshell becomes CMD: no wrapper process keeps our fds).
+detach_exec() {
+    exec </dev/null >>"$STARTUP_LOG" 2>&1
+    local fd
+    for fd in /proc/"$BASHPID"/fd/*; do
+        fd=${fd##*/}
+        [[ "$fd" =~ ^[0-9]+$ ]] && [ "$fd" -gt 2 ] && eval "exec $fd>&-" 2>/dev/null
+    done
+    exec "$@"
+}
+launch() { ( detach_exec "$@" ); }
 
 note_startup() { printf '\n=== %s %s\n' "$(date '+%F %T')" "$*" >>"$STARTUP_LOG"; }
 
@@ -486,21 +501,20 @@ start_mariadb() {
     fi
     rm -f "$DB_SOCK"
     note_startup mariadbd
-    setsid /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$DBDIR" \
+    ( detach_exec setsid /usr/sbin/mariadbd --no-defaults --user=mysql --datadir="$DBDIR" \
         --socket="$DB_SOCK" --port="$DB_PORT" --bind-address=127.0.0.1 \
         --pid-file="$RUN/mysql/mariadbd.pid" --log-error="$LOG/mariadb.log" \
         --skip-name-resolve --innodb-buffer-pool-size=256M --innodb-log-file-size=64M \
-        --innodb-lock-wait-timeout=900 --max-connections=200 \
-        </dev/null >>"$STARTUP_LOG" 2>&1 9>&- &
+        --innodb-lock-wait-timeout=900 --max-connections=200 ) &
     pid=$!
     for ((i = 0; i < 600; i++)); do
         db_ping && break
-        kill -0 "$pid" 2>/dev/null || fail "mariadbd exited during startup"
+        proc_running "$pid" || fail "mariadbd exited during startup"
         sleep 0.1
     done
     db_ping || fail "MariaDB did not answer on $DB_SOCK within 60s"
     ensure_db_user
-    ok "pid $pid"
+    ok "pid $(pid_alive "$RUN/mysql/mariadbd.pid" mariadbd || echo "$pid")"
 }
 
 ensure_db_user() {

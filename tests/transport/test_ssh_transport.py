@@ -52,6 +52,21 @@ def wait_until(pred: Any, what: str, limit: float = 20.0) -> None:
         time.sleep(0.05)
 
 
+def processes_with(text: str) -> list[int]:
+    """Pids whose command line contains ``text`` (the sshd runs on this machine)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if text.encode() in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
 def direct_tcpip_count(server: SSHServer) -> int:
     pattern = rf"server_request_direct_tcpip: .*port {server.port}\b"
     return len(re.findall(pattern, server.log_text()))
@@ -261,6 +276,72 @@ def test_default_key_in_home_is_used(sshd: SSHServer, transports: list, isolated
     assert t.run(["echo", "default"]).text() == "default\n"
 
 
+def test_too_many_keys_is_authentication_error(sshd: SSHServer, transports: list, tmp_path: Path):
+    wrong = [keygen(tmp_path / f"wrong{i}") for i in range(7)]  # sshd's MaxAuthTries is 6
+    cfg = tmp_path / "ssh_config"
+    lines = [f"  IdentityFile {k}\n" for k in [*wrong, sshd.client_key]]
+    cfg.write_text("Host *\n" + "".join(lines))
+    t = make(transports, sshd.target(identity_file=None, ssh_config=str(cfg)), retries=3)
+    with pytest.raises(AuthenticationError) as info:
+        t.connect()
+    assert "closed the connection after rejecting" in str(info.value)
+
+
+@pytest.fixture
+def agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """A real ssh-agent of this test's own; returns a function that adds a key to it."""
+    if shutil.which("ssh-agent") is None or shutil.which("ssh-add") is None:
+        pytest.skip("ssh-agent/ssh-add not installed")
+    sock = tmp_path / "agent.sock"
+    proc = subprocess.Popen(["ssh-agent", "-D", "-a", str(sock)], stdout=subprocess.DEVNULL)
+    wait_until(sock.exists, "ssh-agent's socket")
+    monkeypatch.setenv("SSH_AUTH_SOCK", str(sock))
+
+    def add(key: Path, passphrase: str | None = None) -> None:
+        env = dict(os.environ, SSH_AUTH_SOCK=str(sock))
+        if passphrase is not None:
+            askpass = tmp_path / "askpass.sh"
+            askpass.write_text(f"#!/bin/sh\necho '{passphrase}'\n")
+            askpass.chmod(0o700)
+            env.update(SSH_ASKPASS=str(askpass), SSH_ASKPASS_REQUIRE="force", DISPLAY=":0")
+        subprocess.run(["ssh-add", str(key)], env=env, check=True, capture_output=True,
+                       stdin=subprocess.DEVNULL)
+
+    yield add
+    proc.terminate()
+    proc.wait(10)
+
+
+def test_agent_key_is_used(sshd: SSHServer, transports: list, agent: Any):
+    agent(sshd.client_key)
+    t = make(transports, sshd.target(identity_file=None))
+    assert t.run(["echo", "agent"]).text() == "agent\n"
+
+
+def test_passphrase_protected_key(
+    private_sshd: SSHServer, transports: list, tmp_path: Path, request: pytest.FixtureRequest
+):
+    locked = tmp_path / "locked"
+    subprocess.run([SSH_KEYGEN, "-q", "-t", "ed25519", "-N", "s3cret-pass", "-f", str(locked)],
+                   check=True, capture_output=True)
+    auth = private_sshd.dir / "authorized_keys"
+    auth.write_text((tmp_path / "locked.pub").read_text())
+    target = private_sshd.target(identity_file=str(locked))
+    t = make(transports, target, retries=0)
+    with pytest.raises(AuthenticationError) as info:
+        t.connect()
+    msg = str(info.value)
+    assert "passphrase-protected" in msg and "ssh-add" in msg
+    assert "s3cret" not in msg
+    # Once the key is in the agent it works, even with IdentitiesOnly (matched via locked.pub).
+    add = request.getfixturevalue("agent")
+    add(locked, passphrase="s3cret-pass")
+    cfg = tmp_path / "ssh_config"
+    cfg.write_text("Host *\n  IdentitiesOnly yes\n")
+    t2 = make(transports, private_sshd.target(identity_file=str(locked), ssh_config=str(cfg)))
+    assert t2.run(["echo", "unlocked"]).text() == "unlocked\n"
+
+
 # --- ssh config ---------------------------------------------------------------------------------
 
 
@@ -403,9 +484,10 @@ def test_stream_timeout_between_chunks(sshd: SSHServer, transports: list, tmp_pa
     gate = tmp_path / "gate"
     t = make(transports, sshd.target())
     s = t.stream(
-        ["sh", "-c", f"echo a; while [ ! -e {gate} ]; do sleep 0.05; done; echo b"], timeout=0.3
+        ["sh", "-c", f"echo a; while [ ! -e {gate} ]; do sleep 0.05; done; echo b"], timeout=60
     )
     assert next(s) == b"a\n"
+    s.timeout = 0.3  # nothing can come before the gate opens
     with pytest.raises(CommandTimeout):
         next(s)
     gate.touch()
@@ -433,16 +515,14 @@ def test_stream_close_from_other_thread_ends_remote_command(
     reader = threading.Thread(target=consume)
     reader.start()
     wait_until(lambda: got, "the first tick")
+    assert processes_with(tag)
     s.close()
     reader.join(20)
     assert not reader.is_alive()
     assert errors == []
     assert s.closed
     # Closing the channel closed the command's stdout: it dies on its next write.
-    wait_until(
-        lambda: subprocess.run(["pgrep", "-f", tag], capture_output=True).returncode == 1,
-        "the remote loop to exit",
-    )
+    wait_until(lambda: not processes_with(tag), "the remote loop to exit")
 
 
 def test_stream_raises_connect_error_when_connection_drops(sshd: SSHServer, transports: list):

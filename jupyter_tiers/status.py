@@ -28,7 +28,9 @@ def merge_status(
             base,
             state=sched.state,
             reason=sched.reason,
-            nodelist=sched.nodelist or base.nodelist,
+            # While COMPLETING, Slurm lists only the nodes still cleaning up: keep the full list.
+            nodelist=(base.nodelist if sched.state is JobState.COMPLETING and base.nodelist
+                      else sched.nodelist or base.nodelist),
             start_time=sched.start_time,
             end_time=sched.end_time or base.end_time,
             elapsed_s=sched.elapsed_s if sched.elapsed_s is not None else base.elapsed_s,

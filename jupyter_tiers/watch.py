@@ -180,6 +180,8 @@ class Watcher:
         self._thread: threading.Thread | None = None
         self._next_sched = 0.0
         self._fast_delay = first_poll
+        self._reachable = True
+        self._sched_message: str | None = None
         self._counter = itertools.count()
 
     # --- public ------------------------------------------------------------------------
@@ -260,6 +262,7 @@ class Watcher:
 
     def _loop(self) -> None:
         next_ranks = 0.0
+        fail_delay = 0.0
         while not self._stopped.is_set():
             active = self._active()
             if not active:
@@ -269,36 +272,48 @@ class Watcher:
             now = time.monotonic()
             records = [w.record for w in active]
             sched = None
-            message: str | None = None
-            reachable = True
-            if now >= self._next_sched:
+            polled = now >= self._next_sched
+            if polled:
+                self.scheduler_queries += 1
                 try:
-                    self.scheduler_queries += 1
                     sched = self.tier.poll_scheduler(records)
+                    self._reachable, self._sched_message = True, None
                 except ControllerUnreachable as exc:
-                    reachable, message = False, f"controller unreachable, retrying: {exc}"
+                    self._reachable = False
+                    self._sched_message = f"controller unreachable, retrying: {exc}"
                 except TiersError as exc:
-                    reachable, message = False, f"cannot reach the cluster, retrying: {exc}"
+                    self._reachable = False
+                    self._sched_message = f"cannot reach the cluster, retrying: {exc}"
                 except Exception as exc:
-                    reachable, message = False, f"status query failed, retrying: {exc!r}"
+                    self._reachable = False
+                    self._sched_message = f"status query failed, retrying: {exc!r}"
             ranks = None
+            rank_message = None
             if now >= next_ranks or sched is not None:
+                self.rank_queries += 1
                 try:
-                    self.rank_queries += 1
                     ranks = self.tier.poll_ranks(records)
                 except Exception as exc:
-                    message = message or f"cannot read rank state, retrying: {exc}"
+                    rank_message = f"cannot read rank state, retrying: {exc}"
                 next_ranks = time.monotonic() + self.rank_interval
-            changed_any = self._apply(active, sched, ranks, reachable, message)
+            changed, finishing = self._apply(
+                active, sched, ranks, self._reachable, self._sched_message or rank_message
+            )
             with self._lock:
-                if sched is not None or not reachable:
-                    if changed_any:
+                now = time.monotonic()
+                if polled and not self._reachable:
+                    fail_delay = min(self.max_backoff, max(2.0, fail_delay * 2))
+                    self._next_sched = now + fail_delay
+                elif polled:
+                    fail_delay = 0.0
+                    if changed:
                         self._fast_delay = self.first_poll
-                    delay = self._fast_delay if reachable else max(2.0, self._fast_delay)
-                    self._fast_delay = min(self._fast_delay * 2, self.status_interval,
-                                           self.max_backoff if not reachable else self.status_interval)
-                    self._next_sched = time.monotonic() + delay
-                wait = max(0.05, min(self._next_sched, next_ranks) - time.monotonic())
+                    self._next_sched = now + self._fast_delay
+                    self._fast_delay = min(self._fast_delay * 2, self.status_interval)
+                if finishing and self._reachable:
+                    # Ranks ended: the scheduler ends the job within moments; ask again soon.
+                    self._next_sched = min(self._next_sched, now + self._fast_delay)
+                wait = max(0.05, min(self._next_sched, next_ranks) - now)
             if self._wake.wait(wait):
                 self._wake.clear()
 
@@ -309,8 +324,10 @@ class Watcher:
         ranks: dict | None,
         reachable: bool,
         message: str | None,
-    ) -> bool:
+    ) -> tuple[bool, bool]:
+        """Merge and deliver new statuses; returns (anything changed, some job's ranks ended)."""
         changed_any = False
+        finishing = False
         for watched in active:
             rec = watched.record
             info = sched.get(rec.job_id) if sched is not None else None
@@ -337,16 +354,13 @@ class Watcher:
                     self._record_state(rec, status)
                 for sub in subs:
                     _safe_call(sub.on_status, status)
-            if not status.state.terminal and _ranks_finishing(status):
-                # Ranks ended: the scheduler will end the job within moments; ask again soon.
-                with self._lock:
-                    self._next_sched = min(self._next_sched, time.monotonic() + self.first_poll)
+            finishing = finishing or (not status.state.terminal and _ranks_finishing(status))
             if status.state.terminal:
                 with self._lock:
                     subs = list(watched.subs)
                 for sub in subs:
                     self._end(sub, status)
-        return changed_any
+        return changed_any, finishing
 
     def _record_state(self, rec: JobRecord, status: JobStatus) -> None:
         try:

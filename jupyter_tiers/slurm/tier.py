@@ -128,7 +128,8 @@ class SlurmTier(Tier):
         found = parse_squeue(out) if code == 0 else {}
         if code != 0 and "Invalid job id" not in err:
             raise ControllerUnreachable(err.strip() or f"squeue exited {code}")
-        missing = [i for i in ids if i not in found or found[i].state.terminal]
+        # squeue is authoritative while it still knows a job; accounting only for purged ones.
+        missing = [i for i in ids if i not in found]
         if missing:
             found.update(self._finished(missing))
         return found

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# The whole test suite from a fresh machine: venv + packages, torch (CPU), the Slurm-in-a-box
+# cluster (Debian packages, munge, MariaDB+slurmdbd, slurmctld, 4 slurmd, sshd on loopback),
+# lint and types, then pytest. Extra arguments go to pytest.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+mkdir -p test-output
+
+source tests/bootstrap.sh
+if ! "$PY" -c "import torch" 2>/dev/null; then
+  echo "[run] installing torch 2.13.0 (CPU build) and numpy for the multi-rank tests"
+  "$PY" -m pip install -q torch==2.13.0 numpy
+fi
+
+if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
+  echo "[run] starting the Slurm test cluster"
+  bash jupyter_tiers/sandbox/cluster.sh up
+else
+  echo "[run] WARNING: not root or no apt-get: the Slurm cluster cannot be started;" \
+       "cluster tests will be SKIPPED (in CI they fail instead)" >&2
+fi
+
+echo "[run] ruff"
+"$PY" -m ruff check .
+echo "[run] mypy"
+"$PY" -m mypy
+echo "[run] pytest"
+"$PY" -m pytest -p no:cacheprovider "$@"

@@ -12,7 +12,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+from IPython.core.magic_arguments import argument, magic_arguments
 
 from .config import ConfigError
 from .errors import SpecError, TiersError
@@ -101,7 +101,10 @@ class TiersMagics(Magics):
 
         Returns at once with a live view of the job unless --wait is given.
         """
-        args = parse_argstring(self.slurm_train, _fix_dash_values(line))
+        # Split once, POSIX-style, so quotes group words and are removed (IPython's parse_argstring
+        # keeps them), then hand the words to the magic's argparse parser.
+        words = _fix_dash_values(split_line(line, "%%slurm_train"))
+        args = self.slurm_train.parser.parse_args(words)
         if args.out is not None and not args.out.isidentifier():
             raise UsageError(f"--out {args.out!r}: give a Python variable name")
         if not cell.strip():
@@ -148,7 +151,7 @@ class TiersMagics(Magics):
         from . import tiers_command
 
         try:
-            return tiers_command.run(shlex.split(line), shell=self.shell)
+            return tiers_command.run(split_line(line, "%tiers"), shell=self.shell)
         except tiers_command.CommandUsage as exc:
             raise UsageError(str(exc)) from None
         except (SpecError, ConfigError) as exc:
@@ -157,10 +160,17 @@ class TiersMagics(Magics):
             raise UsageError(f"{type(exc).__name__}: {exc}") from None
 
 
-def _fix_dash_values(line: str) -> str:
+def split_line(line: str, magic: str) -> list[str]:
+    """Shell-like words of a magic line; an unbalanced quote is a UsageError."""
+    try:
+        return shlex.split(line)
+    except ValueError as exc:
+        raise UsageError(f"{magic}: cannot split the line into words: {exc}") from None
+
+
+def _fix_dash_values(words: list[str]) -> list[str]:
     """Let ``--sbatch --hold`` / ``--sbatch=--x=y`` pass: argparse treats a value starting with
     '--' as an option, so glue such a value to its option with '='."""
-    words = shlex.split(line)
     out: list[str] = []
     i = 0
     while i < len(words):
@@ -171,7 +181,7 @@ def _fix_dash_values(line: str) -> str:
             continue
         out.append(word)
         i += 1
-    return shlex.join(out)
+    return out
 
 
 def _live_job_named(tier: Any, name: str) -> Any:

@@ -14,11 +14,17 @@ class CommandUsage(Exception):
     """Bad subcommand or option; the magic turns it into a UsageError."""
 
 
+class _HelpShown(Exception):
+    """``-h``: argparse printed the help; nothing else to do."""
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise CommandUsage(f"%tiers: {message}\n{self.format_usage().strip()}")
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if status == 0 and not message:
+            raise _HelpShown()  # the help is already printed; do not print it again as an error
         raise CommandUsage(message or self.format_help())
 
 
@@ -66,7 +72,10 @@ def _job(ref: str) -> Any:
 
 def run(argv: list[str], shell: Any = None) -> Any:
     """Execute one ``%tiers`` command line (already split)."""
-    args = build_parser().parse_args(argv)
+    try:
+        args = build_parser().parse_args(argv)
+    except _HelpShown:
+        return None
     if args.command == "jobs":
         records = Registry().list(limit=args.limit, profile=args.profile)
         print(format_jobs(records) if records else "no jobs yet")

@@ -1,0 +1,45 @@
+"""``jupyter tiers ...`` (also ``jupyter-tiers``): sandbox cluster and job commands."""
+
+from __future__ import annotations
+
+import sys
+
+USAGE = """usage: jupyter tiers COMMAND
+
+  sandbox up|down|status [--nodes N] [--cpus C]   a multi-node Slurm on this machine (root, Debian/Ubuntu)
+  jobs [--profile P] [--limit N]                   jobs of every tier, newest first
+  logs ID [--rank N] [--tail N]                    print a job's log
+  cancel ID                                        cancel a job
+  attach ID [--wait]                               follow a job as text
+  profiles                                         list the configured profiles
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if not args or args[0] in ("-h", "--help", "help"):
+        print(USAGE, end="")
+        return 0
+    if args[0] == "sandbox":
+        from .sandbox import main as sandbox_main
+
+        return sandbox_main(args[1:])
+    from . import tiers_command
+    from .config import ConfigError
+    from .errors import TiersError
+
+    if args[0] == "attach" and "--text" not in args:
+        args.append("--text")
+    try:
+        tiers_command.run(args)
+    except tiers_command.CommandUsage as exc:
+        print(str(exc).replace("%tiers", "jupyter tiers"), file=sys.stderr)
+        return 2
+    except (ConfigError, TiersError) as exc:
+        print(f"jupyter tiers: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

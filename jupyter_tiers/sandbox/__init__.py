@@ -1,0 +1,104 @@
+"""The cluster in a box: a real multi-node Slurm (with topology and accounting) on one machine.
+
+``jupyter tiers sandbox up|down|status [--nodes N] [--cpus C]`` runs ``cluster.sh`` next to this
+file and, after ``up``, writes a ready ``sandbox`` profile into ``~/.jupyter/tiers.yaml``.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+SCRIPT = Path(__file__).with_name("cluster.sh")
+PROFILE_NAME = "sandbox"
+
+
+def cluster_dir() -> Path:
+    return Path(os.environ.get("JT_CLUSTER_DIR", "/var/tmp/jupyter-tiers-cluster"))
+
+
+def run_script(args: list[str]) -> int:
+    """Run cluster.sh with ``args``, its output going straight to the terminal."""
+    env = {**os.environ, "JT_PROG_NAME": "jupyter tiers sandbox"}
+    return subprocess.run(["bash", str(SCRIPT), *args], env=env, check=False).returncode
+
+
+def read_cluster_env(path: Path | None = None) -> dict[str, str]:
+    path = path or cluster_dir() / "cluster.env"
+    out = {}
+    for line in path.read_text().splitlines():
+        key, sep, value = line.partition("=")
+        if sep:
+            out[key.strip()] = value.strip()
+    return out
+
+
+def sandbox_profile(env: dict[str, str]) -> dict[str, Any]:
+    """The profile that reaches the sandbox over its loopback sshd, with this Python on the nodes."""
+    profile: dict[str, Any] = {
+        "tier": "slurm",
+        "description": "cluster in a box on this machine (jupyter tiers sandbox)",
+        "host": env["JT_SSH_HOST"],
+        "port": int(env["JT_SSH_PORT"]),
+        "user": env["JT_SSH_USER"],
+        "identity_file": env["JT_SSH_KEY"],
+        "known_hosts": env["JT_KNOWN_HOSTS"],
+        "workdir": "~/jupyter-tiers",
+        "defaults": {"partition": "debug", "time": "00:30:00", "python": sys.executable},
+    }
+    if sys.prefix != sys.base_prefix:  # a venv: put its tools (torchrun) on the nodes' PATH
+        profile["setup"] = [f"source {Path(sys.prefix) / 'bin' / 'activate'}"]
+    return profile
+
+
+def write_profile(path: Path, profile: dict[str, Any], name: str = PROFILE_NAME) -> bool:
+    """Add or replace one profile in a tiers.yaml, keeping the others; returns True if changed.
+
+    The previous file is kept as ``tiers.yaml.bak`` (YAML comments are not preserved).
+    """
+    import yaml
+
+    data: dict[str, Any] = {}
+    if path.exists():
+        data = yaml.safe_load(path.read_text()) or {}
+    profiles = data.setdefault("profiles", {})
+    if profiles.get(name) == profile:
+        return False
+    if path.exists():
+        path.with_name(path.name + ".bak").write_text(path.read_text())
+    profiles[name] = profile
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return True
+
+
+def main(argv: list[str]) -> int:
+    """``sandbox up|down|status [--nodes N] [--cpus C]``."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="jupyter tiers sandbox",
+                                     description="A multi-node Slurm cluster on this machine.")
+    parser.add_argument("action", choices=["up", "down", "status"])
+    parser.add_argument("--nodes", type=int, help="number of nodes (default 4)")
+    parser.add_argument("--cpus", type=int, help="CPUs per node (default 8)")
+    parser.add_argument("--config", type=Path, default=Path("~/.jupyter/tiers.yaml").expanduser(),
+                        help="tiers.yaml to write the 'sandbox' profile into")
+    args = parser.parse_args(argv)
+    script_args = [args.action]
+    if args.action == "up":
+        if args.nodes:
+            script_args += ["--nodes", str(args.nodes)]
+        if args.cpus:
+            script_args += ["--cpus", str(args.cpus)]
+    elif args.nodes or args.cpus:
+        parser.error("--nodes and --cpus only go with 'up'")
+    code = run_script(script_args)
+    if code == 0 and args.action == "up":
+        changed = write_profile(args.config, sandbox_profile(read_cluster_env()))
+        verb = "wrote" if changed else "kept"
+        print(f"{verb} profile '{PROFILE_NAME}' in {args.config}: "
+              f"use %%slurm_train --profile {PROFILE_NAME}")
+    return code

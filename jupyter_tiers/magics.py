@@ -116,8 +116,6 @@ class TiersMagics(Magics):
             spec = tier.make_spec(cell, **spec_options(args))
             if args.dry_run:
                 print(tier.render(spec), end="")
-                if spec.env:
-                    print("\n# env (values hidden): " + " ".join(k for k, _ in spec.env))
                 return None
             job = None
             if args.name and not args.resubmit:

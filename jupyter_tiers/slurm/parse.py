@@ -280,7 +280,7 @@ class LogDecoder:
             return []
         raw, self._pending = self._pending, b""
         self.offset += len(raw)
-        rank, text = split_log_line(raw.decode("utf-8", errors="replace"))
+        rank, text = split_log_line(raw.decode("utf-8", errors="replace").rstrip("\r"))
         return [LogLine(text=text, rank=rank, end_offset=self.offset)]
 
 

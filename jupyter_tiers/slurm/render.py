@@ -213,7 +213,8 @@ def render_sbatch(spec: JobSpec) -> str:
         "export PYTHONUNBUFFERED=1",
     ]
     if spec.env:
-        lines.append('source "$JT_JOB_DIR/env.sh"')
+        names = " ".join(k for k, _ in spec.env)
+        lines += [f"# env (values in env.sh, mode 600): {names}", 'source "$JT_JOB_DIR/env.sh"']
     if spec.setup:
         lines += ["", "# setup from the profile", *spec.setup]
     lines += ["", *_master_lines(spec), *_launcher(spec), ""]
@@ -234,7 +235,10 @@ export LOCAL_RANK="${LOCAL_RANK:-${SLURM_LOCALID:-0}}"
 state="$JT_JOB_DIR/ranks/$rank"
 node="${SLURMD_NODENAME:-$(hostname)}"
 printf 'start %s %s\n' "$(date +%s.%N)" "$node" >> "$state"
-(while sleep "${JT_HEARTBEAT:-10}"; do touch "$state"; done) >/dev/null 2>&1 &
+shim=$$
+# The heartbeat ends with the shim, even if the shim is killed outright.
+(while sleep "${JT_HEARTBEAT:-10}" && kill -0 "$shim" 2>/dev/null; do touch "$state"; done) \
+  >/dev/null 2>&1 &
 heartbeat=$!
 exec 3>&1
 exec > >(exec sed -u "s/^/$rank: /" >&3) 2>&1
@@ -244,7 +248,7 @@ trap 'stopped=15; kill -TERM "$child" 2>/dev/null' TERM
 trap 'stopped=2; kill -INT "$child" 2>/dev/null' INT
 # Without job control bash starts background commands with INT and QUIT ignored; undo that
 # (POSIX allows it in a subshell) so the INT forwarded above reaches the program.
-( trap - INT QUIT; exec "$@" ) &
+( trap - INT QUIT; exec "$@" 3>&- ) &
 child=$!
 # A signal that came before $child was set could not be forwarded by the trap: do it now.
 if [ -n "$stopped" ]; then kill -"$stopped" "$child" 2>/dev/null; fi
@@ -259,7 +263,12 @@ else
   printf 'exit %s %s\n' "$code" "$(date +%s.%N)" >> "$state"
 fi
 exec 1>&- 2>&-
+# Let the prefixer flush the last lines, but do not hang on a background process the program
+# left holding the pipe open.
+(sleep "${JT_FLUSH_WAIT:-10}"; kill "$prefixer") >/dev/null 2>&1 3>&- &
+flush_timer=$!
 wait "$prefixer" 2>/dev/null
+kill "$flush_timer" 2>/dev/null
 exit "$code"
 """
 

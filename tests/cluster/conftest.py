@@ -63,8 +63,3 @@ def cluster(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
         ["bash", str(script), *args], check=check, capture_output=True, text=True, timeout=900
     )
 
-
-def squeue_nodes(job_id: str) -> str:
-    return subprocess.run(
-        ["squeue", "-h", "-j", job_id, "-o", "%N"], capture_output=True, text=True, check=True
-    ).stdout.strip()

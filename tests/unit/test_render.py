@@ -227,7 +227,7 @@ def test_sbatch_script_contains_no_env_value(value: str) -> None:
     job = render_job(spec)
     assert value not in job.script
     assert 'source "$JT_JOB_DIR/env.sh"' in job.script
-    assert "SECRET" not in job.script
+    assert "# env (values in env.sh, mode 600): SECRET" in job.script  # the name, never the value
     assert "env.sh" in job.files
 
 

@@ -343,8 +343,12 @@ class Watcher:
             if prev is not None and prev.state.terminal:
                 continue
             if status != prev:
+                # Heartbeats and elapsed time change on every poll; only a new job or rank state
+                # is news that should bring the next scheduler query forward.
                 changed_any = changed_any or (
-                    prev is None or status.state != prev.state or status.ranks != prev.ranks
+                    prev is None
+                    or status.state != prev.state
+                    or [r.phase for r in status.ranks] != [r.phase for r in prev.ranks]
                 )
                 with self._lock:
                     watched.status = status

@@ -17,7 +17,9 @@ def cluster_env() -> dict[str, str]:
     path = CLUSTER_DIR / "cluster.env"
     if not path.exists():
         sys.exit(f"the test cluster is not up ({path} missing): run `bash {CLUSTER_SH} up` first")
-    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+    from jupyter_tiers.sandbox import read_cluster_env
+
+    return read_cluster_env(path)
 
 
 def cluster(*args: str) -> None:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_tiers import sandbox
+
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER_DIR = Path(os.environ.get("JT_CLUSTER_DIR", "/var/tmp/jupyter-tiers-cluster"))
 CLUSTER_SCRIPT = ROOT / "jupyter_tiers" / "sandbox" / "cluster.sh"
@@ -15,14 +17,7 @@ CLUSTER_SCRIPT = ROOT / "jupyter_tiers" / "sandbox" / "cluster.sh"
 
 def read_cluster_env() -> dict[str, str] | None:
     path = CLUSTER_DIR / "cluster.env"
-    if not path.exists():
-        return None
-    env = {}
-    for line in path.read_text().splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            env[key.strip()] = value.strip()
-    return env
+    return sandbox.read_cluster_env(path) if path.exists() else None
 
 
 @pytest.fixture(autouse=True)

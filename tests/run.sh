@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh machine: venv + packages, torch (CPU), the Slurm-in-a-box
 # cluster (Debian packages, munge, MariaDB+slurmdbd, slurmctld, 4 slurmd, sshd on loopback),
-# lint and types, then pytest. Extra arguments go to pytest.
+# Debian's chromium for the browser tests, lint and types, then pytest. Extra arguments go to pytest.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -11,6 +11,13 @@ source tests/bootstrap.sh
 if ! "$PY" -c "import torch" 2>/dev/null; then
   echo "[run] installing torch 2.13.0 (CPU build) and numpy for the multi-rank tests"
   "$PY" -m pip install -q torch==2.13.0 numpy
+fi
+
+if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null && [ ! -x /usr/bin/chromium ]; then
+  echo "[run] installing Debian's chromium for the browser tests"
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } \
+    >test-output/apt-chromium.log 2>&1 </dev/null \
+    || { tail -n 20 test-output/apt-chromium.log >&2; echo "[run] chromium install failed" >&2; exit 1; }
 fi
 
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then

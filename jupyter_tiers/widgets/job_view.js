@@ -62,6 +62,8 @@ function render({ model, el }) {
   let following = true;
   let skipped = 0;
   let lastElapsedAt = Date.now();
+  let confirmTimer = null;
+  let hovered = -1; // the rank under the pointer, whose details the tip line shows
 
   function refreshHeader() {
     title.textContent = `job ${model.get("job_id")} · ${model.get("job_name")}`;
@@ -76,7 +78,13 @@ function render({ model, el }) {
     message.textContent = model.get("message");
     summary.textContent = model.get("summary");
     cancelBtn.disabled = model.get("terminal") || model.get("cancel_requested");
-    if (model.get("cancel_requested") && !model.get("terminal")) cancelBtn.textContent = "Cancelling…";
+    if (model.get("terminal")) {
+      clearTimeout(confirmTimer);
+      cancelBtn.dataset.confirm = "";
+      cancelBtn.textContent = "Cancel";
+    } else if (model.get("cancel_requested")) {
+      cancelBtn.textContent = "Cancelling…";
+    }
     lastElapsedAt = Date.now();
     tickElapsed();
   }
@@ -122,7 +130,8 @@ function render({ model, el }) {
       const i = grid.children.length;
       const cell = h("div", "jt-rank");
       cell.dataset.rank = String(i);
-      cell.addEventListener("mouseenter", () => { tip.textContent = rankLabel(i, model.get("ranks")[i]); });
+      cell.addEventListener("mouseenter", () => { hovered = i; refreshTip(); });
+      cell.addEventListener("mouseleave", () => { if (hovered === i) hovered = -1; refreshTip(); });
       cell.addEventListener("click", () => setFilter(filter === i ? -1 : i));
       grid.appendChild(cell);
     }
@@ -133,6 +142,24 @@ function render({ model, el }) {
       node.classList.toggle("jt-selected", i === filter);
       node.title = rankLabel(i, cell);
     });
+    refreshTip();
+  }
+
+  // The line under the grid: the hovered rank's details, else how many ranks are in each phase.
+  function refreshTip() {
+    const ranks = model.get("ranks");
+    if (hovered >= 0 && hovered < ranks.length) {
+      tip.textContent = rankLabel(hovered, ranks[hovered]);
+      return;
+    }
+    const counts = {};
+    for (const cell of ranks) counts[cell[0]] = (counts[cell[0]] || 0) + 1;
+    const parts = Object.keys(PHASE_NAMES)
+      .filter((p) => counts[p])
+      .map((p) => `${counts[p]} ${PHASE_NAMES[p]}`);
+    const noun = ranks.length === 1 ? "rank" : "ranks";
+    tip.textContent = ranks.length ? `${ranks.length} ${noun}: ${parts.join(", ")}` : "";
+    if (filter >= 0) tip.textContent += ` · showing rank ${filter} only (click it again for all)`;
   }
 
   function lineNode(row) {
@@ -212,7 +239,6 @@ function render({ model, el }) {
     first.scrollIntoView({ block: "center" });
     first.classList.add("jt-flash");
   });
-  let confirmTimer = null;
   cancelBtn.addEventListener("click", () => {
     if (cancelBtn.dataset.confirm !== "1") {
       cancelBtn.dataset.confirm = "1";

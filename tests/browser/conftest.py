@@ -1,0 +1,255 @@
+"""A real JupyterLab server and headless Debian chromium driven by Playwright.
+
+The server runs from a temporary root dir with its own Jupyter config/data/runtime dirs (so no
+remembered workspace or user setting changes what the test sees), a tiers.yaml with the ``box``
+profile of the Slurm test cluster (``JUPYTER_TIERS_CONFIG``) and its own job registry
+(``JUPYTER_TIERS_REGISTRY``); kernels it starts inherit both.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_tiers.config import load_config
+from jupyter_tiers.registry import Registry
+from jupyter_tiers.slurm.tier import SlurmTier
+from tests.cluster.conftest import profile_yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+OUTPUT = ROOT / "test-output"
+CHROMIUM = Path(os.environ.get("JT_CHROMIUM", "/usr/bin/chromium"))
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
+# Every wait in these tests is bounded by one of these (milliseconds for Playwright).
+SERVER_START_S = 90
+UI_TIMEOUT_MS = 60_000
+JOB_TIMEOUT_MS = 180_000
+
+
+def _missing(reason: str) -> None:
+    if os.environ.get("CI"):
+        pytest.fail(reason + " — CI must run the browser tests")
+    print(f"\nSKIPPING BROWSER TESTS: {reason}", file=sys.stderr)
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Lab:
+    """A running JupyterLab: where it serves, its root dir, and the files it was given."""
+
+    url: str
+    token: str
+    root: Path
+    config: Path
+    registry: Path
+    log: Path
+
+    def notebook_url(self, name: str) -> str:
+        # ?reset: start from an empty workspace, whatever a previous page left behind.
+        return f"{self.url}/lab/tree/{name}?reset&token={self.token}"
+
+    def api(self, path: str, method: str = "GET") -> Any:
+        req = urllib.request.Request(
+            f"{self.url}{path}", method=method, headers={"Authorization": f"token {self.token}"}
+        )
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            body = resp.read()
+        return json.loads(body) if body else None
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return "(no server log)"
+
+
+@pytest.fixture(scope="module")
+def lab(cluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    if not CHROMIUM.exists():
+        _missing(f"{CHROMIUM} missing (tests/run.sh installs Debian's chromium as root)")
+    if shutil.which("jupyter-lab", path=str(Path(sys.executable).parent)) is None:
+        _missing("jupyterlab is not installed (pip install -e '.[test]')")
+    base = tmp_path_factory.mktemp("lab")
+    root = base / "root"
+    root.mkdir()
+    config = base / "tiers.yaml"
+    config.write_text(profile_yaml(cluster_env))
+    registry = base / "registry.sqlite"
+    jupyter_config = base / "jupyter-config"
+    # No announcements/news toast over the notebook.
+    (jupyter_config / "labconfig").mkdir(parents=True)
+    (jupyter_config / "labconfig" / "page_config.json").write_text(
+        json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
+    )
+    env = {
+        **os.environ,
+        "JUPYTER_TIERS_CONFIG": str(config),
+        "JUPYTER_TIERS_REGISTRY": str(registry),
+        "JUPYTER_CONFIG_DIR": str(jupyter_config),
+        "JUPYTER_DATA_DIR": str(base / "jupyter-data"),
+        "JUPYTER_RUNTIME_DIR": str(base / "jupyter-runtime"),
+        "IPYTHONDIR": str(base / "ipython"),
+        "PYTHONUNBUFFERED": "1",
+    }
+    env.pop("JUPYTER_TIERS_DISPLAY", None)
+    token = secrets.token_hex(24)
+    port = _free_port()
+    log = base / "jupyter-lab.log"
+    cmd = [
+        str(Path(sys.executable).parent / "jupyter-lab"),
+        "--no-browser",
+        f"--ServerApp.token={token}",
+        "--ServerApp.ip=127.0.0.1",
+        f"--port={port}",
+        "--ServerApp.port_retries=0",
+        f"--ServerApp.root_dir={root}",
+        f"--LabApp.workspaces_dir={base / 'workspaces'}",
+        f"--LabApp.user_settings_dir={base / 'user-settings'}",
+        "--LabApp.news_url=",
+        "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
+    ]
+    if os.geteuid() == 0:
+        cmd.append("--allow-root")
+    with log.open("wb") as out:
+        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    server = Lab(url=f"http://127.0.0.1:{port}", token=token, root=root, config=config,
+                 registry=registry, log=log)
+    try:
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            if proc.poll() is not None:
+                pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{server.log_tail()}")
+            try:
+                server.api("/api/status")
+                break
+            except (OSError, urllib.error.URLError):
+                pass
+            if time.monotonic() > deadline:
+                pytest.fail(f"jupyter lab did not answer /api/status in {SERVER_START_S}s:\n"
+                            f"{server.log_tail()}")
+            time.sleep(0.3)
+        yield server
+    finally:
+        _stop_server(server, proc)
+        _cancel_leftover_jobs(config, registry)
+
+
+def _stop_server(server: Lab, proc: subprocess.Popen[bytes]) -> None:
+    """Shut the server down through its API (it stops its kernels), then by signal if needed."""
+    if proc.poll() is None:
+        try:
+            server.api("/api/shutdown", method="POST")
+        except (OSError, urllib.error.URLError):
+            proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the server and its kernels
+            proc.wait(timeout=10)
+
+
+def _cancel_leftover_jobs(config: Path, registry: Path) -> None:
+    """Leave no job of these tests running on the shared test cluster."""
+    if not registry.exists():
+        return
+    old = os.environ.get("JUPYTER_TIERS_CONFIG")
+    os.environ["JUPYTER_TIERS_CONFIG"] = str(config)
+    try:
+        tier = SlurmTier(load_config().profile("box"), Registry(registry))
+    finally:
+        if old is None:
+            os.environ.pop("JUPYTER_TIERS_CONFIG", None)
+        else:
+            os.environ["JUPYTER_TIERS_CONFIG"] = old
+    try:
+        for rec in tier.registry.list(limit=1000):
+            tier.cancel(rec)  # the registry's state may lag behind: cancel is harmless on ended jobs
+    finally:
+        tier.close()
+
+
+@pytest.fixture
+def box_tier(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> Iterator[SlurmTier]:
+    """The ``box`` tier on the lab server's registry: to ask the cluster what it thinks."""
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(lab.config))
+    tier = SlurmTier(load_config().profile("box"), Registry(lab.registry))
+    yield tier
+    tier.close()
+
+
+@pytest.fixture(scope="module")
+def browser(lab: Lab) -> Iterator[Any]:
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _missing("playwright is not installed (pip install -e '.[test]')")
+    pw = sync_playwright().start()
+    try:
+        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        try:
+            yield browser
+        finally:
+            browser.close()
+    finally:
+        pw.stop()
+
+
+@pytest.fixture
+def page(browser: Any, request: pytest.FixtureRequest) -> Iterator[Any]:
+    """A fresh browser context and page; a failing test leaves a screenshot in test-output/."""
+    context = browser.new_context(viewport={"width": 1280, "height": 1000}, device_scale_factor=1)
+    context.set_default_timeout(UI_TIMEOUT_MS)
+    context.grant_permissions(["clipboard-read", "clipboard-write"])
+    pg = context.new_page()
+    dialogs: list[str] = []
+    pg.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
+    pg.jt_dialogs = dialogs  # type: ignore[attr-defined]
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.jt_errors = errors  # type: ignore[attr-defined]
+    yield pg
+    rep = getattr(request.node, "rep_call", None)
+    if rep is not None and rep.failed:
+        OUTPUT.mkdir(exist_ok=True)
+        try:
+            pg.screenshot(path=str(OUTPUT / f"failed-{request.node.name}.png"), full_page=True)
+        except Exception as exc:  # the failure itself matters more than its screenshot
+            print(f"could not take the failure screenshot: {exc}", file=sys.stderr)
+    context.close()
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    rep = yield
+    if rep.when == "call":
+        item.rep_call = rep  # type: ignore[attr-defined]
+    return rep

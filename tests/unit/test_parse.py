@@ -396,6 +396,13 @@ def test_log_decoder_flush_trailing_partial_line() -> None:
     assert dec.flush() == []
 
 
+def test_log_decoder_truncated_utf8_before_newline_stays_in_its_line() -> None:
+    # The decoder decodes a whole block at once; a broken sequence must not swallow the newline.
+    lines = _decode_all(b"1: a\xe2\x82\n2: b\xff\n\xf0\x9f\n")
+    assert [(ln.rank, ln.text) for ln in lines] == [(1, "a\ufffd"), (2, "b\ufffd"), (None, "\ufffd")]
+    assert [ln.end_offset for ln in lines] == [7, 13, 16]
+
+
 def test_log_decoder_invalid_utf8_is_replaced_not_fatal() -> None:
     lines = _decode_all(b"1: bad \xff byte\n")
     assert lines[0].rank == 1

@@ -125,7 +125,8 @@ def main() -> None:
     for n, q, o, nv, od, nd in rows:
         ratio = nv / o if o else float("inf")
         print(f"{n:>5} {q:>12.1f} {o:>9.1f} {nv:>11.1f} {ratio:>10.1f}x {od:>14.1f} {nd:>15.1f}")
-    print("(one squeue costs slurmctld 2 RPCs: JOB_INFO[_SINGLE] + FED_INFO or PARTITION_INFO)")
+    print("(one squeue costs slurmctld 2-3 RPCs: JOB_INFO or JOB_INFO_SINGLE,"
+          " plus FED_INFO and/or PARTITION_INFO)")
     print(f"\nrank exit -> watcher status: median {latency[0]:.2f}s, max {latency[1]:.2f}s "
           f"over {latency[2]} ranks (target <= 2 s)")
 

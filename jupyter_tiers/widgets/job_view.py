@@ -22,7 +22,7 @@ _HERE = Path(__file__).parent
 class JobView(anywidget.AnyWidget):
     """Live view of a Job. Subscribes to its tier's watcher; unsubscribes when the job ends.
 
-    Log lines travel as custom messages in batches (at most ~7 a second); the front end keeps at
+    Log lines travel as custom messages in batches (at most 8 a second); the front end keeps at
     most ``log_limit`` lines, and the kernel keeps the same number for a reloaded page.
     """
 

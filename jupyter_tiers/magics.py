@@ -59,7 +59,24 @@ def spec_options(args: argparse.Namespace) -> dict[str, Any]:
     return opts
 
 
+_SPEC_OPTION_FIELDS = frozenset({
+    "name", "nodes", "ntasks_per_node", "gpus_per_node", "cpus_per_task", "mem", "time",
+    "partition", "account", "qos", "constraint", "switches", "launcher", "nproc_per_node", "python",
+})
+
+
 def _usage(exc: Exception) -> UsageError:
+    """A UsageError that names the option as typed on the magic line (``--gpus-per-node``, not
+    the JobSpec field ``gpus_per_node``)."""
+    if isinstance(exc, SpecError):
+        field = exc.field
+        if field in _SPEC_OPTION_FIELDS:
+            field = "--" + field.replace("_", "-")
+        elif field == "sbatch option":
+            field = "--sbatch"
+        elif field.startswith("env "):
+            field = "--" + field
+        return UsageError(f"{field}: {exc.problem}")
     return UsageError(str(exc))
 
 

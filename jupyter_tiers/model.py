@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 
 class JobState(str, enum.Enum):
@@ -156,9 +157,12 @@ class JobStatus:
         return sum(1 for r in self.ranks if r.phase is phase)
 
 
-@dataclass(frozen=True)
-class LogLine:
-    """One line of a job's merged log. ``rank`` is None for lines not written by a rank."""
+class LogLine(NamedTuple):
+    """One line of a job's merged log. ``rank`` is None for lines not written by a rank.
+
+    A NamedTuple rather than a frozen dataclass: a fast log makes a million of these a second,
+    and a tuple is several times cheaper to build.
+    """
 
     text: str
     rank: int | None = None

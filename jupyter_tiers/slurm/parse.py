@@ -291,6 +291,12 @@ class LogDecoder:
             offset += size
             if text[-1:] == "\r":
                 text = text.rstrip("\r")
+            # Fast path for the shim's "R: " prefix (half the cost of the regex), which still
+            # decides every other shape so the result equals split_log_line's.
+            head, sep, rest = text.partition(": ")
+            if sep and len(head) <= 7 and head.isdecimal():
+                append(LogLine(rest, int(head), offset))
+                continue
             m = match(text)
             # LogLine(text, rank, end_offset), positionally: keywords cost ~10% of this loop.
             if m:

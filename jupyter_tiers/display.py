@@ -23,9 +23,13 @@ def widgets_available() -> bool:
     return shell is not None and getattr(shell, "kernel", None) is not None
 
 
-def show_job(job: Job, *, wait: bool = False, text: bool = False,
+def show_job(job: Job, *, wait: bool = False, text: bool = False, attach: bool = False,
              timeout: float | None = None) -> JobStatus | None:
-    """Display a live view of ``job``. With ``wait``, block until it ends and print the summary."""
+    """Display a live view of ``job``. With ``wait``, block until it ends and print the summary.
+
+    ``attach`` (reattaching to a job that may have run for a while): the widget shows only the
+    end of the log so far, then follows it.
+    """
     if text or not widgets_available():
         from .widgets.text import TextView
 
@@ -38,7 +42,7 @@ def show_job(job: Job, *, wait: bool = False, text: bool = False,
 
     from .widgets.job_view import JobView
 
-    widget = JobView(job)
+    widget = JobView(job, log_offset=None if attach else 0)
     display(widget)
     if not wait:
         return None

@@ -135,9 +135,11 @@ class TiersMagics(Magics):
                 print(tier.render(spec), end="")
                 return None
             job = None
+            attached = False
             if args.name and not args.resubmit:
                 job = _live_job_named(tier, args.name)
                 if job is not None:
+                    attached = True
                     print(f"job {job.id} ({job.name}) is still {job.status().state.value}: "
                           "attached to it (use --resubmit to start another)")
             if job is None:
@@ -150,7 +152,7 @@ class TiersMagics(Magics):
             self.shell.user_ns[args.out] = job
         from .display import show_job
 
-        show_job(job, wait=args.wait, text=args.text)
+        show_job(job, wait=args.wait, text=args.text, attach=attached)
         return None
 
     @line_magic

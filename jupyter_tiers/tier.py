@@ -116,6 +116,10 @@ class Tier(abc.ABC):
         """The merged log from a byte offset to its current end."""
 
     @abc.abstractmethod
+    def log_size(self, record: JobRecord) -> int:
+        """Current size of the merged log in bytes (0 before it exists)."""
+
+    @abc.abstractmethod
     def rank_log(self, record: JobRecord, rank: int, tail: int | None = None) -> list[LogLine]:
         """One rank's lines (exact filter), optionally only the last ``tail``."""
 

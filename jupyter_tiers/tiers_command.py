@@ -94,5 +94,5 @@ def run(argv: list[str], shell: Any = None) -> Any:
     elif args.command == "attach":
         from .display import show_job
 
-        show_job(_job(args.job), wait=args.wait, text=args.text)
+        show_job(_job(args.job), wait=args.wait, text=args.text, attach=True)
     return None

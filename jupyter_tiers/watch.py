@@ -68,11 +68,12 @@ class LogFollower:
         offset: int,
         on_lines: LinesCallback,
         *,
+        skip_partial: bool = False,
         max_backoff: float = 10.0,
     ) -> None:
         self.tier = tier
         self.record = record
-        self.decoder = LogDecoder(offset)
+        self.decoder = LogDecoder(offset, skip_partial=skip_partial)
         self.on_lines = on_lines
         self.max_backoff = max_backoff
         self.reconnects = 0
@@ -194,6 +195,7 @@ class Watcher:
         on_end: StatusCallback | None = None,
         follow_logs: bool = True,
         log_offset: int = 0,
+        skip_partial: bool = False,
     ) -> Subscription:
         """Start delivering this job's status changes (and log lines) to the callbacks."""
         sub = Subscription(record, on_status=on_status, on_lines=on_lines, on_end=on_end)
@@ -202,7 +204,9 @@ class Watcher:
             watched.subs.append(sub)
             current = watched.status
         if follow_logs and on_lines is not None:
-            sub.follower = LogFollower(self.tier, record, log_offset, on_lines)
+            sub.follower = LogFollower(
+                self.tier, record, log_offset, on_lines, skip_partial=skip_partial
+            )
             sub.follower.start()
         if current is not None:
             _safe_call(on_status, current)

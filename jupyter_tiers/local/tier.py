@@ -366,6 +366,12 @@ class LocalTier(Tier):
         except FileNotFoundError:
             return b""
 
+    def log_size(self, record: JobRecord) -> int:
+        try:
+            return (Path(record.jobdir) / LOG_NAME).stat().st_size
+        except FileNotFoundError:
+            return 0
+
     def rank_log(self, record: JobRecord, rank: int, tail: int | None = None) -> list[LogLine]:
         if tail is not None and tail <= 0:
             return []

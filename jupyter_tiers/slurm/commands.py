@@ -163,6 +163,10 @@ def read_log_argv(jobdir: str, offset: int) -> list[str]:
     return ["bash", "-c", READ_SH, "jt-read", log_path(jobdir), str(offset + 1)]
 
 
+def log_size_argv(jobdir: str) -> list[str]:
+    return ["bash", "-c", 'stat -c %s -- "$1" 2>/dev/null || echo 0', "jt-size", log_path(jobdir)]
+
+
 def grep_rank_argv(jobdir: str, rank: int, tail: int | None) -> list[str]:
     count = "+1" if tail is None else str(int(tail))
     return ["bash", "-c", GREP_RANK_SH, "jt-grep", log_path(jobdir), str(int(rank)), count]

@@ -255,9 +255,11 @@ class LogDecoder:
     :attr:`offset` after a dropped connection neither loses nor repeats a line.
     """
 
-    def __init__(self, offset: int = 0) -> None:
+    def __init__(self, offset: int = 0, *, skip_partial: bool = False) -> None:
         self.offset = offset  # bytes consumed into complete lines
         self._pending = b""
+        # Starting mid-file (to show only a log's tail): drop the rest of the line we landed in.
+        self._skipping = skip_partial and offset > 0
 
     @property
     def received(self) -> int:
@@ -265,6 +267,14 @@ class LogDecoder:
         return self.offset + len(self._pending)
 
     def feed(self, chunk: bytes) -> list[LogLine]:
+        if self._skipping:
+            cut = chunk.find(b"\n") + 1
+            if not cut:
+                self.offset += len(chunk)
+                return []
+            self.offset += cut
+            chunk = chunk[cut:]
+            self._skipping = False
         data = self._pending + chunk if self._pending else chunk
         cut = data.rfind(b"\n") + 1
         if not cut:

@@ -161,6 +161,10 @@ class SlurmTier(Tier):
     def read_log(self, record: JobRecord, offset: int = 0) -> bytes:
         return self.transport.run(commands.read_log_argv(record.jobdir, offset), timeout=300).stdout
 
+    def log_size(self, record: JobRecord) -> int:
+        out = self.transport.run(commands.log_size_argv(record.jobdir)).text().strip()
+        return int(out) if out.isdigit() else 0
+
     def rank_log(self, record: JobRecord, rank: int, tail: int | None = None) -> list[LogLine]:
         out = self.transport.run(commands.grep_rank_argv(record.jobdir, rank, tail), timeout=300)
         lines = []

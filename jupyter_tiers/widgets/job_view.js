@@ -55,7 +55,16 @@ function render({ model, el }) {
   // Log
   const logBox = h("div", "jt-log");
   const skippedNote = h("div", "jt-skipped");
-  root.append(header, message, controls, scriptPre, grid, tip, logBox, skippedNote, summary);
+  const earlierNote = h("div", "jt-skipped jt-earlier");
+  root.append(header, message, controls, scriptPre, grid, tip, earlierNote, logBox, skippedNote, summary);
+
+  function refreshEarlier() {
+    const bytes = model.get("log_skipped_bytes");
+    earlierNote.textContent = bytes
+      ? `reattached: the first ${(bytes / 1048576).toFixed(1)} MiB of the log are not shown; ` +
+        `%tiers logs ${model.get("job_id")} has them`
+      : "";
+  }
 
   let lines = []; // [rank, text, isError]
   let filter = -1;
@@ -279,11 +288,13 @@ function render({ model, el }) {
   model.on("change:first_failure", refreshGrid);
   model.on("change:world_size", refreshRankSelect);
   model.on("change:script", refreshScript);
+  model.on("change:log_skipped_bytes", refreshEarlier);
 
   refreshHeader();
   refreshRankSelect();
   refreshGrid();
   refreshScript();
+  refreshEarlier();
   model.send({ kind: "hello" });
   return () => clearInterval(ticker);
 }

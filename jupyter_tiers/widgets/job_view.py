@@ -10,6 +10,7 @@ from typing import Any
 import anywidget
 import traitlets as t
 
+from ..errors import TiersError
 from ..model import JobStatus, LogLine
 from ..status import summary_line
 from ..tier import Job
@@ -49,8 +50,14 @@ class JobView(anywidget.AnyWidget):
     log_limit = t.Int(5000).tag(sync=True)
     lines_received = t.Int(0).tag(sync=True)
     cancel_requested = t.Bool(False).tag(sync=True)
+    log_skipped_bytes = t.Int(0).tag(sync=True)
 
-    def __init__(self, job: Job, *, log_offset: int = 0, **kwargs: Any) -> None:
+    #: When reattaching (``log_offset=None``), show at most this much of the log's end.
+    backlog_bytes = 512 * 1024
+
+    def __init__(self, job: Job, *, log_offset: int | None = 0, **kwargs: Any) -> None:
+        """Show ``job``, following its log from ``log_offset`` (None: only the log's last
+        ``backlog_bytes``, for reattaching to a job that has been running for a while)."""
         super().__init__(
             job_id=job.id,
             job_name=job.name,
@@ -66,12 +73,21 @@ class JobView(anywidget.AnyWidget):
         self._buffer: collections.deque[list[Any]] = collections.deque(maxlen=self.log_limit)
         self._batcher = LineBatcher(self._send_lines)
         self.on_msg(self._on_front_end_msg)
+        skip_partial = False
+        if log_offset is None:
+            try:
+                log_offset = max(0, job.tier.log_size(job.record) - self.backlog_bytes)
+            except TiersError:
+                log_offset = 0
+            skip_partial = log_offset > 0
+            self.log_skipped_bytes = log_offset
         self._sub = job.tier.watcher.watch(
             job.record,
             on_status=self._on_status,
             on_lines=self._batcher.add,
             on_end=self._on_end,
             log_offset=log_offset,
+            skip_partial=skip_partial,
         )
 
     # --- from the watcher (background threads) ---------------------------------------

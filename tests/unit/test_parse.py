@@ -488,3 +488,13 @@ def test_log_line_offsets_index_the_stream() -> None:
         assert split_log_line(raw[:-1].decode()) == (line.rank, line.text)
         start = line.end_offset
     assert start == len(data)
+
+
+def test_log_decoder_starting_mid_line_skips_to_the_next_whole_line() -> None:
+    data = b"0: first line\n1: second\n0: third\n"
+    start = 5  # inside "first line"
+    decoder = LogDecoder(start, skip_partial=True)
+    lines = decoder.feed(data[start:start + 3]) + decoder.feed(data[start + 3:])
+    assert [(ln.rank, ln.text) for ln in lines] == [(1, "second"), (0, "third")]
+    assert decoder.offset == len(data)
+    assert LogDecoder(0, skip_partial=True).feed(data)[0].text == "first line"  # offset 0: no skip

@@ -1,0 +1,93 @@
+"""JobView's Python side on real local jobs: traits follow the job, lines arrive batched, and a
+reattached view shows only the log's end, starting at a whole line."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_tiers.local.tier import LocalTier
+from jupyter_tiers.registry import Registry
+from jupyter_tiers.widgets.job_view import JobView
+
+from .test_local_tier import FAST, local_profile
+
+
+class RecordingView(JobView):
+    """A JobView that keeps the custom messages it would send to the browser."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.sent_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def send(self, content: Any, buffers: Any = None) -> None:
+        with self.sent_lock:
+            self.sent.append(content)
+
+    def rows(self) -> list[list[Any]]:
+        with self.sent_lock:
+            return [row for msg in self.sent if msg.get("kind") == "lines" for row in msg["lines"]]
+
+
+@pytest.fixture
+def tier(tmp_path: Path) -> Iterator[LocalTier]:
+    t = LocalTier(local_profile(tmp_path / "jobs"), Registry(tmp_path / "r.sqlite"),
+                  watcher_options=FAST)
+    yield t
+    for rec in t.registry.list(limit=100):
+        t.cancel(rec)
+    t.close()
+
+
+BODY = """\
+import os, sys
+rank = int(os.environ["RANK"])
+for i in range(400):
+    print(f"line {i:04d} from rank {rank} " + "x" * 40)
+if rank == 1:
+    print("Traceback (most recent call last):", file=sys.stderr)
+    sys.exit(3)
+"""
+
+
+def test_traits_follow_the_job_and_lines_arrive_in_few_messages(tier: LocalTier) -> None:
+    job = tier.submit(tier.make_spec(BODY, name="view", nodes=2))
+    view = RecordingView(job)
+    status = view.wait(timeout=120)
+    assert status is not None
+    assert view.state == "FAILED" and view.terminal
+    assert view.first_failure == 1
+    assert view.ranks[1][0] == "f"
+    assert view.ranks[0][0] in ("x", "s")  # finished first, or stopped by fail-stop
+    assert view.ranks[1][2] == 3  # exit code of the failing rank
+    assert view.summary.startswith(f"job {job.id} FAILED") and "rank 1" in view.summary
+    rows = view.rows()
+    rank0 = [text for rank, text, _ in rows if rank == 0]
+    assert rank0[:2] == [f"line 0000 from rank 0 {'x' * 40}", f"line 0001 from rank 0 {'x' * 40}"]
+    errors = [text for _, text, is_error in rows if is_error]
+    assert "Traceback (most recent call last):" in errors
+    # Batching: hundreds of lines, a handful of messages.
+    assert len(view.sent) < len(rows) / 20
+
+
+def test_reattached_view_shows_only_the_end_from_a_whole_line(tier: LocalTier) -> None:
+    job = tier.submit(tier.make_spec(BODY.replace("if rank == 1", "if False"), name="tail"))
+    job.wait(timeout=120)
+    size = tier.log_size(job.record)
+    RecordingView.backlog_bytes = 2000
+    try:
+        view = RecordingView(job, log_offset=None)
+        view.wait(timeout=60)
+    finally:
+        RecordingView.backlog_bytes = JobView.backlog_bytes
+    assert view.log_skipped_bytes == size - 2000
+    rows = view.rows()
+    assert rows, "no lines after reattaching"
+    assert all(text.startswith("line ") for _, text, _ in rows)  # no half line at the start
+    assert rows[-1][1].startswith("line 0399 from rank 0")
+    assert sum(len(f"{r}: {t}\n") for r, t, _ in rows) <= 2000

@@ -63,6 +63,28 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
                      for row in rows)
 
 
+def refresh_states(records: list[JobRecord]) -> list[str]:
+    """Ask each profile's tier once (batched) about its unfinished jobs, updating the registry.
+
+    Returns a warning per profile that could not be asked; its jobs keep their recorded state.
+    """
+    from .api import connect
+    from .errors import TiersError
+    from .model import JobState
+
+    warnings = []
+    by_profile: dict[str, list[JobRecord]] = {}
+    for rec in records:
+        if not JobState.parse(rec.state).terminal:
+            by_profile.setdefault(rec.profile, []).append(rec)
+    for profile, recs in sorted(by_profile.items()):
+        try:
+            connect(profile).status(recs)
+        except (TiersError, ValueError) as exc:
+            warnings.append(f"({profile}: states as last recorded — {exc})")
+    return warnings
+
+
 def _job(ref: str) -> Any:
     from .api import connect
 
@@ -77,8 +99,13 @@ def run(argv: list[str], shell: Any = None) -> Any:
     except _HelpShown:
         return None
     if args.command == "jobs":
-        records = Registry().list(limit=args.limit, profile=args.profile)
+        registry = Registry()
+        records = registry.list(limit=args.limit, profile=args.profile)
+        warnings = refresh_states(records)
+        records = registry.list(limit=args.limit, profile=args.profile)
         print(format_jobs(records) if records else "no jobs yet")
+        for warning in warnings:
+            print(warning)
     elif args.command == "profiles":
         cfg = load_config()
         for name, prof in sorted(cfg.profiles.items()):

@@ -1,0 +1,367 @@
+"""Write the example notebooks (outputs stripped) from the cells below.
+
+    .venv/bin/python examples/make_notebooks.py          # rewrite examples/*.ipynb
+    .venv/bin/python examples/make_notebooks.py --check  # exit 1 if a notebook differs
+
+Edit the cells here, not in the .ipynb files, so the notebooks stay stripped and reviewable.
+Each cell has a stable id and a tag; tests/examples finds the outputs it checks by tag.
+"""
+
+from __future__ import annotations
+
+import sys
+import textwrap
+from pathlib import Path
+
+import nbformat
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+HERE = Path(__file__).resolve().parent
+
+Cell = tuple[str, str, str]  # (kind "md" | "code", tag, source)
+
+
+def md(tag: str, text: str) -> Cell:
+    return ("md", tag, textwrap.dedent(text).strip())
+
+
+def code(tag: str, text: str, magic: str | None = None) -> Cell:
+    """A code cell; ``magic`` is a first line kept apart so long magic lines stay readable here."""
+    body = textwrap.dedent(text).strip()
+    return ("code", tag, f"{magic}\n{body}" if magic else body)
+
+
+QUICKSTART: list[Cell] = [
+    md("intro", """
+        # jupyter-tiers quickstart: a two-rank training job from a notebook cell
+
+        `%%slurm_train` turns a cell into a distributed training job: every rank runs the cell's
+        body. This notebook needs no cluster and no profile: without a `tiers.yaml` the job runs on
+        the built-in **local tier**, where the ranks are local processes that get the environment a
+        Slurm task gets (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`,
+        `SLURM_PROCID`, ...) and fail-stop: if one rank fails, the others are stopped.
+
+        The same cell runs on a Slurm cluster by adding `--profile NAME` (see
+        `tiers.yaml.template` and `ddp_slurm.ipynb`).
+        """),
+    code("load", "%load_ext jupyter_tiers"),
+    md("train-md", """
+        Two ranks (`--nodes 2`: two emulated nodes, one rank each) fit `y = 3x + 1` on their own
+        shards of data and average their gradients after every step, the way data-parallel training
+        does. With torch installed they all-reduce with `torch.distributed` over gloo, using the
+        `env://` rendezvous the tier set up; without torch they do the same arithmetic in plain
+        Python and exchange gradients through files in the job directory (`$JT_JOB_DIR`).
+
+        `--wait` blocks until the job ends and prints a one-line summary (in JupyterLab a live
+        widget shows the job meanwhile; without `--wait` the cell returns at once). Every output
+        line of a rank is prefixed with its rank number.
+        """),
+    code("train", '''
+        %%slurm_train --nodes 2 --wait --name quickstart
+        import os
+        import random
+
+        rank = int(os.environ["RANK"])
+        world = int(os.environ["WORLD_SIZE"])
+        steps, lr = 10, 0.5
+
+        # This rank's shard of a tiny regression problem: y = 3x + 1 plus noise.
+        rng = random.Random(rank)
+        xs = [rng.uniform(-1, 1) for _ in range(64)]
+        ys = [3 * x + 1 + rng.gauss(0, 0.05) for x in xs]
+
+        try:
+            import torch
+            import torch.distributed as dist
+        except ImportError:
+            torch = None
+
+        if torch is not None:
+            dist.init_process_group("gloo")  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+            model = torch.nn.Linear(1, 1)
+            with torch.no_grad():  # the same start on every rank
+                model.weight.zero_()
+                model.bias.zero_()
+            opt = torch.optim.SGD(model.parameters(), lr=lr)
+            x, y = torch.tensor(xs).unsqueeze(1), torch.tensor(ys).unsqueeze(1)
+            for step in range(1, steps + 1):
+                opt.zero_grad()
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                loss.backward()
+                for p in model.parameters():  # all-reduce: average the gradients of all ranks
+                    dist.all_reduce(p.grad)
+                    p.grad /= world
+                opt.step()
+                mean_loss = loss.detach().clone()
+                dist.all_reduce(mean_loss)
+                if rank == 0:
+                    print(f"step {step:2d} loss {mean_loss.item() / world:.4f}")
+            w, b = model.weight.item(), model.bias.item()
+            dist.barrier()  # leave together: a rank that exits while a peer still talks can abort it
+            dist.destroy_process_group()
+        else:
+            import json
+            import pathlib
+            import time
+
+            exchange = pathlib.Path(os.environ["JT_JOB_DIR"]) / "allreduce"
+            exchange.mkdir(exist_ok=True)
+
+            def all_reduce_mean(step, values):
+                """Every rank writes its values for this step, then averages everyone's."""
+                tmp = exchange / f".{step}-{rank}.tmp"
+                tmp.write_text(json.dumps(values))
+                tmp.rename(exchange / f"{step}-{rank}.json")
+                files = [exchange / f"{step}-{r}.json" for r in range(world)]
+                while not all(f.exists() for f in files):
+                    time.sleep(0.01)
+                return [sum(v) / world for v in zip(*(json.loads(f.read_text()) for f in files))]
+
+            w = b = 0.0
+            for step in range(1, steps + 1):
+                errors = [w * x + b - y for x, y in zip(xs, ys)]
+                loss = sum(e * e for e in errors) / len(xs)
+                grad_w = sum(2 * e * x for e, x in zip(errors, xs)) / len(xs)
+                grad_b = sum(2 * e for e in errors) / len(xs)
+                grad_w, grad_b, mean_loss = all_reduce_mean(step, [grad_w, grad_b, loss])
+                w, b = w - lr * grad_w, b - lr * grad_b
+                if rank == 0:
+                    print(f"step {step:2d} loss {mean_loss:.4f}")
+
+        backend = "torch gloo" if torch is not None else "plain Python"
+        print(f"rank {rank} of {world}: w={w:.4f} b={b:.4f} ({backend})")
+        '''),
+    md("jobs-md", """
+        Every job is recorded in a local registry, so `%tiers jobs` lists it (after a kernel restart
+        too), and `%tiers logs ID`, `%tiers logs ID --rank 1`, `%tiers attach ID` and
+        `%tiers cancel ID` work on it by its id.
+        """),
+    code("jobs", "%tiers jobs"),
+    md("next", """
+        Next: `%%slurm_train --dry-run ...` prints what would run without starting anything;
+        `ddp_slurm.ipynb` runs DDP with torchrun on Slurm, and `teaching_lab.ipynb` shows what a
+        scheduler adds (gang allocation, topology-aware placement, pending reasons, fail-stop) on a
+        cluster in a box.
+        """),
+]
+
+DDP_SLURM: list[Cell] = [
+    md("intro", """
+        # Distributed data parallel on Slurm with torchrun
+
+        This notebook trains a tiny model with PyTorch DDP on **2 nodes x 2 processes** of a Slurm
+        cluster. It uses the `sandbox` profile that `jupyter tiers sandbox up` writes into
+        `~/.jupyter/tiers.yaml` (a real Slurm cluster on this machine); any slurm profile works the
+        same way. The profile's `python` (or its `setup` lines) must give an interpreter with torch
+        on the compute nodes.
+        """),
+    code("load", "%load_ext jupyter_tiers"),
+    code("profiles", "%tiers profiles"),
+    md("train-md", """
+        `--launcher torchrun --nproc-per-node 2` runs one torchrun per node under
+        `srun --kill-on-bad-exit=1`; torchrun's c10d rendezvous (on the first node, with the job id
+        as rendezvous id) starts 2 workers per node and sets `RANK`, `LOCAL_RANK`, `WORLD_SIZE`,
+        `MASTER_ADDR` and `MASTER_PORT`, so `init_process_group` needs no arguments. gloo runs on
+        CPUs; on GPU nodes use `nccl` and `--gpus-per-node`. `--env` passes a variable to every
+        rank (values never appear in the script or the job registry).
+
+        DDP all-reduces the gradients during `backward()`, so every rank ends with the same
+        weights; rank 0 writes the checkpoint into the job's directory on the cluster
+        (`$JT_JOB_DIR`, which also holds the log and the rendered script).
+        """),
+    code("train", magic=(
+        "%%slurm_train --profile sandbox --nodes 2 --launcher torchrun --nproc-per-node 2"
+        " --time 00:10:00 --env OMP_NUM_THREADS=1 --wait --out job --name ddp-demo"
+    ), text='''
+        import os
+
+        import torch
+        import torch.distributed as dist
+        from torch.nn.parallel import DistributedDataParallel as DDP
+
+        dist.init_process_group("gloo")
+        rank, world = dist.get_rank(), dist.get_world_size()
+        print(f"rank {rank} of {world} on {os.environ.get('SLURMD_NODENAME', '?')}"
+              f" (local rank {os.environ['LOCAL_RANK']})")
+
+        torch.manual_seed(0)
+        model = DDP(torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 1)))
+        opt = torch.optim.SGD(model.parameters(), lr=0.05)
+        data = torch.Generator().manual_seed(1000 + rank)  # each rank draws its own shard
+        target = torch.linspace(-1, 1, 8).unsqueeze(1)
+
+        for step in range(1, 31):
+            x = torch.randn(64, 8, generator=data)
+            loss = torch.nn.functional.mse_loss(model(x), x @ target)
+            opt.zero_grad()
+            loss.backward()  # DDP averages the gradients across all 4 ranks here
+            opt.step()
+            if step % 10 == 0:
+                mean_loss = loss.detach().clone()
+                dist.all_reduce(mean_loss)
+                if rank == 0:
+                    print(f"step {step:3d} mean loss {mean_loss.item() / world:.4f}")
+
+        checksum = sum(p.detach().double().sum().item() for p in model.parameters())
+        print(f"rank {rank} weights checksum {checksum:.6f}")
+        if rank == 0:
+            path = os.path.join(os.environ["JT_JOB_DIR"], "checkpoint.pt")
+            torch.save({"model": model.module.state_dict(), "step": step}, path)
+            print(f"checkpoint saved: {path} ({os.path.getsize(path)} bytes)")
+        dist.barrier()
+        dist.destroy_process_group()
+        '''),
+    md("after-md", """
+        The cell kept the job handle in `job` (`--out job`). Its status has one entry per rank,
+        with the node it ran on; `job.logs(rank=0)` is one rank's output without prefixes.
+        """),
+    code("ranks", """
+        status = job.status()
+        print(status.state.value, "on", status.nodelist)
+        for r in status.ranks:
+            print(f"rank {r.rank}: {r.phase.value} on {r.node}, exit {r.exit_code}")
+        print("checkpoint directory:", job.record.jobdir)
+        """),
+    code("logs", "%tiers logs {job.id} --rank 0 --tail 2"),
+]
+
+TEACHING_LAB: list[Cell] = [
+    md("intro", """
+        # Teaching lab: what a scheduler does for distributed training
+
+        These exercises run on the cluster in a box: `jupyter tiers sandbox up --nodes 4` starts a
+        real Slurm cluster on this machine (4 nodes, two leaf switches `leaf1` = node1-2 and
+        `leaf2` = node3-4 under one spine) and writes the `sandbox` profile used below.
+        """),
+    code("load", """
+        %load_ext jupyter_tiers
+        %tiers profiles
+        """),
+    md("gang-md", """
+        **Gang allocation**: Slurm starts a job only when all its nodes are free, and then starts
+        every rank at once, so no rank waits for a partner that has not been scheduled yet.
+        """),
+    code("gang", """
+        %%slurm_train --profile sandbox --nodes 4 --wait --out gang --name gang
+        import os, time
+        print(f"rank {os.environ['RANK']} on {os.environ['SLURMD_NODENAME']} started at {time.time():.3f}")
+        time.sleep(2)
+        """),
+    code("gang-starts", """
+        import re
+
+        starts = {int(rank): (node, float(t)) for rank, node, t in
+                  re.findall(r"^(\\d+): rank \\d+ on (\\S+) started at ([\\d.]+)$", gang.logs(), re.M)}
+        first = min(t for _, t in starts.values())
+        for rank, (node, t) in sorted(starts.items()):
+            print(f"rank {rank} on {node}: started +{t - first:.2f} s after the first")
+        spread = max(t for _, t in starts.values()) - first
+        print(f"gang: {len(starts)} ranks on {len({n for n, _ in starts.values()})} nodes "
+              f"({gang.status().nodelist}) started within {spread:.2f} s")
+        """),
+    md("switches-md", """
+        **Topology-aware placement**: `--switches 1@00:01:00` asks for nodes under a single leaf
+        switch (waiting up to a minute for such a set), so the ranks' traffic never crosses the
+        spine; rank 0 looks up its nodes' leaf in Slurm's topology.
+        """),
+    code("switches", """
+        %%slurm_train --profile sandbox --nodes 2 --switches 1@00:01:00 --wait --out placed --name placed
+        import os, re, subprocess
+
+        def scontrol(*args):
+            return subprocess.run(["scontrol", *args], capture_output=True, text=True, check=True).stdout
+
+        if os.environ["RANK"] == "0":
+            mine = set(scontrol("show", "hostnames", os.environ["SLURM_JOB_NODELIST"]).split())
+            for line in scontrol("show", "topology").splitlines():
+                leaf = re.search(r"SwitchName=(\\S+) Level=0 .*Nodes=(\\S+)", line)
+                if leaf and mine <= set(scontrol("show", "hostnames", leaf.group(2)).split()):
+                    print(f"nodes {','.join(sorted(mine))} are all on leaf switch {leaf.group(1)}")
+                    break
+            else:
+                print(f"nodes {','.join(sorted(mine))} straddle leaf switches")
+        """),
+    md("pending-md", """
+        **Pending reasons**: a job that cannot start yet says why; this one is submitted held
+        (`--sbatch --hold`), so Slurm reports `JobHeldUser` until it is released or cancelled.
+        """),
+    code("held", """
+        %%slurm_train --profile sandbox --sbatch --hold --out held --name held
+        print("released")
+        """),
+    code("held-reason", """
+        status = held.status()
+        print(f"job {held.id} is {status.state.value}, reason: {status.reason}")
+        """),
+    code("held-cancel", """
+        %tiers cancel {held.id}
+        print(f"job {held.id} is {held.wait(timeout=120).state.value}")
+        """),
+    md("fail-md", """
+        **Fail-stop**: when one rank exits with an error, `srun --kill-on-bad-exit` stops all the
+        others instead of leaving them blocked in a collective; the summary names the rank that
+        failed first.
+        """),
+    code("fail", """
+        %%slurm_train --profile sandbox --nodes 2 --ntasks-per-node 2 --wait --out failed --name fail-stop
+        import os, sys, time
+        rank = int(os.environ["RANK"])
+        print(f"rank {rank} working", flush=True)
+        if rank == 3:
+            time.sleep(2)
+            print("rank 3: giving up", file=sys.stderr)
+            sys.exit(7)
+        time.sleep(300)  # without fail-stop these ranks would wait here for 5 minutes
+        """),
+    code("fail-ranks", """
+        from jupyter_tiers.status import describe_rank
+
+        for r in failed.status().ranks:
+            print(describe_rank(r))
+        """),
+]
+
+NOTEBOOKS = {
+    "quickstart.ipynb": QUICKSTART,
+    "ddp_slurm.ipynb": DDP_SLURM,
+    "teaching_lab.ipynb": TEACHING_LAB,
+}
+
+
+def build(cells: list[Cell]) -> nbformat.NotebookNode:
+    nb = new_notebook()
+    nb.metadata = {
+        "kernelspec": {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"},
+        "language_info": {"name": "python"},
+    }
+    for kind, tag, source in cells:
+        make = new_markdown_cell if kind == "md" else new_code_cell
+        cell = make(source, id=tag, metadata={"tags": [tag]})
+        nb.cells.append(cell)
+    nbformat.validate(nb)
+    return nb
+
+
+def render(cells: list[Cell]) -> str:
+    return nbformat.writes(build(cells)) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    check = "--check" in argv
+    stale = []
+    for name, cells in NOTEBOOKS.items():
+        path = HERE / name
+        text = render(cells)
+        if check:
+            if not path.exists() or path.read_text(encoding="utf-8") != text:
+                stale.append(name)
+        else:
+            path.write_text(text, encoding="utf-8")
+    if stale:
+        print("out of date (run examples/make_notebooks.py):", ", ".join(stale), file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,355 @@
+"""The example notebooks, executed headless with nbclient as a user's CI would run them.
+
+The kernel is the venv's ``python3`` (jupyter_client runs a ``python`` kernelspec with the
+interpreter running the tests; its PATH starts with the venv so the local tier's ranks find the
+same ``python3``). It gets its own HOME, Jupyter data dir and registry, and
+``JUPYTER_TIERS_DISPLAY=text`` so ``--wait`` prints the streamed log and the summary as plain
+text outputs. The cluster notebooks run against the Slurm test cluster with a temporary
+tiers.yaml that defines ``sandbox`` (the profile ``jupyter tiers sandbox up`` writes).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import itertools
+import os
+import re
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from jupyter_tiers import api, config
+from jupyter_tiers.registry import Registry
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+VENV_BIN = Path(sys.executable).parent
+NOTEBOOKS = ("quickstart.ipynb", "ddp_slurm.ipynb", "teaching_lab.ipynb")
+CELL_TIMEOUT = 600
+
+SUMMARY_OK = re.compile(r"^job (\d+) COMPLETED in \d\d:\d\d:\d\d on (\S+)$")
+
+
+def torch_available() -> bool:
+    return importlib.util.find_spec("torch") is not None
+
+
+def nodes_of(nodelist: str) -> list[str]:
+    from jupyter_tiers.slurm.parse import expand_hostlist
+
+    return expand_hostlist(nodelist)
+
+
+# --- fixtures ----------------------------------------------------------------------------------
+@pytest.fixture
+def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
+    """The kernel's environment; also isolates this process (for the clean-up below)."""
+    monkeypatch.setattr(config, "SYSTEM_PATH", tmp_path / "no-system-tiers.yaml")
+    monkeypatch.setattr(config, "USER_PATH", tmp_path / "no-user-tiers.yaml")
+    monkeypatch.delenv("JUPYTER_TIERS_CONFIG", raising=False)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = dict(os.environ)
+    env.update(
+        PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
+        HOME=str(home),  # no ~/.jupyter/tiers.yaml of the machine's user
+        JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"),  # the local tier's job directories
+        IPYTHONDIR=str(tmp_path / "ipython"),
+        JUPYTER_TIERS_DISPLAY="text",
+        PYDEVD_DISABLE_FILE_VALIDATION="1",
+    )
+    yield env
+    # Leave no job running (a notebook that failed half-way may have left one).
+    with contextlib.suppress(Exception):
+        for rec in Registry().list(limit=1000):
+            with contextlib.suppress(Exception):
+                api.connect(rec.profile).cancel(rec)
+    api.close_all()
+
+
+@pytest.fixture
+def sandbox_env(
+    kernel_env: dict[str, str], cluster_env: dict[str, str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> dict[str, str]:
+    """kernel_env plus a tiers.yaml whose ``sandbox`` profile is the Slurm test cluster."""
+    from tests.cluster.conftest import profile_yaml
+
+    path = tmp_path / "tiers.yaml"
+    path.write_text(profile_yaml(cluster_env, name="sandbox"))
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
+    return {**kernel_env, "JUPYTER_TIERS_CONFIG": str(path)}
+
+
+# --- helpers -----------------------------------------------------------------------------------
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+
+
+def run(name: str, env: dict[str, str], cwd: Path) -> nbformat.NotebookNode:
+    """Run the notebook in ``cwd`` (no ./tiers.yaml there) and return it with its outputs. An
+    error in any cell fails the test with the cell and its traceback."""
+    nb = nbformat.read(EXAMPLES / name, as_version=4)
+    client = NotebookClient(
+        nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
+    )
+    client.execute(env=env)
+    return nb
+
+
+def texts(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """Each code cell's text output (streams and text/plain), by the cell's tag."""
+    out: dict[str, str] = {}
+    for cell in nb.cells:
+        if cell.cell_type != "code":
+            continue
+        (tag,) = cell.metadata["tags"]
+        parts = []
+        for output in cell.outputs:
+            if output.output_type == "stream":
+                parts.append(output.text)
+            elif output.output_type in ("execute_result", "display_data"):
+                parts.append(output.data.get("text/plain", "") + "\n")
+        out[tag] = "".join(parts)
+    return out
+
+
+def execute(name: str, env: dict[str, str], cwd: Path) -> dict[str, str]:
+    return texts(run(name, env, cwd))
+
+
+def last_line(text: str) -> str:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    assert lines, "the cell printed nothing"
+    return lines[-1]
+
+
+# --- the files themselves ----------------------------------------------------------------------
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_is_valid_stripped_and_python3(name: str) -> None:
+    nb = nbformat.read(EXAMPLES / name, as_version=4)
+    nbformat.validate(nb)
+    assert nb.metadata.kernelspec.name == "python3"
+    assert nb.cells[0].cell_type == "markdown"
+    for cell in nb.cells:
+        assert len(cell.metadata.get("tags", [])) == 1, cell.source[:60]
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
+
+
+def test_notebooks_match_their_generator() -> None:
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "make_notebooks.py"), "--check"],
+        capture_output=True, text=True, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+
+
+def test_kernel_is_the_venv_python(kernel_env: dict[str, str], tmp_path: Path) -> None:
+    nb = nbformat.v4.new_notebook(metadata={"kernelspec": {"name": "python3", "display_name": "py"}})
+    nb.cells.append(nbformat.v4.new_code_cell(
+        "import os, shutil, sys, jupyter_tiers\n"
+        "print(sys.executable)\nprint(shutil.which('python3'))\nprint(jupyter_tiers.__file__)\n"
+        "print(os.environ['HOME'])\nprint(os.environ['JUPYTER_TIERS_DISPLAY'])",
+        metadata={"tags": ["probe"]},
+    ))
+    NotebookClient(nb, timeout=120, kernel_name="python3",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute(env=kernel_env)
+    lines = nb.cells[0].outputs[0].text.splitlines()
+    assert Path(lines[0]).parent == VENV_BIN
+    assert Path(lines[1]).parent == VENV_BIN  # what the local tier's ranks run
+    assert Path(lines[2]).is_relative_to(ROOT)
+    assert lines[3:] == [kernel_env["HOME"], "text"]
+
+
+# --- quickstart (local tier, no profile) -------------------------------------------------------
+def check_quickstart(out: dict[str, str], backend: str) -> None:
+    train = out["train"]
+    lines = train.splitlines()
+    header = re.fullmatch(r"job (\d+) \(quickstart\) submitted to local: 2 ranks", lines[0])
+    assert header, train
+    job_id = header.group(1)
+
+    losses = re.findall(r"^0: step +(\d+) loss ([\d.]+)$", train, re.M)
+    assert [int(s) for s, _ in losses] == list(range(1, 11)), train
+    values = [float(v) for _, v in losses]
+    assert all(b <= a for a, b in itertools.pairwise(values)), values
+    assert values[-1] < values[0] / 10, values
+
+    finals = re.findall(r"^(\d): rank \1 of 2: w=(\S+) b=(\S+) \((.+)\)$", train, re.M)
+    assert sorted(r for r, *_ in finals) == ["0", "1"], train
+    assert {(w, b, how) for _, w, b, how in finals} == {(finals[0][1], finals[0][2], backend)}, (
+        "the ranks disagree: the all-reduce did not average their gradients"
+    )
+    w, b = float(finals[0][1]), float(finals[0][2])
+    assert abs(w - 3) < 0.1 and abs(b - 1) < 0.05, (w, b)
+
+    summary = SUMMARY_OK.match(last_line(train))
+    assert summary, train
+    assert summary.groups() == (job_id, "local[0-1]")
+
+    table = out["jobs"].splitlines()
+    assert table[0].split()[:5] == ["JOB", "NAME", "PROFILE", "TIER", "STATE"]
+    assert table[1].split()[:7] == [job_id, "quickstart", "local", "local", "COMPLETED", "2", "local[0-1]"]
+
+
+def test_quickstart_runs_on_the_local_tier(kernel_env: dict[str, str], tmp_path: Path) -> None:
+    out = execute("quickstart.ipynb", kernel_env, tmp_path)
+    check_quickstart(out, "torch gloo" if torch_available() else "plain Python")
+    assert out["load"] == ""
+    (record,) = Registry().list()
+    assert (record.profile, record.name, record.state) == ("local", "quickstart", "COMPLETED")
+
+
+def test_quickstart_in_a_kernel_shows_the_live_widget(kernel_env: dict[str, str], tmp_path: Path) -> None:
+    """Without JUPYTER_TIERS_DISPLAY=text a kernel gets the widget; --wait still ends headless
+    (no front end syncs the widget) and prints only the summary, the log going to the widget."""
+    env = {k: v for k, v in kernel_env.items() if k != "JUPYTER_TIERS_DISPLAY"}
+    nb = run("quickstart.ipynb", env, tmp_path)
+    (cell,) = [c for c in nb.cells if c.metadata["tags"] == ["train"]]
+    widgets = [o for o in cell.outputs if o.output_type == "display_data" and WIDGET_MIME in o.data]
+    assert len(widgets) == 1, cell.outputs
+    streams = "".join(o.text for o in cell.outputs if o.output_type == "stream")
+    assert SUMMARY_OK.fullmatch(streams.strip()), streams
+    (record,) = Registry().list()
+    assert record.state == "COMPLETED"
+
+
+def test_quickstart_without_torch_all_reduces_through_files(
+    kernel_env: dict[str, str], tmp_path: Path
+) -> None:
+    # A `torch` that cannot be imported, first on the path of the kernel and of its ranks.
+    blocker = tmp_path / "no-torch" / "torch"
+    blocker.mkdir(parents=True)
+    (blocker / "__init__.py").write_text("raise ImportError('torch is hidden by this test')\n")
+    env = {**kernel_env, "PYTHONPATH": str(blocker.parent)}
+    out = execute("quickstart.ipynb", env, tmp_path)
+    check_quickstart(out, "plain Python")
+    (record,) = Registry().list()
+    exchange = Path(record.jobdir) / "allreduce"
+    assert sorted(p.name for p in exchange.iterdir()) == sorted(
+        f"{step}-{rank}.json" for step in range(1, 11) for rank in (0, 1)
+    )
+
+
+# --- on the Slurm test cluster -----------------------------------------------------------------
+@pytest.mark.cluster
+@pytest.mark.timeout(1200)
+def test_ddp_slurm_trains_on_two_nodes_and_saves_a_checkpoint(
+    sandbox_env: dict[str, str], tmp_path: Path
+) -> None:
+    if not torch_available():
+        pytest.fail("torch is not installed in the venv; tests/run.sh installs it")
+    out = execute("ddp_slurm.ipynb", sandbox_env, tmp_path)
+    assert re.search(r"^\s+sandbox\s+slurm\s+127\.0\.0\.1", out["profiles"], re.M), out["profiles"]
+
+    train = out["train"]
+    header = re.match(r"job (\d+) \(ddp-demo\) submitted to sandbox: 4 ranks\n", train)
+    assert header, train
+    job_id = header.group(1)
+    ranks = re.findall(r"^(\d): rank \1 of 4 on (node\d+) \(local rank ([01])\)$", train, re.M)
+    assert sorted(r for r, _, _ in ranks) == ["0", "1", "2", "3"], train
+    per_node: dict[str, list[str]] = {}
+    for _, node, local in ranks:
+        per_node.setdefault(node, []).append(local)
+    assert len(per_node) == 2 and all(sorted(v) == ["0", "1"] for v in per_node.values()), ranks
+
+    losses = [float(v) for v in re.findall(r"^0: step +\d+ mean loss ([\d.]+)$", train, re.M)]
+    assert len(losses) == 3 and losses[-1] < losses[0], train
+    checksums = re.findall(r"^(\d): rank \1 weights checksum (\S+)$", train, re.M)
+    assert len(checksums) == 4 and len({c for _, c in checksums}) == 1, "DDP replicas diverged"
+    saved = re.search(r"^0: checkpoint saved: (\S+/checkpoint\.pt) \((\d+) bytes\)$", train, re.M)
+    assert saved, train
+    summary = SUMMARY_OK.match(last_line(train))
+    assert summary and summary.group(1) == job_id, train
+    assert sorted(nodes_of(summary.group(2))) == sorted(per_node)
+
+    # The sandbox's compute nodes share this machine's filesystem: the checkpoint can be read.
+    import torch
+
+    checkpoint = torch.load(saved.group(1), weights_only=True)
+    assert checkpoint["step"] == 30 and set(checkpoint["model"]) == {
+        "0.weight", "0.bias", "2.weight", "2.bias"
+    }
+
+    status = out["ranks"].splitlines()
+    assert status[0] == f"COMPLETED on {summary.group(2)}"
+    assert [re.sub(r" on node\d+", "", ln) for ln in status[1:5]] == [
+        f"rank {r}: exited, exit 0" for r in range(4)
+    ]
+    assert status[5] == f"checkpoint directory: {Path(saved.group(1)).parent}"
+    assert out["logs"].splitlines() == [
+        f"rank 0 weights checksum {checksums[0][1]}",
+        f"checkpoint saved: {saved.group(1)} ({saved.group(2)} bytes)",
+    ]
+
+
+@pytest.mark.cluster
+@pytest.mark.timeout(1200)
+def test_teaching_lab_steps(
+    sandbox_env: dict[str, str], cluster_env: dict[str, str], tmp_path: Path
+) -> None:
+    out = execute("teaching_lab.ipynb", sandbox_env, tmp_path)
+    assert re.search(r"^\s+sandbox\s+slurm", out["load"], re.M), out["load"]
+
+    # Gang allocation: 4 ranks on 4 nodes, all started before any of them finished (they sleep 2 s).
+    gang = SUMMARY_OK.match(last_line(out["gang"]))
+    assert gang and len(nodes_of(gang.group(2))) == 4, out["gang"]
+    started = re.findall(r"^(\d): rank \1 on (node\d+) started at [\d.]+$", out["gang"], re.M)
+    assert len(started) == 4 and len({n for _, n in started}) == 4, out["gang"]
+    spread = re.search(
+        rf"^gang: 4 ranks on 4 nodes \({re.escape(gang.group(2))}\) started within ([\d.]+) s$",
+        out["gang-starts"], re.M,
+    )
+    assert spread and float(spread.group(1)) < 2.0, out["gang-starts"]
+
+    # Placement: both nodes under one leaf switch, and rank 0 named the right one.
+    nodes = int(cluster_env["JT_CLUSTER_NODES"])
+    leaves = {
+        "leaf1": {f"node{i}" for i in range(1, nodes // 2 + 1)},
+        "leaf2": {f"node{i}" for i in range(nodes // 2 + 1, nodes + 1)},
+    }
+    placed = SUMMARY_OK.match(last_line(out["switches"]))
+    assert placed, out["switches"]
+    on_leaf = re.search(r"^0: nodes (\S+) are all on leaf switch (\S+)$", out["switches"], re.M)
+    assert on_leaf, out["switches"]
+    assert set(on_leaf.group(1).split(",")) == set(nodes_of(placed.group(2)))
+    assert set(nodes_of(placed.group(2))) <= leaves[on_leaf.group(2)]
+
+    # A pending reason, then cancel.
+    held = re.fullmatch(
+        r"job (\d+) \(held\) submitted to sandbox: 1 rank — follow it with %tiers attach \1\n",
+        out["held"],
+    )
+    assert held, out["held"]
+    held_id = held.group(1)
+    assert out["held-reason"] == f"job {held_id} is PENDING, reason: JobHeldUser\n"
+    assert out["held-cancel"] == (
+        f"cancel requested for job {held_id} (held)\njob {held_id} is CANCELLED\n"
+    )
+
+    # Fail-stop: rank 3 exits 7, the other three are stopped, the summary names rank 3.
+    failed = re.match(
+        r"^job \d+ FAILED in \d\d:\d\d:\d\d — first failure: rank 3 \((node\d+)\) exit 7;"
+        r" 3 ranks stopped$",
+        last_line(out["fail"]),
+    )
+    assert failed, out["fail"]
+    assert "3: rank 3: giving up" in out["fail"]
+    ranks = out["fail-ranks"].splitlines()
+    assert ranks[3] == f"rank 3 ({failed.group(1)}) exit 7"
+    for r in range(3):
+        assert re.fullmatch(rf"rank {r} \(node\d+\) stopped by signal \d+", ranks[r]), ranks
+
+    states = {r.name: r.state for r in Registry().list()}
+    assert states == {"gang": "COMPLETED", "placed": "COMPLETED", "held": "CANCELLED", "fail-stop": "FAILED"}
+
+
+def test_no_stray_tiers_yaml_next_to_the_notebooks() -> None:
+    # A ./tiers.yaml in examples/ would become every notebook's project layer.
+    assert not (EXAMPLES / "tiers.yaml").exists()

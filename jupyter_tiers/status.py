@@ -53,9 +53,20 @@ def merge_status(
     return replace(base, ranks=tuple(all_ranks), world_size=world_size)
 
 
+def _signal_name(number: int) -> str:
+    import signal
+
+    try:
+        return f"{signal.Signals(number).name} ({number})"
+    except ValueError:
+        return f"signal {number}"
+
+
 def describe_rank(rank: RankState) -> str:
     """"rank 137 (node18) exit 7" style text."""
     where = f" ({rank.node})" if rank.node else ""
+    if rank.phase is RankPhase.FAILED and rank.exit_code is None and rank.signal:
+        return f"rank {rank.rank}{where} killed by {_signal_name(rank.signal)}"
     if rank.phase is RankPhase.FAILED:
         return f"rank {rank.rank}{where} exit {rank.exit_code}"
     if rank.phase is RankPhase.STOPPED:

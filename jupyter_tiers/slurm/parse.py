@@ -158,7 +158,8 @@ def parse_rank_files(text: str) -> dict[str, dict[int, RankState]]:
 
     The query prints, per job directory, a line ``@@ DIR``, then ``grep -H`` lines
     ``DIR/ranks/R:EVENT ...`` and ``find -printf`` lines ``% R MTIME`` for heartbeats.
-    Events: ``start TS NODE``, ``exit CODE TS``, ``signal SIG TS``. A rank restarted by a requeue
+    Events: ``start TS NODE``, ``exit CODE TS``, ``signal SIG TS`` (stopped from outside),
+    ``killed SIG TS`` (died of its own signal). A rank restarted by a requeue
     starts again, so a later ``start`` clears an earlier end.
     """
     result: dict[str, dict[int, RankState]] = {}
@@ -233,9 +234,14 @@ def _apply_event(state: RankState, words: list[str]) -> RankState:
             exit_code=code,
             ended_at=_float(words[2]),
         )
-    if kind == "signal" and len(words) >= 3 and words[1].isdigit():
+    if kind in ("signal", "killed") and len(words) >= 3 and words[1].isdigit():
+        # "signal": stopped from outside (fail-stop, cancel, time limit); "killed": died of its
+        # own signal (abort, segfault, out of memory), which makes it a failure.
         return _replace(
-            state, phase=RankPhase.STOPPED, signal=int(words[1]), ended_at=_float(words[2])
+            state,
+            phase=RankPhase.STOPPED if kind == "signal" else RankPhase.FAILED,
+            signal=int(words[1]),
+            ended_at=_float(words[2]),
         )
     return state
 

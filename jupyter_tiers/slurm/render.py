@@ -258,7 +258,8 @@ kill "$heartbeat" 2>/dev/null
 if [ -n "$stopped" ]; then
   printf 'signal %s %s\n' "$stopped" "$(date +%s.%N)" >> "$state"
 elif [ "$code" -gt 128 ]; then
-  printf 'signal %s %s\n' "$((code - 128))" "$(date +%s.%N)" >> "$state"
+  # Nobody asked this rank to stop: its own signal (abort, segfault, OOM kill) is a failure.
+  printf 'killed %s %s\n' "$((code - 128))" "$(date +%s.%N)" >> "$state"
 else
   printf 'exit %s %s\n' "$code" "$(date +%s.%N)" >> "$state"
 fi

@@ -124,7 +124,7 @@ function render({ model, el }) {
   function rankLabel(i, cell) {
     const [phase, node, code, sig] = cell;
     let text = `rank ${i} · ${node || "no node yet"} · ${PHASE_NAMES[phase] || phase}`;
-    if (phase === "f") text += ` (exit ${code})`;
+    if (phase === "f") text += code === null || code === undefined ? ` (killed by signal ${sig})` : ` (exit ${code})`;
     if (phase === "s") text += ` (signal ${sig ?? 9})`;
     if (i === model.get("first_failure")) text += " · first failure";
     return text;

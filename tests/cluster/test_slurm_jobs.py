@@ -133,3 +133,18 @@ def test_bad_values_are_rejected_before_anything_runs(box: SlurmTier) -> None:
             box.submit(box.make_spec("print(1)", **{field: value}))
         assert err.value.field == field
     assert box.registry.list() == []
+
+
+def test_a_rank_that_crashes_is_named_as_the_cause(box: SlurmTier) -> None:
+    body = ("import os, time\n"
+            "if os.environ['RANK'] == '1':\n    time.sleep(1)\n    os.abort()\n"
+            "time.sleep(120)\n")
+    job = box.submit(box.make_spec(body, name="crash", nodes=2))
+    status = job.wait(timeout=180)
+    assert status.state is JobState.FAILED
+    first = status.first_failure
+    assert first is not None and first.rank == 1 and first.signal == 6
+    assert status.ranks[0].phase is RankPhase.STOPPED
+    from jupyter_tiers.status import summary_line
+
+    assert f"first failure: rank 1 ({first.node}) killed by SIGABRT (6)" in summary_line(status)

@@ -16,7 +16,7 @@ import pytest
 
 from jupyter_tiers.model import RankPhase
 from jupyter_tiers.slurm.commands import RANKS_SH, ranks_argv
-from jupyter_tiers.slurm.parse import parse_rank_files
+from jupyter_tiers.slurm.parse import parse_rank_file, parse_rank_files
 from jupyter_tiers.slurm.render import RANK_SHIM
 
 TS = r"\d+\.\d+"
@@ -173,10 +173,16 @@ def test_sigint_to_shim_reaches_child(jobdir: Path) -> None:
     assert re.fullmatch(rf"signal 2 {TS}", _rank_lines(jobdir, 4)[-1])
 
 
-def test_child_killed_by_signal_is_recorded_as_signal(jobdir: Path) -> None:
+def test_child_dying_of_its_own_signal_is_recorded_as_killed(jobdir: Path) -> None:
+    # An abort, segfault or OOM kill nobody asked for: a failure, unlike a stop from outside.
     code, _, _ = _run(jobdir, ["sh", "-c", "kill -KILL $$"], RANK="2")
     assert code == 128 + 9
-    assert re.fullmatch(rf"signal 9 {TS}", _rank_lines(jobdir, 2)[-1])
+    assert re.fullmatch(rf"killed 9 {TS}", _rank_lines(jobdir, 2)[-1])
+    code, _, _ = _run(jobdir, ["python3", "-c", "import os; os.abort()"], RANK="3")
+    assert code == 128 + 6
+    assert re.fullmatch(rf"killed 6 {TS}", _rank_lines(jobdir, 3)[-1])
+    state = parse_rank_file(3, (jobdir / "ranks" / "3").read_text())
+    assert state.phase is RankPhase.FAILED and state.signal == 6 and state.exit_code is None
 
 
 # --- environment given to the child ----------------------------------------------------------

@@ -182,3 +182,19 @@ def test_describe_rank() -> None:
     assert describe_rank(stopped) == "rank 4 stopped by signal 15"
     assert describe_rank(RankState(rank=5, phase=RankPhase.STOPPED)) == "rank 5 stopped by signal 9"
     assert describe_rank(_running(6, node="n2")) == "rank 6 (n2) running"
+
+
+def test_a_rank_killed_by_its_own_signal_is_the_first_failure() -> None:
+    from jupyter_tiers.model import JobState, JobStatus, RankPhase, RankState
+    from jupyter_tiers.status import summary_line
+
+    ranks = (
+        RankState(rank=0, phase=RankPhase.STOPPED, node="node1", signal=15, ended_at=12.0),
+        RankState(rank=1, phase=RankPhase.FAILED, node="node2", signal=6, ended_at=10.0),
+    )
+    status = JobStatus(job_id="9", state=JobState.FAILED, elapsed_s=3, ranks=ranks, world_size=2)
+    assert status.first_failure == ranks[1]
+    assert summary_line(status) == (
+        "job 9 FAILED in 00:00:03 — first failure: rank 1 (node2) killed by SIGABRT (6); "
+        "1 rank stopped"
+    )

@@ -33,7 +33,7 @@ def show_job(job: Job, *, wait: bool = False, text: bool = False, attach: bool =
     if text or not widgets_available():
         from .widgets.text import TextView
 
-        view = TextView(job)
+        view = TextView(job, attach=attach)
         if wait:
             return view.run(timeout)
         print(view.header() + f" — follow it with %tiers attach {job.id}")

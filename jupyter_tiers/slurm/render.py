@@ -258,8 +258,11 @@ kill "$heartbeat" 2>/dev/null
 if [ -n "$stopped" ]; then
   printf 'signal %s %s\n' "$stopped" "$(date +%s.%N)" >> "$state"
 elif [ "$code" -gt 128 ]; then
-  # Nobody asked this rank to stop: its own signal (abort, segfault, OOM kill) is a failure.
-  printf 'killed %s %s\n' "$((code - 128))" "$(date +%s.%N)" >> "$state"
+  # HUP/INT/TERM come from outside (Slurm signals every process of the step, and the program
+  # may die before our own trap runs): a stop. Any other signal (abort, segfault, an OOM kill)
+  # is the rank's own failure.
+  case "$((code - 128))" in 1|2|15) event=signal ;; *) event=killed ;; esac
+  printf '%s %s %s\n' "$event" "$((code - 128))" "$(date +%s.%N)" >> "$state"
 else
   printf 'exit %s %s\n' "$code" "$(date +%s.%N)" >> "$state"
 fi

@@ -18,8 +18,9 @@ def format_line(line: LogLine) -> str:
 class TextView:
     """Streams a job's lines as plain text, then prints the one-line summary."""
 
-    def __init__(self, job: Job, out: TextIO | None = None) -> None:
+    def __init__(self, job: Job, out: TextIO | None = None, *, attach: bool = False) -> None:
         self.job = job
+        self.attach = attach
         self.out = out or sys.stdout
         self._lock = threading.Lock()
         self.final_status: JobStatus | None = None
@@ -31,7 +32,8 @@ class TextView:
 
     def header(self) -> str:
         rec = self.job.record
-        return (f"job {rec.job_id} ({rec.name}) submitted to {rec.profile}: "
+        verb = "on" if self.attach else "submitted to"
+        return (f"job {rec.job_id} ({rec.name}) {verb} {rec.profile}: "
                 f"{rec.world_size} rank{'s' if rec.world_size != 1 else ''}")
 
     def run(self, timeout: float | None = None) -> JobStatus | None:

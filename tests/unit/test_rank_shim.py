@@ -293,3 +293,10 @@ def test_missing_program_is_exit_127(jobdir: Path) -> None:
     assert code == 127
     assert out.startswith("6: ")  # bash's error message, prefixed like any rank output
     assert re.fullmatch(rf"exit 127 {TS}", _rank_lines(jobdir, 6)[-1])
+
+
+def test_child_terminated_from_outside_is_recorded_as_stopped(jobdir: Path) -> None:
+    # Slurm's fail-stop signals the program too; it may die before the shim's own trap runs.
+    code, _, _ = _run(jobdir, ["sh", "-c", "kill -TERM $$"], RANK="4")
+    assert code == 128 + 15
+    assert re.fullmatch(rf"signal 15 {TS}", _rank_lines(jobdir, 4)[-1])

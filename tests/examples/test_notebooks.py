@@ -78,11 +78,12 @@ def sandbox_env(
     kernel_env: dict[str, str], cluster_env: dict[str, str], tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> dict[str, str]:
-    """kernel_env plus a tiers.yaml whose ``sandbox`` profile is the Slurm test cluster."""
-    from tests.cluster.conftest import profile_yaml
+    """kernel_env plus a tiers.yaml holding exactly the ``sandbox`` profile that
+    ``jupyter tiers sandbox up`` writes for the running test cluster."""
+    from jupyter_tiers import sandbox
 
     path = tmp_path / "tiers.yaml"
-    path.write_text(profile_yaml(cluster_env, name="sandbox"))
+    sandbox.write_profile(path, sandbox.sandbox_profile(cluster_env))
     monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
     return {**kernel_env, "JUPYTER_TIERS_CONFIG": str(path)}
 

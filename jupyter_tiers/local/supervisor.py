@@ -394,12 +394,13 @@ class Supervisor:
         torchrun = plan["launcher"] == "torchrun"
         tasks_per_node = 1 if torchrun else per_node
         env = clean_env(os.environ)
-        # The kernel's interpreter directory goes on PATH (unless already there), so "python3"
-        # is the kernel's environment's python, as if it were activated; setup may change it.
+        # The kernel's interpreter directory goes first on PATH, so "python3" is the kernel's
+        # environment's python even where another one comes earlier on the inherited PATH, as
+        # if that environment were activated; setup lines may still change it.
         bindir = os.path.dirname(sys.executable)
-        path = env.get("PATH", os.defpath)
-        if bindir and bindir not in path.split(os.pathsep):
-            env["PATH"] = bindir + os.pathsep + path
+        rest = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != bindir]
+        if bindir:
+            env["PATH"] = os.pathsep.join([bindir, *rest])
         job_id = str(plan["job_id"])
         env.update(
             JT_JOB_DIR=str(self.jobdir),

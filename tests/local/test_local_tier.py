@@ -476,3 +476,17 @@ def test_a_stopped_follower_does_not_read_the_rest_of_the_log(
         tier.close()
         for rec in tier.registry.list():
             assert wait_no_processes(rec.jobdir) == []
+
+
+def test_python3_is_the_kernels_interpreter_even_behind_another_on_path(
+    tier: LocalTier, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    decoy = tmp_path / "decoy-bin"
+    decoy.mkdir()
+    (decoy / "python3").write_text("#!/bin/sh\necho decoy python\n")
+    (decoy / "python3").chmod(0o755)
+    bindir = os.path.dirname(sys.executable)
+    monkeypatch.setenv("PATH", os.pathsep.join([str(decoy), bindir, os.environ["PATH"]]))
+    job = tier.submit(tier.make_spec("import sys; print(sys.executable)", name="which-python"))
+    assert job.wait(timeout=GUARD).state is JobState.COMPLETED
+    assert os.path.dirname(job.logs(rank=0).strip()) == bindir

@@ -75,20 +75,31 @@ class Tier(abc.ABC):
         unknown = set(options) - SPEC_FIELDS
         if unknown:
             raise SpecError(sorted(unknown)[0], f"unknown option; known: {', '.join(sorted(SPEC_FIELDS))}")
-        values: dict[str, Any] = {}
-        for key, value in self.profile.defaults.items():
-            values[key] = tuple(value) if isinstance(value, list) else value
+        values = self._checked_defaults()
         env = dict(self.profile.env)
         env.update(dict(options.pop("env", ()) or ()))
         setup = (*self.profile.setup, *tuple(options.pop("setup", ()) or ()))
         extra = tuple(values.pop("sbatch_options", ())) + tuple(options.pop("sbatch_options", ()) or ())
         values.update({k: v for k, v in options.items() if v is not None})
-        for key in ("gpus_per_node", "mem", "time"):
-            if key in values and values[key] is not None:
-                values[key] = str(values[key])
         return JobSpec(
-            script=script, env=tuple(env.items()), setup=setup, sbatch_options=extra, **values
+            script=script, env=tuple(env.items()), setup=setup, sbatch_options=extra,
+            **_stringly(values),
         )
+
+    def _checked_defaults(self) -> dict[str, Any]:
+        """The profile's defaults as JobSpec values; a bad one is blamed on the profile file, not
+        on the magic option the user did not type."""
+        from .config import ConfigError
+        from .slurm.render import validate_spec
+
+        values = {k: tuple(v) if isinstance(v, list) else v for k, v in self.profile.defaults.items()}
+        try:
+            validate_spec(JobSpec(script="", **_stringly(values)))
+        except SpecError as exc:
+            source = self.profile.sources[-1] if self.profile.sources else "tiers.yaml"
+            key = f"profiles.{self.name}.defaults.{exc.field.split()[0]}"
+            raise ConfigError(source, key, exc.problem) from None
+        return values
 
     # --- what each tier implements -------------------------------------------------------
     @abc.abstractmethod
@@ -242,3 +253,8 @@ class Job:
         self.tier.cancel(self.record)
         self.tier.watcher.kick()
 
+
+def _stringly(values: dict[str, Any]) -> dict[str, Any]:
+    """YAML may give numbers for fields Slurm takes as text (``time: 30``, ``gpus_per_node: 8``)."""
+    return {k: str(v) if k in ("gpus_per_node", "mem", "time") and v is not None else v
+            for k, v in values.items()}

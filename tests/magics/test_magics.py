@@ -616,3 +616,13 @@ class TestCluster:
 
     def test_same_name_attaches_and_resubmit_submits_another(self, ip, capsys, box: str) -> None:
         check_same_name_attaches(ip, capsys, box)
+
+
+def test_a_bad_profile_default_is_blamed_on_the_profile_file(ip, capsys, tmp_path: Path,
+                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "tiers.yaml"
+    path.write_text("profiles:\n  lab:\n    tier: local\n    defaults: {time: 'soon'}\n")
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
+    message = usage_error(ip, capsys, "%%slurm_train --profile lab --dry-run\nprint(1)\n")
+    assert message.startswith(f"{path}: profiles.lab.defaults.time: 'soon' is not allowed")
+    assert "--time" not in message

@@ -149,3 +149,25 @@ def test_torchrun_two_nodes_two_procs_all_reduce(box: SlurmTier) -> None:
     assert [r.phase for r in status.ranks] == [RankPhase.EXITED] * 4
     for rank in range(4):
         assert job.logs(rank=rank).strip() == f"rank {rank} of 4 sum 6.0"
+
+
+def test_torchrun_failing_rank_is_named_and_the_others_stopped(box: SlurmTier) -> None:
+    body = textwrap.dedent(
+        """\
+        import os, sys, time
+        rank = int(os.environ["RANK"])
+        print(f"rank {rank} local {os.environ['LOCAL_RANK']} up", flush=True)
+        if rank == 3:
+            time.sleep(2)
+            sys.exit(5)
+        time.sleep(120)
+        """
+    )
+    job = box.submit(box.make_spec(body, name="ddp-fail", nodes=2, launcher="torchrun",
+                                   nproc_per_node=2))
+    status = job.wait(timeout=300)
+    assert status.state is JobState.FAILED, job.logs()
+    first = status.first_failure
+    assert first is not None and first.rank == 3 and first.exit_code == 5
+    assert [r.phase for r in status.ranks if r.rank != 3] == [RankPhase.STOPPED] * 3
+    assert job.logs(rank=2).strip() == "rank 2 local 0 up"

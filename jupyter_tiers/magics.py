@@ -7,7 +7,9 @@ to a view (the live widget, or plain text where no widget front end exists).
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
+from collections.abc import Mapping
 from typing import Any
 
 from IPython.core.error import UsageError
@@ -18,13 +20,22 @@ from .config import ConfigError
 from .errors import SpecError, TiersError
 
 
-def parse_env(pairs: list[str] | None) -> tuple[tuple[str, str], ...]:
-    """``["K=V", ...]`` -> pairs; a pair without '=' is a UsageError."""
+def parse_env(pairs: list[str] | None,
+              environ: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
+    """``["K=V", "TOKEN", ...]`` -> pairs. A bare ``NAME`` takes its value from the kernel's own
+    environment, so a secret (an API token) never has to be typed into the notebook."""
+    environ = os.environ if environ is None else environ
     out = []
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise UsageError(f"--env {pair!r}: write --env NAME=VALUE")
+        if not key:
+            raise UsageError(f"--env {pair!r}: write --env NAME=VALUE, or --env NAME to pass the "
+                             "kernel's own value")
+        if not sep:
+            if key not in environ:
+                raise UsageError(f"--env {key}: not set in the kernel's environment; write "
+                                 f"--env {key}=VALUE, or set it before starting Jupyter")
+            value = environ[key]
         out.append((key, value))
     return tuple(out)
 
@@ -104,7 +115,8 @@ class TiersMagics(Magics):
     @argument("--nproc-per-node", type=int, help="ranks per node with torchrun")
     @argument("--python", help="interpreter on the cluster (torchrun runs as PATH -m torch.distributed.run)")
     @argument("--shell", action="store_true", help="the cell is a bash script, not Python")
-    @argument("--env", "-e", action="append", metavar="K=V", help="environment variable (repeatable)")
+    @argument("--env", "-e", action="append", metavar="K=V",
+              help="environment variable (repeatable); a bare NAME passes the kernel's own value")
     @argument("--sbatch", action="append", metavar="--OPT=VALUE", help="extra sbatch option (validated)")
     @argument("--dry-run", action="store_true", help="print the rendered job script; submit nothing")
     @argument("--wait", action="store_true", help="block until the job ends, then print a summary line")

@@ -126,6 +126,12 @@ class Tier(abc.ABC):
     def read_log(self, record: JobRecord, offset: int = 0) -> bytes:
         """The merged log from a byte offset to its current end."""
 
+    def tail_log(self, record: JobRecord, lines: int) -> bytes:
+        """The merged log's last ``lines`` lines (tiers override this to avoid reading it all)."""
+        if lines <= 0:
+            return b""
+        return b"".join(self.read_log(record, 0).splitlines(keepends=True)[-lines:])
+
     @abc.abstractmethod
     def log_size(self, record: JobRecord) -> int:
         """Current size of the merged log in bytes (0 before it exists)."""
@@ -200,11 +206,9 @@ class Job:
         """The log as text: all ranks with ``"R: "`` prefixes, or one rank's lines without."""
         if rank is not None:
             return "".join(ln.text + "\n" for ln in self.tier.rank_log(self.record, rank, tail))
-        text = self.tier.read_log(self.record, 0).decode("utf-8", errors="replace")
         if tail is not None:
-            lines = text.splitlines(keepends=True)
-            text = "".join(lines[-tail:] if tail > 0 else [])
-        return text
+            return self.tier.tail_log(self.record, tail).decode("utf-8", errors="replace")
+        return self.tier.read_log(self.record, 0).decode("utf-8", errors="replace")
 
     def wait(self, timeout: float | None = None) -> JobStatus:
         """Block until the job ends (or ``timeout`` seconds pass); returns the last status."""

@@ -163,6 +163,15 @@ def read_log_argv(jobdir: str, offset: int) -> list[str]:
     return ["bash", "-c", READ_SH, "jt-read", log_path(jobdir), str(offset + 1)]
 
 
+TAIL_SH = r"""[ -e "$1" ] || exit 0
+tail -n "$2" -- "$1"
+"""
+
+
+def tail_log_argv(jobdir: str, lines: int) -> list[str]:
+    return ["bash", "-c", TAIL_SH, "jt-tail", log_path(jobdir), str(int(lines))]
+
+
 def log_size_argv(jobdir: str) -> list[str]:
     return ["bash", "-c", 'stat -c %s -- "$1" 2>/dev/null || echo 0', "jt-size", log_path(jobdir)]
 

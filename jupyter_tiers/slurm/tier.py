@@ -161,6 +161,11 @@ class SlurmTier(Tier):
     def read_log(self, record: JobRecord, offset: int = 0) -> bytes:
         return self.transport.run(commands.read_log_argv(record.jobdir, offset), timeout=300).stdout
 
+    def tail_log(self, record: JobRecord, lines: int) -> bytes:
+        if lines <= 0:
+            return b""
+        return self.transport.run(commands.tail_log_argv(record.jobdir, lines), timeout=300).stdout
+
     def log_size(self, record: JobRecord) -> int:
         out = self.transport.run(commands.log_size_argv(record.jobdir)).text().strip()
         return int(out) if out.isdigit() else 0

@@ -45,6 +45,8 @@ def test_two_node_job_completes_with_logs_per_rank(box: SlurmTier) -> None:
     assert job.logs(rank=1).strip() == "hello from 1 of 2"
     merged = job.logs()
     assert "0: hello from 0 of 2\n" in merged and "1: hello from 1 of 2\n" in merged
+    assert job.logs(tail=1) == merged.splitlines(keepends=True)[-1]  # tail read on the cluster
+    assert job.logs(tail=0) == ""
     assert box.registry.get(job.id).state == "COMPLETED"
 
 

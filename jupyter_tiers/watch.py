@@ -183,6 +183,8 @@ class Watcher:
         self._fast_delay = first_poll
         self._reachable = True
         self._sched_message: str | None = None
+        self._next_ranks = 0.0
+        self._fail_delay = 0.0
         self._counter = itertools.count()
 
     # --- public ------------------------------------------------------------------------
@@ -265,61 +267,65 @@ class Watcher:
             ]
 
     def _loop(self) -> None:
-        next_ranks = 0.0
-        fail_delay = 0.0
         while not self._stopped.is_set():
-            active = self._active()
-            if not active:
-                self._wake.wait(5.0)
-                self._wake.clear()
-                continue
-            now = time.monotonic()
-            records = [w.record for w in active]
-            sched = None
-            polled = now >= self._next_sched
-            if polled:
-                self.scheduler_queries += 1
-                try:
-                    sched = self.tier.poll_scheduler(records)
-                    self._reachable, self._sched_message = True, None
-                except ControllerUnreachable as exc:
-                    self._reachable = False
-                    self._sched_message = f"controller unreachable, retrying: {exc}"
-                except TiersError as exc:
-                    self._reachable = False
-                    self._sched_message = f"cannot reach the cluster, retrying: {exc}"
-                except Exception as exc:
-                    self._reachable = False
-                    self._sched_message = f"status query failed, retrying: {exc!r}"
-            ranks = None
-            rank_message = None
-            if now >= next_ranks or sched is not None:
-                self.rank_queries += 1
-                try:
-                    ranks = self.tier.poll_ranks(records)
-                except Exception as exc:
-                    rank_message = f"cannot read rank state, retrying: {exc}"
-                next_ranks = time.monotonic() + self.rank_interval
-            changed, finishing = self._apply(
-                active, sched, ranks, self._reachable, self._sched_message or rank_message
-            )
-            with self._lock:
-                now = time.monotonic()
-                if polled and not self._reachable:
-                    fail_delay = min(self.max_backoff, max(2.0, fail_delay * 2))
-                    self._next_sched = now + fail_delay
-                elif polled:
-                    fail_delay = 0.0
-                    if changed:
-                        self._fast_delay = self.first_poll
-                    self._next_sched = now + self._fast_delay
-                    self._fast_delay = min(self._fast_delay * 2, self.status_interval)
-                if finishing and self._reachable:
-                    # Ranks ended: the scheduler ends the job within moments; ask again soon.
-                    self._next_sched = min(self._next_sched, now + self._fast_delay)
-                wait = max(0.05, min(self._next_sched, next_ranks) - now)
+            try:
+                wait = self._cycle()
+            except Exception:  # a bug in one cycle must not end the watching of every job
+                log.exception("jupyter-tiers watcher cycle failed; retrying")
+                wait = 1.0
             if self._wake.wait(wait):
                 self._wake.clear()
+
+    def _cycle(self) -> float:
+        """One round of queries and deliveries; returns how long to sleep before the next."""
+        active = self._active()
+        if not active:
+            return 5.0
+        now = time.monotonic()
+        records = [w.record for w in active]
+        sched = None
+        polled = now >= self._next_sched
+        if polled:
+            self.scheduler_queries += 1
+            try:
+                sched = self.tier.poll_scheduler(records)
+                self._reachable, self._sched_message = True, None
+            except ControllerUnreachable as exc:
+                self._reachable = False
+                self._sched_message = f"controller unreachable, retrying: {exc}"
+            except TiersError as exc:
+                self._reachable = False
+                self._sched_message = f"cannot reach the cluster, retrying: {exc}"
+            except Exception as exc:
+                self._reachable = False
+                self._sched_message = f"status query failed, retrying: {exc!r}"
+        ranks = None
+        rank_message = None
+        if now >= self._next_ranks or sched is not None:
+            self.rank_queries += 1
+            try:
+                ranks = self.tier.poll_ranks(records)
+            except Exception as exc:
+                rank_message = f"cannot read rank state, retrying: {exc}"
+            self._next_ranks = time.monotonic() + self.rank_interval
+        changed, finishing = self._apply(
+            active, sched, ranks, self._reachable, self._sched_message or rank_message
+        )
+        with self._lock:
+            now = time.monotonic()
+            if polled and not self._reachable:
+                self._fail_delay = min(self.max_backoff, max(2.0, self._fail_delay * 2))
+                self._next_sched = now + self._fail_delay
+            elif polled:
+                self._fail_delay = 0.0
+                if changed:
+                    self._fast_delay = self.first_poll
+                self._next_sched = now + self._fast_delay
+                self._fast_delay = min(self._fast_delay * 2, self.status_interval)
+            if finishing and self._reachable:
+                # Ranks ended: the scheduler ends the job within moments; ask again soon.
+                self._next_sched = min(self._next_sched, now + self._fast_delay)
+            return max(0.05, min(self._next_sched, self._next_ranks) - now)
 
     def _apply(
         self,

@@ -62,10 +62,18 @@ class LineBatcher:
             self._wake.clear()
             started = time.monotonic()
             self.flush()
-            # Rate limit: one message per interval at most (the send's own time counts).
-            self._stopped.wait(max(0.0, self.interval - (time.monotonic() - started)))
+            self._stopped.wait(pause_after_send(self.interval, started, time.monotonic()))
 
     def close(self) -> None:
+        """Send what is pending and stop. Waits for a send in progress, so nothing is reported
+        after close() returns and the last message holds the newest lines."""
         self._stopped.set()
         self._wake.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=30)
         self.flush()
+
+
+def pause_after_send(interval: float, started: float, now: float) -> float:
+    """Rate limit: sends start at least ``interval`` apart, and the send's own time counts."""
+    return max(0.0, interval - (now - started))

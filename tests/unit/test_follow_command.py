@@ -93,11 +93,11 @@ def test_fast_log_is_coalesced_and_a_lone_line_is_not_held(tmp_path: Path) -> No
         time.sleep(0.3)  # tail is following
         fd = os.open(log, os.O_WRONLY | os.O_APPEND)
         try:
-            start = time.monotonic()
             os.write(fd, b"0: lone\n")
+            # Nothing else is written: if the relay held a lone line for company, this read
+            # would hang until the guard instead of returning.
             got, _ = _read_until(proc, 8)
             assert got == b"0: lone\n"
-            assert time.monotonic() - start < 1.0
             lines = [f"{i % 4}: line {i}\n".encode() for i in range(2000)]
             result: list[tuple[bytes, int]] = []
             reader = threading.Thread(
@@ -127,9 +127,7 @@ def test_follow_ends_when_its_reader_goes_even_if_the_log_is_idle(tmp_path: Path
     (tmp_path / "job.log").write_bytes(b"0: only line\n")
     proc = _start(tmp_path, 0, None if perl else _no_perl_path(tmp_path))
     _read_until(proc, 13)
-    start = time.monotonic()
     _ends_when_reader_goes(proc)  # raises TimeoutExpired if it lingers
-    assert time.monotonic() - start < 5
     # and no tail is left behind following the idle log
     time.sleep(1.5)
     left = subprocess.run(

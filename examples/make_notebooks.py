@@ -245,7 +245,7 @@ TEACHING_LAB: list[Cell] = [
         %%slurm_train --profile sandbox --nodes 4 --wait --out gang --name gang
         import os, time
         print(f"rank {os.environ['RANK']} on {os.environ['SLURMD_NODENAME']} started at {time.time():.3f}")
-        time.sleep(2)
+        time.sleep(5)
         """),
     code("gang-starts", """
         import re
@@ -258,6 +258,9 @@ TEACHING_LAB: list[Cell] = [
         spread = max(t for _, t in starts.values()) - first
         print(f"gang: {len(starts)} ranks on {len({n for n, _ in starts.values()})} nodes "
               f"({gang.status().nodelist}) started within {spread:.2f} s")
+        ranks = gang.status().ranks  # start and end of every rank, from the job's own files
+        together = max(r.started_at for r in ranks) < min(r.ended_at for r in ranks)
+        print(f"all ranks were running at the same moment: {together}")
         """),
     md("switches-md", """
         **Topology-aware placement**: `--switches 1@00:01:00` asks for nodes under a single leaf

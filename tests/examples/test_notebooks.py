@@ -298,7 +298,7 @@ def test_teaching_lab_steps(
     out = execute("teaching_lab.ipynb", sandbox_env, tmp_path)
     assert re.search(r"^\s+sandbox\s+slurm", out["load"], re.M), out["load"]
 
-    # Gang allocation: 4 ranks on 4 nodes, all started before any of them finished (they sleep 2 s).
+    # Gang allocation: 4 ranks on 4 nodes, all started before any of them finished.
     gang = SUMMARY_OK.match(last_line(out["gang"]))
     assert gang and len(nodes_of(gang.group(2))) == 4, out["gang"]
     started = re.findall(r"^(\d): rank \1 on (node\d+) started at [\d.]+$", out["gang"], re.M)
@@ -307,7 +307,8 @@ def test_teaching_lab_steps(
         rf"^gang: 4 ranks on 4 nodes \({re.escape(gang.group(2))}\) started within ([\d.]+) s$",
         out["gang-starts"], re.M,
     )
-    assert spread and float(spread.group(1)) < 2.0, out["gang-starts"]
+    assert spread, out["gang-starts"]
+    assert "all ranks were running at the same moment: True" in out["gang-starts"], out["gang-starts"]
 
     # Placement: both nodes under one leaf switch, and rank 0 named the right one.
     nodes = int(cluster_env["JT_CLUSTER_NODES"])

@@ -10,7 +10,6 @@ tiers.yaml that defines ``sandbox`` (the profile ``jupyter tiers sandbox up`` wr
 
 from __future__ import annotations
 
-import contextlib
 import importlib.util
 import itertools
 import os
@@ -24,8 +23,9 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from jupyter_tiers import api, config
+from jupyter_tiers import config
 from jupyter_tiers.registry import Registry
+from tests.helpers import cancel_registered_jobs
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -66,11 +66,7 @@ def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict
     )
     yield env
     # Leave no job running (a notebook that failed half-way may have left one).
-    with contextlib.suppress(Exception):
-        for rec in Registry().list(limit=1000):
-            with contextlib.suppress(Exception):
-                api.connect(rec.profile).cancel(rec)
-    api.close_all()
+    cancel_registered_jobs()
 
 
 @pytest.fixture

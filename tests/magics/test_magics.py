@@ -13,7 +13,6 @@ Waits are bounded only so that a broken tier fails instead of hanging; nothing a
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import socket
@@ -33,6 +32,7 @@ from jupyter_tiers import api, config
 from jupyter_tiers.model import JobState
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.tier import Job
+from tests.helpers import cancel_registered_jobs
 
 VENV_BIN = Path(sys.executable).parent
 GUARD = 180.0  # seconds; bounds every wait
@@ -80,11 +80,7 @@ def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]
     monkeypatch.chdir(tmp_path)
     yield
     # Leave no job running and no cached tier behind (a cached tier keeps this test's registry).
-    with contextlib.suppress(Exception):
-        for rec in Registry().list(limit=1000):
-            with contextlib.suppress(Exception):
-                api.connect(rec.profile).cancel(rec)
-    api.close_all()
+    cancel_registered_jobs()
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -174,6 +174,3 @@ class Registry:
             rows = db.execute(query, (*args, limit)).fetchall()
         return [self._record(r) for r in rows]
 
-
-def with_state(record: JobRecord, state: str, nodelist: str | None) -> JobRecord:
-    return replace(record, state=state, nodelist=nodelist or record.nodelist)

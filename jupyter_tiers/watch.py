@@ -235,11 +235,6 @@ class Watcher:
             self._next_sched = min(self._next_sched, time.monotonic() + self.first_poll)
         self._wake.set()
 
-    def last_status(self, key: str) -> JobStatus | None:
-        with self._lock:
-            watched = self._jobs.get(key)
-            return watched.status if watched else None
-
     def stop(self) -> None:
         self._stopped.set()
         self._wake.set()

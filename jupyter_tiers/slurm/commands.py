@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from ..errors import SpecError
 from .parse import SACCT_FIELDS, SQUEUE_FORMAT
-from .render import LOG_NAME, RANKS_DIR, RenderedJob
+from .render import LOG_NAME, RenderedJob
 
 _JOB_ID_RE = re.compile(r"^\d+$")
 _WORKDIR_RE = re.compile(r"^(~/)?[A-Za-z0-9_./+@-]+$")
@@ -180,6 +180,3 @@ def grep_rank_argv(jobdir: str, rank: int, tail: int | None) -> list[str]:
     count = "+1" if tail is None else str(int(tail))
     return ["bash", "-c", GREP_RANK_SH, "jt-grep", log_path(jobdir), str(int(rank)), count]
 
-
-def ranks_dir(jobdir: str) -> str:
-    return f"{jobdir}/{RANKS_DIR}"

@@ -11,7 +11,7 @@ import pytest
 from jupyter_tiers import registry as registry_mod
 from jupyter_tiers.errors import JobNotFound
 from jupyter_tiers.model import JobSpec
-from jupyter_tiers.registry import JobRecord, Registry, spec_for_record, with_state
+from jupyter_tiers.registry import JobRecord, Registry, spec_for_record
 from jupyter_tiers.slurm.render import render_sbatch
 
 
@@ -165,10 +165,3 @@ def test_secret_never_reaches_the_database_file(tmp_path: Path) -> None:
         assert secret.encode() not in blob, file.name
         assert secret[::-1].encode() not in blob, file.name
     assert b"WANDB_API_KEY" in path.read_bytes()  # the names are kept
-
-
-def test_with_state() -> None:
-    rec = _record("41", nodelist="node1")
-    assert with_state(rec, "RUNNING", None).nodelist == "node1"
-    moved = with_state(rec, "COMPLETED", "node2")
-    assert (moved.state, moved.nodelist, moved.job_id) == ("COMPLETED", "node2", "41")

@@ -214,3 +214,114 @@ class JobSpec:
     @property
     def world_size(self) -> int:
         return self.nodes * self.ranks_per_node
+
+
+# --- serving ---------------------------------------------------------------------------------
+
+SERVE_STRATEGIES = ("rolling", "bluegreen")
+SERVICE_TYPES = ("ClusterIP", "NodePort", "LoadBalancer")
+PULL_POLICIES = ("Always", "IfNotPresent", "Never")
+
+
+@dataclass(frozen=True)
+class ServeSpec:
+    """A long-running service: what to run, how many replicas, and how to reach it.
+
+    ``body`` is the cell body. With ``shell=False`` it is a Python program run by ``python`` in
+    every replica; with ``shell=True`` it is a shell command line (``vllm serve ... --port 8000``).
+    ``env`` values reach the pods through a Secret the tier manages, never inline in a manifest;
+    ``secret_env`` maps names to existing ``secret/key`` references. ``autoscale`` is
+    ``(min, max, cpu_percent)``; ``patch`` is merged over the generated objects, keyed by kind.
+    """
+
+    body: str
+    name: str = "notebook-svc"
+    image: str | None = None
+    replicas: int = 1
+    gpus: int = 0
+    cpu: str | None = None
+    memory: str | None = None
+    port: int = 8000
+    env: tuple[tuple[str, str], ...] = ()
+    secret_env: tuple[tuple[str, str], ...] = ()
+    readiness: str | None = None  # HTTP path of the readiness probe; None: TCP on the port
+    autoscale: tuple[int, int, int] | None = None
+    strategy: str = "rolling"
+    shell: bool = False
+    python: str = "python3"
+    image_pull_policy: str | None = None
+    node_selector: tuple[tuple[str, str], ...] = ()
+    tolerations: tuple[tuple[tuple[str, str], ...], ...] = ()  # each toleration as sorted pairs
+    patch: str | None = None  # JSON text of {Kind: partial object}, merged over the generated ones
+    metadata: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # e.g. notebook path
+
+
+class ServiceState(str, enum.Enum):
+    """Where a service stands. Unlike a job's, no state is final except DELETED: a failed
+    rollout can be fixed by the next apply."""
+
+    DEPLOYING = "DEPLOYING"  # a rollout is in progress
+    READY = "READY"  # every desired replica is updated and available
+    DEGRADED = "DEGRADED"  # rolled out, but fewer replicas available than desired
+    FAILED = "FAILED"  # the rollout cannot progress (crash loop, image, unschedulable, deadline)
+    SCALED_DOWN = "SCALED_DOWN"  # zero replicas desired
+    DELETED = "DELETED"
+    UNKNOWN = "UNKNOWN"
+
+    @property
+    def terminal(self) -> bool:
+        return self is ServiceState.DELETED
+
+    @property
+    def settled(self) -> bool:
+        """True when waiting for readiness can stop (ready, failed or gone)."""
+        return self in (ServiceState.READY, ServiceState.FAILED, ServiceState.DELETED,
+                        ServiceState.SCALED_DOWN)
+
+
+@dataclass(frozen=True)
+class PodInfo:
+    """One replica as the cluster reports it."""
+
+    name: str
+    phase: str = "Pending"  # Pending | Running | Succeeded | Failed | Unknown | Terminating
+    ready: bool = False
+    restarts: int = 0
+    node: str | None = None
+    started_at: float | None = None  # epoch seconds (creation time of the pod)
+    reason: str | None = None  # why not ready: ErrImagePull, Unschedulable, CrashLoopBackOff, ...
+    message: str | None = None  # the scheduler's or kubelet's words
+    exit_code: int | None = None  # of the last terminated container
+    revision: str | None = None  # the pod-template hash: which rollout this pod belongs to
+
+
+@dataclass(frozen=True)
+class EventInfo:
+    """A Kubernetes Event about the service or one of its pods."""
+
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+    object: str  # "Pod/llama-svc-7c9f-x2"
+    count: int = 1
+    at: float | None = None
+
+
+@dataclass(frozen=True)
+class ServiceStatus:
+    """Everything known about a service at one moment."""
+
+    name: str
+    state: ServiceState
+    desired: int = 0
+    updated: int = 0
+    ready: int = 0
+    available: int = 0
+    revision: str | None = None
+    endpoint: str | None = None
+    created_at: float | None = None
+    pods: tuple[PodInfo, ...] = ()
+    events: tuple[EventInfo, ...] = ()  # recent Warning events, newest last
+    reason: str | None = None  # why FAILED / DEGRADED / DEPLOYING, one line
+    api_reachable: bool = True
+    message: str | None = None  # last problem seen while watching (API unreachable, 403, ...)

@@ -23,7 +23,11 @@ def make_tier(profile: Profile, registry: Registry | None = None) -> Tier:
         from .local.tier import LocalTier
 
         return LocalTier(profile, registry)
-    raise SpecError("profile", f"tier {profile.tier!r} of profile {profile.name!r} is not available yet")
+    if profile.tier == "kubernetes":
+        from .k8s.tier import K8sTier
+
+        return K8sTier(profile, registry)
+    raise SpecError("profile", f"tier {profile.tier!r} of profile {profile.name!r} is not known")
 
 
 def connect(profile: str | None = None) -> Tier:

@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-TIERS = ("slurm", "local", "k8s")
+from .errors import ConfigError
+from .model import SERVICE_TYPES
+
+__all__ = ["Config", "ConfigError", "Profile", "load_config"]
+
+TIERS = ("slurm", "local", "kubernetes")
+TIER_ALIASES = {"k8s": "kubernetes"}
 ENV_VAR = "JUPYTER_TIERS_CONFIG"
 SYSTEM_PATH = Path("/etc/jupyter/tiers.yaml")
 USER_PATH = Path("~/.jupyter/tiers.yaml")
@@ -27,26 +33,19 @@ BUILTIN_LOCAL = "local"
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
-# Keys of ``defaults``: JobSpec fields a profile may preset (dashes accepted for underscores).
-DEFAULT_KEYS: dict[str, type | tuple[type, ...]] = {
-    "nodes": int,
-    "ntasks_per_node": int,
-    "gpus_per_node": (str, int),
-    "cpus_per_task": int,
-    "mem": (str, int),
-    "time": (str, int),
-    "partition": str,
-    "account": str,
-    "qos": str,
-    "constraint": str,
-    "exclusive": bool,
-    "switches": str,
-    "requeue": bool,
-    "launcher": str,
-    "nproc_per_node": int,
-    "python": str,
-    "sbatch_options": list,
-}
+# Keys of ``defaults``: the spec options a profile may preset (options.py; dashes accepted for
+# underscores). Training tiers take job options, the Kubernetes tier serve options.
+def default_keys(tier: str | None) -> dict[str, type | tuple[type, ...]]:
+    """The keys a profile of ``tier`` may set in ``defaults`` (every tier's when unknown)."""
+    from .options import JOB_OPTIONS, SERVE_OPTIONS, profile_keys
+
+    job, serve = profile_keys(JOB_OPTIONS), profile_keys(SERVE_OPTIONS)
+    if tier in ("slurm", "local"):
+        return job
+    if tier == "kubernetes":
+        return serve
+    return {**job, **serve}
+
 
 _COMMON_KEYS: dict[str, type | tuple[type, ...]] = {
     "tier": str,
@@ -71,27 +70,18 @@ TIER_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
         "rank_interval": (int, float),
     },
     "local": {**_COMMON_KEYS},
-    "k8s": {
+    "kubernetes": {
         **_COMMON_KEYS,
         "context": str,
         "kubeconfig": str,
         "namespace": str,
+        "service_type": str,
         "image_pull_secrets": list,
         "storage_class": str,
         "model_volume": dict,
+        "request_timeout": (int, float),
     },
 }
-
-
-class ConfigError(ValueError):
-    """A profile file or value is wrong. The message names the file, the key and what is allowed."""
-
-    def __init__(self, source: str, key: str, problem: str) -> None:
-        self.source = source
-        self.key = key
-        self.problem = problem
-        where = f"{source}: {key}" if key else source
-        super().__init__(f"{where}: {problem}")
 
 
 @dataclass(frozen=True)
@@ -169,6 +159,7 @@ def validate_profile(name: str, raw: Any, source: str) -> dict[str, Any]:
         raise ConfigError(source, base, f"expected a mapping, got {type(raw).__name__}")
     out: dict[str, Any] = {}
     tier = raw.get("tier")
+    tier = TIER_ALIASES.get(tier, tier) if isinstance(tier, str) else tier
     if tier is not None and tier not in TIERS:
         raise ConfigError(source, f"{base}.tier", f"must be one of {', '.join(TIERS)}, got {tier!r}")
     allowed = TIER_KEYS[tier] if tier else {k: v for t in TIERS for k, v in TIER_KEYS[t].items()}
@@ -178,7 +169,7 @@ def validate_profile(name: str, raw: Any, source: str) -> dict[str, Any]:
             choices = ", ".join(sorted(allowed))
             raise ConfigError(source, f"{base}.{key}", f"unknown key; allowed: {choices}")
         _check_type(value, allowed[k], source, f"{base}.{key}")
-        out[k] = value
+        out[k] = tier if k == "tier" else value
     if "port" in out and not 1 <= out["port"] <= 65535:
         raise ConfigError(source, f"{base}.port", f"must be 1-65535, got {out['port']}")
     for i, line in enumerate(out.get("setup", [])):
@@ -196,16 +187,45 @@ def validate_profile(name: str, raw: Any, source: str) -> dict[str, Any]:
             env[str(k)] = str(v)
         out["env"] = env
     if "defaults" in out:
-        defaults: dict[str, Any] = {}
-        for k, v in out["defaults"].items():
-            nk = _norm_key(str(k))
-            if nk not in DEFAULT_KEYS:
-                choices = ", ".join(sorted(DEFAULT_KEYS))
-                raise ConfigError(source, f"{base}.defaults.{k}", f"unknown key; allowed: {choices}")
-            _check_type(v, DEFAULT_KEYS[nk], source, f"{base}.defaults.{k}")
-            defaults[nk] = v
-        out["defaults"] = defaults
+        out["defaults"] = check_defaults(out["defaults"], default_keys(tier), source, base)
+    _check_kubernetes_keys(out, source, base)
     return out
+
+
+def check_defaults(raw: Mapping[str, Any], keys: Mapping[str, type | tuple[type, ...]], source: str,
+                   base: str) -> dict[str, Any]:
+    """A profile's ``defaults`` with keys normalised; unknown keys and wrong types are errors."""
+    defaults: dict[str, Any] = {}
+    for k, v in raw.items():
+        nk = _norm_key(str(k))
+        if nk not in keys:
+            choices = ", ".join(sorted(keys))
+            raise ConfigError(source, f"{base}.defaults.{k}", f"unknown key; allowed: {choices}")
+        _check_type(v, keys[nk], source, f"{base}.defaults.{k}")
+        defaults[nk] = v
+    return defaults
+
+
+_DNS_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+MODEL_VOLUME_KINDS = ("pvc", "nfs", "host_path")
+
+
+def _check_kubernetes_keys(out: dict[str, Any], source: str, base: str) -> None:
+    if "namespace" in out and not _DNS_LABEL_RE.fullmatch(out["namespace"]):
+        raise ConfigError(source, f"{base}.namespace",
+                          "a DNS-1123 label: lower-case letters, digits and '-', at most 63")
+    if "service_type" in out and out["service_type"] not in SERVICE_TYPES:
+        raise ConfigError(source, f"{base}.service_type", f"one of {', '.join(SERVICE_TYPES)}")
+    for i, name in enumerate(out.get("image_pull_secrets", [])):
+        if not isinstance(name, str) or not _DNS_LABEL_RE.fullmatch(name):
+            raise ConfigError(source, f"{base}.image_pull_secrets[{i}]", "a Secret name (DNS-1123 label)")
+    volume = out.get("model_volume")
+    if volume is not None:
+        kinds = [k for k in volume if k in MODEL_VOLUME_KINDS]
+        extra = set(volume) - set(MODEL_VOLUME_KINDS) - {"sub_path", "path_map"}
+        if len(kinds) != 1 or extra:
+            raise ConfigError(source, f"{base}.model_volume",
+                              "exactly one of pvc: NAME, nfs: {server, path}, host_path: PATH")
 
 
 def load_file(path: Path) -> dict[str, Any]:
@@ -289,6 +309,8 @@ def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]]) -> Config:
                     src, f"profiles.{name}.{key}", f"not a key of a {tier} profile; allowed: "
                     + ", ".join(sorted(allowed))
                 )
+        if "defaults" in raw:
+            raw["defaults"] = check_defaults(raw["defaults"], default_keys(tier), src, f"profiles.{name}")
         if tier == "slurm" and not raw.get("host"):
             raise ConfigError(src, f"profiles.{name}.host", "a slurm profile needs a host")
         settings = {k: v for k, v in raw.items() if k not in ("defaults", "env", "setup", "tier")}

@@ -1,12 +1,14 @@
-"""Choose how a job is shown: the live widget in a Jupyter front end, plain text elsewhere."""
+"""Choose how a job or service is shown: the live widget in a Jupyter front end, plain text
+elsewhere."""
 
 from __future__ import annotations
 
 import os
+from typing import Any
 
-from .model import JobStatus
+from .handles import Handle, Job, Service
+from .model import JobStatus, ServiceStatus
 from .status import summary_line
-from .tier import Job
 
 DISPLAY_ENV = "JUPYTER_TIERS_DISPLAY"  # "text" forces the text fallback
 
@@ -50,3 +52,38 @@ def show_job(job: Job, *, wait: bool = False, text: bool = False, attach: bool =
     if status is not None:
         print(summary_line(status))
     return status
+
+
+def show_service(service: Service, *, wait: bool = False, text: bool = False,
+                 timeout: float | None = None) -> ServiceStatus | None:
+    """Display a live view of ``service``. With ``wait``, block until it is ready or has failed
+    and print the summary line."""
+    if text or not widgets_available():
+        from .widgets.serve_text import ServiceTextView
+
+        view = ServiceTextView(service)
+        if wait:
+            return view.run(timeout)
+        print(view.header() + f" — follow it with %tiers attach {service.id}")
+        return None
+    from IPython.display import display
+
+    from .widgets.serve_view import ServeView
+
+    widget = ServeView(service)
+    display(widget)
+    if not wait:
+        return None
+    status = widget.wait_ready(timeout)
+    if status is not None:
+        print(widget.summary)
+    return status
+
+
+def show_handle(handle: Handle, **options: Any) -> Any:
+    """The live view of a job or a service."""
+    if isinstance(handle, Service):
+        options.pop("attach", None)
+        return show_service(handle, **options)
+    assert isinstance(handle, Job)
+    return show_job(handle, **options)

@@ -16,13 +16,36 @@ class SpecError(TiersError, ValueError):
         super().__init__(f"{field}: {problem}")
 
 
+class ConfigError(TiersError, ValueError):
+    """A profile file or value is wrong. The message names the file, the key and what is allowed."""
+
+    def __init__(self, source: str, key: str, problem: str) -> None:
+        self.source = source
+        self.key = key
+        self.problem = problem
+        where = f"{source}: {key}" if key else source
+        super().__init__(f"{where}: {problem}")
+
+
 class SubmitError(TiersError):
     """The scheduler refused a job (its own message is kept)."""
 
 
 class JobNotFound(TiersError):
-    """No job with that id in the registry or on the cluster."""
+    """No job or service with that id in the registry or on the cluster."""
 
 
 class ControllerUnreachable(TiersError):
     """The scheduler's controller did not answer (it may be restarting)."""
+
+
+class ApiError(TiersError):
+    """A cluster API refused a request. The message is one line saying what and why."""
+
+    def __init__(self, message: str, status: int = 0) -> None:
+        self.status = status
+        super().__init__(message)
+
+
+class ApiUnreachable(ApiError):
+    """The cluster's API did not answer (it may be restarting, or the network is down)."""

@@ -1,4 +1,5 @@
-"""IPython magics: ``%%slurm_train`` turns a cell into a job, ``%tiers`` manages jobs.
+"""IPython magics: ``%%slurm_train`` turns a cell into a training job, ``%%k8s_serve`` into a
+service, and ``%tiers`` manages both.
 
 The magics are thin: parse arguments, build a JobSpec through the tier, submit, and hand the Job
 to a view (the live widget, or plain text where no widget front end exists).
@@ -6,18 +7,18 @@ to a view (the live widget, or plain text where no widget front end exists).
 
 from __future__ import annotations
 
-import argparse
 import os
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
-from IPython.core.magic_arguments import argument, magic_arguments
+from IPython.core.magic_arguments import ArgDecorator, argument, magic_arguments
 
-from .config import ConfigError
-from .errors import SpecError, TiersError
+from .errors import ConfigError, SpecError, TiersError
+from .options import JOB_OPTIONS, SERVE_OPTIONS, Option, add_arguments, flag_names, given_values
 
 
 def parse_env(pairs: list[str] | None,
@@ -40,55 +41,43 @@ def parse_env(pairs: list[str] | None,
     return tuple(out)
 
 
-def spec_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The JobSpec options given on the magic line (None = not given, profile default applies)."""
-    opts: dict[str, Any] = {
-        "name": args.name,
-        "nodes": args.nodes,
-        "ntasks_per_node": args.ntasks_per_node,
-        "gpus_per_node": args.gpus_per_node,
-        "cpus_per_task": args.cpus_per_task,
-        "mem": args.mem,
-        "time": args.time,
-        "partition": args.partition,
-        "account": args.account,
-        "qos": args.qos,
-        "constraint": args.constraint,
-        "switches": args.switches,
-        "launcher": args.launcher,
-        "nproc_per_node": args.nproc_per_node,
-        "python": args.python,
-        "env": parse_env(args.env),
-        "sbatch_options": tuple(args.sbatch or ()),
-    }
-    if args.exclusive:
-        opts["exclusive"] = True
-    if args.requeue:
-        opts["requeue"] = True
-    if args.shell:
-        opts["shell"] = True
-    return opts
+class _SpecArguments(ArgDecorator):
+    """Adds one magic argument per spec option (options.py), in the table's order."""
+
+    def __init__(self, options: Sequence[Option]) -> None:
+        self.options = options
+
+    def add_to_parser(self, parser: Any, group: Any) -> None:
+        add_arguments(parser, self.options)
 
 
-_SPEC_OPTION_FIELDS = frozenset({
-    "name", "nodes", "ntasks_per_node", "gpus_per_node", "cpus_per_task", "mem", "time",
-    "partition", "account", "qos", "constraint", "switches", "launcher", "nproc_per_node", "python",
-})
-
-
-def _usage(exc: Exception) -> UsageError:
+def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageError:
     """A UsageError that names the option as typed on the magic line (``--gpus-per-node``, not
-    the JobSpec field ``gpus_per_node``)."""
+    the spec field ``gpus_per_node``)."""
     if isinstance(exc, SpecError):
+        flags = flag_names(options)
         field = exc.field
-        if field in _SPEC_OPTION_FIELDS:
-            field = "--" + field.replace("_", "-")
+        head, _, rest = field.partition(" ")
+        if head in flags:
+            field = flags[head] + (" " + rest if rest else "")
         elif field == "sbatch option":
             field = "--sbatch"
-        elif field.startswith("env "):
-            field = "--" + field
         return UsageError(f"{field}: {exc.problem}")
-    return UsageError(str(exc))
+    if isinstance(exc, ConfigError):
+        return UsageError(str(exc))
+    return UsageError(f"{type(exc).__name__}: {exc}")
+
+
+def _connect(profile: str | None, want: type, magic: str) -> Any:
+    """The tier of ``profile``, which must be of the kind the magic drives."""
+    from .api import connect
+
+    tier = connect(profile)
+    if not isinstance(tier, want):
+        fits = "a slurm or local profile" if magic == "%%slurm_train" else "a kubernetes profile"
+        raise UsageError(f"{magic} --profile {tier.name}: a {tier.profile.tier} profile; "
+                         f"{magic} needs {fits}")
+    return tier
 
 
 @magics_class
@@ -97,27 +86,7 @@ class TiersMagics(Magics):
 
     @magic_arguments()
     @argument("--profile", "-p", help="profile from tiers.yaml (default: default_profile, else local)")
-    @argument("--name", "-n", help="job name (letters, digits, . _ + = @ -)")
-    @argument("--nodes", "-N", type=int, help="number of nodes")
-    @argument("--ntasks-per-node", type=int, help="tasks (ranks) per node with the srun launcher")
-    @argument("--gpus-per-node", help="GPUs per node: 8 or a100:8")
-    @argument("--cpus-per-task", type=int, help="CPUs per task")
-    @argument("--mem", help="memory per node: 4000, 16G")
-    @argument("--time", "-t", help="time limit: minutes, HH:MM:SS or D-HH:MM:SS")
-    @argument("--partition", help="partition")
-    @argument("--account", help="account to charge")
-    @argument("--qos", help="quality of service")
-    @argument("--constraint", help="node features, Slurm syntax")
-    @argument("--exclusive", action="store_true", help="whole nodes only")
-    @argument("--requeue", action="store_true", help="allow Slurm to requeue the job")
-    @argument("--switches", help="at most N leaf switches, waiting up to T: N@HH:MM:SS")
-    @argument("--launcher", choices=["torchrun", "srun"], help="torchrun (c10d) or srun (one task per rank)")
-    @argument("--nproc-per-node", type=int, help="ranks per node with torchrun")
-    @argument("--python", help="interpreter on the cluster (torchrun runs as PATH -m torch.distributed.run)")
-    @argument("--shell", action="store_true", help="the cell is a bash script, not Python")
-    @argument("--env", "-e", action="append", metavar="K=V",
-              help="environment variable (repeatable); a bare NAME passes the kernel's own value")
-    @argument("--sbatch", action="append", metavar="--OPT=VALUE", help="extra sbatch option (validated)")
+    @_SpecArguments(JOB_OPTIONS)
     @argument("--dry-run", action="store_true", help="print the rendered job script; submit nothing")
     @argument("--wait", action="store_true", help="block until the job ends, then print a summary line")
     @argument("--out", metavar="VAR", help="store the Job handle in this notebook variable")
@@ -139,10 +108,12 @@ class TiersMagics(Magics):
         if not cell.strip():
             raise UsageError("the cell is empty: its body is the training script")
         try:
-            from .api import connect
+            from .tier import BatchTier
 
-            tier = connect(args.profile)
-            spec = tier.make_spec(cell, **spec_options(args))
+            tier = _connect(args.profile, BatchTier, "%%slurm_train")
+            options = given_values(args, JOB_OPTIONS)
+            options["env"] = parse_env(args.env)
+            spec = tier.make_spec(cell, **options)
             if args.dry_run:
                 print(tier.render(spec), end="")
                 return None
@@ -156,10 +127,8 @@ class TiersMagics(Magics):
                           "attached to it (use --resubmit to start another)")
             if job is None:
                 job = tier.submit(spec)
-        except (SpecError, ConfigError) as exc:
-            raise _usage(exc) from None
         except TiersError as exc:
-            raise UsageError(f"{type(exc).__name__}: {exc}") from None
+            raise _usage(exc) from None
         if args.out and self.shell is not None:
             self.shell.user_ns[args.out] = job
         from .display import show_job
@@ -167,14 +136,80 @@ class TiersMagics(Magics):
         show_job(job, wait=args.wait, text=args.text, attach=attached)
         return None
 
+    @magic_arguments()
+    @argument("--profile", "-p", help="a kubernetes profile from tiers.yaml (default: default_profile)")
+    @_SpecArguments(SERVE_OPTIONS)
+    @argument("--dry-run", action="store_true", help="print every object as YAML; apply nothing")
+    @argument("--wait", action="store_true", help="block until ready or failed, then print a summary line")
+    @argument("--out", metavar="VAR", help="store the Service handle in this notebook variable")
+    @argument("--text", action="store_true", help="plain text output instead of the widget")
+    @argument("--delete", action="store_true", help="delete the --name service and everything it made")
+    @cell_magic
+    def k8s_serve(self, line: str, cell: str) -> Any:
+        """Serve this cell on Kubernetes: a Deployment + Service (+ ConfigMap, Secret, HPA).
+
+        The body is a Python program (default) or, with --shell, a command line such as
+        ``vllm serve /models/x --port 8000``. Re-running the cell updates the service in place:
+        an unchanged cell changes nothing, a changed one rolls the pods. Returns at once with a
+        live view unless --wait is given.
+        """
+        args = self.k8s_serve.parser.parse_args(split_line(line, "%%k8s_serve"))
+        if args.out is not None and not args.out.isidentifier():
+            raise UsageError(f"--out {args.out!r}: give a Python variable name")
+        if not cell.strip() and not args.delete:
+            raise UsageError("the cell is empty: its body is the server program (or, with --shell, "
+                             "its command line)")
+        try:
+            from .tier import ServeTier
+
+            tier = _connect(args.profile, ServeTier, "%%k8s_serve")
+            if args.delete:
+                if not args.name:
+                    raise UsageError("--delete: give the --name of the service to delete")
+                service = _service_named(tier, args.name)
+                print(service.stop())
+                return None
+            options = given_values(args, SERVE_OPTIONS)
+            options["env"] = parse_env(args.env)
+            if args.patch is not None:
+                options["patch"] = self._notebook_dict(args.patch)
+            spec = tier.make_spec(cell, **options)
+            notebook = os.environ.get("JPY_SESSION_NAME")
+            if notebook:
+                spec = replace(spec, metadata=(("notebook", notebook),))
+            if args.dry_run:
+                print(tier.render(spec), end="")
+                return None
+            service = tier.apply(spec)
+        except TiersError as exc:
+            raise _usage(exc, SERVE_OPTIONS) from None
+        if args.out and self.shell is not None:
+            self.shell.user_ns[args.out] = service
+        from .display import show_service
+
+        show_service(service, wait=args.wait, text=args.text)
+        return None
+
+    def _notebook_dict(self, name: str) -> dict[str, Any]:
+        namespace = self.shell.user_ns if self.shell is not None else {}
+        if not name.isidentifier() or name not in namespace:
+            raise UsageError(f"--patch {name}: no notebook variable of that name")
+        value = namespace[name]
+        if not isinstance(value, dict):
+            raise UsageError(f"--patch {name}: expected a dict {{Kind: partial object}}, "
+                             f"got {type(value).__name__}")
+        return value
+
     @line_magic
     def tiers(self, line: str) -> Any:
-        """Manage jobs across tiers.
+        """Manage training jobs and services across tiers.
 
-        %tiers jobs [--profile P] [--limit N]
-        %tiers attach ID                 the live view of a job (after a kernel restart, too)
-        %tiers logs ID [--rank N] [--tail N]
-        %tiers cancel ID
+        %tiers jobs [--profile P] [--limit N] [--kind job|service]
+        %tiers attach ID                 the live view of a job or service (after a kernel restart, too)
+        %tiers logs ID [--rank N | --pod P] [--tail N]
+        %tiers cancel ID                 cancel a job
+        %tiers delete ID                 delete a service
+        %tiers scale ID N | restart ID   act on a service
         %tiers profiles
         """
         from . import tiers_command
@@ -183,10 +218,8 @@ class TiersMagics(Magics):
             return tiers_command.run(split_line(line, "%tiers"), shell=self.shell)
         except tiers_command.CommandUsage as exc:
             raise UsageError(str(exc)) from None
-        except (SpecError, ConfigError) as exc:
-            raise _usage(exc) from None
         except TiersError as exc:
-            raise UsageError(f"{type(exc).__name__}: {exc}") from None
+            raise _usage(exc) from None
 
 
 def split_line(line: str, magic: str) -> list[str]:
@@ -223,6 +256,15 @@ def _live_job_named(tier: Any, name: str) -> Any:
     except TiersError:
         return None
     return None if state.terminal else job
+
+
+def _service_named(tier: Any, name: str) -> Any:
+    from .errors import JobNotFound
+
+    record = tier.registry.find_by_name(tier.name, name)
+    if record is None or record.kind != "service":
+        raise JobNotFound(f"no service {name!r} of profile {tier.name!r} in the registry")
+    return tier.service(record)
 
 
 def load_ipython_extension(ipython: Any) -> None:

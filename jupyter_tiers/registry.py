@@ -1,4 +1,4 @@
-"""A local sqlite record of every job submitted, so any process can list and reattach to jobs.
+"""A local sqlite record of every job and service started, so any process can list and reattach.
 
 The database lives in the Jupyter data dir (``jupyter --data-dir``/tiers/registry.sqlite), or at
 ``$JUPYTER_TIERS_REGISTRY``. It stores no secrets: env values are never written, only env names.
@@ -17,30 +17,73 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .errors import JobNotFound
+from .errors import JobNotFound, TiersError
 from .model import JobSpec
 
 ENV_VAR = "JUPYTER_TIERS_REGISTRY"
 
-_SCHEMA = """
+#: Version of the table layout, kept in sqlite's ``user_version``. 0: the first layout (jobs
+#: only, written before versions were recorded); 2: jobs and services (``kind``), ``jobdir``
+#: optional, ``detail``.
+SCHEMA_VERSION = 2
+
+_COLUMNS = ("key", "kind", "profile", "tier", "job_id", "name", "jobdir", "submitted_at", "state",
+            "nodelist", "world_size", "spec", "script", "updated_at", "detail")
+
+_CREATE = """
 CREATE TABLE IF NOT EXISTS jobs (
     key TEXT PRIMARY KEY,
+    kind TEXT NOT NULL DEFAULT 'job',
     profile TEXT NOT NULL,
     tier TEXT NOT NULL,
     job_id TEXT NOT NULL,
     name TEXT NOT NULL,
-    jobdir TEXT NOT NULL,
+    jobdir TEXT,
     submitted_at REAL NOT NULL,
     state TEXT NOT NULL,
     nodelist TEXT,
-    world_size INTEGER NOT NULL,
+    world_size INTEGER NOT NULL DEFAULT 0,
     spec TEXT NOT NULL,
     script TEXT NOT NULL,
-    updated_at REAL NOT NULL
+    updated_at REAL NOT NULL,
+    detail TEXT
 );
 CREATE INDEX IF NOT EXISTS jobs_by_name ON jobs(profile, name);
 CREATE INDEX IF NOT EXISTS jobs_by_time ON jobs(submitted_at);
 """
+
+# Columns of the first layout, copied as they are when a version-0 file is migrated.
+_V0_COLUMNS = ("key", "profile", "tier", "job_id", "name", "jobdir", "submitted_at", "state",
+               "nodelist", "world_size", "spec", "script", "updated_at")
+
+
+def migrate(db: sqlite3.Connection) -> None:
+    """Bring a registry database to SCHEMA_VERSION in place (one transaction; data kept)."""
+    version = db.execute("PRAGMA user_version").fetchone()[0]
+    if version > SCHEMA_VERSION:
+        raise TiersError(f"the registry was written by a newer jupyter-tiers (layout {version}, "
+                         f"this one knows {SCHEMA_VERSION}); upgrade jupyter-tiers")
+    if version == SCHEMA_VERSION:
+        return
+    has_jobs = db.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'").fetchone()
+    if has_jobs:
+        # The first layout had NOT NULL jobdir/world_size and no kind: sqlite cannot relax a
+        # constraint in place, so the table is rebuilt and its rows copied.
+        cols = ", ".join(_V0_COLUMNS)
+        db.execute("ALTER TABLE jobs RENAME TO jobs_v0")
+        db.execute("DROP INDEX IF EXISTS jobs_by_name")
+        db.execute("DROP INDEX IF EXISTS jobs_by_time")
+        for statement in _CREATE.split(";"):
+            if statement.strip():
+                db.execute(statement)
+        db.execute(f"INSERT INTO jobs ({cols}, kind) SELECT {cols}, 'job' FROM jobs_v0")
+        db.execute("DROP TABLE jobs_v0")
+    else:
+        for statement in _CREATE.split(";"):
+            if statement.strip():
+                db.execute(statement)
+    db.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
 
 
 def default_path() -> Path:
@@ -63,20 +106,27 @@ def spec_for_record(spec: JobSpec) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class JobRecord:
-    """One submitted job as the registry knows it."""
+    """One training job or service as the registry knows it.
+
+    ``kind`` is ``"job"`` or ``"service"``. For a service, ``job_id`` is its name (unique in its
+    profile's namespace), ``jobdir`` is empty, ``world_size`` is 0, ``script`` is the rendered
+    YAML (secrets redacted) and ``detail`` a short line such as ``2/2 ready``.
+    """
 
     profile: str
     tier: str
     job_id: str
     name: str
-    jobdir: str
-    world_size: int
+    jobdir: str = ""
+    world_size: int = 0
     submitted_at: float = field(default_factory=time.time)
     state: str = "PENDING"
     nodelist: str | None = None
     spec: dict[str, Any] = field(default_factory=dict)
     script: str = ""
     updated_at: float = field(default_factory=time.time)
+    kind: str = "job"
+    detail: str | None = None
 
     @property
     def key(self) -> str:
@@ -91,8 +141,8 @@ class Registry:
         self.path = Path(path) if path is not None else default_path()
         self._lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        with self._connect() as db:
-            db.executescript(_SCHEMA)
+        with self._lock, self._connect() as db:
+            migrate(db)
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
@@ -108,28 +158,32 @@ class Registry:
         row = asdict(record)
         row["spec"] = json.dumps(record.spec, sort_keys=True)
         row["key"] = record.key
+        names = ", ".join(_COLUMNS)
+        values = ", ".join(":" + c for c in _COLUMNS)
+        with self._lock, self._connect() as db:
+            db.execute(f"INSERT OR REPLACE INTO jobs ({names}) VALUES ({values})", row)
+
+    def update(self, key: str, *, state: str, nodelist: str | None = None,
+               detail: str | None = None) -> None:
+        """Record a new state (and node list or detail line, when given)."""
         with self._lock, self._connect() as db:
             db.execute(
-                "INSERT OR REPLACE INTO jobs (key, profile, tier, job_id, name, jobdir,"
-                " submitted_at, state, nodelist, world_size, spec, script, updated_at)"
-                " VALUES (:key, :profile, :tier, :job_id, :name, :jobdir, :submitted_at, :state,"
-                " :nodelist, :world_size, :spec, :script, :updated_at)",
-                row,
+                "UPDATE jobs SET state = ?, nodelist = COALESCE(?, nodelist),"
+                " detail = COALESCE(?, detail), updated_at = ? WHERE key = ?",
+                (state, nodelist, detail, time.time(), key),
             )
 
-    def update(self, key: str, *, state: str, nodelist: str | None = None) -> None:
+    def remove(self, key: str) -> None:
+        """Forget one record (a deleted service)."""
         with self._lock, self._connect() as db:
-            db.execute(
-                "UPDATE jobs SET state = ?, nodelist = COALESCE(?, nodelist), updated_at = ?"
-                " WHERE key = ?",
-                (state, nodelist, time.time(), key),
-            )
+            db.execute("DELETE FROM jobs WHERE key = ?", (key,))
 
     @staticmethod
     def _record(row: sqlite3.Row) -> JobRecord:
         data = dict(row)
         data.pop("key")
         data["spec"] = json.loads(data["spec"])
+        data["jobdir"] = data["jobdir"] or ""
         return JobRecord(**data)
 
     def get(self, ref: str, profile: str | None = None) -> JobRecord:
@@ -162,13 +216,14 @@ class Registry:
             ).fetchone()
         return self._record(row) if row else None
 
-    def list(self, limit: int = 50, profile: str | None = None) -> list[JobRecord]:
-        """Newest first."""
+    def list(self, limit: int = 50, profile: str | None = None,
+             kind: str | None = None) -> list[JobRecord]:
+        """Newest first, optionally of one profile and one kind (``job`` or ``service``)."""
+        where = [(col, val) for col, val in (("profile", profile), ("kind", kind)) if val]
         query = "SELECT * FROM jobs"
-        args: tuple[Any, ...] = ()
-        if profile:
-            query += " WHERE profile = ?"
-            args = (profile,)
+        args: tuple[Any, ...] = tuple(val for _, val in where)
+        if where:
+            query += " WHERE " + " AND ".join(f"{col} = ?" for col, _ in where)
         query += " ORDER BY submitted_at DESC LIMIT ?"
         with self._connect() as db:
             rows = db.execute(query, (*args, limit)).fetchall()

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from .model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
-from .slurm.parse import format_elapsed
+from .timefmt import format_elapsed
 
 
 def merge_status(

@@ -1,47 +1,47 @@
-"""The tier API every backend implements, and the Job handle users hold.
+"""The tier API every backend implements.
 
-A tier is one connection to one cluster (or the local machine), shared by every job of its
-profile. The Watcher (watch.py) drives a tier through three batched calls: ``poll_scheduler``,
-``poll_ranks`` and ``open_log``; magics, widgets and the server only talk to this API.
+A tier is one connection to one cluster (or the local machine), shared by every job and service
+of its profile. :class:`Tier` is what every tier shares (profile, registry, handles, building a
+spec from the profile's defaults); :class:`BatchTier` runs training jobs with ranks (Slurm, local)
+and is driven by the Watcher (watch.py) through three batched calls, ``poll_scheduler``,
+``poll_ranks`` and ``open_log``; :class:`ServeTier` runs long-lived services (Kubernetes) and
+follows them with its own watches. Magics, widgets and the server only talk to this API.
 """
 
 from __future__ import annotations
 
 import abc
 import threading
-import time
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import fields
+from typing import TYPE_CHECKING, Any
 
 from .config import Profile
-from .errors import SpecError
-from .model import JobSpec, JobStatus, LogLine, RankState, SchedulerInfo
+from .errors import ConfigError, SpecError
+from .handles import Handle, Job, Service, handle_for
+from .logs import ByteStream, LogDecoder
+from .model import JobSpec, JobStatus, LogLine, RankState, SchedulerInfo, ServeSpec, ServiceStatus
+from .options import JOB_OPTIONS, SERVE_OPTIONS, Option, convert_values
 from .registry import JobRecord, Registry
 
 if TYPE_CHECKING:
     from .watch import Watcher
 
+__all__ = ["BatchTier", "ByteStream", "Handle", "Job", "ServeTier", "Service", "Tier"]
 
-class ByteStream(Protocol):
-    """A live byte stream (a followed log): iterate for chunks, close to stop."""
-
-    def __iter__(self) -> Iterator[bytes]: ...
-
-    def close(self) -> None: ...
-
-
-SPEC_FIELDS = {f for f in JobSpec.__dataclass_fields__ if f not in ("script", "metadata")}
+# Mapping-valued options merge key by key over the profile's; passthrough lists extend it.
+_UPDATED = ("env", "node_selector")
+_EXTENDED = ("sbatch_options", "setup")
 
 
 class Tier(abc.ABC):
-    """Base of the Slurm and local tiers."""
+    """What every tier shares: its profile, the registry, handles, and specs from defaults."""
 
     kind: str = ""
 
     def __init__(self, profile: Profile, registry: Registry | None = None) -> None:
         self.profile = profile
         self._registry = registry
-        self._watcher: Watcher | None = None
         self._lock = threading.Lock()
 
     @property
@@ -53,6 +53,69 @@ class Tier(abc.ABC):
         if self._registry is None:
             self._registry = Registry()
         return self._registry
+
+    def handle(self, record: JobRecord) -> Handle:
+        """The Job or Service handle of a registry record."""
+        return handle_for(self, record)
+
+    def attach(self, ref: str) -> Handle:
+        """A handle on a job or service in the registry (``id`` or ``profile/id``)."""
+        return self.handle(self.registry.get(ref, profile=self.name))
+
+    @abc.abstractmethod
+    def refresh(self, records: Sequence[JobRecord]) -> None:
+        """Ask the cluster about these records (batched where it can) and record their states."""
+
+    def close(self) -> None:  # noqa: B027 - optional: only tiers that hold connections override it
+        """Stop watching and drop the connection."""
+
+    def _build_spec(self, spec_class: type, options: Sequence[Option], body_field: str,
+                    validate: Callable[[Any], None], body: str, given: dict[str, Any]) -> Any:
+        """A spec from the body, the profile's defaults, env and setup, then ``given`` options.
+
+        ``env`` (and node selectors) merge key by key over the profile's, passthrough lists
+        (``sbatch_options``, ``setup``) extend it, every other option replaces it.
+        """
+        known = {f.name for f in fields(spec_class)} - {body_field, "metadata"}
+        unknown = set(given) - known
+        if unknown:
+            raise SpecError(sorted(unknown)[0], f"unknown option; known: {', '.join(sorted(known))}")
+        values = self._checked_defaults(spec_class, options, body_field, validate)
+        values["env"] = tuple(self.profile.env.items())
+        if "setup" in known:
+            values["setup"] = tuple(self.profile.setup)
+        given = convert_values({k: v for k, v in given.items() if v is not None}, options)
+        for key, value in given.items():
+            current = values.get(key)
+            if key in _UPDATED and current:
+                values[key] = tuple({**dict(current), **dict(value)}.items())
+            elif key in _EXTENDED and current:
+                values[key] = (*current, *value)
+            else:
+                values[key] = value
+        return spec_class(**{body_field: body}, **values)
+
+    def _checked_defaults(self, spec_class: type, options: Sequence[Option], body_field: str,
+                          validate: Callable[[Any], None]) -> dict[str, Any]:
+        """The profile's defaults as spec values; a bad one is blamed on the profile file and
+        key, not on a magic option the user did not type."""
+        source = self.profile.sources[-1] if self.profile.sources else "tiers.yaml"
+        try:
+            values = convert_values(dict(self.profile.defaults), options, from_yaml=True)
+            validate(spec_class(**{body_field: ""}, **values))
+        except SpecError as exc:
+            key = f"profiles.{self.name}.defaults.{exc.field.split()[0]}"
+            raise ConfigError(source, key, exc.problem) from None
+        return values
+
+
+class BatchTier(Tier):
+    """Base of the training tiers (Slurm, local): batch jobs with ranks, a job directory and a
+    rank-prefixed log, watched by one polling Watcher per tier."""
+
+    def __init__(self, profile: Profile, registry: Registry | None = None) -> None:
+        super().__init__(profile, registry)
+        self._watcher: Watcher | None = None
 
     @property
     def watcher(self) -> Watcher:
@@ -72,34 +135,18 @@ class Tier(abc.ABC):
 
         ``env`` in options is merged over the profile's env; ``setup`` is appended to it.
         """
-        unknown = set(options) - SPEC_FIELDS
-        if unknown:
-            raise SpecError(sorted(unknown)[0], f"unknown option; known: {', '.join(sorted(SPEC_FIELDS))}")
-        values = self._checked_defaults()
-        env = dict(self.profile.env)
-        env.update(dict(options.pop("env", ()) or ()))
-        setup = (*self.profile.setup, *tuple(options.pop("setup", ()) or ()))
-        extra = tuple(values.pop("sbatch_options", ())) + tuple(options.pop("sbatch_options", ()) or ())
-        values.update({k: v for k, v in options.items() if v is not None})
-        return JobSpec(
-            script=script, env=tuple(env.items()), setup=setup, sbatch_options=extra,
-            **_stringly(values),
-        )
+        spec: JobSpec = self._build_spec(JobSpec, JOB_OPTIONS, "script", self.validate, script, options)
+        return spec
 
-    def _checked_defaults(self) -> dict[str, Any]:
-        """The profile's defaults as JobSpec values; a bad one is blamed on the profile file, not
-        on the magic option the user did not type."""
-        from .config import ConfigError
-        from .slurm.render import validate_spec
+    def validate(self, spec: JobSpec) -> None:
+        """Raise SpecError for a value this tier cannot run."""
+        from .jobspec import validate_spec
 
-        values = {k: tuple(v) if isinstance(v, list) else v for k, v in self.profile.defaults.items()}
-        try:
-            validate_spec(JobSpec(script="", **_stringly(values)))
-        except SpecError as exc:
-            source = self.profile.sources[-1] if self.profile.sources else "tiers.yaml"
-            key = f"profiles.{self.name}.defaults.{exc.field.split()[0]}"
-            raise ConfigError(source, key, exc.problem) from None
-        return values
+        validate_spec(spec)
+
+    def log_decoder(self, offset: int, *, skip_partial: bool = False) -> LogDecoder:
+        """A decoder of this tier's merged log from a byte offset (rank-prefixed lines)."""
+        return LogDecoder(offset, skip_partial=skip_partial)
 
     # --- what each tier implements -------------------------------------------------------
     @abc.abstractmethod
@@ -163,102 +210,78 @@ class Tier(abc.ABC):
             out[rec.job_id] = st
         return out
 
+    def refresh(self, records: Sequence[JobRecord]) -> None:
+        self.status(records)
+
     def job(self, record: JobRecord) -> Job:
         return Job(self, record)
 
-    def attach(self, ref: str) -> Job:
-        """A handle on a job recorded in the registry (``job_id`` or ``profile/job_id``)."""
-        return Job(self, self.registry.get(ref, profile=self.name))
 
+class ServeTier(Tier):
+    """Base of the serving tiers: long-lived services with replicas, followed by watches.
 
-class Job:
-    """Handle on one submitted job. Cheap to create; all work goes through its tier."""
+    A service never ends by itself; ``Service.wait_ready`` waits for READY or FAILED.
+    """
 
-    def __init__(self, tier: Tier, record: JobRecord) -> None:
-        self.tier = tier
-        self.record = record
+    def make_spec(self, body: str, **options: Any) -> ServeSpec:
+        """A ServeSpec from the cell body, the profile's defaults and env, then ``options``."""
+        spec: ServeSpec = self._build_spec(ServeSpec, SERVE_OPTIONS, "body", self.validate, body, options)
+        return spec
 
-    def __repr__(self) -> str:
-        return f"<Job {self.record.key} {self.record.name!r}>"
+    def validate(self, spec: ServeSpec) -> None:
+        """Raise SpecError for a value this tier cannot serve."""
+        from .k8s.render import validate_serve_spec
 
-    @property
-    def id(self) -> str:
-        return self.record.job_id
+        validate_serve_spec(spec)
 
-    @property
-    def key(self) -> str:
-        return self.record.key
+    def refresh(self, records: Sequence[JobRecord]) -> None:
+        for record in records:
+            self.service_status(record)
 
-    @property
-    def name(self) -> str:
-        return self.record.name
+    def service(self, record: JobRecord) -> Service:
+        return Service(self, record)
 
-    @property
-    def script(self) -> str:
-        """The rendered job script, as submitted (no env values)."""
-        return self.record.script
+    @abc.abstractmethod
+    def render(self, spec: ServeSpec) -> str:
+        """Every object that would be applied, as YAML (Secret values redacted)."""
 
-    def status(self) -> JobStatus:
-        """Current status: one scheduler query and one read of the rank files."""
-        return self.tier.status([self.record])[self.record.job_id]
+    @abc.abstractmethod
+    def apply(self, spec: ServeSpec) -> Service:
+        """Create or update the service (idempotent: an unchanged spec changes nothing)."""
 
-    def logs(self, rank: int | None = None, tail: int | None = None) -> str:
-        """The log as text: all ranks with ``"R: "`` prefixes, or one rank's lines without."""
-        if rank is not None:
-            return "".join(ln.text + "\n" for ln in self.tier.rank_log(self.record, rank, tail))
-        if tail is not None:
-            return self.tier.tail_log(self.record, tail).decode("utf-8", errors="replace")
-        return self.tier.read_log(self.record, 0).decode("utf-8", errors="replace")
+    @abc.abstractmethod
+    def service_status(self, record: JobRecord) -> ServiceStatus:
+        """The service's status now (also recorded in the registry)."""
 
-    def wait(self, timeout: float | None = None) -> JobStatus:
-        """Block until the job ends (or ``timeout`` seconds pass); returns the last status."""
-        done = threading.Event()
-        last: list[JobStatus] = []
+    @abc.abstractmethod
+    def service_logs(self, record: JobRecord, pod: str | None = None, tail: int | None = None) -> str:
+        """Every pod's log merged with a ``pod: `` prefix, or one pod's."""
 
-        def on_status(status: JobStatus) -> None:
-            last[:] = [status]
-            if status.state.terminal:
-                done.set()
+    @abc.abstractmethod
+    def endpoint(self, record: JobRecord) -> str | None:
+        """The service's URL."""
 
-        sub = self.tier.watcher.watch(self.record, on_status=on_status, follow_logs=False)
-        try:
-            done.wait(timeout)
-        finally:
-            self.tier.watcher.unwatch(sub)
-        return last[0] if last else self.status()
+    @abc.abstractmethod
+    def scale(self, record: JobRecord, replicas: int) -> None:
+        """Set the number of replicas."""
 
-    def follow(self, offset: int = 0, timeout: float | None = None) -> Iterator[LogLine]:
-        """Yield log lines as they are written until the job ends (resumes from ``offset``)."""
-        import queue
+    @abc.abstractmethod
+    def restart(self, record: JobRecord) -> None:
+        """Replace every pod with a rolling update."""
 
-        q: queue.Queue[LogLine | None] = queue.Queue()
-        def on_lines(lines: list[LogLine]) -> None:
-            for line in lines:
-                q.put(line)
+    @abc.abstractmethod
+    def delete(self, record: JobRecord) -> None:
+        """Remove everything the tier made for the service."""
 
-        sub = self.tier.watcher.watch(
-            self.record,
-            on_lines=on_lines,
-            on_end=lambda status: q.put(None),
-            log_offset=offset,
-        )
-        deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            while True:
-                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                item = q.get(timeout=remaining)
-                if item is None:
-                    return
-                yield item
-        finally:
-            self.tier.watcher.unwatch(sub)
+    @abc.abstractmethod
+    def port_forward(self, record: JobRecord, local_port: int = 0) -> str:
+        """Open a local port to a ready replica; returns its URL."""
 
-    def cancel(self) -> None:
-        self.tier.cancel(self.record)
-        self.tier.watcher.kick()
+    @abc.abstractmethod
+    def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,
+              on_lines: Callable[[list[Any]], None] | None = None) -> Any:
+        """Deliver status changes (and pod log lines) to the callbacks until ``unwatch``."""
 
-
-def _stringly(values: dict[str, Any]) -> dict[str, Any]:
-    """YAML may give numbers for fields Slurm takes as text (``time: 30``, ``gpus_per_node: 8``)."""
-    return {k: str(v) if k in ("gpus_per_node", "mem", "time") and v is not None else v
-            for k, v in values.items()}
+    @abc.abstractmethod
+    def unwatch(self, subscription: Any) -> None:
+        """Stop delivering to one ``watch`` subscription."""

@@ -1,4 +1,5 @@
-"""``%tiers`` subcommands (also usable outside IPython): jobs, attach, logs, cancel, profiles."""
+"""``%tiers`` subcommands (also ``jupyter tiers``): jobs, attach, logs, cancel, delete, scale,
+restart, profiles — on training jobs and services alike."""
 
 from __future__ import annotations
 
@@ -31,33 +32,47 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="%tiers", add_help=True)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    jobs = sub.add_parser("jobs", help="jobs of every tier, newest first")
+    jobs = sub.add_parser("jobs", help="jobs and services of every tier, newest first")
     jobs.add_argument("--profile", "-p")
     jobs.add_argument("--limit", type=int, default=20)
-    attach = sub.add_parser("attach", help="show the live view of a job")
-    attach.add_argument("job", help="job id or profile/job id")
+    jobs.add_argument("--kind", choices=["job", "service"])
+    attach = sub.add_parser("attach", help="show the live view of a job or service")
+    attach.add_argument("job", help="job id, service name, or profile/id")
     attach.add_argument("--text", action="store_true")
     attach.add_argument("--wait", action="store_true")
-    logs = sub.add_parser("logs", help="print a job's log")
+    logs = sub.add_parser("logs", help="print a job's or service's log")
     logs.add_argument("job")
-    logs.add_argument("--rank", type=int)
+    which = logs.add_mutually_exclusive_group()
+    which.add_argument("--rank", type=int, help="one rank of a job")
+    which.add_argument("--pod", help="one pod of a service")
     logs.add_argument("--tail", type=int)
     cancel = sub.add_parser("cancel", help="cancel a job")
     cancel.add_argument("job")
+    delete = sub.add_parser("delete", help="delete a service and everything it made")
+    delete.add_argument("job")
+    scale = sub.add_parser("scale", help="set a service's replicas")
+    scale.add_argument("job")
+    scale.add_argument("replicas", type=int)
+    restart = sub.add_parser("restart", help="roll every pod of a service")
+    restart.add_argument("job")
     sub.add_parser("profiles", help="list the configured profiles")
     return parser
 
 
 def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
-    """A fixed-width table of registry records (pure, for tests)."""
+    """A fixed-width table of registry records (pure, for tests). SIZE is a job's ranks or a
+    service's ready/desired replicas; WHERE its nodes or endpoint."""
     now = now or time.time()
-    header = ("JOB", "NAME", "PROFILE", "TIER", "STATE", "RANKS", "NODES", "SUBMITTED")
+    header = ("ID", "KIND", "NAME", "PROFILE", "TIER", "STATE", "SIZE", "WHERE", "STARTED")
     rows = [header]
     for r in records:
         age = int(now - r.submitted_at)
         ago = f"{age // 3600}h ago" if age >= 3600 else f"{age // 60}m ago" if age >= 60 else f"{age}s ago"
-        rows.append((r.job_id, r.name, r.profile, r.tier, r.state, str(r.world_size),
-                     r.nodelist or "-", ago))
+        if r.kind == "service":
+            size, where = r.detail or "-", r.nodelist or "-"
+        else:
+            size, where = str(r.world_size), r.nodelist or "-"
+        rows.append((r.job_id, r.kind, r.name, r.profile, r.tier, r.state, size, where, ago))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                      for row in rows)
@@ -75,21 +90,25 @@ def refresh_states(records: list[JobRecord]) -> list[str]:
     warnings = []
     by_profile: dict[str, list[JobRecord]] = {}
     for rec in records:
-        if not JobState.parse(rec.state).terminal:
+        if rec.kind == "service" or not JobState.parse(rec.state).terminal:
             by_profile.setdefault(rec.profile, []).append(rec)
     for profile, recs in sorted(by_profile.items()):
         try:
-            connect(profile).status(recs)
+            connect(profile).refresh(recs)
         except (TiersError, ValueError) as exc:
             warnings.append(f"({profile}: states as last recorded — {exc})")
     return warnings
 
 
-def _job(ref: str) -> Any:
+def _handle(ref: str, kind: str | None = None) -> Any:
+    """The Job or Service handle of ``ref``; ``kind`` names what the command acts on."""
     from .api import connect
 
     record = Registry().get(ref)
-    return connect(record.profile).job(record)
+    if kind is not None and record.kind != kind:
+        other = {"job": "cancel", "service": "delete"}[record.kind]
+        raise CommandUsage(f"%tiers: {ref} is a {record.kind}, not a {kind}; use %tiers {other} {ref}")
+    return connect(record.profile).handle(record)
 
 
 def run(argv: list[str], shell: Any = None) -> Any:
@@ -100,9 +119,9 @@ def run(argv: list[str], shell: Any = None) -> Any:
         return None
     if args.command == "jobs":
         registry = Registry()
-        records = registry.list(limit=args.limit, profile=args.profile)
+        records = registry.list(limit=args.limit, profile=args.profile, kind=args.kind)
         warnings = refresh_states(records)
-        records = registry.list(limit=args.limit, profile=args.profile)
+        records = registry.list(limit=args.limit, profile=args.profile, kind=args.kind)
         print(format_jobs(records) if records else "no jobs yet")
         for warning in warnings:
             print(warning)
@@ -113,13 +132,32 @@ def run(argv: list[str], shell: Any = None) -> Any:
             where = prof.get("host") or prof.get("context") or "this machine"
             print(f"{mark} {name:<16} {prof.tier:<6} {where:<24} from {', '.join(prof.sources)}")
     elif args.command == "logs":
-        print(_job(args.job).logs(rank=args.rank, tail=args.tail), end="")
+        handle = _handle(args.job)
+        if handle.kind == "job":
+            if args.pod is not None:
+                raise CommandUsage(f"%tiers logs: {args.job} is a job; use --rank N, not --pod")
+            text = handle.logs(rank=args.rank, tail=args.tail)
+        else:
+            if args.rank is not None:
+                raise CommandUsage(f"%tiers logs: {args.job} is a service; use --pod NAME, not --rank")
+            text = handle.logs(pod=args.pod, tail=args.tail)
+        print(text, end="")
     elif args.command == "cancel":
-        job = _job(args.job)
-        job.cancel()
-        print(f"cancel requested for job {job.id} ({job.name})")
+        print(_handle(args.job, "job").stop())
+    elif args.command == "delete":
+        print(_handle(args.job, "service").stop())
+    elif args.command == "scale":
+        if args.replicas < 0:
+            raise CommandUsage("%tiers scale: replicas must be 0 or more")
+        service = _handle(args.job, "service")
+        service.scale(args.replicas)
+        print(f"service {service.name} scaled to {args.replicas}")
+    elif args.command == "restart":
+        service = _handle(args.job, "service")
+        service.restart()
+        print(f"service {service.name} restarting (rolling update)")
     elif args.command == "attach":
-        from .display import show_job
+        from .display import show_handle
 
-        show_job(_job(args.job), wait=args.wait, text=args.text, attach=True)
+        show_handle(_handle(args.job), wait=args.wait, text=args.text, attach=True)
     return None

@@ -16,13 +16,16 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from .errors import ControllerUnreachable, TiersError
 from .model import JobStatus, LogLine, RankPhase
 from .registry import JobRecord
-from .slurm.parse import LogDecoder
 from .status import merge_status
-from .tier import ByteStream, Tier
+
+if TYPE_CHECKING:
+    from .logs import ByteStream
+    from .tier import BatchTier
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +66,7 @@ class LogFollower:
 
     def __init__(
         self,
-        tier: Tier,
+        tier: BatchTier,
         record: JobRecord,
         offset: int,
         on_lines: LinesCallback,
@@ -73,7 +76,7 @@ class LogFollower:
     ) -> None:
         self.tier = tier
         self.record = record
-        self.decoder = LogDecoder(offset, skip_partial=skip_partial)
+        self.decoder = tier.log_decoder(offset, skip_partial=skip_partial)
         self.on_lines = on_lines
         self.max_backoff = max_backoff
         self.reconnects = 0
@@ -160,7 +163,7 @@ class Watcher:
 
     def __init__(
         self,
-        tier: Tier,
+        tier: BatchTier,
         *,
         status_interval: float = 15.0,
         rank_interval: float = 1.0,

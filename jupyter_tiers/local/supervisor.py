@@ -53,7 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..slurm.render import LOG_NAME, RANKS_DIR
+from ..jobdir import LOG_NAME, RANKS_DIR
 
 STATE_FILE = "state.json"
 PLAN_FILE = "job.json"

@@ -30,11 +30,13 @@ from typing import Any
 
 from ..config import Profile
 from ..errors import SpecError, SubmitError
+from ..handles import Job
+from ..jobdir import LOG_NAME, RANKS_DIR, job_files, parse_rank_file
+from ..jobspec import validate_spec
+from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
 from ..registry import JobRecord, Registry, spec_for_record
-from ..slurm.parse import parse_rank_file, split_log_line
-from ..slurm.render import LOG_NAME, RANKS_DIR, render_job, validate_spec
-from ..tier import ByteStream, Job, Tier
+from ..tier import BatchTier
 from . import supervisor as sv
 
 MAX_RANKS = 1024  # a local job's ranks all run on this machine
@@ -177,7 +179,7 @@ class FileFollower:
         self._closed.set()
 
 
-class LocalTier(Tier):
+class LocalTier(BatchTier):
     """Jobs as local processes; one watcher for all of them. See the module docstring."""
 
     kind = "local"
@@ -227,7 +229,7 @@ class LocalTier(Tier):
     def submit(self, spec: JobSpec) -> Job:
         """Write the job directory, start its supervisor detached, record the job."""
         script = self.render(spec)
-        files = {k: v for k, v in render_job(spec).files.items() if k != "job.sbatch"}
+        files = job_files(spec)
         files[sv.BATCH_FILE] = (script, 0o644)
         job_id, jobdir = self._new_jobdir(spec.name)
         for fname, (content, mode) in files.items():

@@ -13,8 +13,9 @@ import time
 from collections.abc import Sequence
 
 from ..errors import SpecError
+from ..jobdir import LOG_NAME
 from .parse import SACCT_FIELDS, SQUEUE_FORMAT
-from .render import LOG_NAME, RenderedJob
+from .render import RenderedJob
 
 _JOB_ID_RE = re.compile(r"^\d+$")
 _WORKDIR_RE = re.compile(r"^(~/)?[A-Za-z0-9_./+@-]+$")

@@ -8,18 +8,14 @@ from typing import TYPE_CHECKING, Any
 
 from ..config import Profile
 from ..errors import ControllerUnreachable, SubmitError
+from ..handles import Job
+from ..jobdir import parse_rank_files
+from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, LogLine, RankState, SchedulerInfo
 from ..registry import JobRecord, Registry, spec_for_record
-from ..tier import ByteStream, Job, Tier
+from ..tier import BatchTier
 from . import commands
-from .parse import (
-    parse_rank_files,
-    parse_sacct,
-    parse_sbatch_parsable,
-    parse_scontrol_jobs,
-    parse_squeue,
-    split_log_line,
-)
+from .parse import parse_sacct, parse_sbatch_parsable, parse_scontrol_jobs, parse_squeue
 from .render import render_job
 
 if TYPE_CHECKING:
@@ -51,7 +47,7 @@ def transport_for(profile: Profile) -> SSHTransport:
     return SSHTransport(target)
 
 
-class SlurmTier(Tier):
+class SlurmTier(BatchTier):
     """A Slurm cluster reached over SSH. One connection and one watcher for all its jobs."""
 
     kind = "slurm"

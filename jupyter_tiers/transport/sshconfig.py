@@ -21,6 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
+from ..errors import TiersError
+
 if TYPE_CHECKING:
     from .ssh import SSHTarget
 
@@ -34,7 +36,7 @@ _MAX_INCLUDE_DEPTH = 16
 _MAX_JUMP_DEPTH = 10
 
 
-class SSHConfigError(ValueError):
+class SSHConfigError(TiersError, ValueError):
     """The ssh config, a ProxyJump spec or a target field cannot be used (message says why)."""
 
 

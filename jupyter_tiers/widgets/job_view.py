@@ -11,9 +11,9 @@ import anywidget
 import traitlets as t
 
 from ..errors import TiersError
+from ..handles import Job
 from ..model import JobStatus, LogLine
 from ..status import summary_line
-from ..tier import Job
 from .batcher import LineBatcher
 from .state import line_rows, status_traits
 

@@ -6,7 +6,7 @@ import re
 from typing import Any
 
 from ..model import JobStatus, LogLine, RankPhase
-from ..slurm.parse import format_elapsed
+from ..timefmt import format_elapsed
 
 PHASE_CODES = {
     RankPhase.WAITING: "w",

@@ -6,9 +6,9 @@ import sys
 import threading
 from typing import TextIO
 
+from ..handles import Job
 from ..model import JobStatus, LogLine
 from ..status import summary_line
-from ..tier import Job
 
 
 def format_line(line: LogLine) -> str:

@@ -191,8 +191,9 @@ def check_quickstart(out: dict[str, str], backend: str) -> None:
     assert summary.groups() == (job_id, "local[0-1]")
 
     table = out["jobs"].splitlines()
-    assert table[0].split()[:5] == ["JOB", "NAME", "PROFILE", "TIER", "STATE"]
-    assert table[1].split()[:7] == [job_id, "quickstart", "local", "local", "COMPLETED", "2", "local[0-1]"]
+    assert table[0].split()[:6] == ["ID", "KIND", "NAME", "PROFILE", "TIER", "STATE"]
+    assert table[1].split()[:8] == [job_id, "job", "quickstart", "local", "local", "COMPLETED", "2",
+                                    "local[0-1]"]
 
 
 def test_quickstart_runs_on_the_local_tier(kernel_env: dict[str, str], tmp_path: Path) -> None:

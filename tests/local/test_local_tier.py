@@ -436,7 +436,7 @@ def test_pure_helpers() -> None:
 
 
 def test_parse_rank_file_agrees_with_the_slurm_query_parser() -> None:
-    from jupyter_tiers.slurm.parse import parse_rank_file, parse_rank_files
+    from jupyter_tiers.jobdir import parse_rank_file, parse_rank_files
 
     text = "start 10.5 local1\nexit 7 12.25\nstart 20.0 local0\nsignal 15 21.0\n"
     query = "@@ /j\n" + "".join(f"/j/ranks/4:{ln}\n" for ln in text.splitlines()) + "% 4 30.0\n"

@@ -422,11 +422,12 @@ def test_tiers_jobs_prints_a_table(ip, capsys) -> None:
     train(ip, capsys, "--profile local --name table-b --wait", "print('b')\n")
     out = tiers(ip, capsys, "jobs")
     lines = out.splitlines()
-    assert lines[0].split() == ["JOB", "NAME", "PROFILE", "TIER", "STATE", "RANKS", "NODES", "SUBMITTED"]
+    assert lines[0].split() == ["ID", "KIND", "NAME", "PROFILE", "TIER", "STATE", "SIZE", "WHERE",
+                                "STARTED"]
     rows = [ln.split() for ln in lines[1:]]
-    assert [r[1] for r in rows] == ["table-b", "table-a"]  # newest first
-    assert rows[1][2:7] == ["local", "local", "COMPLETED", "2", "local[0-1]"]
-    assert rows[0][2:7] == ["local", "local", "COMPLETED", "1", "local0"]
+    assert [r[2] for r in rows] == ["table-b", "table-a"]  # newest first
+    assert rows[1][1:8] == ["job", "table-a", "local", "local", "COMPLETED", "2", "local[0-1]"]
+    assert rows[0][1:8] == ["job", "table-b", "local", "local", "COMPLETED", "1", "local0"]
     assert len(tiers(ip, capsys, "jobs --limit 1").splitlines()) == 2
     assert tiers(ip, capsys, "jobs --profile elsewhere").strip() == "no jobs yet"
 
@@ -503,7 +504,7 @@ def test_local_cancel_by_id(ip, capsys) -> None:
     assert tiers(ip, capsys, f"cancel {job.id}").strip() == f"cancel requested for job {job.id} (sleeper)"
     assert job.wait(timeout=GUARD).state is JobState.CANCELLED
     row = tiers(ip, capsys, "jobs").splitlines()[1].split()
-    assert row[:5] == [job.id, "sleeper", "local", "local", "CANCELLED"]
+    assert row[:6] == [job.id, "job", "sleeper", "local", "local", "CANCELLED"]
 
 
 def check_same_name_attaches(ip, capsys, profile: str) -> None:

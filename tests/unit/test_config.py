@@ -228,7 +228,7 @@ def test_port_out_of_range(layers: Layers) -> None:
 def test_unknown_tier(layers: Layers) -> None:
     err = _error(layers, "profiles:\n  hpc:\n    tier: pbs\n")
     assert err.key == "profiles.hpc.tier"
-    assert "slurm, local, k8s" in err.problem
+    assert "slurm, local, kubernetes" in err.problem
     assert "'pbs'" in err.problem
 
 

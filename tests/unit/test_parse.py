@@ -8,20 +8,19 @@ import random
 import pytest
 
 from jupyter_tiers.errors import SubmitError
+from jupyter_tiers.logs import LogDecoder, split_log_line
 from jupyter_tiers.model import JobState, LogLine
 from jupyter_tiers.slurm.parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
-    LogDecoder,
     expand_hostlist,
-    format_elapsed,
     parse_elapsed,
     parse_sacct,
     parse_sbatch_parsable,
     parse_scontrol_jobs,
     parse_squeue,
-    split_log_line,
 )
+from jupyter_tiers.timefmt import format_elapsed
 
 # --- sbatch --parsable ------------------------------------------------------------------------
 

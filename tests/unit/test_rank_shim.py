@@ -1,4 +1,4 @@
-"""The rank shim (slurm/render.py RANK_SHIM) run for real with bash, and its files read back with
+"""The rank shim (jobdir.py RANK_SHIM) run for real with bash, and its files read back with
 the rank-state query (slurm/commands.py RANKS_SH) and parse_rank_files."""
 
 from __future__ import annotations
@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_tiers.jobdir import RANK_SHIM, parse_rank_file, parse_rank_files
 from jupyter_tiers.model import RankPhase
 from jupyter_tiers.slurm.commands import RANKS_SH, ranks_argv
-from jupyter_tiers.slurm.parse import parse_rank_file, parse_rank_files
-from jupyter_tiers.slurm.render import RANK_SHIM
 
 TS = r"\d+\.\d+"
 HANG_GUARD = 60  # seconds; only keeps a broken shim from hanging the test run

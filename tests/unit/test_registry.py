@@ -165,3 +165,47 @@ def test_secret_never_reaches_the_database_file(tmp_path: Path) -> None:
         assert secret.encode() not in blob, file.name
         assert secret[::-1].encode() not in blob, file.name
     assert b"WANDB_API_KEY" in path.read_bytes()  # the names are kept
+
+
+# --- layout versions ----------------------------------------------------------------------------
+
+V0_FILE = Path(__file__).parent / "data" / "registry-v0.sqlite"  # written by the jobs-only registry
+
+
+def test_a_registry_written_by_the_first_layout_is_migrated_in_place(tmp_path: Path) -> None:
+    import shutil
+    import sqlite3
+
+    from jupyter_tiers.registry import SCHEMA_VERSION
+
+    path = tmp_path / "registry.sqlite"
+    shutil.copy(V0_FILE, path)
+    reg = Registry(path)
+    jobs = reg.list()
+    assert [(r.key, r.kind, r.state, r.world_size) for r in jobs] == [
+        ("local/7", "job", "COMPLETED", 2), ("hpc/41", "job", "FAILED", 16)]
+    old = reg.get("hpc/41")
+    assert old.jobdir == "/home/a/jupyter-tiers/llama-ft/x" and old.nodelist == "node[1-2]"
+    assert old.spec["env"] == [["WANDB_API_KEY", None]]
+    with sqlite3.connect(path) as db:
+        assert db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+    # A service (no job directory, no ranks) now fits beside the old jobs, and opening again
+    # does not migrate twice.
+    reg.add(JobRecord(profile="serving", tier="kubernetes", job_id="llama-svc", name="llama-svc",
+                      kind="service", state="READY", detail="2/2 ready"))
+    again = Registry(path)
+    assert [r.kind for r in again.list()] == ["service", "job", "job"]
+    assert [r.key for r in again.list(kind="service")] == ["serving/llama-svc"]
+    assert again.get("serving/llama-svc").jobdir == ""
+
+
+def test_a_registry_from_a_newer_version_is_refused_clearly(tmp_path: Path) -> None:
+    import sqlite3
+
+    from jupyter_tiers.errors import TiersError
+
+    path = tmp_path / "registry.sqlite"
+    with sqlite3.connect(path) as db:
+        db.execute("PRAGMA user_version = 99")
+    with pytest.raises(TiersError, match="newer jupyter-tiers"):
+        Registry(path)

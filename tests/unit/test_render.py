@@ -13,16 +13,11 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.errors import SpecError
+from jupyter_tiers.jobdir import RANK_SHIM, render_env
+from jupyter_tiers.jobspec import parse_sbatch_option, validate_spec
 from jupyter_tiers.model import JobSpec
 from jupyter_tiers.slurm.commands import pack_job
-from jupyter_tiers.slurm.render import (
-    RANK_SHIM,
-    parse_sbatch_option,
-    render_env,
-    render_job,
-    render_sbatch,
-    validate_spec,
-)
+from jupyter_tiers.slurm.render import render_job, render_sbatch
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("JT_UPDATE_SNAPSHOTS") == "1"

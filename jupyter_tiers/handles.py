@@ -1,0 +1,210 @@
+"""The handles users hold: a training ``Job`` and a serving ``Service``, on one shared base.
+
+Handles are cheap to create; all work goes through their tier. ``%tiers``, ``jupyter tiers`` and
+the widgets act on any handle through the shared base (status, logs, wait, stop).
+"""
+
+from __future__ import annotations
+
+import abc
+import threading
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from .model import JobStatus, LogLine, PodInfo, ServiceStatus
+from .registry import JobRecord
+
+if TYPE_CHECKING:
+    from .tier import BatchTier, ServeTier, Tier
+
+
+class Handle(abc.ABC):
+    """One job or service of a tier, as recorded in the registry."""
+
+    kind: str = ""
+
+    def __init__(self, tier: Tier, record: JobRecord) -> None:
+        self.tier = tier
+        self.record = record
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.record.key} {self.record.name!r}>"
+
+    @property
+    def id(self) -> str:
+        return self.record.job_id
+
+    @property
+    def key(self) -> str:
+        """Unique across profiles: ``profile/id``."""
+        return self.record.key
+
+    @property
+    def name(self) -> str:
+        return self.record.name
+
+    @property
+    def script(self) -> str:
+        """What was submitted or applied, as text (no env values)."""
+        return self.record.script
+
+    @abc.abstractmethod
+    def status(self) -> JobStatus | ServiceStatus:
+        """The current status, asked of the cluster now."""
+
+    @abc.abstractmethod
+    def logs(self, *, tail: int | None = None) -> str:
+        """The log as text (all ranks or all pods, merged), or only its last ``tail`` lines."""
+
+    @abc.abstractmethod
+    def wait(self, timeout: float | None = None) -> JobStatus | ServiceStatus:
+        """Block until the job ends / the service is ready or failed; returns the last status."""
+
+    @abc.abstractmethod
+    def stop(self) -> str:
+        """Cancel the job / delete the service; returns a line saying what was done."""
+
+
+class Job(Handle):
+    """Handle on one submitted training job."""
+
+    kind = "job"
+    tier: BatchTier
+
+    def status(self) -> JobStatus:
+        """Current status: one scheduler query and one read of the rank files."""
+        return self.tier.status([self.record])[self.record.job_id]
+
+    def logs(self, rank: int | None = None, tail: int | None = None) -> str:
+        """The log as text: all ranks with ``"R: "`` prefixes, or one rank's lines without."""
+        if rank is not None:
+            return "".join(ln.text + "\n" for ln in self.tier.rank_log(self.record, rank, tail))
+        if tail is not None:
+            return self.tier.tail_log(self.record, tail).decode("utf-8", errors="replace")
+        return self.tier.read_log(self.record, 0).decode("utf-8", errors="replace")
+
+    def wait(self, timeout: float | None = None) -> JobStatus:
+        """Block until the job ends (or ``timeout`` seconds pass); returns the last status."""
+        done = threading.Event()
+        last: list[JobStatus] = []
+
+        def on_status(status: JobStatus) -> None:
+            last[:] = [status]
+            if status.state.terminal:
+                done.set()
+
+        sub = self.tier.watcher.watch(self.record, on_status=on_status, follow_logs=False)
+        try:
+            done.wait(timeout)
+        finally:
+            self.tier.watcher.unwatch(sub)
+        return last[0] if last else self.status()
+
+    def follow(self, offset: int = 0, timeout: float | None = None) -> Iterator[LogLine]:
+        """Yield log lines as they are written until the job ends (resumes from ``offset``)."""
+        import queue
+
+        q: queue.Queue[LogLine | None] = queue.Queue()
+
+        def on_lines(lines: list[LogLine]) -> None:
+            for line in lines:
+                q.put(line)
+
+        sub = self.tier.watcher.watch(
+            self.record,
+            on_lines=on_lines,
+            on_end=lambda status: q.put(None),
+            log_offset=offset,
+        )
+        deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            while True:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                item = q.get(timeout=remaining)
+                if item is None:
+                    return
+                yield item
+        finally:
+            self.tier.watcher.unwatch(sub)
+
+    def cancel(self) -> None:
+        self.tier.cancel(self.record)
+        self.tier.watcher.kick()
+
+    def stop(self) -> str:
+        self.cancel()
+        return f"cancel requested for job {self.id} ({self.name})"
+
+
+class Service(Handle):
+    """Handle on one service (a Deployment + Service on Kubernetes, or local replicas)."""
+
+    kind = "service"
+    tier: ServeTier
+
+    def status(self) -> ServiceStatus:
+        """Current status: the Deployment, its pods and their recent Warning events."""
+        return self.tier.service_status(self.record)
+
+    def pods(self) -> tuple[PodInfo, ...]:
+        return self.status().pods
+
+    def logs(self, pod: str | None = None, tail: int | None = None) -> str:
+        """Every pod's log merged with a ``pod-name: `` prefix, or one pod's without."""
+        return self.tier.service_logs(self.record, pod=pod, tail=tail)
+
+    @property
+    def url(self) -> str | None:
+        """The endpoint inside the cluster (``http://NAME.NAMESPACE.svc:PORT``)."""
+        return self.tier.endpoint(self.record)
+
+    def scale(self, replicas: int) -> None:
+        self.tier.scale(self.record, replicas)
+
+    def restart(self) -> None:
+        """Roll every pod (a rollout restart)."""
+        self.tier.restart(self.record)
+
+    def delete(self) -> None:
+        """Remove everything the tier made for this service (Secret and ConfigMap included)."""
+        self.tier.delete(self.record)
+
+    def stop(self) -> str:
+        self.delete()
+        return f"service {self.name} deleted"
+
+    def port_forward(self, local_port: int = 0) -> str:
+        """Open a local port to a ready pod; returns ``http://127.0.0.1:PORT``. It stays open
+        while this process lives (or until :meth:`close_port_forward`)."""
+        return self.tier.port_forward(self.record, local_port)
+
+    def wait_ready(self, timeout: float | None = None) -> ServiceStatus:
+        """Block until the service is ready, has failed or is gone; returns the last status."""
+        done = threading.Event()
+        last: list[ServiceStatus] = []
+
+        def on_status(status: ServiceStatus) -> None:
+            last[:] = [status]
+            if status.state.settled:
+                done.set()
+
+        sub = self.tier.watch(self.record, on_status=on_status)
+        try:
+            done.wait(timeout)
+        finally:
+            self.tier.unwatch(sub)
+        return last[0] if last else self.status()
+
+    def wait(self, timeout: float | None = None) -> ServiceStatus:
+        return self.wait_ready(timeout)
+
+    @property
+    def yaml(self) -> str:
+        """Every object as applied, as YAML (Secret values redacted)."""
+        return self.record.script
+
+
+def handle_for(tier: Any, record: JobRecord) -> Handle:
+    """The right handle for a registry record."""
+    return Service(tier, record) if record.kind == "service" else Job(tier, record)

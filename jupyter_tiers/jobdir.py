@@ -1,0 +1,172 @@
+"""The job-directory protocol shared by the Slurm and local tiers (pure, no I/O).
+
+A job directory holds the cell body (``main.py``, or ``main.sh`` for a shell body), ``rank.sh``
+(the rank shim every rank runs through: it prefixes each output line with the global rank,
+``"137: ..."``, and records ``start``, heartbeat and ``exit``/``signal``/``killed`` under
+``ranks/<rank>``), ``env.sh`` (mode 600, only with env: ``export K='value'`` lines, so values
+never appear in a script shown to the user or stored in the registry), and the merged log
+``job.log``. This module writes those files' text and reads the rank files back.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import replace
+
+from .model import JobSpec, RankPhase, RankState
+
+LOG_NAME = "job.log"
+RANKS_DIR = "ranks"
+
+
+def job_files(spec: JobSpec) -> dict[str, tuple[str, int]]:
+    """The tier-neutral files of a job directory: name -> (content, mode)."""
+    files: dict[str, tuple[str, int]] = {"rank.sh": (RANK_SHIM, 0o755)}
+    body = spec.script if spec.script.endswith("\n") else spec.script + "\n"
+    files["main.sh" if spec.shell else "main.py"] = (body, 0o644)
+    if spec.env:
+        files["env.sh"] = (render_env(spec), 0o600)
+    return files
+
+
+def render_env(spec: JobSpec) -> str:
+    """``export`` lines for env.sh; values are quoted so they reach the job literally."""
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in spec.env)
+
+
+RANK_SHIM = r"""#!/bin/bash
+# jupyter-tiers rank shim: run one rank's program, prefix its output with the global rank,
+# and record start, heartbeat and exit under ranks/<rank> for the notebook's watcher.
+rank="${RANK:-${SLURM_PROCID:-0}}"
+export RANK="$rank" WORLD_SIZE="${WORLD_SIZE:-${JT_WORLD_SIZE:-${SLURM_NTASKS:-1}}}"
+export LOCAL_RANK="${LOCAL_RANK:-${SLURM_LOCALID:-0}}"
+state="$JT_JOB_DIR/ranks/$rank"
+node="${SLURMD_NODENAME:-$(hostname)}"
+printf 'start %s %s\n' "$(date +%s.%N)" "$node" >> "$state"
+shim=$$
+# The heartbeat ends with the shim, even if the shim is killed outright.
+(while sleep "${JT_HEARTBEAT:-10}" && kill -0 "$shim" 2>/dev/null; do touch "$state"; done) \
+  >/dev/null 2>&1 &
+heartbeat=$!
+exec 3>&1
+exec > >(exec sed -u "s/^/$rank: /" >&3) 2>&1
+prefixer=$!
+stopped=""
+trap 'stopped=15; kill -TERM "$child" 2>/dev/null' TERM
+trap 'stopped=2; kill -INT "$child" 2>/dev/null' INT
+# Without job control bash starts background commands with INT and QUIT ignored; undo that
+# (POSIX allows it in a subshell) so the INT forwarded above reaches the program.
+( trap - INT QUIT; exec "$@" 3>&- ) &
+child=$!
+# A signal that came before $child was set could not be forwarded by the trap: do it now.
+if [ -n "$stopped" ]; then kill -"$stopped" "$child" 2>/dev/null; fi
+wait "$child"; code=$?
+while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
+kill "$heartbeat" 2>/dev/null
+if [ -n "$stopped" ]; then
+  printf 'signal %s %s\n' "$stopped" "$(date +%s.%N)" >> "$state"
+elif [ "$code" -gt 128 ]; then
+  # HUP/INT/TERM come from outside (Slurm signals every process of the step, and the program
+  # may die before our own trap runs): a stop. Any other signal (abort, segfault, an OOM kill)
+  # is the rank's own failure.
+  case "$((code - 128))" in 1|2|15) event=signal ;; *) event=killed ;; esac
+  printf '%s %s %s\n' "$event" "$((code - 128))" "$(date +%s.%N)" >> "$state"
+else
+  printf 'exit %s %s\n' "$code" "$(date +%s.%N)" >> "$state"
+fi
+exec 1>&- 2>&-
+# Let the prefixer flush the last lines, but do not hang on a background process the program
+# left holding the pipe open.
+(sleep "${JT_FLUSH_WAIT:-10}"; kill "$prefixer") >/dev/null 2>&1 3>&- &
+flush_timer=$!
+wait "$prefixer" 2>/dev/null
+kill "$flush_timer" 2>/dev/null
+exit "$code"
+"""
+
+
+def parse_rank_files(text: str) -> dict[str, dict[int, RankState]]:
+    """Output of the rank-state query -> job dir -> rank -> state.
+
+    The query prints, per job directory, a line ``@@ DIR``, then ``grep -H`` lines
+    ``DIR/ranks/R:EVENT ...`` and ``find -printf`` lines ``% R MTIME`` for heartbeats.
+    Events: ``start TS NODE``, ``exit CODE TS``, ``signal SIG TS`` (stopped from outside),
+    ``killed SIG TS`` (died of its own signal). A rank restarted by a requeue
+    starts again, so a later ``start`` clears an earlier end.
+    """
+    result: dict[str, dict[int, RankState]] = {}
+    current: dict[int, RankState] | None = None
+    for line in text.splitlines():
+        if line.startswith("@@ "):
+            current = result.setdefault(line[3:], {})
+            continue
+        if current is None:
+            continue
+        if line.startswith("% "):
+            parts = line.split()
+            if len(parts) == 3 and parts[1].isdigit():
+                rank = int(parts[1])
+                prev = current.get(rank, RankState(rank=rank))
+                current[rank] = replace(prev, heartbeat_at=_float(parts[2]))
+            continue
+        path, sep, event = line.partition(":")
+        if not sep:
+            continue
+        rank_text = path.rsplit("/", 1)[-1]
+        if not rank_text.isdigit():
+            continue
+        rank = int(rank_text)
+        current[rank] = _apply_event(current.get(rank, RankState(rank=rank)), event.split())
+    return result
+
+
+def parse_rank_file(rank: int, text: str, heartbeat_at: float | None = None) -> RankState:
+    """One rank file's text (the shim's ``start``/``exit``/``signal`` lines) -> that rank's state.
+
+    For readers of the job directory itself (the local tier); same rules as parse_rank_files.
+    """
+    state = RankState(rank=rank, heartbeat_at=heartbeat_at)
+    for line in text.splitlines():
+        state = _apply_event(state, line.split())
+    return state
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _apply_event(state: RankState, words: list[str]) -> RankState:
+    if not words:
+        return state
+    kind = words[0]
+    if kind == "start" and len(words) >= 2:
+        return replace(
+            state,
+            phase=RankPhase.RUNNING,
+            started_at=_float(words[1]),
+            node=words[2] if len(words) > 2 else state.node,
+            exit_code=None,
+            signal=None,
+            ended_at=None,
+        )
+    if kind == "exit" and len(words) >= 3 and words[1].lstrip("-").isdigit():
+        code = int(words[1])
+        return replace(
+            state,
+            phase=RankPhase.EXITED if code == 0 else RankPhase.FAILED,
+            exit_code=code,
+            ended_at=_float(words[2]),
+        )
+    if kind in ("signal", "killed") and len(words) >= 3 and words[1].isdigit():
+        # "signal": stopped from outside (fail-stop, cancel, time limit); "killed": died of its
+        # own signal (abort, segfault, out of memory), which makes it a failure.
+        return replace(
+            state,
+            phase=RankPhase.STOPPED if kind == "signal" else RankPhase.FAILED,
+            signal=int(words[1]),
+            ended_at=_float(words[2]),
+        )
+    return state

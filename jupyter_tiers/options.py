@@ -1,0 +1,224 @@
+"""The options of each spec, declared once.
+
+The magic's arguments (``%%slurm_train``, ``%%k8s_serve``), the keys a profile's ``defaults`` may
+set, the keyword options of ``tier.make_spec`` and the option names used in error messages are
+all derived from these tables, so an option is added or renamed in one place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import SpecError
+from .model import LAUNCHERS, PULL_POLICIES, SERVE_STRATEGIES
+
+YamlType = type | tuple[type, ...]
+
+
+@dataclass(frozen=True)
+class Option:
+    """One spec field as the magic, the profile and the API see it.
+
+    ``flags``: the magic's flags, long form first (the form named in errors). ``kind``: ``value``
+    (one word), ``flag`` (store_true), ``multi`` (repeatable, collected in a list). ``convert``
+    turns what the magic or the API got into the spec's value and ``from_yaml`` does the same for
+    a profile default; both raise SpecError naming the field.
+    """
+
+    field: str
+    flags: tuple[str, ...]
+    help: str
+    kind: str = "value"
+    type: type = str
+    choices: tuple[str, ...] = ()
+    metavar: str | None = None
+    yaml: YamlType | None = str  # what a profile default may be; None: not settable in a profile
+    convert: Callable[[Any], Any] | None = None
+    from_yaml: Callable[[Any], Any] | None = None
+
+    @property
+    def flag(self) -> str:
+        return self.flags[0]
+
+
+def _pairs(field: str, sep: str = "=") -> Callable[[Any], tuple[tuple[str, str], ...]]:
+    """``["K=V", ...]`` or a mapping -> sorted-as-given pairs."""
+
+    def convert(value: Any) -> tuple[tuple[str, str], ...]:
+        if isinstance(value, Mapping):
+            return tuple((str(k), str(v)) for k, v in value.items())
+        out = []
+        for item in value or ():
+            if isinstance(item, (tuple, list)) and len(item) == 2:
+                out.append((str(item[0]), str(item[1])))
+                continue
+            key, found, val = str(item).partition(sep)
+            if not found or not key:
+                raise SpecError(field, f"{item!r}: write KEY{sep}VALUE")
+            out.append((key, val))
+        return tuple(out)
+
+    return convert
+
+
+def _tolerations(value: Any) -> tuple[tuple[tuple[str, str], ...], ...]:
+    if not isinstance(value, (list, tuple)):
+        raise SpecError("tolerations", "expected a list of mappings (key, operator, value, effect)")
+    out = []
+    for i, item in enumerate(value):
+        if isinstance(item, Mapping):
+            out.append(tuple(sorted((str(k), str(v)) for k, v in item.items())))
+        elif isinstance(item, tuple):
+            out.append(tuple(item))
+        else:
+            raise SpecError("tolerations", f"entry {i} is not a mapping")
+    return tuple(out)
+
+
+def _autoscale(value: Any) -> tuple[int, int, int] | None:
+    if value is None or isinstance(value, tuple):
+        return value
+    from .k8s.render import parse_autoscale
+
+    return parse_autoscale(str(value))
+
+
+def _patch(value: Any) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    if not isinstance(value, Mapping):
+        raise SpecError("patch", f"expected a dict of kind -> partial object, got {type(value).__name__}")
+    try:
+        return json.dumps(value, sort_keys=True)
+    except (TypeError, ValueError) as exc:
+        raise SpecError("patch", f"not JSON-serialisable: {exc}") from None
+
+
+def _text(value: Any) -> str | None:
+    """YAML may give numbers for fields Slurm takes as text (``time: 30``, ``gpus_per_node: 8``)."""
+    return None if value is None else str(value)
+
+
+_ENV_HELP = "environment variable (repeatable); a bare NAME passes the kernel's own value"
+
+JOB_OPTIONS: tuple[Option, ...] = (
+    Option("name", ("--name", "-n"), "job name (letters, digits, . _ + = @ -)"),
+    Option("nodes", ("--nodes", "-N"), "number of nodes", type=int, yaml=int),
+    Option("ntasks_per_node", ("--ntasks-per-node",), "tasks (ranks) per node with the srun launcher",
+           type=int, yaml=int),
+    Option("gpus_per_node", ("--gpus-per-node",), "GPUs per node: 8 or a100:8", yaml=(str, int),
+           convert=_text, from_yaml=_text),
+    Option("cpus_per_task", ("--cpus-per-task",), "CPUs per task", type=int, yaml=int),
+    Option("mem", ("--mem",), "memory per node: 4000, 16G", yaml=(str, int), convert=_text, from_yaml=_text),
+    Option("time", ("--time", "-t"), "time limit: minutes, HH:MM:SS or D-HH:MM:SS", yaml=(str, int),
+           convert=_text, from_yaml=_text),
+    Option("partition", ("--partition",), "partition"),
+    Option("account", ("--account",), "account to charge"),
+    Option("qos", ("--qos",), "quality of service"),
+    Option("constraint", ("--constraint",), "node features, Slurm syntax"),
+    Option("exclusive", ("--exclusive",), "whole nodes only", kind="flag", yaml=bool),
+    Option("requeue", ("--requeue",), "allow Slurm to requeue the job", kind="flag", yaml=bool),
+    Option("switches", ("--switches",), "at most N leaf switches, waiting up to T: N@HH:MM:SS"),
+    Option("launcher", ("--launcher",), "torchrun (c10d) or srun (one task per rank)",
+           choices=LAUNCHERS),
+    Option("nproc_per_node", ("--nproc-per-node",), "ranks per node with torchrun", type=int, yaml=int),
+    Option("python", ("--python",),
+           "interpreter on the cluster (torchrun runs as PATH -m torch.distributed.run)"),
+    Option("shell", ("--shell",), "the cell is a bash script, not Python", kind="flag", yaml=None),
+    Option("env", ("--env", "-e"), _ENV_HELP, kind="multi", metavar="K=V", yaml=None, convert=_pairs("env")),
+    Option("sbatch_options", ("--sbatch",), "extra sbatch option (validated)", kind="multi",
+           metavar="--OPT=VALUE", yaml=list, convert=tuple, from_yaml=tuple),
+)
+
+SERVE_OPTIONS: tuple[Option, ...] = (
+    Option("name", ("--name", "-n"), "service name (DNS-1123 label: a-z, 0-9, '-')"),
+    Option("image", ("--image",), "container image, e.g. vllm/vllm-openai:v0.6.0"),
+    Option("replicas", ("--replicas", "-r"), "number of pods", type=int, yaml=int),
+    Option("gpus", ("--gpus",), "GPUs per pod (nvidia.com/gpu limit)", type=int, yaml=int),
+    Option("cpu", ("--cpu",), "CPU per pod: 500m, 2", yaml=(str, int, float), convert=_text,
+           from_yaml=_text),
+    Option("memory", ("--memory",), "memory per pod: 512Mi, 16Gi", yaml=(str, int), convert=_text,
+           from_yaml=_text),
+    Option("port", ("--port",), "port the server listens on", type=int, yaml=int),
+    Option("env", ("--env", "-e"), _ENV_HELP + " (delivered through a Secret)", kind="multi",
+           metavar="K=V", yaml=None, convert=_pairs("env")),
+    Option("secret_env", ("--secret-env",), "environment variable from an existing Secret",
+           kind="multi", metavar="K=SECRET/KEY", yaml=dict, convert=_pairs("secret_env"),
+           from_yaml=_pairs("secret_env")),
+    Option("readiness", ("--readiness",), "HTTP path of the readiness probe (default: TCP on the port)",
+           metavar="PATH"),
+    Option("autoscale", ("--autoscale",), "HorizontalPodAutoscaler: MIN:MAX[:CPU%%]", metavar="MIN:MAX[:CPU%]",
+           convert=_autoscale, from_yaml=_autoscale),
+    Option("strategy", ("--strategy",), "rolling update, or blue-green (switch when ready)",
+           choices=SERVE_STRATEGIES),
+    Option("shell", ("--shell",), "the cell is a shell command line (e.g. vllm serve ...), not Python",
+           kind="flag", yaml=None),
+    Option("python", ("--python",), "interpreter in the image"),
+    Option("image_pull_policy", ("--image-pull-policy",), "when to pull the image", choices=PULL_POLICIES),
+    Option("node_selector", ("--node-selector",), "node label the pods need (repeatable)", kind="multi",
+           metavar="K=V", yaml=dict, convert=_pairs("node_selector"), from_yaml=_pairs("node_selector")),
+    Option("tolerations", ("--toleration",), "", kind="multi", yaml=list, convert=_tolerations,
+           from_yaml=_tolerations),
+    Option("patch", ("--patch",), "notebook dict {Kind: partial object} merged over the generated objects",
+           metavar="VAR", yaml=None, convert=_patch),
+)
+
+
+def profile_keys(options: Sequence[Option]) -> dict[str, YamlType]:
+    """The keys a profile's ``defaults`` may set, with the YAML types allowed."""
+    return {o.field: o.yaml for o in options if o.yaml is not None}
+
+
+def flag_names(options: Sequence[Option]) -> dict[str, str]:
+    """Spec field -> the magic's long flag (for error messages)."""
+    return {o.field: o.flag for o in options}
+
+
+def add_arguments(parser: argparse.ArgumentParser, options: Sequence[Option],
+                  skip: Sequence[str] = ()) -> None:
+    """Add one argparse argument per option (the magic's parser)."""
+    for o in options:
+        if o.field in skip or not o.help:
+            continue
+        kwargs: dict[str, Any] = {"dest": o.field, "help": o.help}
+        if o.kind == "flag":
+            kwargs["action"] = "store_true"
+            kwargs["default"] = None
+        elif o.kind == "multi":
+            kwargs["action"] = "append"
+        else:
+            kwargs["type"] = o.type
+        if o.choices:
+            kwargs["choices"] = list(o.choices)
+        if o.metavar:
+            kwargs["metavar"] = o.metavar
+        parser.add_argument(*o.flags, **kwargs)
+
+
+def given_values(args: argparse.Namespace, options: Sequence[Option]) -> dict[str, Any]:
+    """The options given on a magic line (flags only when set; None = profile default applies)."""
+    out: dict[str, Any] = {}
+    for o in options:
+        value = getattr(args, o.field, None)
+        if value is None or (o.kind == "flag" and not value):
+            continue
+        out[o.field] = value
+    return out
+
+
+def convert_values(values: Mapping[str, Any], options: Sequence[Option], *,
+                   from_yaml: bool = False) -> dict[str, Any]:
+    """Turn given values into spec values (tuples, parsed forms), raising SpecError per field."""
+    by_field = {o.field: o for o in options}
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        o = by_field.get(key)
+        fn = None if o is None else (o.from_yaml if from_yaml else o.convert)
+        if fn is None and isinstance(value, list):
+            fn = tuple
+        out[key] = fn(value) if fn is not None and value is not None else value
+    return out

@@ -325,3 +325,12 @@ class ServiceStatus:
     reason: str | None = None  # why FAILED / DEGRADED / DEPLOYING, one line
     api_reachable: bool = True
     message: str | None = None  # last problem seen while watching (API unreachable, 403, ...)
+
+
+class PodLogLine(NamedTuple):
+    """One line of a service's merged log: which pod wrote it, and the kubelet's timestamp
+    (RFC 3339 with nanoseconds), which is how a reopened stream knows where it stopped."""
+
+    text: str
+    pod: str
+    at: str = ""

@@ -17,45 +17,155 @@ from .store import RESOURCES, Store
 Obj = dict[str, Any]
 
 _DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_SUBDOMAIN_MSG = ("a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
-                  "'.', and must start and end with an alphanumeric character (e.g. 'example.com', "
-                  "regex used for validation is "
-                  "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')")
+_SUBDOMAIN_MSG = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or "
+    "'.', and must start and end with an alphanumeric character (e.g. 'example.com', "
+    "regex used for validation is "
+    "'[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
 _QUANTITY = re.compile(r"^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$")
 
 # Known keys per schema node (for the "field not declared in schema" 500 of server-side apply).
-_META = {"name", "generateName", "namespace", "uid", "resourceVersion", "generation", "creationTimestamp",
-         "deletionTimestamp", "deletionGracePeriodSeconds", "labels", "annotations", "ownerReferences",
-         "finalizers", "managedFields", "selfLink"}
-_CONTAINER = {"name", "image", "command", "args", "workingDir", "ports", "envFrom", "env", "resources",
-              "resizePolicy", "restartPolicy", "volumeMounts", "volumeDevices", "livenessProbe",
-              "readinessProbe", "startupProbe", "lifecycle", "terminationMessagePath",
-              "terminationMessagePolicy", "imagePullPolicy", "securityContext", "stdin", "stdinOnce", "tty"}
-_POD_SPEC = {"volumes", "initContainers", "containers", "ephemeralContainers", "restartPolicy",
-             "terminationGracePeriodSeconds", "activeDeadlineSeconds", "dnsPolicy", "nodeSelector",
-             "serviceAccountName", "serviceAccount", "automountServiceAccountToken", "nodeName",
-             "hostNetwork", "hostPID", "hostIPC", "shareProcessNamespace", "securityContext",
-             "imagePullSecrets", "hostname",
-             "subdomain", "affinity", "schedulerName", "tolerations", "hostAliases", "priorityClassName",
-             "priority", "dnsConfig", "readinessGates", "runtimeClassName", "enableServiceLinks",
-             "preemptionPolicy", "overhead", "topologySpreadConstraints", "setHostnameAsFQDN", "os",
-             "hostUsers", "schedulingGates", "resourceClaims"}
-_DEPLOY_SPEC = {"replicas", "selector", "template", "strategy", "minReadySeconds", "revisionHistoryLimit",
-                "paused", "progressDeadlineSeconds"}
+_META = {
+    "name",
+    "generateName",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "creationTimestamp",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "labels",
+    "annotations",
+    "ownerReferences",
+    "finalizers",
+    "managedFields",
+    "selfLink",
+}
+_CONTAINER = {
+    "name",
+    "image",
+    "command",
+    "args",
+    "workingDir",
+    "ports",
+    "envFrom",
+    "env",
+    "resources",
+    "resizePolicy",
+    "restartPolicy",
+    "volumeMounts",
+    "volumeDevices",
+    "livenessProbe",
+    "readinessProbe",
+    "startupProbe",
+    "lifecycle",
+    "terminationMessagePath",
+    "terminationMessagePolicy",
+    "imagePullPolicy",
+    "securityContext",
+    "stdin",
+    "stdinOnce",
+    "tty",
+}
+_POD_SPEC = {
+    "volumes",
+    "initContainers",
+    "containers",
+    "ephemeralContainers",
+    "restartPolicy",
+    "terminationGracePeriodSeconds",
+    "activeDeadlineSeconds",
+    "dnsPolicy",
+    "nodeSelector",
+    "serviceAccountName",
+    "serviceAccount",
+    "automountServiceAccountToken",
+    "nodeName",
+    "hostNetwork",
+    "hostPID",
+    "hostIPC",
+    "shareProcessNamespace",
+    "securityContext",
+    "imagePullSecrets",
+    "hostname",
+    "subdomain",
+    "affinity",
+    "schedulerName",
+    "tolerations",
+    "hostAliases",
+    "priorityClassName",
+    "priority",
+    "dnsConfig",
+    "readinessGates",
+    "runtimeClassName",
+    "enableServiceLinks",
+    "preemptionPolicy",
+    "overhead",
+    "topologySpreadConstraints",
+    "setHostnameAsFQDN",
+    "os",
+    "hostUsers",
+    "schedulingGates",
+    "resourceClaims",
+}
+_DEPLOY_SPEC = {
+    "replicas",
+    "selector",
+    "template",
+    "strategy",
+    "minReadySeconds",
+    "revisionHistoryLimit",
+    "paused",
+    "progressDeadlineSeconds",
+}
 _RS_SPEC = {"replicas", "minReadySeconds", "selector", "template"}
-_SVC_SPEC = {"ports", "selector", "clusterIP", "clusterIPs", "type", "externalIPs", "sessionAffinity",
-             "loadBalancerIP", "loadBalancerSourceRanges", "externalName", "externalTrafficPolicy",
-             "healthCheckNodePort", "publishNotReadyAddresses", "sessionAffinityConfig", "ipFamilies",
-             "ipFamilyPolicy", "allocateLoadBalancerNodePorts", "loadBalancerClass", "internalTrafficPolicy"}
+_SVC_SPEC = {
+    "ports",
+    "selector",
+    "clusterIP",
+    "clusterIPs",
+    "type",
+    "externalIPs",
+    "sessionAffinity",
+    "loadBalancerIP",
+    "loadBalancerSourceRanges",
+    "externalName",
+    "externalTrafficPolicy",
+    "healthCheckNodePort",
+    "publishNotReadyAddresses",
+    "sessionAffinityConfig",
+    "ipFamilies",
+    "ipFamilyPolicy",
+    "allocateLoadBalancerNodePorts",
+    "loadBalancerClass",
+    "internalTrafficPolicy",
+}
 _HPA_SPEC = {"scaleTargetRef", "minReplicas", "maxReplicas", "metrics", "behavior"}
 _TOP = {"apiVersion", "kind", "metadata", "spec", "status"}
-_TOP_EXTRA = {"configmaps": {"data", "binaryData", "immutable"},
-              "secrets": {"data", "stringData", "type", "immutable"},
-              "endpoints": {"subsets"}, "serviceaccounts": {"secrets", "imagePullSecrets",
-                                                              "automountServiceAccountToken"},
-              "events": {"involvedObject", "reason", "message", "source", "firstTimestamp", "lastTimestamp",
-                         "count", "type", "eventTime", "series", "action", "related", "reportingComponent",
-                         "reportingInstance"}}
+_TOP_EXTRA = {
+    "configmaps": {"data", "binaryData", "immutable"},
+    "secrets": {"data", "stringData", "type", "immutable"},
+    "endpoints": {"subsets"},
+    "serviceaccounts": {"secrets", "imagePullSecrets", "automountServiceAccountToken"},
+    "events": {
+        "involvedObject",
+        "reason",
+        "message",
+        "source",
+        "firstTimestamp",
+        "lastTimestamp",
+        "count",
+        "type",
+        "eventTime",
+        "series",
+        "action",
+        "related",
+        "reportingComponent",
+        "reportingInstance",
+    },
+}
 
 
 def _unknown(node: Any, allowed: set[str], path: str) -> str | None:
@@ -119,11 +229,13 @@ def check_quantities(resource: str, obj: Obj) -> None:
                     info = RESOURCES[resource]
                     md = obj.get("metadata") or {}
                     raise ApiError(
-                        500, "",
+                        500,
+                        "",
                         f"failed to convert new object ({md.get('namespace', '')}/{md.get('name', '')}; "
                         f"{info.api_version}, Kind={info.kind}) to proper version: unable to convert "
                         f"unstructured object to {info.api_version}, Kind={info.kind}: quantities must match "
-                        "the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")
+                        "the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+                    )
 
 
 # ---------------------------------------------------------------------------- defaults
@@ -233,8 +345,9 @@ class Defaulter:
             spec.setdefault("sessionAffinity", "None")
             if spec["type"] in ("NodePort", "LoadBalancer"):
                 spec.setdefault("externalTrafficPolicy", "Cluster")
-                old_ports = {(p.get("port"), p.get("protocol")): p.get("nodePort")
-                             for p in old.get("ports") or []}
+                old_ports = {
+                    (p.get("port"), p.get("protocol")): p.get("nodePort") for p in old.get("ports") or []
+                }
                 used = self._used("nodePort")
                 for p in spec.get("ports") or []:
                     if not p.get("nodePort"):
@@ -277,8 +390,13 @@ def _pod_spec_causes(spec: Any, path: str) -> list[tuple[str, str, str]]:
         for j, p in enumerate(c.get("ports") or []):
             cp = p.get("containerPort")
             if not isinstance(cp, int) or not 1 <= cp <= 65535:
-                causes.append(("FieldValueInvalid", f"{path}.containers[{i}].ports[{j}].containerPort",
-                               f"Invalid value: {cp}: must be between 1 and 65535, inclusive"))
+                causes.append(
+                    (
+                        "FieldValueInvalid",
+                        f"{path}.containers[{i}].ports[{j}].containerPort",
+                        f"Invalid value: {cp}: must be between 1 and 65535, inclusive",
+                    )
+                )
     return causes
 
 
@@ -289,24 +407,35 @@ def validate(resource: str, obj: Obj) -> None:
     name = md.get("name", "")
     causes: list[tuple[str, str, str]] = []
     if not name:
-        causes.append(("FieldValueRequired", "metadata.name",
-                       "Required value: name or generateName is required"))
+        causes.append(
+            ("FieldValueRequired", "metadata.name", "Required value: name or generateName is required")
+        )
     elif not _DNS1123_SUBDOMAIN.match(name) or len(name) > 253:
         causes.append(("FieldValueInvalid", "metadata.name", f'Invalid value: "{name}": {_SUBDOMAIN_MSG}'))
     spec = obj.get("spec") if isinstance(obj.get("spec"), dict) else {}
     if resource in ("deployments", "replicasets"):
         r = spec.get("replicas")
         if isinstance(r, int) and r < 0:
-            causes.append(("FieldValueInvalid", "spec.replicas",
-                           f"Invalid value: {r}: must be greater than or equal to 0"))
+            causes.append(
+                (
+                    "FieldValueInvalid",
+                    "spec.replicas",
+                    f"Invalid value: {r}: must be greater than or equal to 0",
+                )
+            )
         tmpl = spec.get("template") or {}
         labels = (tmpl.get("metadata") or {}).get("labels") or {}
         sel = spec.get("selector")
         if not sel:
             causes.append(("FieldValueRequired", "spec.selector", "Required value"))
         elif not _selector_matches(sel, labels):
-            causes.append(("FieldValueInvalid", "spec.template.metadata.labels",
-                           f"Invalid value: {_go_map(labels)}: `selector` does not match template `labels`"))
+            causes.append(
+                (
+                    "FieldValueInvalid",
+                    "spec.template.metadata.labels",
+                    f"Invalid value: {_go_map(labels)}: `selector` does not match template `labels`",
+                )
+            )
         causes += _pod_spec_causes(tmpl.get("spec"), "spec.template.spec")
     elif resource == "pods":
         causes += _pod_spec_causes(spec, "spec")
@@ -314,15 +443,30 @@ def validate(resource: str, obj: Obj) -> None:
         for i, p in enumerate(spec.get("ports") or []):
             port = p.get("port")
             if not isinstance(port, int) or not 1 <= port <= 65535:
-                causes.append(("FieldValueInvalid", f"spec.ports[{i}].port",
-                               f"Invalid value: {port}: must be between 1 and 65535, inclusive"))
+                causes.append(
+                    (
+                        "FieldValueInvalid",
+                        f"spec.ports[{i}].port",
+                        f"Invalid value: {port}: must be between 1 and 65535, inclusive",
+                    )
+                )
     elif resource == "horizontalpodautoscalers":
         mn, mx = spec.get("minReplicas", 1), spec.get("maxReplicas")
         if isinstance(mn, int) and mn < 1:
-            causes.append(("FieldValueInvalid", "spec.minReplicas",
-                           f"Invalid value: {mn}: must be greater than or equal to 1"))
+            causes.append(
+                (
+                    "FieldValueInvalid",
+                    "spec.minReplicas",
+                    f"Invalid value: {mn}: must be greater than or equal to 1",
+                )
+            )
         if isinstance(mx, int) and isinstance(mn, int) and mx < mn:
-            causes.append(("FieldValueInvalid", "spec.maxReplicas",
-                           f"Invalid value: {mx}: must be greater than or equal to `minReplicas`"))
+            causes.append(
+                (
+                    "FieldValueInvalid",
+                    "spec.maxReplicas",
+                    f"Invalid value: {mx}: must be greater than or equal to `minReplicas`",
+                )
+            )
     if causes:
         raise invalid(info.kind, info.group, name, causes)

@@ -20,15 +20,32 @@ Obj = dict[str, Any]
 Path = tuple[str, ...]
 
 LIST_KEYS: dict[str, tuple[str, ...]] = {
-    "containers": ("name",), "initContainers": ("name",), "ephemeralContainers": ("name",),
-    "env": ("name",), "volumes": ("name",), "volumeMounts": ("mountPath",),
-    "volumeDevices": ("devicePath",), "imagePullSecrets": ("name",), "conditions": ("type",),
-    "ownerReferences": ("uid",), "hostAliases": ("ip",),
+    "containers": ("name",),
+    "initContainers": ("name",),
+    "ephemeralContainers": ("name",),
+    "env": ("name",),
+    "volumes": ("name",),
+    "volumeMounts": ("mountPath",),
+    "volumeDevices": ("devicePath",),
+    "imagePullSecrets": ("name",),
+    "conditions": ("type",),
+    "ownerReferences": ("uid",),
+    "hostAliases": ("ip",),
 }
 # Fields whose whole value is owned as one leaf (atomic structs/maps in the real schema).
 ATOMIC = {"selector", "nodeSelector", "command", "args", "matchLabels", "matchExpressions", "finalizers"}
-_SKIP_METADATA = {"name", "namespace", "uid", "resourceVersion", "creationTimestamp", "generation",
-                  "managedFields", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"}
+_SKIP_METADATA = {
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "creationTimestamp",
+    "generation",
+    "managedFields",
+    "deletionTimestamp",
+    "deletionGracePeriodSeconds",
+    "selfLink",
+}
 _MISSING = object()
 
 
@@ -58,8 +75,12 @@ def _key_elem(kv: dict[str, Any]) -> str:
 
 
 def _is_keyed_list(field: str, value: Any) -> bool:
-    return (isinstance(value, list) and field not in ATOMIC and bool(value)
-            and all(_key_values(field, i) is not None for i in value))
+    return (
+        isinstance(value, list)
+        and field not in ATOMIC
+        and bool(value)
+        and all(_key_values(field, i) is not None for i in value)
+    )
 
 
 # ---------------------------------------------------------------------------- field sets
@@ -210,8 +231,14 @@ def manager_label(entry: Obj) -> str:
 
 def conflict_error(conflicts: list[tuple[Obj, Path]]) -> ApiError:
     """409 ``Apply failed with N conflict(s): ...`` with FieldManagerConflict causes."""
-    causes = [{"reason": "FieldManagerConflict", "message": f"conflict with {manager_label(e)}",
-               "field": path_string(p)} for e, p in conflicts]
+    causes = [
+        {
+            "reason": "FieldManagerConflict",
+            "message": f"conflict with {manager_label(e)}",
+            "field": path_string(p),
+        }
+        for e, p in conflicts
+    ]
     if len(conflicts) == 1:
         text = f"conflict with {manager_label(conflicts[0][0])}: {path_string(conflicts[0][1])}"
     else:
@@ -224,12 +251,12 @@ def conflict_error(conflicts: list[tuple[Obj, Path]]) -> ApiError:
             lines += [f"- {p}" for p in by[m]]
         text = "\n".join(lines)
     n = len(conflicts)
-    return ApiError(409, "Conflict", f"Apply failed with {n} conflict{'s' if n > 1 else ''}: {text}",
-                    {"causes": causes})
+    return ApiError(
+        409, "Conflict", f"Apply failed with {n} conflict{'s' if n > 1 else ''}: {text}", {"causes": causes}
+    )
 
 
-def server_side_apply(live: Obj | None, applied: Obj, manager: str, force: bool,
-                      api_version: str) -> Obj:
+def server_side_apply(live: Obj | None, applied: Obj, manager: str, force: bool, api_version: str) -> Obj:
     """The object after ``manager`` applies ``applied`` onto ``live`` (None: create).
 
     Raises a 409 :class:`ApiError` for conflicts unless ``force``.  The result carries updated
@@ -267,8 +294,10 @@ def server_side_apply(live: Obj | None, applied: Obj, manager: str, force: bool,
         _remove_path(obj, p)
     body = {k: v for k, v in applied.items() if k not in ("status",)}
     obj = merge(obj, body)
-    obj["metadata"] = {**obj.get("metadata", {}),
-                       **{k: v for k, v in live.get("metadata", {}).items() if k in _SKIP_METADATA}}
+    obj["metadata"] = {
+        **obj.get("metadata", {}),
+        **{k: v for k, v in live.get("metadata", {}).items() if k in _SKIP_METADATA},
+    }
     entries = [e for e in entries if paths_from_fieldsv1(e.get("fieldsV1") or {}) or e is mine]
     if mine is None:
         mine = _entry(manager, "Apply", api_version, new_set, False)
@@ -299,8 +328,9 @@ def strip_managed(obj: Obj) -> Obj:
     return o
 
 
-def _entry(manager: str, op: str, api_version: str, paths: set[Path], timed: bool,
-           subresource: str = "") -> Obj:
+def _entry(
+    manager: str, op: str, api_version: str, paths: set[Path], timed: bool, subresource: str = ""
+) -> Obj:
     e: Obj = {"manager": manager, "operation": op, "apiVersion": api_version}
     if timed:
         e["time"] = now_rfc3339()
@@ -323,22 +353,39 @@ def record_update(old: Obj | None, new: Obj, manager: str, api_version: str, sub
     ``old``; drop ownership of fields that no longer exist.  Returns ``new`` with managedFields."""
     entries = _entries(old) if old is not None else []
     new_paths = field_paths(new)
-    changed = {p for p in new_paths
-               if old is None or get_path(old, p) is _MISSING
-               or (p[-1] != "." and get_path(old, p) != get_path(new, p))}
+    changed = {
+        p
+        for p in new_paths
+        if old is None
+        or get_path(old, p) is _MISSING
+        or (p[-1] != "." and get_path(old, p) != get_path(new, p))
+    }
     kept: list[Obj] = []
     for e in entries:
         owned = {p for p in paths_from_fieldsv1(e.get("fieldsV1") or {}) if get_path(new, p) is not _MISSING}
-        if not (e["manager"] == manager and e["operation"] == "Update"
-                and e.get("subresource", "") == subresource):
+        if not (
+            e["manager"] == manager and e["operation"] == "Update" and e.get("subresource", "") == subresource
+        ):
             owned -= changed
-        if owned or (e["manager"] == manager and e["operation"] == "Update"
-                     and e.get("subresource", "") == subresource and changed):
+        if owned or (
+            e["manager"] == manager
+            and e["operation"] == "Update"
+            and e.get("subresource", "") == subresource
+            and changed
+        ):
             e["fieldsV1"] = fieldsv1_from_paths(owned)
             kept.append(e)
     if changed:
-        mine = next((e for e in kept if e["manager"] == manager and e["operation"] == "Update"
-                     and e.get("subresource", "") == subresource), None)
+        mine = next(
+            (
+                e
+                for e in kept
+                if e["manager"] == manager
+                and e["operation"] == "Update"
+                and e.get("subresource", "") == subresource
+            ),
+            None,
+        )
         if mine is None:
             kept.append(_entry(manager, "Update", api_version, changed, not subresource, subresource))
         else:

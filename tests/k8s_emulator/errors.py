@@ -13,8 +13,14 @@ def qualified(resource: str, group: str) -> str:
 class ApiError(Exception):
     """An API failure carrying the HTTP code and the Kubernetes ``Status`` body the server answers with."""
 
-    def __init__(self, code: int, reason: str, message: str, details: dict[str, Any] | None = None,
-                 metadata: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        code: int,
+        reason: str,
+        message: str,
+        details: dict[str, Any] | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.reason = reason
@@ -24,8 +30,13 @@ class ApiError(Exception):
 
     def body(self) -> dict[str, Any]:
         """The ``Status`` object as the real API server serialises it (empty reason/details omitted)."""
-        out: dict[str, Any] = {"kind": "Status", "apiVersion": "v1", "metadata": dict(self.metadata),
-                               "status": "Failure", "message": self.message}
+        out: dict[str, Any] = {
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": dict(self.metadata),
+            "status": "Failure",
+            "message": self.message,
+        }
         if self.reason:
             out["reason"] = self.reason
         if self.details is not None:
@@ -59,9 +70,12 @@ def conflict_modified(resource: str, group: str, name: str) -> ApiError:
         details["group"] = group
     details["kind"] = resource
     return ApiError(
-        409, "Conflict",
+        409,
+        "Conflict",
         f'Operation cannot be fulfilled on {qualified(resource, group)} "{name}": the object has been '
-        "modified; please apply your changes to the latest version and try again", details)
+        "modified; please apply your changes to the latest version and try again",
+        details,
+    )
 
 
 def invalid(kind: str, group: str, name: str, causes: list[tuple[str, str, str]]) -> ApiError:

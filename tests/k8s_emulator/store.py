@@ -92,8 +92,14 @@ RESOURCES: dict[str, ResourceInfo] = {
         ResourceInfo("serviceaccounts", "ServiceAccount", "", "v1", short_names=("sa",)),
         ResourceInfo("deployments", "Deployment", "apps", "v1", has_generation=True, short_names=("deploy",)),
         ResourceInfo("replicasets", "ReplicaSet", "apps", "v1", has_generation=True, short_names=("rs",)),
-        ResourceInfo("horizontalpodautoscalers", "HorizontalPodAutoscaler", "autoscaling", "v2",
-                     has_generation=False, short_names=("hpa",)),
+        ResourceInfo(
+            "horizontalpodautoscalers",
+            "HorizontalPodAutoscaler",
+            "autoscaling",
+            "v2",
+            has_generation=False,
+            short_names=("hpa",),
+        ),
     )
 }
 
@@ -202,8 +208,9 @@ class Store:
         try:
             return RESOURCES[resource]
         except KeyError:
-            raise ApiError(404, "NotFound", f"the server could not find the requested resource ({resource})",
-                           {}) from None
+            raise ApiError(
+                404, "NotFound", f"the server could not find the requested resource ({resource})", {}
+            ) from None
 
     def _next_rv(self) -> int:
         self._rv += 1
@@ -248,11 +255,15 @@ class Store:
             if info.namespaced:
                 nsobj = self._objs["namespaces"][("", ns)]
                 if nsobj["metadata"].get("deletionTimestamp"):
-                    raise ApiError(403, "Forbidden",
-                                   f'{_qual(info)} "{name}" is forbidden: unable to create new content in '
-                                   f"namespace {ns} because it is being terminated",
-                                   {"name": name, "group": info.group, "kind": resource}
-                                   if info.group else {"name": name, "kind": resource})
+                    raise ApiError(
+                        403,
+                        "Forbidden",
+                        f'{_qual(info)} "{name}" is forbidden: unable to create new content in '
+                        f"namespace {ns} because it is being terminated",
+                        {"name": name, "group": info.group, "kind": resource}
+                        if info.group
+                        else {"name": name, "kind": resource},
+                    )
             obj["kind"] = obj.get("kind") or info.kind
             obj["apiVersion"] = obj.get("apiVersion") or info.api_version
             md["uid"] = str(uuid.uuid4())
@@ -289,9 +300,13 @@ class Store:
             o = self._objs[loc[0]].get((loc[1], loc[2]))
             return (loc[0], copy.deepcopy(o)) if o is not None else None
 
-    def list(self, resource: str, namespace: str | None = None,
-             label_selector: dict[str, str] | None = None,
-             predicate: Callable[[Obj], bool] | None = None) -> list[Obj]:
+    def list(
+        self,
+        resource: str,
+        namespace: str | None = None,
+        label_selector: dict[str, str] | None = None,
+        predicate: Callable[[Obj], bool] | None = None,
+    ) -> list[Obj]:
         """Deep copies of the matching objects, sorted by (namespace, name)."""
         self._info(resource)
         with self.lock:
@@ -324,8 +339,11 @@ class Store:
             if cur is None:
                 raise not_found(resource, info.group, key[1])
             cmd = cur["metadata"]
-            if (check_resource_version and md.get("resourceVersion")
-                    and md["resourceVersion"] != cmd["resourceVersion"]):
+            if (
+                check_resource_version
+                and md.get("resourceVersion")
+                and md["resourceVersion"] != cmd["resourceVersion"]
+            ):
                 raise conflict_modified(resource, info.group, key[1])
             obj["kind"] = obj.get("kind") or info.kind
             obj["apiVersion"] = obj.get("apiVersion") or info.api_version
@@ -368,8 +386,14 @@ class Store:
             return copy.deepcopy(new)
 
     # ------------------------------------------------------------------ delete + GC
-    def delete(self, resource: str, namespace: str | None, name: str,
-               propagation_policy: str = "Background", grace_period_seconds: int | None = None) -> Obj | None:
+    def delete(
+        self,
+        resource: str,
+        namespace: str | None,
+        name: str,
+        propagation_policy: str = "Background",
+        grace_period_seconds: int | None = None,
+    ) -> Obj | None:
         """Delete as a client would (see module docstring); returns the object's last state, or None.
 
         For pods with a registered terminator and for ``Foreground`` deletion the returned object is
@@ -418,7 +442,8 @@ class Store:
                 for dres, dobj in self._dependents(md["uid"]):
                     d = copy.deepcopy(dobj)
                     d["metadata"]["ownerReferences"] = [
-                        r for r in d["metadata"].get("ownerReferences", []) if r.get("uid") != md["uid"]]
+                        r for r in d["metadata"].get("ownerReferences", []) if r.get("uid") != md["uid"]
+                    ]
                     if not d["metadata"]["ownerReferences"]:
                         del d["metadata"]["ownerReferences"]
                     self.update(dres, d)
@@ -488,7 +513,7 @@ class Store:
         for res, objs in self._objs.items():
             if res == "namespaces":
                 continue
-            for (ns, oname) in [k for k in objs if k[0] == name]:
+            for ns, oname in [k for k in objs if k[0] == name]:
                 if (ns, oname) in objs:
                     self.delete(res, ns, oname)
         self._check_namespace_done(name)
@@ -503,18 +528,23 @@ class Store:
         self._remove("namespaces", "", ns)
 
     # ------------------------------------------------------------------ events
-    def record_event(self, namespace: str, involved: Obj, type_: str, reason: str, message: str,
-                     source: str = "") -> None:
+    def record_event(
+        self, namespace: str, involved: Obj, type_: str, reason: str, message: str, source: str = ""
+    ) -> None:
         """Record a v1 Event; a repeat (same object, reason, message) bumps ``count`` (MODIFIED).
 
         ``involved`` may be a full object or an ``involvedObject`` dict (kind, name, namespace,
         uid, apiVersion)."""
         if "metadata" in involved:
             imd = involved["metadata"]
-            inv = {"kind": involved.get("kind", ""), "namespace": imd.get("namespace", namespace),
-                   "name": imd.get("name", ""), "uid": imd.get("uid", ""),
-                   "apiVersion": involved.get("apiVersion", ""),
-                   "resourceVersion": imd.get("resourceVersion", "")}
+            inv = {
+                "kind": involved.get("kind", ""),
+                "namespace": imd.get("namespace", namespace),
+                "name": imd.get("name", ""),
+                "uid": imd.get("uid", ""),
+                "apiVersion": involved.get("apiVersion", ""),
+                "resourceVersion": imd.get("resourceVersion", ""),
+            }
         else:
             inv = dict(involved)
         with self.lock:
@@ -522,10 +552,15 @@ class Store:
                 return
             for o in self._objs["events"].values():
                 oi = o["involvedObject"]
-                if (o["metadata"]["namespace"] == namespace and oi.get("uid") == inv.get("uid")
-                        and oi.get("name") == inv.get("name") and oi.get("kind") == inv.get("kind")
-                        and o.get("reason") == reason and o.get("message") == message
-                        and o.get("type") == type_):
+                if (
+                    o["metadata"]["namespace"] == namespace
+                    and oi.get("uid") == inv.get("uid")
+                    and oi.get("name") == inv.get("name")
+                    and oi.get("kind") == inv.get("kind")
+                    and o.get("reason") == reason
+                    and o.get("message") == message
+                    and o.get("type") == type_
+                ):
                     new = copy.deepcopy(o)
                     new["count"] = new.get("count", 1) + 1
                     new["lastTimestamp"] = now_rfc3339()
@@ -533,13 +568,23 @@ class Store:
                     return
             ts = now_rfc3339()
             ev = {
-                "kind": "Event", "apiVersion": "v1",
-                "metadata": {"name": f"{inv.get('name', 'x')}.{_secrets.token_hex(8)}",
-                             "namespace": namespace},
-                "involvedObject": inv, "reason": reason, "message": message,
+                "kind": "Event",
+                "apiVersion": "v1",
+                "metadata": {
+                    "name": f"{inv.get('name', 'x')}.{_secrets.token_hex(8)}",
+                    "namespace": namespace,
+                },
+                "involvedObject": inv,
+                "reason": reason,
+                "message": message,
                 "source": {"component": source} if source else {},
-                "firstTimestamp": ts, "lastTimestamp": ts, "count": 1, "type": type_,
-                "eventTime": None, "reportingComponent": source, "reportingInstance": "",
+                "firstTimestamp": ts,
+                "lastTimestamp": ts,
+                "count": 1,
+                "type": type_,
+                "eventTime": None,
+                "reportingComponent": source,
+                "reportingInstance": "",
             }
             self.create("events", ev)
 
@@ -552,8 +597,9 @@ class Store:
                 self._history.popleft()
             self._oldest_rv = max(self._oldest_rv, target + 1 if rv is None else target)
 
-    def watch(self, resource: str, namespace: str | None = None,
-              resource_version: str | None = None) -> tuple[Watcher, list[tuple[str, Obj]]]:
+    def watch(
+        self, resource: str, namespace: str | None = None, resource_version: str | None = None
+    ) -> tuple[Watcher, list[tuple[str, Obj]]]:
         """Open a watcher; returns it with the backlog to send first.
 
         ``resource_version`` None/"" /"0": synthetic ADDED for every current object; otherwise the
@@ -568,14 +614,19 @@ class Store:
                 try:
                     since = int(resource_version)
                 except ValueError:
-                    raise ApiError(400, "BadRequest",
-                                   f'invalid resource version "{resource_version}"') from None
-                if since < self._oldest_rv - 1 or (since < self._rv and self._history
-                                                   and since < self._history[0][0] - 1):
+                    raise ApiError(
+                        400, "BadRequest", f'invalid resource version "{resource_version}"'
+                    ) from None
+                if since < self._oldest_rv - 1 or (
+                    since < self._rv and self._history and since < self._history[0][0] - 1
+                ):
                     raise gone(f"too old resource version: {since} ({self._oldest_rv})")
                 for rv, et, res, o in self._history:
-                    if rv > since and res == resource and (
-                            not namespace or o["metadata"].get("namespace") == namespace):
+                    if (
+                        rv > since
+                        and res == resource
+                        and (not namespace or o["metadata"].get("namespace") == namespace)
+                    ):
                         backlog.append((et, copy.deepcopy(o)))
             self._watchers.append(w)
             return w, backlog

@@ -129,6 +129,19 @@ class Emulator:
         )
         return token
 
+    def create_namespace(self, name: str, labels: dict[str, str] | None = None) -> dict[str, Any]:
+        """Create a namespace (with the ``kube-root-ca.crt`` ConfigMap a real cluster adds)."""
+        md: dict[str, Any] = {"name": name}
+        if labels:
+            md["labels"] = dict(labels)
+        ns = self.store.create("namespaces", {"metadata": md})
+        self.server.after_namespace_created(name)
+        return ns
+
+    def delete_namespace(self, name: str) -> None:
+        """Delete a namespace and everything in it (pods go through graceful termination)."""
+        self.store.delete("namespaces", None, name)
+
     def compact(self) -> None:
         """Forget the watch history: watches from any older resourceVersion now get 410."""
         self.store.compact()

@@ -1,15 +1,17 @@
-"""Coalesces a fast stream of log lines into at most a few messages a second."""
+"""Coalesces a fast stream of log lines (job LogLines, service PodLogLines, any item) into at
+most a few messages a second."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable
+from typing import Generic, TypeVar
 
-from ..model import LogLine
+L = TypeVar("L")  # a log line of any kind
 
 
-class LineBatcher:
+class LineBatcher(Generic[L]):
     """Collects lines from any thread and hands them to ``send`` every ``interval`` seconds.
 
     At most ``max_lines`` are kept per batch (the newest); older ones in the same batch are
@@ -23,14 +25,14 @@ class LineBatcher:
 
     def __init__(
         self,
-        send: Callable[[list[LogLine], int], None],
+        send: Callable[[list[L], int], None],
         interval: float = 0.125,
         max_lines: int = 1000,
     ) -> None:
         self._send = send
         self.interval = interval
         self.max_lines = max_lines
-        self._pending: list[LogLine] = []
+        self._pending: list[L] = []
         self._skipped = 0
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -39,7 +41,7 @@ class LineBatcher:
         self._thread = threading.Thread(target=self._run, name="jt-line-batcher", daemon=True)
         self._thread.start()
 
-    def add(self, lines: list[LogLine]) -> None:
+    def add(self, lines: list[L]) -> None:
         with self._lock:
             self._pending.extend(lines)
             overflow = len(self._pending) - self.max_lines

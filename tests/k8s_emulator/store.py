@@ -438,6 +438,15 @@ class Store:
                 result = copy.deepcopy(self._objs[resource].get(key) or new)
                 self._check_foreground(md["uid"])
                 return result
+            if md.get("finalizers"):
+                # Finalizers hold the object (Terminating) until whoever owns them clears them.
+                new = copy.deepcopy(cur)
+                new["metadata"]["deletionTimestamp"] = now_rfc3339()
+                new["metadata"]["deletionGracePeriodSeconds"] = 0
+                new["metadata"]["resourceVersion"] = str(self._next_rv())
+                self._objs[resource][key] = new
+                self._emit("MODIFIED", resource, new)
+                return copy.deepcopy(new)
             if propagation_policy == "Orphan":
                 for dres, dobj in self._dependents(md["uid"]):
                     d = copy.deepcopy(dobj)

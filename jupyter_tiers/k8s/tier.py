@@ -1,0 +1,578 @@
+"""K8sTier: services as Deployments + Services on Kubernetes, through the official client.
+
+Objects come from the pure renderer (render.py) and are applied with server-side apply under one
+field manager, so re-running a cell is idempotent (an unchanged cell writes nothing; a changed
+body or env rolls the pods). Services are followed with the namespace's shared watches
+(watch.py); logs of every pod are followed across restarts and replacements.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from ..config import Profile
+from ..errors import ApiError, JobNotFound, SpecError, TiersError
+from ..handles import Service
+from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
+from ..registry import JobRecord, Registry
+from ..tier import ServeTier
+from .client import APPLY_CONTENT_TYPE, FIELD_MANAGER, KubeClient
+from .parse import service_status, summary_line
+from .render import render_manifests, render_yaml
+from .watch import NamespaceWatch, PodLogFollower, split_timestamp, timestamp_key
+
+BLUEGREEN_TIMEOUT = 900.0  # seconds a new color may take to become ready before the switch is dropped
+
+
+class K8sTier(ServeTier):
+    """A Kubernetes namespace reached through a kubeconfig context (or in-cluster config)."""
+
+    kind = "kubernetes"
+
+    def __init__(self, profile: Profile, registry: Registry | None = None,
+                 client: KubeClient | None = None) -> None:
+        super().__init__(profile, registry)
+        source = profile.sources[-1] if profile.sources else "tiers.yaml"
+        self.client = client or KubeClient(profile.settings, profile=profile.name, source=source)
+        self._namespace_watch: NamespaceWatch | None = None
+        self._forwards: list[_PortForward] = []
+        self._switches: dict[str, threading.Thread] = {}
+
+    # --- settings ------------------------------------------------------------------------
+    @property
+    def namespace(self) -> str:
+        configured = self.profile.get("namespace")
+        if configured:
+            return str(configured)
+        _ = self.client.api  # the kubeconfig context may name one
+        return self.client.default_namespace
+
+    def _manifests(self, spec: ServeSpec, color: str | None = None) -> list[dict[str, Any]]:
+        notebook = dict(spec.metadata).get("notebook")
+        return render_manifests(
+            spec, namespace=self.namespace,
+            service_type=self.profile.get("service_type", "ClusterIP"),
+            image_pull_secrets=tuple(self.profile.get("image_pull_secrets", ())),
+            model_volume=self.profile.get("model_volume"), color=color, notebook=notebook,
+            env_key=_env_key(),
+        )
+
+    def render(self, spec: ServeSpec) -> str:
+        return render_yaml(self._manifests(spec, "blue" if spec.strategy == "bluegreen" else None))
+
+    # --- apply ---------------------------------------------------------------------------
+    def _apply_object(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply of one object under our field manager (force: the cell wins)."""
+        kind, name, ns = obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"]
+        fn = _patch_fn(self.client, kind)
+        resp = self.client.call(
+            fn, name, ns, obj, field_manager=FIELD_MANAGER, force=True,
+            _content_type=APPLY_CONTENT_TYPE, _preload_content=False,
+            verb="apply", resource=_resource(kind), namespace=ns)
+        return dict(json.loads(resp.data))
+
+    def apply(self, spec: ServeSpec) -> Service:
+        """Create or update the service; returns its handle at once (the rollout goes on)."""
+        existing = self.registry.find_by_name(self.name, spec.name)
+        color = None
+        if spec.strategy == "bluegreen":
+            live = self._live_color(spec.name)
+            color = "blue" if live is None else ("green" if live == "blue" else "blue")
+            if live is not None and existing is not None and existing.spec.get("applied_spec") == \
+                    _spec_for_record(spec):
+                color = live  # unchanged cell: nothing to switch
+        objects = self._manifests(spec, color)
+        by_kind = {o["kind"]: o for o in objects}
+        first_color = color is not None and self._live_color(spec.name) in (None, color)
+        for obj in objects:
+            if obj["kind"] == "Service" and color is not None and not first_color:
+                continue  # switched only once the new color is ready
+            self._apply_object(obj)
+        if "HorizontalPodAutoscaler" not in by_kind:
+            self._delete_quietly("HorizontalPodAutoscaler", spec.name)
+        deployment = by_kind["Deployment"]["metadata"]["name"]
+        record = JobRecord(
+            profile=self.name, tier=self.kind, job_id=spec.name, name=spec.name, kind="service",
+            state=ServiceState.DEPLOYING.value,
+            submitted_at=existing.submitted_at if existing else time.time(),
+            spec={**_spec_for_record(spec), "namespace": self.namespace, "deployment": deployment,
+                  "color": color, "applied_spec": _spec_for_record(spec)},
+            script=render_yaml(objects), nodelist=self._endpoint_for(spec.name, spec.port),
+        )
+        self.registry.add(record)
+        if color is not None and not first_color:
+            self._switch_later(record, by_kind["Service"], color)
+        return Service(self, record)
+
+    def _live_color(self, name: str) -> str | None:
+        """The color the Service currently selects (blue-green), if the Service exists."""
+        try:
+            svc = self.client.call(self.client.core().read_namespaced_service, name, self.namespace,
+                                   _preload_content=False, verb="get", resource="services",
+                                   namespace=self.namespace)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        selector = json.loads(svc.data).get("spec", {}).get("selector") or {}
+        color = selector.get("jupyter-tiers/color")
+        return str(color) if color else None
+
+    def _switch_later(self, record: JobRecord, service_obj: dict[str, Any], color: str) -> None:
+        """Blue-green: point the Service at ``color`` once its Deployment is ready, then remove
+        the other color's objects. If it never gets ready, the old color keeps serving."""
+        name = record.name
+        old = "green" if color == "blue" else "blue"
+
+        def switch() -> None:
+            status = self._wait_deployment(record, f"{name}-{color}")
+            if status is None or status.state is not ServiceState.READY:
+                return
+            self._apply_object(service_obj)
+            for kind in ("Deployment", "ConfigMap", "Secret"):
+                suffix = {"Deployment": "", "ConfigMap": "-code", "Secret": "-env"}[kind]
+                self._delete_quietly(kind, f"{name}-{old}{suffix}")
+
+        thread = threading.Thread(target=switch, name=f"jt-bluegreen-{name}", daemon=True)
+        self._switches[name] = thread
+        thread.start()
+
+    def _wait_deployment(self, record: JobRecord, deployment: str) -> ServiceStatus | None:
+        done = threading.Event()
+        last: list[ServiceStatus] = []
+
+        def on_status(status: ServiceStatus) -> None:
+            last[:] = [status]
+            if status.state.settled:
+                done.set()
+
+        nsw = self._watch_of_namespace()
+        token = nsw.subscribe(record.name, self._status_fn(record, deployment), on_status)
+        try:
+            done.wait(BLUEGREEN_TIMEOUT)
+        finally:
+            nsw.unsubscribe(token)
+        return last[0] if last else None
+
+    def wait_switched(self, name: str, timeout: float | None = None) -> None:
+        """Block until a pending blue-green switch of ``name`` has finished (tests, scripts)."""
+        thread = self._switches.get(name)
+        if thread is not None:
+            thread.join(timeout)
+
+    # --- status --------------------------------------------------------------------------
+    def _endpoint_for(self, name: str, port: int | None) -> str:
+        return f"http://{name}.{self.namespace}.svc:{port or 80}"
+
+    def endpoint(self, record: JobRecord) -> str | None:
+        return record.nodelist or self._endpoint_for(record.name, record.spec.get("port"))
+
+    def _deployment_name(self, record: JobRecord) -> str:
+        current = self.registry.find_by_name(self.name, record.name)
+        spec = (current or record).spec
+        return str(spec.get("deployment") or record.name)
+
+    def _status_fn(self, record: JobRecord, deployment: str | None = None
+                   ) -> Callable[[NamespaceWatch], ServiceStatus]:
+        endpoint = self.endpoint(record)
+
+        def compute(nsw: NamespaceWatch) -> ServiceStatus:
+            wanted = deployment or self._deployment_name(record)
+            deps = [d for d in nsw.deployments(record.name) if d["metadata"]["name"] == wanted]
+            pods = nsw.pods(record.name)
+            if deployment is not None or record.spec.get("color"):
+                color = wanted.rsplit("-", 1)[-1]
+                pods = [p for p in pods
+                        if (p["metadata"].get("labels") or {}).get("jupyter-tiers/color") == color]
+            return service_status(record.name, deps[0] if deps else None, pods, nsw.events(),
+                                  endpoint=endpoint, now=time.time())
+
+        return compute
+
+    def service_status(self, record: JobRecord) -> ServiceStatus:
+        """Read the Deployment, its pods and Events now (three requests) and record the state."""
+        ns = record.spec.get("namespace") or self.namespace
+        selector = f"app.kubernetes.io/name={record.name},app.kubernetes.io/managed-by=jupyter-tiers"
+        deployment = None
+        try:
+            resp = self.client.call(self.client.apps().read_namespaced_deployment,
+                                    self._deployment_name(record), ns, _preload_content=False,
+                                    verb="get", resource="deployments", namespace=ns)
+            deployment = json.loads(resp.data)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+        pods = json.loads(self.client.call(
+            self.client.core().list_namespaced_pod, ns, label_selector=selector, _preload_content=False,
+            verb="list", resource="pods", namespace=ns).data).get("items") or []
+        events = json.loads(self.client.call(
+            self.client.core().list_namespaced_event, ns, _preload_content=False,
+            verb="list", resource="events", namespace=ns).data).get("items") or []
+        if record.spec.get("color") and deployment is not None:
+            color = deployment["metadata"]["name"].rsplit("-", 1)[-1]
+            pods = [p for p in pods
+                    if (p["metadata"].get("labels") or {}).get("jupyter-tiers/color") == color]
+        status = service_status(record.name, deployment, pods, events, endpoint=self.endpoint(record),
+                                now=time.time())
+        self._record(record, status)
+        return status
+
+    def _record(self, record: JobRecord, status: ServiceStatus) -> None:
+        with contextlib.suppress(Exception):  # the registry is a record, not the source of truth
+            self.registry.update(record.key, state=status.state.value,
+                                 detail=f"{status.ready}/{status.desired}")
+
+    def summary(self, record: JobRecord, status: ServiceStatus) -> str:
+        elapsed = time.time() - record.submitted_at
+        last = None
+        if status.state is ServiceState.FAILED:
+            with contextlib.suppress(TiersError):
+                lines = self.service_logs(record, tail=1).strip().splitlines()
+                last = lines[-1].split(": ", 1)[-1] if lines else None
+        return summary_line(status, elapsed_s=elapsed, last_log_line=last)
+
+    # --- logs ----------------------------------------------------------------------------
+    def _pod_names(self, record: JobRecord) -> list[str]:
+        ns = record.spec.get("namespace") or self.namespace
+        selector = f"app.kubernetes.io/name={record.name},app.kubernetes.io/managed-by=jupyter-tiers"
+        items = json.loads(self.client.call(
+            self.client.core().list_namespaced_pod, ns, label_selector=selector, _preload_content=False,
+            verb="list", resource="pods", namespace=ns).data).get("items") or []
+        return sorted(p["metadata"]["name"] for p in items)
+
+    def service_logs(self, record: JobRecord, pod: str | None = None, tail: int | None = None) -> str:
+        ns = record.spec.get("namespace") or self.namespace
+        pods = [pod] if pod else self._pod_names(record)
+        if pod is not None and pod not in self._pod_names(record):
+            raise JobNotFound(f"service {record.name} has no pod {pod!r}")
+        lines: list[tuple[tuple[str, int], str, str]] = []
+        for name in pods:
+            kwargs: dict[str, Any] = {"timestamps": True, "_preload_content": False}
+            if tail is not None:
+                kwargs["tail_lines"] = tail
+            try:
+                resp = self.client.call(self.client.core().read_namespaced_pod_log, name, ns,
+                                        verb="get", resource="pods/log", namespace=ns, **kwargs)
+            except ApiError as exc:
+                if exc.status in (400, 404):  # waiting to start, or gone: no log yet
+                    continue
+                raise
+            for raw in resp.data.decode("utf-8", errors="replace").splitlines():
+                ts, text = split_timestamp(raw)
+                lines.append((timestamp_key(ts), name, text))
+        lines.sort(key=lambda x: x[0])
+        if tail is not None:
+            lines = lines[-tail:] if tail > 0 else []
+        if pod is not None:
+            return "".join(text + "\n" for _, _, text in lines)
+        return "".join(f"{name}: {text}\n" for _, name, text in lines)
+
+    # --- actions -------------------------------------------------------------------------
+    def scale(self, record: JobRecord, replicas: int) -> None:
+        if replicas < 0 or replicas > 1000:
+            raise SpecError("replicas", f"must be 0-1000, got {replicas}")
+        ns = record.spec.get("namespace") or self.namespace
+        self.client.call(self.client.apps().patch_namespaced_deployment_scale,
+                         self._deployment_name(record), ns, {"spec": {"replicas": replicas}},
+                         verb="patch", resource="deployments/scale", namespace=ns)
+
+    def restart(self, record: JobRecord) -> None:
+        ns = record.spec.get("namespace") or self.namespace
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        body = {"spec": {"template": {"metadata": {"annotations": {
+            "kubectl.kubernetes.io/restartedAt": stamp}}}}}
+        self.client.call(self.client.apps().patch_namespaced_deployment, self._deployment_name(record),
+                         ns, body, field_manager=f"{FIELD_MANAGER}-restart",
+                         verb="patch", resource="deployments", namespace=ns)
+
+    def _delete_quietly(self, kind: str, name: str, namespace: str | None = None) -> bool:
+        ns = namespace or self.namespace
+        fn = _delete_fn(self.client, kind)
+        try:
+            self.client.call(fn, name, ns, verb="delete", resource=_resource(kind), namespace=ns)
+        except ApiError as exc:
+            if exc.status == 404:
+                return False
+            raise
+        return True
+
+    def delete(self, record: JobRecord) -> None:
+        """Delete every object of the service by its labels (both colors, Secret, ConfigMap, HPA)."""
+        ns = record.spec.get("namespace") or self.namespace
+        selector = f"app.kubernetes.io/name={record.name},app.kubernetes.io/managed-by=jupyter-tiers"
+        listers = {
+            "HorizontalPodAutoscaler": self.client.autoscaling().list_namespaced_horizontal_pod_autoscaler,
+            "Service": self.client.core().list_namespaced_service,
+            "Deployment": self.client.apps().list_namespaced_deployment,
+            "ConfigMap": self.client.core().list_namespaced_config_map,
+            "Secret": self.client.core().list_namespaced_secret,
+        }
+        for kind, lister in listers.items():
+            items = json.loads(self.client.call(lister, ns, label_selector=selector, _preload_content=False,
+                                                verb="list", resource=_resource(kind), namespace=ns
+                                                ).data).get("items") or []
+            for item in items:
+                self._delete_quietly(kind, item["metadata"]["name"], ns)
+        with contextlib.suppress(Exception):
+            self.registry.update(record.key, state=ServiceState.DELETED.value, detail="0/0")
+
+    def port_forward(self, record: JobRecord, local_port: int = 0) -> str:
+        status = self.service_status(record)
+        ready = [p for p in status.pods if p.ready]
+        if not ready:
+            raise TiersError(f"service {record.name}: no ready pod to forward to")
+        port = int(record.spec.get("port") or 8000)
+        forward = _PortForward(self.client, record.spec.get("namespace") or self.namespace,
+                               ready[0].name, port, local_port)
+        self._forwards.append(forward)
+        return forward.url
+
+    # --- watching ------------------------------------------------------------------------
+    def _watch_of_namespace(self) -> NamespaceWatch:
+        with self._lock:
+            if self._namespace_watch is None:
+                self._namespace_watch = NamespaceWatch(self.client, self.namespace)
+            return self._namespace_watch
+
+    def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,
+              on_lines: Callable[[list[Any]], None] | None = None) -> Any:
+        nsw = self._watch_of_namespace()
+        sub = _Subscription(record)
+
+        def status_changed(status: ServiceStatus) -> None:
+            if status.state.value != sub.recorded:
+                sub.recorded = status.state.value
+                self._record(record, status)
+            if on_status is not None:
+                on_status(status)
+
+        if on_lines is not None:
+            sub.logs = _ServiceLogs(self.client, nsw.namespace, record.name, on_lines)
+            sub.listener = nsw.add_listener(sub.logs.on_event)
+        sub.token = nsw.subscribe(record.name, self._status_fn(record), status_changed)
+        if sub.logs is not None:
+            sub.logs.sync(nsw.pods(record.name))
+        return sub
+
+    def unwatch(self, subscription: Any) -> None:
+        nsw = self._namespace_watch
+        if nsw is None or not isinstance(subscription, _Subscription):
+            return
+        for token in (subscription.token, subscription.listener):
+            if token is not None:
+                nsw.unsubscribe(token)
+        if subscription.logs is not None:
+            subscription.logs.stop()
+
+    @property
+    def api_requests(self) -> int:
+        """Requests made so far: direct calls plus the shared watches' lists and watches."""
+        return self.client.requests
+
+    def close(self) -> None:
+        if self._namespace_watch is not None:
+            self._namespace_watch.stop()
+        for forward in self._forwards:
+            forward.close()
+
+
+class _Subscription:
+    def __init__(self, record: JobRecord) -> None:
+        self.record = record
+        self.token: int | None = None
+        self.listener: int | None = None
+        self.logs: _ServiceLogs | None = None
+        self.recorded = ""
+
+
+class _ServiceLogs:
+    """One PodLogFollower per pod of a service: started when a pod appears, stopped when it goes."""
+
+    def __init__(self, client: KubeClient, namespace: str, service: str,
+                 on_lines: Callable[[list[PodLogLine]], None]) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.service = service
+        self.on_lines = on_lines
+        self.followers: dict[str, PodLogFollower] = {}
+        self._lock = threading.Lock()
+        self._stopped = False
+
+    def sync(self, pods: Sequence[dict[str, Any]]) -> None:
+        for pod in pods:
+            self.on_event("pods", "ADDED", pod)
+
+    def on_event(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
+        if kind != "pods" or not obj:
+            return
+        meta = obj.get("metadata") or {}
+        if (meta.get("labels") or {}).get("app.kubernetes.io/name") != self.service:
+            return
+        name = meta["name"]
+        with self._lock:
+            if self._stopped:
+                return
+            follower = self.followers.get(name)
+            if etype == "DELETED":
+                if follower is not None:
+                    # Let it drain: the stream ends by itself once the container has stopped.
+                    self.followers.pop(name)
+                return
+            if follower is None:
+                follower = PodLogFollower(self.client, self.namespace, name, self.on_lines)
+                self.followers[name] = follower
+                follower.start()
+            else:
+                follower.kick()
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stopped = True
+            followers = list(self.followers.values())
+            self.followers.clear()
+        for follower in followers:
+            follower.stop()
+
+
+class _PortForward:
+    """A local listening port relayed to a pod's port through the API (one WebSocket per
+    connection, as the client requires)."""
+
+    def __init__(self, client: KubeClient, namespace: str, pod: str, port: int, local_port: int) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.pod = pod
+        self.port = port
+        self._server = socket.create_server(("127.0.0.1", local_port))
+        self.local_port = self._server.getsockname()[1]
+        self._closed = threading.Event()
+        threading.Thread(target=self._accept, name=f"jt-portforward-{pod}", daemon=True).start()
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.local_port}"
+
+    def _accept(self) -> None:
+        while not self._closed.is_set():
+            try:
+                conn, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
+
+    def _relay(self, conn: socket.socket) -> None:
+        from kubernetes.stream import portforward
+
+        try:
+            pf = portforward(self.client.core().connect_get_namespaced_pod_portforward, self.pod,
+                             self.namespace, ports=str(self.port))
+            remote = pf.socket(self.port)
+            remote.setblocking(True)
+        except Exception:
+            conn.close()
+            return
+
+        def pump(src: socket.socket, dst: socket.socket) -> None:
+            try:
+                while True:
+                    data = src.recv(65536)
+                    if not data:
+                        break
+                    dst.sendall(data)
+            except OSError:
+                pass
+            finally:
+                with contextlib.suppress(OSError):
+                    dst.shutdown(socket.SHUT_WR)
+
+        back = threading.Thread(target=pump, args=(remote, conn), daemon=True)
+        back.start()
+        pump(conn, remote)
+        back.join(60)
+        conn.close()
+        with contextlib.suppress(Exception):
+            remote.close()
+            pf.close()
+
+    def close(self) -> None:
+        self._closed.set()
+        self._server.close()
+
+
+# --- helpers -------------------------------------------------------------------------------------
+
+_RESOURCES = {"Deployment": "deployments", "Service": "services", "ConfigMap": "configmaps",
+              "Secret": "secrets", "HorizontalPodAutoscaler": "horizontalpodautoscalers"}
+
+
+def _resource(kind: str) -> str:
+    return _RESOURCES.get(kind, kind.lower() + "s")
+
+
+def _patch_fn(client: KubeClient, kind: str) -> Callable[..., Any]:
+    fns: dict[str, Callable[..., Any]] = {
+        "Deployment": client.apps().patch_namespaced_deployment,
+        "Service": client.core().patch_namespaced_service,
+        "ConfigMap": client.core().patch_namespaced_config_map,
+        "Secret": client.core().patch_namespaced_secret,
+        "HorizontalPodAutoscaler": client.autoscaling().patch_namespaced_horizontal_pod_autoscaler,
+    }
+    if kind not in fns:
+        raise SpecError("patch", f"cannot apply a {kind}")
+    return fns[kind]
+
+
+def _delete_fn(client: KubeClient, kind: str) -> Callable[..., Any]:
+    fns: dict[str, Callable[..., Any]] = {
+        "Deployment": client.apps().delete_namespaced_deployment,
+        "Service": client.core().delete_namespaced_service,
+        "ConfigMap": client.core().delete_namespaced_config_map,
+        "Secret": client.core().delete_namespaced_secret,
+        "HorizontalPodAutoscaler": client.autoscaling().delete_namespaced_horizontal_pod_autoscaler,
+    }
+    return fns[kind]
+
+
+def _spec_for_record(spec: ServeSpec) -> dict[str, Any]:
+    """The spec as stored: everything but env values (names only) and the body."""
+    from dataclasses import asdict
+
+    data = asdict(spec)
+    data["env"] = [[k, None] for k, _ in spec.env]
+    data.pop("body", None)
+    data.pop("metadata", None)
+    # Enough to tell an unchanged cell from a changed one, without storing the body or env values.
+    data["body_sha"] = hashlib.sha256(spec.body.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    data["env_hash"] = hmac.new(_env_key(), repr(sorted(spec.env)).encode("utf-8", "surrogatepass"),
+                                hashlib.sha256).hexdigest()[:16]
+    return data
+
+
+def _env_key() -> bytes:
+    """This user's key for the env hash (see render._env_hash), kept 0600 in the data dir."""
+    from jupyter_core.paths import jupyter_data_dir
+
+    path = Path(jupyter_data_dir()) / "tiers" / "env-hash.key"
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        key = secrets.token_bytes(32)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        except FileExistsError:
+            return path.read_bytes()
+        with os.fdopen(fd, "wb") as f:
+            f.write(key)
+        return key

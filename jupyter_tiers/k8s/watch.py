@@ -1,0 +1,429 @@
+"""Watches, not polling: one list+watch per kind per namespace, shared by every service in it.
+
+:class:`KindWatch` keeps an up-to-date copy of one kind's objects (Deployments, pods, Events) in a
+namespace: it lists once, then watches from the list's resourceVersion with bookmarks on, resumes
+from the last resourceVersion it saw when a watch ends or the connection drops, and lists again
+when the server answers 410 Gone. :class:`NamespaceWatch` holds the three kinds of one namespace,
+recomputes the status of the services an event touches and delivers it to their subscribers.
+:class:`PodLogFollower` follows one pod's log across container restarts with timestamps, reopening
+with ``sinceTime`` and skipping what it already delivered, so nothing is lost or repeated.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import logging
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import replace
+from typing import Any
+
+from ..errors import ApiError, TiersError
+from ..model import PodLogLine, ServiceStatus
+from .client import KubeClient
+
+log = logging.getLogger(__name__)
+
+MANAGED = "app.kubernetes.io/managed-by=jupyter-tiers"
+NAME_LABEL = "app.kubernetes.io/name"
+
+Listener = Callable[[str, str, dict[str, Any]], None]  # (kind, event type, object)
+
+
+def _lines(resp: Any) -> Iterator[str]:
+    """Complete lines of a streamed HTTP body (a watch or a log), as they arrive."""
+    pending = b""
+    for chunk in resp.stream(amt=None, decode_content=False):
+        pending += chunk
+        while b"\n" in pending:
+            line, pending = pending.split(b"\n", 1)
+            yield line.decode("utf-8", errors="replace")
+    if pending:
+        yield pending.decode("utf-8", errors="replace")
+
+
+def _close_quietly(resp: Any) -> None:
+    """Close a streaming response from another thread (it unblocks the reader)."""
+    if resp is not None:
+        with contextlib.suppress(Exception):  # a dead socket may fail to close; we leave anyway
+            resp.close()
+
+
+class KindWatch:
+    """An always-current copy of one kind's objects in one namespace (see the module doc)."""
+
+    def __init__(self, client: KubeClient, kind: str, namespace: str, on_event: Listener, *,
+                 label_selector: str | None = None, watch_timeout: int = 290,
+                 max_backoff: float = 30.0) -> None:
+        self.client = client
+        self.kind = kind
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.on_event = on_event
+        self.watch_timeout = watch_timeout
+        self.max_backoff = max_backoff
+        self.objects: dict[str, dict[str, Any]] = {}
+        self.resource_version: str | None = None
+        self.synced = threading.Event()
+        self.error: str | None = None  # the last problem, until the next success
+        self.lists = 0
+        self.watches = 0
+        self.relists_after_gone = 0
+        self._stop = threading.Event()
+        self._resp: Any = None
+        self._thread = threading.Thread(target=self._run, name=f"jt-k8s-{kind}-{namespace}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        _close_quietly(self._resp)
+
+    def _list_fn(self) -> Callable[..., Any]:
+        if self.kind == "deployments":
+            return self.client.apps().list_namespaced_deployment
+        if self.kind == "pods":
+            return self.client.core().list_namespaced_pod
+        return self.client.core().list_namespaced_event
+
+    def _selector(self) -> dict[str, Any]:
+        return {"label_selector": self.label_selector} if self.label_selector else {}
+
+    def _list(self) -> None:
+        resp = self.client.call(self._list_fn(), self.namespace, _preload_content=False, verb="list",
+                                resource=self.kind, namespace=self.namespace, **self._selector())
+        self.lists += 1
+        data = json.loads(resp.data)
+        fresh = {o["metadata"]["name"]: o for o in data.get("items") or []}
+        gone = set(self.objects) - set(fresh)
+        old = self.objects
+        self.objects = fresh
+        self.resource_version = data.get("metadata", {}).get("resourceVersion")
+        # After a relist, tell listeners what changed while we were not watching.
+        for name in gone:
+            self.on_event(self.kind, "DELETED", old[name])
+        for name, obj in fresh.items():
+            if old.get(name) != obj:
+                self.on_event(self.kind, "ADDED" if name not in old else "MODIFIED", obj)
+        self.synced.set()
+
+    def _watch_once(self) -> bool:
+        """One watch request; returns False when the server said 410 Gone (list again)."""
+        self.watches += 1
+        resp = self.client.call(
+            self._list_fn(), self.namespace, watch=True, resource_version=self.resource_version,
+            allow_watch_bookmarks=True, timeout_seconds=self.watch_timeout, _preload_content=False,
+            _request_timeout=(self.client.request_timeout, self.watch_timeout + 30),
+            verb="watch", resource=self.kind, namespace=self.namespace, **self._selector())
+        self._resp = resp
+        try:
+            for line in _lines(resp):
+                if self._stop.is_set():
+                    return True
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                etype, obj = event.get("type"), event.get("object") or {}
+                if etype == "ERROR":
+                    if obj.get("code") == 410:
+                        return False
+                    raise ApiError(f"watch of {self.kind} in {self.namespace}: "
+                                   f"{obj.get('message') or obj}", int(obj.get("code") or 0))
+                rv = (obj.get("metadata") or {}).get("resourceVersion")
+                if rv:
+                    self.resource_version = rv
+                if etype == "BOOKMARK":
+                    continue
+                name = obj["metadata"]["name"]
+                if etype == "DELETED":
+                    self.objects.pop(name, None)
+                else:
+                    self.objects[name] = obj
+                self.error = None
+                self.on_event(self.kind, str(etype), obj)
+        finally:
+            self._resp = None
+            resp.release_conn()
+        return True
+
+    def _run(self) -> None:
+        backoff = 0.5
+        need_list = True
+        while not self._stop.is_set():
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                if not self._watch_once():
+                    self.relists_after_gone += 1
+                    need_list = True
+                    continue
+                self.error = None
+                backoff = 0.5
+            except TiersError as exc:
+                self._failed(str(exc))
+                # A 410 from the list/watch request itself (not an ERROR event) means the same.
+                need_list = need_list or (isinstance(exc, ApiError) and exc.status == 410)
+            except Exception as exc:  # a dropped stream (urllib3 ProtocolError, ...): resume
+                if self._stop.is_set():
+                    return
+                self._failed(f"watch of {self.kind} dropped: {type(exc).__name__}")
+            else:
+                continue
+            if self._stop.wait(backoff):
+                return
+            backoff = min(self.max_backoff, backoff * 2)
+
+    def _failed(self, message: str) -> None:
+        log.debug("k8s watch %s/%s: %s", self.namespace, self.kind, message)
+        self.error = message
+        self.on_event(self.kind, "ERROR", {})
+
+
+StatusFn = Callable[["NamespaceWatch"], ServiceStatus]
+
+
+class NamespaceWatch:
+    """Deployments, pods and Events of one namespace, shared by every service followed in it."""
+
+    KINDS = ("deployments", "pods", "events")
+
+    def __init__(self, client: KubeClient, namespace: str) -> None:
+        self.client = client
+        self.namespace = namespace
+        self._lock = threading.RLock()
+        self._subs: dict[int, tuple[str, StatusFn, Callable[[ServiceStatus], None]]] = {}
+        self._last: dict[int, ServiceStatus] = {}
+        self._listeners: dict[int, Listener] = {}
+        self._ids = itertools.count(1)
+        self._started = False
+        selectors = {"deployments": MANAGED, "pods": MANAGED, "events": None}
+        self.kinds = {k: KindWatch(client, k, namespace, self._on_event, label_selector=selectors[k])
+                      for k in self.KINDS}
+
+    # --- what the tier reads -------------------------------------------------------------
+    def ensure_started(self, timeout: float = 30.0) -> None:
+        with self._lock:
+            if not self._started:
+                self._started = True
+                for kw in self.kinds.values():
+                    kw.start()
+        for kw in self.kinds.values():
+            kw.synced.wait(timeout)
+
+    def deployments(self, service: str) -> list[dict[str, Any]]:
+        return [o for o in list(self.kinds["deployments"].objects.values())
+                if (o["metadata"].get("labels") or {}).get(NAME_LABEL) == service]
+
+    def pods(self, service: str) -> list[dict[str, Any]]:
+        return [o for o in list(self.kinds["pods"].objects.values())
+                if (o["metadata"].get("labels") or {}).get(NAME_LABEL) == service]
+
+    def events(self) -> list[dict[str, Any]]:
+        return list(self.kinds["events"].objects.values())
+
+    @property
+    def problem(self) -> str | None:
+        errors = [kw.error for kw in self.kinds.values() if kw.error]
+        return errors[0] if errors else None
+
+    @property
+    def requests(self) -> int:
+        return sum(kw.lists + kw.watches for kw in self.kinds.values())
+
+    # --- subscriptions -------------------------------------------------------------------
+    def subscribe(self, service: str, compute: StatusFn,
+                  on_status: Callable[[ServiceStatus], None]) -> int:
+        """Call ``on_status`` with the service's status now and whenever an event changes it."""
+        self.ensure_started()
+        with self._lock:
+            token = next(self._ids)
+            self._subs[token] = (service, compute, on_status)
+        self._deliver(token)
+        return token
+
+    def add_listener(self, fn: Listener) -> int:
+        with self._lock:
+            token = next(self._ids)
+            self._listeners[token] = fn
+        return token
+
+    def unsubscribe(self, token: int) -> None:
+        with self._lock:
+            self._subs.pop(token, None)
+            self._last.pop(token, None)
+            self._listeners.pop(token, None)
+
+    def stop(self) -> None:
+        for kw in self.kinds.values():
+            kw.stop()
+
+    def _on_event(self, kind: str, etype: str, obj: dict[str, Any]) -> None:
+        with self._lock:
+            listeners = list(self._listeners.values())
+            subs = list(self._subs.items())
+        for fn in listeners:
+            _safe(fn, kind, etype, obj)
+        touched = _service_of(kind, obj)
+        for token, (service, _, _) in subs:
+            if etype == "ERROR" or touched is None or touched == service or (
+                    kind == "events" and _event_mentions(obj, service)):
+                self._deliver(token)
+
+    def _deliver(self, token: int) -> None:
+        with self._lock:
+            entry = self._subs.get(token)
+            if entry is None:
+                return
+            _, compute, on_status = entry
+            try:
+                status = compute(self)
+            except Exception:
+                log.exception("computing a service status failed")
+                return
+            problem = self.problem
+            if problem:
+                status = replace(status, api_reachable=False,
+                                 message=f"{problem} — retrying; the state is as last seen")
+            if self._last.get(token) == status:
+                return
+            self._last[token] = status
+        _safe(on_status, status)
+
+
+def _service_of(kind: str, obj: dict[str, Any]) -> str | None:
+    if kind == "events":
+        return None
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    name = labels.get(NAME_LABEL)
+    return str(name) if name else ""
+
+
+def _event_mentions(event: dict[str, Any], service: str) -> bool:
+    name = str((event.get("involvedObject") or {}).get("name") or "")
+    return name == service or name.startswith(service + "-")
+
+
+def _safe(fn: Callable[..., Any], *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:  # a broken listener must not stop the watch
+        log.exception("jupyter-tiers k8s listener failed")
+
+
+# --- pod logs ------------------------------------------------------------------------------------
+
+def split_timestamp(line: str) -> tuple[str, str]:
+    """``"2026-12-02T17:06:12.452000816Z text"`` -> (timestamp, text)."""
+    ts, sep, text = line.partition(" ")
+    if sep and ts[:4].isdigit() and ts.endswith("Z"):
+        return ts, text
+    return "", line
+
+
+def timestamp_key(ts: str) -> tuple[str, int]:
+    """Sortable key of an RFC 3339 timestamp with 0-9 fraction digits: (seconds part, nanos)."""
+    head, _, frac = ts.rstrip("Z").partition(".")
+    return head, int((frac + "000000000")[:9]) if frac.isdigit() else 0
+
+
+class PodLogFollower:
+    """Follows one pod's log (one container) across restarts until stopped or the pod is gone.
+
+    Each stream is opened with ``timestamps=true`` and, after the first, with ``sinceTime`` at
+    the last delivered line's second; lines at or before the last delivered timestamp are
+    skipped (counting lines that share that exact timestamp), so a reopened stream, or the
+    previous instance's log that a follow returns during CrashLoopBackOff, repeats nothing.
+    """
+
+    def __init__(self, client: KubeClient, namespace: str, pod: str,
+                 on_lines: Callable[[list[PodLogLine]], None], *, since: str | None = None,
+                 tail: int | None = None, max_backoff: float = 5.0) -> None:
+        self.client = client
+        self.namespace = namespace
+        self.pod = pod
+        self.on_lines = on_lines
+        self.last_ts = since or ""
+        self.same_ts_count = 0
+        self.tail = tail
+        self.max_backoff = max_backoff
+        self.streams = 0
+        self._skip_same = 0
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._resp: Any = None
+        self._thread = threading.Thread(target=self._run, name=f"jt-podlog-{pod}", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def kick(self) -> None:
+        """The pod changed (a container started): reopen soon."""
+        self._wake.set()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._wake.set()
+        _close_quietly(self._resp)
+
+    def _accept(self, ts: str) -> bool:
+        if not self.last_ts or not ts:
+            return True
+        key, last = timestamp_key(ts), timestamp_key(self.last_ts)
+        if key > last:
+            return True
+        if key == last and self._skip_same > 0:
+            self._skip_same -= 1
+            return False
+        return key == last
+
+    def _open(self) -> Any:
+        kwargs: dict[str, Any] = {"follow": True, "timestamps": True, "_preload_content": False}
+        if self.last_ts:
+            kwargs["since_time"] = self.last_ts.split(".")[0].rstrip("Z") + "Z"
+        elif self.tail is not None:
+            kwargs["tail_lines"] = self.tail
+        return self.client.call(
+            self.client.core().read_namespaced_pod_log, self.pod, self.namespace,
+            _request_timeout=(self.client.request_timeout, None),
+            verb="get", resource="pods/log", namespace=self.namespace, **kwargs)
+
+    def _run(self) -> None:
+        backoff = 0.5
+        while not self._stop.is_set():
+            delivered = False
+            try:
+                resp = self._open()
+                self.streams += 1
+                self._resp = resp
+                self._skip_same = self.same_ts_count
+                try:
+                    for raw in _lines(resp):
+                        ts, text = split_timestamp(raw.rstrip("\r"))
+                        if not self._accept(ts):
+                            continue
+                        if ts and ts == self.last_ts:
+                            self.same_ts_count += 1
+                        elif ts:
+                            self.last_ts, self.same_ts_count = ts, 1
+                        # One line at a time: the stream blocks between writes, and the widget's
+                        # batcher coalesces a fast log.
+                        self.on_lines([PodLogLine(text, self.pod, ts)])
+                        delivered = True
+                finally:
+                    self._resp = None
+                    resp.release_conn()
+            except ApiError as exc:
+                if exc.status == 404:
+                    return  # the pod is gone
+                log.debug("log of %s: %s", self.pod, exc)
+            except Exception as exc:  # a dropped stream: reopen from the last timestamp
+                if self._stop.is_set():
+                    return
+                log.debug("log of %s dropped: %r", self.pod, exc)
+            backoff = 0.5 if delivered else min(self.max_backoff, backoff * 2)
+            self._wake.wait(backoff)
+            self._wake.clear()

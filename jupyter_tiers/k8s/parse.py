@@ -1,0 +1,483 @@
+"""Pure parsing of Kubernetes objects (dicts as the API returns them) into the serving model.
+
+Rules follow what a real API server 1.28 sends (the golden transcripts): counters that are zero
+are omitted, conditions are looked up by type (their order moves), and a crash-looping container
+shows ``terminated`` for most of each back-off and ``waiting: CrashLoopBackOff`` only at the next
+kubelet sync, so both count as crashing once the container has restarted.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ..model import EventInfo, PodInfo, ServiceState, ServiceStatus
+from ..timefmt import format_elapsed
+
+REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
+TEMPLATE_HASH_LABEL = "pod-template-hash"
+MAX_EVENTS = 20
+EVENT_WINDOW_S = 900.0  # with ``now``: Warning events older than this are not "recent"
+
+# Reasons that stop a rollout until someone changes something.
+FAILING_WAITING = frozenset({
+    "CrashLoopBackOff", "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
+    "CreateContainerConfigError", "CreateContainerError",
+})
+_EXITED = ("CrashLoopBackOff", "OOMKilled", "Error", "Completed", "Terminated")
+_WORDS_SHOWN = (FAILING_WAITING - {"CrashLoopBackOff"}) | {"Unhealthy", "ContainerCreating"}
+_STARTING_WAITING = frozenset({"ContainerCreating", "PodInitializing"})
+_CREATING_EVENTS = ("FailedMount", "FailedAttachVolume", "FailedCreatePodSandBox")
+_PROBE_FAILED = re.compile(r"(Readiness|Startup|Liveness) probe failed: (.*)", re.DOTALL)
+_NEW_RS = re.compile(r'(?:replica set|ReplicaSet) "([^"]+)"')
+_RFC3339 = re.compile(
+    r"(\d{4})-(\d\d)-(\d\d)[Tt ](\d\d):(\d\d):(\d\d)(\.\d+)?([Zz]|[+-]\d\d:?\d\d)?"
+)
+# Kubernetes names generated objects with its "safe" alphabet (no vowels, no 0, 1 or 3), so an
+# owned ReplicaSet or pod of Deployment D is D-<hash>[-<suffix>], and "web-api" is not web's.
+_SAFE = "[bcdfghjklmnpqrstvwxz2456789]"
+
+
+# --- small helpers ---------------------------------------------------------------------------
+
+
+def _get(obj: Any, *path: str) -> Any:
+    for step in path:
+        if not isinstance(obj, Mapping):
+            return None
+        obj = obj.get(step)
+    return obj
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+def _str(value: Any) -> str | None:
+    return value if isinstance(value, str) and value else None
+
+
+def parse_time(text: Any) -> float | None:
+    """RFC 3339 (``2026-12-02T17:15:27Z``, fractions up to nanoseconds, offsets) -> epoch seconds."""
+    if not isinstance(text, str):
+        return None
+    match = _RFC3339.fullmatch(text.strip())
+    if not match:
+        return None
+    year, month, day, hour, minute, second = (int(match.group(i)) for i in range(1, 7))
+    try:
+        epoch = float(calendar.timegm((year, month, day, hour, minute, second, 0, 0, 0)))
+    except (ValueError, OverflowError):
+        return None
+    if match.group(7):
+        epoch += float("0" + match.group(7))
+    zone = match.group(8)
+    if zone and zone not in ("Z", "z"):
+        sign = 1 if zone[0] == "+" else -1
+        digits = zone[1:].replace(":", "")
+        epoch -= sign * (int(digits[:2]) * 3600 + int(digits[2:]) * 60)
+    return epoch
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    """The condition of that type, wherever it sits in the array."""
+    for cond in _get(obj, "status", "conditions") or ():
+        if isinstance(cond, Mapping) and cond.get("type") == kind:
+            return cond
+    return None
+
+
+def _event_time(event: Mapping[str, Any]) -> float | None:
+    for key in ("lastTimestamp", "eventTime", "firstTimestamp"):
+        stamp = parse_time(event.get(key))
+        if stamp is not None:
+            return stamp
+    series = parse_time(_get(event, "series", "lastObservedTime"))
+    return series if series is not None else parse_time(_get(event, "metadata", "creationTimestamp"))
+
+
+def _event_count(event: Mapping[str, Any]) -> int:
+    return max(1, _int(event.get("count")), _int(_get(event, "series", "count")))
+
+
+def _events_about(events: Iterable[Mapping[str, Any]], kind: str, name: str, uid: str | None) -> list[Any]:
+    out = []
+    for event in events:
+        involved = event.get("involvedObject") if isinstance(event, Mapping) else None
+        if not isinstance(involved, Mapping) or involved.get("kind") != kind or involved.get("name") != name:
+            continue
+        if uid and involved.get("uid") and involved.get("uid") != uid:
+            continue  # an earlier object with the same name (Events outlive their objects)
+        out.append(event)
+    out.sort(key=lambda e: _event_time(e) or 0.0)
+    return out
+
+
+def _first_sentence(message: str) -> str:
+    """The scheduler's message without its preemption postscript."""
+    head, sep, _ = message.partition(" preemption:")
+    return head.strip() if sep else message.strip()
+
+
+# --- pods ------------------------------------------------------------------------------------
+
+
+def _container_statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    status = pod.get("status") if isinstance(pod.get("status"), Mapping) else {}
+    assert isinstance(status, Mapping)
+    out: list[Mapping[str, Any]] = []
+    for key in ("initContainerStatuses", "containerStatuses"):
+        out.extend(c for c in status.get(key) or () if isinstance(c, Mapping))
+    return out
+
+
+def _exit_of(term: Mapping[str, Any]) -> int | None:
+    code = term.get("exitCode")
+    return code if isinstance(code, int) and not isinstance(code, bool) else None
+
+
+def pod_info(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> PodInfo:
+    """One pod (and the Events about it) -> PodInfo.
+
+    ``reason``/``message`` say why the pod is not ready, first match of: a container waiting for a
+    failing reason (ErrImagePull, ImagePullBackOff, ErrImageNeverPull, CrashLoopBackOff,
+    CreateContainerConfigError, ...) with the kubelet's message, where a crash loop after an OOM
+    kill is reported as ``OOMKilled``; a terminated container (OOMKilled, Error, Completed) with
+    its exit code; ``PodScheduled=False`` (Unschedulable) with the scheduler's message; failing
+    probes (``Unhealthy`` from the Events); ContainerCreating (with a FailedMount event's words).
+    A ready or terminating pod has no reason.
+    """
+    meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    name = str(meta.get("name") or "?")
+    terminating = bool(meta.get("deletionTimestamp"))
+    phase = "Terminating" if terminating else (_str(_get(pod, "status", "phase")) or "Pending")
+    ready_cond = _condition(pod, "Ready")
+    ready = bool(ready_cond and ready_cond.get("status") == "True")
+    statuses = _container_statuses(pod)
+    restarts = sum(_int(c.get("restartCount")) for c in statuses)
+    labels = meta.get("labels") if isinstance(meta.get("labels"), Mapping) else {}
+    assert isinstance(labels, Mapping)
+
+    exit_code: int | None = None
+    for cstatus in statuses:
+        term = _get(cstatus, "state", "terminated") or _get(cstatus, "lastState", "terminated")
+        if isinstance(term, Mapping) and _exit_of(term) is not None:
+            exit_code = _exit_of(term)
+            break
+
+    reason: str | None = None
+    message: str | None = None
+    if not ready and not terminating:
+        reason, message, code = _not_ready_reason(pod, statuses, name, _str(meta.get("uid")), events)
+        if code is not None:
+            exit_code = code
+    return PodInfo(
+        name=name,
+        phase=phase,
+        ready=ready,
+        restarts=restarts,
+        node=_str(_get(pod, "spec", "nodeName")),
+        started_at=parse_time(meta.get("creationTimestamp")),
+        reason=reason,
+        message=message,
+        exit_code=exit_code,
+        revision=_str(labels.get(TEMPLATE_HASH_LABEL)),
+    )
+
+
+def _not_ready_reason(
+    pod: Mapping[str, Any],
+    statuses: Sequence[Mapping[str, Any]],
+    name: str,
+    uid: str | None,
+    events: Sequence[Mapping[str, Any]],
+) -> tuple[str | None, str | None, int | None]:
+    # 1. a container waiting for a reason other than plain creation
+    for cstatus in statuses:
+        waiting = _get(cstatus, "state", "waiting")
+        if not isinstance(waiting, Mapping):
+            continue
+        why = _str(waiting.get("reason"))
+        if why is None or why in _STARTING_WAITING:
+            continue
+        said = _str(waiting.get("message"))
+        last = _get(cstatus, "lastState", "terminated")
+        if why == "CrashLoopBackOff" and isinstance(last, Mapping):
+            code = _exit_of(last)
+            if last.get("reason") == "OOMKilled":
+                text = "killed for using more memory than its limit; restarting with back-off"
+                return "OOMKilled", text + (f" ({said})" if said else ""), code
+            if code == 0:
+                note = "the program exited (code 0), but a service must keep running"
+                return why, note + (f"; {said}" if said else ""), code
+            return why, said, code
+        return why, said, None
+    # 2. a container that has terminated (between restarts, or for good)
+    for cstatus in statuses:
+        term = _get(cstatus, "state", "terminated")
+        if isinstance(term, Mapping):
+            code = _exit_of(term)
+            why = _str(term.get("reason")) or "Terminated"
+            said = _str(term.get("message")) or (f"exit code {code}" if code is not None else None)
+            return why, said, code
+    # 3. not scheduled
+    scheduled = _condition(pod, "PodScheduled")
+    if scheduled and scheduled.get("status") == "False":
+        return _str(scheduled.get("reason")) or "Unschedulable", _str(scheduled.get("message")), None
+    mine = _events_about(events, "Pod", name, uid)
+    # 4. failing probes
+    running = any(isinstance(_get(c, "state", "running"), Mapping) for c in statuses)
+    if running:
+        for event in reversed(mine):
+            match = _PROBE_FAILED.match(str(event.get("message") or ""))
+            if event.get("reason") == "Unhealthy" and match:
+                return "Unhealthy", f"{match.group(1).lower()} probe failing: {match.group(2).strip()}", None
+    # 5. still being created
+    creating = any(_get(c, "state", "waiting", "reason") in _STARTING_WAITING for c in statuses)
+    if creating or (scheduled and scheduled.get("status") == "True" and not statuses):
+        waiting_reason = next(
+            (str(_get(c, "state", "waiting", "reason")) for c in statuses
+             if _get(c, "state", "waiting", "reason") in _STARTING_WAITING),
+            "ContainerCreating",
+        )
+        trouble = [e for e in mine if e.get("type") == "Warning" and e.get("reason") in _CREATING_EVENTS]
+        said = _str(trouble[-1].get("message")) if trouble else None
+        return waiting_reason, said, None
+    return None, None, None
+
+
+def _is_failing(pod: PodInfo) -> bool:
+    if pod.phase == "Terminating":
+        return False
+    if pod.reason in FAILING_WAITING or pod.reason == "Unschedulable":
+        return True
+    # A container that terminated and was restarted is crash looping, even between back-offs.
+    return pod.reason in ("OOMKilled", "Error", "Completed", "Terminated") and pod.restarts > 0
+
+
+def describe_pod_problem(pod: PodInfo) -> str:
+    """``pod NAME REASON (exit N): words`` — one line naming the pod and what is wrong with it."""
+    text = f"pod {pod.name} {pod.reason or pod.phase}"
+    if pod.exit_code is not None and pod.reason in _EXITED:
+        text += f" (exit {pod.exit_code})"
+    if pod.reason == "Unschedulable" and pod.message:
+        text += f": {_first_sentence(pod.message)}"
+    elif pod.reason in _WORDS_SHOWN and pod.message:
+        text += f": {pod.message}"
+    return " ".join(text.split())
+
+
+# --- the service -----------------------------------------------------------------------------
+
+
+def current_template_hash(deployment: Mapping[str, Any]) -> str | None:
+    """The pod-template hash of the Deployment's newest ReplicaSet, read from the Progressing
+    condition's message (``Created new replica set "web-77bdb6c4fb"``, ``ReplicaSet "web-…" is
+    progressing.``); ``None`` when no condition names one yet."""
+    cond = _condition(deployment, "Progressing")
+    name = str(_get(deployment, "metadata", "name") or "")
+    match = _NEW_RS.search(str(cond.get("message") or "")) if cond else None
+    if not match or not name or not match.group(1).startswith(name + "-"):
+        return None
+    return match.group(1)[len(name) + 1:]
+
+
+def _related(names: set[str], deployment: str | None, pod_names: set[str]) -> re.Pattern[str]:
+    alts = [re.escape(n) for n in sorted(names | pod_names)]
+    if deployment:
+        dep = re.escape(deployment)
+        alts.append(f"{dep}-{_SAFE}{{5,10}}(?:-{_SAFE}{{5}})?")
+    return re.compile("|".join(alts) if alts else "(?!)")
+
+
+def _recent_warnings(
+    events: Iterable[Mapping[str, Any]],
+    pattern: re.Pattern[str],
+    *,
+    since: float | None,
+) -> tuple[EventInfo, ...]:
+    latest_by_uid: dict[str, Mapping[str, Any]] = {}
+    anonymous: list[Mapping[str, Any]] = []
+    for event in events:
+        if not isinstance(event, Mapping) or event.get("type") != "Warning":
+            continue
+        involved = event.get("involvedObject")
+        if not isinstance(involved, Mapping) or not pattern.fullmatch(str(involved.get("name") or "")):
+            continue
+        stamp = _event_time(event)
+        if since is not None and stamp is not None and stamp < since:
+            continue
+        uid = _str(_get(event, "metadata", "uid"))
+        if uid is None:
+            anonymous.append(event)
+        elif uid not in latest_by_uid or _event_count(event) >= _event_count(latest_by_uid[uid]):
+            latest_by_uid[uid] = event  # the same Event MODIFIED with count+1: keep the newest copy
+    grouped: dict[tuple[str, str], tuple[Mapping[str, Any], int]] = {}
+    for event in [*latest_by_uid.values(), *anonymous]:
+        involved = event["involvedObject"]
+        key = (str(event.get("reason") or ""), f"{involved.get('kind')}/{involved.get('name')}")
+        newest, count = grouped.get(key, (event, 0))
+        if (_event_time(event) or 0.0) >= (_event_time(newest) or 0.0):
+            newest = event
+        grouped[key] = (newest, count + _event_count(event))
+    infos = [
+        EventInfo(
+            type="Warning",
+            reason=reason,
+            message=" ".join(str(newest.get("message") or "").split()),
+            object=obj,
+            count=count,
+            at=_event_time(newest),
+        )
+        for (reason, obj), (newest, count) in grouped.items()
+    ]
+    infos.sort(key=lambda e: (e.at or 0.0, e.object, e.reason))
+    return tuple(infos[-MAX_EVENTS:])
+
+
+def _progress_text(desired: int, replicas: int, updated: int, available: int) -> str | None:
+    """kubectl's rollout-status wording, or None when the rollout is done."""
+    if updated < desired:
+        return f"{updated} out of {desired} new replicas have been updated"
+    if replicas > updated:
+        return f"{replicas - updated} old replicas are pending termination"
+    if available < updated:
+        return f"{available} of {updated} updated replicas are available"
+    return None
+
+
+def service_status(
+    name: str,
+    deployment: Mapping[str, Any] | None,
+    pods: Sequence[Mapping[str, Any]],
+    events: Sequence[Mapping[str, Any]],
+    *,
+    endpoint: str | None = None,
+    now: float | None = None,
+    template_hash: str | None = None,
+) -> ServiceStatus:
+    """A service's Deployment, pods and Events -> ServiceStatus.
+
+    In order: no Deployment (or one being deleted) -> DELETED; spec not yet observed by the
+    controller -> DEPLOYING; zero replicas desired -> SCALED_DOWN; kubectl's rollout rule met
+    (observedGeneration >= generation, updated == available == desired, no old replica left) ->
+    READY; ``ProgressDeadlineExceeded`` -> FAILED; a pod of the current revision crash looping,
+    unable to get its image, misconfigured, unschedulable or OOM-killed -> FAILED naming that pod;
+    rolled out but fewer available than desired (and no new pod on its way) -> DEGRADED; else
+    DEPLOYING with kubectl's progress text. ``template_hash`` names the current revision's pods;
+    by default it is read from the Progressing condition (all pods count when it is unknown).
+    ``events`` are reduced to recent Warning events about the service's objects (deduplicated by
+    reason and object, newest last, at most MAX_EVENTS; with ``now``, none older than
+    EVENT_WINDOW_S).
+    """
+    dep_name = _str(_get(deployment, "metadata", "name")) if deployment else None
+    pod_events = [e for e in events if isinstance(e, Mapping)]
+    parsed = (pod_info(p, pod_events) for p in pods if isinstance(p, Mapping))
+    infos = tuple(sorted(parsed, key=lambda p: p.name))
+    created = parse_time(_get(deployment, "metadata", "creationTimestamp")) if deployment else None
+    floors = [now - EVENT_WINDOW_S] if now is not None else []
+    if created is not None:
+        floors.append(created - 1.0)  # Events outlive their objects: drop those of an earlier namesake
+    since = max(floors) if floors else None
+    pattern = _related({name} | ({dep_name} if dep_name else set()), dep_name, {p.name for p in infos})
+    recent = _recent_warnings(pod_events, pattern, since=since)
+
+    def status(
+        state: ServiceState, reason: str | None, counts: Mapping[str, int] | None = None
+    ) -> ServiceStatus:
+        counts = counts or {}
+        return ServiceStatus(
+            name=name, state=state, revision=revision, endpoint=endpoint, created_at=created,
+            pods=infos, events=recent, reason=reason, desired=counts.get("desired", 0),
+            updated=counts.get("updated", 0), ready=counts.get("ready", 0),
+            available=counts.get("available", 0),
+        )
+
+    revision: str | None = None
+    if deployment is None:
+        return status(ServiceState.DELETED, "no Deployment found")
+    revision = _str(_get(deployment, "metadata", "annotations", REVISION_ANNOTATION))
+    spec_replicas = _get(deployment, "spec", "replicas")
+    desired = spec_replicas if isinstance(spec_replicas, int) and not isinstance(spec_replicas, bool) else 1
+    replicas = _int(_get(deployment, "status", "replicas"))
+    updated = _int(_get(deployment, "status", "updatedReplicas"))
+    ready = _int(_get(deployment, "status", "readyReplicas"))
+    available = _int(_get(deployment, "status", "availableReplicas"))
+    counts = {"desired": desired, "updated": updated, "ready": ready, "available": available}
+    if _get(deployment, "metadata", "deletionTimestamp"):
+        return status(ServiceState.DELETED, "the Deployment is being deleted", counts)
+
+    generation = _int(_get(deployment, "metadata", "generation"))
+    observed = _int(_get(deployment, "status", "observedGeneration"))
+    if observed < generation:
+        return status(ServiceState.DEPLOYING, "waiting for the new spec to be observed", counts)
+    if desired == 0:
+        pending = f"{replicas} replicas still terminating" if replicas else None
+        return status(ServiceState.SCALED_DOWN, pending, counts)
+
+    progress = _progress_text(desired, replicas, updated, available)
+    if progress is None:
+        return status(ServiceState.READY, None, counts)
+
+    current = template_hash or current_template_hash(deployment)
+    live = [p for p in infos if p.phase != "Terminating"]
+    mine = [p for p in live if current is None or p.revision == current]
+    failing = [p for p in mine if _is_failing(p)]
+    progressing = _condition(deployment, "Progressing")
+    if progressing and progressing.get("reason") == "ProgressDeadlineExceeded":
+        text = "the rollout exceeded its progress deadline"
+        said = _str(progressing.get("message"))
+        if said:
+            text += f" ({said.rstrip('.')})"
+        culprit = failing[0] if failing else next((p for p in mine if p.reason), None)
+        if culprit:
+            text += f"; {describe_pod_problem(culprit)}"
+        return status(ServiceState.FAILED, text, counts)
+    if failing:
+        return status(ServiceState.FAILED, describe_pod_problem(failing[0]), counts)
+
+    rolled_out = bool(progressing and progressing.get("reason") == "NewReplicaSetAvailable")
+    starting = any(p.phase == "Pending" for p in mine)
+    if rolled_out and updated >= desired and replicas <= updated and not starting:
+        text = f"{available} of {desired} replicas are available"
+        culprit = next((p for p in mine if not p.ready and p.reason), None)
+        if culprit:
+            text += f"; {describe_pod_problem(culprit)}"
+        return status(ServiceState.DEGRADED, text, counts)
+
+    culprit = next((p for p in mine if not p.ready and p.reason), None)
+    if culprit and culprit.reason == "Unhealthy":
+        progress += f"; {describe_pod_problem(culprit)}"
+    return status(ServiceState.DEPLOYING, progress, counts)
+
+
+def summary_line(
+    status: ServiceStatus, elapsed_s: float | None = None, last_log_line: str | None = None
+) -> str:
+    """One line for the end of a ``--wait`` or the text fallback, e.g.
+    ``service llama-svc READY 2/2 in 00:01:12 — http://llama-svc.team-llm.svc:8000 (revision 3)``.
+    """
+    state = status.state
+    text = f"service {status.name} {state.value}"
+    if state in (ServiceState.READY, ServiceState.DEGRADED, ServiceState.DEPLOYING, ServiceState.SCALED_DOWN):
+        text += f" {status.available}/{status.desired}"
+    if elapsed_s is not None and state is not ServiceState.DELETED:
+        text += f" {'in' if state is ServiceState.READY else 'after'} {format_elapsed(elapsed_s)}"
+    if status.reason and state is not ServiceState.READY:
+        text += f": {status.reason}"
+    elif status.message and state is ServiceState.UNKNOWN:
+        text += f": {status.message}"
+    if status.endpoint and state in (ServiceState.READY, ServiceState.DEGRADED):
+        text += f" — {status.endpoint}"
+    if status.revision and state not in (ServiceState.DELETED, ServiceState.FAILED):
+        text += f" (revision {status.revision})"
+    if last_log_line and state is not ServiceState.READY:
+        line = " ".join(last_log_line.split())
+        if len(line) > 200:
+            line = line[:199] + "…"
+        if line:
+            text += f" — last line: {line}"
+    return text

@@ -1,0 +1,126 @@
+"""Pure translation of ServiceStatus / PodLogLine values into the ServeView's synced state and
+the text view's lines (no I/O, no clock: callers pass ``now``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
+from ..timefmt import format_elapsed
+from .state import ERROR_RE
+
+#: Warning events kept in the widget (newest last).
+MAX_EVENTS = 20
+
+# Reasons after which the container's exit code is worth showing.
+_EXITED = frozenset({"CrashLoopBackOff", "OOMKilled", "Error", "Completed", "Terminated"})
+
+
+def _age(started: float | None, now: float) -> int:
+    return max(0, int(now - started)) if started is not None else -1
+
+
+def pod_problem(pod: PodInfo) -> str:
+    """Why a pod is not ready, in one line: ``CrashLoopBackOff (exit 1): back-off 10s ...``,
+    ``Unschedulable: 0/3 nodes are available: ...``; "" for a ready pod or one with no reason."""
+    if pod.ready or not pod.reason:
+        return ""
+    text = pod.reason
+    if pod.exit_code is not None and pod.reason in _EXITED:
+        text += f" (exit {pod.exit_code})"
+    if pod.message:
+        text += f": {pod.message}"
+    return " ".join(text.split())
+
+
+def current_revision(pods: tuple[PodInfo, ...]) -> str | None:
+    """The pod-template hash of the current rollout: the one the newest pod belongs to (a
+    rollout only creates pods of its new revision, old ones are only removed)."""
+    dated = [p for p in pods if p.revision and p.phase != "Terminating"]
+    if not dated:
+        return None
+    newest = max(dated, key=lambda p: (p.started_at or 0.0, p.name))
+    return newest.revision
+
+
+def pod_rows(status: ServiceStatus, now: float) -> list[list[Any]]:
+    """One row per pod: [name, phase, ready, restarts, node, age_s, problem, current], the pods
+    of the current revision first, then by name."""
+    current = current_revision(status.pods)
+    rows = [
+        [p.name, p.phase, p.ready, p.restarts, p.node or "", _age(p.started_at, now), pod_problem(p),
+         current is None or p.revision == current]
+        for p in status.pods
+    ]
+    rows.sort(key=lambda r: (not r[7], r[0]))
+    return rows
+
+
+def event_rows(events: tuple[EventInfo, ...], now: float) -> list[list[Any]]:
+    """Recent Warning events as [reason, object, message, count, age_s], newest last, bounded."""
+    warnings = [e for e in events if e.type == "Warning"][-MAX_EVENTS:]
+    return [[e.reason, e.object, " ".join(e.message.split()), e.count, _age(e.at, now)] for e in warnings]
+
+
+def banner_text(status: ServiceStatus) -> str:
+    """The sticky line about trouble talking to the cluster; "" when all is well."""
+    if not status.api_reachable:
+        return "Kubernetes API unreachable" + (f": {status.message}" if status.message else "")
+    return status.message or ""
+
+
+def status_traits(status: ServiceStatus, now: float) -> dict[str, Any]:
+    """The ServeView traits that mirror a ServiceStatus at wall-clock time ``now``."""
+    return {
+        "state": status.state.value,
+        "reason": status.reason or "",
+        "revision": status.revision or "",
+        "endpoint": status.endpoint or "",
+        "age_s": _age(status.created_at, now),
+        "desired": status.desired,
+        "updated": status.updated,
+        "ready": status.ready,
+        "available": status.available,
+        "pods": pod_rows(status, now),
+        "events": event_rows(status.events, now),
+        "banner": banner_text(status),
+        "settled": status.state.settled,
+        "terminal": status.state.terminal,
+    }
+
+
+def line_rows(lines: list[PodLogLine]) -> list[list[Any]]:
+    """Pod log lines as [pod, text, is_error] rows for the front end."""
+    return [[ln.pod, ln.text, bool(ERROR_RE.search(ln.text))] for ln in lines]
+
+
+def state_label(status: ServiceStatus) -> str:
+    """``DEPLOYING 0/2``, ``READY 2/2``, ``DELETED``: the text view's state marker."""
+    if status.state in (ServiceState.DELETED, ServiceState.UNKNOWN):
+        return status.state.value
+    return f"{status.state.value} {status.ready}/{status.desired}"
+
+
+def format_line(line: PodLogLine) -> str:
+    return f"{line.pod}: {line.text}"
+
+
+def summary_for(status: ServiceStatus, elapsed_s: float | None = None,
+                last_log_line: str | None = None) -> str:
+    """The one-line summary (from ``k8s.parse.summary_line``; a plain one if it is missing)."""
+    try:
+        from ..k8s.parse import summary_line
+    except ImportError:
+        return fallback_summary(status, elapsed_s)
+    return summary_line(status, elapsed_s=elapsed_s, last_log_line=last_log_line)
+
+
+def fallback_summary(status: ServiceStatus, elapsed_s: float | None = None) -> str:
+    text = f"service {status.name} {state_label(status)}"
+    if elapsed_s is not None:
+        text += f" after {format_elapsed(elapsed_s)}"
+    if status.reason and status.state is not ServiceState.READY:
+        text += f": {status.reason}"
+    if status.endpoint and status.state in (ServiceState.READY, ServiceState.DEGRADED):
+        text += f" — {status.endpoint}"
+    return text

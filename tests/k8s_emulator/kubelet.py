@@ -616,8 +616,8 @@ def _log_stream(
         if tail_lines is not None:
             entries = entries[-tail_lines:] if tail_lines > 0 else []
         first = render(entries)
-        if first:
-            yield first
+        if first or follow:
+            yield first  # an empty first chunk lets the server send the headers of a follow at once
         if not follow:
             return
         while remaining[0] != 0:
@@ -1585,9 +1585,10 @@ class _PodWorker(threading.Thread):
         self.k.release_ip(self.pod_ip)
 
     # -- status
-    def _update_readiness(self) -> None:
-        if self.terminal_phase is not None:
-            reason = "PodCompleted" if self.terminal_phase == "Succeeded" else "PodFailed"
+    def _update_readiness(self, phase: str | None = None) -> None:
+        terminal = self.terminal_phase or (phase if phase in ("Succeeded", "Failed") else None)
+        if terminal is not None:
+            reason = "PodCompleted" if terminal == "Succeeded" else "PodFailed"
             self.set_condition("Ready", "False", reason)
             self.set_condition("ContainersReady", "False", reason)
             return
@@ -1677,8 +1678,8 @@ class _PodWorker(threading.Thread):
     def write_status(self) -> None:
         pod = self.pod
         statuses = [self.container_status(c) for c in self.containers.values()]
-        self._update_readiness()
         st: Obj = {"phase": self._phase(statuses)}
+        self._update_readiness(st["phase"])
         st["conditions"] = [
             self.conditions[t]
             for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")

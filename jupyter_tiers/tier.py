@@ -100,12 +100,17 @@ class Tier(abc.ABC):
         """The profile's defaults as spec values; a bad one is blamed on the profile file and
         key, not on a magic option the user did not type."""
         source = self.profile.sources[-1] if self.profile.sources else "tiers.yaml"
+        defaults = dict(self.profile.defaults)
         try:
-            values = convert_values(dict(self.profile.defaults), options, from_yaml=True)
+            values = convert_values(defaults, options, from_yaml=True)
             validate(spec_class(**{body_field: ""}, **values))
         except SpecError as exc:
-            key = f"profiles.{self.name}.defaults.{exc.field.split()[0]}"
-            raise ConfigError(source, key, exc.problem) from None
+            field = exc.field.split()[0]
+            if field in defaults:
+                raise ConfigError(source, f"profiles.{self.name}.defaults.{field}", exc.problem) from None
+            # Something the defaults do not set (an empty body, a missing image): the magic's
+            # own options may supply it, and the whole spec is validated when it is used.
+            values = convert_values(defaults, options, from_yaml=True)
         return values
 
 

@@ -341,7 +341,7 @@ class PodLogFollower:
 
     def __init__(self, client: KubeClient, namespace: str, pod: str,
                  on_lines: Callable[[list[PodLogLine]], None], *, since: str | None = None,
-                 tail: int | None = None, max_backoff: float = 5.0) -> None:
+                 tail: int | None = None, max_backoff: float = 5.0, idle_timeout: float = 300.0) -> None:
         self.client = client
         self.namespace = namespace
         self.pod = pod
@@ -350,6 +350,9 @@ class PodLogFollower:
         self.same_ts_count = 0
         self.tail = tail
         self.max_backoff = max_backoff
+        # A quiet server may print nothing for long; after this the stream is reopened from the
+        # last timestamp, which loses nothing.
+        self.idle_timeout = idle_timeout
         self.streams = 0
         self._skip_same = 0
         self._stop = threading.Event()
@@ -388,7 +391,7 @@ class PodLogFollower:
             kwargs["tail_lines"] = self.tail
         return self.client.call(
             self.client.core().read_namespaced_pod_log, self.pod, self.namespace,
-            _request_timeout=(self.client.request_timeout, None),
+            _request_timeout=(self.client.request_timeout, self.idle_timeout),
             verb="get", resource="pods/log", namespace=self.namespace, **kwargs)
 
     def _run(self) -> None:

@@ -104,6 +104,7 @@ class ServeView(anywidget.AnyWidget):
     # --- from the tier's watch (background threads) ----------------------------------------
     def _on_status(self, status: ServiceStatus) -> None:
         now = time.monotonic()
+        # All under the condition, so wait_ready() returns with the traits (summary) already set.
         with self._cond:
             elapsed: float | None = None
             if not status.state.settled:
@@ -115,16 +116,17 @@ class ServeView(anywidget.AnyWidget):
                     elapsed = now - self._rollout_since                     # the start, not timed
                 self._rollout_since = None
                 self._unsettled_seen = False
+            traits = status_traits(status, time.time())
+            traits["summary"] = summary_for(status, elapsed, self._last_line) if status.state.settled else ""
+            if self.scale_target >= 0 and status.desired == self.scale_target and self._scale_wanted is None:
+                traits["scale_target"] = -1
+            with self.hold_sync():
+                for key, value in traits.items():
+                    setattr(self, key, value)
+            if status.state.settled:
                 self.final_status = status
             self.last_status = status
             self._cond.notify_all()
-        traits = status_traits(status, time.time())
-        traits["summary"] = summary_for(status, elapsed, self._last_line) if status.state.settled else ""
-        if self.scale_target >= 0 and status.desired == self.scale_target and self._scale_wanted is None:
-            traits["scale_target"] = -1
-        with self.hold_sync():
-            for key, value in traits.items():
-                setattr(self, key, value)
         if status.state.terminal:
             threading.Thread(target=self._unsubscribe, name="jt-serve-unwatch", daemon=True).start()
 

@@ -389,14 +389,14 @@ class Kubelet:
             self.store.unsubscribe(self._on_change)
         with contextlib.suppress(Exception):
             self.store.set_pod_terminator(None)
+        if self._thread:
+            self._thread.join(timeout=5)  # no new workers after this
         with self._lock:
             workers = list(self._workers.values())
         for w in workers:
             w.shutdown()
         for w in workers:
-            w.join(timeout=10)
-        if self._thread:
-            self._thread.join(timeout=5)
+            w.join(timeout=30)
 
     # -- store hooks (called under the store lock: only enqueue)
     def _on_change(self, etype: str, resource: str, obj: Obj) -> None:
@@ -424,6 +424,8 @@ class Kubelet:
             self._pending.difference_update(keys)
             with self._lock:
                 for key in keys:
+                    if self._stopped.is_set():
+                        break
                     w = self._workers.get(key)
                     if w is not None and w.is_alive():
                         w.wake.set()

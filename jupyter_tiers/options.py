@@ -106,7 +106,7 @@ def _text(value: Any) -> str | None:
 _ENV_HELP = "environment variable (repeatable); a bare NAME passes the kernel's own value"
 
 JOB_OPTIONS: tuple[Option, ...] = (
-    Option("name", ("--name", "-n"), "job name (letters, digits, . _ + = @ -)"),
+    Option("name", ("--name", "-n"), "job name (letters, digits, . _ + = @ -)", yaml=None),
     Option("nodes", ("--nodes", "-N"), "number of nodes", type=int, yaml=int),
     Option("ntasks_per_node", ("--ntasks-per-node",), "tasks (ranks) per node with the srun launcher",
            type=int, yaml=int),
@@ -135,7 +135,7 @@ JOB_OPTIONS: tuple[Option, ...] = (
 )
 
 SERVE_OPTIONS: tuple[Option, ...] = (
-    Option("name", ("--name", "-n"), "service name (DNS-1123 label: a-z, 0-9, '-')"),
+    Option("name", ("--name", "-n"), "service name (DNS-1123 label: a-z, 0-9, '-')", yaml=None),
     Option("image", ("--image",), "container image, e.g. vllm/vllm-openai:v0.6.0"),
     Option("replicas", ("--replicas", "-r"), "number of pods", type=int, yaml=int),
     Option("gpus", ("--gpus",), "GPUs per pod (nvidia.com/gpu limit)", type=int, yaml=int),

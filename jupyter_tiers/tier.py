@@ -32,6 +32,7 @@ __all__ = ["BatchTier", "ByteStream", "Handle", "Job", "ServeTier", "Service", "
 # Mapping-valued options merge key by key over the profile's; passthrough lists extend it.
 _UPDATED = ("env", "node_selector")
 _EXTENDED = ("sbatch_options", "setup")
+_STAND_INS = {"script": "", "body": "pass\n", "image": "stand-in:1"}
 
 
 class Tier(abc.ABC):
@@ -80,7 +81,7 @@ class Tier(abc.ABC):
         unknown = set(given) - known
         if unknown:
             raise SpecError(sorted(unknown)[0], f"unknown option; known: {', '.join(sorted(known))}")
-        values = self._checked_defaults(spec_class, options, body_field, validate)
+        values = self._checked_defaults(spec_class, options, validate)
         values["env"] = tuple(self.profile.env.items())
         if "setup" in known:
             values["setup"] = tuple(self.profile.setup)
@@ -95,22 +96,21 @@ class Tier(abc.ABC):
                 values[key] = value
         return spec_class(**{body_field: body}, **values)
 
-    def _checked_defaults(self, spec_class: type, options: Sequence[Option], body_field: str,
+    def _checked_defaults(self, spec_class: type, options: Sequence[Option],
                           validate: Callable[[Any], None]) -> dict[str, Any]:
         """The profile's defaults as spec values; a bad one is blamed on the profile file and
         key, not on a magic option the user did not type."""
         source = self.profile.sources[-1] if self.profile.sources else "tiers.yaml"
-        defaults = dict(self.profile.defaults)
+        names = {f.name for f in fields(spec_class)}
         try:
-            values = convert_values(defaults, options, from_yaml=True)
-            validate(spec_class(**{body_field: ""}, **values))
+            values = convert_values(dict(self.profile.defaults), options, from_yaml=True)
+            # Stand-ins for what a spec needs but defaults rarely set (the body, the image), so
+            # that any error left is about a default.
+            probe = {k: v for k, v in _STAND_INS.items() if k in names and k not in values}
+            validate(spec_class(**{**probe, **values}))
         except SpecError as exc:
-            field = exc.field.split()[0]
-            if field in defaults:
-                raise ConfigError(source, f"profiles.{self.name}.defaults.{field}", exc.problem) from None
-            # Something the defaults do not set (an empty body, a missing image): the magic's
-            # own options may supply it, and the whole spec is validated when it is used.
-            values = convert_values(defaults, options, from_yaml=True)
+            key = f"profiles.{self.name}.defaults.{exc.field.split()[0]}"
+            raise ConfigError(source, key, exc.problem) from None
         return values
 
 

@@ -7,8 +7,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.api import make_tier
-from jupyter_tiers.config import DEFAULT_KEYS, TIER_KEYS, load_file, merge_layers
-from jupyter_tiers.errors import SpecError
+from jupyter_tiers.config import TIER_KEYS, default_keys, load_file, merge_layers
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "examples" / "tiers.yaml.template"
 
@@ -20,14 +19,23 @@ def cfg():
 
 def test_template_loads_and_has_a_slurm_a_local_and_a_k8s_profile(cfg) -> None:
     tiers = {name: prof.tier for name, prof in cfg.profiles.items()}
-    assert tiers["hpc"] == "slurm" and tiers["local"] == "local" and tiers["serving"] == "k8s"
+    assert tiers["hpc"] == "slurm" and tiers["local"] == "local" and tiers["serving"] == "kubernetes"
     assert cfg.default_profile == "hpc"
 
 
 def test_template_slurm_profile_shows_every_key(cfg) -> None:
     raw = load_file(TEMPLATE)["profiles"]["hpc"]
     assert set(TIER_KEYS["slurm"]) <= set(raw), set(TIER_KEYS["slurm"]) - set(raw)
-    assert set(DEFAULT_KEYS) <= set(raw["defaults"]), set(DEFAULT_KEYS) - set(raw["defaults"])
+    keys = default_keys("slurm")
+    assert set(keys) <= set(raw["defaults"]), set(keys) - set(raw["defaults"])
+
+
+def test_template_serving_profile_shows_every_key(cfg) -> None:
+    raw = load_file(TEMPLATE)["profiles"]["serving"]
+    missing = set(TIER_KEYS["kubernetes"]) - {"setup", "workdir"} - set(raw)
+    assert not missing, missing
+    keys = default_keys("kubernetes")
+    assert set(keys) <= set(raw["defaults"]), set(keys) - set(raw["defaults"])
 
 
 @pytest.mark.parametrize("profile", ["hpc", "hpc-debug", "local"])
@@ -41,11 +49,11 @@ def test_template_defaults_render_a_valid_job(cfg, profile: str) -> None:
             assert text in script
 
 
-def test_template_k8s_profile_is_a_clear_not_yet_error(cfg) -> None:
-    with pytest.raises(SpecError, match="not available yet"):
-        make_tier(cfg.profile("serving"))
-
-
-def test_template_comment_mentions_the_serving_tier() -> None:
-    text = TEMPLATE.read_text()
-    assert "serving tier" in text and "coming" in text
+def test_template_serving_defaults_render_valid_manifests(cfg) -> None:
+    tier = make_tier(cfg.profile("serving"))  # no connection: rendering is pure
+    spec = tier.make_spec("vllm serve /models/llama --port 8000\n", shell=True, name="llama-svc")
+    assert (spec.replicas, spec.gpus, spec.autoscale) == (1, 1, (1, 4, 80))
+    text = tier.render(spec)
+    for piece in ("kind: Deployment", "nvidia.com/gpu: '1'", "path: /health", "claimName: models",
+                  "kind: HorizontalPodAutoscaler", "name: hf-token", "namespace: alice"):
+        assert piece in text, piece

@@ -341,3 +341,73 @@ def test_unknown_profile_without_files(layers: Layers) -> None:
         load_config().profile("nope")
     assert "no tiers.yaml found" in str(info.value)
     assert "known profiles: local" in str(info.value)
+
+
+# --- the kubernetes tier --------------------------------------------------------------------------
+
+SERVING = """
+profiles:
+  serving:
+    tier: kubernetes
+    namespace: team-llm
+    service_type: NodePort
+    image_pull_secrets: [regcred]
+    model_volume: {pvc: models}
+    defaults: {image: "vllm/vllm-openai:v0.6.0", port: 8000, replicas: 2, gpus: 1,
+               image_pull_policy: IfNotPresent, node_selector: {pool: gpu},
+               tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]}
+"""
+
+
+def test_a_kubernetes_profile_takes_serve_defaults(layers: Layers) -> None:
+    layers.write(layers.project, SERVING)
+    prof = load_config().profile("serving")
+    assert prof.tier == "kubernetes"
+    assert prof.defaults["replicas"] == 2 and prof.get("namespace") == "team-llm"
+
+
+def test_k8s_is_an_alias_of_kubernetes(layers: Layers) -> None:
+    layers.write(layers.project, "profiles:\n  s:\n    tier: k8s\n    namespace: a\n")
+    assert load_config().profile("s").tier == "kubernetes"
+
+
+def test_job_defaults_are_refused_in_a_serving_profile_and_the_other_way_round(layers: Layers) -> None:
+    err = _error(layers, "profiles:\n  s:\n    tier: kubernetes\n    defaults: {nodes: 2}\n")
+    assert err.key == "profiles.s.defaults.nodes" and "replicas" in err.problem
+    err = _error(layers, "profiles:\n  h:\n    tier: slurm\n    host: x\n    defaults: {replicas: 2}\n")
+    assert err.key == "profiles.h.defaults.replicas" and "nodes" in err.problem
+
+
+def test_a_serve_default_is_refused_once_the_tier_is_known_from_another_layer(layers: Layers) -> None:
+    layers.write(layers.system, "profiles:\n  s:\n    tier: slurm\n    host: x\n")
+    layers.write(layers.project, "profiles:\n  s:\n    defaults: {replicas: 2}\n")
+    with pytest.raises(ConfigError) as info:
+        load_config()
+    assert info.value.key == "profiles.s.defaults.replicas"
+    assert info.value.source == str(layers.project)
+
+
+@pytest.mark.parametrize(
+    ("settings", "key", "problem"),
+    [
+        ("namespace: Team_LLM", "profiles.s.namespace", "DNS-1123"),
+        ("service_type: External", "profiles.s.service_type", "ClusterIP, NodePort, LoadBalancer"),
+        ("image_pull_secrets: [Bad Name]", "profiles.s.image_pull_secrets[0]", "Secret name"),
+        ("model_volume: {pvc: a, nfs: {server: b, path: /c}}", "profiles.s.model_volume", "exactly one"),
+        ("model_volume: {claim: models}", "profiles.s.model_volume", "exactly one"),
+    ],
+)
+def test_bad_kubernetes_settings_name_the_key(layers: Layers, settings: str, key: str, problem: str) -> None:
+    err = _error(layers, f"profiles:\n  s:\n    tier: kubernetes\n    {settings}\n")
+    assert err.key == key and problem in err.problem
+
+
+def test_a_bad_serve_default_value_is_blamed_on_the_profile_file(layers: Layers) -> None:
+    from jupyter_tiers.api import make_tier
+
+    path = layers.write(layers.project,
+                        "profiles:\n  s:\n    tier: kubernetes\n    defaults: {replicas: -1}\n")
+    tier = make_tier(load_config().profile("s"))
+    with pytest.raises(ConfigError) as info:
+        tier.make_spec("print(1)", image="python:3.11-slim")  # type: ignore[attr-defined]
+    assert info.value.key == "profiles.s.defaults.replicas" and info.value.source == str(path)

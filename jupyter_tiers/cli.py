@@ -7,10 +7,12 @@ import sys
 USAGE = """usage: jupyter tiers COMMAND
 
   sandbox up|down|status [--nodes N] [--cpus C]   a multi-node Slurm on this machine (root, Debian/Ubuntu)
-  jobs [--profile P] [--limit N]                   jobs of every tier, newest first
-  logs ID [--rank N] [--tail N]                    print a job's log
+  jobs [--profile P] [--limit N] [--kind K]        jobs and services of every tier, newest first
+  logs ID [--rank N | --pod P] [--tail N]          print a job's or a service's log
   cancel ID                                        cancel a job
-  attach ID [--wait]                               follow a job as text
+  delete ID                                        delete a service and everything it made
+  scale ID N | restart ID                          scale a service / roll its pods
+  attach ID [--wait]                               follow a job or service as text
   profiles                                         list the configured profiles
 """
 

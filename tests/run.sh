@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite from a fresh machine: venv + packages, torch (CPU), the Slurm-in-a-box
 # cluster (Debian packages, munge, MariaDB+slurmdbd, slurmctld, 4 slurmd, sshd on loopback),
-# Debian's chromium for the browser tests, lint and types, then pytest. Extra arguments go to pytest.
+# Debian's chromium for the browser tests, lint and types, then pytest (the Kubernetes tests start
+# their own API emulator from tests/k8s_emulator). Extra arguments go to pytest.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -11,6 +12,15 @@ source tests/bootstrap.sh
 if ! "$PY" -c "import torch" 2>/dev/null; then
   echo "[run] installing torch 2.13.0 (CPU build) and numpy for the multi-rank tests"
   "$PY" -m pip install -q torch==2.13.0 numpy
+fi
+
+# The Kubernetes emulator's kubelet runs each pod in its own network namespace (unshare/nsenter
+# from util-linux, ip from iproute2).
+if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null && ! { command -v ip && command -v nsenter; } >/dev/null; then
+  echo "[run] installing iproute2 and util-linux for the Kubernetes emulator's pods"
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 util-linux; } \
+    >test-output/apt-netns.log 2>&1 </dev/null \
+    || { tail -n 20 test-output/apt-netns.log >&2; echo "[run] iproute2 install failed" >&2; exit 1; }
 fi
 
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null && [ ! -x /usr/bin/chromium ]; then

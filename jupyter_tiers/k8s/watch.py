@@ -119,6 +119,7 @@ class KindWatch:
             _request_timeout=(self.client.request_timeout, self.watch_timeout + 30),
             verb="watch", resource=self.kind, namespace=self.namespace, **self._selector())
         self._resp = resp
+        self._recovered()
         try:
             for line in _lines(resp):
                 if self._stop.is_set():
@@ -157,11 +158,11 @@ class KindWatch:
                 if need_list:
                     self._list()
                     need_list = False
+                    self._recovered()
                 if not self._watch_once():
                     self.relists_after_gone += 1
                     need_list = True
                     continue
-                self.error = None
                 backoff = 0.5
             except TiersError as exc:
                 self._failed(str(exc))
@@ -176,6 +177,12 @@ class KindWatch:
             if self._stop.wait(backoff):
                 return
             backoff = min(self.max_backoff, backoff * 2)
+
+    def _recovered(self) -> None:
+        """The API answers again: clear the problem and let every service drop its banner."""
+        if self.error is not None:
+            self.error = None
+            self.on_event(self.kind, "SYNCED", {})
 
     def _failed(self, message: str) -> None:
         log.debug("k8s watch %s/%s: %s", self.namespace, self.kind, message)
@@ -267,10 +274,14 @@ class NamespaceWatch:
             subs = list(self._subs.items())
         for fn in listeners:
             _safe(fn, kind, etype, obj)
-        touched = _service_of(kind, obj)
         for token, (service, _, _) in subs:
-            if etype == "ERROR" or touched is None or touched == service or (
-                    kind == "events" and _event_mentions(obj, service)):
+            if etype in ("ERROR", "SYNCED"):
+                hit = True  # the connection's state changed: every service's banner may change
+            elif kind == "events":
+                hit = _event_mentions(obj, service)
+            else:
+                hit = _service_of(obj) == service
+            if hit:
                 self._deliver(token)
 
     def _deliver(self, token: int) -> None:
@@ -294,12 +305,9 @@ class NamespaceWatch:
         _safe(on_status, status)
 
 
-def _service_of(kind: str, obj: dict[str, Any]) -> str | None:
-    if kind == "events":
-        return None
+def _service_of(obj: dict[str, Any]) -> str:
     labels = (obj.get("metadata") or {}).get("labels") or {}
-    name = labels.get(NAME_LABEL)
-    return str(name) if name else ""
+    return str(labels.get(NAME_LABEL) or "")
 
 
 def _event_mentions(event: dict[str, Any], service: str) -> bool:

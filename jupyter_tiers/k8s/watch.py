@@ -45,8 +45,13 @@ def _lines(resp: Any) -> Iterator[str]:
 
 
 def _close_quietly(resp: Any) -> None:
-    """Close a streaming response from another thread (it unblocks the reader)."""
+    """Close a streaming response from another thread (it unblocks the reader).
+
+    The socket is shut down for reading first: closing alone waits for the reader thread's
+    buffered read to return, which on a quiet watch or log stream can take minutes."""
     if resp is not None:
+        with contextlib.suppress(Exception):  # urllib3 >= 2.3; the connection may be released
+            resp.shutdown()
         with contextlib.suppress(Exception):  # a dead socket may fail to close; we leave anyway
             resp.close()
 

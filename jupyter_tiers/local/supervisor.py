@@ -590,7 +590,7 @@ class Supervisor:
                 self._procs[rank] = procs[rank]
         self.state["rank_pids"] = {str(r): p.pid for r, p in procs.items()}
         self._save()
-        if len(procs) < nodes * per_node and not procs:
+        if not procs:
             # Cancelled between the batch step and the first rank: nothing to supervise, and
             # an empty supervision would report COMPLETED.
             self._say(f"job {self.plan['job_id']} CANCELLED at {_iso(time.time())}: before any rank started")

@@ -507,6 +507,8 @@ class _PortForward:
 
     def close(self) -> None:
         self._closed.set()
+        with contextlib.suppress(OSError):  # wakes the accept() of the other thread (close alone does not)
+            self._server.shutdown(socket.SHUT_RDWR)
         self._server.close()
 
 

@@ -6,7 +6,8 @@ from the last resourceVersion it saw when a watch ends or the connection drops, 
 when the server answers 410 Gone. :class:`NamespaceWatch` holds the three kinds of one namespace,
 recomputes the status of the services an event touches and delivers it to their subscribers.
 :class:`PodLogFollower` follows one pod's log across container restarts with timestamps, reopening
-with ``sinceTime`` and skipping what it already delivered, so nothing is lost or repeated.
+from shortly before the last line it delivered and skipping what it already delivered, so nothing
+is lost or repeated.
 """
 
 from __future__ import annotations
@@ -15,9 +16,12 @@ import contextlib
 import itertools
 import json
 import logging
+import math
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import replace
+from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import ApiError, TiersError
@@ -30,6 +34,11 @@ MANAGED = "app.kubernetes.io/managed-by=jupyter-tiers"
 NAME_LABEL = "app.kubernetes.io/name"
 
 Listener = Callable[[str, str, dict[str, Any]], None]  # (kind, event type, object)
+
+# A reopened log stream reaches this far before the last delivered line (clock skew between this
+# machine and the node); lines already delivered are skipped by their timestamps.
+SINCE_MARGIN_S = 60
+SINCE_MAX_S = 10 * 365 * 86400  # "from the start" when the last timestamp cannot be read
 
 
 def _lines(resp: Any) -> Iterator[str]:
@@ -337,6 +346,16 @@ def split_timestamp(line: str) -> tuple[str, str]:
     return "", line
 
 
+def since_seconds(ts: str, now: float) -> int:
+    """``sinceSeconds`` that reaches back to the RFC 3339 timestamp ``ts`` from ``now``, with
+    SINCE_MARGIN_S to spare for clock skew between this machine and the node."""
+    try:
+        then = datetime.strptime(ts[:19], "%Y-%m-%dT%H:%M:%S").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return SINCE_MAX_S
+    return max(1, min(SINCE_MAX_S, math.ceil(now - then) + SINCE_MARGIN_S))
+
+
 def timestamp_key(ts: str) -> tuple[str, int]:
     """Sortable key of an RFC 3339 timestamp with 0-9 fraction digits: (seconds part, nanos)."""
     head, _, frac = ts.rstrip("Z").partition(".")
@@ -346,10 +365,11 @@ def timestamp_key(ts: str) -> tuple[str, int]:
 class PodLogFollower:
     """Follows one pod's log (one container) across restarts until stopped or the pod is gone.
 
-    Each stream is opened with ``timestamps=true`` and, after the first, with ``sinceTime`` at
-    the last delivered line's second; lines at or before the last delivered timestamp are
-    skipped (counting lines that share that exact timestamp), so a reopened stream, or the
-    previous instance's log that a follow returns during CrashLoopBackOff, repeats nothing.
+    Each stream is opened with ``timestamps=true`` and, after the first, with ``sinceSeconds``
+    reaching a little before the last delivered line (the client has no ``sinceTime``); lines
+    at or before the last delivered timestamp are skipped (counting lines that share that exact
+    timestamp), so a reopened stream, or the previous instance's log that a follow returns
+    during CrashLoopBackOff, repeats nothing.
     """
 
     def __init__(self, client: KubeClient, namespace: str, pod: str,
@@ -399,7 +419,9 @@ class PodLogFollower:
     def _open(self) -> Any:
         kwargs: dict[str, Any] = {"follow": True, "timestamps": True, "_preload_content": False}
         if self.last_ts:
-            kwargs["since_time"] = self.last_ts.split(".")[0].rstrip("Z") + "Z"
+            # The client has no sinceTime (only sinceSeconds): go back from now to a little
+            # before the last delivered line; _accept drops what was already delivered.
+            kwargs["since_seconds"] = since_seconds(self.last_ts, time.time())
         elif self.tail is not None:
             kwargs["tail_lines"] = self.tail
         return self.client.call(

@@ -1,0 +1,99 @@
+"""Regression tests from an adversarial review of the serving tier (no cluster: fake clients and
+the pure renderer)."""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from jupyter_tiers.k8s.client import KubeClient
+from jupyter_tiers.k8s.watch import SINCE_MARGIN_S, PodLogFollower, since_seconds
+from jupyter_tiers.model import PodLogLine
+
+GUARD = 10.0  # seconds; bounds every wait
+
+
+def wait_for(predicate: Any, what: str, timeout: float = GUARD) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+# --- pod log follower ------------------------------------------------------------------------
+
+
+class _Stream:
+    """A finished streamed HTTP body, as the client returns with _preload_content=False."""
+
+    def __init__(self, lines: list[str]) -> None:
+        self.body = "".join(line + "\n" for line in lines).encode()
+
+    def stream(self, amt: Any = None, decode_content: bool = False) -> Iterator[bytes]:
+        yield self.body
+
+    def release_conn(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class _LogApi:
+    """read_namespaced_pod_log checked against the real client's signature: the generated
+    client refuses a keyword it does not declare (it has since_seconds, not since_time)."""
+
+    def __init__(self, streams: list[list[str]]) -> None:
+        from kubernetes.client import CoreV1Api
+
+        self.signature = inspect.signature(CoreV1Api.read_namespaced_pod_log)
+        self.streams = streams
+        self.calls: list[dict[str, Any]] = []
+
+    def read_namespaced_pod_log(self, *args: Any, **kwargs: Any) -> _Stream:
+        self.signature.bind(None, *args, **kwargs)  # TypeError for an unknown keyword
+        self.calls.append(kwargs)
+        if not self.streams:
+            from kubernetes.client.exceptions import ApiException
+
+            raise ApiException(status=404, reason="Not Found")
+        return _Stream(self.streams.pop(0))
+
+
+class _FakeClient(KubeClient):
+    def __init__(self, core: Any) -> None:
+        super().__init__({})
+        self._core = core
+
+    def core(self) -> Any:
+        return self._core
+
+
+def test_a_reopened_log_stream_resumes_and_the_follower_of_a_gone_pod_ends() -> None:
+    """The second stream (after a container restart or a dropped connection) must open with a
+    keyword the client accepts, skip what was delivered, and a 404 then ends the follower."""
+    api = _LogApi([
+        ["2026-01-01T00:00:01.000000001Z one", "2026-01-01T00:00:02.000000002Z two"],
+        ["2026-01-01T00:00:01.000000001Z one", "2026-01-01T00:00:02.000000002Z two",
+         "2026-01-01T00:00:03.000000003Z three"],
+    ])
+    got: list[PodLogLine] = []
+    follower = PodLogFollower(_FakeClient(api), "ns", "web-1", got.extend, max_backoff=0.05)
+    follower.start()
+    try:
+        wait_for(lambda: not follower._thread.is_alive(), "the follower to end on 404")
+    finally:
+        follower.stop()
+    assert [line.text for line in got] == ["one", "two", "three"]
+    assert "since_seconds" in api.calls[1] and "since_time" not in api.calls[1]
+
+
+def test_since_seconds_reaches_back_past_the_last_line_with_a_margin() -> None:
+    now = 1767225600.0 + 100  # 2026-01-01T00:01:40Z
+    assert since_seconds("2026-01-01T00:00:00.999Z", now) == 100 + SINCE_MARGIN_S
+    assert since_seconds("2026-01-01T00:05:00Z", now) >= 1  # a node clock ahead of ours
+    assert since_seconds("garbage", now) > 10**8  # unreadable: from the start
+

@@ -7,6 +7,7 @@ to a view (the live widget, or plain text where no widget front end exists).
 
 from __future__ import annotations
 
+import keyword
 import os
 import shlex
 from collections.abc import Mapping, Sequence
@@ -39,6 +40,15 @@ def parse_env(pairs: list[str] | None,
             value = environ[key]
         out.append((key, value))
     return tuple(out)
+
+
+def _check_out(name: str | None) -> None:
+    """``--out NAME`` must be a plain variable name: not a keyword (``class``, ``None``), and not
+    a dunder such as ``__builtins__``, which would break every later cell of the notebook."""
+    if name is None:
+        return
+    if not name.isidentifier() or keyword.iskeyword(name) or (name.startswith("__") and name.endswith("__")):
+        raise UsageError(f"--out {name!r}: give a Python variable name (not a keyword or a __dunder__)")
 
 
 class _SpecArguments(ArgDecorator):
@@ -103,8 +113,7 @@ class TiersMagics(Magics):
         # keeps them), then hand the words to the magic's argparse parser.
         words = _fix_dash_values(split_line(line, "%%slurm_train"))
         args = self.slurm_train.parser.parse_args(words)
-        if args.out is not None and not args.out.isidentifier():
-            raise UsageError(f"--out {args.out!r}: give a Python variable name")
+        _check_out(args.out)
         if not cell.strip():
             raise UsageError("the cell is empty: its body is the training script")
         try:
@@ -154,8 +163,7 @@ class TiersMagics(Magics):
         live view unless --wait is given.
         """
         args = self.k8s_serve.parser.parse_args(split_line(line, "%%k8s_serve"))
-        if args.out is not None and not args.out.isidentifier():
-            raise UsageError(f"--out {args.out!r}: give a Python variable name")
+        _check_out(args.out)
         if not cell.strip() and not args.delete:
             raise UsageError("the cell is empty: its body is the server program (or, with --shell, "
                              "its command line)")

@@ -8,9 +8,16 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
 from jupyter_tiers.k8s.client import KubeClient
 from jupyter_tiers.k8s.watch import SINCE_MARGIN_S, PodLogFollower, since_seconds
 from jupyter_tiers.model import PodLogLine
+from tests.unit.serve_shell import serve_shell
+
+__all__ = ["serve_shell"]  # the fixture
 
 GUARD = 10.0  # seconds; bounds every wait
 
@@ -97,3 +104,22 @@ def test_since_seconds_reaches_back_past_the_last_line_with_a_margin() -> None:
     assert since_seconds("2026-01-01T00:05:00Z", now) >= 1  # a node clock ahead of ours
     assert since_seconds("garbage", now) > 10**8  # unreadable: from the start
 
+
+
+# --- the magic -------------------------------------------------------------------------------
+
+
+def serve(shell: InteractiveShell, line: str, body: str = "print('hi')\n") -> None:
+    shell.run_cell_magic("k8s_serve", line, body)
+
+
+@pytest.mark.parametrize("name", ["__builtins__", "__name__", "class", "None", "True", "lambda"])
+def test_out_refuses_keywords_and_dunders(serve_shell: InteractiveShell, name: str) -> None:
+    """``--out __builtins__`` stored the handle over the notebook's builtins (every later cell
+    broke); a keyword can never be used as a variable."""
+    before = serve_shell.user_ns.get(name)
+    with pytest.raises(UsageError, match=r"^--out "):
+        serve(serve_shell, f"--dry-run --out {name}")
+    with pytest.raises(UsageError, match=r"^--out "):
+        serve_shell.run_cell_magic("slurm_train", f"--dry-run --out {name}", "print(1)\n")
+    assert serve_shell.user_ns.get(name) is before

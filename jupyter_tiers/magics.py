@@ -19,7 +19,15 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import ArgDecorator, argument, magic_arguments
 
 from .errors import ConfigError, SpecError, TiersError
-from .options import JOB_OPTIONS, SERVE_OPTIONS, Option, add_arguments, flag_names, given_values
+from .options import (
+    JOB_OPTIONS,
+    SERVE_OPTIONS,
+    Option,
+    add_arguments,
+    bare_dash_option,
+    flag_names,
+    given_values,
+)
 
 
 def parse_env(pairs: list[str] | None,
@@ -233,9 +241,13 @@ class TiersMagics(Magics):
 def split_line(line: str, magic: str) -> list[str]:
     """Shell-like words of a magic line; an unbalanced quote is a UsageError."""
     try:
-        return shlex.split(line)
+        words = shlex.split(line)
     except ValueError as exc:
         raise UsageError(f"{magic}: cannot split the line into words: {exc}") from None
+    option = bare_dash_option(words)
+    if option is not None:
+        raise UsageError(f"{option}: '--' is not a value; give the value after {option}")
+    return words
 
 
 def _fix_dash_values(words: list[str]) -> list[str]:
@@ -245,7 +257,8 @@ def _fix_dash_values(words: list[str]) -> list[str]:
     i = 0
     while i < len(words):
         word = words[i]
-        if word == "--sbatch" and i + 1 < len(words) and words[i + 1].startswith("-"):
+        if word == "--sbatch" and i + 1 < len(words) and words[i + 1].startswith("-") \
+                and words[i + 1] != "--":
             out.append(f"--sbatch={words[i + 1]}")
             i += 2
             continue

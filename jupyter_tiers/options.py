@@ -168,6 +168,22 @@ SERVE_OPTIONS: tuple[Option, ...] = (
 )
 
 
+def bare_dash_option(words: Sequence[str]) -> str | None:
+    """The option in ``words`` given ``--`` as its value (``--name=--``, ``-n--``), if any.
+
+    argparse drops a ``--`` value and hands the option an empty list, which no option expects
+    (an AttributeError, or a silently ignored ``--profile``); such a word must be refused.
+    """
+    for word in words:
+        if not word.startswith("-") or word == "--":
+            continue
+        if word.endswith("=--"):
+            return word[:-3]
+        if len(word) == 4 and word[1] != "-" and word[2:] == "--":
+            return word[:2]
+    return None
+
+
 def profile_keys(options: Sequence[Option]) -> dict[str, YamlType]:
     """The keys a profile's ``defaults`` may set, with the YAML types allowed."""
     return {o.field: o.yaml for o in options if o.yaml is not None}

@@ -8,6 +8,7 @@ import time
 from typing import Any, NoReturn
 
 from .config import load_config
+from .options import bare_dash_option
 from .registry import JobRecord, Registry
 
 
@@ -113,6 +114,9 @@ def _handle(ref: str, kind: str | None = None) -> Any:
 
 def run(argv: list[str], shell: Any = None) -> Any:
     """Execute one ``%tiers`` command line (already split)."""
+    option = bare_dash_option(argv)
+    if option is not None:
+        raise CommandUsage(f"%tiers: {option}: '--' is not a value; give the value after {option}")
     try:
         args = build_parser().parse_args(argv)
     except _HelpShown:

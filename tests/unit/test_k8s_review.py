@@ -123,3 +123,30 @@ def test_out_refuses_keywords_and_dunders(serve_shell: InteractiveShell, name: s
     with pytest.raises(UsageError, match=r"^--out "):
         serve_shell.run_cell_magic("slurm_train", f"--dry-run --out {name}", "print(1)\n")
     assert serve_shell.user_ns.get(name) is before
+
+
+@pytest.mark.parametrize(("line", "option"), [
+    ("--env=--", "--env"), ("-e--", "-e"), ("--out=--", "--out"), ("--patch=--", "--patch"),
+    ("--profile=--", "--profile"), ("--name=--", "--name"), ("-n--", "-n"), ("--image=--", "--image"),
+])
+def test_a_dash_dash_value_is_a_usage_error_naming_the_option(serve_shell: InteractiveShell,
+                                                               line: str, option: str) -> None:
+    """argparse turns ``--opt=--`` into an empty list: an AttributeError for --env/--out/--patch,
+    and --profile=-- silently used the default profile."""
+    with pytest.raises(UsageError, match=rf"^{option}: '--' is not a value"):
+        serve(serve_shell, f"--dry-run {line}")
+
+
+@pytest.mark.parametrize("line", ["jobs --limit=--", "jobs --profile=--", "logs x --pod=--"])
+def test_tiers_dash_dash_value_is_a_usage_error(serve_shell: InteractiveShell, line: str) -> None:
+    with pytest.raises(UsageError, match=r"'--' is not a value"):
+        serve_shell.run_line_magic("tiers", line)
+    from jupyter_tiers import tiers_command
+
+    with pytest.raises(tiers_command.CommandUsage, match=r"'--' is not a value"):  # jupyter tiers
+        tiers_command.run(line.split())
+
+
+def test_sbatch_with_a_bare_dash_dash_is_not_glued(serve_shell: InteractiveShell) -> None:
+    with pytest.raises(UsageError):
+        serve_shell.run_cell_magic("slurm_train", "--profile local --dry-run --sbatch --", "print(1)\n")

@@ -703,7 +703,50 @@ def render_manifests(
         })
 
     patch = _parse_patch(spec.patch)
-    return [_deep_merge(obj, patch[obj["kind"]]) if obj["kind"] in patch else obj for obj in objects]
+    out = []
+    for obj in objects:
+        if obj["kind"] in patch:
+            merged = _deep_merge(obj, patch[obj["kind"]])
+            _check_kept(obj, merged)
+            obj = merged
+        out.append(obj)
+    return out
+
+
+_MISSING = object()
+
+
+def _at(obj: Any, path: Sequence[str]) -> Any:
+    for step in path:
+        if not isinstance(obj, dict) or step not in obj:
+            return _MISSING
+        obj = obj[step]
+    return obj
+
+
+def _kept_paths(kind: str) -> list[tuple[str, ...]]:
+    """What a patch may not change: how the tier finds, lists and deletes the objects (names,
+    namespace, our labels) and how they point at each other (selectors, the HPA's target)."""
+    paths = [("apiVersion",), ("kind",), ("metadata", "name"), ("metadata", "namespace"),
+             ("metadata", "labels", NAME_LABEL), ("metadata", "labels", MANAGED_BY_LABEL)]
+    if kind == "Deployment":
+        paths += [("spec", "selector")] + [("spec", "template", "metadata", "labels", label)
+                                          for label in (NAME_LABEL, MANAGED_BY_LABEL, COLOR_LABEL)]
+    elif kind == "Service":
+        paths.append(("spec", "selector"))
+    elif kind == "HorizontalPodAutoscaler":
+        paths.append(("spec", "scaleTargetRef"))
+    return paths
+
+
+def _check_kept(original: Mapping[str, Any], merged: Mapping[str, Any]) -> None:
+    kind = original["kind"]
+    for path in _kept_paths(kind):
+        if _at(original, path) != _at(merged, path):
+            shown = ""
+            for step in path:  # metadata.labels[app.kubernetes.io/name]
+                shown += f"[{step}]" if "/" in step else ("." if shown else "") + step
+            raise SpecError("patch", f"the {kind} patch may not change {shown} (jupyter-tiers manages it)")
 
 
 # --- YAML ------------------------------------------------------------------------------------

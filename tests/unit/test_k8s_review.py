@@ -4,6 +4,7 @@ the pure renderer)."""
 from __future__ import annotations
 
 import inspect
+import re
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -150,3 +151,55 @@ def test_tiers_dash_dash_value_is_a_usage_error(serve_shell: InteractiveShell, l
 def test_sbatch_with_a_bare_dash_dash_is_not_glued(serve_shell: InteractiveShell) -> None:
     with pytest.raises(UsageError):
         serve_shell.run_cell_magic("slurm_train", "--profile local --dry-run --sbatch --", "print(1)\n")
+
+
+# --- the patch option ------------------------------------------------------------------------
+
+
+def _patched(patch: dict[str, Any]) -> list[dict[str, Any]]:
+    import json
+
+    from jupyter_tiers.k8s.render import render_manifests
+    from jupyter_tiers.model import ServeSpec
+
+    spec = ServeSpec("print(1)\n", name="web", image="python:3.11", env=(("TOKEN", "s3cret"),),
+                     cpu="1", autoscale=(1, 2, 50), patch=json.dumps(patch))
+    return render_manifests(spec, namespace="demo")
+
+
+@pytest.mark.parametrize(("patch", "path"), [
+    ({"Deployment": {"metadata": None}}, "metadata.name"),
+    ({"Secret": {"metadata": {"labels": None}}}, "metadata.labels[app.kubernetes.io/name]"),
+    ({"Secret": {"metadata": {"labels": {"app.kubernetes.io/name": "other"}}}},
+     "metadata.labels[app.kubernetes.io/name]"),
+    ({"ConfigMap": {"metadata": {"labels": {"app.kubernetes.io/managed-by": "me"}}}},
+     "metadata.labels[app.kubernetes.io/managed-by]"),
+    ({"Deployment": {"spec": {"selector": {"matchLabels": {"x": "y"}}}}}, "spec.selector"),
+    ({"Deployment": {"spec": {"template": {"metadata": {"labels": None}}}}},
+     "spec.template.metadata.labels[app.kubernetes.io/name]"),
+    ({"Deployment": {"spec": {"template": {"metadata": {"labels": {"jupyter-tiers/color": "blue"}}}}}},
+     "spec.template.metadata.labels[jupyter-tiers/color]"),
+    ({"Service": {"spec": {"selector": {"app": "someone-elses"}}}}, "spec.selector"),
+    ({"HorizontalPodAutoscaler": {"spec": {"scaleTargetRef": {"name": "other"}}}}, "spec.scaleTargetRef"),
+])
+def test_a_patch_cannot_break_what_the_tier_relies_on(patch: dict[str, Any], path: str) -> None:
+    """Objects are listed and deleted by their labels: a patch that changed them left them
+    behind on --delete (a Secret with the env values among them); metadata: null crashed the
+    apply with a KeyError; a changed selector or HPA target pointed the service elsewhere."""
+    from jupyter_tiers.errors import SpecError
+
+    with pytest.raises(SpecError, match=rf"may not change {re.escape(path)} ") as info:
+        _patched(patch)
+    assert info.value.field == "patch"
+
+
+def test_a_patch_may_add_labels_annotations_and_pod_settings() -> None:
+    objects = _patched({
+        "Deployment": {"metadata": {"labels": {"team": "nlp"}},
+                       "spec": {"template": {"metadata": {"labels": {"team": "nlp"}},
+                                             "spec": {"securityContext": {"runAsNonRoot": True}}}}},
+        "Service": {"metadata": {"annotations": {"lb": "internal"}}},
+    })
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    assert deployment["metadata"]["labels"]["team"] == "nlp"
+    assert deployment["spec"]["template"]["spec"]["securityContext"] == {"runAsNonRoot": True}

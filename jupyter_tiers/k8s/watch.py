@@ -133,6 +133,8 @@ class KindWatch:
             _request_timeout=(self.client.request_timeout, self.watch_timeout + 30),
             verb="watch", resource=self.kind, namespace=self.namespace, **self._selector())
         self._resp = resp
+        if self._stop.is_set():  # stopped while this request was opening: stop() missed it
+            _close_quietly(resp)
         self._recovered()
         try:
             for line in _lines(resp):
@@ -437,6 +439,8 @@ class PodLogFollower:
                 resp = self._open()
                 self.streams += 1
                 self._resp = resp
+                if self._stop.is_set():  # stopped while the stream was opening: stop() missed it
+                    _close_quietly(resp)
                 self._skip_same = self.same_ts_count
                 try:
                     for raw in _lines(resp):

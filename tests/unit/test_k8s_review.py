@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import threading
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -203,3 +204,42 @@ def test_a_patch_may_add_labels_annotations_and_pod_settings() -> None:
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     assert deployment["metadata"]["labels"]["team"] == "nlp"
     assert deployment["spec"]["template"]["spec"]["securityContext"] == {"runAsNonRoot": True}
+
+
+# --- closing the tier ------------------------------------------------------------------------
+
+
+class _BlockingStream(_Stream):
+    """A log stream of a quiet pod: nothing comes until it is closed."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+        self.closed = threading.Event()
+
+    def stream(self, amt: Any = None, decode_content: bool = False) -> Iterator[bytes]:
+        self.closed.wait(GUARD)
+        yield b""
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+class _QuietLogApi:
+    def read_namespaced_pod_log(self, *args: Any, **kwargs: Any) -> _BlockingStream:
+        return _BlockingStream()
+
+
+def test_a_follower_stopped_while_its_stream_opens_ends_at_once() -> None:
+    """stop() closes the stream it can see; one still opening was missed, and the follower then
+    sat in it until the stream ended by itself (the idle timeout: minutes)."""
+    follower: PodLogFollower
+
+    class StopWhileOpening:
+        def read_namespaced_pod_log(self, *args: Any, **kwargs: Any) -> _BlockingStream:
+            follower.stop()
+            return _BlockingStream()
+
+    follower = PodLogFollower(_FakeClient(StopWhileOpening()), "demo", "web-2", lambda lines: None)
+    follower.start()
+    follower._thread.join(GUARD / 2)
+    assert not follower._thread.is_alive()

@@ -47,6 +47,7 @@ class K8sTier(ServeTier):
         self.client = client or KubeClient(profile.settings, profile=profile.name, source=source)
         self._namespace_watch: NamespaceWatch | None = None
         self._forwards: list[_PortForward] = []
+        self._subscriptions: set[_Subscription] = set()
         self._switches: dict[str, threading.Thread] = {}
 
     # --- settings ------------------------------------------------------------------------
@@ -348,7 +349,9 @@ class K8sTier(ServeTier):
     def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,
               on_lines: Callable[[list[Any]], None] | None = None) -> Any:
         nsw = self._watch_of_namespace()
-        sub = _Subscription(record)
+        sub = _Subscription(record, nsw)
+        with self._lock:
+            self._subscriptions.add(sub)
 
         def status_changed(status: ServiceStatus) -> None:
             if status.state.value != sub.recorded:
@@ -366,12 +369,13 @@ class K8sTier(ServeTier):
         return sub
 
     def unwatch(self, subscription: Any) -> None:
-        nsw = self._namespace_watch
-        if nsw is None or not isinstance(subscription, _Subscription):
+        if not isinstance(subscription, _Subscription):
             return
+        with self._lock:
+            self._subscriptions.discard(subscription)
         for token in (subscription.token, subscription.listener):
             if token is not None:
-                nsw.unsubscribe(token)
+                subscription.nsw.unsubscribe(token)
         if subscription.logs is not None:
             subscription.logs.stop()
 
@@ -381,15 +385,26 @@ class K8sTier(ServeTier):
         return self.client.requests
 
     def close(self) -> None:
-        if self._namespace_watch is not None:
-            self._namespace_watch.stop()
-        for forward in self._forwards:
+        """Stop the watches, every subscription's log followers and the port-forwards. A later
+        ``watch`` starts afresh."""
+        with self._lock:
+            nsw, self._namespace_watch = self._namespace_watch, None
+            subscriptions = list(self._subscriptions)
+            self._subscriptions.clear()
+            forwards, self._forwards = self._forwards, []
+        for sub in subscriptions:
+            if sub.logs is not None:
+                sub.logs.stop()
+        if nsw is not None:
+            nsw.stop()
+        for forward in forwards:
             forward.close()
 
 
 class _Subscription:
-    def __init__(self, record: JobRecord) -> None:
+    def __init__(self, record: JobRecord, nsw: NamespaceWatch) -> None:
         self.record = record
+        self.nsw = nsw
         self.token: int | None = None
         self.listener: int | None = None
         self.logs: _ServiceLogs | None = None

@@ -243,3 +243,64 @@ def test_a_follower_stopped_while_its_stream_opens_ends_at_once() -> None:
     follower.start()
     follower._thread.join(GUARD / 2)
     assert not follower._thread.is_alive()
+
+
+class _StubNamespaceWatch:
+    """The shared watch, without a cluster: one pod of service web."""
+
+    namespace = "demo"
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self.tokens: set[int] = set()
+
+    def subscribe(self, service: str, compute: Any, on_status: Any) -> int:
+        self.tokens.add(1)
+        return 1
+
+    def add_listener(self, fn: Any) -> int:
+        self.tokens.add(2)
+        return 2
+
+    def unsubscribe(self, token: int) -> None:
+        self.tokens.discard(token)
+
+    def pods(self, service: str) -> list[dict[str, Any]]:
+        return [{"metadata": {"name": "web-1", "labels": {"app.kubernetes.io/name": "web"}}}]
+
+    def stop(self) -> None:
+        self.stopped = True
+
+
+def _podlog_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name.startswith("jt-podlog-web-1")]
+
+
+def test_closing_the_tier_stops_log_followers_and_a_later_watch_starts_afresh(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """tier.close() stopped the namespace watch but left every subscription's pod log followers
+    running (a widget never closed kept its threads and streams for good), and a later watch()
+    subscribed to the stopped watch, which never delivers again."""
+    from jupyter_tiers.config import Profile
+    from jupyter_tiers.k8s import tier as k8s_tier
+    from jupyter_tiers.registry import JobRecord
+
+    watches: list[_StubNamespaceWatch] = []
+
+    def new_watch(client: Any, namespace: str) -> _StubNamespaceWatch:
+        watches.append(_StubNamespaceWatch())
+        return watches[-1]
+
+    monkeypatch.setattr(k8s_tier, "NamespaceWatch", new_watch)
+    profile = Profile(name="k", tier="kubernetes", settings={"namespace": "demo"})
+    tier = k8s_tier.K8sTier(profile, client=_FakeClient(_QuietLogApi()))
+    record = JobRecord(profile="k", tier="kubernetes", job_id="web", name="web", kind="service")
+    tier.watch(record, on_status=lambda status: None, on_lines=lambda lines: None)
+    wait_for(lambda: len(_podlog_threads()) == 1, "the pod's log follower")
+    tier.close()
+    wait_for(lambda: not _podlog_threads(), "the log follower to stop on close")
+    assert watches[0].stopped
+    sub = tier.watch(record, on_status=lambda status: None)
+    assert len(watches) == 2 and not watches[1].stopped
+    tier.unwatch(sub)
+    assert not watches[1].tokens

@@ -92,7 +92,7 @@ class Profile:
     tier: str
     settings: Mapping[str, Any] = field(default_factory=dict)
     defaults: Mapping[str, Any] = field(default_factory=dict)
-    env: Mapping[str, str] = field(default_factory=dict)
+    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # values may be secrets
     setup: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
 

@@ -199,7 +199,7 @@ class JobSpec:
     nproc_per_node: int | None = None
     python: str = "python3"
     shell: bool = False
-    env: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # values may be secrets
     setup: tuple[str, ...] = ()
     sbatch_options: tuple[str, ...] = ()
     rdzv_port: int | None = None
@@ -242,7 +242,7 @@ class ServeSpec:
     cpu: str | None = None
     memory: str | None = None
     port: int = 8000
-    env: tuple[tuple[str, str], ...] = ()
+    env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # values may be secrets
     secret_env: tuple[tuple[str, str], ...] = ()
     readiness: str | None = None  # HTTP path of the readiness probe; None: TCP on the port
     autoscale: tuple[int, int, int] | None = None

@@ -304,3 +304,20 @@ def test_closing_the_tier_stops_log_followers_and_a_later_watch_starts_afresh(
     assert len(watches) == 2 and not watches[1].stopped
     tier.unwatch(sub)
     assert not watches[1].tokens
+
+
+# --- secrets ---------------------------------------------------------------------------------
+
+SECRET = "hf_Zq9SECRETvalue"
+
+
+def test_reprs_never_show_env_values() -> None:
+    """A spec or profile printed in a notebook, a log line or a verbose traceback (IPython's
+    %xmode Verbose shows locals) showed every env value."""
+    from jupyter_tiers.config import Profile
+    from jupyter_tiers.model import JobSpec, ServeSpec
+
+    for obj in (ServeSpec("x", env=(("TOKEN", SECRET),)), JobSpec("x", env=(("TOKEN", SECRET),)),
+                Profile("p", "kubernetes", env={"TOKEN": SECRET})):
+        assert SECRET not in repr(obj) and SECRET not in str(obj)
+    assert ServeSpec("x", env=(("A", "1"),)) != ServeSpec("x", env=(("A", "2"),))  # still compared

@@ -180,21 +180,40 @@ class Service(Handle):
         return self.tier.port_forward(self.record, local_port)
 
     def wait_ready(self, timeout: float | None = None) -> ServiceStatus:
-        """Block until the service is ready, has failed or is gone; returns the last status."""
-        done = threading.Event()
+        """Block until the service is ready, has failed or is gone; returns the last status.
+
+        A settled status from the watch is confirmed with a fresh read: the watch's cache may not
+        have seen a change made just before (``scale(3)`` then ``wait_ready()`` would otherwise
+        return the old READY 2/2 at once)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        changed = threading.Condition()
         last: list[ServiceStatus] = []
+        delivered = [0]  # statuses the watch delivered
+        confirmed = [0]  # ... of which the first this many were checked by a fresh read
 
         def on_status(status: ServiceStatus) -> None:
-            last[:] = [status]
-            if status.state.settled:
-                done.set()
+            with changed:
+                last[:] = [status]
+                delivered[0] += 1
+                changed.notify_all()
+
+        def settled_news() -> bool:
+            return delivered[0] > confirmed[0] and bool(last) and last[0].state.settled
 
         sub = self.tier.watch(self.record, on_status=on_status)
         try:
-            done.wait(timeout)
+            while True:
+                remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
+                with changed:
+                    if not changed.wait_for(settled_news, remaining):
+                        break
+                    confirmed[0] = delivered[0]
+                fresh = self.status()
+                if fresh.state.settled:
+                    return fresh
         finally:
             self.tier.unwatch(sub)
-        return last[0] if last else self.status()
+        return last[0] if last and not last[0].state.settled else self.status()  # timed out
 
     def wait(self, timeout: float | None = None) -> ServiceStatus:
         return self.wait_ready(timeout)

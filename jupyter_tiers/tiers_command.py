@@ -131,10 +131,20 @@ def run(argv: list[str], shell: Any = None) -> Any:
             print(warning)
     elif args.command == "profiles":
         cfg = load_config()
+        rows = []
         for name, prof in sorted(cfg.profiles.items()):
             mark = "*" if name == cfg.default_profile else " "
-            where = prof.get("host") or prof.get("context") or "this machine"
-            print(f"{mark} {name:<16} {prof.tier:<6} {where:<24} from {', '.join(prof.sources)}")
+            if prof.tier == "kubernetes":  # its cluster is the kubeconfig's, not this machine
+                where = prof.get("context") or "kubeconfig context"
+                if prof.get("namespace"):
+                    where += f", namespace {prof.get('namespace')}"
+            else:
+                where = prof.get("host") or prof.get("context") or "this machine"
+            rows.append((mark, name, prof.tier, where, ", ".join(prof.sources)))
+        tier_width = max([6, *(len(row[2]) for row in rows)])
+        where_width = max([24, *(len(row[3]) for row in rows)])
+        for mark, name, tier, where, sources in rows:
+            print(f"{mark} {name:<16} {tier:<{tier_width}} {where:<{where_width}} from {sources}")
     elif args.command == "logs":
         handle = _handle(args.job)
         if handle.kind == "job":

@@ -411,6 +411,16 @@ def test_tiers_profiles_lists_every_profile_and_marks_the_default(ip, capsys, fa
     assert re.search(r"^\* far\s+slurm", out, re.M) and re.search(r"^  local\s+local", out, re.M), out
 
 
+def test_tiers_profiles_shows_where_a_kubernetes_profile_serves(ip, capsys, far) -> None:
+    far.write_text(UNREACHABLE_YAML + "  serving: {tier: kubernetes, namespace: alice}\n"
+                   "  prod: {tier: k8s, context: prod-inference}\n")
+    out = tiers(ip, capsys, "profiles")
+    assert re.search(r"^  serving\s+kubernetes kubeconfig context, namespace alice\s+from ", out, re.M), out
+    assert re.search(r"^  prod\s+kubernetes prod-inference\s+from ", out, re.M), out
+    columns = {line.index(" from ") for line in out.splitlines()}
+    assert len(columns) == 1, out  # still aligned
+
+
 def test_tiers_profiles_without_any_config_shows_the_builtin_local(ip, capsys) -> None:
     out = tiers(ip, capsys, "profiles")
     assert re.fullmatch(r"\* local\s+local\s+this machine\s+from built-in\n", out), out

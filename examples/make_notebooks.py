@@ -324,10 +324,169 @@ TEACHING_LAB: list[Cell] = [
         """),
 ]
 
+SERVE_MAGIC = ("%%k8s_serve --profile serving --name echo --replicas 2 --port 8000 --readiness /healthz"
+               " --wait --out svc")
+
+
+def predictor(w: float, b: float) -> str:
+    """The body of the serving cells: a stdlib HTTP server for the linear model y = w*x + b."""
+    return f"""
+        import http.server
+        import json
+        import urllib.parse
+
+        W, B = {w}, {b}  # the "model": y = {w:g}x + {b:g}
+
+
+        class Predict(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # GET /healthz (the readiness probe), GET /predict?x=2
+                url = urllib.parse.urlsplit(self.path)
+                if url.path == "/healthz":
+                    self.reply(200, "ok")
+                elif url.path == "/predict":
+                    self.predict(urllib.parse.parse_qs(url.query).get("x", ["0"])[0])
+                else:
+                    self.reply(404, {{"error": f"no route {{url.path}}"}})
+
+            def do_POST(self):  # POST /predict {{"x": 2}}
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.predict(json.loads(body or b"{{}}").get("x", 0))
+
+            def predict(self, x):
+                x = float(x)
+                y = W * x + B
+                print(f"{{self.command}} /predict x={{x}} -> y={{y}}", flush=True)  # one line per request
+                self.reply(200, {{"x": x, "y": y}})
+
+            def reply(self, code, body):
+                data = (body if isinstance(body, str) else json.dumps(body)).encode()
+                self.send_response(code)
+                kind = "text/plain" if isinstance(body, str) else "application/json"
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format, *args):
+                pass  # no access log: the probe would fill it; predict() logs what matters
+
+
+        print("serving y = {w:g}x + {b:g} on port 8000", flush=True)
+        http.server.ThreadingHTTPServer(("0.0.0.0", 8000), Predict).serve_forever()
+        """
+
+
+SERVE_K8S: list[Cell] = [
+    md("intro", """
+        # Serving on Kubernetes: a model endpoint from a notebook cell
+
+        `%%k8s_serve` turns a cell into a Kubernetes service: the cell's body is the server
+        program, and the tier applies a ConfigMap holding it, a Deployment that runs it in every
+        pod, and a Service in front of the pods (server-side apply, so re-running the cell is an
+        update). This notebook needs a `serving` profile in `tiers.yaml`, for example:
+
+        ```yaml
+        profiles:
+          serving:
+            tier: kubernetes
+            kubeconfig: ~/.kube/config   # optional: the default loading rules otherwise
+            namespace: alice
+            defaults: {image: "python:3.11-slim"}
+        ```
+
+        Any image with a Python 3 works for this example: the server below uses the standard
+        library only.
+        """),
+    code("load", "%load_ext jupyter_tiers"),
+    code("profiles", "%tiers profiles"),
+    md("serve-md", """
+        The "model" is a fixed linear function, `y = 3x + 1`, behind a tiny HTTP server:
+        `POST /predict` with `{"x": 2}` (or `GET /predict?x=2`) answers `{"x": 2.0, "y": 7.0}`,
+        `GET /healthz` answers `ok` and is the readiness probe (`--readiness /healthz`): a pod
+        gets traffic only once it answers there. Every prediction is logged with one line.
+
+        `--replicas 2` runs two pods. `--wait` blocks until both are ready (or the rollout fails)
+        and prints one summary line with the endpoint inside the cluster and the rollout's
+        revision; meanwhile the pods' log lines appear, each prefixed with its pod's name. (In
+        JupyterLab a live widget shows the service; without `--wait` the cell returns at once.)
+        `--out svc` keeps the `Service` handle in `svc`.
+        """),
+    code("serve", predictor(3.0, 1.0), magic=SERVE_MAGIC),
+    md("query-md", """
+        The endpoint `http://echo.<namespace>.svc:8000` is reachable from inside the cluster.
+        From the notebook, `svc.port_forward()` opens a local port relayed to a ready pod through
+        the Kubernetes API (like `kubectl port-forward`), kept open while the kernel lives.
+        """),
+    code("query", """
+        import json
+        import urllib.request
+
+        url = svc.port_forward()  # http://127.0.0.1:PORT
+
+
+        def predict(x):
+            request = urllib.request.Request(f"{url}/predict", data=json.dumps({"x": x}).encode(),
+                                             headers={"Content-Type": "application/json"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                return response.read().decode()
+
+
+        print(predict(2.0))
+        """),
+    md("jobs-md", """
+        `%tiers jobs` lists services beside training jobs: SIZE is ready/desired pods, WHERE the
+        endpoint.
+        """),
+    code("jobs", "%tiers jobs"),
+    md("update-md", """
+        **A rolling update.** Change the model to `y = 3x + 2` and run the same magic again: the
+        new body changes the pod template, so the Deployment rolls to revision 2, one new pod at a
+        time, and an old pod is removed only once a new one is ready (no capacity is lost while it
+        rolls). Re-running an unchanged cell would change nothing.
+        """),
+    code("update", predictor(3.0, 2.0), magic=SERVE_MAGIC),
+    md("query-again-md", """
+        The pods the first port-forward reached are gone; forward again, to a pod of revision 2.
+        """),
+    code("query-again", """
+        url = svc.port_forward()
+        print(predict(2.0))
+        """),
+    md("scale-md", """
+        **Scaling** needs no new rollout: `svc.scale(3)` (or `%tiers scale echo 3`) sets the
+        Deployment's replicas, and `svc.wait_ready()` blocks until the third pod is ready too.
+        """),
+    code("scale", """
+        svc.scale(3)
+        status = svc.wait_ready(timeout=120)
+        print(f"service {status.name} {status.state.value} {status.ready}/{status.desired}"
+              f" (revision {status.revision})")
+        for pod in status.pods:
+            print(f"  {pod.name}: {pod.phase}, {'ready' if pod.ready else 'not ready'}")
+        """),
+    md("logs-md", """
+        `%tiers logs echo` merges every pod's log, each line prefixed with its pod's name
+        (`--pod NAME` gives one pod's log, `--tail N` the last lines).
+        """),
+    code("logs", "%tiers logs echo --tail 5"),
+    md("delete-md", """
+        **Clean up**: `--delete` removes everything the tier made for the service (Deployment,
+        Service, ConfigMap, and the Secret and autoscaler when there are any); `svc.delete()` and
+        `%tiers delete echo` do the same. The registry keeps the record, now `DELETED`. (IPython
+        runs no cell magic without a body, hence the comment line.)
+        """),
+    code("delete", """
+        %%k8s_serve --profile serving --name echo --delete
+        # With --delete the body is not run (a serving cell with --delete added works the same).
+        """),
+    code("jobs-after", "%tiers jobs"),
+]
+
 NOTEBOOKS = {
     "quickstart.ipynb": QUICKSTART,
     "ddp_slurm.ipynb": DDP_SLURM,
     "teaching_lab.ipynb": TEACHING_LAB,
+    "serve_k8s.ipynb": SERVE_K8S,
 }
 
 

@@ -5,18 +5,25 @@ interpreter running the tests; its PATH starts with the venv so the local tier's
 same ``python3``). It gets its own HOME, Jupyter data dir and registry, and
 ``JUPYTER_TIERS_DISPLAY=text`` so ``--wait`` prints the streamed log and the summary as plain
 text outputs. The cluster notebooks run against the Slurm test cluster with a temporary
-tiers.yaml that defines ``sandbox`` (the profile ``jupyter tiers sandbox up`` writes).
+tiers.yaml that defines ``sandbox`` (the profile ``jupyter tiers sandbox up`` writes); the
+serving notebook against a Kubernetes API emulator (``python -m tests.k8s_emulator``) started for
+the test, with a tiers.yaml that defines ``serving``.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import itertools
 import os
 import re
+import signal
 import subprocess
 import sys
+import textwrap
+import uuid
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -30,7 +37,7 @@ from tests.helpers import cancel_registered_jobs
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 VENV_BIN = Path(sys.executable).parent
-NOTEBOOKS = ("quickstart.ipynb", "ddp_slurm.ipynb", "teaching_lab.ipynb")
+NOTEBOOKS = ("quickstart.ipynb", "ddp_slurm.ipynb", "teaching_lab.ipynb", "serve_k8s.ipynb")
 CELL_TIMEOUT = 600
 
 SUMMARY_OK = re.compile(r"^job (\d+) COMPLETED in \d\d:\d\d:\d\d on (\S+)$")
@@ -80,6 +87,91 @@ def sandbox_env(
 
     path = tmp_path / "tiers.yaml"
     sandbox.write_profile(path, sandbox.sandbox_profile(cluster_env))
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
+    return {**kernel_env, "JUPYTER_TIERS_CONFIG": str(path)}
+
+
+@dataclass
+class K8sEmulator:
+    """A Kubernetes API emulator running as ``python -m tests.k8s_emulator`` (its kubelet runs
+    the pods as local processes under ``workdir``) and a fresh namespace in it."""
+
+    kubeconfig: Path
+    namespace: str
+    workdir: Path
+
+
+def _processes_under(workdir: Path) -> list[int]:
+    """Pids of processes (pods) that run in, or name, ``workdir``: none may outlive the emulator."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cwd = os.readlink(proc / "cwd")
+            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
+        except OSError:
+            continue
+        if cwd.startswith(str(workdir)) or str(workdir) in cmdline:
+            found.append(int(proc.name))
+    return found
+
+
+@pytest.fixture
+def k8s_emulator(tmp_path: Path) -> Iterator[K8sEmulator]:
+    """The emulator in a subprocess of its own session on a free port, stopped (with every pod
+    process) after the test."""
+    from kubernetes import client
+    from kubernetes import config as kube_config
+
+    workdir = tmp_path / "k8s-emulator"
+    kubeconfig = tmp_path / "kubeconfig"
+    log = (tmp_path / "k8s-emulator.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tests.k8s_emulator", "--port", "0", "--kubeconfig", str(kubeconfig),
+         "--workdir", str(workdir)],
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=log, start_new_session=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = proc.stdout.readline().decode().strip()  # printed once it serves
+        assert url.startswith("http://"), (tmp_path / "k8s-emulator.log").read_text()
+        namespace = f"nb-{uuid.uuid4().hex[:8]}"
+        api = kube_config.new_client_from_config(config_file=str(kubeconfig))
+        with api:
+            client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+        yield K8sEmulator(kubeconfig, namespace, workdir)
+    finally:
+        proc.send_signal(signal.SIGTERM)  # the emulator stops its kubelet, which kills every pod
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        log.close()
+        orphans = _processes_under(workdir)
+        for pid in orphans:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        assert not orphans, f"pod processes outlived the emulator: {orphans}"
+
+
+@pytest.fixture
+def serving_env(
+    k8s_emulator: K8sEmulator, kernel_env: dict[str, str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> dict[str, str]:
+    """kernel_env plus a tiers.yaml holding a ``serving`` profile for the emulator's namespace.
+    (The emulator comes first so that it is stopped last, after kernel_env's clean-up.)"""
+    path = tmp_path / "tiers.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        profiles:
+          serving:
+            tier: kubernetes
+            kubeconfig: {k8s_emulator.kubeconfig}
+            namespace: {k8s_emulator.namespace}
+            defaults: {{image: "python:3.11-slim"}}
+        """))
     monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
     return {**kernel_env, "JUPYTER_TIERS_CONFIG": str(path)}
 
@@ -347,6 +439,68 @@ def test_teaching_lab_steps(
 
     states = {r.name: r.state for r in Registry().list()}
     assert states == {"gang": "COMPLETED", "placed": "COMPLETED", "held": "CANCELLED", "fail-stop": "FAILED"}
+
+
+# --- serving on Kubernetes (the API emulator) --------------------------------------------------
+SERVE_READY = re.compile(
+    r"^service echo READY (\d)/(\d) in \d\d:\d\d:\d\d — http://echo\.(\S+)\.svc:8000 \(revision (\d+)\)$"
+)
+POD = r"echo-[a-z0-9]+-[a-z0-9]+"
+
+
+def test_serve_k8s_deploys_queries_updates_scales_and_deletes(
+    serving_env: dict[str, str], k8s_emulator: K8sEmulator, tmp_path: Path
+) -> None:
+    out = execute("serve_k8s.ipynb", serving_env, tmp_path)
+    ns = k8s_emulator.namespace
+    assert out["load"] == ""
+    assert re.search(rf"^  serving\s+kubernetes\s+kubeconfig context, namespace {ns}\s+from .*tiers\.yaml$",
+                     out["profiles"], re.M), out["profiles"]
+
+    # First apply: two pods of revision 1, each logging its start, then the summary.
+    serve = out["serve"]
+    assert serve.splitlines()[0] == (
+        f"service echo applied to serving (namespace {ns}): 2 replicas, image python:3.11-slim"
+    ), serve
+    ready = SERVE_READY.match(last_line(serve))
+    assert ready and ready.groups() == ("2", "2", ns, "1"), serve
+    started = set(re.findall(rf"^({POD}): serving y = 3x \+ 1 on port 8000$", serve, re.M))
+    assert len(started) == 2, serve
+    assert out["query"] == '{"x": 2.0, "y": 7.0}\n'
+
+    table = out["jobs"].splitlines()
+    assert table[0].split()[:8] == ["ID", "KIND", "NAME", "PROFILE", "TIER", "STATE", "SIZE", "WHERE"]
+    assert table[1].split()[:8] == ["echo", "service", "echo", "serving", "kubernetes", "READY", "2/2",
+                                    f"http://echo.{ns}.svc:8000"], out["jobs"]
+
+    # The changed body rolls the pods to revision 2: new pods, the new model.
+    update = out["update"]
+    ready = SERVE_READY.match(last_line(update))
+    assert ready and ready.groups() == ("2", "2", ns, "2"), update
+    rolled = set(re.findall(rf"^({POD}): serving y = 3x \+ 2 on port 8000$", update, re.M))
+    assert len(rolled) == 2 and not rolled & started, update
+    assert out["query-again"] == '{"x": 2.0, "y": 8.0}\n'
+
+    # Scaled to 3 without a new revision.
+    scale = out["scale"].splitlines()
+    assert scale[0] == "service echo READY 3/3 (revision 2)", out["scale"]
+    pods = [re.fullmatch(rf"  ({POD}): Running, ready", ln) for ln in scale[1:]]
+    assert len(pods) == 3 and all(pods), out["scale"]
+    assert rolled <= {m.group(1) for m in pods if m}, out["scale"]
+
+    # The merged log: pod-prefixed lines, the last request among them.
+    logs = out["logs"].splitlines()
+    assert 1 <= len(logs) <= 5, out["logs"]
+    assert all(re.match(rf"{POD}: ", ln) for ln in logs), out["logs"]
+    assert any(re.fullmatch(rf"({POD}): POST /predict x=2\.0 -> y=8\.0", ln) for ln in logs), out["logs"]
+
+    assert out["delete"] == "service echo deleted\n"
+    table = out["jobs-after"].splitlines()
+    assert table[1].split()[:6] == ["echo", "service", "echo", "serving", "kubernetes", "DELETED"], (
+        out["jobs-after"]
+    )
+    (record,) = Registry().list()
+    assert (record.kind, record.name, record.state) == ("service", "echo", "DELETED")
 
 
 def test_no_stray_tiers_yaml_next_to_the_notebooks() -> None:

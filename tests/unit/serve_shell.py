@@ -1,6 +1,9 @@
-"""An IPython shell with the extension loaded and a kubernetes profile ``k`` whose API server
-port is closed: ``--dry-run`` renders without a cluster, and anything that would reach the API
-fails at once instead of changing a cluster."""
+"""The magics on a stand-in shell, with a kubernetes profile ``k`` whose API server port is
+closed: ``--dry-run`` renders without a cluster, and anything that would reach the API fails at
+once instead of changing a cluster.
+
+The stand-in (a notebook namespace and the two ways IPython calls a magic) leaves IPython's
+global test shell alone: ``globalipapp.get_ipython()`` gives it only to its first caller."""
 
 from __future__ import annotations
 
@@ -8,12 +11,12 @@ import socket
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
-from IPython.core.interactiveshell import InteractiveShell
-from IPython.testing.globalipapp import start_ipython
 
 from jupyter_tiers import api, config
+from jupyter_tiers.magics import TiersMagics
 
 PROFILE_SECRET = "profile-secret-9f3a7c"  # the profile's env value; must never be shown
 
@@ -25,8 +28,22 @@ def closed_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Shell:
+    """What the magics use of IPython's shell: ``user_ns``; and how IPython calls them."""
+
+    def __init__(self) -> None:
+        self.user_ns: dict[str, Any] = {}
+        self.magics = TiersMagics(shell=self)  # type: ignore[arg-type]
+
+    def run_cell_magic(self, name: str, line: str, cell: str) -> Any:
+        return getattr(self.magics, name)(line, cell)
+
+    def run_line_magic(self, name: str, line: str) -> Any:
+        return getattr(self.magics, name)(line)
+
+
 @pytest.fixture
-def serve_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+def serve_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Shell]:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(textwrap.dedent(f"""\
         apiVersion: v1
@@ -54,7 +71,5 @@ def serve_shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Int
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter-data"))
     monkeypatch.setenv("JUPYTER_TIERS_DISPLAY", "text")
     monkeypatch.delenv("JPY_SESSION_NAME", raising=False)
-    shell = start_ipython() or InteractiveShell.instance()  # start_ipython gives None once started
-    shell.run_line_magic("load_ext", "jupyter_tiers")
-    yield shell
+    yield Shell()
     api.close_all()

@@ -12,12 +12,11 @@ from typing import Any
 
 import pytest
 from IPython.core.error import UsageError
-from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_tiers.k8s.client import KubeClient
 from jupyter_tiers.k8s.watch import SINCE_MARGIN_S, PodLogFollower, since_seconds
 from jupyter_tiers.model import PodLogLine
-from tests.unit.serve_shell import serve_shell
+from tests.unit.serve_shell import Shell, serve_shell
 
 __all__ = ["serve_shell"]  # the fixture
 
@@ -111,12 +110,12 @@ def test_since_seconds_reaches_back_past_the_last_line_with_a_margin() -> None:
 # --- the magic -------------------------------------------------------------------------------
 
 
-def serve(shell: InteractiveShell, line: str, body: str = "print('hi')\n") -> None:
+def serve(shell: Shell, line: str, body: str = "print('hi')\n") -> None:
     shell.run_cell_magic("k8s_serve", line, body)
 
 
 @pytest.mark.parametrize("name", ["__builtins__", "__name__", "class", "None", "True", "lambda"])
-def test_out_refuses_keywords_and_dunders(serve_shell: InteractiveShell, name: str) -> None:
+def test_out_refuses_keywords_and_dunders(serve_shell: Shell, name: str) -> None:
     """``--out __builtins__`` stored the handle over the notebook's builtins (every later cell
     broke); a keyword can never be used as a variable."""
     before = serve_shell.user_ns.get(name)
@@ -131,7 +130,7 @@ def test_out_refuses_keywords_and_dunders(serve_shell: InteractiveShell, name: s
     ("--env=--", "--env"), ("-e--", "-e"), ("--out=--", "--out"), ("--patch=--", "--patch"),
     ("--profile=--", "--profile"), ("--name=--", "--name"), ("-n--", "-n"), ("--image=--", "--image"),
 ])
-def test_a_dash_dash_value_is_a_usage_error_naming_the_option(serve_shell: InteractiveShell,
+def test_a_dash_dash_value_is_a_usage_error_naming_the_option(serve_shell: Shell,
                                                                line: str, option: str) -> None:
     """argparse turns ``--opt=--`` into an empty list: an AttributeError for --env/--out/--patch,
     and --profile=-- silently used the default profile."""
@@ -140,7 +139,7 @@ def test_a_dash_dash_value_is_a_usage_error_naming_the_option(serve_shell: Inter
 
 
 @pytest.mark.parametrize("line", ["jobs --limit=--", "jobs --profile=--", "logs x --pod=--"])
-def test_tiers_dash_dash_value_is_a_usage_error(serve_shell: InteractiveShell, line: str) -> None:
+def test_tiers_dash_dash_value_is_a_usage_error(serve_shell: Shell, line: str) -> None:
     with pytest.raises(UsageError, match=r"'--' is not a value"):
         serve_shell.run_line_magic("tiers", line)
     from jupyter_tiers import tiers_command
@@ -149,7 +148,7 @@ def test_tiers_dash_dash_value_is_a_usage_error(serve_shell: InteractiveShell, l
         tiers_command.run(line.split())
 
 
-def test_sbatch_with_a_bare_dash_dash_is_not_glued(serve_shell: InteractiveShell) -> None:
+def test_sbatch_with_a_bare_dash_dash_is_not_glued(serve_shell: Shell) -> None:
     with pytest.raises(UsageError):
         serve_shell.run_cell_magic("slurm_train", "--profile local --dry-run --sbatch --", "print(1)\n")
 

@@ -38,9 +38,9 @@ def parse_env(pairs: list[str] | None,
     out = []
     for pair in pairs or []:
         key, sep, value = pair.partition("=")
-        if not key:
-            raise UsageError(f"--env {pair!r}: write --env NAME=VALUE, or --env NAME to pass the "
-                             "kernel's own value")
+        if not key:  # the value is not shown: it may be a secret
+            raise UsageError(f"--env {'=…' if sep else repr(pair)}: no NAME; write --env NAME=VALUE, "
+                             "or --env NAME to pass the kernel's own value")
         if not sep:
             if key not in environ:
                 raise UsageError(f"--env {key}: not set in the kernel's environment; write "

@@ -52,13 +52,14 @@ def _pairs(field: str, sep: str = "=") -> Callable[[Any], tuple[tuple[str, str],
         if isinstance(value, Mapping):
             return tuple((str(k), str(v)) for k, v in value.items())
         out = []
-        for item in value or ():
+        for n, item in enumerate(value or (), 1):
             if isinstance(item, (tuple, list)) and len(item) == 2:
                 out.append((str(item[0]), str(item[1])))
                 continue
             key, found, val = str(item).partition(sep)
             if not found or not key:
-                raise SpecError(field, f"{item!r}: write KEY{sep}VALUE")
+                shown = f"entry {n}" if field == "env" else repr(item)  # an env value may be a secret
+                raise SpecError(field, f"{shown}: write KEY{sep}VALUE")
             out.append((key, val))
         return tuple(out)
 

@@ -122,14 +122,15 @@ def _pairs(field: str, value: object) -> list[tuple[str, str]]:
     if not isinstance(value, (tuple, list)):
         raise SpecError(field, f"must be a list of NAME=VALUE pairs, got {type(value).__name__}")
     out: list[tuple[str, str]] = []
-    for item in value:
+    for n, item in enumerate(value, 1):
         if (
             not isinstance(item, (tuple, list))
             or len(item) != 2
             or not isinstance(item[0], str)
             or not isinstance(item[1], str)
         ):
-            raise SpecError(field, f"each entry must be a NAME=VALUE pair of text, got {item!r}")
+            shown = f"entry {n}" if field == "env" else repr(item)  # an env value may be a secret
+            raise SpecError(field, f"each entry must be a NAME=VALUE pair of text, got {shown}")
         out.append((item[0], item[1]))
     return out
 

@@ -320,3 +320,19 @@ def test_reprs_never_show_env_values() -> None:
                 Profile("p", "kubernetes", env={"TOKEN": SECRET})):
         assert SECRET not in repr(obj) and SECRET not in str(obj)
     assert ServeSpec("x", env=(("A", "1"),)) != ServeSpec("x", env=(("A", "2"),))  # still compared
+
+
+def test_env_errors_never_echo_a_value(serve_shell: Shell) -> None:
+    from jupyter_tiers.errors import SpecError
+    from jupyter_tiers.k8s.render import validate_serve_spec
+    from jupyter_tiers.model import ServeSpec
+    from jupyter_tiers.options import SERVE_OPTIONS, convert_values
+
+    with pytest.raises(UsageError, match=r"^--env ") as magic_error:
+        serve(serve_shell, f"--dry-run --env ={SECRET}")
+    with pytest.raises(SpecError) as api_error:  # tier.make_spec(body, env=["K:VALUE"])
+        convert_values({"env": [f"TOKEN:{SECRET}"]}, SERVE_OPTIONS)
+    with pytest.raises(SpecError) as render_error:
+        validate_serve_spec(ServeSpec("x", image="python:3", env=(("TOKEN", SECRET, "x"),)))  # type: ignore[arg-type]
+    for error in (magic_error, api_error, render_error):
+        assert SECRET not in str(error.value)

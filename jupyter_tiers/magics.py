@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import keyword
 import os
+import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
@@ -29,6 +30,8 @@ from .options import (
     given_values,
 )
 
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
 
 def parse_env(pairs: list[str] | None,
               environ: Mapping[str, str] | None = None) -> tuple[tuple[str, str], ...]:
@@ -36,12 +39,15 @@ def parse_env(pairs: list[str] | None,
     environment, so a secret (an API token) never has to be typed into the notebook."""
     environ = os.environ if environ is None else environ
     out = []
-    for pair in pairs or []:
+    for n, pair in enumerate(pairs or [], 1):
         key, sep, value = pair.partition("=")
         if not key:  # the value is not shown: it may be a secret
             raise UsageError(f"--env {'=…' if sep else repr(pair)}: no NAME; write --env NAME=VALUE, "
                              "or --env NAME to pass the kernel's own value")
         if not sep:
+            if not _ENV_NAME.fullmatch(key):  # e.g. NAME:VALUE: not shown, it may hold a secret
+                raise UsageError(f"--env entry {n}: neither NAME=VALUE nor a variable NAME; write "
+                                 "--env NAME=VALUE, or --env NAME to pass the kernel's own value")
             if key not in environ:
                 raise UsageError(f"--env {key}: not set in the kernel's environment; write "
                                  f"--env {key}=VALUE, or set it before starting Jupyter")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import shlex
 import threading
 import time
 from collections.abc import Iterator
@@ -336,3 +337,12 @@ def test_env_errors_never_echo_a_value(serve_shell: Shell) -> None:
         validate_serve_spec(ServeSpec("x", image="python:3", env=(("TOKEN", SECRET, "x"),)))  # type: ignore[arg-type]
     for error in (magic_error, api_error, render_error):
         assert SECRET not in str(error.value)
+
+
+@pytest.mark.parametrize("word", [f"TOKEN:{SECRET}", f"TOKEN {SECRET}", SECRET + "!"])
+def test_env_without_equals_that_is_no_name_is_refused_unshown(serve_shell: Shell, word: str) -> None:
+    """--env HF_TOKEN:hf_... (a wrong separator) was looked up as a variable name and the error
+    ('not set in the kernel's environment') repeated it, value and all."""
+    with pytest.raises(UsageError, match=r"^--env entry 1: neither NAME=VALUE nor a variable NAME") as info:
+        serve(serve_shell, f"--dry-run --env {shlex.quote(word)}")
+    assert SECRET not in str(info.value)

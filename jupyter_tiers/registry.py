@@ -188,6 +188,8 @@ class Registry:
 
     def get(self, ref: str, profile: str | None = None) -> JobRecord:
         """A job by ``profile/job_id``, or by bare job id (newest match; narrowed by profile)."""
+        if not _storable(ref, profile):
+            raise JobNotFound(f"no job {ref!r} in the registry ({self.path})")
         with self._connect() as db:
             if "/" in ref:
                 row = db.execute("SELECT * FROM jobs WHERE key = ?", (ref,)).fetchone()
@@ -208,6 +210,8 @@ class Registry:
 
     def find_by_name(self, profile: str, name: str) -> JobRecord | None:
         """The newest job of ``profile`` with this name, if any."""
+        if not _storable(profile, name):
+            return None
         with self._connect() as db:
             row = db.execute(
                 "SELECT * FROM jobs WHERE profile = ? AND name = ?"
@@ -219,6 +223,8 @@ class Registry:
     def list(self, limit: int = 50, profile: str | None = None,
              kind: str | None = None) -> list[JobRecord]:
         """Newest first, optionally of one profile and one kind (``job`` or ``service``)."""
+        if not _storable(profile, kind):
+            return []
         where = [(col, val) for col, val in (("profile", profile), ("kind", kind)) if val]
         query = "SELECT * FROM jobs"
         args: tuple[Any, ...] = tuple(val for _, val in where)
@@ -228,4 +234,16 @@ class Registry:
         with self._connect() as db:
             rows = db.execute(query, (*args, limit)).fetchall()
         return [self._record(r) for r in rows]
+
+
+def _storable(*texts: str | None) -> bool:
+    """Whether sqlite can take these as text: a lone surrogate (typed, or from a front end's
+    JSON) cannot be encoded, so nothing stored can match it."""
+    try:
+        for text in texts:
+            if text is not None:
+                text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 

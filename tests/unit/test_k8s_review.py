@@ -346,3 +346,18 @@ def test_env_without_equals_that_is_no_name_is_refused_unshown(serve_shell: Shel
     with pytest.raises(UsageError, match=r"^--env entry 1: neither NAME=VALUE nor a variable NAME") as info:
         serve(serve_shell, f"--dry-run --env {shlex.quote(word)}")
     assert SECRET not in str(info.value)
+
+
+@pytest.mark.parametrize("line", ["attach '\udcff'", "logs 'a\udcff'", "delete '\udcff'",
+                                  "jobs --profile '\udcff'", "scale '\udcff' 1"])
+def test_a_lone_surrogate_reference_is_not_found(serve_shell: Shell, line: str) -> None:
+    """A lone surrogate reached sqlite, which cannot encode it: a UnicodeEncodeError traceback."""
+    try:
+        serve_shell.run_line_magic("tiers", line)
+    except UsageError as exc:
+        assert "no job" in str(exc)
+
+
+def test_delete_of_a_lone_surrogate_name_is_not_found(serve_shell: Shell) -> None:
+    with pytest.raises(UsageError, match="no service"):
+        serve(serve_shell, "--delete --name '\udcff'")

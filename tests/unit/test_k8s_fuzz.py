@@ -1,0 +1,146 @@
+"""Seeded fuzz of ``%%k8s_serve`` and ``%tiers`` lines: whatever is typed, the answer is a
+rendered dry run or one short UsageError, never a traceback, and no env value ever shows.
+
+Every serve line carries ``--dry-run`` (or ``--delete`` of a name the empty registry does not
+know) against a kubernetes profile whose API port is closed, so nothing is applied anywhere.
+"""
+
+from __future__ import annotations
+
+import base64
+import random
+import shlex
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+
+from tests.unit.serve_shell import PROFILE_SECRET, Shell, serve_shell
+
+__all__ = ["serve_shell"]  # the fixture
+
+SEED = 20261202
+LINES = 2500
+# Env values: given with --env (always as its quoted value), in the profile, and in the kernel's
+# environment (read by a bare --env FUZZ_KERNEL_TOKEN). None may appear in an error or the output,
+# plain or base64 (a Secret's data).
+SECRET = "tok-Fz8SECRET"
+KERNEL_SECRET = "kern-Q2wSECRET"
+SECRETS = tuple(
+    form for value in (SECRET, KERNEL_SECRET, PROFILE_SECRET)
+    for form in (value, base64.b64encode(value.encode()).decode())
+)
+ENV_VALUES = [f"TOKEN={SECRET}", f"={SECRET}", f"TOKEN:{SECRET}", f"JT_TOKEN={SECRET}", f"A B={SECRET}",
+              "FUZZ_KERNEL_TOKEN", "=FUZZ_KERNEL_TOKEN"]
+
+SERVE_OPTIONS = [
+    "--name", "-n", "--image", "--replicas", "-r", "--gpus", "--cpu", "--memory", "--port", "--env", "-e",
+    "--secret-env", "--readiness", "--autoscale", "--strategy", "--python", "--image-pull-policy",
+    "--node-selector", "--patch", "--out", "--profile", "-p", "--toleration", "--bogus", "-x",
+]
+FLAGS = ["--shell", "--text", "--wait", "-h", "--"]
+VALUES = [
+    "", "x", "web", "Web", "a" * 60, "-1", "0", "1", "3", "65536", "1e20", "99999999999999999999", "1.5",
+    "500m", "0.0001", "4Gi", "1e9", "ÜBER", "\udcff", "\u202e", "\x00", "--", "-", "=", "a=b", "K=V",
+    "JT_X=1", "KUBERNETES_PORT=1", "a b", "/health", "/a b", "1:4", "2:8:70", "9:1", "1:2:0", "rolling",
+    "bluegreen", "Always", "python3", "py;rm -rf /", "../x", "$(id)", "`id`", "'", '"', "\\", "\t",
+    "vllm/vllm-openai:v0.6.0", "HF=hf/token", "HF=../b/c", "disk=ssd", "k", "local", "nope",
+    "good", "bad", "notdict", "circular", "unknown_kind", "__builtins__", "class", "None",
+    "PATH", "NOT_SET_ANYWHERE_XYZ", "FUZZ_KERNEL_TOKEN",
+]
+BODIES = ["print('hi')\n", "", "   \n", "\udcff\n", "x = 1\n" * 3, "\x00\n", "vllm serve /models/x\n"]
+TIERS_COMMANDS = ["jobs", "attach", "logs", "cancel", "delete", "scale", "restart", "profiles", "bogus", ""]
+TIERS_OPTIONS = ["--profile", "-p", "--limit", "--kind", "--pod", "--rank", "--tail", "--text", "--wait",
+                 "--bogus"]
+
+
+def _notebook_variables() -> dict[str, Any]:
+    circular: dict[str, Any] = {}
+    circular["Deployment"] = circular
+    return {
+        "good": {"Deployment": {"metadata": {"labels": {"team": "a"}}}},
+        "bad": {"Deployment": {"metadata": None}},
+        "notdict": [1, 2],
+        "circular": circular,
+        "unknown_kind": {"Pod": {"spec": {}}},
+    }
+
+
+def _word(rng: random.Random, choices: list[str]) -> str:
+    word = rng.choice(choices)
+    return shlex.quote(word) if rng.random() < 0.7 else word  # raw: quotes may be unbalanced
+
+
+def _serve_line(rng: random.Random) -> str:
+    groups = ["--delete --name never-made"] if rng.random() < 0.05 else ["--dry-run"]
+    for _ in range(rng.randint(0, 6)):
+        roll = rng.random()
+        if roll < 0.1:
+            groups.append(f"{rng.choice(['--env', '-e'])} {shlex.quote(rng.choice(ENV_VALUES))}")
+        elif roll < 0.2:
+            groups.append(rng.choice(FLAGS))
+        elif roll < 0.3:
+            groups.append(f"{rng.choice(SERVE_OPTIONS)}={_word(rng, VALUES)}")
+        else:
+            groups.append(f"{rng.choice(SERVE_OPTIONS)} {_word(rng, VALUES)}")
+    rng.shuffle(groups)
+    if "--dry-run" not in groups and not any(g.startswith("--delete") for g in groups):
+        groups.insert(0, "--dry-run")
+    return " ".join(groups)
+
+
+def _tiers_line(rng: random.Random) -> str:
+    words = [rng.choice(TIERS_COMMANDS)]
+    for _ in range(rng.randint(0, 4)):
+        if rng.random() < 0.5:
+            words.append(_word(rng, VALUES))
+        else:
+            words += [rng.choice(TIERS_OPTIONS), _word(rng, VALUES)]
+    return " ".join(words)
+
+
+def _check(what: str, exc: BaseException | None, printed: str) -> None:
+    for secret in SECRETS:
+        assert secret not in printed, f"{what}: an env value was printed"
+    if exc is None:
+        return
+    assert isinstance(exc, UsageError), f"{what}: {type(exc).__name__}: {exc}"
+    message = str(exc)
+    assert message.strip(), f"{what}: an empty UsageError"
+    # argparse repeats stray words as typed (a value after '--' or a missing option): that text
+    # is in the cell already. A value from the kernel or the profile was never typed.
+    typed = message.startswith("unrecognized arguments:")
+    for secret in SECRETS[2:] if typed else SECRETS:
+        assert secret not in message, f"{what}: the error shows an env value: {message}"
+
+
+def test_fuzz_k8s_serve_and_tiers_lines_give_only_usage_errors(
+        serve_shell: Shell, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FUZZ_KERNEL_TOKEN", KERNEL_SECRET)
+    serve_shell.user_ns.update(_notebook_variables())
+    rng = random.Random(SEED)
+    rendered = 0
+    for i in range(LINES):
+        if rng.random() < 0.8:
+            line, body = _serve_line(rng), rng.choice(BODIES)
+            what = f"line {i}: %%k8s_serve {line!r} with body {body!r}"
+            try:
+                serve_shell.run_cell_magic("k8s_serve", line, body)
+                exc = None
+            except BaseException as caught:
+                exc = caught
+            if exc is not None and isinstance(exc, UsageError):
+                assert "\n" not in str(exc), f"{what}: the error is not one line: {exc}"
+        else:
+            line = _tiers_line(rng)
+            what = f"line {i}: %tiers {line!r}"
+            try:
+                serve_shell.run_line_magic("tiers", line)
+                exc = None
+            except BaseException as caught:
+                exc = caught
+        printed = capsys.readouterr()
+        _check(what, exc, printed.out + printed.err)
+        rendered += exc is None and "kind: Deployment" in printed.out
+    assert rendered > LINES // 50, "the fuzz should also reach some successful renders"
+    assert serve_shell.user_ns.get("__builtins__") is None

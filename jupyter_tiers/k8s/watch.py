@@ -218,6 +218,10 @@ class NamespaceWatch:
         self.client = client
         self.namespace = namespace
         self._lock = threading.RLock()
+        # Held while a status is computed and handed to its subscriber, so the three watch
+        # threads deliver in the order they computed (an older status delivered last would stay
+        # on show until the next event).
+        self._deliver_lock = threading.RLock()
         self._subs: dict[int, tuple[str, StatusFn, Callable[[ServiceStatus], None]]] = {}
         self._last: dict[int, ServiceStatus] = {}
         self._listeners: dict[int, Listener] = {}
@@ -301,24 +305,25 @@ class NamespaceWatch:
                 self._deliver(token)
 
     def _deliver(self, token: int) -> None:
-        with self._lock:
-            entry = self._subs.get(token)
-            if entry is None:
-                return
-            _, compute, on_status = entry
-            try:
-                status = compute(self)
-            except Exception:
-                log.exception("computing a service status failed")
-                return
-            problem = self.problem
-            if problem:
-                status = replace(status, api_reachable=False,
-                                 message=f"{problem} — retrying; the state is as last seen")
-            if self._last.get(token) == status:
-                return
-            self._last[token] = status
-        _safe(on_status, status)
+        with self._deliver_lock:
+            with self._lock:
+                entry = self._subs.get(token)
+                if entry is None:
+                    return
+                _, compute, on_status = entry
+                try:
+                    status = compute(self)
+                except Exception:
+                    log.exception("computing a service status failed")
+                    return
+                problem = self.problem
+                if problem:
+                    status = replace(status, api_reachable=False,
+                                     message=f"{problem} — retrying; the state is as last seen")
+                if self._last.get(token) == status:
+                    return
+                self._last[token] = status
+            _safe(on_status, status)
 
 
 def _service_of(obj: dict[str, Any]) -> str:

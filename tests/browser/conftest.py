@@ -1,9 +1,11 @@
 """A real JupyterLab server and headless Debian chromium driven by Playwright.
 
 The server runs from a temporary root dir with its own Jupyter config/data/runtime dirs (so no
-remembered workspace or user setting changes what the test sees), a tiers.yaml with the ``box``
-profile of the Slurm test cluster (``JUPYTER_TIERS_CONFIG``) and its own job registry
-(``JUPYTER_TIERS_REGISTRY``); kernels it starts inherit both.
+remembered workspace or user setting changes what the test sees), a tiers.yaml
+(``JUPYTER_TIERS_CONFIG``) and its own job registry (``JUPYTER_TIERS_REGISTRY``); kernels it starts
+inherit both. ``lab``'s tiers.yaml has the ``box`` profile of the Slurm test cluster; ``serve_lab``'s
+has the ``serving`` profile of a Kubernetes API emulator (tests/k8s_emulator) started in this
+process, in a fresh namespace.
 """
 
 from __future__ import annotations
@@ -16,10 +18,13 @@ import signal
 import socket
 import subprocess
 import sys
+import textwrap
 import time
 import urllib.error
 import urllib.request
+import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +35,7 @@ from jupyter_tiers.config import load_config
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests.cluster.conftest import profile_yaml
+from tests.k8s_emulator.emulator import Emulator
 
 ROOT = Path(__file__).resolve().parents[2]
 OUTPUT = ROOT / "test-output"
@@ -91,17 +97,22 @@ class Lab:
             return "(no server log)"
 
 
-@pytest.fixture(scope="module")
-def lab(cluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+def _require_browser_tools() -> None:
     if not CHROMIUM.exists():
         _missing(f"{CHROMIUM} missing (tests/run.sh installs Debian's chromium as root)")
     if shutil.which("jupyter-lab", path=str(Path(sys.executable).parent)) is None:
         _missing("jupyterlab is not installed (pip install -e '.[test]')")
-    base = tmp_path_factory.mktemp("lab")
+
+
+@contextmanager
+def _running_lab(base: Path, tiers_yaml: str) -> Iterator[Lab]:
+    """Start ``jupyter lab`` under ``base`` with ``tiers_yaml`` as its kernels' tiers.yaml; stop it
+    (and its kernels) on exit."""
+    _require_browser_tools()
     root = base / "root"
     root.mkdir()
     config = base / "tiers.yaml"
-    config.write_text(profile_yaml(cluster_env))
+    config.write_text(tiers_yaml)
     registry = base / "registry.sqlite"
     jupyter_config = base / "jupyter-config"
     # No announcements/news toast over the notebook.
@@ -160,7 +171,64 @@ def lab(cluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
         yield server
     finally:
         _stop_server(server, proc)
-        _cancel_leftover_jobs(config, registry)
+
+
+@pytest.fixture(scope="module")
+def lab(cluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """JupyterLab whose kernels see the ``box`` profile of the Slurm test cluster."""
+    _require_browser_tools()
+    base = tmp_path_factory.mktemp("lab")
+    server: Lab | None = None
+    try:
+        with _running_lab(base, profile_yaml(cluster_env)) as server:
+            yield server
+    finally:
+        if server is not None:
+            _cancel_leftover_jobs(server.config, server.registry)
+
+
+@dataclass
+class ServeCluster:
+    """The Kubernetes API emulator behind ``serve_lab`` and the namespace its profile uses."""
+
+    emulator: Emulator
+    namespace: str
+
+
+@pytest.fixture(scope="module")
+def serve_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeCluster]:
+    """A Kubernetes API emulator (API server, controllers, kubelet running pods as local
+    processes) in this process, with a fresh namespace; stopping it kills every pod process."""
+    _require_browser_tools()  # skip before starting anything the tests cannot use
+    emu = Emulator(tmp_path_factory.mktemp("k8s-emulator"))
+    emu.start()
+    try:
+        namespace = f"ui-{uuid.uuid4().hex[:8]}"
+        emu.create_namespace(namespace)
+        yield ServeCluster(emu, namespace)
+    finally:
+        emu.stop()
+
+
+def serving_profile_yaml(cluster: ServeCluster) -> str:
+    return textwrap.dedent(
+        f"""\
+        profiles:
+          serving:
+            tier: kubernetes
+            kubeconfig: {cluster.emulator.kubeconfig_path}
+            namespace: {cluster.namespace}
+            defaults: {{image: "python:3.11-slim"}}
+        """
+    )
+
+
+@pytest.fixture(scope="module")
+def serve_lab(serve_cluster: ServeCluster, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """JupyterLab whose kernels see the ``serving`` profile of ``serve_cluster``."""
+    base = tmp_path_factory.mktemp("serve-lab")
+    with _running_lab(base, serving_profile_yaml(serve_cluster)) as server:
+        yield server
 
 
 def _stop_server(server: Lab, proc: subprocess.Popen[bytes]) -> None:
@@ -207,7 +275,8 @@ def box_tier(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> Iterator[SlurmTier]:
 
 
 @pytest.fixture(scope="module")
-def browser(lab: Lab) -> Iterator[Any]:
+def browser() -> Iterator[Any]:
+    _require_browser_tools()
     try:
         from playwright.sync_api import sync_playwright
     except ImportError:

@@ -19,6 +19,7 @@ Hooks implemented elsewhere (the kubelet helper)
 from __future__ import annotations
 
 import base64
+import collections
 import contextlib
 import json
 import queue
@@ -243,6 +244,11 @@ class ApiServer:
         self._thread: threading.Thread | None = None
         self._conns: set[socket.socket] = set()
         self._conns_lock = threading.Lock()
+        # Requests served, by (method, path kind, watch): the path kind is "pods" (a collection),
+        # "pods/{name}", "pods/{name}/log" or "discovery"; watch is a watch=true list or a
+        # follow=true subresource read (a log stream).
+        self.request_counts: collections.Counter[tuple[str, str, bool]] = collections.Counter()
+        self._count_lock = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> str:
@@ -280,6 +286,23 @@ class ApiServer:
                     c.shutdown(socket.SHUT_RDWR)
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+    def count_request(self, method: str, path: str, query: dict[str, str]) -> None:
+        """Count one request in :attr:`request_counts` (benchmarks read it)."""
+        parts = [p for p in path.strip("/").split("/") if p]
+        rest = parts[2:] if parts[:1] == ["api"] else parts[3:] if parts[:1] == ["apis"] else []
+        if rest[:1] == ["namespaces"] and len(rest) >= 3:
+            rest = rest[2:]
+        kind = "/".join(rest[:1] + ["{name}"] * (len(rest) > 1) + rest[2:3]) if rest else "discovery"
+        flag = "watch" if len(rest) == 1 else "follow"
+        watch = method == "GET" and len(rest) != 2 and _parse_bool(query.get(flag))
+        with self._count_lock:
+            self.request_counts[(method, kind, watch)] += 1
+
+    def requests_snapshot(self) -> collections.Counter[tuple[str, str, bool]]:
+        """A copy of :attr:`request_counts` (subtract two snapshots to count a window)."""
+        with self._count_lock:
+            return collections.Counter(self.request_counts)
 
     def add_token(self, token: str, user: User) -> None:
         """Accept ``token`` as ``user``."""
@@ -460,6 +483,7 @@ class _Handler(BaseHTTPRequestHandler):
         parsed = urllib.parse.urlsplit(self.path)
         query = {k: v[-1] for k, v in urllib.parse.parse_qs(parsed.query, keep_blank_values=True).items()}
         raw = b"" if method in ("GET",) else self._read_body()
+        self.api.count_request(method, parsed.path, query)
         try:
             user = self._user()
             route = self._route(parsed.path)

@@ -25,7 +25,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from ..errors import ApiError, TiersError
-from ..model import PodLogLine, ServiceStatus
+from ..model import PodLogLine, ServiceState, ServiceStatus
 from .client import KubeClient
 
 log = logging.getLogger(__name__)
@@ -81,6 +81,7 @@ class KindWatch:
         self.objects: dict[str, dict[str, Any]] = {}
         self.resource_version: str | None = None
         self.synced = threading.Event()
+        self.attempted = threading.Event()  # the first list has succeeded or failed
         self.error: str | None = None  # the last problem, until the next success
         self.lists = 0
         self.watches = 0
@@ -123,6 +124,7 @@ class KindWatch:
             if old.get(name) != obj:
                 self.on_event(self.kind, "ADDED" if name not in old else "MODIFIED", obj)
         self.synced.set()
+        self.attempted.set()
 
     def _watch_once(self) -> bool:
         """One watch request; returns False when the server said 410 Gone (list again)."""
@@ -203,6 +205,7 @@ class KindWatch:
     def _failed(self, message: str) -> None:
         log.debug("k8s watch %s/%s: %s", self.namespace, self.kind, message)
         self.error = message
+        self.attempted.set()
         self.on_event(self.kind, "ERROR", {})
 
 
@@ -233,13 +236,16 @@ class NamespaceWatch:
 
     # --- what the tier reads -------------------------------------------------------------
     def ensure_started(self, timeout: float = 30.0) -> None:
+        """Start the watches and wait (at most ``timeout`` in all) until each kind has listed or
+        failed to: an unreachable API is reported at once, not after a timeout per kind."""
         with self._lock:
             if not self._started:
                 self._started = True
                 for kw in self.kinds.values():
                     kw.start()
+        deadline = time.monotonic() + timeout
         for kw in self.kinds.values():
-            kw.synced.wait(timeout)
+            kw.attempted.wait(max(0.0, deadline - time.monotonic()))
 
     def deployments(self, service: str) -> list[dict[str, Any]]:
         return [o for o in list(self.kinds["deployments"].objects.values())
@@ -317,7 +323,12 @@ class NamespaceWatch:
                     log.exception("computing a service status failed")
                     return
                 problem = self.problem
-                if problem:
+                if not all(self.kinds[k].synced.is_set() for k in ("deployments", "pods")):
+                    # Nothing seen yet: no Deployment means "not known", not "deleted" (which
+                    # ends every view of the service). Events only add detail.
+                    status = replace(status, state=ServiceState.UNKNOWN, api_reachable=problem is None,
+                                     message=f"{problem} — retrying" if problem else status.message)
+                elif problem:
                     status = replace(status, api_reachable=False,
                                      message=f"{problem} — retrying; the state is as last seen")
                 if self._last.get(token) == status:

@@ -361,3 +361,46 @@ def test_a_lone_surrogate_reference_is_not_found(serve_shell: Shell, line: str) 
 def test_delete_of_a_lone_surrogate_name_is_not_found(serve_shell: Shell) -> None:
     with pytest.raises(UsageError, match="no service"):
         serve(serve_shell, "--delete --name '\udcff'")
+
+
+# --- an unreachable API ----------------------------------------------------------------------
+
+
+class _DownClient(KubeClient):
+    """Every request fails as if the API server did not answer."""
+
+    def __init__(self) -> None:
+        super().__init__({})
+
+    def apps(self) -> Any:
+        return type("Apps", (), {"list_namespaced_deployment": None})()
+
+    def core(self) -> Any:
+        return type("Core", (), {"list_namespaced_pod": None, "list_namespaced_event": None})()
+
+    def call(self, fn: Any, *args: Any, verb: str, resource: str, namespace: str | None = None,
+             **kwargs: Any) -> Any:
+        from jupyter_tiers.errors import ApiUnreachable
+
+        raise ApiUnreachable("Kubernetes API at http://127.0.0.1:1 did not answer: refused")
+
+
+def test_watching_with_the_api_down_answers_at_once_with_an_unknown_state() -> None:
+    """subscribe() waited for each kind to list, 30 s per kind, before delivering anything:
+    opening a ServeView or wait_ready() froze the kernel for 90 s. And the first status (no
+    Deployment seen) said DELETED, which ends every view of the service for good."""
+    from jupyter_tiers.k8s.parse import service_status
+    from jupyter_tiers.k8s.watch import NamespaceWatch
+    from jupyter_tiers.model import ServiceState, ServiceStatus
+
+    nsw = NamespaceWatch(_DownClient(), "demo")
+    got: list[ServiceStatus] = []
+    start = time.monotonic()
+    try:
+        nsw.subscribe("web", lambda w: service_status("web", None, [], [], endpoint=None, now=0.0),
+                      got.append)
+        assert time.monotonic() - start < GUARD / 2
+        assert got and got[-1].state is ServiceState.UNKNOWN and not got[-1].api_reachable
+        assert "did not answer" in got[-1].message
+    finally:
+        nsw.stop()

@@ -278,9 +278,12 @@ def box_tier(lab: Lab, monkeypatch: pytest.MonkeyPatch) -> Iterator[SlurmTier]:
 def browser() -> Iterator[Any]:
     _require_browser_tools()
     try:
-        from playwright.sync_api import sync_playwright
+        from playwright.sync_api import expect, sync_playwright
     except ImportError:
         _missing("playwright is not installed (pip install -e '.[test]')")
+    # An expect() without its own timeout waits as long as any UI step may take (Playwright's
+    # default is 5 s, too short for a notebook opening on a loaded machine).
+    expect.set_options(timeout=UI_TIMEOUT_MS)
     pw = sync_playwright().start()
     try:
         browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)

@@ -470,15 +470,12 @@ SERVE_K8S: list[Cell] = [
         """),
     code("logs", "%tiers logs echo --tail 5"),
     md("delete-md", """
-        **Clean up**: `--delete` removes everything the tier made for the service (Deployment,
-        Service, ConfigMap, and the Secret and autoscaler when there are any); `svc.delete()` and
-        `%tiers delete echo` do the same. The registry keeps the record, now `DELETED`. (IPython
-        runs no cell magic without a body, hence the comment line.)
+        **Clean up**: `%k8s_serve --delete` (the line form) removes everything the tier made for
+        the service (Deployment, Service, ConfigMap, and the Secret and autoscaler when there are
+        any); `svc.delete()` and `%tiers delete echo` do the same. The registry keeps the record,
+        now `DELETED`.
         """),
-    code("delete", """
-        %%k8s_serve --profile serving --name echo --delete
-        # With --delete the body is not run (a serving cell with --delete added works the same).
-        """),
+    code("delete", "%k8s_serve --profile serving --name echo --delete"),
     code("jobs-after", "%tiers jobs"),
 ]
 

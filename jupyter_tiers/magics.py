@@ -16,7 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import ArgDecorator, argument, magic_arguments
 
 from .errors import ConfigError, SpecError, TiersError
@@ -167,8 +167,8 @@ class TiersMagics(Magics):
     @argument("--out", metavar="VAR", help="store the Service handle in this notebook variable")
     @argument("--text", action="store_true", help="plain text output instead of the widget")
     @argument("--delete", action="store_true", help="delete the --name service and everything it made")
-    @cell_magic
-    def k8s_serve(self, line: str, cell: str) -> Any:
+    @line_cell_magic
+    def k8s_serve(self, line: str, cell: str | None = None) -> Any:
         """Serve this cell on Kubernetes: a Deployment + Service (+ ConfigMap, Secret, HPA).
 
         The body is a Python program (default) or, with --shell, a command line such as
@@ -178,6 +178,10 @@ class TiersMagics(Magics):
         """
         args = self.k8s_serve.parser.parse_args(split_line(line, "%%k8s_serve"))
         _check_out(args.out)
+        if cell is None and not args.delete:
+            raise UsageError("%k8s_serve as a line magic only deletes: %k8s_serve --name NAME --delete; "
+                             "serving needs the cell body (%%k8s_serve)")
+        cell = cell or ""
         if not cell.strip() and not args.delete:
             raise UsageError("the cell is empty: its body is the server program (or, with --shell, "
                              "its command line)")

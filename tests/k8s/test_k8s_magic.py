@@ -148,6 +148,16 @@ def test_serve_delete_option(ip: InteractiveShell, capsys: pytest.CaptureFixture
     message = usage_error(ip, capsys, "%%k8s_serve --delete --name never-made\nprint('hi')\n")
     assert "never-made" in message
 
+    # IPython refuses an empty cell-magic body, so deleting alone is the line magic.
+    serve(ip, capsys, "--name gone-too")
+    capsys.readouterr()
+    ip.run_line_magic("k8s_serve", f"--profile {PROFILE} --name gone-too --delete")
+    assert capsys.readouterr().out.strip() == "service gone-too deleted"
+    assert emulator.store.list("deployments", k8s_namespace,
+                               label_selector={"app.kubernetes.io/name": "gone-too"}) == []
+    with pytest.raises(UsageError, match="only deletes"):
+        ip.run_line_magic("k8s_serve", f"--profile {PROFILE} --name x")
+
 
 # --- bad input ---------------------------------------------------------------------------------
 BAD_LINES = [

@@ -619,7 +619,7 @@ class TestCluster:
         assert job.wait(timeout=GUARD).state is JobState.CANCELLED
         assert job.status().state is JobState.CANCELLED
         row = tiers(ip, capsys, "jobs").splitlines()[1].split()
-        assert row[:5] == [job.id, "magic-sleeper", box, "slurm", "CANCELLED"]
+        assert row[:6] == [job.id, "job", "magic-sleeper", box, "slurm", "CANCELLED"]
 
     def test_same_name_attaches_and_resubmit_submits_another(self, ip, capsys, box: str) -> None:
         check_same_name_attaches(ip, capsys, box)

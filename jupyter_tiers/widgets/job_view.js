@@ -1,23 +1,8 @@
 // jupyter-tiers JobView front end. Everything from the cluster is set with textContent, never
 // as HTML. Log lines arrive in batches as custom messages; the buffer is bounded by log_limit.
+// h() and fmt() come from view_common.js, which job_view.py puts in front of this module.
 
 const PHASE_NAMES = { w: "waiting", r: "running", x: "exited", f: "failed", s: "stopped" };
-
-function h(tag, cls, text) {
-  const node = document.createElement(tag);
-  if (cls) node.className = cls;
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
-
-function fmt(seconds) {
-  if (seconds < 0) return "--:--:--";
-  const d = Math.floor(seconds / 86400);
-  const hh = String(Math.floor((seconds % 86400) / 3600)).padStart(2, "0");
-  const mm = String(Math.floor((seconds % 3600) / 60)).padStart(2, "0");
-  const ss = String(Math.floor(seconds % 60)).padStart(2, "0");
-  return (d ? d + "-" : "") + `${hh}:${mm}:${ss}`;
-}
 
 function render({ model, el }) {
   const root = h("div", "jt-job");

@@ -16,6 +16,7 @@ from ..model import JobStatus, LogLine
 from ..status import summary_line
 from .batcher import LineBatcher
 from .state import line_rows, status_traits
+from .view_common import view_module
 
 _HERE = Path(__file__).parent
 
@@ -27,7 +28,7 @@ class JobView(anywidget.AnyWidget):
     most ``log_limit`` lines, and the kernel keeps the same number for a reloaded page.
     """
 
-    _esm = _HERE / "job_view.js"
+    _esm = view_module("job_view.js")
     _css = _HERE / "job_view.css"
 
     job_id = t.Unicode("").tag(sync=True)

@@ -1,25 +1,10 @@
 // jupyter-tiers ServeView front end. Everything from the cluster is set with textContent, never
 // as HTML. Pod log lines arrive in batches as custom messages; the buffer is bounded by log_limit.
+// h() and fmt() come from view_common.js, which serve_view.py puts in front of this module.
 
 const MAX_SCALE = 100;
 const CONFIRM_MS = 5000;
 const FORWARD_RE = /^http:\/\/(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}\/?$/;
-
-function h(tag, cls, text) {
-  const node = document.createElement(tag);
-  if (cls) node.className = cls;
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
-
-function fmt(seconds) {
-  if (seconds < 0) return "--:--:--";
-  const d = Math.floor(seconds / 86400);
-  const hh = String(Math.floor((seconds % 86400) / 3600)).padStart(2, "0");
-  const mm = String(Math.floor((seconds % 3600) / 60)).padStart(2, "0");
-  const ss = String(Math.floor(seconds % 60)).padStart(2, "0");
-  return (d ? d + "-" : "") + `${hh}:${mm}:${ss}`;
-}
 
 // Pod ages the kubectl way: 45s, 12m, 3h, 2d.
 function shortAge(seconds) {

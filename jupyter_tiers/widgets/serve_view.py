@@ -18,6 +18,7 @@ from ..handles import Service
 from ..model import PodLogLine, ServiceStatus
 from .batcher import LineBatcher
 from .serve_state import line_rows, status_traits, summary_for
+from .view_common import view_module
 
 _HERE = Path(__file__).parent
 
@@ -35,7 +36,7 @@ class ServeView(anywidget.AnyWidget):
     lands in ``message``.
     """
 
-    _esm = _HERE / "serve_view.js"
+    _esm = view_module("serve_view.js")
     # The shared look (.jt-job, header, controls, log) is JobView's; serve_view.css adds the rest.
     _css = (_HERE / "job_view.css").read_text() + "\n" + (_HERE / "serve_view.css").read_text()
 

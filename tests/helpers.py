@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+from typing import Any
 
 from jupyter_tiers import api
 from jupyter_tiers.registry import Registry
@@ -16,3 +17,13 @@ def cancel_registered_jobs() -> None:
             with contextlib.suppress(Exception):
                 api.connect(rec.profile).cancel(rec)
     api.close_all()
+
+
+def ipython_test_shell() -> Any:
+    """IPython's global test shell, for every test module that asks (``globalipapp.get_ipython()``
+    hands it only to its first caller in a process and None after that)."""
+    from IPython.core.interactiveshell import InteractiveShell
+    from IPython.testing.globalipapp import start_ipython
+
+    shell = start_ipython()
+    return shell if shell is not None else InteractiveShell.instance()

@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.testing.globalipapp import get_ipython
 
 from jupyter_tiers.handles import Service
 from jupyter_tiers.model import ServiceState
 from jupyter_tiers.options import SERVE_OPTIONS
 from jupyter_tiers.registry import Registry
+from tests.helpers import ipython_test_shell
 from tests.k8s.conftest import GUARD, PROFILE, SERVER, wait_for, write_tiers_yaml
 from tests.k8s_emulator.emulator import Emulator
 
@@ -31,7 +31,7 @@ SUMMARY_READY = re.compile(
 
 @pytest.fixture(scope="module")
 def ip() -> InteractiveShell:
-    shell = get_ipython()
+    shell = ipython_test_shell()
     shell.run_line_magic("load_ext", "jupyter_tiers")
     return shell
 

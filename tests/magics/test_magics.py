@@ -26,13 +26,12 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
-from IPython.testing.globalipapp import get_ipython
 
 from jupyter_tiers import api, config
 from jupyter_tiers.model import JobState
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.tier import Job
-from tests.helpers import cancel_registered_jobs
+from tests.helpers import cancel_registered_jobs, ipython_test_shell
 
 VENV_BIN = Path(sys.executable).parent
 GUARD = 180.0  # seconds; bounds every wait
@@ -62,7 +61,7 @@ SLEEPER = "import time\nprint('sleeping', flush=True)\ntime.sleep(300)\n"
 # --- fixtures ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ip() -> InteractiveShell:
-    shell = get_ipython()
+    shell = ipython_test_shell()
     shell.run_line_magic("load_ext", "jupyter_tiers")
     return shell
 

@@ -86,19 +86,20 @@ class K8sTier(ServeTier):
     def apply(self, spec: ServeSpec) -> Service:
         """Create or update the service; returns its handle at once (the rollout goes on)."""
         existing = self.registry.find_by_name(self.name, spec.name)
+        stored = _spec_for_record(spec)
         color = None
+        switching = False  # blue-green: the Service moves to the new colour once it is ready
         if spec.strategy == "bluegreen":
             live = self._live_color(spec.name)
             color = "blue" if live is None else ("green" if live == "blue" else "blue")
-            if live is not None and existing is not None and existing.spec.get("applied_spec") == \
-                    _spec_for_record(spec):
+            if live is not None and existing is not None and existing.spec.get("applied_spec") == stored:
                 color = live  # unchanged cell: nothing to switch
+            switching = live is not None and color != live
         objects = self._manifests(spec, color)
         by_kind = {o["kind"]: o for o in objects}
-        first_color = color is not None and self._live_color(spec.name) in (None, color)
         for obj in objects:
-            if obj["kind"] == "Service" and color is not None and not first_color:
-                continue  # switched only once the new color is ready
+            if obj["kind"] == "Service" and switching:
+                continue  # switched only once the new colour is ready
             self._apply_object(obj)
         if "HorizontalPodAutoscaler" not in by_kind:
             self._delete_quietly("HorizontalPodAutoscaler", spec.name)
@@ -107,12 +108,12 @@ class K8sTier(ServeTier):
             profile=self.name, tier=self.kind, job_id=spec.name, name=spec.name, kind="service",
             state=ServiceState.DEPLOYING.value,
             submitted_at=existing.submitted_at if existing else time.time(),
-            spec={**_spec_for_record(spec), "namespace": self.namespace, "deployment": deployment,
-                  "color": color, "applied_spec": _spec_for_record(spec)},
+            spec={**stored, "namespace": self.namespace, "deployment": deployment,
+                  "color": color, "applied_spec": stored},
             script=render_yaml(objects), nodelist=self._endpoint_for(spec.name, spec.port),
         )
         self.registry.add(record)
-        if color is not None and not first_color:
+        if switching and color is not None:
             self._switch_later(record, by_kind["Service"], color)
         return Service(self, record)
 

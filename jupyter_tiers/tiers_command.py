@@ -146,6 +146,8 @@ def run(argv: list[str], shell: Any = None) -> Any:
         for mark, name, tier, where, sources in rows:
             print(f"{mark} {name:<16} {tier:<{tier_width}} {where:<{where_width}} from {sources}")
     elif args.command == "logs":
+        if args.tail is not None and args.tail < 0:
+            raise CommandUsage(f"%tiers logs --tail {args.tail}: give 0 or more lines")
         handle = _handle(args.job)
         if handle.kind == "job":
             if args.pod is not None:

@@ -330,13 +330,19 @@ class K8sTier(ServeTier):
             self.registry.update(record.key, state=ServiceState.DELETED.value, detail="0/0")
 
     def port_forward(self, record: JobRecord, local_port: int = 0) -> str:
+        if isinstance(local_port, bool) or not isinstance(local_port, int) or not 0 <= local_port <= 65535:
+            raise SpecError("local_port", f"a port from 1 to 65535 (0: any free one), got {local_port!r}")
         status = self.service_status(record)
-        ready = [p for p in status.pods if p.ready]
+        # A pod being replaced may still say ready; forward to one that is staying.
+        ready = [p for p in status.pods if p.ready and p.phase != "Terminating"]
         if not ready:
             raise TiersError(f"service {record.name}: no ready pod to forward to")
         port = int(record.spec.get("port") or 8000)
-        forward = _PortForward(self.client, record.spec.get("namespace") or self.namespace,
-                               ready[0].name, port, local_port)
+        try:
+            forward = _PortForward(self.client, record.spec.get("namespace") or self.namespace,
+                                   ready[0].name, port, local_port)
+        except OSError as exc:
+            raise TiersError(f"cannot listen on 127.0.0.1:{local_port}: {exc.strerror or exc}") from None
         self._forwards.append(forward)
         return forward.url
 

@@ -551,6 +551,12 @@ def test_port_forward_answers_http(tier: K8sTier) -> None:
         with urllib.request.urlopen(url + "/", timeout=30) as resp:
             body = resp.read().decode()
         assert body.startswith("hello from pf-"), body
+    # A taken or impossible local port is a one-line TiersError, not a raw OSError.
+    taken = int(url.rsplit(":", 1)[1])
+    with pytest.raises(TiersError, match=f"cannot listen on 127.0.0.1:{taken}"):
+        service.port_forward(taken)
+    with pytest.raises(TiersError, match="local_port"):
+        service.port_forward(70000)
 
 
 def test_port_forward_without_a_ready_pod_is_a_clear_error(tier: K8sTier) -> None:

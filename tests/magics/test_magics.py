@@ -378,6 +378,7 @@ def test_missing_config_file_named_by_the_env_var_is_a_usage_error(
         ("", "required: command"),
         ("logs", "required: job"),
         ("logs 1 --rank x", "--rank"),
+        ("logs 1 --tail -3", "--tail -3: give 0 or more lines"),
         ("jobs --limit x", "--limit"),
         ("logs 999", "JobNotFound"),
         ("cancel 999", "JobNotFound"),

@@ -62,7 +62,7 @@ STARTUP_PERIOD_S = 5
 STARTUP_WINDOW_S = 1200
 PROGRESS_DEADLINE_S = 1800  # longer than the startup window, so a slow load is not a failed rollout
 
-# Keyed hash of the env Secret's content (see _env_hash). The tier passes a per-user key; this
+# Keyed hash of the env Secret's content (see env_hash). The tier passes a per-user key; this
 # default only serves --dry-run and tests.
 DEFAULT_ENV_KEY = b"jupyter-tiers/env-hash/v1"
 
@@ -411,7 +411,7 @@ def validate_serve_spec(spec: ServeSpec) -> None:
 # --- rendering -------------------------------------------------------------------------------
 
 
-def _env_hash(env: Sequence[tuple[str, str]], key: bytes) -> str:
+def env_hash(env: Sequence[tuple[str, str]], key: bytes) -> str:
     """A keyed hash of the env Secret's content.
 
     It sits in the pod template so that a changed value rolls the pods. It is keyed (HMAC) because
@@ -422,7 +422,7 @@ def _env_hash(env: Sequence[tuple[str, str]], key: bytes) -> str:
     return hmac.new(key, canonical.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:16]
 
 
-def _body_hash(body: str) -> str:
+def body_hash(body: str) -> str:
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
 
@@ -586,7 +586,7 @@ def render_manifests(
     each with an optional ``sub_path``, mounted read-only at /models. ``color`` (``blue`` or
     ``green``, for ``strategy="bluegreen"``; default blue) names the Deployment, its ConfigMap and
     Secret ``NAME-<color>…`` and points the Service's selector at that color: the tier applies the
-    Service only once the new color is ready. ``env_key`` keys the env hash (see ``_env_hash``);
+    Service only once the new color is ready. ``env_key`` keys the env hash (see ``env_hash``);
     pass a per-user secret. Raises ``SpecError`` for a bad spec or profile value.
     """
     validate_serve_spec(spec)
@@ -634,9 +634,9 @@ def render_manifests(
             "data": {k: base64.b64encode(v.encode("utf-8", "surrogatepass")).decode("ascii") for k, v in env},
         })
 
-    template_annotations = {BODY_HASH_ANNOTATION: _body_hash(spec.body)}
+    template_annotations = {BODY_HASH_ANNOTATION: body_hash(spec.body)}
     if env:
-        template_annotations[ENV_HASH_ANNOTATION] = _env_hash(env, env_key or DEFAULT_ENV_KEY)
+        template_annotations[ENV_HASH_ANNOTATION] = env_hash(env, env_key or DEFAULT_ENV_KEY)
     pod_spec: dict[str, Any] = {
         "containers": [
             _container(spec, image=image, env_secret=env_name if env else None,

@@ -9,8 +9,6 @@ body or env rolls the pods). Services are followed with the namespace's shared w
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import json
 import os
 import secrets
@@ -29,7 +27,7 @@ from ..registry import JobRecord, Registry
 from ..tier import ServeTier
 from .client import APPLY_CONTENT_TYPE, FIELD_MANAGER, KubeClient
 from .parse import service_status, summary_line
-from .render import render_manifests, render_yaml
+from .render import body_hash, env_hash, render_manifests, render_yaml
 from .watch import NamespaceWatch, PodLogFollower, split_timestamp, timestamp_key
 
 BLUEGREEN_TIMEOUT = 900.0  # seconds a new color may take to become ready before the switch is dropped
@@ -577,14 +575,14 @@ def _spec_for_record(spec: ServeSpec) -> dict[str, Any]:
     data.pop("body", None)
     data.pop("metadata", None)
     # Enough to tell an unchanged cell from a changed one, without storing the body or env values.
-    data["body_sha"] = hashlib.sha256(spec.body.encode("utf-8", "surrogatepass")).hexdigest()[:16]
-    data["env_hash"] = hmac.new(_env_key(), repr(sorted(spec.env)).encode("utf-8", "surrogatepass"),
-                                hashlib.sha256).hexdigest()[:16]
+    # The same hashes the pod template carries (render.py).
+    data["body_sha"] = body_hash(spec.body)
+    data["env_hash"] = env_hash(spec.env, _env_key())
     return data
 
 
 def _env_key() -> bytes:
-    """This user's key for the env hash (see render._env_hash), kept 0600 in the data dir."""
+    """This user's key for the env hash (see render.env_hash), kept 0600 in the data dir."""
     from jupyter_core.paths import jupyter_data_dir
 
     path = Path(jupyter_data_dir()) / "tiers" / "env-hash.key"

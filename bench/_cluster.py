@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-CLUSTER_DIR = Path(os.environ.get("JT_CLUSTER_DIR", "/var/tmp/jupyter-tiers-cluster"))
+CLUSTER_DIR = Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster"))
 CLUSTER_SH = ROOT / "jupyter_tiers" / "sandbox" / "cluster.sh"
 
 

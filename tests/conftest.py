@@ -11,7 +11,7 @@ import pytest
 from jupyter_tiers import sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
-CLUSTER_DIR = Path(os.environ.get("JT_CLUSTER_DIR", "/var/tmp/jupyter-tiers-cluster"))
+CLUSTER_DIR = Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster"))
 CLUSTER_SCRIPT = ROOT / "jupyter_tiers" / "sandbox" / "cluster.sh"
 
 

@@ -17,7 +17,7 @@ PROFILE_NAME = "sandbox"
 
 
 def cluster_dir() -> Path:
-    return Path(os.environ.get("JT_CLUSTER_DIR", "/var/tmp/jupyter-tiers-cluster"))
+    return Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster"))
 
 
 def run_script(args: list[str]) -> int:

@@ -13,8 +13,12 @@
 #   cluster.sh env                         print the env file (KEY=value lines)
 #
 # Everything (configs, state, spool, pid files, logs) lives under
-# ${JT_CLUSTER_DIR:-/var/tmp/jupyter-tiers-cluster}.  Exit codes: 0 ok, 1 failed or
-# unhealthy, 2 bad usage, 3 refused (not root / not Debian or Ubuntu).
+# ${JT_CLUSTER_DIR:-/var/lib/jupyter-tiers-cluster}, which must be root's: the script refuses a
+# state directory that is a symlink, is not owned by root or is writable by group or others (or
+# sits under such a directory without the sticky bit), since sshd, munge and the daemons run as
+# root from it.  `up` moves a cluster from the old default /var/tmp/jupyter-tiers-cluster (down
+# there, then removed).  Exit codes: 0 ok, 1 failed or unhealthy, 2 bad usage, 3 refused (not
+# root / not Debian or Ubuntu / an unsafe state directory).
 
 # shellcheck disable=SC2015  # "a && b || fail" is used on purpose: fail exits
 set -uo pipefail
@@ -27,7 +31,9 @@ unset _v
 
 PROG="${JT_PROG_NAME:-$(basename "$0")}"
 CLUSTER_NAME=jtbox
-DIR="${JT_CLUSTER_DIR:-/var/tmp/jupyter-tiers-cluster}"
+DEFAULT_DIR=/var/lib/jupyter-tiers-cluster
+OLD_DEFAULT_DIR=/var/tmp/jupyter-tiers-cluster   # used before: a world-writable parent
+DIR="${JT_CLUSTER_DIR:-$DEFAULT_DIR}"
 DIR="${DIR%/}"
 ETC="$DIR/etc"
 RUN="$DIR/run"
@@ -218,11 +224,52 @@ preflight() {
     for p in "$SSH_PORT" "$DB_PORT" "$CTLD_PORT" "$DBD_PORT" "$SLURMD_PORT_BASE"; do
         [[ "$p" =~ ^[0-9]+$ ]] && [ "$p" -ge 1 ] && [ "$p" -le 65000 ] || usage_error "bad port number '$p'"
     done
+    check_state_dir
+}
+
+# unsafe_dir PATH [sticky-ok]: prints why PATH may not hold root's state (nothing when it may):
+# a symlink, not owned by root, or writable by group/others (a sticky parent is fine).
+unsafe_dir() {
+    local d="$1" sticky_ok="${2:-}" owner mode
+    [ -L "$d" ] && { printf '%s is a symlink' "$d"; return 0; }
+    [ -d "$d" ] || { printf '%s is not a directory' "$d"; return 0; }
+    read -r owner mode < <(stat -c '%u %a' -- "$d") || { printf 'cannot stat %s' "$d"; return 0; }
+    [ "$owner" = 0 ] || { printf '%s is owned by uid %s, not root' "$d" "$owner"; return 0; }
+    mode=$((8#$mode))
+    if (( mode & 8#022 )) && ! { [ -n "$sticky_ok" ] && (( mode & 8#1000 )); }; then
+        printf '%s is writable by group or others (mode %o)' "$d" "$mode"
+    fi
+    return 0
+}
+
+# check_state_dir [create]: refuse a state directory (or a parent) another user controls. Called
+# before anything is read from or written into $DIR; with "create", a missing $DIR is made (755).
+check_state_dir() {
+    local d="$DIR" why sub
+    local parent="${d%/*}"; parent="${parent:-/}"
+    while [ "$parent" != / ]; do
+        if [ -e "$parent" ] || [ -L "$parent" ]; then
+            why=$(unsafe_dir "$(readlink -f -- "$parent")" sticky)
+            [ -z "$why" ] || refuse "unsafe state directory $DIR: $why"
+        fi
+        parent="${parent%/*}"; parent="${parent:-/}"
+    done
+    if [ ! -e "$DIR" ] && [ ! -L "$DIR" ]; then
+        [ "${1:-}" = create ] || return 0
+        mkdir -p -m 755 -- "${DIR%/*}" 2>/dev/null
+        mkdir -m 755 -- "$DIR" 2>/dev/null || [ -d "$DIR" ] || refuse "cannot create $DIR"
+    fi
+    why=$(unsafe_dir "$DIR")
+    [ -z "$why" ] || refuse "unsafe state directory: $why; remove it or set JT_CLUSTER_DIR to a directory only root can write"
+    for sub in "$DIR/.lock" "$ETC" "$RUN" "$LOG" "$STATE" "$SSHDIR" "$DBDIR" "$ENV_FILE"; do
+        [ -L "$sub" ] && refuse "unsafe state directory $DIR: $sub is a symlink"
+    done
+    return 0
 }
 
 take_lock() {
-    mkdir -p "$DIR" || fail "cannot create $DIR"
-    exec 9>"$DIR/.lock"
+    check_state_dir create
+    exec 9>>"$DIR/.lock"
     if flock -n 9; then return 0; fi
     say "Waiting for another '$PROG' run on $DIR to finish..."
     if ! flock -w 900 9; then
@@ -417,7 +464,7 @@ PasswordAuthentication no
 KbdInteractiveAuthentication no
 PermitRootLogin prohibit-password
 UsePAM no
-StrictModes no
+StrictModes yes
 PrintMotd no
 X11Forwarding no
 AllowTcpForwarding yes
@@ -770,6 +817,7 @@ cmd_up() {
     take_lock
     say "Bringing up sandbox Slurm cluster '$CLUSTER_NAME': $nodes nodes x $cpus CPUs (state in $DIR)"
     mkdir -p "$LOG"
+    migrate_old_dir
     ensure_packages
     prepare_dirs
 
@@ -841,6 +889,25 @@ cmd_up() {
 
     say "Cluster '$CLUSTER_NAME' is up: $nodes nodes x $cpus CPUs, partition debug, ssh root@127.0.0.1 -p $SSH_PORT ($(since "$T_START")s)"
     say "Connection settings: $ENV_FILE   (load with: set -a; . $ENV_FILE; set +a)"
+}
+
+# migrate_old_dir: a cluster left in the old default location (a world-writable parent) is
+# stopped there and removed, so this one can take its ports. Only root's own directory is touched.
+migrate_old_dir() {
+    [ -z "${JT_CLUSTER_DIR:-}" ] && [ "$DIR" = "$DEFAULT_DIR" ] || return 0
+    [ -e "$OLD_DEFAULT_DIR" ] || [ -L "$OLD_DEFAULT_DIR" ] || return 0
+    step "Moving the cluster from $OLD_DEFAULT_DIR" "$STARTUP_LOG"
+    local why
+    why=$(unsafe_dir "$OLD_DEFAULT_DIR")
+    if [ -n "$why" ]; then
+        ok "left alone and not used: $why"
+        return 0
+    fi
+    note_startup "down in $OLD_DEFAULT_DIR"
+    JT_CLUSTER_DIR="$OLD_DEFAULT_DIR" bash "${BASH_SOURCE[0]}" down </dev/null >>"$STARTUP_LOG" 2>&1 ||
+        fail "could not stop the cluster in $OLD_DEFAULT_DIR"
+    rm -rf --one-file-system -- "$OLD_DEFAULT_DIR" || fail "could not remove $OLD_DEFAULT_DIR"
+    ok "stopped there and removed"
 }
 
 cmd_down() {

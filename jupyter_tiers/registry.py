@@ -220,6 +220,17 @@ class Registry:
             ).fetchone()
         return self._record(row) if row else None
 
+    def find_named(self, name: str, kind: str = "job") -> JobRecord | None:
+        """The newest record of any profile with this name and kind, if any."""
+        if not _storable(name, kind):
+            return None
+        with self._connect() as db:
+            row = db.execute(
+                "SELECT * FROM jobs WHERE name = ? AND kind = ? ORDER BY submitted_at DESC LIMIT 1",
+                (name, kind),
+            ).fetchone()
+        return self._record(row) if row else None
+
     def list(self, limit: int = 50, profile: str | None = None,
              kind: str | None = None) -> list[JobRecord]:
         """Newest first, optionally of one profile and one kind (``job`` or ``service``)."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .model import JobStatus, LogLine, PodInfo, ServiceStatus
@@ -107,7 +107,7 @@ class Job(Handle):
 
         q: queue.Queue[LogLine | None] = queue.Queue()
 
-        def on_lines(lines: list[LogLine]) -> None:
+        def on_lines(lines: Sequence[LogLine]) -> None:
             for line in lines:
                 q.put(line)
 

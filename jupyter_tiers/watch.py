@@ -14,7 +14,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 StatusCallback = Callable[[JobStatus], None]
-LinesCallback = Callable[[list[LogLine]], None]
+# Lines come as a LogBatch (a Sequence[LogLine] kept as bytes until used; see logs.py).
+LinesCallback = Callable[[Sequence[LogLine]], None]
 
 
 @dataclass(eq=False)
@@ -96,7 +97,7 @@ class LogFollower:
     def offset(self) -> int:
         return self.decoder.offset
 
-    def _emit(self, lines: list[LogLine]) -> None:
+    def _emit(self, lines: Sequence[LogLine]) -> None:
         if lines:
             _safe_call(self.on_lines, lines)
 
@@ -137,7 +138,8 @@ class LogFollower:
                 log.debug("final log read of %s failed: %r", self.record.key, exc)
                 time.sleep(min(self.max_backoff, 0.5 * 2**attempt))
                 continue
-            self._emit(self.decoder.feed(rest) + self.decoder.flush())
+            self._emit(self.decoder.feed(rest))
+            self._emit(self.decoder.flush())
             return
 
     def finish(self, timeout: float | None = 60.0) -> None:

@@ -204,8 +204,24 @@ function render({ model, el }) {
     redrawLog();
   }
 
+  // A lines message carries raw log lines as one string ("R: " prefixes kept) and the indices
+  // of the lines the kernel flagged as errors; rows are built here, not one object per line in
+  // the kernel. Same split as the kernel's split_log_line.
+  const RANK_RE = /^(\d{1,7}): ?([\s\S]*)$/;
+  function rowsFromText(text, errors) {
+    const parts = text.split("\n");
+    if (parts.length && parts[parts.length - 1] === "") parts.pop();
+    const err = new Set(errors || []);
+    return parts.map((raw, i) => {
+      const line = raw.replace(/\r+$/, "");
+      const m = RANK_RE.exec(line);
+      return m ? [Number(m[1]), m[2], err.has(i)] : [null, line, err.has(i)];
+    });
+  }
+
   model.on("msg:custom", (msg) => {
     if (!msg || msg.kind !== "lines") return;
+    if (typeof msg.text === "string") msg.lines = rowsFromText(msg.text, msg.errors);
     if (msg.reset) lines = [];
     skipped += msg.skipped || 0;
     skippedNote.textContent = skipped

@@ -12,10 +12,11 @@ import traitlets as t
 
 from ..errors import TiersError
 from ..handles import Job
-from ..model import JobStatus, LogLine
+from ..logs import LogBatch
+from ..model import JobStatus
 from ..status import summary_line
 from .batcher import LineBatcher
-from .state import line_rows, status_traits
+from .state import error_lines, lines_message, status_traits
 from .view_common import view_module
 
 _HERE = Path(__file__).parent
@@ -24,8 +25,9 @@ _HERE = Path(__file__).parent
 class JobView(anywidget.AnyWidget):
     """Live view of a Job. Subscribes to its tier's watcher; unsubscribes when the job ends.
 
-    Log lines travel as custom messages in batches (at most 8 a second); the front end keeps at
-    most ``log_limit`` lines, and the kernel keeps the same number for a reloaded page.
+    Log lines travel as custom messages in batches (at most 8 a second), as the log's own text
+    (the front end splits lines and rank prefixes); the front end keeps at most ``log_limit``
+    lines, and the kernel keeps at least as many, as message texts, for a reloaded page.
     """
 
     _esm = view_module("job_view.js")
@@ -71,8 +73,9 @@ class JobView(anywidget.AnyWidget):
         self.job = job
         self.final_status: JobStatus | None = None
         self.ended = threading.Event()
-        self._buffer: collections.deque[list[Any]] = collections.deque(maxlen=self.log_limit)
-        self._batcher = LineBatcher(self._send_lines)
+        self._buffer: collections.deque[tuple[str, int]] = collections.deque()  # (text, lines)
+        self._buffered = 0
+        self._batcher: LineBatcher[Any] = LineBatcher(self._send_lines, join=list)
         self.on_msg(self._on_front_end_msg)
         skip_partial = False
         if log_offset is None:
@@ -97,11 +100,15 @@ class JobView(anywidget.AnyWidget):
             for key, value in status_traits(status).items():
                 setattr(self, key, value)
 
-    def _send_lines(self, lines: list[LogLine], skipped: int) -> None:
-        rows = line_rows(lines)
-        self._buffer.extend(rows)
-        self.lines_received += len(lines) + skipped
-        self.send({"kind": "lines", "lines": rows, "skipped": skipped})
+    def _send_lines(self, parts: list[LogBatch], skipped: int) -> None:
+        msg = lines_message(parts, skipped)
+        count = sum(len(p) for p in parts)
+        self._buffer.append((msg["text"], count))
+        self._buffered += count
+        while self._buffered - self._buffer[0][1] >= self.log_limit:
+            self._buffered -= self._buffer.popleft()[1]
+        self.lines_received += count + skipped
+        self.send(msg)
 
     def _on_end(self, status: JobStatus) -> None:
         self._batcher.close()
@@ -117,7 +124,9 @@ class JobView(anywidget.AnyWidget):
             return
         kind = content.get("kind")
         if kind == "hello":  # a (re)loaded page asks for what it missed
-            self.send({"kind": "lines", "lines": list(self._buffer), "skipped": 0, "reset": True})
+            text = "".join(t for t, _n in list(self._buffer))
+            self.send({"kind": "lines", "text": text, "errors": error_lines(text), "skipped": 0,
+                       "reset": True})
         elif kind == "cancel" and not self.terminal:
             self.cancel_requested = True
             threading.Thread(target=self.job.cancel, name="jt-cancel", daemon=True).start()

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Any
 
+from ..logs import LogBatch
 from ..model import JobStatus, LogLine, RankPhase
 from ..timefmt import format_elapsed
 
@@ -19,6 +21,12 @@ PHASE_CODES = {
 # A line worth jumping to: a Python traceback header or an error report.
 ERROR_RE = re.compile(
     r"Traceback \(most recent call last\)|^\w*(Error|Exception)\b|\berror:|\bFATAL\b|Segmentation fault"
+)
+# The same test over many raw lines at once ("R: " prefixes kept; ^ is each line's text start).
+_BULK_ERROR_RE = re.compile(
+    r"Traceback \(most recent call last\)|^(?:\d{1,7}: ?)?\w*(?:Error|Exception)\b|\berror:"
+    r"|\bFATAL\b|Segmentation fault",
+    re.MULTILINE,
 )
 
 
@@ -48,3 +56,29 @@ def status_traits(status: JobStatus) -> dict[str, Any]:
 def line_rows(lines: list[LogLine]) -> list[list[Any]]:
     """Log lines as [rank or None, text, is_error] rows for the front end."""
     return [[ln.rank, ln.text, bool(ERROR_RE.search(ln.text))] for ln in lines]
+
+
+def error_lines(text: str) -> list[int]:
+    """Indices of the lines of ``text`` (raw log lines, rank prefixes kept) that ERROR_RE would
+    flag in their text: one regex scan of the whole block, no per-line objects."""
+    found: list[int] = []
+    line, pos = 0, 0
+    for m in _BULK_ERROR_RE.finditer(text):
+        line += text.count("\n", pos, m.start())
+        pos = m.start()
+        if not found or found[-1] != line:
+            found.append(line)
+    return found
+
+
+def batch_text(parts: Sequence[LogBatch]) -> str:
+    """The text of consecutive batches as one block of lines, each ending with a newline."""
+    texts = [p.text for p in parts if p]
+    return "".join(t if t.endswith("\n") else t + "\n" for t in texts)
+
+
+def lines_message(parts: Sequence[LogBatch], skipped: int) -> dict[str, Any]:
+    """The widget's ``lines`` message for log batches: the raw lines as one string (the front end
+    splits them and their rank prefixes), the indices of error lines, and the skipped count."""
+    text = batch_text(parts)
+    return {"kind": "lines", "text": text, "errors": error_lines(text), "skipped": skipped}

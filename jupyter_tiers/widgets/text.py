@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Sequence
 from typing import TextIO
 
 from ..handles import Job
@@ -49,7 +50,7 @@ class TextView:
                 last_state.append(label)
                 self._print(f"[{label}]" + (f" on {status.nodelist}" if status.nodelist else ""))
 
-        def on_lines(lines: list[LogLine]) -> None:
+        def on_lines(lines: Sequence[LogLine]) -> None:
             with self._lock:
                 self.out.write("".join(format_line(ln) + "\n" for ln in lines))
                 self.out.flush()

@@ -5,14 +5,23 @@ Layers, lowest precedence first: ``/etc/jupyter/tiers.yaml`` (a lab's admins), `
 next to shared notebook templates). Magic arguments override all of them. A later layer overrides a
 profile key by key (``defaults`` and ``env`` are merged key by key too).
 
+Trust: the admin and user layers, and a file named by ``$JUPYTER_TIERS_CONFIG`` (the user's own
+choice), are trusted. A ``./tiers.yaml`` that merely sits in the working directory may have come
+with a cloned repository, so it may set ``default_profile``, add profiles and change the other
+keys of existing ones, but not the connection keys (:data:`CONNECTION_KEYS`) of a profile a
+trusted layer defines, and never the keys that run local or remote commands
+(:data:`COMMAND_KEYS`), unless the user opts in with ``trust_project_config: true`` in a trusted
+layer or ``JUPYTER_TIERS_TRUST_PROJECT=1``.
+
 Every problem is a :class:`ConfigError` naming the file, the key and what is allowed.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,13 +34,41 @@ __all__ = ["Config", "ConfigError", "Profile", "load_config"]
 TIERS = ("slurm", "local", "kubernetes")
 TIER_ALIASES = {"k8s": "kubernetes"}
 ENV_VAR = "JUPYTER_TIERS_CONFIG"
+TRUST_ENV_VAR = "JUPYTER_TIERS_TRUST_PROJECT"
+TRUST_KEY = "trust_project_config"
 SYSTEM_PATH = Path("/etc/jupyter/tiers.yaml")
 USER_PATH = Path("~/.jupyter/tiers.yaml")
 PROJECT_NAME = "tiers.yaml"
 BUILTIN_LOCAL = "local"
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
-_ENV_KEY_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# Host names as OpenSSH accepts them on its command line (no leading '-', no whitespace, control
+# or shell characters): names, IPv4, [IPv6] and IPv6%scope. User names: POSIX-like login names.
+_HOST_RE = re.compile(r"[A-Za-z0-9_.:%\[\]][A-Za-z0-9_.:%\[\]-]{0,252}")
+_USER_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@-]{0,63}")
+_JUMP_RE = re.compile(r"[A-Za-z0-9_.:%@/\[\]][A-Za-z0-9_.:%@/\[\]-]{0,299}")  # [user@]host[:port], ssh://
+
+# Keys a project ./tiers.yaml may not change in a profile a trusted layer defines: where and as
+# whom the job (env.sh included) goes, and how the host is recognised.
+CONNECTION_KEYS = frozenset({
+    "tier", "host", "port", "user", "identity_file", "known_hosts", "proxy_jump", "ssh_config",
+    "setup", "kubeconfig", "context",
+})
+# Keys a project file may not set at all without the opt-in: an ssh_config can run local commands
+# (Match exec, ProxyCommand), a kubeconfig too (exec credential plugins), setup runs on the cluster.
+COMMAND_KEYS = frozenset({"ssh_config", "setup", "kubeconfig"})
+# Lower and upper bounds (seconds) of the profile's intervals and timeouts.
+_SECONDS_BOUNDS = {
+    "connect_timeout": (1.0, 600.0),
+    "status_interval": (1.0, 3600.0),
+    "rank_interval": (0.2, 3600.0),
+    "request_timeout": (1.0, 3600.0),
+}
+# Limits that keep a hostile YAML file (alias bombs, deep nesting) from exhausting the kernel.
+MAX_CONFIG_BYTES = 4 * 1024 * 1024
+MAX_YAML_DEPTH = 50
+MAX_YAML_NODES = 200_000
 
 # Keys of ``defaults``: the spec options a profile may preset (options.py; dashes accepted for
 # underscores). Training tiers take job options, the Kubernetes tier serve options.
@@ -153,7 +190,7 @@ def _norm_key(key: str) -> str:
 def validate_profile(name: str, raw: Any, source: str) -> dict[str, Any]:
     """Check one profile mapping from one file; returns it with keys normalised."""
     base = f"profiles.{name}"
-    if not _NAME_RE.match(str(name)):
+    if not _NAME_RE.fullmatch(str(name)):
         raise ConfigError(source, base, "profile names use letters, digits, '.', '_' and '-'")
     if not isinstance(raw, dict):
         raise ConfigError(source, base, f"expected a mapping, got {type(raw).__name__}")
@@ -172,18 +209,24 @@ def validate_profile(name: str, raw: Any, source: str) -> dict[str, Any]:
         out[k] = tier if k == "tier" else value
     if "port" in out and not 1 <= out["port"] <= 65535:
         raise ConfigError(source, f"{base}.port", f"must be 1-65535, got {out['port']}")
+    _check_connection(out, source, base)
+    for key, (low, high) in _SECONDS_BOUNDS.items():
+        if key in out and not (math.isfinite(out[key]) and low <= out[key] <= high):
+            raise ConfigError(source, f"{base}.{key}", f"seconds from {low:g} to {high:g}, got {out[key]!r}")
     for i, line in enumerate(out.get("setup", [])):
         if not isinstance(line, str) or "\n" in line or "\r" in line:
             raise ConfigError(source, f"{base}.setup[{i}]", "each setup entry is one line of text")
     if "env" in out:
         env: dict[str, str] = {}
         for k, v in out["env"].items():
-            if not _ENV_KEY_RE.match(str(k)):
+            if not isinstance(k, str) or not _ENV_KEY_RE.fullmatch(k):
                 raise ConfigError(
-                    source, f"{base}.env.{k}", "environment names use letters, digits and '_'"
+                    source, f"{base}.env.{_shown(k)}", "environment names use letters, digits and '_'"
                 )
-            if not isinstance(v, (str, int, float)) or isinstance(v, bool):
+            if not isinstance(v, (str, int, float)) or isinstance(v, bool):  # the value is not shown
                 raise ConfigError(source, f"{base}.env.{k}", "expected a string or a number")
+            if "\x00" in str(v):
+                raise ConfigError(source, f"{base}.env.{k}", "a value cannot contain a NUL byte")
             env[str(k)] = str(v)
         out["env"] = env
     if "defaults" in out:
@@ -200,10 +243,40 @@ def check_defaults(raw: Mapping[str, Any], keys: Mapping[str, type | tuple[type,
         nk = _norm_key(str(k))
         if nk not in keys:
             choices = ", ".join(sorted(keys))
-            raise ConfigError(source, f"{base}.defaults.{k}", f"unknown key; allowed: {choices}")
+            raise ConfigError(source, f"{base}.defaults.{_shown(k)}", f"unknown key; allowed: {choices}")
         _check_type(v, keys[nk], source, f"{base}.defaults.{k}")
+        if nk == "sbatch_options":
+            for i, item in enumerate(v):
+                if not isinstance(item, str):
+                    raise ConfigError(source, f"{base}.defaults.{k}[{i}]",
+                                      f"expected a string such as --hold, got {type(item).__name__}")
         defaults[nk] = v
     return defaults
+
+
+def _shown(value: Any, limit: int = 40) -> str:
+    """A key or value as it may appear in a message: short, printable."""
+    text = str(value)
+    text = "".join(c if c.isprintable() else "?" for c in text[:limit])
+    return text + ("..." if len(str(value)) > limit else "")
+
+
+def _check_connection(out: Mapping[str, Any], source: str, base: str) -> None:
+    """Host, user and jump host as OpenSSH accepts them (nothing a shell or ssh_config token
+    such as ProxyCommand's %h could turn into a command or an option)."""
+    if "host" in out and not _HOST_RE.fullmatch(out["host"]):
+        raise ConfigError(source, f"{base}.host", f"{_shown(out['host'])!r} is not a host name; use "
+                          "letters, digits, '.', '-', '_' (or an IPv4/[IPv6] address), not starting with '-'")
+    if "user" in out and not _USER_RE.fullmatch(out["user"]):
+        raise ConfigError(source, f"{base}.user", f"{_shown(out['user'])!r} is not a user name; use "
+                          "letters, digits, '.', '_', '-', '@', not starting with '-'")
+    if "proxy_jump" in out and not all(_JUMP_RE.fullmatch(hop) for hop in out["proxy_jump"].split(",")):
+        raise ConfigError(source, f"{base}.proxy_jump", f"{_shown(out['proxy_jump'])!r}: "
+                          "use [user@]host[:port], comma-separated, or none")
+    for key in ("identity_file", "known_hosts", "ssh_config", "kubeconfig", "workdir"):
+        value = out.get(key)
+        if value is not None and (not value or any(not c.isprintable() for c in value)):
+            raise ConfigError(source, f"{base}.{key}", "a path of printable characters")
 
 
 _DNS_LABEL_RE = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
@@ -228,30 +301,97 @@ def _check_kubernetes_keys(out: dict[str, Any], source: str, base: str) -> None:
                               "exactly one of pvc: NAME, nfs: {server, path}, host_path: PATH")
 
 
-def load_file(path: Path) -> dict[str, Any]:
-    """Read and validate one tiers.yaml; returns {"profiles": {...}, "default_profile": ...}."""
+def _yaml_loader(text: str) -> Any:
+    """A safe YAML loader that also refuses deep nesting and alias expansion beyond
+    MAX_YAML_DEPTH / MAX_YAML_NODES (a "billion laughs" file is a few lines long)."""
     import yaml
 
-    source = str(path)
+    class Loader(yaml.SafeLoader):
+        depth = 0
+
+        def compose_node(self, parent: Any, index: Any) -> Any:
+            self.depth += 1
+            if self.depth > MAX_YAML_DEPTH:
+                raise yaml.YAMLError(f"nested deeper than {MAX_YAML_DEPTH} levels")
+            try:
+                return super().compose_node(parent, index)
+            finally:
+                self.depth -= 1
+
+    return Loader(text)
+
+
+def _expanded_size(root: Any) -> int:
+    """Nodes of the document with every alias expanded (each shared node counted per use)."""
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if id(node) in sizes:
+            continue
+        value = node.value if isinstance(node.value, list) else []
+        children = [c for item in value for c in (item if isinstance(item, tuple) else (item,))]
+        if not done:
+            stack.append((node, True))
+            stack.extend((c, False) for c in children if id(c) not in sizes)
+            continue
+        sizes[id(node)] = min(MAX_YAML_NODES + 1, 1 + sum(sizes.get(id(c), 1) for c in children))
+    return sizes[id(root)]
+
+
+def parse_yaml(text: str, source: str) -> Any:
+    """The YAML document in ``text``; every problem is a ConfigError naming ``source``."""
+    import yaml
+
+    loader = _yaml_loader(text)
     try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(source, "", f"cannot read: {exc.strerror or exc}") from None
-    try:
-        data = yaml.safe_load(text)
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        if _expanded_size(node) > MAX_YAML_NODES:
+            raise ConfigError(source, "", f"more than {MAX_YAML_NODES} values once aliases are "
+                              "expanded; write the profiles out instead of nesting aliases")
+        return loader.construct_document(node)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(source, where, f"not valid YAML: {problem}") from None
+    except RecursionError:
+        raise ConfigError(source, "", "not valid YAML: nested too deeply") from None
+    finally:
+        loader.dispose()
+
+
+def load_file(path: Path, *, trusted: bool = True) -> dict[str, Any]:
+    """Read and validate one tiers.yaml; returns {"profiles": {...}, "default_profile": ...}.
+
+    ``trusted``: an admin, user or explicitly named file, which may set ``trust_project_config``.
+    """
+    source = str(path)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as exc:
+        raise ConfigError(source, "", f"cannot read: {exc.strerror or exc}") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise ConfigError(source, "", f"larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MB")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw[: exc.start].count(b"\n") + 1
+        raise ConfigError(source, f"line {line}", "not UTF-8 text; save the file as UTF-8") from None
+    data = parse_yaml(text, source)
     if data is None:
         return {"profiles": {}}
     if not isinstance(data, dict):
         raise ConfigError(source, "", "the top level must be a mapping with a 'profiles' key")
-    unknown = set(data) - {"profiles", "default_profile"}
+    top = {"profiles", "default_profile", TRUST_KEY}
+    unknown = [str(k) for k in data if k not in top]
     if unknown:
         raise ConfigError(
-            source, sorted(unknown)[0], "unknown top-level key; allowed: profiles, default_profile"
+            source, _shown(sorted(unknown)[0]),
+            f"unknown top-level key; allowed: default_profile, profiles, {TRUST_KEY}"
         )
     profiles = data.get("profiles") or {}
     if not isinstance(profiles, dict):
@@ -262,6 +402,12 @@ def load_file(path: Path) -> dict[str, Any]:
     if "default_profile" in data:
         _check_type(data["default_profile"], str, source, "default_profile")
         out["default_profile"] = data["default_profile"]
+    if TRUST_KEY in data:
+        _check_type(data[TRUST_KEY], bool, source, TRUST_KEY)
+        if not trusted:
+            raise ConfigError(source, TRUST_KEY, "only /etc/jupyter/tiers.yaml or ~/.jupyter/tiers.yaml "
+                              "may set it (a project file cannot trust itself)")
+        out[TRUST_KEY] = data[TRUST_KEY]
     return out
 
 
@@ -279,13 +425,42 @@ def config_paths(cwd: Path | None = None) -> list[tuple[Path, bool]]:
     return paths
 
 
-def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]]) -> Config:
-    """Merge validated layers (lowest precedence first) into a Config."""
+_OPT_IN = (f"to allow it, set {TRUST_KEY}: true in ~/.jupyter/tiers.yaml, or {TRUST_ENV_VAR}=1, "
+           f"or name this file in ${ENV_VAR}")
+
+
+def _check_project_profile(name: str, prof: Mapping[str, Any], source: str,
+                           trusted_from: str | None, current: Mapping[str, Any]) -> None:
+    """What an untrusted project file may not do to profile ``name`` (see the module docstring);
+    ``current`` is the profile as the trusted layers left it (repeating a value is no change)."""
+    for key in sorted(prof):
+        if key in COMMAND_KEYS:
+            raise ConfigError(source, f"profiles.{name}.{key}", f"a project tiers.yaml may not set "
+                              f"{key} (it can run commands); {_OPT_IN}")
+        if trusted_from is not None and key in CONNECTION_KEYS and current.get(key) != prof[key]:
+            raise ConfigError(source, f"profiles.{name}.{key}", f"a project tiers.yaml may not change "
+                              f"{key} of a profile defined in {trusted_from}; {_OPT_IN}")
+
+
+def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]], *,
+                 untrusted: Collection[str] = ()) -> Config:
+    """Merge validated layers (lowest precedence first) into a Config.
+
+    ``untrusted``: the sources that are project files the user has not opted in to trust.
+    """
     merged: dict[str, dict[str, Any]] = {}
     origins: dict[str, list[str]] = {}
+    trusted_origin: dict[str, str] = {BUILTIN_LOCAL: "the built-in local profile"}
     default_profile: str | None = None
+    default_source = ""
     for source, layer in layers:
+        guarded = source in untrusted
         for name, prof in layer.get("profiles", {}).items():
+            if guarded:
+                current = merged.get(name, {"tier": "local"} if name == BUILTIN_LOCAL else {})
+                _check_project_profile(name, prof, source, trusted_origin.get(name), current)
+            else:
+                trusted_origin.setdefault(name, source)
             target = merged.setdefault(name, {})
             for key, value in prof.items():
                 if key in ("defaults", "env") and isinstance(target.get(key), dict):
@@ -295,6 +470,7 @@ def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]]) -> Config:
             origins.setdefault(name, []).append(source)
         if "default_profile" in layer:
             default_profile = layer["default_profile"]
+            default_source = source
     sources = tuple(src for src, _ in layers)
     profiles: dict[str, Profile] = {}
     for name, raw in merged.items():
@@ -333,16 +509,28 @@ def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]]) -> Config:
             "default_profile",
             f"names no profile; known: {', '.join(sorted(profiles))}",
         )
+    if (default_source in untrusted and default_profile not in trusted_origin
+            and profiles[default_profile].tier != "local"):
+        # A job goes to a host the project file chose only when the notebook names that profile.
+        raise ConfigError(default_source, "default_profile", f"a project tiers.yaml may not make its "
+                          f"own {profiles[default_profile].tier} profile {default_profile!r} the default "
+                          f"(name it with --profile instead); {_OPT_IN}")
     return Config(profiles=profiles, default_profile=default_profile, sources=sources)
 
 
 def load_config(cwd: Path | None = None) -> Config:
-    """Read every layer that exists and merge them."""
+    """Read every layer that exists and merge them (the trust rules in the module docstring)."""
     layers: list[tuple[str, dict[str, Any]]] = []
-    for path, required in config_paths(cwd):
+    paths = config_paths(cwd)
+    project = None if os.environ.get(ENV_VAR) else paths[-1][0]
+    trust = os.environ.get(TRUST_ENV_VAR, "").strip().lower() in ("1", "true", "yes")
+    for path, required in paths:
         if not path.exists():
             if required:
                 raise ConfigError(str(path), "", f"file named by ${ENV_VAR} does not exist")
             continue
-        layers.append((str(path), load_file(path)))
-    return merge_layers(layers)
+        layer = load_file(path, trusted=path != project)
+        trust = trust or bool(layer.get(TRUST_KEY))
+        layers.append((str(path), layer))
+    untrusted = () if trust or project is None else (str(project),)
+    return merge_layers(layers, untrusted=untrusted)

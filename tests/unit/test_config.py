@@ -92,7 +92,8 @@ def test_nothing_configured_gives_builtin_local_default(layers: Layers) -> None:
     assert cfg.sources == ()
 
 
-def test_layers_override_key_by_key(layers: Layers) -> None:
+def test_layers_override_key_by_key(layers: Layers, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(config.TRUST_ENV_VAR, "1")  # PROJECT sets setup (tests/hardening: the refusal)
     layers.write(layers.system, SYSTEM)
     layers.write(layers.user, USER)
     layers.write(layers.project, PROJECT)
@@ -201,7 +202,7 @@ def test_unknown_default_key(layers: Layers) -> None:
 
 def test_key_of_other_tier_rejected_after_merge(layers: Layers) -> None:
     layers.write(layers.system, "profiles:\n  p:\n    tier: local\n")
-    err = _error(layers, "profiles:\n  p:\n    host: h\n")
+    err = _error(layers, "profiles:\n  p:\n    host: h\n", layers.user)
     assert err.key == "profiles.p.host"
     assert "local profile" in str(err)
 
@@ -307,7 +308,7 @@ def test_bad_profile_name_and_shape(layers: Layers) -> None:
 def test_bad_top_level(layers: Layers) -> None:
     err = _error(layers, "profile:\n  p:\n    tier: local\n")
     assert err.key == "profile"
-    assert "profiles, default_profile" in err.problem
+    assert "allowed: default_profile, profiles" in err.problem
     err = _error(layers, "- a\n- b\n")
     assert err.key == ""
     err = _error(layers, "profiles: [a]\n")

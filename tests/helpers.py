@@ -27,3 +27,10 @@ def ipython_test_shell() -> Any:
 
     shell = start_ipython()
     return shell if shell is not None else InteractiveShell.instance()
+
+
+def drop_connection(transport: Any) -> None:
+    """Abruptly cut an SSHTransport's socket, without any SSH goodbye (a dropped link)."""
+    conn = transport._conn
+    if conn is not None:
+        conn.drop()

@@ -19,12 +19,10 @@ import shlex
 import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from ..errors import TiersError
-
-if TYPE_CHECKING:
-    from .ssh import SSHTarget
+from .target import SSHTarget  # plain data: no import circle with ssh.py
 
 DEFAULT_PORT = 22
 SYSTEM_SSH_CONFIG = "/etc/ssh/ssh_config"
@@ -310,8 +308,6 @@ def _yes(value: Any) -> bool:
 
 
 def _default(name: str) -> Any:
-    from .ssh import SSHTarget
-
     for f in fields(SSHTarget):
         if f.name == name:
             return f.default

@@ -14,6 +14,7 @@ from jupyter_tiers.model import JobState, JobStatus, RankPhase
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.transport.ssh import HostKeyError
+from tests.helpers import drop_connection
 
 from .conftest import cluster, profile_yaml
 from .test_slurm_jobs import wait_for
@@ -36,7 +37,7 @@ def test_dropped_connection_mid_stream_loses_and_repeats_no_line(box: SlurmTier)
     for line in job.follow(timeout=300):
         got.append(line.text)
         if len(got) in (100, 250, 400):
-            box.transport.drop_for_test()
+            drop_connection(box.transport)
             drops += 1
     assert drops == 3
     assert got == [f"line {i:04d}" for i in range(600)]

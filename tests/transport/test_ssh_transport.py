@@ -24,6 +24,7 @@ from jupyter_tiers.transport.ssh import (
     SSHTransport,
     TransportError,
 )
+from tests.helpers import drop_connection
 from tests.transport.conftest import SSH_KEYGEN, SSHServer, keygen
 
 
@@ -443,7 +444,7 @@ def test_proxy_command(sshd: SSHServer, transports: list, tmp_path: Path):
     t = make(transports, SSHTarget(host="viaproxy", ssh_config=str(cfg)))
     assert t.run(["echo", "proxied"]).text() == "proxied\n"
     wait_until(lambda: direct_tcpip_count(sshd) == before + 1, "ssh -W's direct-tcpip")
-    t.drop_for_test()  # kills the ProxyCommand
+    drop_connection(t)  # kills the ProxyCommand
     assert t.run(["echo", "again"]).text() == "again\n"
     assert t.connections == 2
 
@@ -529,7 +530,7 @@ def test_stream_raises_connect_error_when_connection_drops(sshd: SSHServer, tran
     t = make(transports, sshd.target())
     s = t.stream(["sh", "-c", "while true; do echo tick; sleep 0.1; done"])
     assert next(s).startswith(b"tick")
-    t.drop_for_test()
+    drop_connection(t)
     with pytest.raises(ConnectError):
         for _ in s:
             pass
@@ -555,7 +556,7 @@ def test_drop_then_run_reconnects(sshd: SSHServer, transports: list):
     t = make(transports, sshd.target())
     first = t.run(["sh", "-c", "echo $SSH_CONNECTION"]).text()
     assert t.connected and t.connections == 1
-    t.drop_for_test()
+    drop_connection(t)
     second = t.run(["sh", "-c", "echo $SSH_CONNECTION"]).text()
     assert first != second  # a new TCP connection (another client port)
     assert t.connections == 2
@@ -576,7 +577,7 @@ def test_drop_mid_run_raises_and_does_not_rerun(sshd: SSHServer, transports: lis
     worker = threading.Thread(target=run)
     worker.start()
     wait_until(log.exists, "the command to start")
-    t.drop_for_test()
+    drop_connection(t)
     worker.join(60)
     assert not worker.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], ConnectError)
@@ -612,7 +613,7 @@ def test_concurrent_runs_share_one_connection(sshd: SSHServer, transports: list)
 def test_concurrent_reconnect_happens_once(sshd: SSHServer, transports: list):
     t = make(transports, sshd.target())
     t.connect()
-    t.drop_for_test()
+    drop_connection(t)
     wait_until(lambda: not t.connected, "the transport to notice the drop")
     errors: list[BaseException] = []
 
@@ -636,7 +637,7 @@ def test_server_down_is_connect_error_after_retries(private_sshd: SSHServer, tra
     t = make(transports, target, retries=1, backoff=0.01)
     assert t.run(["echo", "up"]).text() == "up\n"
     private_sshd.stop()
-    t.drop_for_test()
+    drop_connection(t)
     with pytest.raises(ConnectError) as info:
         t.run(["echo", "down"])
     assert "2 attempts" in str(info.value)

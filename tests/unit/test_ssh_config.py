@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from jupyter_tiers.transport import sshconfig as sc
-from jupyter_tiers.transport.ssh import HostKeyError, SSHTarget, TransportError, _verify_host_key
+from jupyter_tiers.transport.hostkeys import verify_host_key
+from jupyter_tiers.transport.ssh import HostKeyError, SSHTarget, TransportError
 from jupyter_tiers.transport.sshconfig import Hop, JumpSpec, SSHConfigError
 
 ED_A = "AAAAC3NzaC1lZDI1NTE5AAAAIGVbqUZ0n3OJOWs6k2ZuY0Y8Tu8p0cJ6f2rXJ2b4qH2m"
@@ -361,7 +362,7 @@ def hop(tmp_path: Path, **kw: Any) -> Hop:
 def test_unknown_key_message(tmp_path: Path):
     h = hop(tmp_path)
     with pytest.raises(HostKeyError) as info:
-        _verify_host_key(h, blob(ED_A), [], None)
+        verify_host_key(h, blob(ED_A), [], None)
     msg = str(info.value)
     assert isinstance(info.value, TransportError)
     assert sc.fingerprint(blob(ED_A)) in msg and "ssh-ed25519" in msg
@@ -372,14 +373,14 @@ def test_unknown_key_message(tmp_path: Path):
 def test_unknown_key_behind_jump_hint(tmp_path: Path):
     jump = hop(tmp_path, name="gw", hostname="gw.example", port=22, user="me")
     with pytest.raises(HostKeyError) as info:
-        _verify_host_key(hop(tmp_path), blob(ED_A), [], jump)
+        verify_host_key(hop(tmp_path), blob(ED_A), [], jump)
     assert "ssh me@gw.example 'ssh-keyscan -t ed25519 -p 2200 10.0.0.5' >> " in str(info.value)
 
 
 def test_changed_key_message(tmp_path: Path):
     kh = entries(tmp_path, f"# first\n[10.0.0.5]:2200 ssh-ed25519 {ED_B}\n")
     with pytest.raises(HostKeyError) as info:
-        _verify_host_key(hop(tmp_path), blob(ED_A), kh, None)
+        verify_host_key(hop(tmp_path), blob(ED_A), kh, None)
     err = info.value
     msg = str(err)
     assert err.changed and err.line == 2 and err.file == str(tmp_path / "known_hosts")
@@ -392,7 +393,7 @@ def test_changed_key_message(tmp_path: Path):
 def test_revoked_key_message(tmp_path: Path):
     kh = entries(tmp_path, f"@revoked * ssh-ed25519 {ED_A}\n[10.0.0.5]:2200 ssh-ed25519 {ED_A}\n")
     with pytest.raises(HostKeyError, match="revoked") as info:
-        _verify_host_key(hop(tmp_path), blob(ED_A), kh, None)
+        verify_host_key(hop(tmp_path), blob(ED_A), kh, None)
     assert info.value.revoked
 
 
@@ -414,3 +415,15 @@ def test_target_defaults_and_str():
     t = SSHTarget(host="h")
     assert (t.port, t.user, t.connect_timeout, t.keepalive) == (None, None, 15.0, 15)
     assert str(SSHTarget(host="h", user="u", port=2)) == "u@h:2"
+
+
+def test_sshconfig_does_not_import_the_transport():
+    """No import circle: the config resolver needs only the target's plain data."""
+    code = (
+        "import sys, jupyter_tiers.transport.sshconfig;"
+        "sys.exit(1 if 'jupyter_tiers.transport.ssh' in sys.modules else 0)"
+    )
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr or "sshconfig imported transport.ssh"

@@ -1,0 +1,181 @@
+"""One SSH connection: a socket (or ProxyCommand) and a chain of paramiko transports over it,
+jump hosts first. Built by :func:`connect_once`; :class:`~.ssh.SSHTransport` adds retries."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import socket
+from typing import TYPE_CHECKING, Any
+
+from . import sshconfig
+from .auth import authenticate
+from .errors import ConnectError, reason
+from .hostkeys import prefer_key_types, verify_host_key
+from .proxy import ProxyCommandSocket
+
+if TYPE_CHECKING:
+    import paramiko
+
+    from .sshconfig import Hop, Route
+
+log = logging.getLogger(__name__)
+
+
+class Connection:
+    """The transports of one connection (jump hosts first) and the socket under them."""
+
+    def __init__(self, transports: list[paramiko.Transport], sock: Any, route: Route) -> None:
+        self.transports = transports
+        self.sock = sock
+        self.route = route
+
+    @property
+    def transport(self) -> paramiko.Transport:
+        return self.transports[-1]
+
+    def alive(self) -> bool:
+        return all(t.is_active() for t in self.transports)
+
+    def close(self) -> None:
+        for t in reversed(self.transports):
+            with contextlib.suppress(Exception):
+                t.close()
+        with contextlib.suppress(Exception):
+            self.sock.close()
+
+    def drop(self) -> None:
+        """Cut the socket under the whole connection without any SSH goodbye."""
+        if isinstance(self.sock, socket.socket):
+            with contextlib.suppress(OSError):
+                self.sock.shutdown(socket.SHUT_RDWR)
+        else:  # a ProxyCommand: killing it cuts the connection
+            self.sock.close()
+
+    def dropped(self) -> bool:
+        """Whether the connection died (checked after a channel closed without exit status).
+
+        paramiko closes a dead transport's channels *before* marking it inactive, so when the
+        transport still looks alive we confirm with a round trip (it answers, or it is dead).
+        """
+        t = self.transport
+        if not self.alive() or getattr(t, "saved_exception", None) is not None:
+            return True
+        try:
+            t.global_request("keepalive@openssh.com", wait=True)
+        except Exception:
+            return True
+        return not self.alive()
+
+
+def connect_once(route: Route) -> Connection:
+    first = route.hops[0]
+    sock = open_socket(first, route)
+    transports: list[paramiko.Transport] = []
+    try:
+        transports.append(handshake(first, sock, route, via=None))
+        for prev, hop in zip(route.hops, route.hops[1:], strict=False):
+            chan = open_tunnel(transports[-1], prev, hop, route)
+            transports.append(handshake(hop, chan, route, via=prev))
+    except BaseException:
+        for t in reversed(transports):
+            t.close()
+        with contextlib.suppress(Exception):
+            sock.close()
+        raise
+    log.debug("SSH connected to %s via %d hop(s)", route.target.label, len(route.hops))
+    return Connection(transports, sock, route)
+
+
+def open_socket(hop: Hop, route: Route) -> Any:
+    if hop.proxy_command:
+        try:
+            return ProxyCommandSocket(hop.proxy_command)
+        except OSError as e:
+            raise ConnectError(
+                f"ProxyCommand for {hop.name} failed to start: {reason(e)}", transient=False
+            ) from None
+    where = f"{hop.hostname}:{hop.port}"
+    try:
+        sock = socket.create_connection((hop.hostname, hop.port), timeout=route.connect_timeout)
+    except socket.gaierror as e:
+        transient = e.errno in (getattr(socket, "EAI_AGAIN", None),)
+        raise ConnectError(
+            f"cannot resolve host {hop.hostname!r}: {e.strerror}", transient=transient
+        ) from None
+    except TimeoutError:
+        raise ConnectError(
+            f"timed out connecting to {where} after {route.connect_timeout:g}s"
+        ) from None
+    except OSError as e:
+        raise ConnectError(f"cannot connect to {where}: {reason(e)}") from None
+    try:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if route.keepalive > 0 and hasattr(socket, "TCP_USER_TIMEOUT"):
+            # Like ServerAliveCountMax=3: unacknowledged data for 3 keepalive periods means
+            # the link is dead, so reads fail instead of hanging for the kernel's ~15 min.
+            ms = max(30, 3 * route.keepalive) * 1000
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_USER_TIMEOUT, ms)
+    except OSError:  # pragma: no cover - best effort
+        pass
+    return sock
+
+
+def open_tunnel(
+    t: paramiko.Transport, prev: Hop, hop: Hop, route: Route
+) -> paramiko.Channel:
+    try:
+        return t.open_channel(
+            "direct-tcpip",
+            (hop.hostname, hop.port),
+            ("127.0.0.1", 0),
+            timeout=route.connect_timeout,
+        )
+    except Exception as e:
+        raise ConnectError(
+            f"jump host {prev.hostname} could not connect to {hop.hostname}:{hop.port}: "
+            f"{reason(e)}"
+        ) from None
+
+
+def handshake(hop: Hop, sock: Any, route: Route, via: Hop | None) -> paramiko.Transport:
+    import paramiko
+
+    known = sshconfig.load_known_hosts(
+        (*hop.known_hosts_files, *hop.global_known_hosts_files)
+    )
+    t = paramiko.Transport(sock)
+    ok = False
+    try:
+        timeout = route.connect_timeout
+        t.banner_timeout = timeout
+        t.handshake_timeout = timeout
+        t.auth_timeout = timeout
+        prefer_key_types(t, sshconfig.known_key_types(known, hop.host_key_name))
+        try:
+            t.start_client(timeout=timeout)
+        except paramiko.ssh_exception.IncompatiblePeer as e:
+            raise ConnectError(
+                f"SSH negotiation with {hop.hostname}:{hop.port} failed: {reason(e)}",
+                transient=False,
+            ) from None
+        except (paramiko.SSHException, EOFError, OSError) as e:
+            said = sock.last_words() if isinstance(sock, ProxyCommandSocket) else ""
+            raise ConnectError(
+                f"SSH handshake with {hop.hostname}:{hop.port} failed: {reason(e)}"
+                + (f" (ProxyCommand said: {said})" if said else "")
+            ) from None
+        key = t.get_remote_server_key()
+        verify_host_key(hop, key.asbytes(), known, via)
+        authenticate(t, hop)
+        # Left-over auth failures must not later look like a dead transport.
+        t.saved_exception = None
+        t.set_keepalive(route.keepalive)
+        ok = True
+        return t
+    finally:
+        if not ok:
+            t.close()  # a no-op if the handshake never started: close the socket too
+            with contextlib.suppress(Exception):
+                sock.close()

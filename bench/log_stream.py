@@ -1,5 +1,5 @@
 """Log streaming: latency and throughput of the Slurm tier's log follower against a raw ssh tail,
-and the widget path (follower -> LineBatcher -> line_rows messages) at 10,000 lines/s.
+and the widget path (follower -> LineBatcher -> lines_message messages) at 10,000 lines/s.
 
 A writer process on the "cluster" side (this machine: a local Python process appending to
 ``job.log`` in a job directory, as a rank would) writes lines ``R: seq=N t=NS ...`` carrying
@@ -19,10 +19,10 @@ their write time ``time.time_ns()``; receive time minus that stamp is the latenc
    our transport without the decoder (the tier's log stream, bytes counted like raw's), to tell
    the transport's share from the decoder's.
 3. Widget path: ``--widget-rate`` lines/s (10,000) for ``--seconds`` into the follower, whose
-   lines go to a real LineBatcher whose send does what JobView._send_lines does (line_rows, the
+   lines go to a real LineBatcher whose send does what JobView._send_lines does (lines_message, the
    message dict, plus its JSON encoding as the comm would); messages/s, lines per message,
    latency write -> message sent, and this process's CPU over the window (paramiko's thread,
-   follower, decoder, batcher, line_rows, JSON) as % of one core.
+   follower, decoder, batcher, lines_message, JSON) as % of one core.
 
 Each phase runs ``--runs`` times (3); the table shows medians. Nothing is asserted.
 
@@ -46,11 +46,11 @@ from pathlib import Path
 
 from _cluster import box_tier, cluster_env
 
-from jupyter_tiers.model import LogLine
+from jupyter_tiers.logs import LogBatch
 from jupyter_tiers.registry import JobRecord
 from jupyter_tiers.watch import LogFollower
 from jupyter_tiers.widgets.batcher import LineBatcher
-from jupyter_tiers.widgets.state import line_rows
+from jupyter_tiers.widgets.state import lines_message
 
 BENCH_DIR = Path("/var/tmp/jupyter-tiers-bench")
 LINE_PAD = 40  # filler after "R: seq=N t=NS ": lines of ~80 bytes, like a training log's
@@ -103,15 +103,16 @@ class OursReader:
 
     name = "ours"
 
-    def __init__(self, tier, jobdir: Path, on_lines: Callable[[list[LogLine]], None] | None = None):
+    def __init__(self, tier, jobdir: Path, on_lines: Callable[[LogBatch], None] | None = None):
         self.batches: list[tuple[int, str]] = []
         self.lines = 0
         self.follower = LogFollower(tier, job_record(jobdir), 0, on_lines or self._record)
 
-    def _record(self, lines: list[LogLine]) -> None:
-        # Keep one string per batch, not the LogLines: holding 500,000 objects would make this
-        # process's memory and garbage collector, not the stream, the thing measured.
-        self.batches.append((time.time_ns(), "\n".join([ln.text for ln in lines])))
+    def _record(self, lines: LogBatch) -> None:
+        # What a view takes from a batch: its text, decoded in one call (JobView's messages carry
+        # it as is). One string per batch: holding 500,000 objects would make this process's
+        # memory and garbage collector, not the stream, the thing measured.
+        self.batches.append((time.time_ns(), lines.text))
         self.lines += len(lines)
 
     def start(self) -> None:
@@ -128,7 +129,8 @@ class OursReader:
 
     def received(self) -> list[tuple[int, str]]:
         """(receive time, line text without the rank prefix) of every line."""
-        return [(t, text) for t, joined in self.batches for text in joined.split("\n")]
+        return [(t, text.split(": ", 1)[1] if ": " in text else text)
+                for t, joined in self.batches for text in joined.split("\n")[:-1]]
 
 
 class ChunkReader:
@@ -334,14 +336,13 @@ def backlog(make_reader: Callable[[Path], object], count: int, tag: str) -> floa
 def widget_path(tier, rate: float, seconds: float, tag: str) -> dict:
     messages: list[tuple[int, str]] = []  # (sent at, the message as JSON)
 
-    def send(lines: list[LogLine], skipped: int) -> None:  # what JobView._send_lines sends
-        rows = line_rows(lines)
-        payload = json.dumps({"kind": "lines", "lines": rows, "skipped": skipped})
+    def send(parts: list[LogBatch], skipped: int) -> None:  # what JobView._send_lines sends
+        payload = json.dumps(lines_message(parts, skipped))
         messages.append((time.time_ns(), payload))
 
     jobdir = fresh_log(tag)
     path = jobdir / "job.log"
-    batcher = LineBatcher(send)
+    batcher = LineBatcher(send, join=list)
     reader = OursReader(tier, jobdir, on_lines=batcher.add)
     reader.start()
     deadline = time.monotonic() + 30
@@ -363,14 +364,15 @@ def widget_path(tier, rate: float, seconds: float, tag: str) -> dict:
     close_reader(reader, path)
 
     sent = [(t, json.loads(payload)) for t, payload in messages]
-    lat = [(t - int(text.split(" ", 2)[1][2:])) / 1e6 for t, m in sent for _rank, text, _err in m["lines"]]
-    shown = sum(len(m["lines"]) for _t, m in sent)
+    rows = [(t, m["text"].split("\n")[:-1]) for t, m in sent]
+    lat = [(t - int(text.split(" ", 3)[2][2:])) / 1e6 for t, texts in rows for text in texts]
+    shown = sum(len(texts) for _t, texts in rows)
     skipped = sum(m["skipped"] for _t, m in sent)
     window = (messages[-1][0] - messages[0][0]) / 1e9 if len(messages) > 1 else 0.0
     res = {
         "messages": len(messages),
         "msg_rate": (len(messages) - 1) / window if window > 0 else float("nan"),
-        "max_lines": max((len(m["lines"]) for _t, m in sent), default=0),
+        "max_lines": max((len(texts) for _t, texts in rows), default=0),
         "shown": shown,
         "skipped": skipped,
         "delivered": shown + skipped,
@@ -489,7 +491,7 @@ def main() -> None:
                      f"{back['stream'] / back['raw']:.2f}x", ""))
     print(row.format("  ours lost + duplicated + out of order", f"{bad}", "", "",
                      f"no line lost: {verdict(bad == 0)}"))
-    print(f"widget path: LogFollower -> LineBatcher -> line_rows + JSON, {args.widget_rate:,.0f} lines/s "
+    print(f"widget path: LogFollower -> LineBatcher -> lines_message + JSON, {args.widget_rate:,.0f} lines/s "
           f"for {args.seconds:g} s (written at {med(wid, 'write_rate'):,.0f}/s)")
     print(row.format("  messages/s", f"{msg_rate:.2f}", "", "", f"<= 10/s: {verdict(msg_rate <= 10)}"))
     print(row.format("  max lines in a message", f"{med(wid, 'max_lines'):.0f}", "", "", ""))

@@ -29,6 +29,20 @@ def job_files(spec: JobSpec) -> dict[str, tuple[str, int]]:
     return files
 
 
+def checkpoint_lines(spec: JobSpec) -> list[str]:
+    """Batch-step lines giving every rank ``JT_CHECKPOINT_DIR``, created before the ranks start.
+
+    Default ``{workdir}/{name}/$SLURM_JOB_ID/checkpoints`` (the workdir is the job directory's
+    parent); ``spec.checkpoint_dir`` overrides it (validated; ``~/`` expands through $HOME).
+    """
+    from .handoff import checkpoint_dir_shell
+
+    return [
+        f"export JT_CHECKPOINT_DIR={checkpoint_dir_shell(spec.checkpoint_dir, spec.name)}",
+        'mkdir -p -- "$JT_CHECKPOINT_DIR"',
+    ]
+
+
 def render_env(spec: JobSpec) -> str:
     """``export`` lines for env.sh; values are quoted so they reach the job literally."""
     return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in spec.env)

@@ -126,6 +126,7 @@ class SchedulerInfo:
     exit_code: int | None = None
     exit_signal: int | None = None
     name: str | None = None
+    checkpoint: str | None = None  # the newest entry of the job's checkpoint dir (same round trip)
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,7 @@ class JobStatus:
     world_size: int = 0
     controller_reachable: bool = True
     message: str | None = None  # last problem seen while watching (e.g. controller unreachable)
+    checkpoint: str | None = None  # newest file or dir in $JT_CHECKPOINT_DIR (full path)
 
     @property
     def first_failure(self) -> RankState | None:
@@ -203,6 +205,7 @@ class JobSpec:
     setup: tuple[str, ...] = ()
     sbatch_options: tuple[str, ...] = ()
     rdzv_port: int | None = None
+    checkpoint_dir: str | None = None  # JT_CHECKPOINT_DIR; None: {workdir}/{name}/{job_id}/checkpoints
     metadata: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
@@ -253,6 +256,8 @@ class ServeSpec:
     node_selector: tuple[tuple[str, str], ...] = ()
     tolerations: tuple[tuple[tuple[str, str], ...], ...] = ()  # each toleration as sorted pairs
     patch: str | None = None  # JSON text of {Kind: partial object}, merged over the generated ones
+    model_path: str | None = None  # the served checkpoint as the server sees it (JT_MODEL_PATH)
+    model_source: str | None = None  # the job it came from: "profile/job_id (name)"
     metadata: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # e.g. notebook path
 
 

@@ -133,6 +133,9 @@ JOB_OPTIONS: tuple[Option, ...] = (
     Option("env", ("--env", "-e"), _ENV_HELP, kind="multi", metavar="K=V", yaml=None, convert=_pairs("env")),
     Option("sbatch_options", ("--sbatch",), "extra sbatch option (validated)", kind="multi",
            metavar="--OPT=VALUE", yaml=list, convert=tuple, from_yaml=tuple),
+    Option("checkpoint_dir", ("--checkpoint-dir",),
+           "JT_CHECKPOINT_DIR of every rank (default {workdir}/{name}/{job_id}/checkpoints)",
+           metavar="PATH"),
 )
 
 SERVE_OPTIONS: tuple[Option, ...] = (

@@ -35,6 +35,7 @@ def merge_status(
             end_time=sched.end_time or base.end_time,
             elapsed_s=sched.elapsed_s if sched.elapsed_s is not None else base.elapsed_s,
             exit_code=sched.exit_code if sched.exit_code is not None else base.exit_code,
+            checkpoint=sched.checkpoint or base.checkpoint,
         )
     rank_map = dict(ranks) if ranks is not None else {r.rank: r for r in base.ranks}
     full = [rank_map.get(i, RankState(rank=i)) for i in range(world_size)]
@@ -78,10 +79,12 @@ def summary_line(status: JobStatus) -> str:
     """The one line printed when a job ends, e.g.
 
     ``job 41 FAILED in 00:00:12 — first failure: rank 137 (node18) exit 7; 255 ranks stopped``
+    ``job 42 COMPLETED in 00:00:42 on node[1-2] — checkpoint /scratch/ckpt/ft/42/checkpoints/ckpt-000100.pt``
     """
     head = f"job {status.job_id} {status.state.value} in {format_elapsed(status.elapsed_s)}"
     if status.state is JobState.COMPLETED:
-        return head + (f" on {status.nodelist}" if status.nodelist else "")
+        return (head + (f" on {status.nodelist}" if status.nodelist else "")
+                + (f" — checkpoint {status.checkpoint}" if status.checkpoint else ""))
     first = status.first_failure
     stopped = status.count(RankPhase.STOPPED)
     details: list[str] = []

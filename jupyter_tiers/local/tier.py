@@ -31,7 +31,14 @@ from typing import Any
 from ..config import Profile
 from ..errors import SpecError, SubmitError
 from ..handles import Job
-from ..jobdir import LOG_NAME, RANKS_DIR, job_files, parse_rank_file
+from ..handoff import (
+    attach_checkpoints,
+    decode_detail,
+    encode_detail,
+    expected_checkpoint_dir,
+    newest_entry,
+)
+from ..jobdir import LOG_NAME, RANKS_DIR, checkpoint_lines, job_files, parse_rank_file
 from ..jobspec import validate_spec
 from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
@@ -122,6 +129,8 @@ def render_batch(spec: JobSpec) -> str:
     ignored += list(spec.sbatch_options)
     if ignored:
         lines.append("# Not applied locally: " + ", ".join(ignored))
+    lines += ["", "# Checkpoints go here; the notebook records the newest when the job ends.",
+              *checkpoint_lines(spec)]
     if spec.env:
         lines += [
             f"# env (values in env.sh, not shown): {', '.join(k for k, _ in spec.env)}",
@@ -194,6 +203,7 @@ class LocalTier(BatchTier):
         super().__init__(profile, registry)
         self.workdir = local_workdir(profile)
         self._watcher_options = dict(watcher_options or {})
+        self._noted_checkpoints: dict[str, str] = {}
 
     def watcher_options(self) -> dict[str, Any]:
         # Status is a file read: poll it often.
@@ -270,6 +280,8 @@ class LocalTier(BatchTier):
             world_size=spec.world_size,
             spec=spec_for_record(spec),
             script=script,
+            detail=encode_detail(os.path.expanduser(expected_checkpoint_dir(
+                spec.checkpoint_dir, str(jobdir), spec.name, job_id)), None),
         )
         self.registry.add(record)
         return Job(self, record)
@@ -311,10 +323,15 @@ class LocalTier(BatchTier):
     # --- status --------------------------------------------------------------------------
     def poll_scheduler(self, records: Sequence[JobRecord]) -> dict[str, SchedulerInfo]:
         out: dict[str, SchedulerInfo] = {}
+        listed: dict[str, tuple[str, str | None]] = {}
         for rec in records:
             info = self._scheduler_info(rec)
             if info is not None:
                 out[rec.job_id] = info
+            directory = decode_detail(rec.detail)[0]
+            if directory:  # listed after the state was read, as on Slurm
+                listed[rec.key] = (directory, _newest_checkpoint(directory))
+        attach_checkpoints(records, out, listed, self.registry, self._noted_checkpoints)
         return out
 
     def _scheduler_info(self, rec: JobRecord) -> SchedulerInfo | None:
@@ -411,6 +428,21 @@ class LocalTier(BatchTier):
                 os.kill(pid, signal.SIGTERM)
         else:
             self._scheduler_info(record)  # a lost supervisor: stop what is left, record it
+
+
+def _newest_checkpoint(directory: str) -> str | None:
+    try:
+        with os.scandir(directory) as it:
+            entries = []
+            for entry in it:
+                try:
+                    kind = "l" if entry.is_symlink() else "d" if entry.is_dir() else "f"
+                    entries.append((entry.stat(follow_symlinks=False).st_mtime, kind, entry.name))
+                except OSError:
+                    continue
+    except OSError:
+        return None
+    return newest_entry(entries)
 
 
 def _json(data: Any) -> str:

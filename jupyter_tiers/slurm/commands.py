@@ -13,6 +13,7 @@ import time
 from collections.abc import Sequence
 
 from ..errors import SpecError
+from ..handoff import LISTING_MARKER
 from ..jobdir import LOG_NAME
 from .parse import SACCT_FIELDS, SQUEUE_FORMAT
 from .render import RenderedJob
@@ -133,6 +134,31 @@ def squeue_argv(job_ids: Sequence[str]) -> list[str]:
 def sacct_argv(job_ids: Sequence[str]) -> list[str]:
     ids = ",".join(check_job_id(j) for j in job_ids)
     return ["sacct", "-X", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS]
+
+
+# A status command followed, in the same round trip, by a listing of checkpoint directories:
+# "$1" of them, then the command's argv. The command's exit status is kept; after its output,
+# LISTING_MARKER, then per directory "@@ INDEX DIR" ("~/" resolved) and "MTIME TYPE NAME" lines.
+WITH_CHECKPOINTS_SH = r"""n="$1"; shift
+dirs=("${@:1:$n}"); shift "$n"
+"$@"; rc=$?
+printf '\n%s\n' '""" + LISTING_MARKER + r"""'
+i=0
+for d in "${dirs[@]}"; do
+  case "$d" in "~/"*) d="$HOME/${d#"~/"}";; esac
+  printf '@@ %s %s\n' "$i" "$d"
+  find "$d" -mindepth 1 -maxdepth 1 -printf '%T@ %y %f\n' 2>/dev/null
+  i=$((i + 1))
+done
+exit "$rc"
+"""
+
+
+def with_checkpoints(argv: list[str], dirs: Sequence[str]) -> list[str]:
+    """``argv`` plus one listing of each checkpoint directory, in one remote command."""
+    if not dirs:
+        return argv
+    return ["bash", "-c", WITH_CHECKPOINTS_SH, "jt-status", str(len(dirs)), *dirs, *argv]
 
 
 def scontrol_jobs_argv() -> list[str]:

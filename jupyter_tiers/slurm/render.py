@@ -17,7 +17,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from ..jobdir import LOG_NAME, job_files
+from ..jobdir import LOG_NAME, checkpoint_lines, job_files
 from ..jobspec import parse_sbatch_option, validate_spec
 from ..model import JobSpec
 
@@ -114,6 +114,8 @@ def render_sbatch(spec: JobSpec) -> str:
         'export JT_JOB_DIR="$SLURM_SUBMIT_DIR"',
         f"export JT_WORLD_SIZE={spec.world_size}",
         "export PYTHONUNBUFFERED=1",
+        "# Checkpoints go here, on the cluster's shared storage; the notebook records the newest.",
+        *checkpoint_lines(spec),
     ]
     if spec.env:
         names = " ".join(k for k, _ in spec.env)

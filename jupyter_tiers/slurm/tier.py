@@ -9,6 +9,14 @@ from typing import TYPE_CHECKING, Any
 from ..config import Profile
 from ..errors import ControllerUnreachable, SubmitError
 from ..handles import Job
+from ..handoff import (
+    attach_checkpoints,
+    decode_detail,
+    encode_detail,
+    expected_checkpoint_dir,
+    parse_listing,
+    split_listing,
+)
 from ..jobdir import parse_rank_files
 from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, LogLine, RankState, SchedulerInfo
@@ -61,6 +69,7 @@ class SlurmTier(BatchTier):
         super().__init__(profile, registry)
         self._transport = transport
         self.accounting: bool | None = None  # learned on first sacct call
+        self._noted_checkpoints: dict[str, str] = {}
 
     @property
     def transport(self) -> SSHTransport:
@@ -94,6 +103,7 @@ class SlurmTier(BatchTier):
         lines = result.text().strip().splitlines()
         job_id = parse_sbatch_parsable(lines[0] if lines else "")
         abs_dir = lines[-1].strip() if len(lines) >= 2 else jobdir
+        checkpoints = expected_checkpoint_dir(spec.checkpoint_dir, abs_dir, spec.name, job_id)
         record = JobRecord(
             profile=self.name,
             tier=self.kind,
@@ -103,6 +113,7 @@ class SlurmTier(BatchTier):
             world_size=spec.world_size,
             spec=spec_for_record(spec),
             script=rendered.script,
+            detail=encode_detail(checkpoints, None),
         )
         self.registry.add(record)
         return Job(self, record)
@@ -116,11 +127,18 @@ class SlurmTier(BatchTier):
         return result.exit_status, out, err
 
     def poll_scheduler(self, records: Sequence[JobRecord]) -> dict[str, SchedulerInfo]:
-        """squeue for all jobs at once; sacct (or scontrol) only for those squeue no longer has."""
+        """squeue for all jobs at once; sacct (or scontrol) only for those squeue no longer has.
+
+        The squeue round trip also lists each job's checkpoint directory (after squeue, so a
+        job squeue calls COMPLETED, or has purged, is listed as it ended).
+        """
         ids = sorted({r.job_id for r in records}, key=int)
         if not ids:
             return {}
-        code, out, err = self._run_scheduler(commands.squeue_argv(ids))
+        listed = [(r, d) for r in records if (d := decode_detail(r.detail)[0])]
+        argv = commands.with_checkpoints(commands.squeue_argv(ids), [d for _, d in listed])
+        code, out, err = self._run_scheduler(argv)
+        out, listing = split_listing(out)
         found = parse_squeue(out) if code == 0 else {}
         if code != 0 and "Invalid job id" not in err:
             raise ControllerUnreachable(err.strip() or f"squeue exited {code}")
@@ -128,6 +146,9 @@ class SlurmTier(BatchTier):
         missing = [i for i in ids if i not in found]
         if missing:
             found.update(self._finished(missing))
+        by_index = parse_listing(listing)
+        dirs = {rec.key: by_index[i] for i, (rec, _) in enumerate(listed) if i in by_index}
+        attach_checkpoints(records, found, dirs, self.registry, self._noted_checkpoints)
         return found
 
     def _finished(self, ids: list[str]) -> dict[str, SchedulerInfo]:

@@ -1,0 +1,397 @@
+"""The train-to-serve handoff: a training job's checkpoint, and where a serving tier sees it.
+
+Every rank of a training job gets ``JT_CHECKPOINT_DIR`` (default ``{workdir}/{name}/{job_id}/
+checkpoints``; ``--checkpoint-dir`` overrides). The tier lists that directory in the same round
+trip as its status query and records the directory and its newest entry in the job's registry
+``detail`` (JSON). ``%%k8s_serve --model-from JOB`` resolves the job to that checkpoint and maps
+its path into the serving profile's view: on Kubernetes through ``model_volume`` and its
+``path_map`` (training-side prefix -> path inside the volume, mounted read-only at /models), on
+the local tier directly (or through the local profile's ``path_map`` for another machine's path).
+
+Everything above :func:`find_job` is pure; :func:`find_job` and :func:`resolve` read the
+registry (and ask the training tier once when the record is not final yet).
+"""
+
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import SpecError, TiersError
+
+#: Where the Kubernetes tier mounts the profile's model volume (read-only).
+MODEL_DIR = "/models"
+#: The token of a serving cell's body replaced by the model's path.
+MODEL_PATH_TOKEN = "{model_path}"
+CHECKPOINTS = "checkpoints"
+
+# What a checkpoint directory and a checkpoint's name may hold. The path reaches a shell (the
+# sbatch script, a --shell serving body) and a Python string literal in a body, so it is kept to
+# characters that need no quoting anywhere.
+_DIR_RE = re.compile(r"^(~/)?[A-Za-z0-9_./+@=,-]+$")
+_SAFE_PATH_RE = re.compile(r"^[A-Za-z0-9_./+@=,:-]+$")
+# Entries being written or not meant as checkpoints.
+_SKIP_SUFFIXES = (".tmp", ".part", ".partial", ".lock", "~", ".swp")
+
+
+class HandoffError(TiersError):
+    """A checkpoint cannot be handed to a serving tier; the message is one line naming the job
+    and what is missing."""
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A completed job's newest checkpoint, as the training side sees it."""
+
+    job_key: str  # profile/job_id
+    job_id: str
+    job_name: str
+    profile: str
+    tier: str  # the training tier: slurm or local
+    directory: str
+    path: str  # directory/newest entry
+
+    @property
+    def source(self) -> str:
+        """``profile/job_id (name)``: what a service records as its model's origin."""
+        return f"{self.job_key} ({self.job_name})"
+
+
+# --- the checkpoint directory -----------------------------------------------------------------
+
+
+def check_checkpoint_dir(value: str) -> str:
+    """A ``--checkpoint-dir`` value: an absolute path or ``~/path`` of plain characters."""
+    if not isinstance(value, str) or not _DIR_RE.match(value) or (
+        not value.startswith("/") and not value.startswith("~/")
+    ) or ".." in value.split("/"):
+        raise SpecError("checkpoint_dir", f"{value!r} is not allowed; use an absolute path or ~/path "
+                        "of letters, digits and _ . / + @ = , - (no '..')")
+    return value.rstrip("/") or "/"
+
+
+def checkpoint_dir_shell(spec_dir: str | None, name: str) -> str:
+    """The shell word a job script exports as ``JT_CHECKPOINT_DIR``.
+
+    Default: ``{workdir}/{name}/$SLURM_JOB_ID/checkpoints``, where the workdir is the parent of the
+    job directory (``$JT_JOB_DIR``). A ``~/`` override is expanded by the shell through ``$HOME``.
+    """
+    if spec_dir is None:
+        return f'"${{JT_JOB_DIR%/*}}/{name}/$SLURM_JOB_ID/{CHECKPOINTS}"'
+    path = check_checkpoint_dir(spec_dir)
+    if path.startswith("~/"):
+        return f'"$HOME"/{path[2:]}'
+    return path
+
+
+def default_checkpoint_dir(jobdir: str, name: str, job_id: str) -> str:
+    """What the default expands to for a job whose directory is ``jobdir`` (absolute)."""
+    return f"{posixpath.dirname(jobdir.rstrip('/'))}/{name}/{job_id}/{CHECKPOINTS}"
+
+
+def expected_checkpoint_dir(spec_dir: str | None, jobdir: str, name: str, job_id: str) -> str:
+    """The directory recorded at submit (``~/`` is kept; the listing resolves it remotely)."""
+    if spec_dir is None:
+        return default_checkpoint_dir(jobdir, name, job_id)
+    return check_checkpoint_dir(spec_dir)
+
+
+# --- the listing ------------------------------------------------------------------------------
+
+#: Appended to a status command: after it, one ``@@ INDEX DIR`` line per checkpoint directory
+#: (``~/`` resolved), then one ``MTIME TYPE NAME`` line per entry (find -printf).
+LISTING_MARKER = "@@jt-checkpoints"
+
+
+def newest_entry(entries: Iterable[tuple[float, str, str]]) -> str | None:
+    """The newest checkpoint among ``(mtime, type, name)`` entries of a directory.
+
+    Files, directories (a Hugging Face ``checkpoint-500/``) and symlinks count; hidden names and
+    names of partial writes (``.tmp``, ``.part``...) do not. Ties go to the greater name
+    (``ckpt-000100.pt`` over ``ckpt-000050.pt``).
+    """
+    best: tuple[float, str] | None = None
+    for mtime, kind, name in entries:
+        if kind not in ("f", "d", "l") or not name or name.startswith(".") or "/" in name:
+            continue
+        if name.endswith(_SKIP_SUFFIXES):
+            continue
+        if best is None or (mtime, name) > best:
+            best = (mtime, name)
+    return best[1] if best else None
+
+
+def parse_listing(text: str) -> dict[int, tuple[str, str | None]]:
+    """The listing part of a status command's output -> index -> (resolved dir, newest entry).
+
+    A directory that does not exist (yet) has no entries: ``(dir, None)``. Lines that are not
+    understood are skipped, so arbitrary text never raises.
+    """
+    out: dict[int, tuple[str, str | None]] = {}
+    current: int | None = None
+    entries: list[tuple[float, str, str]] = []
+
+    def close() -> None:
+        if current is not None:
+            out[current] = (out[current][0], newest_entry(entries))
+
+    for line in text.split("\n"):
+        if line.startswith("@@ "):
+            close()
+            index, _, directory = line[3:].partition(" ")
+            current = int(index) if index.isdigit() and directory else None
+            entries = []
+            if current is not None:
+                out[current] = (directory, None)
+            continue
+        if current is None:
+            continue
+        parts = line.split(" ", 2)
+        if len(parts) != 3:
+            continue
+        try:
+            mtime = float(parts[0])
+        except ValueError:
+            continue
+        if mtime != mtime:  # NaN
+            continue
+        entries.append((mtime, parts[1], parts[2]))
+    close()
+    return out
+
+
+def split_listing(output: str) -> tuple[str, str]:
+    """A status command's stdout -> (the scheduler's own output, the listing)."""
+    head, found, tail = output.partition("\n" + LISTING_MARKER + "\n")
+    if found:
+        return head + "\n", tail
+    if output.startswith(LISTING_MARKER + "\n"):
+        return "", output[len(LISTING_MARKER) + 1:]
+    return output, ""
+
+
+def attach_checkpoints(records: Sequence[Any], found: dict[str, Any],
+                       listed: Mapping[str, tuple[str, str | None]], registry: Any,
+                       noted: dict[str, str]) -> None:
+    """Put each listed job's newest checkpoint into its SchedulerInfo in ``found`` (in place) and
+    record directory and checkpoint in the registry's ``detail`` when they changed.
+
+    ``listed`` is keyed by record key; ``noted`` is the tier's memory of what it last recorded, so
+    an unchanged listing writes nothing.
+    """
+    from dataclasses import replace
+
+    for rec in records:
+        info, got = found.get(rec.job_id), listed.get(rec.key)
+        if info is None or got is None:
+            continue
+        directory, newest = got
+        path = posixpath.join(directory, newest) if newest else None
+        found[rec.job_id] = replace(info, checkpoint=path)
+        detail = encode_detail(directory, path)
+        if noted.get(rec.key) != detail:
+            try:
+                registry.update(rec.key, state=info.state.value, detail=detail)
+            except Exception:  # the registry is a record, not the source of truth
+                continue
+            noted[rec.key] = detail
+
+
+# --- the registry's detail --------------------------------------------------------------------
+
+
+def encode_detail(directory: str, checkpoint: str | None) -> str:
+    """A job's registry ``detail``: JSON with its checkpoint directory and newest checkpoint."""
+    data: dict[str, str] = {"checkpoint_dir": directory}
+    if checkpoint:
+        data["checkpoint"] = checkpoint
+    return json.dumps(data, sort_keys=True)
+
+
+def decode_detail(detail: str | None) -> tuple[str | None, str | None]:
+    """``(checkpoint_dir, checkpoint)`` from a job's ``detail`` (``(None, None)`` if absent)."""
+    if not detail:
+        return None, None
+    try:
+        data = json.loads(detail)
+    except ValueError:
+        return None, None
+    if not isinstance(data, dict):
+        return None, None
+    directory, checkpoint = data.get("checkpoint_dir"), data.get("checkpoint")
+    return (directory if isinstance(directory, str) else None,
+            checkpoint if isinstance(checkpoint, str) else None)
+
+
+def checkpoint_of(record: Any) -> Checkpoint:
+    """The checkpoint of a completed job's registry record, or a one-line refusal."""
+    who = f"job {record.job_id} ({record.name})"
+    if getattr(record, "kind", "job") != "job":
+        raise HandoffError(f"--model-from {record.job_id}: {record.name!r} is a service, not a "
+                           "training job; give a job id, a job name or a Job variable")
+    if record.state != "COMPLETED":
+        raise HandoffError(f"--model-from: {who} is {record.state}, not COMPLETED; a model is served "
+                           "from a job that completed")
+    directory, path = decode_detail(record.detail)
+    if directory is None:
+        raise HandoffError(f"--model-from: {who} has no checkpoint directory on record (it was "
+                           "submitted before jupyter-tiers gave jobs JT_CHECKPOINT_DIR)")
+    if path is None:
+        raise HandoffError(f"--model-from: {who} completed but left no checkpoint in {directory} "
+                           "(save one under $JT_CHECKPOINT_DIR)")
+    if not _SAFE_PATH_RE.match(path):
+        raise HandoffError(f"--model-from: {who}: the checkpoint path {path!r} has characters that "
+                           "are unsafe in a shell or a string literal; use letters, digits and "
+                           "_ . / + @ = , : -")
+    return Checkpoint(job_key=record.key, job_id=record.job_id, job_name=record.name,
+                      profile=record.profile, tier=record.tier, directory=directory, path=path)
+
+
+# --- path maps --------------------------------------------------------------------------------
+
+
+def parse_path_map(value: Any) -> tuple[tuple[str, str], ...]:
+    """A profile's ``path_map`` (training-side prefix -> path here) as pairs, longest prefix
+    first. Raises ValueError with what is allowed."""
+    if not isinstance(value, Mapping) or not value:
+        raise ValueError("expected a mapping of absolute paths, e.g. {/scratch/ckpt: /}")
+    pairs = []
+    for src, dst in value.items():
+        for path in (src, dst):
+            if not isinstance(path, str) or not path.startswith("/") or not _SAFE_PATH_RE.match(path) \
+                    or ".." in path.split("/"):
+                raise ValueError(f"{path!r} is not an absolute path of letters, digits and "
+                                 "_ . / + @ = , : - (no '..')")
+        pairs.append((_norm(src), _norm(dst)))
+    return tuple(sorted(pairs, key=lambda p: -len(p[0])))
+
+
+def _norm(path: str) -> str:
+    return posixpath.normpath(path) if path != "/" else "/"
+
+
+def map_path(path: str, pairs: Sequence[tuple[str, str]]) -> str | None:
+    """``path`` with its longest matching prefix (on a ``/`` boundary) replaced, or None."""
+    path = _norm(path)
+    for src, dst in sorted(pairs, key=lambda p: -len(p[0])):
+        if src == "/":
+            rest = path.lstrip("/")
+        elif path == src:
+            rest = ""
+        elif path.startswith(src + "/"):
+            rest = path[len(src) + 1:]
+        else:
+            continue
+        return posixpath.join(dst, rest) if rest else dst
+    return None
+
+
+def volume_model_path(ckpt: Checkpoint, profile: str, model_volume: Any) -> str:
+    """Where a Kubernetes pod sees ``ckpt``: /models + (its path inside the volume, mapped by
+    ``model_volume.path_map``, less ``sub_path``). A one-line refusal when nothing covers it."""
+    who = f"--model-from: job {ckpt.job_id} ({ckpt.job_name})"
+    if not isinstance(model_volume, Mapping):
+        raise HandoffError(f"{who}: profile {profile!r} has no model_volume, so its pods cannot see "
+                           f"{ckpt.path}; add model_volume: {{host_path|nfs|pvc: ..., path_map: "
+                           f"{{{posixpath.dirname(ckpt.directory)}: /}}}}")
+    if "path_map" not in model_volume:
+        raise HandoffError(f"{who}: profile {profile!r}'s model_volume has no path_map saying where "
+                           f"{ckpt.path} appears inside it; add path_map: {{PREFIX: /PATH/IN/VOLUME}}")
+    try:
+        pairs = parse_path_map(model_volume["path_map"])
+    except ValueError as exc:
+        raise HandoffError(f"{who}: profile {profile!r}: model_volume.path_map: {exc}") from None
+    inside = map_path(ckpt.path, pairs)
+    if inside is None:
+        covered = ", ".join(src for src, _ in pairs)
+        raise HandoffError(f"{who}: profile {profile!r}'s model_volume.path_map covers {covered}, "
+                           f"not {ckpt.path}; the two profiles share no storage for it")
+    sub = model_volume.get("sub_path")
+    if sub:
+        root = _norm("/" + str(sub))
+        rest = map_path(inside, [(root, "/")])
+        if rest is None:
+            raise HandoffError(f"{who}: {ckpt.path} is at {inside} in the volume, outside its "
+                               f"sub_path {sub!r} that profile {profile!r} mounts")
+        inside = rest
+    return MODEL_DIR if inside == "/" else MODEL_DIR + inside
+
+
+def local_model_path(ckpt: Checkpoint, profile: str, path_map: Any) -> str:
+    """Where a local server sees ``ckpt``: the path itself for a local job, else through the
+    local profile's ``path_map`` (a cluster's storage mounted on this machine)."""
+    if path_map:
+        try:
+            pairs = parse_path_map(path_map)
+        except ValueError as exc:
+            raise HandoffError(f"--model-from: profile {profile!r}: path_map: {exc}") from None
+        mapped = map_path(ckpt.path, pairs)
+        if mapped is not None:
+            return mapped
+    if ckpt.tier == "local":
+        return ckpt.path
+    raise HandoffError(f"--model-from: job {ckpt.job_id} ({ckpt.job_name}) ran on {ckpt.tier} profile "
+                       f"{ckpt.profile!r}; profile {profile!r} has no path_map covering {ckpt.path} "
+                       "(add path_map: {CLUSTER_PREFIX: /WHERE/IT/IS/MOUNTED/HERE})")
+
+
+def serving_model_path(ckpt: Checkpoint, serve_profile: Any) -> str:
+    """Where the serving tier of ``serve_profile`` (a config.Profile) sees ``ckpt``."""
+    if serve_profile.tier == "kubernetes":
+        return volume_model_path(ckpt, serve_profile.name, serve_profile.get("model_volume"))
+    return local_model_path(ckpt, serve_profile.name, serve_profile.get("path_map"))
+
+
+def substitute_model_path(body: str, path: str) -> str:
+    """The serving cell's body with every ``{model_path}`` replaced (nothing else is formatted,
+    so the body's other braces stay as written)."""
+    return body.replace(MODEL_PATH_TOKEN, path)
+
+
+# --- finding the job (reads the registry) -----------------------------------------------------
+
+
+def find_job(ref: str, registry: Any, user_ns: Mapping[str, Any] | None = None) -> Any:
+    """The registry record ``ref`` names: a notebook variable holding a Job (what ``--out``
+    made), a job id (``42`` or ``profile/42``), or a job name (the newest of that name)."""
+    from .errors import JobNotFound
+
+    value = (user_ns or {}).get(ref) if ref.isidentifier() else None
+    record = getattr(value, "record", None)
+    if record is not None and getattr(record, "kind", None) == "job":
+        try:
+            return registry.get(record.key)
+        except JobNotFound:
+            return record
+    if ref.isdigit() or "/" in ref:
+        try:
+            return registry.get(ref)
+        except JobNotFound:
+            pass
+    named = registry.find_named(ref, kind="job")
+    if named is not None:
+        return named
+    try:
+        return registry.get(ref)  # a service of that name: checkpoint_of says it is not a job
+    except JobNotFound:
+        pass
+    raise HandoffError(f"--model-from {ref}: no such job in the registry ({registry.path}); give a "
+                       "job id, a job name, or a notebook variable holding a Job (--out)")
+
+
+def resolve(ref: str, registry: Any, user_ns: Mapping[str, Any] | None = None,
+            refresh: Any = None) -> Checkpoint:
+    """``ref`` -> its completed job's checkpoint. ``refresh(record)`` asks the training tier once
+    when the record is not final or has no checkpoint yet (then the registry is read again)."""
+    record = find_job(ref, registry, user_ns)
+    if refresh is not None and (record.state != "COMPLETED" or decode_detail(record.detail)[1] is None):
+        try:
+            refresh(record)
+            record = registry.get(record.key)
+        except TiersError:
+            pass  # the recorded state stands; the refusal below says what it is
+    return checkpoint_of(record)

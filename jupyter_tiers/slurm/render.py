@@ -66,11 +66,19 @@ def _directives(spec: JobSpec) -> list[str]:
     return lines
 
 
+def shell_path(path: str) -> str:
+    """``path`` as one shell word; a leading ``~/`` still means the home directory (validated
+    paths only: jobspec allows "~" nowhere else)."""
+    if path.startswith("~/"):
+        return '"$HOME"/' + shlex.quote(path[2:])
+    return shlex.quote(path)
+
+
 def _program(spec: JobSpec) -> list[str]:
     """argv (already quoted words) that one rank runs, inside the shim."""
     if spec.shell:
         return ["bash", '"$JT_JOB_DIR/main.sh"']
-    return [shlex.quote(spec.python), '"$JT_JOB_DIR/main.py"']
+    return [shell_path(spec.python), '"$JT_JOB_DIR/main.py"']
 
 
 def _master_lines(spec: JobSpec) -> list[str]:
@@ -95,7 +103,7 @@ def _launcher(spec: JobSpec) -> list[str]:
     torchrun = (
         "torchrun"
         if spec.python == "python3"
-        else shlex.quote(spec.python) + " -m torch.distributed.run"
+        else shell_path(spec.python) + " -m torch.distributed.run"
     )
     return [
         "srun --kill-on-bad-exit=1 --ntasks-per-node=1 \\",
@@ -111,6 +119,7 @@ def render_sbatch(spec: JobSpec) -> str:
     lines = ["#!/bin/bash", *_directives(spec), ""]
     lines += [
         "# Rendered by jupyter-tiers. The job directory is the submit directory.",
+        "umask 077  # what the job writes is the user's alone",
         'export JT_JOB_DIR="$SLURM_SUBMIT_DIR"',
         f"export JT_WORLD_SIZE={spec.world_size}",
         "export PYTHONUNBUFFERED=1",

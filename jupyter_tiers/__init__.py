@@ -23,11 +23,12 @@ if TYPE_CHECKING:
 __all__ = ["__version__", "connect", "load_ipython_extension"]
 
 
-def connect(profile: str | None = None) -> Tier:
-    """The tier of a profile (cached: one connection and one watcher per profile)."""
+def connect(profile: str | None = None, kind: str = "batch") -> Tier:
+    """The tier of a profile (cached: one connection and one watcher per profile) for a kind of
+    work: ``"batch"`` (training jobs) or ``"serve"`` (services; a local profile does both)."""
     from .api import connect as _connect
 
-    return _connect(profile)
+    return _connect(profile, kind=kind)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -1,4 +1,10 @@
-"""Profile name -> tier, cached so every caller in a process shares one connection and watcher."""
+"""Profile name (and kind of work) -> tier, cached so every caller in a process shares one
+connection and watcher.
+
+A profile of ``tier: local`` (and the built-in ``local`` profile) does both kinds of work: batch
+jobs on the LocalTier, services on the LocalServeTier. A Slurm profile only runs batch jobs and a
+Kubernetes profile only serves; for them ``kind`` changes nothing (the caller checks what it got).
+"""
 
 from __future__ import annotations
 
@@ -6,20 +12,37 @@ import threading
 
 from .config import Profile, load_config
 from .errors import SpecError
-from .registry import Registry
+from .registry import JobRecord, Registry
 from .tier import Tier
 
-_tiers: dict[str, Tier] = {}
+#: Kinds of work, and the registry record kinds that map onto them.
+KINDS = ("batch", "serve")
+_KIND_ALIASES = {"batch": "batch", "job": "batch", "serve": "serve", "service": "serve"}
+
+_tiers: dict[tuple[str, str], Tier] = {}
 _lock = threading.Lock()
 
 
-def make_tier(profile: Profile, registry: Registry | None = None) -> Tier:
-    """A new tier object for ``profile`` (not cached)."""
+def normalize_kind(kind: str) -> str:
+    """``batch`` or ``serve`` from a kind of work or a registry record's kind (job, service)."""
+    try:
+        return _KIND_ALIASES[kind]
+    except (KeyError, TypeError):
+        raise SpecError("kind", f"{kind!r} is not a kind of work; use batch or serve") from None
+
+
+def make_tier(profile: Profile, registry: Registry | None = None, kind: str = "batch") -> Tier:
+    """A new tier object for ``profile`` and ``kind`` of work (not cached)."""
+    kind = normalize_kind(kind)
     if profile.tier == "slurm":
         from .slurm.tier import SlurmTier
 
         return SlurmTier(profile, registry)
     if profile.tier == "local":
+        if kind == "serve":
+            from .local.serve_tier import LocalServeTier
+
+            return LocalServeTier(profile, registry)
         from .local.tier import LocalTier
 
         return LocalTier(profile, registry)
@@ -30,16 +53,30 @@ def make_tier(profile: Profile, registry: Registry | None = None) -> Tier:
     raise SpecError("profile", f"tier {profile.tier!r} of profile {profile.name!r} is not known")
 
 
-def connect(profile: str | None = None) -> Tier:
-    """The cached tier for a profile name (the default profile when None)."""
+def _cache_kind(profile: Profile, kind: str) -> str:
+    # Only a local profile has two tiers; the others share one object for both kinds.
+    return kind if profile.tier == "local" else "batch"
+
+
+def connect(profile: str | None = None, kind: str = "batch") -> Tier:
+    """The cached tier for a profile name (the default profile when None) and kind of work:
+    ``"batch"`` (training jobs, the default) or ``"serve"`` (services); a registry record's
+    kind (``"job"``, ``"service"``) is accepted for either."""
+    kind = normalize_kind(kind)
     prof = load_config().profile(profile)
+    key = (prof.name, _cache_kind(prof, kind))
     with _lock:
-        tier = _tiers.get(prof.name)
+        tier = _tiers.get(key)
         if tier is None or tier.profile != prof:
             if tier is not None:
                 tier.close()
-            tier = _tiers[prof.name] = make_tier(prof)
+            tier = _tiers[key] = make_tier(prof, kind=kind)
         return tier
+
+
+def tier_for(record: JobRecord) -> Tier:
+    """The tier that runs a registry record (its profile, and batch or serve by its kind)."""
+    return connect(record.profile, kind=record.kind)
 
 
 def close_all() -> None:

@@ -96,9 +96,10 @@ def _connect(profile: str | None, want: type, magic: str) -> Any:
     """The tier of ``profile``, which must be of the kind the magic drives."""
     from .api import connect
 
-    tier = connect(profile)
+    tier = connect(profile, kind="batch" if magic == "%%slurm_train" else "serve")
     if not isinstance(tier, want):
-        fits = "a slurm or local profile" if magic == "%%slurm_train" else "a kubernetes profile"
+        fits = ("a slurm or local profile" if magic == "%%slurm_train"
+                else "a kubernetes profile or a local one")
         raise UsageError(f"{magic} --profile {tier.name}: a {tier.profile.tier} profile; "
                          f"{magic} needs {fits}")
     return tier
@@ -160,7 +161,8 @@ class TiersMagics(Magics):
         return None
 
     @magic_arguments()
-    @argument("--profile", "-p", help="a kubernetes profile from tiers.yaml (default: default_profile)")
+    @argument("--profile", "-p", help="a kubernetes or local profile from tiers.yaml (default: "
+              "default_profile, else local)")
     @_SpecArguments(SERVE_OPTIONS)
     @argument("--dry-run", action="store_true", help="print every object as YAML; apply nothing")
     @argument("--wait", action="store_true", help="block until ready or failed, then print a summary line")
@@ -169,7 +171,8 @@ class TiersMagics(Magics):
     @argument("--delete", action="store_true", help="delete the --name service and everything it made")
     @line_cell_magic
     def k8s_serve(self, line: str, cell: str | None = None) -> Any:
-        """Serve this cell on Kubernetes: a Deployment + Service (+ ConfigMap, Secret, HPA).
+        """Serve this cell on Kubernetes: a Deployment + Service (+ ConfigMap, Secret, HPA); on a
+        local profile, replicas as local processes behind one loopback port.
 
         The body is a Python program (default) or, with --shell, a command line such as
         ``vllm serve /models/x --port 8000``. Re-running the cell updates the service in place:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
@@ -56,7 +56,15 @@ class Tier(abc.ABC):
         return self._registry
 
     def handle(self, record: JobRecord) -> Handle:
-        """The Job or Service handle of a registry record."""
+        """The Job or Service handle of a registry record. A record of the other kind of work
+        (a service asked of a local profile's batch tier) gets the tier that runs it."""
+        runs = ServeTier if record.kind == "service" else BatchTier
+        if not isinstance(self, runs) and record.profile == self.name:
+            from .api import tier_for
+
+            other = tier_for(record)
+            if isinstance(other, runs):
+                return handle_for(other, record)
         return handle_for(self, record)
 
     def attach(self, ref: str) -> Handle:
@@ -96,6 +104,11 @@ class Tier(abc.ABC):
                 values[key] = value
         return spec_class(**{body_field: body}, **values)
 
+    def profile_defaults(self) -> Mapping[str, Any]:
+        """The profile's ``defaults`` this tier applies (a tier serving from a profile of
+        another kind keeps only the keys its specs have)."""
+        return self.profile.defaults
+
     def _checked_defaults(self, spec_class: type, options: Sequence[Option],
                           validate: Callable[[Any], None]) -> dict[str, Any]:
         """The profile's defaults as spec values; a bad one is blamed on the profile file and
@@ -103,7 +116,7 @@ class Tier(abc.ABC):
         source = self.profile.sources[-1] if self.profile.sources else "tiers.yaml"
         names = {f.name for f in fields(spec_class)}
         try:
-            values = convert_values(dict(self.profile.defaults), options, from_yaml=True)
+            values = convert_values(dict(self.profile_defaults()), options, from_yaml=True)
             # Stand-ins for what a spec needs but defaults rarely set (the body, the image), so
             # that any error left is about a default.
             probe = {k: v for k, v in _STAND_INS.items() if k in names and k not in values}

@@ -1,0 +1,516 @@
+"""The supervisor of one local service: ``python -m jupyter_tiers.local.serve_supervisor [--detach] DIR``.
+
+It plays the kubelet's and the Deployment controller's part for a service of the local tier. The
+tier writes the service directory (``desired.json``: replicas, the current revision and its
+program; ``code/<revision>/`` with the body and ``env.json``, mode 600) and starts this module
+detached from the kernel (own session; with ``--detach`` it forks once more), so the service
+survives a kernel restart. Then, until it is asked to stop (a ``delete`` file, ``deleted`` in
+``desired.json``, or SIGTERM/SIGINT):
+
+- every replica is a process in its own process group, with its own free loopback port in
+  ``PORT`` / ``JT_PORT`` (a shell body's ``{port}`` was already replaced by ``${PORT}``); its
+  output goes, line by line and prefixed ``<replica>: ``, to ``service.log``;
+- its readiness is probed every second like a kubelet's probe: an HTTP GET of the asked path
+  (200-399 is ready) or a TCP connect to the port; three failures in a row make it not ready;
+- a replica that exits is restarted with the kubelet's back-off (backoff.py), shown meanwhile as
+  ``CrashLoopBackOff``;
+- ``desired.json`` is re-read on SIGHUP (and when its mtime changes): a new revision is rolled out
+  one replica at a time, a new replica ready before an old one goes (maxSurge 1, maxUnavailable
+  0); a new replica count scales;
+- the front port (router.py) relays each connection to the ready replicas in turn.
+
+On stop every replica's group gets SIGTERM, then SIGKILL after ``GRACE_S``; then every process
+still carrying ``JT_JOB_DIR=<this directory>`` is killed (the local training supervisor's helper),
+and ``service.json`` says ``deleted``. As a child subreaper, the supervisor also reaps the
+replicas' orphaned children. ``service.json`` (this module's report) is replaced atomically.
+
+This module imports only the standard library and small pure modules, to start fast.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Mapping
+from pathlib import Path
+from typing import IO, Any
+
+from . import supervisor as sv
+from .backoff import BackOff
+from .roundrobin import RoundRobin
+from .router import HOST, FrontPort
+
+DESIRED_FILE = "desired.json"
+DESIRED_LOCK = "desired.lock"
+STATE_FILE = "service.json"
+LOG_FILE = "service.log"
+PID_FILE = "supervisor.pid"
+SUPERVISOR_LOG = "supervisor.log"
+DELETE_FILE = "delete"
+ENV_FILE = "env.json"
+REVISION_FILE = "revision.json"
+CODE_TOKEN = "{code}"  # in a revision's program: its code directory
+CODE_DIR = "code"
+GRACE_S = sv.KILL_WAIT
+PROBE_PERIOD_S = 1.0
+PROBE_TIMEOUT_S = 1.0
+PROBE_FAILURES = 3
+TICK_S = 0.2
+MAX_LINE = 65536
+
+
+def read_json(path: Path) -> dict[str, Any] | None:
+    """A JSON object from ``path``, or None when it is missing or unreadable."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def write_json(path: Path, data: Mapping[str, Any], mode: int = 0o644) -> None:
+    """Replace ``path`` atomically (readers see the old or the new file, never a part)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(json.dumps(dict(data), indent=1, sort_keys=True).encode("utf-8"))
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def probe(port: int, path: str | None, timeout: float = PROBE_TIMEOUT_S) -> str | None:
+    """One readiness probe of ``127.0.0.1:port``: None when it passes, else the kubelet's words."""
+    if path is None:
+        try:
+            with socket.create_connection((HOST, port), timeout=timeout):
+                return None
+        except OSError as exc:
+            return f"dial tcp {HOST}:{port}: connect: {_why(exc)}"
+    url = f"http://{HOST}:{port}{path}"
+    conn = http.client.HTTPConnection(HOST, port, timeout=timeout)
+    try:
+        conn.request("GET", path, headers={"User-Agent": "kube-probe/jupyter-tiers"})
+        code = conn.getresponse().status
+    except OSError as exc:
+        return f'Get "{url}": dial tcp {HOST}:{port}: connect: {_why(exc)}'
+    except http.client.HTTPException as exc:
+        return f'Get "{url}": {type(exc).__name__}'
+    finally:
+        conn.close()
+    return None if 200 <= code < 400 else f"HTTP probe failed with statuscode: {code}"
+
+
+def _why(exc: OSError) -> str:
+    if isinstance(exc, (socket.timeout, TimeoutError)):
+        return "i/o timeout"
+    return (exc.strerror or str(exc)).lower()
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((HOST, 0))
+        return int(s.getsockname()[1])
+
+
+class Replica:
+    """One replica: its process (None while it waits to be restarted) and what is known of it."""
+
+    def __init__(self, service: str, revision: str, port: int) -> None:
+        self.name = f"{service}-{revision[:10]}-{secrets.token_hex(3)[:5]}"
+        self.revision = revision
+        self.port = port
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.phase = "Pending"  # Pending -> Running -> Terminating
+        self.ready = False
+        self.restarts = 0
+        self.created_at = time.time()
+        self.started_at: float | None = None
+        self.reason: str | None = "ContainerCreating"
+        self.message: str | None = None
+        self.exit_code: int | None = None
+        self.backoff = BackOff()
+        self.restart_at: float | None = None
+        self.failures = 0
+        self.next_probe = 0.0
+        self.kill_at: float | None = None
+        self.reader: threading.Thread | None = None
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "name": self.name, "revision": self.revision, "port": self.port,
+            "pid": self.proc.pid if self.proc is not None else None, "phase": self.phase,
+            "ready": self.ready, "restarts": self.restarts, "created_at": self.created_at,
+            "started_at": self.started_at, "reason": self.reason, "message": self.message,
+            "exit_code": self.exit_code,
+        }
+
+
+class ServeSupervisor:
+    """Runs one service directory until it is deleted; see the module docstring."""
+
+    def __init__(self, svcdir: Path) -> None:
+        self.dir = svcdir
+        self.desired: dict[str, Any] = read_json(svcdir / DESIRED_FILE) or {}
+        self._desired_mtime = 0
+        self.replicas: list[Replica] = []
+        self.balancer = RoundRobin()
+        self.front: FrontPort | None = None
+        self.state: dict[str, Any] = {}
+        self.signalled: int | None = None
+        self.reload = False
+        self.log_fd = -1
+        self._log_lock = threading.Lock()
+        self._wake_r, self._wake_w = os.pipe()
+        self._subreaper = False
+        self._saved: str = ""
+        self._revisions: dict[str, dict[str, Any]] = {}
+
+    # --- signals ---------------------------------------------------------------------------
+    def _on_signal(self, signum: int, frame: object) -> None:
+        if signum == signal.SIGHUP:
+            self.reload = True
+        elif self.signalled is None:
+            self.signalled = signum
+
+    def _install_signals(self) -> None:
+        for fd in (self._wake_r, self._wake_w):
+            os.set_blocking(fd, False)
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # only to wake select()
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # children must not inherit it ignored
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+    def _wait(self, timeout: float) -> None:
+        select.select([self._wake_r], [], [], max(0.0, timeout))
+        with contextlib.suppress(BlockingIOError):
+            while os.read(self._wake_r, 4096):
+                pass
+        if self._subreaper:
+            tracked = {r.proc.pid for r in self.replicas if r.proc is not None and r.proc.returncode is None}
+            for pid in sv.zombie_children():
+                if pid not in tracked:
+                    with contextlib.suppress(ChildProcessError):
+                        os.waitpid(pid, os.WNOHANG)
+
+    def _stop_requested(self) -> bool:
+        return (self.signalled is not None or bool(self.desired.get("deleted"))
+                or (self.dir / DELETE_FILE).exists())
+
+    # --- desired state -----------------------------------------------------------------------
+    def _load_desired(self) -> None:
+        try:
+            mtime = (self.dir / DESIRED_FILE).stat().st_mtime_ns
+        except OSError:
+            return
+        if mtime == self._desired_mtime and not self.reload:
+            return
+        self.reload = False
+        data = read_json(self.dir / DESIRED_FILE)
+        if data is not None:
+            self.desired = data
+            self._desired_mtime = mtime
+            self._revision(str(data.get("revision") or ""))
+
+    def _revision(self, revision: str) -> dict[str, Any]:
+        """A revision's program, readiness path and body kind (``code/<revision>/revision.json``)."""
+        info = self._revisions.get(revision)
+        if info is None:
+            info = read_json(self.dir / CODE_DIR / revision / REVISION_FILE) or {}
+            if info:
+                self._revisions[revision] = info
+        return info
+
+    def _forget_revisions(self) -> None:
+        """Remove the code (and env file) of revisions no replica runs any more."""
+        keep = {str(self.desired.get("revision") or "")} | {r.revision for r in self.replicas}
+        for revision in [r for r in self._revisions if r not in keep]:
+            del self._revisions[revision]
+            shutil.rmtree(self.dir / CODE_DIR / revision, ignore_errors=True)
+
+    # --- replicas ----------------------------------------------------------------------------
+    def _env(self, replica: Replica) -> dict[str, str]:
+        env = sv.clean_env(os.environ)
+        bindir = os.path.dirname(sys.executable)
+        rest = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != bindir]
+        env["PATH"] = os.pathsep.join([bindir, *rest]) if bindir else os.pathsep.join(rest)
+        code = self.dir / CODE_DIR / replica.revision
+        extra = read_json(code / ENV_FILE) or {}
+        env.update({str(k): str(v) for k, v in extra.items()})
+        if not self._revision(replica.revision).get("shell"):
+            env.setdefault("PYTHONUNBUFFERED", "1")  # so print() reaches the log at once
+        env.update(
+            PORT=str(replica.port), JT_PORT=str(replica.port),
+            JT_SERVICE_NAME=str(self.desired.get("name") or ""), JT_REPLICA=replica.name,
+            JT_SERVICE_DIR=str(self.dir),
+            JT_JOB_DIR=str(self.dir),  # the marker kill_job_processes looks for
+        )
+        return env
+
+    def _spawn(self, replica: Replica) -> None:
+        code = str(self.dir / CODE_DIR / replica.revision)
+        argv = self._revision(replica.revision).get("program") or []
+        program = [str(a).replace(CODE_TOKEN, code) for a in argv]
+        group: dict[str, Any] = (
+            {"process_group": 0} if sys.version_info >= (3, 11) else {"preexec_fn": os.setpgrp}
+        )
+        if not program:
+            replica.exit_code = 128
+            self._crashed(replica, "StartError", f"revision {replica.revision} has no program")
+            return
+        try:
+            proc = subprocess.Popen(
+                program, env=self._env(replica), cwd=self.dir, stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, close_fds=True, **group)
+        except OSError as exc:
+            replica.exit_code = 128
+            self._crashed(replica, "StartError", f"cannot start {program[0] if program else '?'}: "
+                          f"{exc.strerror or exc}")
+            return
+        replica.proc = proc
+        replica.phase = "Running"
+        replica.started_at = time.time()
+        replica.reason = None
+        replica.message = None
+        replica.failures = 0
+        replica.next_probe = time.monotonic()
+        assert proc.stdout is not None
+        replica.reader = threading.Thread(target=self._pump_log, args=(replica.name, proc.stdout),
+                                          name=f"jt-log-{replica.name}", daemon=True)
+        replica.reader.start()
+
+    def _pump_log(self, name: str, stream: IO[bytes]) -> None:
+        prefix = f"{name}: ".encode()
+        with contextlib.suppress(OSError, ValueError):
+            for line in iter(lambda: stream.readline(MAX_LINE), b""):
+                if not line.endswith(b"\n"):
+                    line += b"\n"
+                with self._log_lock:
+                    os.write(self.log_fd, prefix + line)
+        with contextlib.suppress(OSError):
+            stream.close()
+
+    def _crashed(self, replica: Replica, reason: str, message: str | None = None) -> None:
+        replica.proc = None
+        replica.ready = False
+        replica.restart_at = replica.backoff.exited(replica.started_at or time.time(), time.time())
+        replica.reason = reason
+        replica.message = message or replica.backoff.message(replica.name)
+
+    def _new_replica(self) -> None:
+        revision = str(self.desired.get("revision") or "0")
+        replica = Replica(str(self.desired.get("name") or "svc"), revision, _free_port())
+        self.replicas.append(replica)
+        self._spawn(replica)
+
+    def _terminate(self, replica: Replica) -> None:
+        if replica.phase == "Terminating":
+            return
+        replica.phase = "Terminating"
+        replica.ready = False
+        replica.reason = None
+        replica.message = None
+        if replica.proc is None:
+            return
+        self._signal(replica, signal.SIGTERM)
+        replica.kill_at = time.monotonic() + GRACE_S
+
+    @staticmethod
+    def _signal(replica: Replica, sig: int) -> None:
+        proc = replica.proc
+        if proc is None or proc.returncode is not None:
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, sig)
+            if sig == signal.SIGTERM:
+                os.killpg(proc.pid, signal.SIGCONT)
+
+    def _check_exits(self) -> None:
+        for replica in list(self.replicas):
+            proc = replica.proc
+            if proc is not None and proc.poll() is not None:
+                rc = proc.returncode
+                replica.exit_code = rc if rc >= 0 else 128 - rc  # a signal as a container runtime shows it
+                if replica.phase == "Terminating":
+                    replica.proc = None
+                else:
+                    self._crashed(replica, "CrashLoopBackOff")
+            if replica.phase == "Terminating" and replica.proc is None:
+                self.replicas.remove(replica)
+
+    def _restart_due(self) -> None:
+        now = time.time()
+        for replica in self.replicas:
+            if replica.proc is None and replica.phase != "Terminating" and replica.restart_at is not None \
+                    and now >= replica.restart_at:
+                replica.restart_at = None
+                replica.restarts += 1
+                self._spawn(replica)
+
+    def _probe(self) -> None:
+        for replica in self.replicas:
+            if replica.proc is None or replica.phase != "Running" or time.monotonic() < replica.next_probe:
+                continue
+            path = self._revision(replica.revision).get("readiness")
+            path = str(path) if isinstance(path, str) and path else None
+            replica.next_probe = time.monotonic() + PROBE_PERIOD_S
+            problem = probe(replica.port, path)
+            if problem is None:
+                replica.failures = 0
+                replica.ready = True
+                replica.reason = replica.message = None
+                continue
+            replica.failures += 1
+            if replica.failures >= PROBE_FAILURES:
+                replica.ready = False
+                replica.reason = "Unhealthy"
+                replica.message = f"Readiness probe failed: {problem}"
+
+    def _reconcile(self) -> None:
+        revision = str(self.desired.get("revision") or "0")
+        want = max(0, int(self.desired.get("replicas") or 0))
+        live = [r for r in self.replicas if r.phase != "Terminating"]
+        mine = [r for r in live if r.revision == revision]
+        old = [r for r in live if r.revision != revision]
+        if len(mine) > want:  # scale down: the not ready first, then the newest
+            for replica in sorted(mine, key=lambda r: (r.ready, -r.created_at))[: len(mine) - want]:
+                self._terminate(replica)
+            mine = [r for r in mine if r.phase != "Terminating"]
+        for replica in old:
+            if not replica.ready:  # not serving anyway
+                self._terminate(replica)
+        old = [r for r in old if r.phase != "Terminating"]
+        ready = sum(1 for r in mine + old if r.ready)
+        for replica in sorted(old, key=lambda r: r.created_at):
+            if ready - 1 >= want:  # a new one is ready in its place
+                self._terminate(replica)
+                ready -= 1
+        old = [r for r in old if r.phase != "Terminating"]
+        while len(mine) < want and (not old or len(mine) + len(old) < want + 1):
+            self._new_replica()
+            mine.append(self.replicas[-1])
+        if len(mine) >= want and not old and all(r.ready for r in mine):
+            self.state["rolled_out"] = revision
+
+    def _kill_late(self) -> None:
+        now = time.monotonic()
+        for replica in self.replicas:
+            if replica.phase == "Terminating" and replica.kill_at is not None and now >= replica.kill_at:
+                self._signal(replica, signal.SIGKILL)
+                replica.kill_at = now + GRACE_S
+
+    # --- report ------------------------------------------------------------------------------
+    def _save(self, force: bool = False) -> None:
+        self.state["observed_generation"] = self.desired.get("generation", 0)
+        self.state["replicas"] = [r.report() for r in sorted(self.replicas, key=lambda r: r.name)]
+        text = json.dumps(self.state, sort_keys=True)
+        if text == self._saved and not force:
+            return
+        self._saved = text
+        write_json(self.dir / STATE_FILE, {**self.state, "updated_at": time.time()})
+
+    # --- the service -------------------------------------------------------------------------
+    def run(self) -> int:
+        self._install_signals()
+        self._subreaper = sv.become_subreaper()
+        os.chdir(self.dir)
+        self.log_fd = os.open(self.dir / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        previous = read_json(self.dir / STATE_FILE) or {}
+        self.state = {
+            "pid": os.getpid(), "pid_start": sv.proc_start_time(os.getpid()), "phase": "running",
+            "created_at": previous.get("created_at") or self.desired.get("created_at") or time.time(),
+            "rolled_out": None, "reason": None,
+        }
+        try:
+            self.front = FrontPort.round_robin(self.balancer, int(self.desired.get("port") or 0),
+                                               fallback=True).start()
+            self.state["front_port"] = self.front.port
+            self._save(force=True)
+            while True:
+                self._load_desired()
+                if self._stop_requested():
+                    break
+                self._check_exits()
+                self._restart_due()
+                self._probe()
+                self._reconcile()
+                self._kill_late()
+                self._forget_revisions()
+                self.balancer.set_backends([r.port for r in self.replicas
+                                            if r.ready and r.phase == "Running"])
+                self._save()
+                self._wait(TICK_S)
+        except BaseException as exc:  # record the end whatever happened
+            traceback.print_exc()
+            self.state["reason"] = f"local supervisor error: {exc!r}"
+        finally:
+            self._shutdown()
+        return 0
+
+    def _shutdown(self) -> None:
+        self.balancer.set_backends([])
+        if self.front is not None:
+            self.front.close()
+        for replica in self.replicas:
+            self._terminate(replica)
+        deadline = time.monotonic() + GRACE_S
+        while any(r.proc is not None and r.proc.poll() is None for r in self.replicas):
+            if time.monotonic() >= deadline:
+                for replica in self.replicas:
+                    self._signal(replica, signal.SIGKILL)
+                break
+            self._wait(0.05)
+        for replica in self.replicas:
+            if replica.proc is not None:
+                with contextlib.suppress(Exception):
+                    replica.proc.wait(timeout=30)
+        sv.kill_job_processes(self.dir)
+        for _ in range(10):  # processes killed just now become zombies in a moment
+            if not self._subreaper or not sv.zombie_children():
+                break
+            self._wait(0.02)
+        self.replicas.clear()
+        self.state["phase"] = "deleted" if self.state.get("reason") is None else "failed"
+        self._save(force=True)
+        if self.log_fd >= 0:
+            with self._log_lock:
+                os.close(self.log_fd)
+                self.log_fd = -1
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jupyter_tiers.local.serve_supervisor")
+    parser.add_argument("--detach", action="store_true",
+                        help="fork; the parent records the supervisor's pid and exits at once")
+    parser.add_argument("svcdir")
+    args = parser.parse_args(argv)
+    svcdir = Path(os.path.abspath(args.svcdir))
+    if args.detach:
+        pid = os.fork()
+        if pid:
+            start = sv.proc_start_time(pid)
+            tmp = svcdir / f".{PID_FILE}.tmp"
+            tmp.write_text(f"{pid} {start if start is not None else ''}\n")
+            os.replace(tmp, svcdir / PID_FILE)
+            os._exit(0)
+        os.setsid()
+    return ServeSupervisor(svcdir).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

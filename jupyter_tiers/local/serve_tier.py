@@ -1,0 +1,594 @@
+"""LocalServeTier: a service's replicas as local processes (``%%k8s_serve`` on a local profile).
+
+Every service is a directory ``<workdir>/services/<name>`` (workdir as for local jobs) run by its
+own detached supervisor (serve_supervisor.py), so it survives a kernel restart and any new tier
+with the same registry reattaches by name. The tier only writes what it wants (``desired.json``,
+one ``code/<revision>/`` per pod template) and reads what the supervisor reports
+(``service.json``, ``service.log``); status, widget, summary line and ``%tiers`` rows are the
+Kubernetes tier's (serve_status.py maps the files onto the same model).
+
+Options that only mean something on a cluster (image, GPUs, CPU/memory, node selector, pull
+policy, tolerations, autoscale, secret env, patch) are accepted and reported as not applied: in
+the ``--dry-run`` plan and as the status message (the widget's banner, the text view's ``!`` line).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import hmac
+import json
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from ..config import Profile
+from ..errors import JobNotFound, SpecError, SubmitError, TiersError
+from ..handles import Service
+from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
+from ..options import SERVE_OPTIONS, profile_keys
+from ..registry import JobRecord, Registry
+from ..tier import ServeTier
+from . import serve_supervisor as ssv
+from . import supervisor as sv
+from .router import FrontPort
+from .serve_status import service_status
+from .tier import local_workdir
+
+MAX_REPLICAS = 64  # every replica is a process on this machine
+LAUNCH_TIMEOUT = 60.0
+DELETE_TIMEOUT = 60.0
+POLL_INTERVAL = 0.25
+MAX_LOG_REPLAY = 1 << 20  # a new watcher gets at most the last MiB of the log
+SERVICES_DIR = "services"
+KEY_FILE = ".revision.key"
+LOCK_FILE = ".lock"
+PORT_TOKEN = "{port}"
+
+# ServeSpec fields that only mean something on a cluster: accepted, shown as not applied.
+NOT_APPLIED = ("image", "gpus", "cpu", "memory", "secret_env", "autoscale", "image_pull_policy",
+               "node_selector", "tolerations", "patch")
+_SERVE_DEFAULTS = frozenset(profile_keys(SERVE_OPTIONS))
+
+
+def not_applied(spec: ServeSpec) -> list[str]:
+    """``field=value`` of every cluster-only option the spec sets (pure)."""
+    out = []
+    for name in NOT_APPLIED:
+        value = getattr(spec, name)
+        if value in (None, 0, (), ""):
+            continue
+        if name == "secret_env":
+            value = ",".join(k for k, _ in value)
+        elif name == "node_selector":
+            value = ",".join(f"{k}={v}" for k, v in value)
+        elif name == "autoscale":
+            value = ":".join(str(v) for v in value)
+        elif name == "tolerations":
+            value = f"{len(value)} toleration{'s' if len(value) != 1 else ''}"
+        elif name == "patch":
+            value = "(a patch)"
+        out.append(f"{name}={value}")
+    if spec.strategy != "rolling":
+        out.append(f"strategy={spec.strategy} (rolled one replica at a time)")
+    return out
+
+
+def note_for(ignored: Sequence[str]) -> str | None:
+    """The status message about ignored options, or None."""
+    if not ignored:
+        return None
+    return "not applied on the local tier: " + ", ".join(ignored)
+
+
+def check_local(spec: ServeSpec) -> None:
+    """validate_serve_spec plus the local limits."""
+    from ..k8s.render import validate_serve_spec
+
+    validate_serve_spec(spec)
+    if spec.name.isdigit():
+        raise SpecError("name", f"{spec.name!r}: a local service name needs a letter (job ids are numbers)")
+    if spec.replicas > MAX_REPLICAS:
+        raise SpecError("replicas", f"{spec.replicas}: a local service runs at most {MAX_REPLICAS} "
+                        "replicas on this machine")
+
+
+def shell_body(body: str) -> str:
+    """A ``--shell`` body as run locally: ``{port}`` becomes the replica's ``${PORT}``."""
+    return body.replace(PORT_TOKEN, "${PORT}")
+
+
+def render_plan(spec: ServeSpec, setup: Sequence[str] = ()) -> str:
+    """What would run, as text (the ``--dry-run`` output; no env values)."""
+    check_local(spec)
+    program = ("/bin/sh code/<revision>/command.sh" if spec.shell
+               else f"{spec.python} code/<revision>/main.py")
+    probe = f"HTTP GET {spec.readiness} (200-399)" if spec.readiness else "TCP connect"
+    s = "s" if spec.replicas != 1 else ""
+    lines = [
+        f"# jupyter-tiers local service {spec.name!r}: {spec.replicas} replica{s}, each a local process",
+        f"#   {program}",
+        "# in its own process group under a detached supervisor, with its own free loopback port in",
+        "# PORT and JT_PORT" + (" ({port} in the command line)" if spec.shell else "")
+        + "; the body must listen on it.",
+        f"# Readiness: {probe} on the replica's port every {ssv.PROBE_PERIOD_S:g} s.",
+        "# Crash: restarted with back-off 10s, 20s, 40s ... 5m (CrashLoopBackOff).",
+        f"# Endpoint: http://127.0.0.1:{spec.port} (or a free port if taken), relayed round-robin to"
+        " the ready replicas.",
+        "# Rolling update and restart: one new replica ready before an old one goes.",
+    ]
+    if spec.env:
+        lines.append(f"# env (values in env.json, mode 600, not shown): {', '.join(k for k, _ in spec.env)}")
+    if setup:
+        lines += ["# setup from the profile, before the body:", *(f"#   {line}" for line in setup)]
+    ignored = not_applied(spec)
+    if ignored:
+        lines.append("# Not applied locally: " + ", ".join(ignored))
+    lines += ["", shell_body(spec.body) if spec.shell else spec.body]
+    return "\n".join(lines).rstrip("\n") + "\n"
+
+
+def spec_for_record(spec: ServeSpec) -> dict[str, Any]:
+    """The spec as stored in the registry: no body, env names only."""
+    data = asdict(spec)
+    data["env"] = [[k, None] for k, _ in spec.env]
+    data.pop("body", None)
+    data.pop("metadata", None)
+    return data
+
+
+class LocalServeTier(ServeTier):
+    """Services as local processes; see the module docstring."""
+
+    kind = "local"
+
+    def __init__(self, profile: Profile, registry: Registry | None = None, *,
+                 poll_interval: float = POLL_INTERVAL) -> None:
+        super().__init__(profile, registry)
+        self.workdir = local_workdir(profile) / SERVICES_DIR
+        self.poll_interval = poll_interval
+        self._poller: _Poller | None = None
+        self._forwards: list[FrontPort] = []
+
+    # --- specs -----------------------------------------------------------------------------
+    def profile_defaults(self) -> Mapping[str, Any]:
+        # A local profile's defaults are training options; only those a ServeSpec has apply here.
+        return {k: v for k, v in self.profile.defaults.items() if k in _SERVE_DEFAULTS}
+
+    def validate(self, spec: ServeSpec) -> None:
+        check_local(spec)
+
+    def render(self, spec: ServeSpec) -> str:
+        return render_plan(spec, self.profile.setup)
+
+    # --- files -----------------------------------------------------------------------------
+    def _dir(self, name: str) -> Path:
+        return self.workdir / name
+
+    @staticmethod
+    def _locked(svcdir: Path) -> Any:
+        lock = open(svcdir / LOCK_FILE, "a+")  # noqa: SIM115 - closed by the caller's with
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return lock
+
+    def _revision(self, svcdir: Path, spec: ServeSpec, restarted_at: str) -> str:
+        """The pod-template hash: body, program, readiness, setup, restart stamp and a keyed
+        hash of the env values (the key stays in the service directory, mode 600)."""
+        key_path = svcdir / KEY_FILE
+        try:
+            key = key_path.read_bytes()
+        except FileNotFoundError:
+            key = secrets.token_bytes(32)
+            fd = os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "wb") as f:
+                f.write(key)
+        env = dict(self.profile.env)
+        env.update(dict(spec.env))
+        env_mac = hmac.new(key, json.dumps(sorted(env.items())).encode(), hashlib.sha256).hexdigest()
+        template = json.dumps([spec.body, spec.shell, spec.python, spec.readiness,
+                               list(self.profile.setup), restarted_at, env_mac])
+        return hashlib.sha256(template.encode("utf-8")).hexdigest()[:10]
+
+    def _write_revision(self, svcdir: Path, revision: str, spec: ServeSpec) -> None:
+        code = svcdir / ssv.CODE_DIR / revision
+        if (code / ssv.REVISION_FILE).exists():
+            return
+        code.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if spec.shell:
+            (code / "command.sh").write_text(shell_body(spec.body), encoding="utf-8")
+            program = ["/bin/sh", f"{ssv.CODE_TOKEN}/command.sh"]
+        else:
+            (code / "main.py").write_text(spec.body, encoding="utf-8")
+            program = [spec.python, f"{ssv.CODE_TOKEN}/main.py"]
+        if self.profile.setup:
+            (code / "setup.sh").write_text("\n".join(self.profile.setup) + "\n", encoding="utf-8")
+            program = ["bash", "-c", 'source "$1" && shift && exec "$@"', "jt-setup",
+                       f"{ssv.CODE_TOKEN}/setup.sh", *program]
+        env = {**dict(self.profile.env), **dict(spec.env)}
+        ssv.write_json(code / ssv.ENV_FILE, env, mode=0o600)
+        ssv.write_json(code / ssv.REVISION_FILE, {"program": program, "readiness": spec.readiness,
+                                                  "shell": spec.shell})
+
+    # --- apply -----------------------------------------------------------------------------
+    def apply(self, spec: ServeSpec) -> Service:
+        """Start the service, or update it in place: an unchanged spec changes nothing, a new
+        replica count scales, anything else rolls the replicas one at a time."""
+        check_local(spec)
+        svcdir = self._dir(spec.name)
+        svcdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        ignored = not_applied(spec)
+        with self._locked(svcdir):
+            desired = ssv.read_json(svcdir / ssv.DESIRED_FILE) or {}
+            alive = self._supervisor_alive(svcdir)
+            if alive and desired.get("deleted"):
+                raise TiersError(f"service {spec.name} is being deleted; run the cell again once it is gone")
+            if not alive:
+                self._clean(svcdir)
+                desired = {}
+            restarted_at = str(desired.get("restarted_at") or "")
+            revision = self._revision(svcdir, spec, restarted_at)
+            self._write_revision(svcdir, revision, spec)
+            wanted = {"name": spec.name, "replicas": spec.replicas, "revision": revision,
+                      "port": spec.port, "shell": spec.shell, "ignored": ignored}
+            changed = any(desired.get(k) != v for k, v in wanted.items())
+            if changed or not desired:
+                number = int(desired.get("revision_number") or 0)
+                if desired.get("revision") != revision:
+                    number += 1
+                desired.update(wanted, revision_number=number,
+                               generation=int(desired.get("generation") or 0) + 1,
+                               restarted_at=restarted_at, deleted=False)
+                desired.setdefault("created_at", time.time())
+                ssv.write_json(svcdir / ssv.DESIRED_FILE, desired)
+            if alive:
+                self._wake(svcdir)
+            else:
+                self._launch(svcdir)
+        existing = self.registry.find_by_name(self.name, spec.name)
+        record = JobRecord(
+            profile=self.name, tier=self.kind, job_id=spec.name, name=spec.name, kind="service",
+            jobdir=str(svcdir), state=ServiceState.DEPLOYING.value,
+            submitted_at=existing.submitted_at if existing and existing.kind == "service" else time.time(),
+            spec={**spec_for_record(spec), "revision": revision}, script=self.render(spec),
+            nodelist=self._endpoint_of(svcdir), detail=f"0/{spec.replicas}",
+        )
+        self.registry.add(record)
+        return Service(self, record)
+
+    def _clean(self, svcdir: Path) -> None:
+        """A service directory whose supervisor is gone: stop what is left, start afresh (the
+        log is kept)."""
+        sv.kill_job_processes(svcdir)
+        for name in (ssv.DESIRED_FILE, ssv.STATE_FILE, ssv.PID_FILE, ssv.DELETE_FILE):
+            with contextlib.suppress(FileNotFoundError):
+                (svcdir / name).unlink()
+        shutil.rmtree(svcdir / ssv.CODE_DIR, ignore_errors=True)
+
+    def _launch(self, svcdir: Path) -> None:
+        """Start the supervisor in its own session; wait until it reports its front port."""
+        import jupyter_tiers
+
+        root = Path(jupyter_tiers.__file__).resolve().parent.parent
+        argv = [sys.executable, "-m", "jupyter_tiers.local.serve_supervisor", "--detach", str(svcdir)]
+        with open(svcdir / ssv.SUPERVISOR_LOG, "ab") as log:
+            proc = subprocess.Popen(argv, cwd=root, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                                    start_new_session=True, close_fds=True)
+        deadline = time.monotonic() + LAUNCH_TIMEOUT
+        try:
+            code = proc.wait(timeout=LAUNCH_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            code = None
+        while code == 0 and time.monotonic() < deadline:
+            state = ssv.read_json(svcdir / ssv.STATE_FILE) or {}
+            if state.get("front_port") or not self._supervisor_alive(svcdir):
+                break
+            time.sleep(0.02)
+        state = ssv.read_json(svcdir / ssv.STATE_FILE) or {}
+        if code != 0 or not state.get("front_port"):
+            tail = _tail(svcdir / ssv.SUPERVISOR_LOG)
+            how = "did not start in time" if code is None or not state else f"exited {code}"
+            raise SubmitError(f"the local service supervisor {how}: {tail or 'no message'} "
+                              f"(service dir {svcdir})")
+
+    @staticmethod
+    def _supervisor_pid(svcdir: Path) -> tuple[int | None, int | None]:
+        state = ssv.read_json(svcdir / ssv.STATE_FILE)
+        if state and state.get("pid"):
+            return int(state["pid"]), state.get("pid_start")
+        return sv.supervisor_pid(svcdir, None) if (svcdir / ssv.PID_FILE).exists() else (None, None)
+
+    def _supervisor_alive(self, svcdir: Path) -> bool:
+        state = ssv.read_json(svcdir / ssv.STATE_FILE) or {}
+        if state.get("phase") in ("deleted", "failed"):
+            return False
+        pid, start = self._supervisor_pid(svcdir)
+        return sv.process_alive(pid, start)
+
+    def _wake(self, svcdir: Path) -> None:
+        pid, start = self._supervisor_pid(svcdir)
+        if pid is not None and sv.process_alive(pid, start):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGHUP)
+
+    def _update(self, record: JobRecord, change: Callable[[dict[str, Any]], None]) -> None:
+        """Change desired.json of a live service under its lock, then wake its supervisor."""
+        svcdir = Path(record.jobdir)
+        if not (svcdir / ssv.DESIRED_FILE).exists():
+            raise JobNotFound(f"service {record.name} is not running on the local tier (deleted?)")
+        with self._locked(svcdir):
+            desired = ssv.read_json(svcdir / ssv.DESIRED_FILE) or {}
+            if desired.get("deleted") or not self._supervisor_alive(svcdir):
+                raise TiersError(f"service {record.name} is not running (its supervisor is gone); "
+                                 "re-run its cell to start it again")
+            change(desired)
+            desired["generation"] = int(desired.get("generation") or 0) + 1
+            ssv.write_json(svcdir / ssv.DESIRED_FILE, desired)
+        self._wake(svcdir)
+
+    # --- status ----------------------------------------------------------------------------
+    def _endpoint_of(self, svcdir: Path) -> str | None:
+        state = ssv.read_json(svcdir / ssv.STATE_FILE) or {}
+        port = state.get("front_port")
+        return f"http://127.0.0.1:{port}" if port else None
+
+    def endpoint(self, record: JobRecord) -> str | None:
+        return self._endpoint_of(Path(record.jobdir)) or record.nodelist
+
+    def _status_now(self, record: JobRecord) -> ServiceStatus:
+        svcdir = Path(record.jobdir)
+        desired = ssv.read_json(svcdir / ssv.DESIRED_FILE)
+        state = ssv.read_json(svcdir / ssv.STATE_FILE)
+        alive = True
+        if desired and not desired.get("deleted"):
+            alive = self._supervisor_alive(svcdir)
+            if not alive and not (state or {}).get("reason"):
+                pid, _ = self._supervisor_pid(svcdir)
+                state = dict(state or {})
+                state["reason"] = (f"the local supervisor (pid {pid}) is gone; see "
+                                   f"{svcdir / ssv.SUPERVISOR_LOG}; re-run the cell to start it again")
+        ignored = (desired or {}).get("ignored") or []
+        return service_status(record.name, desired, state, endpoint=self.endpoint(record),
+                              supervisor_alive=alive, note=note_for(ignored))
+
+    def service_status(self, record: JobRecord) -> ServiceStatus:
+        status = self._status_now(record)
+        if status.state is ServiceState.FAILED and not self._supervisor_alive(Path(record.jobdir)):
+            sv.kill_job_processes(record.jobdir)  # a lost supervisor: leave no replica behind
+        self._record(record, status)
+        return status
+
+    def _record(self, record: JobRecord, status: ServiceStatus) -> None:
+        with contextlib.suppress(Exception):  # the registry is a record, not the source of truth
+            self.registry.update(record.key, state=status.state.value,
+                                 detail=f"{status.ready}/{status.desired}",
+                                 **({"nodelist": status.endpoint} if status.endpoint else {}))
+
+    def summary(self, record: JobRecord, status: ServiceStatus) -> str:
+        from ..k8s.parse import summary_line
+
+        last = None
+        if status.state is ServiceState.FAILED:
+            lines = self.service_logs(record, tail=1).strip().splitlines()
+            last = lines[-1].split(": ", 1)[-1] if lines else None
+        return summary_line(status, elapsed_s=time.time() - record.submitted_at, last_log_line=last)
+
+    # --- logs ------------------------------------------------------------------------------
+    def _pod_names(self, record: JobRecord) -> set[str]:
+        state = ssv.read_json(Path(record.jobdir) / ssv.STATE_FILE) or {}
+        return {str(r.get("name")) for r in state.get("replicas") or [] if isinstance(r, dict)}
+
+    def service_logs(self, record: JobRecord, pod: str | None = None, tail: int | None = None) -> str:
+        try:
+            data = (Path(record.jobdir) / ssv.LOG_FILE).read_bytes()
+        except FileNotFoundError:
+            data = b""
+        lines = data.decode("utf-8", errors="replace").splitlines()
+        if pod is not None:
+            prefix = f"{pod}: "
+            mine = [ln[len(prefix):] for ln in lines if ln.startswith(prefix)]
+            if not mine and pod not in self._pod_names(record):
+                raise JobNotFound(f"service {record.name} has no pod {pod!r}")
+            lines = mine
+        if tail is not None:
+            lines = lines[-tail:] if tail > 0 else []
+        return "".join(line + "\n" for line in lines)
+
+    # --- actions ---------------------------------------------------------------------------
+    def scale(self, record: JobRecord, replicas: int) -> None:
+        if isinstance(replicas, bool) or not isinstance(replicas, int) or not 0 <= replicas <= MAX_REPLICAS:
+            raise SpecError("replicas", f"must be 0-{MAX_REPLICAS} on the local tier, got {replicas!r}")
+        self._update(record, lambda d: d.update(replicas=replicas))
+
+    def restart(self, record: JobRecord) -> None:
+        """A rolling restart: a new revision of the same template (as ``kubectl rollout restart``)."""
+        svcdir = Path(record.jobdir)
+
+        def change(desired: dict[str, Any]) -> None:
+            old = str(desired.get("revision") or "")
+            new = hashlib.sha256(f"{old}/{time.time_ns()}".encode()).hexdigest()[:10]
+            shutil.copytree(svcdir / ssv.CODE_DIR / old, svcdir / ssv.CODE_DIR / new)
+            desired.update(revision=new, revision_number=int(desired.get("revision_number") or 0) + 1,
+                           restarted_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+
+        self._update(record, change)
+
+    def delete(self, record: JobRecord) -> None:
+        """Stop every replica and the supervisor, then remove the service directory."""
+        svcdir = Path(record.jobdir)
+        if svcdir.exists() and (svcdir / ssv.DESIRED_FILE).exists():
+            with self._locked(svcdir):
+                desired = ssv.read_json(svcdir / ssv.DESIRED_FILE) or {}
+                desired["deleted"] = True
+                ssv.write_json(svcdir / ssv.DESIRED_FILE, desired)
+                (svcdir / ssv.DELETE_FILE).touch()
+            pid, start = self._supervisor_pid(svcdir)
+            if pid is not None and sv.process_alive(pid, start):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGTERM)
+                deadline = time.monotonic() + DELETE_TIMEOUT
+                while sv.process_alive(pid, start) and time.monotonic() < deadline:
+                    time.sleep(0.05)
+            sv.kill_job_processes(svcdir)
+        if svcdir.exists() and svcdir.parent.name == SERVICES_DIR:  # never another directory
+            shutil.rmtree(svcdir, ignore_errors=True)
+        with contextlib.suppress(Exception):
+            self.registry.update(record.key, state=ServiceState.DELETED.value, detail="0/0")
+
+    def port_forward(self, record: JobRecord, local_port: int = 0) -> str:
+        """The service's own front port (``local_port`` 0), or a relay from ``local_port`` to it."""
+        if isinstance(local_port, bool) or not isinstance(local_port, int) or not 0 <= local_port <= 65535:
+            raise SpecError("local_port", f"a port from 1 to 65535 (0: any free one), got {local_port!r}")
+        status = self.service_status(record)
+        if not any(p.ready and p.phase != "Terminating" for p in status.pods):
+            raise TiersError(f"service {record.name}: no ready replica to forward to")
+        front = status.endpoint
+        assert front is not None
+        front_port = int(front.rsplit(":", 1)[1])
+        if local_port in (0, front_port):
+            return front
+        try:
+            forward = FrontPort(lambda: [front_port], local_port).start()
+        except OSError as exc:
+            raise TiersError(f"cannot listen on 127.0.0.1:{local_port}: {exc.strerror or exc}") from None
+        self._forwards.append(forward)
+        return forward.url
+
+    # --- watching --------------------------------------------------------------------------
+    def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,
+              on_lines: Callable[[list[Any]], None] | None = None) -> Any:
+        with self._lock:
+            if self._poller is None:
+                self._poller = _Poller(self, self.poll_interval)
+            poller = self._poller
+        return poller.add(record, on_status, on_lines)
+
+    def unwatch(self, subscription: Any) -> None:
+        poller = self._poller
+        if poller is not None and isinstance(subscription, _Subscription):
+            poller.remove(subscription)
+
+    def close(self) -> None:
+        with self._lock:
+            poller, self._poller = self._poller, None
+            forwards, self._forwards = self._forwards, []
+        if poller is not None:
+            poller.stop()
+        for forward in forwards:
+            forward.close()
+
+
+class _Subscription:
+    def __init__(self, record: JobRecord, on_status: Callable[[ServiceStatus], None] | None,
+                 on_lines: Callable[[list[Any]], None] | None, offset: int) -> None:
+        self.record = record
+        self.on_status = on_status
+        self.on_lines = on_lines
+        self.offset = offset
+        self.partial = b""
+        self.skip_first = False
+        self.last: ServiceStatus | None = None
+        self.recorded = ""
+
+
+class _Poller:
+    """One thread per tier reading every watched service's files: a status delivered when it
+    changes, new log lines as they come. Callbacks run on this thread, in order."""
+
+    def __init__(self, tier: LocalServeTier, interval: float) -> None:
+        self.tier = tier
+        self.interval = interval
+        self._subs: list[_Subscription] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"jt-local-serve-{tier.name}", daemon=True)
+        self._thread.start()
+
+    def add(self, record: JobRecord, on_status: Callable[[ServiceStatus], None] | None,
+            on_lines: Callable[[list[Any]], None] | None) -> _Subscription:
+        size = 0
+        with contextlib.suppress(OSError):
+            size = (Path(record.jobdir) / ssv.LOG_FILE).stat().st_size
+        sub = _Subscription(record, on_status, on_lines, max(0, size - MAX_LOG_REPLAY))
+        sub.skip_first = sub.offset > 0
+        with self._lock:
+            self._subs.append(sub)
+        return sub
+
+    def remove(self, sub: _Subscription) -> None:
+        with self._lock, contextlib.suppress(ValueError):
+            self._subs.remove(sub)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            with self._lock:
+                subs = list(self._subs)
+            for sub in subs:
+                with contextlib.suppress(Exception):  # one broken service must not stop the others
+                    self._poll(sub)
+            self._stop.wait(self.interval)
+
+    def _poll(self, sub: _Subscription) -> None:
+        if sub.on_lines is not None:
+            self._lines(sub)
+        status = self.tier._status_now(sub.record)
+        if status == sub.last:
+            return
+        sub.last = status
+        if status.state.value != sub.recorded:
+            sub.recorded = status.state.value
+            self.tier._record(sub.record, status)
+        if sub.on_status is not None:
+            sub.on_status(status)
+        if status.state.terminal:
+            self.remove(sub)
+
+    def _lines(self, sub: _Subscription) -> None:
+        assert sub.on_lines is not None
+        try:
+            with open(Path(sub.record.jobdir) / ssv.LOG_FILE, "rb") as f:
+                f.seek(sub.offset)
+                data = f.read(1 << 20)
+        except FileNotFoundError:
+            return
+        sub.offset += len(data)
+        data = sub.partial + data
+        end = data.rfind(b"\n") + 1
+        sub.partial = data[end:]
+        raw_lines = data[:end].splitlines()
+        if sub.skip_first and raw_lines:
+            sub.skip_first = False  # started mid-file: the first line is a part
+            raw_lines = raw_lines[1:]
+        out = [parse_log_line(raw) for raw in raw_lines]
+        if out:
+            sub.on_lines(out)
+
+
+def parse_log_line(raw: bytes) -> PodLogLine:
+    """One line of ``service.log`` (``<replica>: <text>``) as a PodLogLine (pure)."""
+    text = raw.decode("utf-8", errors="replace")
+    pod, sep, rest = text.partition(": ")
+    return PodLogLine(text=rest, pod=pod) if sep else PodLogLine(text=text, pod="")
+
+
+def _tail(path: Path, limit: int = 800) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace").strip()[-limit:]
+    except OSError:
+        return ""
+
+

@@ -7,7 +7,6 @@ import argparse
 import time
 from typing import Any, NoReturn
 
-from .config import load_config
 from .options import bare_dash_option
 from .registry import JobRecord, Registry
 
@@ -79,37 +78,17 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
                      for row in rows)
 
 
-def refresh_states(records: list[JobRecord]) -> list[str]:
-    """Ask each profile's tier once (batched) about its unfinished jobs, updating the registry.
-
-    Returns a warning per profile that could not be asked; its jobs keep their recorded state.
-    """
-    from .api import connect
-    from .errors import TiersError
-    from .model import JobState
-
-    warnings = []
-    by_profile: dict[str, list[JobRecord]] = {}
-    for rec in records:
-        if rec.kind == "service" or not JobState.parse(rec.state).terminal:
-            by_profile.setdefault(rec.profile, []).append(rec)
-    for profile, recs in sorted(by_profile.items()):
-        try:
-            connect(profile).refresh(recs)
-        except (TiersError, ValueError) as exc:
-            warnings.append(f"({profile}: states as last recorded — {exc})")
-    return warnings
-
-
 def _handle(ref: str, kind: str | None = None) -> Any:
     """The Job or Service handle of ``ref``; ``kind`` names what the command acts on."""
-    from .api import connect
+    from . import service
 
-    record = Registry().get(ref)
-    if kind is not None and record.kind != kind:
+    try:
+        return service.attach(ref, kind)
+    except service.WrongKind:
+        record = Registry().get(ref)
         other = {"job": "cancel", "service": "delete"}[record.kind]
-        raise CommandUsage(f"%tiers: {ref} is a {record.kind}, not a {kind}; use %tiers {other} {ref}")
-    return connect(record.profile).handle(record)
+        raise CommandUsage(
+            f"%tiers: {ref} is a {record.kind}, not a {kind}; use %tiers {other} {ref}") from None
 
 
 def run(argv: list[str], shell: Any = None) -> Any:
@@ -122,25 +101,17 @@ def run(argv: list[str], shell: Any = None) -> Any:
     except _HelpShown:
         return None
     if args.command == "jobs":
-        registry = Registry()
-        records = registry.list(limit=args.limit, profile=args.profile, kind=args.kind)
-        warnings = refresh_states(records)
-        records = registry.list(limit=args.limit, profile=args.profile, kind=args.kind)
-        print(format_jobs(records) if records else "no jobs yet")
-        for warning in warnings:
-            print(warning)
+        from . import service
+
+        listing = service.list_items(limit=args.limit, profile=args.profile, kind=args.kind)
+        print(format_jobs(listing.records) if listing.records else "no jobs yet")
+        for error in listing.errors:
+            print(f"({error.profile}: states as last recorded — {error.message})")
     elif args.command == "profiles":
-        cfg = load_config()
-        rows = []
-        for name, prof in sorted(cfg.profiles.items()):
-            mark = "*" if name == cfg.default_profile else " "
-            if prof.tier == "kubernetes":  # its cluster is the kubeconfig's, not this machine
-                where = prof.get("context") or "kubeconfig context"
-                if prof.get("namespace"):
-                    where += f", namespace {prof.get('namespace')}"
-            else:
-                where = prof.get("host") or prof.get("context") or "this machine"
-            rows.append((mark, name, prof.tier, where, ", ".join(prof.sources)))
+        from . import service
+
+        infos, _default = service.profiles()
+        rows = [("*" if p.default else " ", p.name, p.tier, p.where, ", ".join(p.sources)) for p in infos]
         tier_width = max([6, *(len(row[2]) for row in rows)])
         where_width = max([24, *(len(row[3]) for row in rows)])
         for mark, name, tier, where, sources in rows:
@@ -158,20 +129,18 @@ def run(argv: list[str], shell: Any = None) -> Any:
                 raise CommandUsage(f"%tiers logs: {args.job} is a service; use --pod NAME, not --rank")
             text = handle.logs(pod=args.pod, tail=args.tail)
         print(text, end="")
-    elif args.command == "cancel":
-        print(_handle(args.job, "job").stop())
-    elif args.command == "delete":
-        print(_handle(args.job, "service").stop())
-    elif args.command == "scale":
-        if args.replicas < 0:
+    elif args.command in ("cancel", "delete", "scale", "restart"):
+        from . import service
+
+        kind = "job" if args.command == "cancel" else "service"
+        if args.command == "scale" and args.replicas < 0:
             raise CommandUsage("%tiers scale: replicas must be 0 or more")
-        service = _handle(args.job, "service")
-        service.scale(args.replicas)
-        print(f"service {service.name} scaled to {args.replicas}")
-    elif args.command == "restart":
-        service = _handle(args.job, "service")
-        service.restart()
-        print(f"service {service.name} restarting (rolling update)")
+        _handle(args.job, kind)  # a record of the other kind is a usage error naming the verb
+        if args.command == "scale":
+            result = service.scale(args.job, args.replicas)
+        else:
+            result = getattr(service, args.command)(args.job)
+        print(result.message)
     elif args.command == "attach":
         from .display import show_handle
 

@@ -1,0 +1,439 @@
+"""The service layer: what ``%tiers``, ``jupyter tiers`` and the server's REST API do, as plain
+data (no printing), so the three faces never diverge.
+
+Every function takes registry references (``id``, ``name`` or ``profile/id``) and returns
+dataclasses or dicts. Errors are :class:`~jupyter_tiers.errors.TiersError` subclasses; the server
+maps them to HTTP statuses (:func:`http_status`) and the commands to one-line messages.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from .config import load_config
+from .errors import (
+    ApiError,
+    ApiUnreachable,
+    ConfigError,
+    ControllerUnreachable,
+    JobNotFound,
+    SpecError,
+    TiersError,
+)
+from .model import JobState, JobStatus, ServiceState, ServiceStatus
+from .registry import JobRecord, Registry
+
+if TYPE_CHECKING:
+    from .handles import Handle
+    from .tier import Tier
+
+#: Most log lines one ``log_range`` call returns.
+MAX_LOG_LINES = 10_000
+DEFAULT_LOG_LINES = 1000
+#: Most replicas ``scale`` accepts (the Kubernetes tier's own bound).
+MAX_REPLICAS = 1000
+
+
+class WrongKind(TiersError):
+    """The verb does not apply to this kind (cancel a service, scale a job)."""
+
+
+class ProfileNotFound(TiersError):
+    """No profile with that name."""
+
+
+# --- plain data ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Item:
+    """One job or service as a list row (the REST API's ``Item``)."""
+
+    key: str
+    id: str
+    kind: str
+    name: str
+    profile: str
+    tier: str
+    state: str
+    terminal: bool
+    size: str
+    where: str
+    reason: str
+    started: str | None
+    elapsed_s: int | None
+    summary: str
+    submitted: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ProfileError:
+    """A profile whose cluster could not be asked; its items keep their recorded state."""
+
+    profile: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Listing:
+    """What ``list_items`` found: items (newest first), their records, per-profile errors."""
+
+    items: list[Item] = field(default_factory=list)
+    records: list[JobRecord] = field(default_factory=list)
+    errors: list[ProfileError] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"items": [i.to_json() for i in self.items], "errors": [e.to_json() for e in self.errors]}
+
+
+@dataclass(frozen=True)
+class LogRange:
+    """Log lines from an offset: ``[rank or pod, text]`` pairs, the offset to ask next, and
+    whether the log's current end was reached."""
+
+    lines: list[tuple[int | str | None, str]]
+    offset: int
+    eof: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lines": [list(pair) for pair in self.lines], "offset": self.offset, "eof": self.eof}
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    ok: bool
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ProfileInfo:
+    """A profile without anything secret: name, tier, host (or Kubernetes context), a
+    human-readable ``where``, whether it is the default, and the files it came from."""
+
+    name: str
+    tier: str
+    host: str | None
+    where: str
+    default: bool
+    sources: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "tier": self.tier, "host": self.host, "where": self.where,
+                "default": self.default}
+
+
+# --- pure item building ------------------------------------------------------------------------
+
+
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def job_size(record: JobRecord) -> str:
+    """``4 ranks on 2 nodes``."""
+    nodes = record.spec.get("nodes") if isinstance(record.spec, dict) else None
+    text = _plural(record.world_size, "rank")
+    if isinstance(nodes, int) and nodes > 0:
+        text += f" on {_plural(nodes, 'node')}"
+    return text
+
+
+def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None,
+              now: float | None = None) -> Item:
+    """The list row of a record, with the live details of ``status`` when one is at hand (pure)."""
+    now = time.time() if now is None else now
+    state: JobState | ServiceState
+    reason, started, elapsed = "", None, None
+    if record.kind == "service":
+        if isinstance(status, ServiceStatus):
+            from .widgets.serve_state import summary_for
+
+            state = status.state
+            size, where = f"{status.ready}/{status.desired} ready", status.endpoint or ""
+            reason = status.reason or "" if state is not ServiceState.READY else ""
+            if status.created_at is not None:
+                started, elapsed = _iso(status.created_at), max(0, int(now - status.created_at))
+            summary = summary_for(status, elapsed_s=now - record.submitted_at)
+        else:
+            known = record.state in ServiceState.__members__
+            state = ServiceState(record.state) if known else ServiceState.UNKNOWN
+            size, where = f"{record.detail} ready" if record.detail else "", record.nodelist or ""
+            summary = f"service {record.name} {state.value}" + (f" {record.detail}" if record.detail else "")
+    elif isinstance(status, JobStatus):
+        from .status import summary_line
+
+        state = status.state
+        size, where = job_size(record), status.nodelist or record.nodelist or ""
+        pending = state in (JobState.PENDING, JobState.CONFIGURING)
+        if pending and status.reason and status.reason != "None":
+            reason = status.reason
+        started, elapsed = (None if pending else status.start_time or None), status.elapsed_s
+        if state.terminal:
+            summary = summary_line(status)
+        else:
+            summary = f"job {record.job_id} {state.value}"
+            summary += f" ({reason})" if reason else f" on {where}" if where else ""
+    else:
+        state = JobState.parse(record.state)
+        size, where = job_size(record), record.nodelist or ""
+        summary = f"job {record.job_id} {state.value}" + (f" on {where}" if where else "")
+    return Item(key=record.key, id=record.job_id, kind=record.kind, name=record.name,
+                profile=record.profile, tier=record.tier, state=state.value, terminal=state.terminal,
+                size=size, where=where, reason=reason, started=started, elapsed_s=elapsed,
+                summary=summary, submitted=_iso(record.submitted_at))
+
+
+def is_active(record: JobRecord) -> bool:
+    """Whether a record may still change: an unfinished job or a service not deleted."""
+    if record.kind == "service":
+        return record.state != ServiceState.DELETED.value
+    return not JobState.parse(record.state).terminal
+
+
+# --- registry and tiers ------------------------------------------------------------------------
+
+
+def _connect(profile: str) -> Tier:
+    from .api import connect
+
+    if profile not in load_config().profiles:
+        raise ProfileNotFound(f"no profile {profile!r}; known profiles: {', '.join(profile_names())}")
+    return connect(profile)
+
+
+def profile_names() -> list[str]:
+    return sorted(load_config().profiles)
+
+
+def record(ref: str, registry: Registry | None = None) -> JobRecord:
+    """The registry record of ``ref`` (``id``, service name or ``profile/id``)."""
+    return (registry or Registry()).get(ref)
+
+
+def attach(ref: str, kind: str | None = None) -> Handle:
+    """The Job or Service handle of ``ref``. With ``kind``, a record of the other kind is a
+    :class:`WrongKind` error naming the verb that applies."""
+    rec = record(ref)
+    if kind is not None and rec.kind != kind:
+        other = {"job": "cancel", "service": "delete"}[rec.kind]
+        raise WrongKind(f"{ref} is a {rec.kind}, not a {kind}; use {other}")
+    return _connect(rec.profile).handle(rec)
+
+
+def fetch_statuses(profile: str, records: Sequence[JobRecord]
+                   ) -> dict[str, JobStatus | ServiceStatus]:
+    """Ask one profile's tier about these records now: one batched query for jobs, the
+    Deployment/pods/events per service. Keyed by registry key; states are recorded."""
+    from .tier import BatchTier, ServeTier
+
+    tier = _connect(profile)
+    out: dict[str, JobStatus | ServiceStatus] = {}
+    if isinstance(tier, BatchTier):
+        jobs = [r for r in records if r.kind == "job"]
+        if jobs:
+            by_id = tier.status(jobs)
+            out.update({r.key: by_id[r.job_id] for r in jobs if r.job_id in by_id})
+    elif isinstance(tier, ServeTier):
+        for rec in records:
+            if rec.kind == "service":
+                out[rec.key] = tier.service_status(rec)
+    return out
+
+
+def list_items(limit: int = 50, profile: str | None = None, kind: str | None = None,
+               refresh: bool = True, registry: Registry | None = None) -> Listing:
+    """Jobs and services, newest first. With ``refresh``, each profile's tier is asked once
+    (batched) about its active items and their states are recorded; a profile that cannot be
+    asked becomes an error and its items keep their recorded state."""
+    registry = registry or Registry()
+    records = registry.list(limit=limit, profile=profile, kind=kind)
+    statuses: dict[str, JobStatus | ServiceStatus] = {}
+    errors: list[ProfileError] = []
+    if refresh:
+        by_profile: dict[str, list[JobRecord]] = {}
+        for rec in records:
+            if is_active(rec):
+                by_profile.setdefault(rec.profile, []).append(rec)
+        for prof, recs in sorted(by_profile.items()):
+            try:
+                statuses.update(fetch_statuses(prof, recs))
+            except (TiersError, ValueError) as exc:
+                errors.append(ProfileError(prof, str(exc)))
+        records = registry.list(limit=limit, profile=profile, kind=kind)
+    now = time.time()
+    items = [item_from(r, statuses.get(r.key), now) for r in records]
+    return Listing(items=items, records=records, errors=errors)
+
+
+def details(ref: str) -> dict[str, Any]:
+    """An item plus ``view``: the same state the notebook widget syncs (JobView or ServeView
+    traits), asked of the cluster now."""
+    handle = attach(ref)
+    rec = handle.record
+    now = time.time()
+    status = handle.status()
+    item = item_from(rec, status, now).to_json()
+    if rec.kind == "service":
+        from .widgets import serve_state
+
+        assert isinstance(status, ServiceStatus)
+        spec = rec.spec or {}
+        view: dict[str, Any] = {
+            "service_name": rec.name, "profile": rec.profile, "tier_kind": rec.tier,
+            "namespace": str(spec.get("namespace") or handle.tier.profile.get("namespace") or ""),
+            "image": str(spec.get("image") or ""), "yaml": rec.script,
+            **serve_state.status_traits(status, now), "summary": item["summary"],
+        }
+    else:
+        from .widgets import state
+
+        assert isinstance(status, JobStatus)
+        view = {"job_id": rec.job_id, "job_name": rec.name, "profile": rec.profile,
+                "tier_kind": rec.tier, "script": rec.script, **state.status_traits(status),
+                "summary": item["summary"] if status.state.terminal else ""}
+    return {**item, "view": view}
+
+
+def check_limit(limit: int | None) -> int:
+    if limit is None:
+        return DEFAULT_LOG_LINES
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise SpecError("limit", f"give a number of lines from 1 to {MAX_LOG_LINES}, got {limit!r}")
+    return min(limit, MAX_LOG_LINES)
+
+
+def log_range(ref: str, *, rank: int | None = None, pod: str | None = None, offset: int = 0,
+              limit: int | None = None) -> LogRange:
+    """Lines of the log from ``offset``, at most ``limit`` of them.
+
+    For a job ``offset`` is a byte offset in the merged log (every rank's lines count, so a
+    filtered read resumes exactly); for a service it counts lines of the merged pod log.
+    """
+    limit = check_limit(limit)
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise SpecError("offset", f"give 0 or more, got {offset!r}")
+    handle = attach(ref)
+    rec = handle.record
+    if rec.kind == "job":
+        if pod is not None:
+            raise SpecError("pod", f"{ref} is a job; filter by rank, not pod")
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
+            raise SpecError("rank", f"give a rank from 0, got {rank!r}")
+        from .tier import BatchTier
+
+        tier = handle.tier
+        assert isinstance(tier, BatchTier)
+        data = tier.read_log(rec, offset)
+        decoder = tier.log_decoder(offset)
+        lines: list[tuple[int | str | None, str]] = []
+        next_offset = offset
+        complete = decoder.feed(data)
+        for line in complete:
+            if len(lines) >= limit:
+                break
+            next_offset = line.end_offset
+            if rank is None or line.rank == rank:
+                lines.append((line.rank, line.text))
+        else:
+            next_offset = decoder.offset
+            return LogRange(lines, next_offset, True)
+        return LogRange(lines, next_offset, False)
+    if rank is not None:
+        raise SpecError("rank", f"{ref} is a service; filter by pod, not rank")
+    text = handle.logs(pod=pod)  # type: ignore[call-arg]
+    pairs: list[tuple[int | str | None, str]] = []
+    for raw in text.splitlines():
+        if pod is not None:
+            pairs.append((pod, raw))
+        else:
+            name, _, rest = raw.partition(": ")
+            pairs.append((name, rest))
+    chunk = pairs[offset:offset + limit]
+    end = min(len(pairs), offset + limit) if offset < len(pairs) else offset
+    return LogRange(chunk, end, end >= len(pairs))
+
+
+def cancel(ref: str) -> ActionResult:
+    """Cancel a job (a service is a :class:`WrongKind`)."""
+    return ActionResult(True, attach(ref, "job").stop())
+
+
+def delete(ref: str) -> ActionResult:
+    """Delete a service and everything its tier made (a job is a :class:`WrongKind`)."""
+    return ActionResult(True, attach(ref, "service").stop())
+
+
+def check_replicas(replicas: Any) -> int:
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 0 <= replicas <= MAX_REPLICAS:
+        raise SpecError("replicas", f"give a whole number from 0 to {MAX_REPLICAS}, got {replicas!r}")
+    return replicas
+
+
+def scale(ref: str, replicas: Any) -> ActionResult:
+    """Set a service's replicas (0 to MAX_REPLICAS)."""
+    replicas = check_replicas(replicas)
+    service = attach(ref, "service")
+    service.scale(replicas)  # type: ignore[attr-defined]
+    return ActionResult(True, f"service {service.name} scaled to {replicas}")
+
+
+def restart(ref: str) -> ActionResult:
+    """Roll every pod of a service."""
+    service = attach(ref, "service")
+    service.restart()  # type: ignore[attr-defined]
+    return ActionResult(True, f"service {service.name} restarting (rolling update)")
+
+
+def profiles() -> tuple[list[ProfileInfo], str]:
+    """Every configured profile without secrets, and the default profile's name."""
+    cfg = load_config()
+    out = []
+    for name, prof in sorted(cfg.profiles.items()):
+        if prof.tier == "kubernetes":  # its cluster is the kubeconfig's, not this machine
+            host = prof.get("context")
+            where = host or "kubeconfig context"
+            if prof.get("namespace"):
+                where += f", namespace {prof.get('namespace')}"
+        else:
+            host = prof.get("host") or prof.get("context")
+            where = host or "this machine"
+        out.append(ProfileInfo(name=name, tier=prof.tier, host=str(host) if host else None, where=where,
+                               default=name == cfg.default_profile, sources=tuple(prof.sources)))
+    return out, cfg.default_profile
+
+
+def http_status(exc: BaseException) -> int:
+    """The HTTP status of an error from this module: 400 bad input, 404 unknown job or
+    profile, 409 wrong verb for the kind, 502 cluster unreachable or refusing."""
+    if isinstance(exc, (JobNotFound, ProfileNotFound)):
+        return 404
+    if isinstance(exc, WrongKind):
+        return 409
+    if isinstance(exc, (SpecError, ConfigError)):
+        return 400
+    if isinstance(exc, ApiError) and not isinstance(exc, ApiUnreachable) and exc.status == 404:
+        return 404
+    if isinstance(exc, (ControllerUnreachable, ApiError, TiersError)):
+        return 502
+    if isinstance(exc, ValueError):
+        return 400
+    return 500

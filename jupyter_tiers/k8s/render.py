@@ -40,6 +40,7 @@ COLOR_LABEL = "jupyter-tiers/color"
 NOTEBOOK_ANNOTATION = "jupyter-tiers/notebook"
 BODY_HASH_ANNOTATION = "jupyter-tiers/body-hash"
 ENV_HASH_ANNOTATION = "jupyter-tiers/env-hash"
+MODEL_FROM_ANNOTATION = "jupyter-tiers/model-from"
 
 CONTAINER_NAME = "server"
 PORT_NAME = "http"
@@ -76,6 +77,8 @@ _CPU = re.compile(r"(?:[0-9]+m|[0-9]+(?:\.[0-9]{1,3})?)")
 _MEMORY = re.compile(r"[0-9]+(?:\.[0-9]+)?(?:Ki|Mi|Gi|Ti|Pi|Ei|k|M|G|T|P|E)")
 _PYTHON = re.compile(r"[A-Za-z0-9_./+~][A-Za-z0-9_./+~-]*")
 _HTTP_PATH = re.compile(r"/[\x21-\x7e]*")  # printable ASCII, no space
+_MODEL_PATH = re.compile(r"/[A-Za-z0-9_./+@=,:-]*")
+_MODEL_SOURCE = re.compile(r"[A-Za-z0-9_./+@=,:() -]+")
 _AUTOSCALE = re.compile(r"([0-9]{1,9}):([0-9]{1,9})(?::([0-9]{1,9})%?)?")
 # Image references, after the distribution/reference grammar: [domain[:port]/]path[:tag][@digest].
 _IMG_HOST = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
@@ -406,6 +409,7 @@ def validate_serve_spec(spec: ServeSpec) -> None:
         raise SpecError("patch", "there is no HorizontalPodAutoscaler to patch (set autoscale)")
     if "Secret" in patch and not spec.env:
         raise SpecError("patch", "there is no Secret to patch (it exists only with env)")
+    _validate_model(spec)
 
 
 # --- rendering -------------------------------------------------------------------------------
@@ -486,6 +490,25 @@ def _model_volume(value: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]
     return {"hostPath": {"path": path, "type": "Directory"}}, sub_path
 
 
+def _validate_model(spec: ServeSpec) -> None:
+    """``model_path`` (from --model-from) lies under the model volume's mount, in plain characters.
+
+    Whether the profile has a model volume at all is the handoff's check (handoff.py), which
+    refuses with the job's name before a spec is built."""
+    if spec.model_source is not None and (
+        not isinstance(spec.model_source, str) or len(spec.model_source) > 300
+        or not _MODEL_SOURCE.fullmatch(spec.model_source)
+    ):
+        raise SpecError("model_source", f"{spec.model_source!r} is not profile/job_id (name)")
+    if spec.model_path is None:
+        return
+    path = _text("model_path", spec.model_path)
+    if (not (path == MODEL_DIR or path.startswith(MODEL_DIR + "/")) or len(path) > 4096
+            or not _MODEL_PATH.fullmatch(path) or ".." in path.split("/")):
+        raise SpecError("model_path", f"{path!r} must be a plain path under {MODEL_DIR}, where the model "
+                        "volume is mounted")
+
+
 def _container(
     spec: ServeSpec, *, image: str, env_secret: str | None, has_models: bool, sub_path: str | None
 ) -> dict[str, Any]:
@@ -498,6 +521,8 @@ def _container(
     ]
     if has_models:
         env.append({"name": "JT_MODEL_DIR", "value": MODEL_DIR})
+    if spec.model_path is not None:
+        env.append({"name": "JT_MODEL_PATH", "value": spec.model_path})
     if not spec.shell and "PYTHONUNBUFFERED" not in names:
         env.append({"name": "PYTHONUNBUFFERED", "value": "1"})  # so print() reaches the log at once
     for key, _ in spec.env:
@@ -670,10 +695,13 @@ def render_manifests(
             "spec": pod_spec,
         },
     })
+    deployment_meta = _metadata(base, namespace, labels, notebook)
+    if spec.model_source:
+        deployment_meta.setdefault("annotations", {})[MODEL_FROM_ANNOTATION] = spec.model_source
     objects.append({
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": _metadata(base, namespace, labels, notebook),
+        "metadata": deployment_meta,
         "spec": deployment_spec,
     })
     objects.append({

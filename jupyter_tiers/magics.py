@@ -11,6 +11,7 @@ import keyword
 import os
 import re
 import shlex
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
@@ -89,6 +90,10 @@ def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageErro
         return UsageError(f"{field}: {exc.problem}")
     if isinstance(exc, ConfigError):
         return UsageError(str(exc))
+    from .handoff import HandoffError
+
+    if isinstance(exc, HandoffError):
+        return UsageError(str(exc))
     return UsageError(f"{type(exc).__name__}: {exc}")
 
 
@@ -118,6 +123,8 @@ class TiersMagics(Magics):
     @argument("--resubmit", action="store_true",
               help="submit even if a job with this --name is still running (default: attach to it)")
     @argument("--text", action="store_true", help="plain text output instead of the widget")
+    @argument("--force", action="store_true",
+              help="do not warn when the cell looks like a long-running server")
     @cell_magic
     def slurm_train(self, line: str, cell: str) -> Any:
         """Run this cell as a training job: every rank runs the cell body.
@@ -138,6 +145,12 @@ class TiersMagics(Magics):
             options = given_values(args, JOB_OPTIONS)
             options["env"] = parse_env(args.env)
             spec = tier.make_spec(cell, **options)
+            if not args.force:
+                from .guard import train_warning
+
+                warning = train_warning(spec.script, shell=spec.shell)
+                if warning:
+                    print(warning, file=sys.stderr)
             if args.dry_run:
                 print(tier.render(spec), end="")
                 return None
@@ -169,6 +182,10 @@ class TiersMagics(Magics):
     @argument("--out", metavar="VAR", help="store the Service handle in this notebook variable")
     @argument("--text", action="store_true", help="plain text output instead of the widget")
     @argument("--delete", action="store_true", help="delete the --name service and everything it made")
+    @argument("--model-from", metavar="JOB",
+              help="serve this training job's newest checkpoint (a job id, a job name or a Job "
+              "variable): the body sees its path as {model_path} and $JT_MODEL_PATH")
+    @argument("--force", action="store_true", help="serve even a cell that looks like training")
     @line_cell_magic
     def k8s_serve(self, line: str, cell: str | None = None) -> Any:
         """Serve this cell on Kubernetes: a Deployment + Service (+ ConfigMap, Secret, HPA); on a
@@ -202,7 +219,16 @@ class TiersMagics(Magics):
             options["env"] = parse_env(args.env)
             if args.patch is not None:
                 options["patch"] = self._notebook_dict(args.patch)
+            if args.model_from:
+                cell = self._model_from(args.model_from, tier, cell, options)
             spec = tier.make_spec(cell, **options)
+            if not args.force:
+                from .guard import serve_refusal
+
+                refusal = serve_refusal(spec.body, shell=spec.shell, replicas=spec.replicas,
+                                        gpus=spec.gpus)
+                if refusal:
+                    raise UsageError(refusal)
             notebook = os.environ.get("JPY_SESSION_NAME")
             if notebook:
                 spec = replace(spec, metadata=(("notebook", notebook),))
@@ -218,6 +244,22 @@ class TiersMagics(Magics):
 
         show_service(service, wait=args.wait, text=args.text)
         return None
+
+    def _model_from(self, ref: str, tier: Any, cell: str, options: dict[str, Any]) -> str:
+        """Resolve ``--model-from`` to the serving tier's view of the job's checkpoint: set the
+        spec's model path and source in ``options``; returns the body with {model_path} filled."""
+        from . import handoff
+        from .api import connect
+
+        def refresh(record: Any) -> None:
+            connect(record.profile).refresh([record])
+
+        namespace = self.shell.user_ns if self.shell is not None else {}
+        ckpt = handoff.resolve(ref, tier.registry, namespace, refresh=refresh)
+        path = handoff.serving_model_path(ckpt, tier.profile)
+        options["model_path"] = path
+        options["model_source"] = ckpt.source
+        return handoff.substitute_model_path(cell, path)
 
     def _notebook_dict(self, name: str) -> dict[str, Any]:
         namespace = self.shell.user_ns if self.shell is not None else {}

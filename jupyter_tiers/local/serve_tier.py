@@ -194,6 +194,8 @@ class LocalServeTier(ServeTier):
                 f.write(key)
         env = dict(self.profile.env)
         env.update(dict(spec.env))
+        if spec.model_path:  # --model-from: a new checkpoint rolls the replicas
+            env["JT_MODEL_PATH"] = spec.model_path
         env_mac = hmac.new(key, json.dumps(sorted(env.items())).encode(), hashlib.sha256).hexdigest()
         template = json.dumps([spec.body, spec.shell, spec.python, spec.readiness,
                                list(self.profile.setup), restarted_at, env_mac])
@@ -215,6 +217,8 @@ class LocalServeTier(ServeTier):
             program = ["bash", "-c", 'source "$1" && shift && exec "$@"', "jt-setup",
                        f"{ssv.CODE_TOKEN}/setup.sh", *program]
         env = {**dict(self.profile.env), **dict(spec.env)}
+        if spec.model_path:
+            env["JT_MODEL_PATH"] = spec.model_path
         ssv.write_json(code / ssv.ENV_FILE, env, mode=0o600)
         ssv.write_json(code / ssv.REVISION_FILE, {"program": program, "readiness": spec.readiness,
                                                   "shell": spec.shell})

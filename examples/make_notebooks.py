@@ -41,8 +41,19 @@ QUICKSTART: list[Cell] = [
         Slurm task gets (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`,
         `SLURM_PROCID`, ...) and fail-stop: if one rank fails, the others are stopped.
 
-        The same cell runs on a Slurm cluster by adding `--profile NAME` (see
-        `tiers.yaml.template` and `ddp_slurm.ipynb`).
+        The same cell runs on a Slurm cluster by changing the profile (see `tiers.yaml.template`
+        and `ddp_slurm.ipynb`).
+        """),
+    md("parameters-md", """
+        The first code cell holds the notebook's parameters; the magic lines below use them as
+        `{profile}`, `{nodes}`, `{name}`. It is tagged `parameters`, so papermill can run the
+        notebook unchanged on another profile or shape:
+        `papermill quickstart.ipynb out.ipynb -p profile hpc -p nodes 4`.
+        """),
+    code("parameters", """
+        profile = "local"  # the built-in local tier: ranks are processes on this machine
+        nodes = 2  # one rank per (emulated) node
+        name = "quickstart"  # the job's name: re-running the cell attaches to a live job of that name
         """),
     code("load", "%load_ext jupyter_tiers"),
     md("train-md", """
@@ -57,7 +68,7 @@ QUICKSTART: list[Cell] = [
         line of a rank is prefixed with its rank number.
         """),
     code("train", '''
-        %%slurm_train --nodes 2 --wait --name quickstart
+        %%slurm_train --profile {profile} --nodes {nodes} --wait --name {name}
         import os
         import random
 
@@ -154,6 +165,16 @@ DDP_SLURM: list[Cell] = [
         `~/.jupyter/tiers.yaml` (a real Slurm cluster on this machine); any slurm profile works the
         same way. The profile's `python` (or its `setup` lines) must give an interpreter with torch
         on the compute nodes.
+
+        The parameters cell (tagged `parameters`) is what papermill overrides:
+        `papermill ddp_slurm.ipynb out.ipynb -p profile hpc -p nodes 4 -p nproc_per_node 8`.
+        """),
+    code("parameters", """
+        profile = "sandbox"  # a slurm profile of tiers.yaml
+        nodes = 2
+        nproc_per_node = 2  # torchrun workers per node (on GPU nodes: the GPUs per node)
+        time = "00:10:00"  # the job's time limit
+        name = "ddp-demo"
         """),
     code("load", "%load_ext jupyter_tiers"),
     code("profiles", "%tiers profiles"),
@@ -170,8 +191,9 @@ DDP_SLURM: list[Cell] = [
         (`$JT_JOB_DIR`, which also holds the log and the rendered script).
         """),
     code("train", magic=(
-        "%%slurm_train --profile sandbox --nodes 2 --launcher torchrun --nproc-per-node 2"
-        " --time 00:10:00 --env OMP_NUM_THREADS=1 --wait --out job --name ddp-demo"
+        "%%slurm_train --profile {profile} --nodes {nodes} --launcher torchrun"
+        " --nproc-per-node {nproc_per_node} --time {time} --env OMP_NUM_THREADS=1 --wait --out job"
+        " --name {name}"
     ), text='''
         import os
 
@@ -194,7 +216,7 @@ DDP_SLURM: list[Cell] = [
             x = torch.randn(64, 8, generator=data)
             loss = torch.nn.functional.mse_loss(model(x), x @ target)
             opt.zero_grad()
-            loss.backward()  # DDP averages the gradients across all 4 ranks here
+            loss.backward()  # DDP averages the gradients across all ranks here
             opt.step()
             if step % 10 == 0:
                 mean_loss = loss.detach().clone()
@@ -233,6 +255,10 @@ TEACHING_LAB: list[Cell] = [
         real Slurm cluster on this machine (4 nodes, two leaf switches `leaf1` = node1-2 and
         `leaf2` = node3-4 under one spine) and writes the `sandbox` profile used below.
         """),
+    code("parameters", """
+        profile = "sandbox"  # the profile `jupyter tiers sandbox up` writes
+        nodes = 4  # the cluster's node count: the gang job asks for all of them
+        """),
     code("load", """
         %load_ext jupyter_tiers
         %tiers profiles
@@ -242,7 +268,7 @@ TEACHING_LAB: list[Cell] = [
         every rank at once, so no rank waits for a partner that has not been scheduled yet.
         """),
     code("gang", """
-        %%slurm_train --profile sandbox --nodes 4 --wait --out gang --name gang
+        %%slurm_train --profile {profile} --nodes {nodes} --wait --out gang --name gang
         import os, time
         print(f"rank {os.environ['RANK']} on {os.environ['SLURMD_NODENAME']} started at {time.time():.3f}")
         time.sleep(5)
@@ -268,7 +294,7 @@ TEACHING_LAB: list[Cell] = [
         spine; rank 0 looks up its nodes' leaf in Slurm's topology.
         """),
     code("switches", """
-        %%slurm_train --profile sandbox --nodes 2 --switches 1@00:01:00 --wait --out placed --name placed
+        %%slurm_train --profile {profile} --nodes 2 --switches 1@00:01:00 --wait --out placed --name placed
         import os, re, subprocess
 
         def scontrol(*args):
@@ -289,7 +315,7 @@ TEACHING_LAB: list[Cell] = [
         (`--sbatch --hold`), so Slurm reports `JobHeldUser` until it is released or cancelled.
         """),
     code("held", """
-        %%slurm_train --profile sandbox --sbatch --hold --out held --name held
+        %%slurm_train --profile {profile} --sbatch --hold --out held --name held
         print("released")
         """),
     code("held-reason", """
@@ -306,7 +332,7 @@ TEACHING_LAB: list[Cell] = [
         failed first.
         """),
     code("fail", """
-        %%slurm_train --profile sandbox --nodes 2 --ntasks-per-node 2 --wait --out failed --name fail-stop
+        %%slurm_train --profile {profile} --nodes 2 --ntasks-per-node 2 --wait --out failed --name fail-stop
         import os, sys, time
         rank = int(os.environ["RANK"])
         print(f"rank {rank} working", flush=True)
@@ -324,8 +350,8 @@ TEACHING_LAB: list[Cell] = [
         """),
 ]
 
-SERVE_MAGIC = ("%%k8s_serve --profile serving --name echo --replicas 2 --port 8000 --readiness /healthz"
-               " --wait --out svc")
+SERVE_MAGIC = ("%%k8s_serve --profile {profile} --name {name} --image {image} --replicas {replicas}"
+               " --port 8000 --readiness /healthz --wait --out svc")
 
 
 def predictor(w: float, b: float) -> str:
@@ -395,7 +421,14 @@ SERVE_K8S: list[Cell] = [
         ```
 
         Any image with a Python 3 works for this example: the server below uses the standard
-        library only.
+        library only. The parameters cell (tagged `parameters`) is what papermill overrides:
+        `papermill serve_k8s.ipynb out.ipynb -p profile prod -p replicas 3`.
+        """),
+    code("parameters", """
+        profile = "serving"  # a kubernetes profile of tiers.yaml
+        name = "echo"  # the service's name (a DNS-1123 label)
+        image = "python:3.11-slim"  # any image with a Python 3
+        replicas = 2
         """),
     code("load", "%load_ext jupyter_tiers"),
     code("profiles", "%tiers profiles"),
@@ -468,15 +501,143 @@ SERVE_K8S: list[Cell] = [
         `%tiers logs echo` merges every pod's log, each line prefixed with its pod's name
         (`--pod NAME` gives one pod's log, `--tail N` the last lines).
         """),
-    code("logs", "%tiers logs echo --tail 5"),
+    code("logs", "%tiers logs {name} --tail 5"),
     md("delete-md", """
         **Clean up**: `%k8s_serve --delete` (the line form) removes everything the tier made for
         the service (Deployment, Service, ConfigMap, and the Secret and autoscaler when there are
         any); `svc.delete()` and `%tiers delete echo` do the same. The registry keeps the record,
         now `DELETED`.
         """),
-    code("delete", "%k8s_serve --profile serving --name echo --delete"),
+    code("delete", "%k8s_serve --profile {profile} --name {name} --delete"),
     code("jobs-after", "%tiers jobs"),
+]
+
+SERVING: list[Cell] = [
+    md("intro", """
+        # Serving LLMs on Kubernetes: vLLM and TGI cells to adapt
+
+        The cells a user with a GPU cluster writes to serve a fine-tuned model with
+        [vLLM](https://docs.vllm.ai) or Hugging Face's text-generation-inference: GPU requests, a
+        readiness probe, the weights from a shared volume, a gated model's token from a Secret,
+        autoscaling and a blue-green switch.
+
+        As shipped, every cell runs with `--dry-run`: it prints every object it would apply (the
+        ConfigMap holding the cell, the Deployment, the Service, and the Secret and autoscaler
+        when there are any), and applies nothing. No cluster is needed for that: the profile names
+        its namespace, so nothing is asked of the API server. Set `mode = "--wait"` in the
+        parameters below (or run `papermill serving.ipynb out.ipynb -p mode --wait`) to apply each
+        cell and wait until its pods are ready.
+
+        The profile used, in `tiers.yaml`:
+
+        ```yaml
+        profiles:
+          serving:
+            tier: kubernetes
+            namespace: team-llm
+            model_volume: {pvc: models}      # mounted read-only at /models in every pod
+            defaults: {node_selector: {pool: gpu}}
+        ```
+        """),
+    code("parameters", """
+        profile = "serving"  # a kubernetes profile of tiers.yaml
+        name = "llama"  # the services are {name}-vllm and {name}-tgi (DNS-1123 labels)
+        vllm_image = "vllm/vllm-openai:v0.6.0"
+        tgi_image = "ghcr.io/huggingface/text-generation-inference:2.4.0"
+        gpus = 1  # GPUs per replica (nvidia.com/gpu)
+        replicas = 2
+        mode = "--dry-run"  # "--wait": apply each cell on the cluster and wait until it is ready
+        """),
+    code("load", "%load_ext jupyter_tiers"),
+    md("vllm-md", """
+        **vLLM, OpenAI-compatible.** `--shell` makes the body a command line. The weights are read
+        from `/models` (the profile's `model_volume`); `--gpus` becomes the container's
+        `nvidia.com/gpu` limit, so the scheduler places each replica on a node with a free GPU
+        (a pod that fits nowhere shows `Insufficient nvidia.com/gpu` in the widget).
+        `--readiness /health` sends traffic to a replica only once vLLM has loaded the model, and
+        the Service spreads requests over the `--replicas`. CPU and memory are requested and
+        limited alike (Guaranteed QoS: the server is the last thing a node evicts).
+        """),
+    code("vllm", magic=(
+        "%%k8s_serve --profile {profile} --name {name}-vllm --image {vllm_image} --gpus {gpus}"
+        " --replicas {replicas} --cpu 8 --memory 32Gi --port 8000 --readiness /health --shell {mode}"
+    ), text="""
+        vllm serve /models/llama-3.1-8b-ft --port 8000 --served-model-name llama \\
+          --max-model-len 8192 --gpu-memory-utilization 0.90
+        """),
+    md("tgi-md", """
+        **Text-generation-inference** serves the same weights the same way; only the image and the
+        command line change. A gated model pulled from the Hub instead needs a token: keep it in a
+        Secret of the namespace (`kubectl create secret generic hf-token --from-literal=token=...`)
+        and name it with `--secret-env`; the token never passes through the notebook. (A value
+        that exists only in the kernel's environment goes with `--env HF_TOKEN`, into a Secret the
+        tier manages; dry-run prints it as `<redacted>`.)
+        """),
+    code("tgi", magic=(
+        "%%k8s_serve --profile {profile} --name {name}-tgi --image {tgi_image} --gpus {gpus}"
+        " --replicas 1 --cpu 8 --memory 32Gi --port 8080 --readiness /health"
+        " --secret-env HF_TOKEN=hf-token/token --shell {mode}"
+    ), text="""
+        text-generation-launcher --model-id /models/llama-3.1-8b-ft --port 8080 \\
+          --max-input-tokens 4096 --max-total-tokens 8192
+        """),
+    md("autoscale-md", """
+        **Autoscaling.** `--autoscale MIN:MAX:CPU%` adds an autoscaling/v2 HorizontalPodAutoscaler
+        and leaves the Deployment's replica count to it (the Deployment then carries no
+        `replicas`, so re-running the cell never fights the autoscaler). CPU is a poor signal
+        for a GPU-bound server, though: with a metrics adapter (such as prometheus-adapter)
+        exposing vLLM's queue length as a pods metric, `--patch` replaces the HPA's metrics with
+        it. A patch is a JSON merge patch per kind, over the generated objects: maps merge, lists
+        replace; the names and labels the tier uses to find its objects cannot be patched.
+        """),
+    code("autoscale-patch", """
+        queue_metric = {"HorizontalPodAutoscaler": {"spec": {"metrics": [{
+            "type": "Pods",
+            "pods": {
+                "metric": {"name": "vllm_num_requests_waiting"},
+                "target": {"type": "AverageValue", "averageValue": "5"},  # queued requests per pod
+            },
+        }]}}}
+        """),
+    code("autoscale", magic=(
+        "%%k8s_serve --profile {profile} --name {name}-vllm --image {vllm_image} --gpus {gpus}"
+        " --autoscale 1:4:80 --patch queue_metric --cpu 8 --memory 32Gi --port 8000"
+        " --readiness /health --shell {mode}"
+    ), text="""
+        vllm serve /models/llama-3.1-8b-ft --port 8000 --served-model-name llama \\
+          --max-model-len 8192 --gpu-memory-utilization 0.90
+        """),
+    md("bluegreen-md", """
+        **Blue-green.** A rolling update replaces pods one at a time, so for a while both models
+        answer. With `--strategy bluegreen` a new version runs as a second Deployment
+        (`{name}-vllm-green` beside `{name}-vllm-blue`) and the Service's selector moves to it only
+        once all its replicas are ready; then the old colour is removed. Clients never see two
+        versions at once, at the price of twice the GPUs during the switch. The first apply (and
+        so the dry run) is blue.
+        """),
+    code("bluegreen", magic=(
+        "%%k8s_serve --profile {profile} --name {name}-vllm --image {vllm_image} --gpus {gpus}"
+        " --replicas {replicas} --strategy bluegreen --cpu 8 --memory 32Gi --port 8000"
+        " --readiness /health --shell {mode}"
+    ), text="""
+        vllm serve /models/llama-3.1-8b-ft-v2 --port 8000 --served-model-name llama \\
+          --max-model-len 8192 --gpu-memory-utilization 0.90
+        """),
+    md("after-md", """
+        **On a real cluster** (`mode = "--wait"`), each cell prints its pods' logs and one summary
+        line, `service llama-vllm READY 2/2 in 00:03:10 — http://llama-vllm.team-llm.svc:8000
+        (revision 1)`; without `--wait` it returns at once with the live widget. Then:
+
+        ```python
+        svc = connect("serving").attach("llama-vllm")
+        url = svc.port_forward()       # http://127.0.0.1:PORT, relayed to a ready pod
+        # POST {url}/v1/chat/completions with {"model": "llama", "messages": [...]}
+        ```
+
+        `%tiers jobs` lists the services, `%tiers logs llama-vllm --tail 20` merges their pods'
+        logs, and `%k8s_serve --profile serving --name llama-vllm --delete` (and `llama-tgi`)
+        removes everything the tier made.
+        """),
 ]
 
 NOTEBOOKS = {
@@ -484,6 +645,7 @@ NOTEBOOKS = {
     "ddp_slurm.ipynb": DDP_SLURM,
     "teaching_lab.ipynb": TEACHING_LAB,
     "serve_k8s.ipynb": SERVE_K8S,
+    "serving.ipynb": SERVING,
 }
 
 

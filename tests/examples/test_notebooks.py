@@ -37,7 +37,8 @@ from tests.helpers import cancel_registered_jobs
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 VENV_BIN = Path(sys.executable).parent
-NOTEBOOKS = ("quickstart.ipynb", "ddp_slurm.ipynb", "teaching_lab.ipynb", "serve_k8s.ipynb")
+NOTEBOOKS = ("quickstart.ipynb", "ddp_slurm.ipynb", "teaching_lab.ipynb", "serve_k8s.ipynb",
+             "serving.ipynb")
 CELL_TIMEOUT = 600
 
 SUMMARY_OK = re.compile(r"^job (\d+) COMPLETED in \d\d:\d\d:\d\d on (\S+)$")
@@ -229,6 +230,26 @@ def test_notebook_is_valid_stripped_and_python3(name: str) -> None:
         assert len(cell.metadata.get("tags", [])) == 1, cell.source[:60]
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
+
+
+@pytest.mark.parametrize("name", NOTEBOOKS)
+def test_notebook_is_a_papermill_template(name: str) -> None:
+    """The first code cell is tagged ``parameters`` and every magic line takes its profile from
+    it, so ``papermill NB out -p profile P`` runs the notebook unchanged on another profile."""
+    nb = nbformat.read(EXAMPLES / name, as_version=4)
+    code_cells = [c for c in nb.cells if c.cell_type == "code"]
+    first = code_cells[0]
+    assert first.metadata["tags"] == ["parameters"]
+    assert "profile" in first.source and "%" not in first.source, first.source
+    params: dict[str, object] = {}
+    exec(first.source, {}, params)  # plain assignments of literals, nothing else
+    magic_lines = [ln for c in code_cells for ln in c.source.splitlines()
+                   if re.match(r"%%?(slurm_train|k8s_serve)\b", ln)]
+    assert magic_lines, name
+    for line in magic_lines:
+        assert "--profile {profile}" in line, line
+        for var in re.findall(r"\{(\w+)\}", line):
+            assert var in params, f"{line}: {{{var}}} is not a parameter"
 
 
 def test_notebooks_match_their_generator() -> None:
@@ -506,3 +527,76 @@ def test_serve_k8s_deploys_queries_updates_scales_and_deletes(
 def test_no_stray_tiers_yaml_next_to_the_notebooks() -> None:
     # A ./tiers.yaml in examples/ would become every notebook's project layer.
     assert not (EXAMPLES / "tiers.yaml").exists()
+
+
+# --- serving.ipynb: vLLM / TGI cells, run as shipped (--dry-run: no cluster) ------------------
+def manifests(text: str) -> dict[str, dict]:
+    """The objects one dry-run cell printed, by kind (each cell renders one of each kind)."""
+    import yaml
+
+    objects = [o for o in yaml.safe_load_all(text) if o]
+    by_kind = {o["kind"]: o for o in objects}
+    assert len(by_kind) == len(objects), [o["kind"] for o in objects]
+    return by_kind
+
+
+def test_serving_dry_runs_render_gpus_autoscaling_and_blue_green(
+    kernel_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README's serving profile, with no kubeconfig anywhere: a dry run asks nothing of an
+    API server when the profile names its namespace."""
+    path = tmp_path / "tiers.yaml"
+    path.write_text(textwrap.dedent("""\
+        profiles:
+          serving:
+            tier: kubernetes
+            namespace: team-llm
+            model_volume: {pvc: models}
+            defaults: {node_selector: {pool: gpu}}
+        """))
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
+    env = {**kernel_env, "JUPYTER_TIERS_CONFIG": str(path), "KUBECONFIG": str(tmp_path / "none")}
+    out = execute("serving.ipynb", env, tmp_path)
+    assert out["load"] == "" and out["autoscale-patch"] == ""
+
+    vllm = manifests(out["vllm"])
+    assert sorted(vllm) == ["ConfigMap", "Deployment", "Service"]
+    command = vllm["ConfigMap"]["data"]["command.sh"]
+    assert command.startswith("vllm serve /models/llama-3.1-8b-ft --port 8000"), command
+    dep = vllm["Deployment"]
+    assert (dep["metadata"]["name"], dep["metadata"]["namespace"]) == ("llama-vllm", "team-llm")
+    assert dep["spec"]["replicas"] == 2
+    pod = dep["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    assert container["image"] == "vllm/vllm-openai:v0.6.0"
+    assert container["resources"] == {"requests": {"cpu": "8", "memory": "32Gi"},
+                                      "limits": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "1"}}
+    assert container["readinessProbe"]["httpGet"]["path"] == "/health"
+    models = {"name": "models", "persistentVolumeClaim": {"claimName": "models", "readOnly": True}}
+    assert models in pod["volumes"], pod["volumes"]
+    assert pod["nodeSelector"] == {"pool": "gpu"}
+    assert vllm["Service"]["spec"]["ports"][0]["port"] == 8000
+
+    tgi = manifests(out["tgi"])
+    (container,) = tgi["Deployment"]["spec"]["template"]["spec"]["containers"]
+    assert container["image"].startswith("ghcr.io/huggingface/text-generation-inference:")
+    assert {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-token", "key": "token"}}} in (
+        container["env"])
+    assert "Secret" not in tgi  # an existing Secret is referenced, not made
+    assert tgi["ConfigMap"]["data"]["command.sh"].startswith("text-generation-launcher --model-id /models/")
+
+    scaled = manifests(out["autoscale"])
+    assert "replicas" not in scaled["Deployment"]["spec"]  # left to the autoscaler
+    hpa = scaled["HorizontalPodAutoscaler"]["spec"]
+    assert (hpa["minReplicas"], hpa["maxReplicas"]) == (1, 4)
+    assert hpa["scaleTargetRef"]["name"] == "llama-vllm"
+    assert hpa["metrics"] == [{"type": "Pods", "pods": {
+        "metric": {"name": "vllm_num_requests_waiting"},
+        "target": {"type": "AverageValue", "averageValue": "5"}}}]  # the --patch replaced CPU
+
+    blue = manifests(out["bluegreen"])
+    assert blue["Deployment"]["metadata"]["name"] == "llama-vllm-blue"
+    assert blue["Service"]["metadata"]["name"] == "llama-vllm"
+    assert blue["Service"]["spec"]["selector"]["jupyter-tiers/color"] == "blue"
+    assert "llama-3.1-8b-ft-v2" in blue["ConfigMap"]["data"]["command.sh"]
+    assert Registry().list() == []  # a dry run records nothing

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +95,8 @@ def check_local(spec: ServeSpec) -> None:
     """validate_serve_spec plus the local limits."""
     from ..k8s.render import validate_serve_spec
 
-    validate_serve_spec(spec)
+    # No image runs locally; one given is still checked, so the cell also works on a cluster.
+    validate_serve_spec(replace(spec, image=spec.image or "local") if isinstance(spec, ServeSpec) else spec)
     if spec.name.isdigit():
         raise SpecError("name", f"{spec.name!r}: a local service name needs a letter (job ids are numbers)")
     if spec.replicas > MAX_REPLICAS:

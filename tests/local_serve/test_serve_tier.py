@@ -1,0 +1,235 @@
+"""The local serving tier for real: the supervisor, the front port and every replica are real
+processes on this machine; nothing is mocked. Waits are bounded (GUARD) only so a broken tier fails
+instead of hanging; no assertion is on time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from jupyter_tiers.local import serve_supervisor as ssv
+from jupyter_tiers.local.serve_tier import LocalServeTier
+from jupyter_tiers.model import ServiceState, ServiceStatus
+from jupyter_tiers.registry import Registry
+from jupyter_tiers.tier import Service
+
+from .conftest import CRASH_BODY, GUARD, HTTP_BODY, local_profile, service_processes, wait_for
+
+
+def get(url: str) -> str:
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        return str(resp.read().decode())
+
+
+def ready(svc: Service, replicas: int) -> ServiceStatus:
+    status = svc.wait_ready(GUARD)
+    assert status.state is ServiceState.READY, status
+    assert (status.desired, status.ready) == (replicas, replicas), status
+    return status
+
+
+def test_ready_answers_http_and_reports_like_kubernetes(tier: LocalServeTier) -> None:
+    svc = tier.apply(tier.make_spec(HTTP_BODY, name="web", readiness="/health", image="python:3.12",
+                                    gpus=1))
+    status = ready(svc, 1)
+    assert svc.url is not None and svc.url.startswith("http://127.0.0.1:")
+    assert status.endpoint == svc.url
+    assert get(svc.url) == status.pods[0].name
+    assert status.pods[0].phase == "Running" and status.pods[0].node == "localhost"
+    assert status.message == "not applied on the local tier: image=python:3.12, gpus=1"
+    assert f"{status.pods[0].name}: listening on" in svc.logs()
+    assert "listening on" in svc.logs(pod=status.pods[0].name, tail=1)
+    summary = tier.summary(svc.record, status)
+    assert summary.startswith("service web READY 1/1 in ") and summary.endswith(f"— {svc.url} (revision 1)")
+    rec = tier.registry.get("web")
+    assert (rec.kind, rec.tier, rec.state, rec.detail, rec.nodelist) == ("service", "local", "READY", "1/1",
+                                                                        svc.url)
+    # an unchanged re-apply changes nothing: same replica, same revision
+    again = tier.apply(tier.make_spec(HTTP_BODY, name="web", readiness="/health", image="python:3.12",
+                                      gpus=1))
+    assert [p.name for p in again.status().pods] == [p.name for p in status.pods]
+    assert again.status().revision == "1"
+
+
+def test_crash_restarts_with_back_off_shown(tier: LocalServeTier) -> None:
+    svc = tier.apply(tier.make_spec(CRASH_BODY, name="crashy"))
+    status = svc.wait_ready(GUARD)
+    assert status.state is ServiceState.FAILED, status
+    pod = status.pods[0]
+    assert pod.reason == "CrashLoopBackOff" and pod.exit_code == 3, pod
+    assert pod.message is not None and pod.message.startswith("back-off 10s restarting failed container")
+    assert status.reason == f"pod {pod.name} CrashLoopBackOff (exit 3)"
+    summary = tier.summary(svc.record, status)
+    assert summary.startswith("service crashy FAILED") and summary.endswith("— last line: about to fail")
+
+    def restarted_and_waiting_again() -> bool:
+        p = svc.status().pods[0]
+        return p.restarts >= 1 and p.reason == "CrashLoopBackOff" and "back-off 20s" in (p.message or "")
+
+    wait_for(restarted_and_waiting_again, "the first restart, then the second back-off (20 s)")
+    assert svc.logs(pod=pod.name).count("about to fail") >= 2
+    assert tier.registry.get("crashy").state == "FAILED"
+
+
+def test_scale_one_three_one_behind_one_url(tier: LocalServeTier) -> None:
+    svc = tier.apply(tier.make_spec(HTTP_BODY, name="scaled", readiness="/"))
+    url = ready(svc, 1).endpoint
+    assert url is not None
+    svc.scale(3)
+    status = ready(svc, 3)
+    names = {p.name for p in status.pods}
+    assert len(names) == 3 and status.endpoint == url
+    answers = {get(url) for _ in range(9)}
+    assert answers == names  # round-robin: every replica answered through the one URL
+    svc.scale(1)
+
+    def one_left() -> bool:
+        s = svc.status()
+        return s.state is ServiceState.READY and len(s.pods) == 1
+
+    wait_for(one_left, "scale down to one replica")
+    last = svc.status().pods[0].name
+    assert last in names
+    assert {get(url) for _ in range(3)} == {last}
+
+
+def test_rolling_restart_keeps_a_ready_replica(tier: LocalServeTier) -> None:
+    svc = tier.apply(tier.make_spec(HTTP_BODY, name="rolling", readiness="/"))
+    before = ready(svc, 1)
+    seen: list[ServiceStatus] = []
+    sub = tier.watch(svc.record, on_status=seen.append)
+    try:
+        svc.restart()
+
+        def replaced() -> bool:
+            s = svc.status()
+            return (s.state is ServiceState.READY and len(s.pods) == 1
+                    and s.pods[0].name != before.pods[0].name)
+
+        wait_for(replaced, "the restart to replace the replica")
+    finally:
+        tier.unwatch(sub)
+    after = svc.status()
+    assert after.revision == "2" and after.pods[0].revision != before.pods[0].revision
+    # A new replica was ready before the old one went: no status seen had nothing ready.
+    assert seen and all(s.ready >= 1 for s in seen), [(s.state, s.ready, len(s.pods)) for s in seen]
+    assert any(len(s.pods) == 2 for s in seen), "never saw the old and the new replica together"
+    assert get(after.endpoint or "") == after.pods[0].name
+
+
+def test_changed_body_rolls_and_shell_body_gets_its_port(tier: LocalServeTier) -> None:
+    http = f"{sys.executable} -m http.server --bind 127.0.0.1 {{port}}"
+    svc = tier.apply(tier.make_spec(http, name="shelled", shell=True))
+    first = ready(svc, 1)
+    assert "Directory listing" in get(first.endpoint or "")
+    svc2 = tier.apply(tier.make_spec(http + " --directory /", name="shelled", shell=True))
+
+    def rolled() -> bool:
+        s = svc2.status()
+        return s.state is ServiceState.READY and s.revision == "2" and len(s.pods) == 1
+    wait_for(rolled, "the changed body to roll out")
+    assert svc2.status().pods[0].name != first.pods[0].name
+    assert "proc/" in get(first.endpoint or "")  # the new body serves /, on the same URL
+
+
+def test_delete_leaves_no_process(tier: LocalServeTier, workdir: Path) -> None:
+    body = HTTP_BODY.replace("print(", "import subprocess; subprocess.Popen(['sleep', '600']); print(", 1)
+    svc = tier.apply(tier.make_spec(body, name="gone", replicas=2, readiness="/"))
+    ready(svc, 2)
+    svcdir = Path(svc.record.jobdir)
+    procs = service_processes(svcdir)
+    # supervisor + 2 replicas + their 2 orphan-to-be sleepers, all found by their environment
+    assert len(procs) >= 5, procs
+    svc.delete()
+    assert service_processes(svcdir) == []
+    assert not svcdir.exists()
+    assert svc.status().state is ServiceState.DELETED
+    assert tier.registry.get("gone").state == "DELETED"
+
+
+def test_a_new_process_reattaches_by_name(tier: LocalServeTier, workdir: Path, tmp_path: Path) -> None:
+    """A kernel restart: a fresh tier and registry in another process find the service by name
+    and see the same replicas and logs; the service kept running meanwhile."""
+    svc = tier.apply(tier.make_spec(HTTP_BODY, name="kept", replicas=2, readiness="/"))
+    status = ready(svc, 2)
+    tier.close()
+    script = textwrap.dedent(f"""
+        import json, sys
+        from jupyter_tiers.config import Profile
+        from jupyter_tiers.local.serve_tier import LocalServeTier
+        from jupyter_tiers.registry import Registry
+        tier = LocalServeTier(Profile(name="local", tier="local", settings={{"workdir": {str(workdir)!r}}}),
+                              Registry({str(tmp_path / "registry.sqlite")!r}))
+        svc = tier.attach("kept")
+        st = svc.wait_ready(60)
+        print(json.dumps({{"state": st.state.value, "pods": [p.name for p in st.pods],
+                          "url": svc.url, "logs": svc.logs()}}))
+        svc.scale(1)
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=GUARD,
+                         env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert out.returncode == 0, out.stderr
+    seen = json.loads(out.stdout.strip().splitlines()[-1])
+    assert seen["state"] == "READY" and seen["url"] == status.endpoint
+    assert sorted(seen["pods"]) == sorted(p.name for p in status.pods)
+    assert all(f"{p.name}: listening on" in seen["logs"] for p in status.pods)
+    # back in this process, a third tier sees what the other process did
+    third = LocalServeTier(local_profile(workdir), Registry(tmp_path / "registry.sqlite"))
+    kept = third.attach("kept")
+    assert isinstance(kept, Service)
+    wait_for(lambda: len(kept.status().pods) == 1, "the scale to 1 from the other process")
+    third.close()
+
+
+def test_lost_supervisor_is_failed_and_its_replicas_are_stopped(tier: LocalServeTier) -> None:
+    svc = tier.apply(tier.make_spec(HTTP_BODY, name="orphan", replicas=2, readiness="/"))
+    ready(svc, 2)
+    svcdir = Path(svc.record.jobdir)
+    state = ssv.read_json(svcdir / ssv.STATE_FILE) or {}
+    os.kill(int(state["pid"]), 9)
+    wait_for(lambda: svc.status().state is ServiceState.FAILED, "the lost supervisor to be noticed")
+    status = svc.status()
+    assert "supervisor" in (status.reason or "")
+    wait_for(lambda: service_processes(svcdir) == [], "the replicas of a lost supervisor to be stopped")
+    again = tier.apply(tier.make_spec(HTTP_BODY, name="orphan", readiness="/"))  # re-run the cell
+    ready(again, 1)
+
+
+def test_port_forward_is_the_front_port_or_a_relay(tier: LocalServeTier) -> None:
+    svc = tier.apply(tier.make_spec(HTTP_BODY, name="fwd", readiness="/"))
+    status = ready(svc, 1)
+    assert svc.port_forward() == status.endpoint
+    relay = svc.port_forward(_free_port())
+    assert relay != status.endpoint and get(relay) == status.pods[0].name
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_widget_state_follows_a_local_service(tier: LocalServeTier) -> None:
+    from jupyter_tiers.widgets.serve_view import ServeView
+
+    svc = tier.apply(tier.make_spec(HTTP_BODY, name="viewed", readiness="/", gpus=2))
+    view = ServeView(svc)
+    try:
+        status = view.wait_ready(GUARD)
+        assert status is not None and status.state is ServiceState.READY
+        assert view.state == "READY" and view.endpoint == svc.url and view.tier_kind == "local"
+        assert view.banner == "not applied on the local tier: gpus=2"
+        assert view.summary.startswith("service viewed READY 1/1")
+        assert view.pods and view.pods[0][4] == "localhost"
+        wait_for(lambda: view.lines_received >= 1, "the replica's first log line in the widget")
+    finally:
+        view.close()
+        view._unsubscribe()

@@ -21,9 +21,10 @@ RANKS_DIR = "ranks"
 
 def job_files(spec: JobSpec) -> dict[str, tuple[str, int]]:
     """The tier-neutral files of a job directory: name -> (content, mode)."""
-    files: dict[str, tuple[str, int]] = {"rank.sh": (RANK_SHIM, 0o755)}
+    # Private modes: a root-run tar keeps them, whatever the umask (see SUBMIT_SH).
+    files: dict[str, tuple[str, int]] = {"rank.sh": (RANK_SHIM, 0o700)}
     body = spec.script if spec.script.endswith("\n") else spec.script + "\n"
-    files["main.sh" if spec.shell else "main.py"] = (body, 0o644)
+    files["main.sh" if spec.shell else "main.py"] = (body, 0o600)
     if spec.env:
         files["env.sh"] = (render_env(spec), 0o600)
     return files

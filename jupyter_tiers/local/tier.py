@@ -240,7 +240,7 @@ class LocalTier(BatchTier):
         """Write the job directory, start its supervisor detached, record the job."""
         script = self.render(spec)
         files = job_files(spec)
-        files[sv.BATCH_FILE] = (script, 0o644)
+        files[sv.BATCH_FILE] = (script, 0o600)
         job_id, jobdir = self._new_jobdir(spec.name)
         for fname, (content, mode) in files.items():
             fd = os.open(jobdir / fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)

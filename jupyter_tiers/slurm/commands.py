@@ -18,14 +18,19 @@ from ..jobdir import LOG_NAME
 from .parse import SACCT_FIELDS, SQUEUE_FORMAT
 from .render import RenderedJob
 
-_JOB_ID_RE = re.compile(r"^\d+$")
-_WORKDIR_RE = re.compile(r"^(~/)?[A-Za-z0-9_./+@-]+$")
+_JOB_ID_RE = re.compile(r"\d{1,20}")  # used with fullmatch: "$" accepts a trailing newline
+_WORKDIR_RE = re.compile(r"(~/)?[A-Za-z0-9_./+@-]{1,1024}")
 
 # Unpack the job directory from stdin (a tar), then submit. Prints the job id, then the directory.
+# umask 077: the job directory, its files and the log sbatch's umask gives slurmstepd are the
+# user's alone. The job directory itself must be new (not one another user prepared).
 SUBMIT_SH = r"""set -e
+umask 077
 d="$1"
 case "$d" in "~/"*) d="$HOME/${d#"~/"}";; esac
-mkdir -p -- "$d/ranks"
+mkdir -p -- "${d%/*}"
+mkdir -- "$d"
+mkdir -- "$d/ranks"
 cd -- "$d"
 tar -x -f -
 sbatch --parsable job.sbatch
@@ -89,13 +94,13 @@ grep -a -- "^$2: " "$1" | tail -n "$3"
 
 
 def check_job_id(job_id: str) -> str:
-    if not _JOB_ID_RE.match(job_id):
+    if not _JOB_ID_RE.fullmatch(job_id):
         raise SpecError("job id", f"{job_id!r} is not a Slurm job id (digits only)")
     return job_id
 
 
 def check_workdir(workdir: str) -> str:
-    if not _WORKDIR_RE.match(workdir) or ".." in workdir.split("/"):
+    if not _WORKDIR_RE.fullmatch(workdir) or ".." in workdir.split("/"):
         raise SpecError(
             "workdir", f"{workdir!r} is not allowed; use an absolute path or ~/path without spaces"
         )

@@ -138,4 +138,4 @@ def render_sbatch(spec: JobSpec) -> str:
 def render_job(spec: JobSpec) -> RenderedJob:
     """All files of the job directory for ``spec``: the sbatch script and the job-directory
     protocol's files (jobdir.py)."""
-    return RenderedJob(files={"job.sbatch": (render_sbatch(spec), 0o644), **job_files(spec)})
+    return RenderedJob(files={"job.sbatch": (render_sbatch(spec), 0o600), **job_files(spec)})

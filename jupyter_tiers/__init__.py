@@ -36,3 +36,8 @@ def load_ipython_extension(ipython: Any) -> None:
     from .magics import load_ipython_extension as _load
 
     _load(ipython)
+
+
+def _jupyter_server_extension_points() -> list[dict[str, str]]:
+    """The jupyter-server extension (the Tiers sidebar's REST API and shared watcher)."""
+    return [{"module": "jupyter_tiers.server"}]

@@ -212,12 +212,13 @@ def is_active(record: JobRecord) -> bool:
 # --- registry and tiers ------------------------------------------------------------------------
 
 
-def _connect(profile: str) -> Tier:
+def _connect(profile: str, kind: str = "batch") -> Tier:
+    """The cached tier of ``profile`` for a kind of work (``job``/``batch``, ``service``/``serve``)."""
     from .api import connect
 
     if profile not in load_config().profiles:
         raise ProfileNotFound(f"no profile {profile!r}; known profiles: {', '.join(profile_names())}")
-    return connect(profile)
+    return connect(profile, kind=kind)
 
 
 def profile_names() -> list[str]:
@@ -236,7 +237,7 @@ def attach(ref: str, kind: str | None = None) -> Handle:
     if kind is not None and rec.kind != kind:
         other = {"job": "cancel", "service": "delete"}[rec.kind]
         raise WrongKind(f"{ref} is a {rec.kind}, not a {kind}; use {other}")
-    return _connect(rec.profile).handle(rec)
+    return _connect(rec.profile, rec.kind).handle(rec)
 
 
 def fetch_statuses(profile: str, records: Sequence[JobRecord]
@@ -245,17 +246,19 @@ def fetch_statuses(profile: str, records: Sequence[JobRecord]
     Deployment/pods/events per service. Keyed by registry key; states are recorded."""
     from .tier import BatchTier, ServeTier
 
-    tier = _connect(profile)
     out: dict[str, JobStatus | ServiceStatus] = {}
-    if isinstance(tier, BatchTier):
-        jobs = [r for r in records if r.kind == "job"]
-        if jobs:
+    jobs = [r for r in records if r.kind == "job"]
+    services = [r for r in records if r.kind == "service"]
+    if jobs:
+        tier = _connect(profile, "job")
+        if isinstance(tier, BatchTier):
             by_id = tier.status(jobs)
             out.update({r.key: by_id[r.job_id] for r in jobs if r.job_id in by_id})
-    elif isinstance(tier, ServeTier):
-        for rec in records:
-            if rec.kind == "service":
-                out[rec.key] = tier.service_status(rec)
+    if services:
+        serve = _connect(profile, "service")
+        if isinstance(serve, ServeTier):
+            for rec in services:
+                out[rec.key] = serve.service_status(rec)
     return out
 
 

@@ -1,0 +1,382 @@
+"""Tornado handlers of ``{base_url}jupyter-tiers/api/`` (contract: API.md beside this file).
+
+Every handler goes through Jupyter's authentication and authorization (``@web.authenticated`` +
+``@authorized`` on resource ``tiers``; websockets: ``@ws_authenticated`` then an explicit
+authorization check, as jupyter_server's own kernel websocket does). Mutations are POST/DELETE,
+which ``APIHandler`` protects with the XSRF check. Blocking cluster calls run in a thread pool.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from jupyter_core.utils import ensure_async
+from jupyter_server.auth.decorator import authorized, ws_authenticated
+from jupyter_server.base.handlers import APIHandler, JupyterHandler
+from jupyter_server.base.websocket import WebSocketMixin
+from jupyter_server.utils import url_path_join
+from tornado import web
+from tornado.ioloop import IOLoop
+from tornado.websocket import WebSocketClosedError, WebSocketHandler
+
+from .. import service
+from ..errors import SpecError, TiersError
+from . import params
+from .hub import Hub
+
+log = logging.getLogger(__name__)
+
+AUTH_RESOURCE = "tiers"
+API_PATH = "jupyter-tiers/api"
+_SEG = r"([^/]+)"
+
+T = TypeVar("T")
+
+_executor = ThreadPoolExecutor(max_workers=8, thread_name_prefix="tiers-api")
+
+
+async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """Run a blocking call (SSH, the Kubernetes API, sqlite) off the tornado loop."""
+    return await IOLoop.current().run_in_executor(_executor, lambda: fn(*args, **kwargs))
+
+
+def error_message(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return " ".join(text.split())[:1000]
+
+
+class TiersAPIHandler(APIHandler):
+    """Base of the REST handlers: JSON errors as ``{"error": "..."}``."""
+
+    auth_resource = AUTH_RESOURCE
+
+    @property
+    def hub(self) -> Hub:
+        hub: Hub = self.settings["jupyter_tiers_hub"]
+        return hub
+
+    def write_json(self, data: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(data))
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        message = self._reason
+        exc_info = kwargs.get("exc_info")
+        if exc_info is not None:
+            exc = exc_info[1]
+            if isinstance(exc, web.HTTPError) and exc.log_message:
+                message = exc.log_message % exc.args if exc.args else exc.log_message
+            elif status_code == 500:
+                message = "internal error in the jupyter-tiers server extension (see the server log)"
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"error": message}))
+
+    async def run(self, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """Call the service layer off the loop; its errors become JSON errors."""
+        try:
+            return await blocking(fn, *args, **kwargs)
+        except (TiersError, ValueError) as exc:
+            raise web.HTTPError(service.http_status(exc), error_message(exc).replace("%", "%%")) from None
+
+    def parsed(self, fn: Callable[..., T], *args: Any) -> T:
+        """A pure parser's result; its SpecError is a 400."""
+        try:
+            return fn(*args)
+        except SpecError as exc:
+            raise web.HTTPError(400, error_message(exc).replace("%", "%%")) from None
+
+
+class JobsHandler(TiersAPIHandler):
+    """``GET jobs``: every job and service; ``?refresh=0`` reads the hub's cache."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        q = self.parsed(params.list_query, self.request.query_arguments)
+        if not q.refresh:
+            items, errors = await self.run(self.hub.items)
+            items = [i for i in items if (q.profile is None or i["profile"] == q.profile)
+                     and (q.kind is None or i["kind"] == q.kind)][:q.limit]
+            self.write_json({"items": items, "errors": errors})
+            return
+        listing = await self.run(service.list_items, limit=q.limit, profile=q.profile, kind=q.kind)
+        self.write_json(listing.to_json())
+
+
+class ItemHandler(TiersAPIHandler):
+    """``GET jobs/{profile}/{id}`` (details with the widget's view state); ``DELETE`` (a service)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, profile: str, job_id: str) -> None:
+        ref = self.parsed(params.ref, profile, job_id)
+        self.write_json(await self.run(service.details, ref))
+
+    @web.authenticated
+    @authorized
+    async def delete(self, profile: str, job_id: str) -> None:
+        ref = self.parsed(params.ref, profile, job_id)
+        result = await self.run(service.delete, ref)
+        self.hub.scan()
+        self.write_json(result.to_json())
+
+
+class ActionHandler(TiersAPIHandler):
+    """``POST jobs/{profile}/{id}/cancel|scale|restart``."""
+
+    @web.authenticated
+    @authorized
+    async def post(self, profile: str, job_id: str, action: str) -> None:
+        ref = self.parsed(params.ref, profile, job_id)
+        if action == "cancel":
+            result = await self.run(service.cancel, ref)
+        elif action == "restart":
+            result = await self.run(service.restart, ref)
+        else:
+            replicas = self.parsed(params.scale_body, self.request.body)
+            result = await self.run(service.scale, ref, replicas)
+        self.write_json(result.to_json())
+
+
+class LogsHandler(TiersAPIHandler):
+    """``GET jobs/{profile}/{id}/logs?rank=|pod=&offset=&limit=``."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, profile: str, job_id: str) -> None:
+        ref = self.parsed(params.ref, profile, job_id)
+        q = self.parsed(params.log_query, self.request.query_arguments)
+        result = await self.run(service.log_range, ref, rank=q.rank, pod=q.pod, offset=q.offset,
+                                limit=q.limit)
+        self.write_json(result.to_json())
+
+
+class ProfilesHandler(TiersAPIHandler):
+    """``GET profiles``: names, tiers, hosts — nothing secret."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        infos, default = await self.run(service.profiles)
+        self.write_json({"profiles": [p.to_json() for p in infos], "default": default})
+
+
+class StatsHandler(TiersAPIHandler):
+    """``GET stats``: what the hub does (listeners, watched items, scheduler queries per
+    profile) — for the sidebar's load benchmark and for debugging."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        self.write_json({"listeners": self.hub.listeners, "watched": self.hub.watched(),
+                         "scheduler_queries": self.hub.scheduler_queries(), "scans": self.hub.scans})
+
+
+class TiersWebSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
+    """Base of the websockets: authenticated like jupyter_server's kernel websocket, then
+    authorized for ``read`` on ``tiers``; JSON messages written from any thread."""
+
+    auth_resource = AUTH_RESOURCE
+    _loop: IOLoop
+
+    def set_default_headers(self) -> None:
+        """JupyterHandler's default headers make no sense on a websocket."""
+
+    async def authorize(self) -> None:
+        user = self.current_user
+        ok = await ensure_async(self.authorizer.is_authorized(self, user, "read", AUTH_RESOURCE))
+        if not ok:
+            raise web.HTTPError(403)
+
+    @property
+    def hub(self) -> Hub:
+        hub: Hub = self.settings["jupyter_tiers_hub"]
+        return hub
+
+    def send_soon(self, message: dict[str, Any]) -> None:
+        """Queue a message from any thread."""
+        text = json.dumps(message)
+        self._loop.add_callback(self._send, text)
+
+    def _send(self, text: str) -> None:
+        if self.ws_connection is None:
+            return
+        with contextlib.suppress(WebSocketClosedError):
+            self.write_message(text)
+
+    def reject(self, status: int, message: str) -> None:
+        """Refuse the upgrade with a JSON error (bad query, unknown job)."""
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"error": message}))
+
+    def on_message(self, message: str | bytes) -> None:
+        """Clients only listen; messages are ignored."""
+
+
+class EventsHandler(TiersWebSocket):
+    """``events``: a snapshot, then updates, removals and errors from the shared hub."""
+
+    _token: int | None = None
+
+    @ws_authenticated
+    async def get(self, *args: Any, **kwargs: Any) -> None:
+        await self.authorize()
+        self._loop = IOLoop.current()
+        await super().get(*args, **kwargs)
+
+    async def open(self, *args: Any, **kwargs: Any) -> None:
+        super().open()
+        token, snapshot = await blocking(self.hub.listen, self.send_soon)
+        if self.ws_connection is None:  # closed while we were subscribing
+            self.hub.unlisten(token)
+            return
+        self._token = token
+        self.write_message(json.dumps(snapshot))
+
+    def on_close(self) -> None:
+        if self._token is not None:
+            self.hub.unlisten(self._token)
+            self._token = None
+
+
+class LogStreamHandler(TiersWebSocket):
+    """``jobs/{profile}/{id}/logs/stream?rank=|pod=&offset=O``: ``{"lines", "offset"}`` batches.
+
+    A job's log is followed by byte offset, so a client reconnecting with its last ``offset``
+    resumes without loss or repetition; when the job ends, the rest of the log is sent, then
+    ``{"lines": [], "offset": O, "eof": true}`` and the socket is closed. A service's pod logs
+    are followed across restarts; there ``offset`` counts lines of this stream."""
+
+    _follower: Any = None
+    _hub_token: int | None = None
+    _service_sub: Any = None
+    _tier: Any = None
+
+    @ws_authenticated
+    async def get(self, profile: str, job_id: str) -> None:
+        await self.authorize()
+        self._loop = IOLoop.current()
+        try:
+            ref = params.ref(profile, job_id)
+            self._query = params.log_query(self.request.query_arguments, with_limit=False)
+            self._handle = await blocking(service.attach, ref)
+            kind = self._handle.record.kind
+            if kind == "job" and self._query.pod is not None:
+                raise SpecError("pod", f"{ref} is a job; filter by rank, not pod")
+            if kind == "service" and self._query.rank is not None:
+                raise SpecError("rank", f"{ref} is a service; filter by pod, not rank")
+        except (TiersError, ValueError) as exc:
+            self.reject(service.http_status(exc), error_message(exc))
+            return
+        await super().get(profile, job_id)
+
+    def open(self, *args: Any, **kwargs: Any) -> None:
+        super().open()
+        handle = self._handle
+        self._tier = handle.tier
+        if handle.record.kind == "job":
+            self._open_job()
+        else:
+            self._open_service()
+
+    # --- a job: byte offsets, end from the hub ----------------------------------------------
+    def _open_job(self) -> None:
+        from ..watch import LogFollower
+
+        rank = self._query.rank
+        record = self._handle.record
+
+        def on_lines(batch: Any) -> None:
+            rows = [[ln.rank, ln.text] for ln in batch if rank is None or ln.rank == rank]
+            last = batch[-1].end_offset if len(batch) else None
+            if rows and last is not None:
+                self.send_soon({"lines": rows, "offset": last})
+
+        self._follower = LogFollower(self._tier, record, self._query.offset, on_lines)
+        self._follower.start()
+
+        def on_hub(message: dict[str, Any]) -> None:
+            if message.get("type") != "update":
+                return
+            for item in message.get("items", ()):
+                if item.get("key") == record.key and item.get("terminal"):
+                    self._finish_soon()
+
+        token, snapshot = self.hub.listen(on_hub)
+        self._hub_token = token
+        if any(i["key"] == record.key and i["terminal"] for i in snapshot["items"]):
+            self._finish_soon()
+
+    def _finish_soon(self) -> None:
+        follower = self._follower
+        if follower is None or getattr(self, "_finishing", False):
+            return
+        self._finishing = True
+
+        def finish() -> None:
+            follower.finish()
+            self.send_soon({"lines": [], "offset": follower.offset, "eof": True})
+            self._loop.add_callback(self.close)
+
+        _executor.submit(finish)
+
+    # --- a service: the tier's pod-log followers ---------------------------------------------
+    def _open_service(self) -> None:
+        pod = self._query.pod
+        skip = [self._query.offset]
+        count = [0]
+
+        def on_lines(lines: list[Any]) -> None:
+            rows = []
+            for line in lines:
+                if pod is not None and line.pod != pod:
+                    continue
+                count[0] += 1
+                if count[0] <= skip[0]:
+                    continue
+                rows.append([line.pod, line.text])
+            if rows:
+                self.send_soon({"lines": rows, "offset": count[0]})
+
+        def subscribe() -> None:
+            sub = self._tier.watch(self._handle.record, on_lines=on_lines)
+            if self.ws_connection is None:
+                self._tier.unwatch(sub)
+            else:
+                self._service_sub = sub
+
+        _executor.submit(subscribe)
+
+    def on_close(self) -> None:
+        if self._hub_token is not None:
+            self.hub.unlisten(self._hub_token)
+            self._hub_token = None
+        if self._follower is not None:
+            self._follower.stop()
+        if self._service_sub is not None:
+            sub, self._service_sub = self._service_sub, None
+            _executor.submit(self._tier.unwatch, sub)
+
+
+def handler_table(base_url: str) -> list[tuple[str, type]]:
+    """Every route of the extension (the tests iterate it to check each refuses strangers)."""
+    base = url_path_join(base_url, API_PATH)
+    item = f"jobs/{_SEG}/{_SEG}"
+    return [
+        (url_path_join(base, "jobs"), JobsHandler),
+        (url_path_join(base, item), ItemHandler),
+        (url_path_join(base, item, "logs"), LogsHandler),
+        (url_path_join(base, item, "logs", "stream"), LogStreamHandler),
+        (url_path_join(base, item, "(cancel|scale|restart)"), ActionHandler),
+        (url_path_join(base, "events"), EventsHandler),
+        (url_path_join(base, "profiles"), ProfilesHandler),
+        (url_path_join(base, "stats"), StatsHandler),
+    ]
+

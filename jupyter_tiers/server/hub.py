@@ -1,0 +1,275 @@
+"""The server's shared watcher: one subscription per active job or service, shared by every
+browser tab.
+
+The hub reads the local registry (a cheap sqlite query, every ``scan_interval`` seconds) to learn
+about jobs and services whichever kernel started them, and while at least one listener (an
+``events`` websocket, a log stream) is connected it subscribes each active one to its profile's
+tier: a batch tier's Watcher (one ``squeue`` per profile per interval for all its jobs) or a
+Kubernetes tier's namespace watch. Listeners get the items' changes as JSON-ready messages; ten
+tabs are ten listeners on the same subscriptions, so the cluster sees the same load as one. When
+the last listener leaves, every subscription is dropped and nothing is polled.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .. import service
+from ..errors import TiersError
+from ..model import JobStatus, ServiceStatus
+from ..registry import JobRecord, Registry
+
+log = logging.getLogger(__name__)
+
+Message = dict[str, Any]
+Listener = Callable[[Message], None]
+
+
+@dataclass(eq=False)
+class _Sub:
+    tier: Any
+    token: Any
+    kind: str  # "job" | "service"
+
+
+class Hub:
+    """See the module docstring. Thread-safe; listeners are called from the hub's and the tiers'
+    threads and must not block (the server's wrap ``IOLoop.add_callback``)."""
+
+    def __init__(self, *, scan_interval: float = 2.0, limit: int = 500,
+                 registry: Callable[[], Registry] = Registry,
+                 connect: Callable[[str, str], Any] | None = None) -> None:
+        self.scan_interval = scan_interval
+        self.limit = limit
+        self._registry = registry
+        self._connect = connect or service._connect
+        self._lock = threading.RLock()
+        self._listeners: dict[int, Listener] = {}
+        self._ids = itertools.count(1)
+        self._records: dict[str, JobRecord] = {}
+        self._statuses: dict[str, JobStatus | ServiceStatus] = {}
+        self._items: dict[str, dict[str, Any]] = {}
+        self._errors: dict[str, str] = {}
+        self._subs: dict[str, _Sub] = {}
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.scans = 0
+
+    # --- listeners ---------------------------------------------------------------------------
+    def listen(self, fn: Listener) -> tuple[int, Message]:
+        """Add a listener; returns its token and the snapshot message it starts from."""
+        self.scan()
+        with self._lock:
+            token = next(self._ids)
+            self._listeners[token] = fn
+            snapshot = {"type": "snapshot", "items": self._sorted_items(), "errors": self._error_list()}
+        self._ensure_thread()
+        self._wake.set()
+        return token, snapshot
+
+    def unlisten(self, token: int) -> None:
+        with self._lock:
+            self._listeners.pop(token, None)
+        self._wake.set()
+
+    @property
+    def listeners(self) -> int:
+        with self._lock:
+            return len(self._listeners)
+
+    def items(self) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
+        """The cached items (newest first) and profile errors, after a registry scan (no
+        cluster query)."""
+        self.scan()
+        with self._lock:
+            return self._sorted_items(), self._error_list()
+
+    def status_of(self, key: str) -> JobStatus | ServiceStatus | None:
+        with self._lock:
+            return self._statuses.get(key)
+
+    def watched(self) -> list[str]:
+        with self._lock:
+            return sorted(self._subs)
+
+    def stop(self) -> None:
+        """Drop every subscription and end the hub's thread."""
+        self._stopped.set()
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        self._sync_subscriptions(want=set())
+
+    # --- internals ---------------------------------------------------------------------------
+    def _sorted_items(self) -> list[dict[str, Any]]:
+        order = sorted(self._records.values(), key=lambda r: r.submitted_at, reverse=True)
+        return [self._items[r.key] for r in order if r.key in self._items]
+
+    def _error_list(self) -> list[dict[str, str]]:
+        return [{"profile": p, "message": m} for p, m in sorted(self._errors.items())]
+
+    def _emit(self, message: Message) -> None:
+        with self._lock:
+            listeners = list(self._listeners.values())
+        for fn in listeners:
+            try:
+                fn(message)
+            except Exception:  # a broken listener must not stop the others
+                log.exception("jupyter-tiers hub listener failed")
+
+    def _ensure_thread(self) -> None:
+        with self._lock:
+            if self._thread is None or not self._thread.is_alive():
+                self._stopped.clear()
+                self._thread = threading.Thread(target=self._loop, name="tiers-hub", daemon=True)
+                self._thread.start()
+
+    def _loop(self) -> None:
+        while not self._stopped.is_set():
+            try:
+                self.scan()
+                with self._lock:
+                    listening = bool(self._listeners)
+                    want = {k for k, r in self._records.items() if listening and service.is_active(r)}
+                self._sync_subscriptions(want)
+            except Exception:
+                log.exception("jupyter-tiers hub cycle failed; retrying")
+            if self._wake.wait(self.scan_interval):
+                self._wake.clear()
+
+    def scan(self) -> None:
+        """Read the registry; emit updates for new or changed records and removals."""
+        try:
+            records = self._registry().list(limit=self.limit)
+        except TiersError as exc:
+            log.warning("jupyter-tiers hub cannot read the registry: %s", exc)
+            return
+        changed: list[dict[str, Any]] = []
+        with self._lock:
+            self.scans += 1
+            seen = {r.key: r for r in records}
+            removed = [k for k in self._records if k not in seen]
+            for key in removed:
+                self._records.pop(key, None)
+                self._items.pop(key, None)
+                self._statuses.pop(key, None)
+            for key, rec in seen.items():
+                old = self._records.get(key)
+                self._records[key] = rec
+                if old is not None and old == rec:
+                    continue
+                status = self._statuses.get(key)
+                if status is not None and not service.is_active(rec) and _status_active(status):
+                    status = None  # the registry knows the end before our watch does
+                    self._statuses.pop(key, None)
+                item = service.item_from(rec, status).to_json()
+                if item != self._items.get(key):
+                    self._items[key] = item
+                    changed.append(item)
+        if removed:
+            self._emit({"type": "removed", "keys": removed})
+        if changed:
+            self._emit({"type": "update", "items": changed})
+
+    def _on_status(self, key: str, status: JobStatus | ServiceStatus) -> None:
+        with self._lock:
+            rec = self._records.get(key)
+            if rec is None:
+                return
+            self._statuses[key] = status
+            item = service.item_from(rec, status).to_json()
+            fresh = item != self._items.get(key)
+            self._items[key] = item
+            problem = _problem(status)
+            profile_news = problem is not None and self._errors.get(rec.profile) != problem
+            if problem is not None:
+                self._errors[rec.profile] = problem
+            elif rec.profile in self._errors:
+                del self._errors[rec.profile]
+        if fresh:
+            self._emit({"type": "update", "items": [item]})
+        if profile_news:
+            self._emit({"type": "error", "profile": rec.profile, "message": problem})
+        if not _status_active(status):
+            self._wake.set()  # let the loop drop the subscription
+
+    def _sync_subscriptions(self, want: set[str]) -> None:
+        """Subscribe what is wanted and not watched, unsubscribe the rest. Tier calls are made
+        outside the lock: a tier may deliver a status from its own thread while subscribing."""
+        with self._lock:
+            for key, status in self._statuses.items():
+                if key in want and not _status_active(status):
+                    want.discard(key)
+            drop = [(k, s) for k, s in self._subs.items() if k not in want]
+            for key, _ in drop:
+                del self._subs[key]
+            add = [self._records[k] for k in sorted(want) if k not in self._subs and k in self._records]
+        for _, sub in drop:
+            _unsubscribe(sub)
+        for rec in add:
+            try:
+                tier = self._connect(rec.profile, rec.kind)
+                sub = self._subscribe(tier, rec)
+            except (TiersError, ValueError) as exc:
+                with self._lock:
+                    news = self._errors.get(rec.profile) != str(exc)
+                    self._errors[rec.profile] = str(exc)
+                if news:
+                    self._emit({"type": "error", "profile": rec.profile, "message": str(exc)})
+                continue
+            with self._lock:
+                keep = rec.key not in self._subs and not self._stopped.is_set()
+                if keep:
+                    self._subs[rec.key] = sub
+            if not keep:
+                _unsubscribe(sub)
+
+    def _subscribe(self, tier: Any, rec: JobRecord) -> _Sub:
+        from ..tier import BatchTier
+
+        def on_status(status: JobStatus | ServiceStatus) -> None:
+            self._on_status(rec.key, status)
+
+        if isinstance(tier, BatchTier):
+            token = tier.watcher.watch(rec, on_status=on_status, follow_logs=False)
+            return _Sub(tier, token, "job")
+        return _Sub(tier, tier.watch(rec, on_status=on_status), "service")
+
+    def scheduler_queries(self) -> dict[str, int]:
+        """Batched scheduler queries each batch profile's watcher made in this process."""
+        from .. import api
+
+        out: dict[str, int] = {}
+        with api._lock:
+            tiers = dict(api._tiers)
+        for (name, _kind), tier in tiers.items():
+            watcher = getattr(tier, "_watcher", None)
+            if watcher is not None:
+                out[name] = out.get(name, 0) + watcher.scheduler_queries
+        return out
+
+
+def _unsubscribe(sub: _Sub) -> None:
+    try:
+        if sub.kind == "job":
+            sub.tier.watcher.unwatch(sub.token)
+        else:
+            sub.tier.unwatch(sub.token)
+    except Exception:
+        log.exception("jupyter-tiers hub unsubscribe failed")
+
+
+def _status_active(status: JobStatus | ServiceStatus) -> bool:
+    return not status.state.terminal
+
+
+def _problem(status: JobStatus | ServiceStatus) -> str | None:
+    if isinstance(status, JobStatus):
+        return status.message if not status.controller_reachable and status.message else None
+    return status.message if not status.api_reachable and status.message else None

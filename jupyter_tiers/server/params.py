@@ -1,0 +1,138 @@
+"""Pure parsers of the REST API's query strings, path segments and JSON bodies.
+
+Every function raises :class:`~jupyter_tiers.errors.SpecError` naming what was wrong and what is
+allowed; the handlers turn that into a 400 JSON error. No I/O here.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import SpecError
+from ..service import MAX_LOG_LINES, MAX_REPLICAS
+
+#: Longest query value, path segment or body accepted (everything real is far shorter).
+MAX_TEXT = 256
+MAX_BODY = 4096
+_SEGMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,252}")
+_INT_RE = re.compile(r"\d{1,12}")
+
+Query = Mapping[str, Sequence[bytes]]
+
+
+def _one(query: Query, name: str) -> str | None:
+    """The single value of ``name`` (None when absent); repeated or undecodable is an error."""
+    values = query.get(name)
+    if not values:
+        return None
+    if len(values) > 1:
+        raise SpecError(name, "give it once")
+    raw = values[0]
+    if len(raw) > MAX_TEXT:
+        raise SpecError(name, f"too long (at most {MAX_TEXT} characters)")
+    try:
+        return raw.decode("utf-8") if isinstance(raw, bytes) else str(raw)
+    except UnicodeDecodeError:
+        raise SpecError(name, "not valid UTF-8") from None
+
+
+def _int(query: Query, name: str, low: int, high: int, default: int | None) -> int | None:
+    text = _one(query, name)
+    if text is None or text == "":
+        return default
+    if not _INT_RE.fullmatch(text) or not low <= int(text) <= high:
+        raise SpecError(name, f"give a whole number from {low} to {high}")
+    return int(text)
+
+
+def segment(text: str, what: str) -> str:
+    """A profile name or job id from the URL path (already URL-decoded)."""
+    if not isinstance(text, str) or not _SEGMENT_RE.fullmatch(text):
+        raise SpecError(what, "letters, digits, '.', '_' and '-' only, starting with a letter or digit")
+    return text
+
+
+def ref(profile: str, job_id: str) -> str:
+    """The registry key of ``jobs/{profile}/{id}``."""
+    return f"{segment(profile, 'profile')}/{segment(job_id, 'id')}"
+
+
+def flag(query: Query, name: str, default: bool) -> bool:
+    """A boolean query flag: 1/0, true/false, yes/no."""
+    text = _one(query, name)
+    if text is None or text == "":
+        return default
+    low = text.lower()
+    if low in ("1", "true", "yes"):
+        return True
+    if low in ("0", "false", "no"):
+        return False
+    raise SpecError(name, "give 1 or 0")
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    refresh: bool = True
+    profile: str | None = None
+    kind: str | None = None
+    limit: int = 200
+
+
+def list_query(query: Query) -> ListQuery:
+    """``GET jobs?refresh=0|1&profile=P&kind=job|service&limit=N``."""
+    profile = _one(query, "profile") or None
+    if profile is not None:
+        segment(profile, "profile")
+    kind = _one(query, "kind") or None
+    if kind is not None and kind not in ("job", "service"):
+        raise SpecError("kind", "give job or service")
+    limit = _int(query, "limit", 1, 1000, 200)
+    assert limit is not None
+    return ListQuery(refresh=flag(query, "refresh", True), profile=profile, kind=kind, limit=limit)
+
+
+@dataclass(frozen=True)
+class LogQuery:
+    rank: int | None = None
+    pod: str | None = None
+    offset: int = 0
+    limit: int | None = None
+
+
+def log_query(query: Query, *, with_limit: bool = True) -> LogQuery:
+    """``logs?rank=N|pod=NAME&offset=O&limit=L`` (``limit`` only for a range, not a stream)."""
+    rank = _int(query, "rank", 0, 10_000_000, None)
+    pod = _one(query, "pod") or None
+    if pod is not None:
+        segment(pod, "pod")
+    if rank is not None and pod is not None:
+        raise SpecError("rank", "give rank (a job) or pod (a service), not both")
+    offset = _int(query, "offset", 0, 10**12, 0)
+    assert offset is not None
+    limit = _int(query, "limit", 1, 10**9, None) if with_limit else None
+    if limit is not None:
+        limit = min(limit, MAX_LOG_LINES)
+    return LogQuery(rank=rank, pod=pod, offset=offset, limit=limit)
+
+
+def scale_body(body: bytes) -> int:
+    """``{"replicas": n}`` with n from 0 to MAX_REPLICAS."""
+    if len(body) > MAX_BODY:
+        raise SpecError("body", f"too long (at most {MAX_BODY} bytes)")
+    try:
+        data: Any = json.loads(body.decode("utf-8")) if body.strip() else None
+    except (UnicodeDecodeError, ValueError):
+        raise SpecError("body", 'not JSON; send {"replicas": N}') from None
+    if not isinstance(data, dict) or "replicas" not in data:
+        raise SpecError("body", 'send {"replicas": N}')
+    unknown = sorted(set(data) - {"replicas"})
+    if unknown:
+        raise SpecError(str(unknown[0])[:40], 'unknown field; send {"replicas": N}')
+    replicas = data["replicas"]
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 0 <= replicas <= MAX_REPLICAS:
+        raise SpecError("replicas", f"give a whole number from 0 to {MAX_REPLICAS}")
+    return replicas

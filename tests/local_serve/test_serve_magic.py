@@ -1,0 +1,145 @@
+"""``%%k8s_serve`` and ``%tiers`` on the local tier, through IPython's test shell as a user types
+them: no tiers.yaml at all, so the built-in ``local`` profile serves. Real processes; the text
+view (``JUPYTER_TIERS_DISPLAY=text``), since the test shell has no widget front end."""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from jupyter_tiers import api, config
+from jupyter_tiers.local.serve_tier import LocalServeTier
+from jupyter_tiers.registry import Registry
+from jupyter_tiers.tier import Service
+from tests.helpers import ipython_test_shell
+
+from .conftest import CRASH_BODY, HTTP_BODY, service_processes, stop_everything, wait_for
+
+# "in HH:MM:SS" only when the view saw the rollout in progress (a fast replica may be ready first).
+SUMMARY_READY = re.compile(r"^service web READY (\d)/(\d)(?: in \d\d:\d\d:\d\d)? — (http://127\.0\.0\.1:\d+) "
+                           r"\(revision (\d+)\)$", re.M)
+
+
+@pytest.fixture(scope="module")
+def ip() -> InteractiveShell:
+    shell = ipython_test_shell()
+    shell.run_line_magic("load_ext", "jupyter_tiers")
+    return shell
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """No tiers.yaml anywhere (the built-in local profile), the Jupyter data dir (and so the
+    local workdir) under tmp_path, text display, the venv's python first on PATH."""
+    monkeypatch.setattr(config, "SYSTEM_PATH", tmp_path / "no-system-tiers.yaml")
+    monkeypatch.setattr(config, "USER_PATH", tmp_path / "no-user-tiers.yaml")
+    monkeypatch.delenv("JUPYTER_TIERS_CONFIG", raising=False)
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter-data"))
+    monkeypatch.setenv("JUPYTER_TIERS_DISPLAY", "text")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.chdir(tmp_path)
+    workdir = tmp_path / "jupyter-data" / "tiers" / "local-jobs"
+    yield workdir
+    api.close_all()
+    stop_everything(workdir, Registry())
+
+
+def run(ip: InteractiveShell, capsys: pytest.CaptureFixture[str], cell: str) -> str:
+    capsys.readouterr()
+    result = ip.run_cell(cell)
+    out = capsys.readouterr()
+    assert result.error_in_exec is None, (result.error_in_exec, out.out, out.err)
+    assert "Traceback" not in out.out + out.err, out
+    return out.out
+
+
+def usage_error(ip: InteractiveShell, capsys: pytest.CaptureFixture[str], cell: str) -> str:
+    capsys.readouterr()
+    result = ip.run_cell(cell)
+    printed = "".join(capsys.readouterr())
+    assert isinstance(result.error_in_exec, UsageError), (result.error_in_exec, printed)
+    assert "Traceback" not in printed, printed
+    message = str(result.error_in_exec)
+    assert message and "\n" not in message.strip(), message
+    return message
+
+
+def test_serve_query_scale_restart_logs_delete_from_the_notebook(
+        ip: InteractiveShell, capsys: pytest.CaptureFixture[str], _isolated: Path) -> None:
+    out = run(ip, capsys, "%%k8s_serve --name web --readiness /health --image vllm/vllm-openai:v0.6.0 "
+              f"--gpus 1 --node-selector pool=gpu --wait --text --out svc\n{HTTP_BODY}")
+    assert "service web applied to local" in out, out
+    assert "! not applied on the local tier: image=vllm/vllm-openai:v0.6.0, gpus=1, node_selector=pool=gpu" \
+        in out, out
+    match = SUMMARY_READY.search(out)
+    assert match and match.group(1, 2, 4) == ("1", "1", "1"), out
+    url = match.group(3)
+    svc = ip.user_ns.pop("svc")
+    assert isinstance(svc, Service) and isinstance(svc.tier, LocalServeTier) and svc.url == url
+    with urllib.request.urlopen(url + "/health", timeout=30) as resp:
+        first = resp.read().decode()
+    assert first.startswith("web-")
+
+    table = run(ip, capsys, "%tiers jobs")
+    row = next(line.split() for line in table.splitlines() if line.split()[:2] == ["web", "service"])
+    assert row[3:5] == ["local", "local"] and url in row, table
+
+    out = run(ip, capsys, "%tiers scale web 2")
+    assert out.strip() == "service web scaled to 2"
+    wait_for(lambda: svc.status().ready == 2, "two ready replicas")
+    out = run(ip, capsys, "%tiers attach web --text --wait")
+    match = SUMMARY_READY.search(out)
+    assert match and match.group(1, 2, 3) == ("2", "2", url), out
+
+    assert "listening on" in run(ip, capsys, f"%tiers logs web --pod {first} --tail 1")
+    merged = run(ip, capsys, "%tiers logs web")
+    assert f"{first}: listening on" in merged
+
+    out = run(ip, capsys, "%tiers restart web")
+    assert out.strip() == "service web restarting (rolling update)"
+    wait_for(lambda: svc.status().revision == "2" and svc.status().state.value == "READY"
+             and first not in {p.name for p in svc.status().pods}, "the rolling restart")
+
+    svcdir = Path(svc.record.jobdir)
+    assert run(ip, capsys, "%tiers delete web").strip() == "service web deleted"
+    assert service_processes(svcdir) == [] and not svcdir.exists()
+    assert Registry().get("web").state == "DELETED"
+
+
+def test_crash_loop_summary_and_line_magic_delete(ip: InteractiveShell, capsys: pytest.CaptureFixture[str],
+                                                  _isolated: Path) -> None:
+    out = run(ip, capsys, f"%%k8s_serve --name crashy --wait --text\n{CRASH_BODY}")
+    assert re.search(r"pod crashy-\S+: CrashLoopBackOff \(exit 3\): back-off 10s restarting failed", out), out
+    assert re.search(r"^service crashy FAILED(?: after \d\d:\d\d:\d\d)?: pod crashy-\S+ CrashLoopBackOff "
+                     r"\(exit 3\) — last line: about to fail$", out, re.M), out
+    out = run(ip, capsys, "%k8s_serve --name crashy --delete")
+    assert out.strip() == "service crashy deleted"
+    assert service_processes(_isolated) == []
+
+
+def test_dry_run_starts_nothing_and_names_what_is_ignored(
+        ip: InteractiveShell, capsys: pytest.CaptureFixture[str], _isolated: Path) -> None:
+    out = run(ip, capsys, "%%k8s_serve --name plan --shell --replicas 2 --image vllm/vllm-openai:v0.6.0 "
+              "--gpus 1 --env HF_TOKEN=s3cret-value --dry-run\nvllm serve /models/x --port {port}\n")
+    assert "local service 'plan': 2 replicas" in out
+    assert "# Not applied locally: image=vllm/vllm-openai:v0.6.0, gpus=1" in out
+    assert "vllm serve /models/x --port ${PORT}" in out
+    assert "HF_TOKEN" in out and "s3cret-value" not in out
+    assert not (_isolated / "services").exists()
+    assert Registry().list() == []
+
+
+def test_bad_local_input_is_a_one_line_usage_error(ip: InteractiveShell,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    assert "--replicas" in usage_error(ip, capsys, "%%k8s_serve --replicas 65 --dry-run\nprint(1)\n")
+    assert "--name" in usage_error(ip, capsys, "%%k8s_serve --name 42 --dry-run\nprint(1)\n")
+    message = usage_error(ip, capsys, "%tiers scale nothing-here 2")
+    assert "nothing-here" in message

@@ -21,6 +21,12 @@ from .render import RenderedJob
 _JOB_ID_RE = re.compile(r"\d{1,20}")  # used with fullmatch: "$" accepts a trailing newline
 _WORKDIR_RE = re.compile(r"(~/)?[A-Za-z0-9_./+@-]{1,1024}")
 
+# Every remote program runs as `bash --norc --noprofile -c PROGRAM`: the login shell sshd
+# starts has already read the user's start-up files (PATH, modules) and passes their
+# environment on, and bash run under sshd would read ~/.bashrc a second time (100 ms on the
+# test cluster, `pyenv init`), on every command.
+BASH = ["bash", "--norc", "--noprofile", "-c"]
+
 # Unpack the job directory from stdin (a tar), then submit. Prints the job id, then the directory.
 # umask 077: the job directory, its files and the log sbatch's umask gives slurmstepd are the
 # user's alone. The job directory itself must be new (not one another user prepared).
@@ -128,7 +134,7 @@ def pack_job(rendered: RenderedJob) -> bytes:
 
 
 def submit_argv(jobdir: str) -> list[str]:
-    return ["bash", "-c", SUBMIT_SH, "jt-submit", jobdir]
+    return [*BASH, SUBMIT_SH, "jt-submit", jobdir]
 
 
 def squeue_argv(job_ids: Sequence[str]) -> list[str]:
@@ -163,7 +169,7 @@ def with_checkpoints(argv: list[str], dirs: Sequence[str]) -> list[str]:
     """``argv`` plus one listing of each checkpoint directory, in one remote command."""
     if not dirs:
         return argv
-    return ["bash", "-c", WITH_CHECKPOINTS_SH, "jt-status", str(len(dirs)), *dirs, *argv]
+    return [*BASH, WITH_CHECKPOINTS_SH, "jt-status", str(len(dirs)), *dirs, *argv]
 
 
 def scontrol_jobs_argv() -> list[str]:
@@ -171,7 +177,7 @@ def scontrol_jobs_argv() -> list[str]:
 
 
 def ranks_argv(jobdirs: Sequence[str]) -> list[str]:
-    return ["bash", "-c", RANKS_SH, "jt-ranks", *jobdirs]
+    return [*BASH, RANKS_SH, "jt-ranks", *jobdirs]
 
 
 def cancel_argv(job_id: str, signal: str | None = None) -> list[str]:
@@ -188,11 +194,11 @@ def log_path(jobdir: str) -> str:
 
 
 def follow_argv(jobdir: str, offset: int) -> list[str]:
-    return ["bash", "-c", FOLLOW_SH, "jt-follow", log_path(jobdir), str(offset + 1), COALESCE_PL]
+    return [*BASH, FOLLOW_SH, "jt-follow", log_path(jobdir), str(offset + 1), COALESCE_PL]
 
 
 def read_log_argv(jobdir: str, offset: int) -> list[str]:
-    return ["bash", "-c", READ_SH, "jt-read", log_path(jobdir), str(offset + 1)]
+    return [*BASH, READ_SH, "jt-read", log_path(jobdir), str(offset + 1)]
 
 
 TAIL_SH = r"""[ -e "$1" ] || exit 0
@@ -201,14 +207,14 @@ tail -n "$2" -- "$1"
 
 
 def tail_log_argv(jobdir: str, lines: int) -> list[str]:
-    return ["bash", "-c", TAIL_SH, "jt-tail", log_path(jobdir), str(int(lines))]
+    return [*BASH, TAIL_SH, "jt-tail", log_path(jobdir), str(int(lines))]
 
 
 def log_size_argv(jobdir: str) -> list[str]:
-    return ["bash", "-c", 'stat -c %s -- "$1" 2>/dev/null || echo 0', "jt-size", log_path(jobdir)]
+    return [*BASH, 'stat -c %s -- "$1" 2>/dev/null || echo 0', "jt-size", log_path(jobdir)]
 
 
 def grep_rank_argv(jobdir: str, rank: int, tail: int | None) -> list[str]:
     count = "+1" if tail is None else str(int(tail))
-    return ["bash", "-c", GREP_RANK_SH, "jt-grep", log_path(jobdir), str(int(rank)), count]
+    return [*BASH, GREP_RANK_SH, "jt-grep", log_path(jobdir), str(int(rank)), count]
 

@@ -16,7 +16,7 @@ import pytest
 
 from jupyter_tiers.jobdir import RANK_SHIM, parse_rank_file, parse_rank_files
 from jupyter_tiers.model import RankPhase
-from jupyter_tiers.slurm.commands import RANKS_SH, ranks_argv
+from jupyter_tiers.slurm.commands import BASH, RANKS_SH, ranks_argv
 
 TS = r"\d+\.\d+"
 HANG_GUARD = 60  # seconds; only keeps a broken shim from hanging the test run
@@ -81,7 +81,7 @@ def _rank_lines(jobdir: Path, rank: int) -> list[str]:
 
 def _query(*jobdirs: Path) -> str:
     argv = ranks_argv([str(d) for d in jobdirs])
-    assert argv[:3] == ["bash", "-c", RANKS_SH]
+    assert argv[:5] == [*BASH, RANKS_SH]
     out = subprocess.run(argv, capture_output=True, text=True, timeout=HANG_GUARD, check=True)
     return out.stdout
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -58,9 +59,12 @@ def training_shape(body: str, *, shell: bool = False, replicas: int = 1,
     rdzv, init_method, ...), the shape of data-parallel training spread over pods.
     """
     try:
-        found = _python_training(body) if not shell else None
-        if found is None:
-            found = _shell_training(body) if shell else _text_training(body)
+        if shell:
+            found = _shell_training(body)
+        elif _parse(body) is None:
+            found = _text_training(body)
+        else:
+            found = _python_training(body)
         if found is None and _int(replicas) > 1 and _int(gpus) > 0:
             for number, line in enumerate(_lines(body, shell), 1):
                 match = _RDZV_WORDS.search(line)
@@ -78,7 +82,9 @@ def _int(value: object) -> int:
 
 def _parse(body: str) -> ast.Module | None:
     try:
-        return ast.parse(body)
+        with warnings.catch_warnings():  # "invalid escape sequence" and the like are not ours to show
+            warnings.simplefilter("ignore")
+            return ast.parse(body)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return None
 

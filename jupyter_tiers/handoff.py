@@ -66,7 +66,7 @@ class Checkpoint:
 
 def check_checkpoint_dir(value: str) -> str:
     """A ``--checkpoint-dir`` value: an absolute path or ``~/path`` of plain characters."""
-    if not isinstance(value, str) or not _DIR_RE.match(value) or (
+    if not isinstance(value, str) or not _DIR_RE.fullmatch(value) or (
         not value.startswith("/") and not value.startswith("~/")
     ) or ".." in value.split("/"):
         raise SpecError("checkpoint_dir", f"{value!r} is not allowed; use an absolute path or ~/path "
@@ -243,7 +243,7 @@ def checkpoint_of(record: Any) -> Checkpoint:
     if path is None:
         raise HandoffError(f"--model-from: {who} completed but left no checkpoint in {directory} "
                            "(save one under $JT_CHECKPOINT_DIR)")
-    if not _SAFE_PATH_RE.match(path):
+    if not _SAFE_PATH_RE.fullmatch(path):
         raise HandoffError(f"--model-from: {who}: the checkpoint path {path!r} has characters that "
                            "are unsafe in a shell or a string literal; use letters, digits and "
                            "_ . / + @ = , : -")
@@ -262,7 +262,7 @@ def parse_path_map(value: Any) -> tuple[tuple[str, str], ...]:
     pairs = []
     for src, dst in value.items():
         for path in (src, dst):
-            if not isinstance(path, str) or not path.startswith("/") or not _SAFE_PATH_RE.match(path) \
+            if not isinstance(path, str) or not path.startswith("/") or not _SAFE_PATH_RE.fullmatch(path) \
                     or ".." in path.split("/"):
                 raise ValueError(f"{path!r} is not an absolute path of letters, digits and "
                                  "_ . / + @ = , : - (no '..')")

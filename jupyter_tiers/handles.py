@@ -82,7 +82,25 @@ class Job(Handle):
             return "".join(ln.text + "\n" for ln in self.tier.rank_log(self.record, rank, tail))
         if tail is not None:
             return self.tier.tail_log(self.record, tail).decode("utf-8", errors="replace")
-        return self.tier.read_log(self.record, 0).decode("utf-8", errors="replace")
+        return "".join(self.iter_logs())
+
+    def iter_logs(self, offset: int = 0) -> Iterator[str]:
+        """The merged log from byte ``offset`` to its current end, as pieces of text in order
+        (``"R: "`` prefixes kept): print or scan a log of any size without holding it all."""
+        import codecs
+
+        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        # Tiers that can stream a finished log say so with log_chunks (Slurm); the others are
+        # local files read at once.
+        chunks = getattr(self.tier, "log_chunks", None)
+        pieces = chunks(self.record, offset) if chunks else [self.tier.read_log(self.record, offset)]
+        for chunk in pieces:
+            text = decoder.decode(chunk)
+            if text:
+                yield text
+        text = decoder.decode(b"", final=True)
+        if text:
+            yield text
 
     def wait(self, timeout: float | None = None) -> JobStatus:
         """Block until the job ends (or ``timeout`` seconds pass); returns the last status."""

@@ -123,6 +123,10 @@ def run(argv: list[str], shell: Any = None) -> Any:
         if handle.kind == "job":
             if args.pod is not None:
                 raise CommandUsage(f"%tiers logs: {args.job} is a job; use --rank N, not --pod")
+            if args.rank is None and args.tail is None:  # a whole log: printed as it arrives
+                for piece in handle.iter_logs():
+                    print(piece, end="")
+                return None
             text = handle.logs(rank=args.rank, tail=args.tail)
         else:
             if args.rank is not None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from ..config import Profile
@@ -177,6 +177,12 @@ class SlurmTier(BatchTier):
 
     def read_log(self, record: JobRecord, offset: int = 0) -> bytes:
         return self.transport.run(commands.read_log_argv(record.jobdir, offset), timeout=300).stdout
+
+    def log_chunks(self, record: JobRecord, offset: int = 0) -> Iterator[bytes]:
+        """The merged log from ``offset`` to its current end, as it arrives (a 1 GB log is never
+        whole in memory); a stall of 300 s without data raises CommandTimeout."""
+        with self.transport.stream(commands.read_log_argv(record.jobdir, offset), timeout=300) as s:
+            yield from s
 
     def tail_log(self, record: JobRecord, lines: int) -> bytes:
         if lines <= 0:

@@ -41,3 +41,8 @@ def load_ipython_extension(ipython: Any) -> None:
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     """The jupyter-server extension (the Tiers sidebar's REST API and shared watcher)."""
     return [{"module": "jupyter_tiers.server"}]
+
+
+def _jupyter_labextension_paths() -> list[dict[str, str]]:
+    """Where the prebuilt "Tiers" sidebar is (``jupyter labextension develop`` links it)."""
+    return [{"src": "labextension", "dest": "jupyter-tiers"}]

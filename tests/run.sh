@@ -42,5 +42,13 @@ echo "[run] ruff"
 "$PY" -m ruff check .
 echo "[run] mypy"
 "$PY" -m mypy
+if command -v node >/dev/null; then
+  echo "[run] labextension unit tests (vitest)"
+  ( cd labextension && PATH="$(dirname "$PY"):$PATH" jlpm test )
+elif [ -n "${CI:-}" ]; then
+  echo "[run] node is missing: the labextension cannot be built or tested" >&2; exit 1
+else
+  echo "[run] WARNING: node is missing: labextension unit tests SKIPPED" >&2
+fi
 echo "[run] pytest"
 "$PY" -m pytest -p no:cacheprovider "$@"

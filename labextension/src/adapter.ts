@@ -1,0 +1,203 @@
+// A stand-in for the anywidget model, so the lab panel drives the notebook widgets' own view code
+// (jupyter_tiers/widgets/job_view.js, serve_view.js) with state from the REST API instead of a
+// kernel comm. Pure: no DOM, no network; the panel feeds it and handles what the view sends.
+
+type Callback = (...args: unknown[]) => void;
+
+/** What a view asks for with `model.send` (e.g. {kind: "cancel"} or {kind: "scale", replicas}). */
+export type ViewRequest = Record<string, unknown> & { kind?: unknown };
+
+/** Rows of a log batch as the views draw them: [rank or pod, text, is_error]. */
+export type LogRow = [number | string | null, string, boolean];
+
+/** The JobView/ServeView notion of an error line (jupyter_tiers/widgets/state.py ERROR_RE). */
+const ERROR_RE =
+  /Traceback \(most recent call last\)|^\w*(Error|Exception)\b|\berror:|\bFATAL\b|Segmentation fault/;
+
+/** The log API's [rank_or_pod, text(, is_error)] rows as view rows; malformed rows are dropped. */
+export function toRows(lines: unknown): LogRow[] {
+  if (!Array.isArray(lines)) {
+    return [];
+  }
+  const rows: LogRow[] = [];
+  for (const line of lines) {
+    if (!Array.isArray(line) || typeof line[1] !== 'string') {
+      continue;
+    }
+    const who = typeof line[0] === 'number' || typeof line[0] === 'string' ? line[0] : null;
+    const isError = typeof line[2] === 'boolean' ? line[2] : ERROR_RE.test(line[1]);
+    rows.push([who, line[1], isError]);
+  }
+  return rows;
+}
+
+function same(a: unknown, b: unknown): boolean {
+  if (a === b) {
+    return true;
+  }
+  if (typeof a !== 'object' || typeof b !== 'object' || a === null || b === null) {
+    return false;
+  }
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/**
+ * The subset of anywidget's model API the views use: get/set/on/off/send/save_changes.
+ * `update(view)` applies a new `view` dict from the server and fires `change:NAME` for every
+ * trait whose value changed (like a comm sync); `custom(msg)` delivers a `msg:custom` message;
+ * `send` hands the view's requests to `onSend`.
+ */
+export class ViewModel {
+  constructor(
+    defaults: Record<string, unknown>,
+    private readonly onSend: (request: ViewRequest) => void
+  ) {
+    this._values = { ...defaults };
+  }
+
+  get(name: string): unknown {
+    return this._values[name];
+  }
+
+  /** Sets a trait locally (a view's own change), firing `change:NAME` when the value changed. */
+  set(name: string, value: unknown): void {
+    if (same(this._values[name], value)) {
+      return;
+    }
+    this._values[name] = value;
+    this._emit(`change:${name}`, value);
+  }
+
+  /** Nothing to sync: the server is the only source of truth. */
+  save_changes(): void {
+    // the views never rely on a round trip of their own sets
+  }
+
+  on(event: string, callback: Callback): void {
+    let list = this._handlers.get(event);
+    if (!list) {
+      list = [];
+      this._handlers.set(event, list);
+    }
+    list.push(callback);
+  }
+
+  /** Removes one callback, every callback of an event, or (no arguments) all of them. */
+  off(event?: string, callback?: Callback): void {
+    if (event === undefined) {
+      this._handlers.clear();
+      return;
+    }
+    if (callback === undefined) {
+      this._handlers.delete(event);
+      return;
+    }
+    const list = this._handlers.get(event);
+    if (list) {
+      this._handlers.set(
+        event,
+        list.filter(cb => cb !== callback)
+      );
+    }
+  }
+
+  send(content: unknown): void {
+    if (this._disposed) {
+      return;
+    }
+    if (typeof content === 'object' && content !== null && !Array.isArray(content)) {
+      this.onSend(content as ViewRequest);
+    }
+  }
+
+  /** Applies a server `view` dict: every changed trait fires once, after all are set. */
+  update(view: Record<string, unknown>): void {
+    const changed: string[] = [];
+    for (const [name, value] of Object.entries(view)) {
+      if (!same(this._values[name], value)) {
+        this._values[name] = value;
+        changed.push(name);
+      }
+    }
+    for (const name of changed) {
+      this._emit(`change:${name}`, this._values[name]);
+    }
+  }
+
+  /** Delivers a custom message (a log batch) to the view. */
+  custom(msg: unknown): void {
+    this._emit('msg:custom', msg, []);
+  }
+
+  /** Drops every handler; later sends are ignored. */
+  dispose(): void {
+    this._disposed = true;
+    this._handlers.clear();
+  }
+
+  private _emit(event: string, ...args: unknown[]): void {
+    for (const cb of [...(this._handlers.get(event) ?? [])]) {
+      cb(...args);
+    }
+  }
+
+  private _values: Record<string, unknown>;
+  private _handlers = new Map<string, Callback[]>();
+  private _disposed = false;
+}
+
+/** The traits JobView reads, with the Python defaults (jupyter_tiers/widgets/job_view.py). */
+export const JOB_DEFAULTS: Record<string, unknown> = {
+  job_id: '',
+  job_name: '',
+  profile: '',
+  tier_kind: '',
+  state: 'PENDING',
+  reason: '',
+  start_time: '',
+  elapsed: '',
+  elapsed_s: -1,
+  nodelist: '',
+  world_size: 0,
+  ranks: [],
+  first_failure: -1,
+  message: '',
+  terminal: false,
+  summary: '',
+  script: '',
+  log_limit: 5000,
+  lines_received: 0,
+  cancel_requested: false,
+  log_skipped_bytes: 0
+};
+
+/** The traits ServeView reads, with the Python defaults (jupyter_tiers/widgets/serve_view.py). */
+export const SERVE_DEFAULTS: Record<string, unknown> = {
+  service_name: '',
+  profile: '',
+  namespace: '',
+  tier_kind: '',
+  image: '',
+  yaml: '',
+  state: 'UNKNOWN',
+  reason: '',
+  revision: '',
+  endpoint: '',
+  age_s: -1,
+  desired: 0,
+  updated: 0,
+  ready: 0,
+  available: 0,
+  pods: [],
+  events: [],
+  banner: '',
+  settled: false,
+  terminal: false,
+  summary: '',
+  message: '',
+  busy: '',
+  scale_target: -1,
+  forward_url: '',
+  log_limit: 5000,
+  lines_received: 0
+};

@@ -1,0 +1,115 @@
+// The server extension's REST and websocket routes (jupyter_tiers/server/API.md), through
+// JupyterLab's ServerConnection: it adds the token and the XSRF header every mutation needs.
+
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+
+import { Item, ProfileError } from './state';
+
+/** The routes' prefix under the server's base URL. */
+export const API = 'jupyter-tiers/api';
+
+/** `jobs/{profile}/{id}`: both parts URL-encoded path segments. */
+export function itemPath(profile: string, id: string): string {
+  return `jobs/${encodeURIComponent(profile)}/${encodeURIComponent(id)}`;
+}
+
+/** A query string from the defined values, or "" (URLExt.objectToQueryString keeps undefined). */
+export function query(params: Record<string, string | number | undefined>): string {
+  const parts = Object.entries(params)
+    .filter(([, v]) => v !== undefined && v !== '')
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(String(v))}`);
+  return parts.length ? `?${parts.join('&')}` : '';
+}
+
+/** An error the server explained: its `{"error": ...}` sentence and HTTP status. */
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number
+  ) {
+    super(message);
+  }
+}
+
+/** The server's sentence from an error answer, else a sentence from the status line. */
+export function errorMessage(status: number, statusText: string, body: string): string {
+  try {
+    const data = JSON.parse(body) as { error?: unknown; message?: unknown };
+    if (typeof data.error === 'string' && data.error) {
+      return data.error;
+    }
+    if (typeof data.message === 'string' && data.message) {
+      return data.message;
+    }
+  } catch {
+    // not JSON: a proxy's or tornado's page
+  }
+  if (status === 404 && !body.includes('error')) {
+    return 'the jupyter-tiers server extension is not answering (is it enabled? `jupyter server extension list`)';
+  }
+  return `the server answered ${status} ${statusText}`.trim();
+}
+
+export class TiersApi {
+  constructor(readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()) {}
+
+  async request<T>(path: string, init: RequestInit = {}): Promise<T> {
+    const url = URLExt.join(this.settings.baseUrl, API, path);
+    let response: Response;
+    try {
+      response = await ServerConnection.makeRequest(url, init, this.settings);
+    } catch (err) {
+      throw new ApiError(`the Jupyter server cannot be reached: ${(err as Error).message}`, 0);
+    }
+    const body = await response.text();
+    if (!response.ok) {
+      throw new ApiError(errorMessage(response.status, response.statusText, body), response.status);
+    }
+    return (body ? JSON.parse(body) : {}) as T;
+  }
+
+  list(refresh = true): Promise<{ items: Item[]; errors: ProfileError[] }> {
+    return this.request(`jobs${refresh ? '' : query({ refresh: 0 })}`);
+  }
+
+  details(profile: string, id: string): Promise<Item & { view: Record<string, unknown> }> {
+    return this.request(itemPath(profile, id));
+  }
+
+  profiles(): Promise<{ profiles: Profile[]; default: string | null }> {
+    return this.request('profiles');
+  }
+
+  /** cancel (a job), scale / restart / delete (a service): the server's one-line answer. */
+  async act(
+    profile: string,
+    id: string,
+    verb: 'cancel' | 'scale' | 'restart' | 'delete',
+    replicas?: number
+  ): Promise<string> {
+    const path = itemPath(profile, id);
+    const answer = await this.request<{ ok?: boolean; message?: string }>(
+      verb === 'delete' ? path : `${path}/${verb}`,
+      {
+        method: verb === 'delete' ? 'DELETE' : 'POST',
+        body: verb === 'scale' ? JSON.stringify({ replicas }) : undefined
+      }
+    );
+    return answer.message ?? `${verb}: done`;
+  }
+
+  /** A websocket URL for a route (ws: or wss: like the page), with the token when there is one. */
+  wsUrl(path: string, params: Record<string, string | number | undefined> = {}): string {
+    const token = this.settings.token;
+    const q = query({ ...params, token: token || undefined });
+    return URLExt.join(this.settings.wsUrl, API, path) + q;
+  }
+}
+
+export interface Profile {
+  name: string;
+  tier: string;
+  host: string;
+  default: boolean;
+}

@@ -1,0 +1,134 @@
+// jupyter-tiers for JupyterLab 4 and Notebook 7: the "Tiers" sidebar, its detail panels, and the
+// commands "Tiers: Insert %%slurm_train cell", "Tiers: Insert %%k8s_serve cell", "Tiers: Refresh".
+
+import {
+  ILayoutRestorer,
+  JupyterFrontEnd,
+  JupyterFrontEndPlugin
+} from '@jupyterlab/application';
+import { ICommandPalette, MainAreaWidget, showErrorMessage } from '@jupyterlab/apputils';
+import { ILauncher } from '@jupyterlab/launcher';
+import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
+import { LabIcon } from '@jupyterlab/ui-components';
+
+import { TiersApi } from './api';
+import { TiersDetail } from './detail';
+import { TiersSidebar } from './sidebar';
+import { Item } from './state';
+import { CellKind, cellTemplate, pickProfile } from './templates';
+
+// Stacked layers (training below, serving above); jp-icon3 lets the theme choose the colour.
+const ICON_SVG = `<svg xmlns="http://www.w3.org/2000/svg" width="16" height="16" viewBox="0 0 24 24">
+<g class="jp-icon3" fill="#616161"><path d="M12 2 2 7l10 5 10-5-10-5z"/><path d="m2 12 10 5 10-5-2-1-8 4-8-4-2 1z"/>
+<path d="m2 17 10 5 10-5-2-1-8 4-8-4-2 1z"/></g></svg>`;
+
+export const tiersIcon = new LabIcon({ name: 'jupyter-tiers:tiers', svgstr: ICON_SVG });
+
+const CMD = {
+  open: 'jupyter-tiers:open',
+  refresh: 'jupyter-tiers:refresh',
+  slurm: 'jupyter-tiers:insert-slurm-train',
+  k8s: 'jupyter-tiers:insert-k8s-serve'
+};
+
+const plugin: JupyterFrontEndPlugin<void> = {
+  id: 'jupyter-tiers:plugin',
+  description: 'The Tiers sidebar: Slurm jobs and Kubernetes services, live.',
+  autoStart: true,
+  optional: [ICommandPalette, ILauncher, INotebookTracker, ILayoutRestorer],
+  activate: (
+    app: JupyterFrontEnd,
+    palette: ICommandPalette | null,
+    launcher: ILauncher | null,
+    notebooks: INotebookTracker | null,
+    restorer: ILayoutRestorer | null
+  ) => {
+    const api = new TiersApi(app.serviceManager.serverSettings);
+    const details = new Map<string, MainAreaWidget<TiersDetail>>();
+
+    const open = (item: Item): void => {
+      let panel = details.get(item.key);
+      if (!panel || panel.isDisposed) {
+        const content = new TiersDetail(api, item);
+        panel = new MainAreaWidget({ content });
+        panel.id = content.id;
+        panel.title.icon = tiersIcon;
+        panel.addClass('jt-detail-panel');
+        details.set(item.key, panel);
+        panel.disposed.connect(() => details.delete(item.key));
+        app.shell.add(panel, 'main');
+        // Notebook 7 keeps one widget in its main area (the tree or the notebook): use the
+        // bottom panel there.
+        if (!panel.isAttached) {
+          app.shell.add(panel, 'down');
+        }
+      }
+      app.shell.activateById(panel.id);
+    };
+
+    const sidebar = new TiersSidebar(api, open);
+    sidebar.title.icon = tiersIcon;
+    sidebar.changed.connect((_, keys) => {
+      for (const key of keys) {
+        void details.get(key)?.content.reload();
+      }
+    });
+    app.shell.add(sidebar, 'left', { rank: 600 });
+    restorer?.add(sidebar, sidebar.id);
+
+    app.commands.addCommand(CMD.open, {
+      label: 'Tiers: Show Sidebar',
+      execute: () => app.shell.activateById(sidebar.id)
+    });
+    app.commands.addCommand(CMD.refresh, {
+      label: 'Tiers: Refresh',
+      caption: 'Ask every cluster for the state of every job and service',
+      icon: args => (args.isLauncher ? tiersIcon : undefined),
+      execute: () => sidebar.refresh()
+    });
+
+    const insert = async (kind: CellKind, fromLauncher: boolean): Promise<void> => {
+      let profiles;
+      try {
+        profiles = await api.profiles();
+      } catch (err) {
+        await showErrorMessage('Tiers: no profiles', (err as Error).message);
+        return;
+      }
+      const profile = pickProfile(profiles.profiles, profiles.default, kind);
+      const text = cellTemplate(kind, profile);
+      let panel: NotebookPanel | null = fromLauncher ? null : notebooks?.currentWidget ?? null;
+      if (!panel) {
+        panel = (await app.commands.execute('notebook:create-new', {
+          kernelName: 'python3'
+        })) as NotebookPanel;
+        await panel.context.ready;
+        panel.content.activeCell?.model.sharedModel.setSource('%load_ext jupyter_tiers');
+      }
+      NotebookActions.insertBelow(panel.content);
+      panel.content.activeCell?.model.sharedModel.setSource(text);
+      app.shell.activateById(panel.id);
+    };
+    app.commands.addCommand(CMD.slurm, {
+      label: 'Tiers: Insert %%slurm_train cell',
+      caption: 'A training cell for the default Slurm (or local) profile',
+      icon: args => (args.isLauncher ? tiersIcon : undefined),
+      execute: args => insert('slurm_train', Boolean(args.isLauncher))
+    });
+    app.commands.addCommand(CMD.k8s, {
+      label: 'Tiers: Insert %%k8s_serve cell',
+      caption: 'A serving cell for the default Kubernetes profile',
+      icon: args => (args.isLauncher ? tiersIcon : undefined),
+      execute: args => insert('k8s_serve', Boolean(args.isLauncher))
+    });
+
+    for (const command of [CMD.slurm, CMD.k8s, CMD.refresh, CMD.open]) {
+      palette?.addItem({ command, category: 'Tiers' });
+    }
+    [CMD.slurm, CMD.k8s, CMD.refresh].forEach((command, rank) =>
+      launcher?.add({ command, category: 'Tiers', rank, args: { isLauncher: true } })
+    );
+  }
+};
+
+export default plugin;

@@ -1,0 +1,373 @@
+// The "Tiers" sidebar: every job and service of every profile, live over the `events` websocket.
+// State lives in state.ts (pure); this file only draws it and turns clicks into API calls.
+// Everything from the cluster is set with textContent, never as HTML.
+
+import { Dialog, showDialog } from '@jupyterlab/apputils';
+import { Signal, ISignal } from '@lumino/signaling';
+import { Widget } from '@lumino/widgets';
+
+import { TiersApi } from './api';
+import { ReconnectingSocket } from './socket';
+import {
+  ACTIVE,
+  EMPTY,
+  Filters,
+  Item,
+  NO_FILTERS,
+  State,
+  actionsOf,
+  elapsedAt,
+  facet,
+  formatElapsed,
+  fromList,
+  parseEvent,
+  parseReplicas,
+  reduce,
+  stateClass,
+  visibleItems
+} from './state';
+
+function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  cls = '',
+  text?: string
+): HTMLElementTagNameMap[K] {
+  const node = document.createElement(tag);
+  if (cls) {
+    node.className = cls;
+  }
+  if (text !== undefined) {
+    node.textContent = text;
+  }
+  return node;
+}
+
+const VERB_LABEL = { cancel: 'Cancel', scale: 'Scale', restart: 'Restart', delete: 'Delete' };
+
+export class TiersSidebar extends Widget {
+  constructor(
+    private readonly api: TiersApi,
+    private readonly openItem: (item: Item) => void
+  ) {
+    super();
+    this.id = 'jupyter-tiers-sidebar';
+    this.addClass('jt-side');
+    this.title.caption = 'Tiers: jobs and services';
+
+    const head = h('div', 'jt-side-head');
+    head.append(h('span', 'jt-side-title', 'Tiers'), this._statusNode);
+    const refresh = h('button', 'jt-side-refresh jp-Button', 'Refresh');
+    refresh.title = 'Ask every cluster again';
+    refresh.addEventListener('click', () => void this.refresh());
+    head.append(refresh);
+
+    const filters = h('div', 'jt-side-filters');
+    this._search.type = 'search';
+    this._search.placeholder = 'Search id, name, node, reason…';
+    this._search.setAttribute('aria-label', 'Search jobs and services');
+    this._search.addEventListener('input', () => this._setFilter('search', this._search.value));
+    filters.append(this._search);
+    for (const [field, select] of Object.entries(this._selects) as Array<
+      [keyof typeof this._selects, HTMLSelectElement]
+    >) {
+      select.className = `jt-side-filter jt-side-filter-${field}`;
+      select.setAttribute('aria-label', `Filter by ${field}`);
+      select.addEventListener('change', () => this._setFilter(field, select.value));
+      filters.append(select);
+    }
+
+    this._list.setAttribute('role', 'list');
+    this.node.append(head, filters, this._notice, this._errors, this._list, this._empty);
+    this._render();
+  }
+
+  /** The current state (read-only; for the detail panels and tests). */
+  get state(): State {
+    return this._state;
+  }
+
+  /** Fires with the keys that an update or removal changed. */
+  get changed(): ISignal<this, string[]> {
+    return this._changed;
+  }
+
+  /** Connects the `events` websocket (once); its first message is the snapshot. */
+  start(): void {
+    if (this._socket) {
+      return;
+    }
+    this._socket = new ReconnectingSocket({
+      url: () => this.api.wsUrl('events'),
+      onMessage: text => this._onEvent(text),
+      onStatus: (connected, attempt) => {
+        this._statusNode.textContent = connected
+          ? ''
+          : attempt > 1
+            ? `reconnecting (attempt ${attempt})…`
+            : 'connecting…';
+        this._statusNode.dataset.connected = connected ? '1' : '';
+      }
+    });
+    this._ticker = window.setInterval(() => this._tick(), 1000);
+  }
+
+  /** Asks every cluster now (`GET jobs`); errors are shown in the panel as text. */
+  async refresh(): Promise<void> {
+    this._say('refreshing…');
+    try {
+      const answer = await this.api.list(true);
+      const before = this._state;
+      this._state = fromList(answer.items, answer.errors ?? [], Date.now());
+      this._changed.emit([...new Set([...before.items.keys(), ...this._state.items.keys()])]);
+      this._say('');
+    } catch (err) {
+      this._say((err as Error).message, true);
+    }
+    if (this._socket && !this._socket.connected) {
+      this._socket.reconnect();
+    }
+    this._render();
+  }
+
+  /** Asks for confirmation, then performs one action of a row. */
+  async act(item: Item, verb: 'cancel' | 'scale' | 'restart' | 'delete'): Promise<void> {
+    const what = item.kind === 'job' ? `job ${item.id}` : `service ${item.name || item.id}`;
+    const where = `on ${item.profile}`;
+    let replicas: number | undefined;
+    if (verb === 'scale') {
+      const input = h('input', 'jt-side-replicas');
+      input.type = 'number';
+      input.min = '0';
+      input.max = '1000';
+      input.value = /^(\d+)\//.exec(item.size)?.[1] ?? '1';
+      const body = new Widget();
+      body.node.append(h('label', '', `Replicas of ${what} ${where}: `), input);
+      const result = await showDialog({
+        title: `Scale ${what}`,
+        body,
+        buttons: [Dialog.cancelButton(), Dialog.okButton({ label: 'Scale' })],
+        focusNodeSelector: 'input'
+      });
+      if (!result.button.accept) {
+        return;
+      }
+      try {
+        replicas = parseReplicas(input.value);
+      } catch (err) {
+        this._say((err as Error).message, true);
+        return;
+      }
+    } else {
+      const question = {
+        cancel: `Cancel ${what} ${where}? Its ranks are stopped.`,
+        restart: `Restart every pod of ${what} ${where}?`,
+        delete: `Delete ${what} ${where}? Its Deployment and Service are removed.`
+      }[verb];
+      const result = await showDialog({
+        title: `${VERB_LABEL[verb]} ${what}`,
+        body: question,
+        buttons: [
+          Dialog.cancelButton({ label: 'Keep' }),
+          Dialog.warnButton({ label: VERB_LABEL[verb] })
+        ]
+      });
+      if (!result.button.accept) {
+        return;
+      }
+    }
+    this._say(`${verb}: ${what}…`);
+    try {
+      this._say(await this.api.act(item.profile, item.id, verb, replicas));
+    } catch (err) {
+      this._say(`${VERB_LABEL[verb]} ${what} failed: ${(err as Error).message}`, true);
+    }
+  }
+
+  protected onAfterAttach(): void {
+    this.start();
+  }
+
+  dispose(): void {
+    if (this.isDisposed) {
+      return;
+    }
+    this._socket?.close();
+    window.clearInterval(this._ticker);
+    Signal.clearData(this);
+    super.dispose();
+  }
+
+  private _onEvent(text: string): void {
+    const msg = parseEvent(text);
+    if (!msg) {
+      return;
+    }
+    this._state = reduce(this._state, msg, Date.now());
+    if (msg.type === 'update') {
+      this._changed.emit(msg.items.map(i => i.key));
+    } else if (msg.type === 'removed') {
+      this._changed.emit(msg.keys);
+    } else if (msg.type === 'snapshot') {
+      this._changed.emit([...this._state.items.keys()]);
+    }
+    this._render();
+  }
+
+  private _say(text: string, isError = false): void {
+    this._notice.textContent = text;
+    this._notice.classList.toggle('jt-side-error', isError);
+  }
+
+  private _setFilter(field: keyof Filters, value: string): void {
+    this._filters = { ...this._filters, [field]: value };
+    this._render();
+  }
+
+  private _renderSelect(field: 'tier' | 'state' | 'profile'): void {
+    const select = this._selects[field];
+    const values = facet(this._state, field);
+    const options = field === 'state' ? [ACTIVE, ...values] : values;
+    const current = this._filters[field];
+    if (current && !options.includes(current)) {
+      options.push(current); // keep the user's choice visible even when nothing matches it now
+    }
+    const labels = ['', ...options];
+    const have = [...select.options].map(o => o.value);
+    if (have.join('\n') === labels.join('\n')) {
+      return;
+    }
+    select.replaceChildren(
+      ...labels.map(value => {
+        const option = h('option', '', value || `any ${field}`);
+        option.value = value;
+        return option;
+      })
+    );
+    select.value = current;
+  }
+
+  private _render(): void {
+    for (const field of ['tier', 'state', 'profile'] as const) {
+      this._renderSelect(field);
+    }
+    this._errors.replaceChildren(
+      ...[...this._state.errors].map(([profile, message]) =>
+        h('div', 'jt-side-error', `${profile || 'tiers'}: ${message}`)
+      )
+    );
+    const rows = visibleItems(this._state, this._filters);
+    const keep = new Map<string, HTMLElement>();
+    for (const item of rows) {
+      keep.set(item.key, this._row(item));
+    }
+    for (const [key, node] of this._rows) {
+      if (!keep.has(key)) {
+        node.remove();
+      }
+    }
+    this._rows = keep;
+    // Re-append in order only when the order changed (keeps focus and hover where they are).
+    const order = [...this._list.children];
+    const want = [...keep.values()];
+    if (order.length !== want.length || want.some((n, i) => order[i] !== n)) {
+      this._list.append(...want);
+    }
+    const total = this._state.items.size;
+    this._empty.textContent = !this._state.loaded
+      ? 'Loading…'
+      : total === 0
+        ? 'No jobs or services yet. Submit one with %%slurm_train or %%k8s_serve.'
+        : rows.length === 0
+          ? `None of the ${total} jobs and services match.`
+          : '';
+    this._tick();
+  }
+
+  /** The row of one item: reused and updated in place when it exists. */
+  private _row(item: Item): HTMLElement {
+    let node = this._rows.get(item.key);
+    if (!node) {
+      node = h('div', 'jt-side-row');
+      node.setAttribute('role', 'listitem');
+      node.tabIndex = 0;
+      node.dataset.key = item.key;
+      const open = (ev: Event): void => {
+        if ((ev.target as HTMLElement).closest('button')) {
+          return;
+        }
+        const current = this._state.items.get(node!.dataset.key ?? '');
+        if (current) {
+          this.openItem(current);
+        }
+      };
+      node.addEventListener('click', open);
+      node.addEventListener('keydown', ev => {
+        if (ev.key === 'Enter') {
+          open(ev);
+        }
+      });
+    }
+    node.dataset.state = item.state;
+    node.dataset.kind = item.kind;
+    node.title = item.summary || `${item.kind} ${item.id} on ${item.profile}`;
+    const line1 = h('div', 'jt-side-line');
+    const badge = h('span', 'jt-side-badge', item.state);
+    badge.dataset.class = stateClass(item.state);
+    const label = item.kind === 'job' ? `${item.id} · ${item.name}` : item.name || item.id;
+    line1.append(badge, h('span', 'jt-side-name', label));
+    const elapsed = h('span', 'jt-side-elapsed');
+    line1.append(elapsed);
+    const line2 = h('div', 'jt-side-line jt-side-meta');
+    line2.append(
+      h('span', 'jt-side-profile', item.profile),
+      h('span', 'jt-side-size', item.size),
+      h('span', 'jt-side-where', item.where)
+    );
+    const parts: HTMLElement[] = [line1, line2];
+    if (item.reason) {
+      parts.push(h('div', 'jt-side-reason', item.reason));
+    }
+    const verbs = actionsOf(item);
+    if (verbs.length) {
+      const actions = h('div', 'jt-side-actions');
+      for (const verb of verbs) {
+        const btn = h('button', `jt-side-${verb} jp-Button`, VERB_LABEL[verb]);
+        btn.addEventListener('click', () => void this.act(item, verb));
+        actions.append(btn);
+      }
+      parts.push(actions);
+    }
+    node.replaceChildren(...parts);
+    return node;
+  }
+
+  /** Updates the elapsed column locally, once a second, with no request. */
+  private _tick(): void {
+    const now = Date.now();
+    for (const [key, node] of this._rows) {
+      const item = this._state.items.get(key);
+      const span = node.querySelector('.jt-side-elapsed');
+      if (item && span) {
+        span.textContent = formatElapsed(elapsedAt(item, this._state.receivedAt.get(key), now));
+      }
+    }
+  }
+
+  private _state: State = EMPTY;
+  private _filters: Filters = NO_FILTERS;
+  private _socket: ReconnectingSocket | null = null;
+  private _ticker = 0;
+  private _rows = new Map<string, HTMLElement>();
+  private _changed = new Signal<this, string[]>(this);
+  private _statusNode = h('span', 'jt-side-status');
+  private _notice = h('div', 'jt-side-notice');
+  private _errors = h('div', 'jt-side-errors');
+  private _list = h('div', 'jt-side-list');
+  private _empty = h('div', 'jt-side-empty');
+  private _search = h('input', 'jt-side-search');
+  private _selects = {
+    tier: h('select'),
+    state: h('select'),
+    profile: h('select')
+  };
+}

@@ -1,0 +1,130 @@
+// A websocket that reconnects with exponential back-off (never a tight loop), and hands each text
+// frame to a callback. The socket factory is injected so the logic is tested without a server.
+
+import { backoff } from './state';
+
+export interface SocketLike {
+  onopen: ((ev: unknown) => void) | null;
+  onmessage: ((ev: { data: unknown }) => void) | null;
+  onclose: ((ev: unknown) => void) | null;
+  onerror: ((ev: unknown) => void) | null;
+  close(): void;
+}
+
+export interface Timers {
+  set(fn: () => void, ms: number): unknown;
+  clear(handle: unknown): void;
+}
+
+const REAL_TIMERS: Timers = {
+  set: (fn, ms) => setTimeout(fn, ms),
+  clear: handle => clearTimeout(handle as ReturnType<typeof setTimeout>)
+};
+
+export interface ReconnectingOptions {
+  /** The URL to (re)connect to: asked at each attempt, so it can carry a resume offset. */
+  url: () => string;
+  onMessage: (text: string) => void;
+  /** Connected (true) or lost (false); `attempt` is the number of failures in a row. */
+  onStatus?: (connected: boolean, attempt: number) => void;
+  connect?: (url: string) => SocketLike;
+  timers?: Timers;
+}
+
+export class ReconnectingSocket {
+  constructor(private readonly opts: ReconnectingOptions) {
+    this._open();
+  }
+
+  get connected(): boolean {
+    return this._connected;
+  }
+
+  /** Failed attempts since the last successful connection. */
+  get attempt(): number {
+    return this._attempt;
+  }
+
+  /** Closes now and reconnects at once (e.g. a Refresh). */
+  reconnect(): void {
+    if (this._closed) {
+      return;
+    }
+    this._attempt = 0;
+    this._drop();
+    this._open();
+  }
+
+  close(): void {
+    this._closed = true;
+    this._drop();
+  }
+
+  private _drop(): void {
+    const timers = this.opts.timers ?? REAL_TIMERS;
+    if (this._timer !== null) {
+      timers.clear(this._timer);
+      this._timer = null;
+    }
+    const ws = this._ws;
+    this._ws = null;
+    if (ws) {
+      ws.onopen = ws.onmessage = ws.onclose = ws.onerror = null;
+      ws.close();
+    }
+    this._connected = false;
+  }
+
+  private _open(): void {
+    const connect = this.opts.connect ?? ((url: string) => new WebSocket(url) as unknown as SocketLike);
+    let ws: SocketLike;
+    try {
+      ws = connect(this.opts.url());
+    } catch {
+      this._retry();
+      return;
+    }
+    this._ws = ws;
+    ws.onopen = () => {
+      this._connected = true;
+      this._attempt = 0;
+      this.opts.onStatus?.(true, 0);
+    };
+    ws.onmessage = ev => {
+      if (typeof ev.data === 'string') {
+        this.opts.onMessage(ev.data);
+      }
+    };
+    ws.onerror = () => {
+      // onclose follows and schedules the retry
+    };
+    ws.onclose = () => {
+      if (this._ws !== ws) {
+        return;
+      }
+      this._ws = null;
+      this._connected = false;
+      this._retry();
+    };
+  }
+
+  private _retry(): void {
+    if (this._closed) {
+      return;
+    }
+    const delay = backoff(this._attempt);
+    this._attempt += 1;
+    this.opts.onStatus?.(false, this._attempt);
+    const timers = this.opts.timers ?? REAL_TIMERS;
+    this._timer = timers.set(() => {
+      this._timer = null;
+      this._open();
+    }, delay);
+  }
+
+  private _ws: SocketLike | null = null;
+  private _timer: unknown = null;
+  private _attempt = 0;
+  private _connected = false;
+  private _closed = false;
+}

@@ -1,0 +1,342 @@
+// The sidebar's state and the pure functions over it (no DOM, no Lumino, no network): applying the
+// `events` websocket's messages, filtering and searching, and formatting elapsed times.
+
+/** One job or service, as `GET jobs` and the `events` websocket describe it. */
+export interface Item {
+  key: string;
+  id: string;
+  kind: 'job' | 'service';
+  name: string;
+  profile: string;
+  tier: string;
+  state: string;
+  terminal: boolean;
+  size: string;
+  where: string;
+  reason: string;
+  started: string | null;
+  elapsed_s: number | null;
+  summary: string;
+}
+
+/** A profile whose cluster could not be asked, and why. */
+export interface ProfileError {
+  profile: string;
+  message: string;
+}
+
+/** A message of the `events` websocket. */
+export type EventMessage =
+  | { type: 'snapshot'; items: Item[] }
+  | { type: 'update'; items: Item[] }
+  | { type: 'removed'; keys: string[] }
+  | { type: 'error'; profile: string; message: string };
+
+export interface State {
+  /** Items by key. */
+  items: ReadonlyMap<string, Item>;
+  /** When (ms since the epoch) each item's `elapsed_s` was received: the local tick starts there. */
+  receivedAt: ReadonlyMap<string, number>;
+  /** The latest error per profile; a snapshot or an update of that profile clears it. */
+  errors: ReadonlyMap<string, string>;
+  /** True once a snapshot arrived. */
+  loaded: boolean;
+}
+
+export const EMPTY: State = {
+  items: new Map(),
+  receivedAt: new Map(),
+  errors: new Map(),
+  loaded: false
+};
+
+const KINDS = new Set(['job', 'service']);
+
+/** Whether a value from the server has the shape of an Item (fields the panel reads). */
+export function isItem(value: unknown): value is Item {
+  if (typeof value !== 'object' || value === null) {
+    return false;
+  }
+  const v = value as Record<string, unknown>;
+  return (
+    typeof v.key === 'string' &&
+    typeof v.id === 'string' &&
+    typeof v.profile === 'string' &&
+    typeof v.state === 'string' &&
+    typeof v.kind === 'string' &&
+    KINDS.has(v.kind)
+  );
+}
+
+/** Fills the optional fields an item may lack, so renderers need no checks. */
+export function normalize(raw: Item): Item {
+  return {
+    ...raw,
+    name: raw.name ?? '',
+    tier: raw.tier ?? '',
+    terminal: Boolean(raw.terminal),
+    size: raw.size ?? '',
+    where: raw.where ?? '',
+    reason: raw.reason ?? '',
+    started: raw.started ?? null,
+    elapsed_s: typeof raw.elapsed_s === 'number' ? raw.elapsed_s : null,
+    summary: raw.summary ?? ''
+  };
+}
+
+/**
+ * Parses one websocket frame; null when it is not JSON or not a message the panel knows (a newer
+ * server may send more types; they are ignored rather than breaking the panel).
+ */
+export function parseEvent(text: string): EventMessage | null {
+  let data: unknown;
+  try {
+    data = JSON.parse(text);
+  } catch {
+    return null;
+  }
+  if (typeof data !== 'object' || data === null) {
+    return null;
+  }
+  const msg = data as Record<string, unknown>;
+  switch (msg.type) {
+    case 'snapshot':
+    case 'update':
+      return Array.isArray(msg.items)
+        ? { type: msg.type, items: msg.items.filter(isItem) }
+        : null;
+    case 'removed':
+      return Array.isArray(msg.keys)
+        ? { type: 'removed', keys: msg.keys.filter(k => typeof k === 'string') }
+        : null;
+    case 'error':
+      return {
+        type: 'error',
+        profile: String(msg.profile ?? ''),
+        message: String(msg.message ?? 'unknown error')
+      };
+    default:
+      return null;
+  }
+}
+
+/** The state after one message; `now` is when it arrived (ms). Never mutates `state`. */
+export function reduce(state: State, msg: EventMessage, now: number): State {
+  switch (msg.type) {
+    case 'snapshot': {
+      const items = new Map<string, Item>();
+      const receivedAt = new Map<string, number>();
+      for (const raw of msg.items) {
+        items.set(raw.key, normalize(raw));
+        receivedAt.set(raw.key, now);
+      }
+      return { items, receivedAt, errors: new Map(), loaded: true };
+    }
+    case 'update': {
+      if (msg.items.length === 0) {
+        return state;
+      }
+      const items = new Map(state.items);
+      const receivedAt = new Map(state.receivedAt);
+      const errors = new Map(state.errors);
+      for (const raw of msg.items) {
+        items.set(raw.key, normalize(raw));
+        receivedAt.set(raw.key, now);
+        errors.delete(raw.profile);
+      }
+      return { ...state, items, receivedAt, errors };
+    }
+    case 'removed': {
+      if (!msg.keys.some(k => state.items.has(k))) {
+        return state;
+      }
+      const items = new Map(state.items);
+      const receivedAt = new Map(state.receivedAt);
+      for (const key of msg.keys) {
+        items.delete(key);
+        receivedAt.delete(key);
+      }
+      return { ...state, items, receivedAt };
+    }
+    case 'error': {
+      const errors = new Map(state.errors);
+      errors.set(msg.profile, msg.message);
+      return { ...state, errors };
+    }
+  }
+}
+
+/** The state after a `GET jobs` answer: a snapshot plus its per-profile errors. */
+export function fromList(
+  items: Item[],
+  errors: ProfileError[],
+  now: number
+): State {
+  const state = reduce(EMPTY, { type: 'snapshot', items }, now);
+  return {
+    ...state,
+    errors: new Map(errors.map(e => [e.profile, e.message]))
+  };
+}
+
+/** The sidebar's filters; an empty string means "any". */
+export interface Filters {
+  tier: string;
+  state: string;
+  profile: string;
+  search: string;
+}
+
+export const NO_FILTERS: Filters = { tier: '', state: '', profile: '', search: '' };
+
+/** Filter value of the state selector that keeps every item that has not ended. */
+export const ACTIVE = '(active)';
+
+/**
+ * Whether an item passes the filters. The search matches, case-insensitively, every
+ * whitespace-separated word against id, name, profile, tier, state, size, where and reason.
+ */
+export function matches(item: Item, f: Filters): boolean {
+  if (f.tier && item.tier !== f.tier) {
+    return false;
+  }
+  if (f.profile && item.profile !== f.profile) {
+    return false;
+  }
+  if (f.state === ACTIVE ? item.terminal : f.state && item.state !== f.state) {
+    return false;
+  }
+  const words = f.search.toLowerCase().split(/\s+/).filter(Boolean);
+  if (words.length === 0) {
+    return true;
+  }
+  const hay = [
+    item.id,
+    item.name,
+    item.profile,
+    item.tier,
+    item.state,
+    item.kind,
+    item.size,
+    item.where,
+    item.reason
+  ]
+    .join(' ')
+    .toLowerCase();
+  return words.every(w => hay.includes(w));
+}
+
+/**
+ * The rows to show, in order: items not ended first, then the newest start first, then by key
+ * (so the order is stable when nothing changed).
+ */
+export function visibleItems(state: State, f: Filters): Item[] {
+  const rows = [...state.items.values()].filter(item => matches(item, f));
+  return rows.sort((a, b) => {
+    if (a.terminal !== b.terminal) {
+      return a.terminal ? 1 : -1;
+    }
+    const sa = a.started ?? '';
+    const sb = b.started ?? '';
+    if (sa !== sb) {
+      return sa < sb ? 1 : -1;
+    }
+    return a.key < b.key ? -1 : a.key > b.key ? 1 : 0;
+  });
+}
+
+/** The distinct values of one field, sorted: the options of a filter selector. */
+export function facet(state: State, field: 'tier' | 'state' | 'profile'): string[] {
+  return [...new Set([...state.items.values()].map(i => i[field]))]
+    .filter(Boolean)
+    .sort();
+}
+
+/** States in which an item's elapsed time grows. */
+const TICKING = new Set(['RUNNING', 'COMPLETING', 'READY', 'DEPLOYING', 'DEGRADED']);
+
+/**
+ * An item's elapsed seconds at `now` (ms): `elapsed_s` as received, plus the time since it was
+ * received while the item is in a ticking state. null when the server gave none.
+ */
+export function elapsedAt(item: Item, receivedAt: number | undefined, now: number): number | null {
+  if (item.elapsed_s === null) {
+    return null;
+  }
+  if (item.terminal || !TICKING.has(item.state) || receivedAt === undefined) {
+    return item.elapsed_s;
+  }
+  return item.elapsed_s + Math.max(0, Math.floor((now - receivedAt) / 1000));
+}
+
+/** Seconds as [D-]HH:MM:SS (the notebook widget's and Slurm's format); "" for null or bad input. */
+export function formatElapsed(seconds: number | null): string {
+  if (seconds === null || !Number.isFinite(seconds) || seconds < 0) {
+    return '';
+  }
+  const s = Math.floor(seconds);
+  const d = Math.floor(s / 86400);
+  const hh = String(Math.floor((s % 86400) / 3600)).padStart(2, '0');
+  const mm = String(Math.floor((s % 3600) / 60)).padStart(2, '0');
+  const ss = String(s % 60).padStart(2, '0');
+  return (d ? `${d}-` : '') + `${hh}:${mm}:${ss}`;
+}
+
+/** The coarse class of a state, for the badge's colour. */
+export function stateClass(state: string): 'ok' | 'active' | 'waiting' | 'bad' | 'stopped' | 'other' {
+  switch (state) {
+    case 'COMPLETED':
+    case 'READY':
+      return 'ok';
+    case 'RUNNING':
+    case 'COMPLETING':
+    case 'DEPLOYING':
+      return 'active';
+    case 'PENDING':
+    case 'CONFIGURING':
+    case 'REQUEUED':
+    case 'SUSPENDED':
+      return 'waiting';
+    case 'FAILED':
+    case 'NODE_FAIL':
+    case 'OUT_OF_MEMORY':
+    case 'BOOT_FAIL':
+    case 'DEADLINE':
+    case 'DEGRADED':
+      return 'bad';
+    case 'CANCELLED':
+    case 'TIMEOUT':
+    case 'PREEMPTED':
+    case 'SCALED_DOWN':
+    case 'DELETED':
+      return 'stopped';
+    default:
+      return 'other';
+  }
+}
+
+/** What the actions of an item are (the verbs the server accepts for its kind). */
+export function actionsOf(item: Item): Array<'cancel' | 'scale' | 'restart' | 'delete'> {
+  if (item.kind === 'job') {
+    return item.terminal ? [] : ['cancel'];
+  }
+  return item.state === 'DELETED' ? [] : ['scale', 'restart', 'delete'];
+}
+
+/** Delay (ms) before reconnect attempt `attempt` (0-based): doubling from 1 s, capped at 30 s. */
+export function backoff(attempt: number): number {
+  return Math.min(30_000, 1000 * 2 ** Math.max(0, Math.min(attempt, 15)));
+}
+
+/** Parses the replica count typed into the Scale dialog; an Error names what is allowed. */
+export function parseReplicas(text: string, max = 1000): number {
+  const t = text.trim();
+  if (!/^\d+$/.test(t)) {
+    throw new Error(`replicas must be a whole number from 0 to ${max}, not "${t.slice(0, 20)}"`);
+  }
+  const n = Number(t);
+  if (n > max) {
+    throw new Error(`replicas must be a whole number from 0 to ${max}, not ${t.slice(0, 20)}`);
+  }
+  return n;
+}

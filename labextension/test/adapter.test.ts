@@ -1,0 +1,104 @@
+import { describe, expect, it } from 'vitest';
+
+import { JOB_DEFAULTS, ViewModel, ViewRequest, toRows } from '../src/adapter';
+
+describe('ViewModel', () => {
+  it('starts from the defaults and fires change events only for changed traits', () => {
+    const model = new ViewModel(JOB_DEFAULTS, () => undefined);
+    expect(model.get('state')).toBe('PENDING');
+    const seen: string[] = [];
+    model.on('change:state', () => seen.push(`state=${model.get('state')}`));
+    model.on('change:ranks', () => seen.push(`ranks=${JSON.stringify(model.get('ranks'))}`));
+    model.update({ state: 'RUNNING', ranks: [['r', 'n1', null, null]] });
+    model.update({ state: 'RUNNING', ranks: [['r', 'n1', null, null]] }); // same values: silent
+    model.update({ ranks: [['x', 'n1', 0, null]] });
+    expect(seen).toEqual(['state=RUNNING', 'ranks=[["r","n1",null,null]]', 'ranks=[["x","n1",0,null]]']);
+  });
+
+  it('sets every trait of an update before the first change event fires', () => {
+    const model = new ViewModel(JOB_DEFAULTS, () => undefined);
+    let seenTerminal: unknown;
+    model.on('change:state', () => (seenTerminal = model.get('terminal')));
+    model.update({ state: 'COMPLETED', terminal: true });
+    expect(seenTerminal).toBe(true);
+  });
+
+  it('set fires a change, save_changes is harmless, off removes handlers', () => {
+    const model = new ViewModel({ a: 1 }, () => undefined);
+    let n = 0;
+    const cb = (): void => {
+      n++;
+    };
+    model.on('change:a', cb);
+    model.set('a', 2);
+    model.set('a', 2);
+    model.save_changes();
+    model.off('change:a', cb);
+    model.set('a', 3);
+    expect(n).toBe(1);
+    model.on('change:a', cb);
+    model.off('change:a');
+    model.set('a', 4);
+    model.on('change:a', cb);
+    model.off();
+    model.set('a', 5);
+    expect(n).toBe(1);
+  });
+
+  it('hands the view requests to the panel and delivers custom messages', () => {
+    const sent: ViewRequest[] = [];
+    const model = new ViewModel(JOB_DEFAULTS, r => sent.push(r));
+    const got: unknown[] = [];
+    model.on('msg:custom', msg => got.push(msg));
+    model.send({ kind: 'cancel' });
+    model.send('not an object');
+    model.send([1, 2]);
+    model.custom({ kind: 'lines', lines: [] });
+    expect(sent).toEqual([{ kind: 'cancel' }]);
+    expect(got).toEqual([{ kind: 'lines', lines: [] }]);
+    model.dispose();
+    model.send({ kind: 'cancel' });
+    model.custom({ kind: 'lines', lines: [] });
+    expect(sent).toHaveLength(1);
+    expect(got).toHaveLength(1);
+  });
+
+  it('a handler that removes itself while firing does not skip the next one', () => {
+    const model = new ViewModel({ a: 0 }, () => undefined);
+    const calls: string[] = [];
+    const first = (): void => {
+      calls.push('first');
+      model.off('change:a', first);
+    };
+    model.on('change:a', first);
+    model.on('change:a', () => calls.push('second'));
+    model.set('a', 1);
+    expect(calls).toEqual(['first', 'second']);
+  });
+});
+
+describe('toRows', () => {
+  it('maps [rank_or_pod, text] to the views rows and marks error lines like the kernel does', () => {
+    expect(
+      toRows([
+        [0, 'step 1 loss 0.5'],
+        [1, 'Traceback (most recent call last):'],
+        ['svc-abc', 'ValueError: bad'],
+        [null, 'srun: error: node1: task 1: Exited'],
+        [2, 'fine', true]
+      ])
+    ).toEqual([
+      [0, 'step 1 loss 0.5', false],
+      [1, 'Traceback (most recent call last):', true],
+      ['svc-abc', 'ValueError: bad', true],
+      [null, 'srun: error: node1: task 1: Exited', true],
+      [2, 'fine', true]
+    ]);
+  });
+
+  it('drops malformed rows and never throws', () => {
+    expect(toRows(null)).toEqual([]);
+    expect(toRows('x')).toEqual([]);
+    expect(toRows([[0], 'x', [0, 5], null, [{}, 'ok']])).toEqual([[null, 'ok', false]]);
+  });
+});

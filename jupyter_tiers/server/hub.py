@@ -102,8 +102,9 @@ class Hub:
         """Drop every subscription and end the hub's thread."""
         self._stopped.set()
         self._wake.set()
-        if self._thread is not None:
-            self._thread.join(10)
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(10)
         self._sync_subscriptions(want=set())
 
     # --- internals ---------------------------------------------------------------------------
@@ -131,6 +132,8 @@ class Hub:
                 self._thread.start()
 
     def _loop(self) -> None:
+        """Scan and keep the subscriptions in step while anyone listens; with nobody left, drop
+        them all and end (``listen`` starts the thread again)."""
         while not self._stopped.is_set():
             try:
                 self.scan()
@@ -140,6 +143,11 @@ class Hub:
                 self._sync_subscriptions(want)
             except Exception:
                 log.exception("jupyter-tiers hub cycle failed; retrying")
+                listening = True
+            with self._lock:
+                if not listening and not self._listeners:
+                    self._thread = None
+                    return
             if self._wake.wait(self.scan_interval):
                 self._wake.clear()
 

@@ -38,6 +38,21 @@ else
        "cluster tests will be SKIPPED (in CI they fail instead)" >&2
 fi
 
+if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null && ! command -v shellcheck >/dev/null; then
+  echo "[run] installing shellcheck for the cluster script"
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q shellcheck; } \
+    >test-output/apt-shellcheck.log 2>&1 </dev/null \
+    || { tail -n 20 test-output/apt-shellcheck.log >&2; echo "[run] shellcheck install failed" >&2; exit 1; }
+fi
+if command -v shellcheck >/dev/null; then
+  echo "[run] shellcheck (settings: .shellcheckrc)"
+  shellcheck jupyter_tiers/sandbox/cluster.sh
+elif [ -n "${CI:-}" ]; then
+  echo "[run] shellcheck is missing: cluster.sh cannot be checked" >&2; exit 1
+else
+  echo "[run] WARNING: shellcheck missing (no root or apt-get): cluster.sh NOT checked" >&2
+fi
+
 echo "[run] ruff"
 "$PY" -m ruff check .
 echo "[run] mypy"

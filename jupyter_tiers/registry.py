@@ -21,6 +21,25 @@ from .errors import JobNotFound, TiersError
 from .model import JobSpec
 
 ENV_VAR = "JUPYTER_TIERS_REGISTRY"
+MAX_LIST = 1_000_000
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file 0600 without following a symlink (one planted in a shared data
+    dir would make sqlite write elsewhere); an existing file of ours is made 0600 too."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    except OSError as exc:
+        if os.path.islink(path):
+            raise TiersError(f"the registry {path} is a symlink; refusing to follow it "
+                             f"(remove it, or set ${ENV_VAR} to another file)") from None
+        raise TiersError(f"cannot open the registry {path}: {exc.strerror or exc}") from None
+    try:
+        info = os.fstat(fd)
+        if info.st_uid == os.getuid() and info.st_mode & 0o077:
+            os.fchmod(fd, 0o600)
+    finally:
+        os.close(fd)
 
 #: Version of the table layout, kept in sqlite's ``user_version``. 0: the first layout (jobs
 #: only, written before versions were recorded); 2: jobs and services (``kind``), ``jobdir``
@@ -140,7 +159,8 @@ class Registry:
     def __init__(self, path: Path | str | None = None) -> None:
         self.path = Path(path) if path is not None else default_path()
         self._lock = threading.Lock()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _create_private(self.path)
         with self._lock, self._connect() as db:
             migrate(db)
 
@@ -236,6 +256,7 @@ class Registry:
         """Newest first, optionally of one profile and one kind (``job`` or ``service``)."""
         if not _storable(profile, kind):
             return []
+        limit = max(0, min(int(limit), MAX_LIST))  # sqlite integers are 64-bit
         where = [(col, val) for col, val in (("profile", profile), ("kind", kind)) if val]
         query = "SELECT * FROM jobs"
         args: tuple[Any, ...] = tuple(val for _, val in where)

@@ -20,7 +20,10 @@ Then, like ``sbatch`` + ``srun --kill-on-bad-exit``:
 4. At the end every process still carrying ``JT_JOB_DIR=<this job>`` in its environment is
    killed (the local stand-in for Slurm's cgroup cleanup), then the final ``state.json`` is
    written, so a terminal state means no process of the job is left. On Linux the supervisor is
-   a child subreaper, so the job's orphaned processes are reaped by it, not left to init.
+   a child subreaper, so the job's orphaned processes are reaped by it, not left to init, and
+   every process still below it is killed too: a daemon that left its session and cleared its
+   environment is found that way. Limit: if the supervisor itself is SIGKILLed, such a daemon
+   is re-parented away and only the environment scan of ``recover_lost`` looks for it.
 
 ``state.json`` is only ever replaced atomically (write a temporary file, then rename).
 
@@ -40,6 +43,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import os
 import select
 import signal
@@ -141,13 +145,44 @@ def parse_time_limit(text: str | None) -> float | None:
     return float(total) if total > 0 else None
 
 
+# The keys of state.json this package reads, with the types it needs; a value of another type
+# (a corrupt or hand-edited file) is dropped so that one bad file cannot break every listing.
+_STATE_TYPES: dict[str, type | tuple[type, ...]] = {
+    "job_id": (str, int), "name": str, "state": str, "reason": str, "nodelist": str,
+    "submitted_at": (int, float), "start_time": (int, float), "end_time": (int, float),
+    "updated_at": (int, float), "exit_code": int, "exit_signal": int, "failed_rank": int,
+    "world_size": int, "pid": int, "pid_start": int, "master_port": int, "nodes": list,
+    "rank_pids": dict,
+}
+_MAX_PID = 1 << 22  # Linux's largest pid_max
+
+
+def _state_value_ok(key: str, value: Any) -> bool:
+    expected = _STATE_TYPES.get(key)
+    if expected is None or value is None:
+        return True
+    if isinstance(value, bool) or not isinstance(value, expected):
+        return False
+    if isinstance(value, float):
+        return math.isfinite(value) and abs(value) < 1e12  # a time within the next 30,000 years
+    if isinstance(value, int) and key in ("pid", "master_port", "exit_code", "exit_signal",
+                                          "failed_rank", "world_size"):
+        return -1 <= value <= _MAX_PID if key != "pid" else 1 <= value <= _MAX_PID
+    if isinstance(value, int) and key in ("start_time", "end_time", "submitted_at", "updated_at"):
+        return abs(value) < 10**12
+    return True
+
+
 def read_state(jobdir: Path | str) -> dict[str, Any] | None:
-    """The job's state.json, or None when it is missing or unreadable."""
+    """The job's state.json, or None when it is missing or unreadable. Values of the wrong type
+    (a corrupt file) are left out, so a reader never trips on them."""
     try:
         data = json.loads((Path(jobdir) / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
-    return data if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        return None
+    return {k: v for k, v in data.items() if isinstance(k, str) and _state_value_ok(k, v)}
 
 
 def write_state(jobdir: Path | str, state: Mapping[str, Any]) -> None:
@@ -195,15 +230,16 @@ def process_alive(pid: int | None, start: int | None = None) -> bool:
 
 def supervisor_pid(jobdir: Path | str, state: Mapping[str, Any] | None) -> tuple[int | None, int | None]:
     """(pid, start time) of the job's supervisor: from state.json, else from supervisor.pid."""
-    if state and state.get("pid"):
-        return int(state["pid"]), state.get("pid_start")
+    if state and isinstance(state.get("pid"), int) and _state_value_ok("pid", state["pid"]):
+        start = state.get("pid_start")
+        return int(state["pid"]), start if isinstance(start, int) else None
     try:
         words = (Path(jobdir) / PID_FILE).read_text().split()
-    except OSError:
+    except (OSError, ValueError):
         return None, None
-    if not words or not words[0].isdigit():
+    if not words or not words[0].isdigit() or len(words[0]) > 8:
         return None, None
-    start = int(words[1]) if len(words) > 1 and words[1].isdigit() else None
+    start = int(words[1]) if len(words) > 1 and words[1].isdigit() and len(words[1]) < 20 else None
     return int(words[0]), start
 
 
@@ -241,6 +277,32 @@ def kill_job_processes(jobdir: Path | str, rounds: int = 40) -> int:
                 killed += 1
         time.sleep(0.05)
     return killed
+
+
+def descendants(root: int) -> list[int]:
+    """Live (not zombie) processes below ``root``: its children, theirs, and so on (/proc)."""
+    children: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{name}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = raw.rsplit(b")", 1)[-1].split()
+        if len(fields) > 1 and fields[0] not in (b"Z", b"X"):
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found: list[int] = []
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            found.append(child)
+            stack.append(child)
+    return found
 
 
 def recover_lost(jobdir: Path | str, state: Mapping[str, Any], pid: int | None) -> dict[str, Any]:
@@ -372,6 +434,21 @@ class Supervisor:
             if pid not in tracked:
                 with contextlib.suppress(ChildProcessError):
                     os.waitpid(pid, os.WNOHANG)
+
+    def _kill_descendants(self, rounds: int = 100) -> None:
+        """SIGKILL every process left below the supervisor. As a child subreaper it inherits
+        the job's orphans, so this also finds a daemon that left its session and cleared its
+        environment (which the JT_JOB_DIR scan cannot see)."""
+        me = os.getpid()
+        for _ in range(rounds):
+            pids = descendants(me)
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.02)
+            self._reap_strays()
 
     def _cancel_requested(self) -> bool:
         return self.signalled is not None or (self.jobdir / CANCEL_FILE).exists()
@@ -636,6 +713,8 @@ class Supervisor:
             with contextlib.suppress(Exception):
                 proc.wait(timeout=30)
         kill_job_processes(self.jobdir)
+        if self._subreaper:
+            self._kill_descendants()
         for _ in range(10):  # processes killed just now become zombies in a moment
             if not self._subreaper or not zombie_children():
                 break

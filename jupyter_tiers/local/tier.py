@@ -71,6 +71,23 @@ def local_workdir(profile: Profile) -> Path:
     return default_workdir()
 
 
+def _open_private(path: Path, flags: int) -> int:
+    """os.open without following a symlink; new files are 0600."""
+    return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+
+
+def check_workdir_owner(workdir: Path) -> None:
+    """The local workdir must be the user's own and closed to others: jobs, counter and env.sh
+    live there, and another user's files (a planted symlink) must not be written through."""
+    info = workdir.stat()
+    if info.st_uid != os.getuid():
+        raise SubmitError(f"the local workdir {workdir} belongs to uid {info.st_uid}, not to you; "
+                          "set the profile's workdir to a directory of your own")
+    if info.st_mode & 0o022:
+        raise SubmitError(f"the local workdir {workdir} is writable by group or others (mode "
+                          f"{info.st_mode & 0o777:o}); chmod go-w it or use a private directory")
+
+
 def _program(spec: JobSpec, jobdir: Path | str) -> list[str]:
     if spec.shell:
         return ["bash", f"{jobdir}/main.sh"]
@@ -215,14 +232,24 @@ class LocalTier(BatchTier):
 
     def _new_jobdir(self, name: str) -> tuple[str, Path]:
         """The next job id (a counter under a lock) and its fresh directory."""
+        try:
+            return self._next_jobdir(name)
+        except OSError as exc:  # e.g. ELOOP: a symlink planted as the counter's lock
+            raise SubmitError(f"cannot take the next job id in {self.workdir}: "
+                              f"{exc.strerror or exc} ({exc.filename})") from None
+
+    def _next_jobdir(self, name: str) -> tuple[str, Path]:
         self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with open(self.workdir / _COUNTER_LOCK, "a+") as lock:
+        check_workdir_owner(self.workdir)
+        with os.fdopen(_open_private(self.workdir / _COUNTER_LOCK, os.O_RDWR | os.O_CREAT), "r+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             counter = self.workdir / _COUNTER
             try:
-                last = int(counter.read_text().strip() or 0)
+                with os.fdopen(_open_private(counter, os.O_RDONLY), encoding="utf-8") as f:
+                    last = int(f.read(32).strip() or 0)
             except (OSError, ValueError):
                 last = 0
+            last = max(0, min(last, 10**12))
             while True:
                 last += 1
                 jobdir = self.workdir / f"{last}-{name}"
@@ -232,7 +259,10 @@ class LocalTier(BatchTier):
                     continue
                 break
             tmp = counter.with_name(counter.name + ".tmp")
-            tmp.write_text(f"{last}\n")
+            with contextlib.suppress(FileNotFoundError):
+                tmp.unlink()  # a stale file, or a planted symlink: removed, never written through
+            with os.fdopen(_open_private(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w") as f:
+                f.write(f"{last}\n")
             os.replace(tmp, counter)
         return str(last), jobdir
 
@@ -325,7 +355,11 @@ class LocalTier(BatchTier):
         out: dict[str, SchedulerInfo] = {}
         listed: dict[str, tuple[str, str | None]] = {}
         for rec in records:
-            info = self._scheduler_info(rec)
+            try:
+                info = self._scheduler_info(rec)
+            except (OSError, ValueError, TypeError, OverflowError) as exc:  # one bad job directory
+                info = SchedulerInfo(rec.job_id, JobState.UNKNOWN,
+                                     reason=f"cannot read {Path(rec.jobdir) / sv.STATE_FILE}: {exc}")
             if info is not None:
                 out[rec.job_id] = info
             directory = decode_detail(rec.detail)[0]

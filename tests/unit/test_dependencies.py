@@ -1,0 +1,40 @@
+"""Every third-party package that jupyter_tiers imports is declared in pyproject.toml, so a fresh
+install has it (jupyter_core was imported but only arrived through jupyter-server)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _imported_top_level_modules() -> set[str]:
+    names: set[str] = set()
+    for path in (ROOT / "jupyter_tiers").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names.update(alias.name.split(".")[0] for alias in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+    return names - set(sys.stdlib_module_names) - {"jupyter_tiers", "__future__"}
+
+
+def _normal(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_every_imported_package_is_declared() -> None:
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    declared = {_normal(re.split(r"[<>=!~\[; ]", dep, maxsplit=1)[0]) for dep in project["dependencies"]}
+    providers = importlib.metadata.packages_distributions()
+    missing = {}
+    for module in sorted(_imported_top_level_modules()):
+        dists = {_normal(d) for d in providers.get(module, [])}
+        if not dists & declared:
+            missing[module] = sorted(dists) or ["(not installed)"]
+    assert not missing, f"imported by jupyter_tiers but not in [project] dependencies: {missing}"

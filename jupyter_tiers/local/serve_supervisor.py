@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import fcntl
 import http.client
 import json
 import os
@@ -60,6 +61,7 @@ LOG_FILE = "service.log"
 PID_FILE = "supervisor.pid"
 SUPERVISOR_LOG = "supervisor.log"
 DELETE_FILE = "delete"
+LOCK_FILE = ".lock"  # taken by the tier while it writes desired.json and code/<revision>/
 ENV_FILE = "env.json"
 REVISION_FILE = "revision.json"
 CODE_TOKEN = "{code}"  # in a revision's program: its code directory
@@ -239,9 +241,18 @@ class ServeSupervisor:
     def _forget_revisions(self) -> None:
         """Remove the code (and env file) of revisions no replica runs any more."""
         keep = {str(self.desired.get("revision") or "")} | {r.revision for r in self.replicas}
-        for revision in [r for r in self._revisions if r not in keep]:
-            del self._revisions[revision]
-            shutil.rmtree(self.dir / CODE_DIR / revision, ignore_errors=True)
+        if not set(self._revisions) - keep:
+            return
+        # Under the tier's lock, with desired.json read afresh: a cell re-run just now may have
+        # made an old revision current again.
+        with open(self.dir / LOCK_FILE, "a+") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            self.reload = True
+            self._load_desired()
+            keep = {str(self.desired.get("revision") or "")} | {r.revision for r in self.replicas}
+            for revision in [r for r in self._revisions if r not in keep]:
+                del self._revisions[revision]
+                shutil.rmtree(self.dir / CODE_DIR / revision, ignore_errors=True)
 
     # --- replicas ----------------------------------------------------------------------------
     def _env(self, replica: Replica) -> dict[str, str]:

@@ -52,7 +52,6 @@ POLL_INTERVAL = 0.25
 MAX_LOG_REPLAY = 1 << 20  # a new watcher gets at most the last MiB of the log
 SERVICES_DIR = "services"
 KEY_FILE = ".revision.key"
-LOCK_FILE = ".lock"
 PORT_TOKEN = "{port}"
 
 # ServeSpec fields that only mean something on a cluster: accepted, shown as not applied.
@@ -178,7 +177,7 @@ class LocalServeTier(ServeTier):
 
     @staticmethod
     def _locked(svcdir: Path) -> Any:
-        lock = open(svcdir / LOCK_FILE, "a+")  # noqa: SIM115 - closed by the caller's with
+        lock = open(svcdir / ssv.LOCK_FILE, "a+")  # noqa: SIM115 - closed by the caller's with
         fcntl.flock(lock, fcntl.LOCK_EX)
         return lock
 

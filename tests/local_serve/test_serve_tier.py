@@ -4,6 +4,7 @@ instead of hanging; no assertion is on time."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
@@ -233,3 +234,78 @@ def test_widget_state_follows_a_local_service(tier: LocalServeTier) -> None:
     finally:
         view.close()
         view._unsubscribe()
+
+
+def test_service_outlives_the_process_that_started_it(workdir: Path, tmp_path: Path,
+                                                      registry: Registry) -> None:
+    """A kernel that dies (SIGKILL) after starting a service: the service keeps serving, and a
+    fresh tier (the restarted kernel) reattaches by name and sees the same replica and log."""
+    script = textwrap.dedent(f"""
+        import os, sys
+        from jupyter_tiers.config import Profile
+        from jupyter_tiers.local.serve_tier import LocalServeTier
+        from jupyter_tiers.registry import Registry
+        tier = LocalServeTier(Profile(name="local", tier="local", settings={{"workdir": {str(workdir)!r}}}),
+                              Registry({str(tmp_path / "registry.sqlite")!r}))
+        svc = tier.apply(tier.make_spec(sys.stdin.read(), name="survivor", readiness="/"))
+        st = svc.wait_ready(60)
+        print(st.state.value, st.pods[0].name, svc.url, flush=True)
+        os.kill(os.getpid(), 9)
+    """)
+    kernel = subprocess.run([sys.executable, "-c", script], input=HTTP_BODY, capture_output=True, text=True,
+                            timeout=GUARD, env={**os.environ,
+                                                "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert kernel.returncode == -9, kernel.stderr
+    state, pod, url = kernel.stdout.split()
+    assert state == "READY"
+    fresh = LocalServeTier(local_profile(workdir), registry)
+    try:
+        svc = fresh.attach("survivor")
+        assert isinstance(svc, Service)
+        status = svc.status()
+        assert status.state is ServiceState.READY and [p.name for p in status.pods] == [pod]
+        assert svc.url == url and get(url) == pod
+        assert f"{pod}: listening on" in svc.logs()
+        lines: list[str] = []
+        sub = fresh.watch(svc.record, on_lines=lambda batch: lines.extend(ln.pod for ln in batch))
+        wait_for(lambda: pod in lines, "the log replayed to a new watcher")
+        fresh.unwatch(sub)
+    finally:
+        fresh.close()
+
+
+def test_env_values_reach_the_replica_and_nothing_else(tier: LocalServeTier, workdir: Path) -> None:
+    digest = hashlib.sha256(b"t0ps3cret").hexdigest()  # the body must not hold the value itself
+    body = HTTP_BODY.replace(
+        'NAME = os.environ["JT_REPLICA"]',
+        "import hashlib\nNAME = 'match' if hashlib.sha256(os.environ.get('API_TOKEN', '').encode())"
+        f".hexdigest() == {digest!r} else 'nope'")
+    svc = tier.apply(tier.make_spec(body, name="secretive", readiness="/", env=(("API_TOKEN", "t0ps3cret"),)))
+    status = ready(svc, 1)
+    assert get(status.endpoint or "") == "match"
+    svcdir = Path(svc.record.jobdir)
+    env_files = list(svcdir.glob("code/*/env.json"))
+    assert len(env_files) == 1 and (env_files[0].stat().st_mode & 0o777) == 0o600
+    for path in svcdir.rglob("*"):
+        if path.is_file() and path not in env_files:
+            assert b"t0ps3cret" not in path.read_bytes(), path
+    rec = tier.registry.get("secretive")
+    assert "t0ps3cret" not in json.dumps(rec.spec) + rec.script and "API_TOKEN" in rec.script
+    assert "t0ps3cret" not in repr(tier.make_spec(body, env=(("API_TOKEN", "t0ps3cret"),)))
+
+
+def test_profile_setup_runs_before_the_body(workdir: Path, registry: Registry) -> None:
+    tier = LocalServeTier(local_profile(workdir), registry)
+    from dataclasses import replace
+
+    tier.profile = replace(tier.profile, setup=("export GREETING=set-up-ran",))
+    try:
+        body = f'echo "greeting: $GREETING"; exec {sys.executable} -m http.server --bind 127.0.0.1 {{port}}'
+        svc = tier.apply(tier.make_spec(body, name="setup", shell=True))
+        ready(svc, 1)
+        assert "greeting: set-up-ran" in svc.logs()
+    finally:
+        tier.close()
+        from .conftest import stop_everything
+
+        stop_everything(workdir, registry)

@@ -309,3 +309,28 @@ def test_profile_setup_runs_before_the_body(workdir: Path, registry: Registry) -
         from .conftest import stop_everything
 
         stop_everything(workdir, registry)
+
+
+def test_only_ready_replicas_get_traffic(tier: LocalServeTier) -> None:
+    # The first replica to create the file "winner" (in the service directory, the replicas'
+    # working directory) is healthy; the other answers 503 on /health, so it never gets ready.
+    body = HTTP_BODY.replace(
+        "class H(",
+        "try:\n    os.close(os.open('winner', os.O_CREAT | os.O_EXCL))\n    HEALTHY = True\n"
+        "except FileExistsError:\n    HEALTHY = False\nclass H(",
+    ).replace('self.send_response(200 if self.path in ("/", "/health") else 404)',
+              'self.send_response(503 if self.path == "/health" and not HEALTHY else 200)')
+    svc = tier.apply(tier.make_spec(body, name="half", replicas=2, readiness="/health"))
+
+    def one_unhealthy() -> bool:
+        s = svc.status()
+        return s.ready == 1 and any(p.reason == "Unhealthy" for p in s.pods)
+
+    wait_for(one_unhealthy, "one ready replica and one failing its probe")
+    status = svc.status()
+    assert status.state is ServiceState.DEPLOYING, status
+    good = next(p.name for p in status.pods if p.ready)
+    bad = next(p for p in status.pods if not p.ready)
+    assert bad.message == "Readiness probe failed: HTTP probe failed with statuscode: 503"
+    assert "Unhealthy: Readiness probe failed" in (status.reason or "")
+    assert {get(status.endpoint or "") for _ in range(6)} == {good}

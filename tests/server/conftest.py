@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from jupyter_tiers import api, config
-
 # pytest-jupyter's fixtures and its coroutine-test hooks, for the tests in this folder only (a
 # non-root conftest may not declare pytest_plugins).
 from pytest_jupyter.jupyter_server import *  # noqa: F403
+
+from jupyter_tiers import api, config
 
 AUTH_WARNING = "error::jupyter_server.utils.JupyterServerAuthWarning"
 

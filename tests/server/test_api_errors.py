@@ -1,0 +1,200 @@
+"""The API without a cluster: profiles without secrets, JSON errors with the right status codes,
+and seeded fuzz of the query and body parsers (only 4xx JSON errors, never a 500)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from tornado.httpclient import HTTPClientError
+
+from jupyter_tiers.errors import SpecError
+from jupyter_tiers.registry import JobRecord, Registry
+from jupyter_tiers.server import params
+from tests.server.util import body
+
+SEED = 20261202
+
+
+@pytest.fixture
+def secret_profiles(tiers_config: Any, tmp_path: Path) -> dict[str, str]:
+    """A slurm profile with an identity file and env values, a kubernetes one with a kubeconfig
+    holding a token; returns every secret (and the paths that lead to them)."""
+    key = tmp_path / "id_ed25519_tiers_test"
+    key.write_text("-----BEGIN OPENSSH PRIVATE KEY-----\nS3CR3T-KEY-MATERIAL-4f9a\n"
+                   "-----END OPENSSH PRIVATE KEY-----\n")
+    kubeconfig = tmp_path / "kubeconfig-tiers-test.yaml"
+    kubeconfig.write_text(
+        "apiVersion: v1\nkind: Config\ncurrent-context: prod\n"
+        "clusters: [{name: c, cluster: {server: 'https://10.0.0.1:6443'}}]\n"
+        "users: [{name: u, user: {token: kube-bearer-token-77e1}}]\n"
+        "contexts: [{name: prod, context: {cluster: c, user: u, namespace: team}}]\n")
+    tiers_config({
+        "default_profile": "hpc",
+        "profiles": {
+            "hpc": {"tier": "slurm", "host": "login.example.org", "user": "alice",
+                    "identity_file": str(key), "env": {"WANDB_API_KEY": "wandb-secret-value-91c3",
+                                                       "HF_TOKEN": "hf_secret_token_0b7d"}},
+            "serving": {"tier": "kubernetes", "kubeconfig": str(kubeconfig), "context": "prod",
+                        "namespace": "team-llm", "env": {"OPENAI_KEY": "sk-secret-5d2e"}},
+            "laptop": {"tier": "local"},
+        },
+    })
+    return {"key path": str(key), "key": "S3CR3T-KEY-MATERIAL-4f9a", "wandb": "wandb-secret-value-91c3",
+            "hf": "hf_secret_token_0b7d", "kubeconfig path": str(kubeconfig),
+            "kube token": "kube-bearer-token-77e1", "openai": "sk-secret-5d2e"}
+
+
+async def test_profiles_list_names_tiers_and_hosts_but_no_secret(jp_fetch: Any,
+                                                                 secret_profiles: dict[str, str]) -> None:
+    response = await jp_fetch("jupyter-tiers", "api", "profiles")
+    data = body(response)
+    assert data["default"] == "hpc"
+    by_name = {p["name"]: p for p in data["profiles"]}
+    assert by_name["hpc"] == {"name": "hpc", "tier": "slurm", "host": "login.example.org",
+                              "where": "login.example.org", "default": True}
+    assert by_name["serving"]["tier"] == "kubernetes" and by_name["serving"]["host"] == "prod"
+    assert by_name["laptop"]["host"] is None and not by_name["laptop"]["default"]
+    text = response.body.decode()
+    for what, secret in secret_profiles.items():
+        assert secret not in text, f"the {what} leaked into GET profiles"
+    assert "identity_file" not in text and "env" not in json.loads(text)["profiles"][0]
+
+
+def _add(key_profile: str, job_id: str, kind: str = "job", **fields: Any) -> JobRecord:
+    rec = JobRecord(profile=key_profile, tier="kubernetes" if kind == "service" else "slurm",
+                    job_id=job_id, name=f"n-{job_id}", kind=kind, world_size=0 if kind == "service" else 2,
+                    state="READY" if kind == "service" else "RUNNING", **fields)
+    Registry().add(rec)
+    return rec
+
+
+async def _error(jp_fetch: Any, *parts: str, **kwargs: Any) -> tuple[int, str]:
+    with pytest.raises(HTTPClientError) as err:
+        await jp_fetch(*parts, **kwargs)
+    response = err.value.response
+    assert response is not None and response.headers["Content-Type"].startswith("application/json")
+    message = body(response)["error"]
+    assert isinstance(message, str) and message and "Traceback" not in message
+    return err.value.code, message
+
+
+async def test_json_errors_with_status_codes(jp_fetch: Any, tiers_config: Any) -> None:
+    _add("far", "41")
+    _add("far", "svc-a", kind="service")
+    api = ("jupyter-tiers", "api", "jobs")
+    code, message = await _error(jp_fetch, *api, "far", "999")
+    assert code == 404 and "999" in message
+    code, message = await _error(jp_fetch, *api, "far", "svc-a", "cancel", method="POST", body=b"")
+    assert code == 409 and "service" in message
+    code, message = await _error(jp_fetch, *api, "far", "41", "scale", method="POST",
+                                 body=json.dumps({"replicas": 2}))
+    assert code == 409 and "job" in message
+    code, message = await _error(jp_fetch, *api, "far", "41", method="DELETE")
+    assert code == 409
+    for bad in ({"replicas": -1}, {"replicas": 1.5}, {"replicas": True}, {"replicas": "3"},
+                {"replicas": 1001}, {}, [], "x", {"replicas": 1, "force": True}):
+        code, message = await _error(jp_fetch, *api, "far", "svc-a", "scale", method="POST",
+                                     body=json.dumps(bad))
+        assert code == 400 and ("replicas" in message or "body" in message or "force" in message), bad
+    code, message = await _error(jp_fetch, *api, "far", "41", "logs", params={"offset": "-1"})
+    assert code == 400 and message.startswith("offset")
+    code, message = await _error(jp_fetch, *api, "far", "41", "logs", params={"rank": "1", "pod": "p"})
+    assert code == 400 and "not both" in message
+    # The job exists but its profile does not (any more): 404 naming the profile.
+    code, message = await _error(jp_fetch, *api, "far", "41")
+    assert code == 404 and "far" in message
+
+
+async def test_list_reports_a_profile_it_cannot_ask(jp_fetch: Any, tiers_config: Any) -> None:
+    _add("gone", "7")
+    data = body(await jp_fetch("jupyter-tiers", "api", "jobs"))
+    assert [i["key"] for i in data["items"]] == ["gone/7"]
+    item = data["items"][0]
+    assert item["state"] == "RUNNING" and item["size"] == "2 ranks" and item["terminal"] is False
+    assert data["errors"] == [{"profile": "gone", "message": data["errors"][0]["message"]}]
+    assert "gone" in data["errors"][0]["message"]
+    cached = body(await jp_fetch("jupyter-tiers", "api", "jobs", params={"refresh": "0"}))
+    assert [i["key"] for i in cached["items"]] == ["gone/7"]
+
+
+# --- seeded fuzz -------------------------------------------------------------------------------
+
+_PIECES = ["0", "1", "-1", "10", "99999999999999999", "1e3", "abc", "", " ", "%00", "\u00e9", "\ud800",
+           "rank", "pod", "offset", "limit", "refresh", "true", "no", "../..", "a" * 300, "NaN", "0x10",
+           "web-0", "1.5", "\n"]
+
+
+def _random_text(rng: random.Random) -> str:
+    return "".join(rng.choice(_PIECES) for _ in range(rng.randint(0, 3)))
+
+
+def _random_query(rng: random.Random) -> dict[str, list[bytes]]:
+    names = ["rank", "pod", "offset", "limit", "refresh", "profile", "kind", _random_text(rng)]
+    out: dict[str, list[bytes]] = {}
+    for _ in range(rng.randint(0, 4)):
+        values = [_random_text(rng).encode("utf-8", "surrogatepass") for _ in range(rng.randint(1, 2))]
+        out[rng.choice(names)] = values
+    return out
+
+
+def test_parsers_fuzz_only_raise_spec_errors() -> None:
+    rng = random.Random(SEED)
+    for _ in range(3000):
+        query = _random_query(rng)
+        for parse in (params.list_query, params.log_query,
+                      lambda q: params.log_query(q, with_limit=False)):
+            with contextlib.suppress(SpecError):
+                parse(query)
+        raw = rng.choice([_random_text(rng).encode("utf-8", "surrogatepass"),
+                          json.dumps({"replicas": rng.choice([rng.randint(-5, 2000), _random_text(rng),
+                                                              None, [], 1.0])}).encode(),
+                          bytes(rng.randrange(256) for _ in range(rng.randint(0, 20)))])
+        try:
+            replicas = params.scale_body(raw)
+            assert 0 <= replicas <= 1000
+        except SpecError:
+            pass
+        for text in (_random_text(rng), _random_text(rng)):
+            with contextlib.suppress(SpecError):
+                assert params.segment(text, "id") == text
+
+
+async def test_http_fuzz_gets_only_4xx_json_errors(jp_fetch: Any, tiers_config: Any) -> None:
+    _add("far", "41")
+    _add("far", "svc-a", kind="service")
+    rng = random.Random(SEED)
+    codes: dict[int, int] = {}
+    for _ in range(150):
+        target = rng.choice([["far", "41"], ["far", "svc-a"], ["far", "404"], ["nope", "1"]])
+        query = {k.encode("utf-8", "replace").decode(): v[0].decode("utf-8", "replace")
+                 for k, v in _random_query(rng).items()}
+        verb = rng.choice(["logs", "detail", "scale", "cancel", "restart", "delete", "list"])
+        kwargs: dict[str, Any] = {"params": query}
+        parts = ["jupyter-tiers", "api", "jobs", *target]
+        if verb == "logs":
+            parts.append("logs")
+        elif verb in ("scale", "cancel", "restart"):
+            parts.append(verb)
+            kwargs.update(method="POST", body=rng.choice([_random_text(rng), json.dumps(
+                {"replicas": rng.choice([-1, 1001, "2", None, 2.5])})]).encode("utf-8", "surrogatepass"))
+        elif verb == "delete":
+            kwargs["method"] = "DELETE"
+        elif verb == "list":
+            parts = ["jupyter-tiers", "api", "jobs"]
+            query["refresh"] = "0" if rng.random() < 0.5 else query.get("refresh", "0")
+        try:
+            response = await jp_fetch(*parts, **kwargs)
+            code = response.code
+            assert verb == "list", (parts, query, code)  # every other request here is refused
+        except HTTPClientError as exc:
+            code = exc.code
+            assert exc.response is not None
+            assert 400 <= code < 500, (parts, query, code, exc.response.body)
+            assert body(exc.response)["error"]
+        codes[code] = codes.get(code, 0) + 1
+    assert codes.get(400) and codes.get(404) and codes.get(409), codes

@@ -323,7 +323,11 @@ class Watcher:
                 self._next_sched = now + self._fast_delay
                 self._fast_delay = min(self._fast_delay * 2, self.status_interval)
             if finishing and self._reachable:
-                # Ranks ended: the scheduler ends the job within moments; ask again soon.
+                # Ranks ended: the scheduler ends the job within moments; ask again soon. News
+                # from the rank files restarts the fast back-off (in steady state the fast delay
+                # has grown to status_interval, which would not be sooner at all).
+                if changed:
+                    self._fast_delay = self.first_poll
                 self._next_sched = min(self._next_sched, now + self._fast_delay)
             return max(0.05, min(self._next_sched, self._next_ranks) - now)
 

@@ -1,0 +1,230 @@
+"""The watcher's schedule and retries, on a fake tier and a fake clock (no cluster, no sleeping):
+scheduler back-off in steady state and after news, back-off while the controller or the
+connection is down and recovery when it answers, rank-poll failures, the end of a job, and a log
+follower that reconnects at the exact byte after dropped streams."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from jupyter_tiers import watch as watch_mod
+from jupyter_tiers.errors import ControllerUnreachable, TiersError
+from jupyter_tiers.logs import LogDecoder
+from jupyter_tiers.model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
+from jupyter_tiers.registry import JobRecord
+from jupyter_tiers.watch import LogFollower, Subscription, Watcher, _Watched
+
+REC = JobRecord(profile="fake", tier="fake", job_id="7", name="j", jobdir="/jobs/7", world_size=2)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+
+class FakeTier:
+    """Answers from scripted lists; an Exception in a script is raised instead of answered."""
+
+    name = "fake"
+
+    def __init__(self) -> None:
+        self.sched: list[Any] = []
+        self.ranks: list[Any] = []
+        self.state = JobState.RUNNING
+        self.updates: list[dict[str, Any]] = []
+        self.registry = SimpleNamespace(update=lambda key, **kw: self.updates.append(kw))
+
+    def poll_scheduler(self, records: list[JobRecord]) -> dict[str, SchedulerInfo]:
+        answer = self.sched.pop(0) if self.sched else None
+        if isinstance(answer, Exception):
+            raise answer
+        return {REC.job_id: SchedulerInfo(job_id=REC.job_id, state=answer or self.state)}
+
+    def poll_ranks(self, records: list[JobRecord]) -> dict[str, dict[int, RankState]]:
+        answer = self.ranks.pop(0) if self.ranks else None
+        if isinstance(answer, Exception):
+            raise answer
+        phase = answer or RankPhase.RUNNING
+        return {REC.job_id: {i: RankState(rank=i, phase=phase) for i in range(2)}}
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    c = Clock()
+    # Only watch.py's view of time: other threads keep the real clock.
+    monkeypatch.setattr(watch_mod, "time", SimpleNamespace(monotonic=c.monotonic))
+    return c
+
+
+def _watcher(tier: FakeTier, statuses: list[JobStatus], **kw: Any) -> Watcher:
+    w = Watcher(tier, status_interval=15.0, rank_interval=1.0, first_poll=0.5, max_backoff=30.0, **kw)
+    sub = Subscription(REC, on_status=statuses.append)
+    w._jobs[REC.key] = _Watched(REC, subs=[sub])  # as watch() does, without starting the thread
+    return w
+
+
+def _scheduler_gaps(w: Watcher, clock: Clock, n: int) -> list[float]:
+    """Run cycles at each scheduler due time; the gaps between scheduler queries."""
+    gaps = []
+    for _ in range(n):
+        clock.now = max(clock.now, w._next_sched)
+        before = clock.now
+        w._cycle()
+        gaps.append(round(w._next_sched - before, 3))
+    return gaps
+
+
+def test_steady_state_backs_off_to_the_status_interval(clock: Clock) -> None:
+    tier, statuses = FakeTier(), []
+    w = _watcher(tier, statuses)
+    assert _scheduler_gaps(w, clock, 8) == [0.5, 1.0, 2.0, 4.0, 8.0, 15.0, 15.0, 15.0]
+    assert w.scheduler_queries == 8
+    assert statuses[-1].state is JobState.RUNNING and statuses[-1].controller_reachable
+
+
+def test_news_and_kick_bring_the_next_query_forward(clock: Clock) -> None:
+    tier, statuses = FakeTier(), []
+    w = _watcher(tier, statuses)
+    _scheduler_gaps(w, clock, 8)
+    tier.state = JobState.SUSPENDED  # a state change is news
+    assert _scheduler_gaps(w, clock, 3) == [0.5, 1.0, 2.0]
+    _scheduler_gaps(w, clock, 6)
+    w.kick()  # after a submit or a cancel
+    assert w._next_sched == clock.now + 0.5
+    assert _scheduler_gaps(w, clock, 2) == [0.5, 1.0]
+
+
+def test_unreachable_controller_backs_off_then_recovers(clock: Clock) -> None:
+    tier, statuses = FakeTier(), []
+    w = _watcher(tier, statuses)
+    _scheduler_gaps(w, clock, 3)
+    tier.sched = [ControllerUnreachable("slurmctld down")] * 7
+    assert _scheduler_gaps(w, clock, 7) == [2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
+    down = statuses[-1]
+    assert not down.controller_reachable
+    assert down.message == "controller unreachable, retrying: slurmctld down"
+    assert down.state is JobState.RUNNING  # the last known state is kept, not invented
+    # The scheduler answers again: fast polling resumes and the banner goes away.
+    gaps = _scheduler_gaps(w, clock, 2)
+    assert gaps[0] <= 15.0 and w._fail_delay == 0.0
+    assert statuses[-1].controller_reachable and not statuses[-1].message
+
+
+@pytest.mark.parametrize(
+    ("error", "words"),
+    [(TiersError("connection lost"), "cannot reach the cluster, retrying: connection lost"),
+     (RuntimeError("bug"), "status query failed, retrying: RuntimeError('bug')")],
+)
+def test_other_scheduler_failures_back_off_the_same_way(clock: Clock, error: Exception, words: str) -> None:
+    tier, statuses = FakeTier(), []
+    w = _watcher(tier, statuses)
+    tier.sched = [error, error]
+    assert _scheduler_gaps(w, clock, 2) == [2.0, 4.0]
+    assert statuses[-1].message == words and not statuses[-1].controller_reachable
+
+
+def test_rank_poll_failure_is_reported_and_retried_each_rank_interval(clock: Clock) -> None:
+    tier, statuses = FakeTier(), []
+    w = _watcher(tier, statuses)
+    w._cycle()
+    tier.ranks = [TiersError("ls: timed out")]
+    clock.now = w._next_ranks
+    w._cycle()
+    assert statuses[-1].message == "cannot read rank state, retrying: ls: timed out"
+    assert statuses[-1].controller_reachable  # the scheduler is fine
+    assert w._next_ranks == clock.now + 1.0
+    clock.now = w._next_ranks
+    w._cycle()
+    assert not statuses[-1].message
+
+
+def test_ranks_ending_ask_the_scheduler_soon(clock: Clock) -> None:
+    tier, statuses = FakeTier(), []
+    w = _watcher(tier, statuses)
+    _scheduler_gaps(w, clock, 8)  # steady: next query 15 s away
+    tier.ranks = [RankPhase.EXITED]
+    clock.now = w._next_ranks
+    w._cycle()
+    assert w._next_sched - clock.now == 0.5  # was 15 s away: the fast back-off starts again
+    assert _scheduler_gaps(w, clock, 3) == [0.5, 1.0, 2.0]  # and still backs off
+
+
+def test_a_terminal_state_ends_the_subscription_and_is_recorded(clock: Clock) -> None:
+    tier, statuses = FakeTier(), []
+    w = _watcher(tier, statuses)
+    ended = threading.Event()
+    w._jobs[REC.key].subs[0].on_end = lambda status: ended.set()
+    w._cycle()
+    tier.sched = [JobState.COMPLETED]
+    tier.ranks = [RankPhase.EXITED]
+    clock.now = w._next_sched
+    w._cycle()
+    assert ended.wait(30)
+    assert statuses[-1].state is JobState.COMPLETED
+    assert [u["state"] for u in tier.updates] == ["RUNNING", "COMPLETED"]
+    assert w._active() == []  # nothing left to poll
+    assert w._cycle() == 5.0
+
+
+class FlakyLogTier:
+    """open_log: fails, then streams the log in pieces cut mid-line and drops, then hangs until
+    closed; read_log: the rest of the file (the follower's final drain)."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.opened_at: list[int] = []
+        self.plan = ["fail", "drop", "fail", "drop", "hang"]
+
+    def log_decoder(self, offset: int, *, skip_partial: bool = False) -> LogDecoder:
+        return LogDecoder(offset, skip_partial=skip_partial)
+
+    def open_log(self, record: JobRecord, offset: int) -> Any:
+        self.opened_at.append(offset)
+        what = self.plan.pop(0) if self.plan else "hang"
+        if what == "fail":
+            raise TiersError("connection refused")
+        return _Stream(self.data[offset:offset + 23] if what == "drop" else b"", hang=what == "hang")
+
+    def read_log(self, record: JobRecord, offset: int = 0) -> bytes:
+        return self.data[offset:]
+
+
+class _Stream:
+    def __init__(self, data: bytes, hang: bool) -> None:
+        self.data, self.hang, self.closed = data, hang, threading.Event()
+
+    def __iter__(self) -> Iterator[bytes]:
+        for i in range(0, len(self.data), 5):
+            yield self.data[i:i + 5]
+        if self.hang:
+            self.closed.wait(60)
+        else:
+            raise TiersError("connection lost while following")
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+def test_log_follower_reconnects_at_the_exact_byte_and_loses_nothing() -> None:
+    data = b"".join(f"{i % 2}: line {i}\n".encode() for i in range(20))
+    tier = FlakyLogTier(data)
+    got: list[str] = []
+    follower = LogFollower(tier, REC, 0, lambda lines: got.extend(ln.text for ln in lines),  # type: ignore[arg-type]
+                           max_backoff=0.5)
+    follower.start()
+    while len(tier.opened_at) < 5:  # a bound, not a timing: the plan has five opens
+        threading.Event().wait(0.05)
+    follower.finish(timeout=60)
+    assert got == [f"line {i}" for i in range(20)]
+    assert follower.offset == len(data)
+    assert follower.reconnects >= 4
+    # Every reopen starts where the bytes received so far end (mid-line included).
+    assert tier.opened_at[:5] == [0, 0, 23, 23, 46]

@@ -15,7 +15,9 @@ function render({ model, el }) {
   const reason = h("span", "jt-reason");
   const elapsed = h("span", "jt-elapsed");
   const nodes = h("span", "jt-nodes");
-  header.append(title, state, reason, elapsed, nodes);
+  const checkpoint = h("span", "jt-checkpoint");
+  checkpoint.title = "the newest file in $JT_CHECKPOINT_DIR (%%k8s_serve --model-from serves it)";
+  header.append(title, state, reason, elapsed, nodes, checkpoint);
   const message = h("div", "jt-message");
   const summary = h("div", "jt-summary");
 
@@ -69,6 +71,7 @@ function render({ model, el }) {
     reason.textContent =
       st === "PENDING" && r ? `(${r}${start ? ", expected start " + start : ""})` : "";
     nodes.textContent = model.get("nodelist") ? `on ${model.get("nodelist")}` : "";
+    checkpoint.textContent = model.get("checkpoint") ? `checkpoint ${model.get("checkpoint")}` : "";
     message.textContent = model.get("message");
     summary.textContent = model.get("summary");
     cancelBtn.disabled = model.get("terminal") || model.get("cancel_requested");
@@ -282,7 +285,7 @@ function render({ model, el }) {
   function refreshScript() { scriptPre.textContent = model.get("script"); }
 
   for (const name of ["state", "reason", "start_time", "elapsed_s", "nodelist", "message",
-                      "summary", "terminal", "cancel_requested", "job_id", "job_name"]) {
+                      "summary", "terminal", "cancel_requested", "job_id", "job_name", "checkpoint"]) {
     model.on(`change:${name}`, refreshHeader);
   }
   model.on("change:ranks", refreshGrid);

@@ -43,6 +43,7 @@ class JobView(anywidget.AnyWidget):
     elapsed = t.Unicode("").tag(sync=True)
     elapsed_s = t.Int(-1).tag(sync=True)
     nodelist = t.Unicode("").tag(sync=True)
+    checkpoint = t.Unicode("").tag(sync=True)  # newest entry of $JT_CHECKPOINT_DIR (full path)
     world_size = t.Int(0).tag(sync=True)
     ranks: t.List[list[Any]] = t.List().tag(sync=True)
     first_failure = t.Int(-1).tag(sync=True)

@@ -3,6 +3,7 @@ the text view's lines (no I/O, no clock: callers pass ``now``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from ..model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
@@ -113,6 +114,12 @@ def summary_for(status: ServiceStatus, elapsed_s: float | None = None,
     except ImportError:
         return fallback_summary(status, elapsed_s)
     return summary_line(status, elapsed_s=elapsed_s, last_log_line=last_log_line)
+
+
+def model_note(spec: Mapping[str, Any] | None) -> str:
+    """``model from local/3 (ft)`` for a service started with ``--model-from``, else ``""``."""
+    source = (spec or {}).get("model_source")
+    return f"model from {source}" if isinstance(source, str) and source else ""
 
 
 def fallback_summary(status: ServiceStatus, elapsed_s: float | None = None) -> str:

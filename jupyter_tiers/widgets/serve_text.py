@@ -10,7 +10,7 @@ from typing import TextIO
 from ..handles import Service
 from ..model import PodLogLine, ServiceStatus
 from ..timefmt import format_elapsed
-from .serve_state import format_line, pod_problem, state_label, summary_for
+from .serve_state import format_line, model_note, pod_problem, state_label, summary_for
 
 
 class ServiceTextView:
@@ -41,6 +41,8 @@ class ServiceTextView:
             details.append(f"{replicas} replica{'s' if replicas != 1 else ''}")
         if spec.get("image"):
             details.append(f"image {spec['image']}")
+        if model_note(spec):
+            details.append(model_note(spec))
         return text + (": " + ", ".join(details) if details else "")
 
     def run(self, timeout: float | None = None) -> ServiceStatus | None:
@@ -94,8 +96,10 @@ class ServiceTextView:
         elapsed = time.monotonic() - started
         final = self.final_status
         if final is not None:
+            note = model_note(self.service.record.spec)
             self._print(summary_for(final, elapsed_s=elapsed if rolling else None,
-                                    last_log_line=last_line[0] if last_line else None))
+                                    last_log_line=last_line[0] if last_line else None)
+                        + (f" — {note}" if note else ""))
             return final
         where = f": {summary_for(last_status[0])}" if last_status else ""
         self._print(f"[still not settled after {format_elapsed(elapsed)}{where}]")

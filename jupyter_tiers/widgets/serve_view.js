@@ -39,7 +39,9 @@ function render({ model, el }) {
   const age = h("span", "jt-elapsed jt-age");
   const endpoint = h("span", "jt-endpoint");
   endpoint.title = "the service's address inside the cluster";
-  header.append(title, where, state, readyCount, revision, age, endpoint);
+  const modelFrom = h("span", "jt-model-from");
+  modelFrom.title = "the training job whose checkpoint this service serves (--model-from)";
+  header.append(title, where, state, readyCount, revision, age, endpoint, modelFrom);
   const banner = h("div", "jt-banner");
   const reason = h("div", "jt-serve-reason");
   const message = h("div", "jt-message");
@@ -137,6 +139,7 @@ function render({ model, el }) {
     readyCount.textContent = deleted ? "" : `READY ${model.get("ready")}/${model.get("desired")}`;
     revision.textContent = model.get("revision") ? `revision ${model.get("revision")}` : "";
     endpoint.textContent = model.get("endpoint");
+    modelFrom.textContent = model.get("model_source");
     banner.textContent = model.get("banner");
     reason.textContent = model.get("reason");
     message.textContent = model.get("message");
@@ -386,7 +389,7 @@ function render({ model, el }) {
   model.on("change:pods", () => { podsAt = Date.now(); });
   for (const name of ["state", "reason", "revision", "endpoint", "age_s", "ready", "desired", "banner",
                       "message", "summary", "terminal", "busy", "forward_url", "service_name",
-                      "profile", "namespace", "yaml"]) {
+                      "profile", "namespace", "yaml", "model_source"]) {
     model.on(`change:${name}`, refreshHeader);
   }
   model.on("change:scale_target", () => { localTarget = -1; refreshControls(); });

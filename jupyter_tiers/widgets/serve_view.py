@@ -17,7 +17,7 @@ import traitlets as t
 from ..handles import Service
 from ..model import PodLogLine, ServiceStatus
 from .batcher import LineBatcher
-from .serve_state import line_rows, status_traits, summary_for
+from .serve_state import line_rows, model_note, status_traits, summary_for
 from .view_common import view_module
 
 _HERE = Path(__file__).parent
@@ -46,6 +46,7 @@ class ServeView(anywidget.AnyWidget):
     namespace = t.Unicode("").tag(sync=True)
     tier_kind = t.Unicode("").tag(sync=True)
     image = t.Unicode("").tag(sync=True)
+    model_source = t.Unicode("").tag(sync=True)  # "model from profile/id (name)" with --model-from
     yaml = t.Unicode("").tag(sync=True)
     # from the cluster (serve_state.status_traits)
     state = t.Unicode("UNKNOWN").tag(sync=True)
@@ -81,6 +82,7 @@ class ServeView(anywidget.AnyWidget):
             namespace=str(spec.get("namespace") or service.tier.profile.get("namespace") or ""),
             tier_kind=record.tier,
             image=str(spec.get("image") or ""),
+            model_source=model_note(spec),
             yaml=service.yaml,
             **kwargs,
         )
@@ -118,7 +120,9 @@ class ServeView(anywidget.AnyWidget):
                 self._rollout_since = None
                 self._unsettled_seen = False
             traits = status_traits(status, time.time())
-            traits["summary"] = summary_for(status, elapsed, self._last_line) if status.state.settled else ""
+            traits["summary"] = (summary_for(status, elapsed, self._last_line)
+                                 + (f" — {self.model_source}" if self.model_source else "")
+                                 if status.state.settled else "")
             if self.scale_target >= 0 and status.desired == self.scale_target and self._scale_wanted is None:
                 traits["scale_target"] = -1
             with self.hold_sync():

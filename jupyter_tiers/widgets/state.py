@@ -50,6 +50,7 @@ def status_traits(status: JobStatus) -> dict[str, Any]:
         "first_failure": first.rank if first else -1,
         "message": status.message or "",
         "terminal": status.state.terminal,
+        "checkpoint": status.checkpoint or "",
     }
 
 

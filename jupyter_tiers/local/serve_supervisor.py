@@ -86,7 +86,7 @@ def read_json(path: Path) -> dict[str, Any] | None:
 def write_json(path: Path, data: Mapping[str, Any], mode: int = 0o644) -> None:
     """Replace ``path`` atomically (readers see the old or the new file, never a part)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     with os.fdopen(fd, "wb") as f:
         f.write(json.dumps(dict(data), indent=1, sort_keys=True).encode("utf-8"))
         f.flush()
@@ -245,7 +245,8 @@ class ServeSupervisor:
             return
         # Under the tier's lock, with desired.json read afresh: a cell re-run just now may have
         # made an old revision current again.
-        with open(self.dir / LOCK_FILE, "a+") as lock:
+        fd = os.open(self.dir / LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "r+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             self.reload = True
             self._load_desired()
@@ -418,6 +419,20 @@ class ServeSupervisor:
         if len(mine) >= want and not old and all(r.ready for r in mine):
             self.state["rolled_out"] = revision
 
+    def _kill_descendants(self, rounds: int = 100) -> None:
+        """SIGKILL every process left below the supervisor. As a child subreaper it inherits the
+        replicas' orphans, so this also finds a daemon that left its session and cleared its
+        environment (which the JT_JOB_DIR scan cannot see)."""
+        me = os.getpid()
+        for _ in range(rounds):
+            pids = sv.descendants(me)
+            if not pids:
+                return
+            for pid in pids:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            self._wait(0.02)
+
     def _kill_late(self) -> None:
         now = time.monotonic()
         for replica in self.replicas:
@@ -491,6 +506,7 @@ class ServeSupervisor:
                 with contextlib.suppress(Exception):
                     replica.proc.wait(timeout=30)
         sv.kill_job_processes(self.dir)
+        self._kill_descendants()
         for _ in range(10):  # processes killed just now become zombies in a moment
             if not self._subreaper or not sv.zombie_children():
                 break

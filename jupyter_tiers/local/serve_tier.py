@@ -43,7 +43,7 @@ from . import serve_supervisor as ssv
 from . import supervisor as sv
 from .router import FrontPort
 from .serve_status import service_status
-from .tier import local_workdir
+from .tier import check_workdir_owner, local_workdir
 
 MAX_REPLICAS = 64  # every replica is a process on this machine
 LAUNCH_TIMEOUT = 60.0
@@ -172,12 +172,27 @@ class LocalServeTier(ServeTier):
         return render_plan(spec, self.profile.setup)
 
     # --- files -----------------------------------------------------------------------------
-    def _dir(self, name: str) -> Path:
-        return self.workdir / name
+    def _service_dir(self, name: str) -> Path:
+        """The service's directory, made private (0700) under a workdir that is the user's own
+        and closed to others; a symlink planted in its place is refused."""
+        root = self.workdir.parent
+        try:
+            root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            check_workdir_owner(root)
+            svcdir = self.workdir / name
+            for path in (self.workdir, svcdir):
+                if path.is_symlink():
+                    raise SubmitError(f"{path} is a symlink; remove it (services are kept in real "
+                                      "directories of your own)")
+                path.mkdir(exist_ok=True, mode=0o700)
+        except OSError as exc:
+            raise SubmitError(f"cannot prepare {self.workdir / name}: {exc.strerror or exc}") from None
+        return svcdir
 
     @staticmethod
     def _locked(svcdir: Path) -> Any:
-        lock = open(svcdir / ssv.LOCK_FILE, "a+")  # noqa: SIM115 - closed by the caller's with
+        fd = os.open(svcdir / ssv.LOCK_FILE, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        lock = os.fdopen(fd, "r+")
         fcntl.flock(lock, fcntl.LOCK_EX)
         return lock
 
@@ -228,8 +243,7 @@ class LocalServeTier(ServeTier):
         """Start the service, or update it in place: an unchanged spec changes nothing, a new
         replica count scales, anything else rolls the replicas one at a time."""
         check_local(spec)
-        svcdir = self._dir(spec.name)
-        svcdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        svcdir = self._service_dir(spec.name)
         ignored = not_applied(spec)
         with self._locked(svcdir):
             desired = ssv.read_json(svcdir / ssv.DESIRED_FILE) or {}

@@ -14,6 +14,8 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from jupyter_tiers.local import serve_supervisor as ssv
 from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.model import ServiceState, ServiceStatus
@@ -140,18 +142,36 @@ def test_changed_body_rolls_and_shell_body_gets_its_port(tier: LocalServeTier) -
 
 
 def test_delete_leaves_no_process(tier: LocalServeTier, workdir: Path) -> None:
-    body = HTTP_BODY.replace("print(", "import subprocess; subprocess.Popen(['sleep', '600']); print(", 1)
+    # Each replica leaves a child in its group and a daemon that left its session with an empty
+    # environment (only the supervisor's subreaper duty finds that one).
+    body = HTTP_BODY.replace("print(", "import subprocess; subprocess.Popen(['sleep', '600']); "
+                             "subprocess.Popen(['setsid', 'env', '-i', 'sleep', '987654']); print(", 1)
     svc = tier.apply(tier.make_spec(body, name="gone", replicas=2, readiness="/"))
     ready(svc, 2)
     svcdir = Path(svc.record.jobdir)
     procs = service_processes(svcdir)
     # supervisor + 2 replicas + their 2 orphan-to-be sleepers, all found by their environment
     assert len(procs) >= 5, procs
+    wait_for(lambda: len(_daemons()) == 2, "both replicas' detached daemons")
     svc.delete()
     assert service_processes(svcdir) == []
+    assert _daemons() == []
     assert not svcdir.exists()
     assert svc.status().state is ServiceState.DELETED
     assert tier.registry.get("gone").state == "DELETED"
+
+
+def _daemons() -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and Path(f"/proc/{name}/cmdline").read_bytes() == b"sleep\x00987654\x00":
+                stat = Path(f"/proc/{name}/stat").read_bytes()
+                if stat.rsplit(b")", 1)[-1].split()[:1] != [b"Z"]:
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
 
 
 def test_a_new_process_reattaches_by_name(tier: LocalServeTier, workdir: Path, tmp_path: Path) -> None:
@@ -334,3 +354,22 @@ def test_only_ready_replicas_get_traffic(tier: LocalServeTier) -> None:
     assert bad.message == "Readiness probe failed: HTTP probe failed with statuscode: 503"
     assert "Unhealthy: Readiness probe failed" in (status.reason or "")
     assert {get(status.endpoint or "") for _ in range(6)} == {good}
+
+
+def test_a_planted_symlink_or_an_open_workdir_is_refused(tier: LocalServeTier, workdir: Path,
+                                                        tmp_path: Path) -> None:
+    from jupyter_tiers.errors import SubmitError
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (workdir / "services").mkdir(parents=True)
+    (workdir / "services" / "planted").symlink_to(elsewhere)
+    with pytest.raises(SubmitError, match="is a symlink"):
+        tier.apply(tier.make_spec(HTTP_BODY, name="planted"))
+    assert list(elsewhere.iterdir()) == []
+    workdir.chmod(0o777)
+    try:
+        with pytest.raises(SubmitError, match="writable by group or others"):
+            tier.apply(tier.make_spec(HTTP_BODY, name="open"))
+    finally:
+        workdir.chmod(0o700)

@@ -31,29 +31,197 @@ def code(tag: str, text: str, magic: str | None = None) -> Cell:
     return ("code", tag, f"{magic}\n{body}" if magic else body)
 
 
+def linear_training() -> str:
+    """The training cells' body: data-parallel fit of y = 3x + 1, checkpoints as JSON."""
+    return """
+import json
+import os
+import random
+
+rank = int(os.environ["RANK"])
+world = int(os.environ["WORLD_SIZE"])
+steps, lr = 10, 0.5
+
+# This rank's shard of a tiny regression problem: y = 3x + 1 plus noise.
+rng = random.Random(rank)
+xs = [rng.uniform(-1, 1) for _ in range(64)]
+ys = [3 * x + 1 + rng.gauss(0, 0.05) for x in xs]
+
+
+def save_checkpoint(step, w, b, loss):
+    \"\"\"Rank 0 keeps the model every 5 steps; the newest checkpoint is what gets served.\"\"\"
+    path = os.path.join(os.environ["JT_CHECKPOINT_DIR"], f"step-{step:05d}.json")
+    with open(path + ".tmp", "w") as f:
+        json.dump({"w": w, "b": b, "step": step, "loss": loss}, f)
+    os.replace(path + ".tmp", path)  # a reader never sees a half-written checkpoint
+
+
+try:
+    import torch
+    import torch.distributed as dist
+except ImportError:
+    torch = None
+
+if torch is not None:
+    dist.init_process_group("gloo")  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
+    model = torch.nn.Linear(1, 1)
+    with torch.no_grad():  # the same start on every rank
+        model.weight.zero_()
+        model.bias.zero_()
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    x, y = torch.tensor(xs).unsqueeze(1), torch.tensor(ys).unsqueeze(1)
+    for step in range(1, steps + 1):
+        opt.zero_grad()
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        for p in model.parameters():  # all-reduce: average the gradients of all ranks
+            dist.all_reduce(p.grad)
+            p.grad /= world
+        opt.step()
+        mean_loss = loss.detach().clone()
+        dist.all_reduce(mean_loss)
+        if rank == 0:
+            print(f"step {step:2d} loss {mean_loss.item() / world:.4f}")
+            if step % 5 == 0:
+                save_checkpoint(step, model.weight.item(), model.bias.item(),
+                                mean_loss.item() / world)
+    w, b = model.weight.item(), model.bias.item()
+    dist.barrier()  # leave together: a rank that exits while a peer still talks can abort it
+    dist.destroy_process_group()
+else:
+    import pathlib
+    import time
+
+    exchange = pathlib.Path(os.environ["JT_JOB_DIR"]) / "allreduce"
+    exchange.mkdir(exist_ok=True)
+
+    def all_reduce_mean(step, values):
+        \"\"\"Every rank writes its values for this step, then averages everyone's.\"\"\"
+        tmp = exchange / f".{step}-{rank}.tmp"
+        tmp.write_text(json.dumps(values))
+        tmp.rename(exchange / f"{step}-{rank}.json")
+        files = [exchange / f"{step}-{r}.json" for r in range(world)]
+        while not all(f.exists() for f in files):
+            time.sleep(0.01)
+        return [sum(v) / world for v in zip(*(json.loads(f.read_text()) for f in files))]
+
+    w = b = 0.0
+    for step in range(1, steps + 1):
+        errors = [w * x + b - y for x, y in zip(xs, ys)]
+        loss = sum(e * e for e in errors) / len(xs)
+        grad_w = sum(2 * e * x for e, x in zip(errors, xs)) / len(xs)
+        grad_b = sum(2 * e for e in errors) / len(xs)
+        grad_w, grad_b, mean_loss = all_reduce_mean(step, [grad_w, grad_b, loss])
+        w, b = w - lr * grad_w, b - lr * grad_b
+        if rank == 0:
+            print(f"step {step:2d} loss {mean_loss:.4f}")
+            if step % 5 == 0:
+                save_checkpoint(step, w, b, mean_loss)
+
+backend = "torch gloo" if torch is not None else "plain Python"
+print(f"rank {rank} of {world}: w={w:.4f} b={b:.4f} ({backend})")
+"""
+
+
+def checkpoint_predictor(host: str) -> str:
+    """The serving cells' body: a stdlib HTTP server for the checkpoint at {model_path}."""
+    return f"""
+        import http.server
+        import json
+        import os
+        import urllib.parse
+
+        MODEL = "{{model_path}}"  # the training job's newest checkpoint: --model-from fills it in
+        with open(MODEL) as f:
+            checkpoint = json.load(f)
+        W, B, STEP = checkpoint["w"], checkpoint["b"], checkpoint["step"]
+
+
+        class Predict(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):  # GET /healthz (the readiness probe), GET /predict?x=2
+                url = urllib.parse.urlsplit(self.path)
+                if url.path == "/healthz":
+                    self.reply(200, "ok")
+                elif url.path == "/predict":
+                    self.predict(urllib.parse.parse_qs(url.query).get("x", ["0"])[0])
+                else:
+                    self.reply(404, {{"error": f"no route {{url.path}}"}})
+
+            def do_POST(self):  # POST /predict {{"x": 2}}
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self.predict(json.loads(body or b"{{}}").get("x", 0))
+
+            def predict(self, x):
+                x = float(x)
+                y = W * x + B
+                print(f"{{self.command}} /predict x={{x}} -> y={{y:.4f}}", flush=True)  # one line per request
+                self.reply(200, {{"x": x, "y": y, "model": os.path.basename(MODEL), "step": STEP}})
+
+            def reply(self, code, body):
+                data = (body if isinstance(body, str) else json.dumps(body)).encode()
+                self.send_response(code)
+                kind = "text/plain" if isinstance(body, str) else "application/json"
+                self.send_header("Content-Type", kind)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format, *args):
+                pass  # no access log: the probe would fill it; predict() logs what matters
+
+
+        port = int(os.environ["JT_PORT"])  # the port the tier gives this replica
+        print(f"serving y = {{W:.4f}}x + {{B:.4f}} ({{os.path.basename(MODEL)}}, step {{STEP}})"
+              f" on port {{port}}", flush=True)
+        http.server.ThreadingHTTPServer(("{host}", port), Predict).serve_forever()
+        """
+
+
+QUERY = """
+    import json
+    import urllib.request
+
+
+    def predict(x):
+        request = urllib.request.Request(f"{svc.url}/predict", data=json.dumps({"x": x}).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.load(response)
+
+
+    answer = predict(2.0)
+    print(f"y({answer['x']:g}) = {answer['y']:.4f} from {answer['model']} (step {answer['step']}); "
+          "the true line gives 7")
+    """
+
+
 QUICKSTART: list[Cell] = [
     md("intro", """
-        # jupyter-tiers quickstart: a two-rank training job from a notebook cell
+        # jupyter-tiers quickstart: train on two ranks, then serve the checkpoint
 
         `%%slurm_train` turns a cell into a distributed training job: every rank runs the cell's
-        body. This notebook needs no cluster and no profile: without a `tiers.yaml` the job runs on
-        the built-in **local tier**, where the ranks are local processes that get the environment a
-        Slurm task gets (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`,
-        `SLURM_PROCID`, ...) and fail-stop: if one rank fails, the others are stopped.
+        body. `%%k8s_serve` turns a cell into a service: the body is a server program. This
+        notebook needs no cluster and no profile: without a `tiers.yaml` both run on the built-in
+        **local tier**. Training ranks are local processes that get the environment a Slurm task
+        gets (`RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `MASTER_ADDR`, `MASTER_PORT`, `SLURM_PROCID`,
+        ...) and fail-stop: if one rank fails, the others are stopped. Service replicas are local
+        processes behind one loopback URL, with a readiness probe and restarts like a kubelet's.
 
-        The same cell runs on a Slurm cluster by changing the profile (see `tiers.yaml.template`
-        and `ddp_slurm.ipynb`).
+        The same cells run on a Slurm cluster and a Kubernetes cluster by changing the profiles
+        (see `tiers.yaml.template` and `train_then_serve.ipynb`).
         """),
     md("parameters-md", """
         The first code cell holds the notebook's parameters; the magic lines below use them as
-        `{profile}`, `{nodes}`, `{name}`. It is tagged `parameters`, so papermill can run the
+        `{profile}`, `{nodes}`, `{name}`, ... It is tagged `parameters`, so papermill can run the
         notebook unchanged on another profile or shape:
-        `papermill quickstart.ipynb out.ipynb -p profile hpc -p nodes 4`.
+        `papermill quickstart.ipynb out.ipynb -p profile lab -p nodes 4`.
         """),
     code("parameters", """
-        profile = "local"  # the built-in local tier: ranks are processes on this machine
+        profile = "local"  # the built-in local tier: ranks and replicas are processes on this machine
         nodes = 2  # one rank per (emulated) node
-        name = "quickstart"  # the job's name: re-running the cell attaches to a live job of that name
+        name = "quickstart"  # the training job; re-running the cell attaches to a live job of that name
+        service = "predictor"  # the service serving its checkpoint
+        replicas = 1
         """),
     code("load", "%load_ext jupyter_tiers"),
     md("train-md", """
@@ -63,96 +231,47 @@ QUICKSTART: list[Cell] = [
         `env://` rendezvous the tier set up; without torch they do the same arithmetic in plain
         Python and exchange gradients through files in the job directory (`$JT_JOB_DIR`).
 
-        `--wait` blocks until the job ends and prints a one-line summary (in JupyterLab a live
-        widget shows the job meanwhile; without `--wait` the cell returns at once). Every output
-        line of a rank is prefixed with its rank number.
+        Every rank gets `$JT_CHECKPOINT_DIR`; rank 0 saves the model there every 5 steps. When the
+        job completes, the registry records the newest checkpoint, and the summary line names it.
+        `--wait` blocks until the job ends and prints that line (in JupyterLab a live widget shows
+        the job meanwhile; without `--wait` the cell returns at once). Every output line of a rank
+        is prefixed with its rank number.
         """),
-    code("train", '''
-        %%slurm_train --profile {profile} --nodes {nodes} --wait --name {name}
-        import os
-        import random
-
-        rank = int(os.environ["RANK"])
-        world = int(os.environ["WORLD_SIZE"])
-        steps, lr = 10, 0.5
-
-        # This rank's shard of a tiny regression problem: y = 3x + 1 plus noise.
-        rng = random.Random(rank)
-        xs = [rng.uniform(-1, 1) for _ in range(64)]
-        ys = [3 * x + 1 + rng.gauss(0, 0.05) for x in xs]
-
-        try:
-            import torch
-            import torch.distributed as dist
-        except ImportError:
-            torch = None
-
-        if torch is not None:
-            dist.init_process_group("gloo")  # env://: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT
-            model = torch.nn.Linear(1, 1)
-            with torch.no_grad():  # the same start on every rank
-                model.weight.zero_()
-                model.bias.zero_()
-            opt = torch.optim.SGD(model.parameters(), lr=lr)
-            x, y = torch.tensor(xs).unsqueeze(1), torch.tensor(ys).unsqueeze(1)
-            for step in range(1, steps + 1):
-                opt.zero_grad()
-                loss = torch.nn.functional.mse_loss(model(x), y)
-                loss.backward()
-                for p in model.parameters():  # all-reduce: average the gradients of all ranks
-                    dist.all_reduce(p.grad)
-                    p.grad /= world
-                opt.step()
-                mean_loss = loss.detach().clone()
-                dist.all_reduce(mean_loss)
-                if rank == 0:
-                    print(f"step {step:2d} loss {mean_loss.item() / world:.4f}")
-            w, b = model.weight.item(), model.bias.item()
-            dist.barrier()  # leave together: a rank that exits while a peer still talks can abort it
-            dist.destroy_process_group()
-        else:
-            import json
-            import pathlib
-            import time
-
-            exchange = pathlib.Path(os.environ["JT_JOB_DIR"]) / "allreduce"
-            exchange.mkdir(exist_ok=True)
-
-            def all_reduce_mean(step, values):
-                """Every rank writes its values for this step, then averages everyone's."""
-                tmp = exchange / f".{step}-{rank}.tmp"
-                tmp.write_text(json.dumps(values))
-                tmp.rename(exchange / f"{step}-{rank}.json")
-                files = [exchange / f"{step}-{r}.json" for r in range(world)]
-                while not all(f.exists() for f in files):
-                    time.sleep(0.01)
-                return [sum(v) / world for v in zip(*(json.loads(f.read_text()) for f in files))]
-
-            w = b = 0.0
-            for step in range(1, steps + 1):
-                errors = [w * x + b - y for x, y in zip(xs, ys)]
-                loss = sum(e * e for e in errors) / len(xs)
-                grad_w = sum(2 * e * x for e, x in zip(errors, xs)) / len(xs)
-                grad_b = sum(2 * e for e in errors) / len(xs)
-                grad_w, grad_b, mean_loss = all_reduce_mean(step, [grad_w, grad_b, loss])
-                w, b = w - lr * grad_w, b - lr * grad_b
-                if rank == 0:
-                    print(f"step {step:2d} loss {mean_loss:.4f}")
-
-        backend = "torch gloo" if torch is not None else "plain Python"
-        print(f"rank {rank} of {world}: w={w:.4f} b={b:.4f} ({backend})")
-        '''),
+    code("train", linear_training(),
+         magic="%%slurm_train --profile {profile} --nodes {nodes} --wait --name {name}"),
+    md("serve-md", """
+        **Serve the checkpoint.** `--model-from {name}` finds the newest job of that name (a job
+        id or a `--out` variable work too), checks that it completed and left a checkpoint, and
+        gives its path to the server as `{model_path}` in the body and as `$JT_MODEL_PATH`. On the
+        local tier each replica gets its own free loopback port in `$JT_PORT`, and the service's
+        one URL relays to the ready replicas; `--readiness /healthz` sends a request only to a
+        replica that answers there. `--wait` blocks until the service is ready and prints its
+        summary line with the URL; `--out svc` keeps the `Service` handle.
+        """),
+    code("serve", checkpoint_predictor("127.0.0.1"), magic=(
+        "%%k8s_serve --profile {profile} --name {service} --model-from {name} --replicas {replicas}"
+        " --readiness /healthz --wait --out svc"
+    )),
+    md("query-md", "**Ask the model** at the service's URL (`svc.url`):"),
+    code("query", QUERY),
     md("jobs-md", """
-        Every job is recorded in a local registry, so `%tiers jobs` lists it (after a kernel restart
-        too), and `%tiers logs ID`, `%tiers logs ID --rank 1`, `%tiers attach ID` and
-        `%tiers cancel ID` work on it by its id.
+        Every job and service is recorded in a local registry, so `%tiers jobs` lists them (after a
+        kernel restart too); `%tiers logs ID`, `%tiers logs ID --rank 1`, `%tiers attach ID` and
+        `%tiers cancel ID` work on a job by its id, `%tiers logs predictor`, `%tiers scale
+        predictor 3` and `%tiers delete predictor` on the service by its name.
         """),
     code("jobs", "%tiers jobs"),
+    md("delete-md", """
+        **Clean up**: `%k8s_serve --delete` (the line form) stops every replica and the front port;
+        the registry keeps the record, now `DELETED`.
+        """),
+    code("delete", "%k8s_serve --profile {profile} --name {service} --delete"),
     md("next", """
-        Next: `%%slurm_train --dry-run ...` prints what would run without starting anything;
-        `ddp_slurm.ipynb` runs DDP with torchrun on Slurm, and `teaching_lab.ipynb` shows what a
-        scheduler adds (gang allocation, topology-aware placement, pending reasons, fail-stop) on a
-        cluster in a box.
+        Next: `--dry-run` on either magic prints what would run without starting anything;
+        `train_then_serve.ipynb` runs this pipeline on a Slurm cluster and a Kubernetes cluster,
+        `ddp_slurm.ipynb` runs DDP with torchrun on Slurm, `serving.ipynb` shows vLLM and TGI
+        serving cells, and `teaching_lab.ipynb` shows what a scheduler adds (gang allocation,
+        topology-aware placement, pending reasons, fail-stop) on a cluster in a box.
         """),
 ]
 

@@ -1,222 +1,31 @@
 """The example notebooks, executed headless with nbclient as a user's CI would run them.
 
-The kernel is the venv's ``python3`` (jupyter_client runs a ``python`` kernelspec with the
-interpreter running the tests; its PATH starts with the venv so the local tier's ranks find the
-same ``python3``). It gets its own HOME, Jupyter data dir and registry, and
-``JUPYTER_TIERS_DISPLAY=text`` so ``--wait`` prints the streamed log and the summary as plain
-text outputs. The cluster notebooks run against the Slurm test cluster with a temporary
-tiers.yaml that defines ``sandbox`` (the profile ``jupyter tiers sandbox up`` writes); the
-serving notebook against a Kubernetes API emulator (``python -m tests.k8s_emulator``) started for
-the test, with a tiers.yaml that defines ``serving``.
+The cluster notebooks run against the Slurm test cluster with a temporary tiers.yaml that defines
+``sandbox`` (the profile ``jupyter tiers sandbox up`` writes); the serving notebook against a
+Kubernetes API emulator (``python -m tests.k8s_emulator``) started for the test, with a tiers.yaml
+that defines ``serving`` (fixtures in conftest.py). The quickstart has its own module.
 """
 
 from __future__ import annotations
 
-import contextlib
-import importlib.util
-import itertools
-import os
 import re
-import signal
 import subprocess
 import sys
 import textwrap
-import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from jupyter_tiers import config
 from jupyter_tiers.registry import Registry
-from tests.helpers import cancel_registered_jobs
 
-ROOT = Path(__file__).resolve().parents[2]
-EXAMPLES = ROOT / "examples"
-VENV_BIN = Path(sys.executable).parent
+from .conftest import K8sEmulator
+from .nbrun import EXAMPLES, SUMMARY_OK, VENV_BIN, execute, last_line, nodes_of, torch_available
+
+ROOT = EXAMPLES.parent
 NOTEBOOKS = ("quickstart.ipynb", "ddp_slurm.ipynb", "teaching_lab.ipynb", "serve_k8s.ipynb",
              "serving.ipynb")
-CELL_TIMEOUT = 600
-
-SUMMARY_OK = re.compile(r"^job (\d+) COMPLETED in \d\d:\d\d:\d\d on (\S+)$")
-
-
-def torch_available() -> bool:
-    return importlib.util.find_spec("torch") is not None
-
-
-def nodes_of(nodelist: str) -> list[str]:
-    from jupyter_tiers.slurm.parse import expand_hostlist
-
-    return expand_hostlist(nodelist)
-
-
-# --- fixtures ----------------------------------------------------------------------------------
-@pytest.fixture
-def kernel_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[dict[str, str]]:
-    """The kernel's environment; also isolates this process (for the clean-up below)."""
-    monkeypatch.setattr(config, "SYSTEM_PATH", tmp_path / "no-system-tiers.yaml")
-    monkeypatch.setattr(config, "USER_PATH", tmp_path / "no-user-tiers.yaml")
-    monkeypatch.delenv("JUPYTER_TIERS_CONFIG", raising=False)
-    home = tmp_path / "home"
-    home.mkdir()
-    env = dict(os.environ)
-    env.update(
-        PATH=f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
-        HOME=str(home),  # no ~/.jupyter/tiers.yaml of the machine's user
-        JUPYTER_DATA_DIR=str(tmp_path / "jupyter-data"),  # the local tier's job directories
-        IPYTHONDIR=str(tmp_path / "ipython"),
-        JUPYTER_TIERS_DISPLAY="text",
-        PYDEVD_DISABLE_FILE_VALIDATION="1",
-    )
-    yield env
-    # Leave no job running (a notebook that failed half-way may have left one).
-    cancel_registered_jobs()
-
-
-@pytest.fixture
-def sandbox_env(
-    kernel_env: dict[str, str], cluster_env: dict[str, str], tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> dict[str, str]:
-    """kernel_env plus a tiers.yaml holding exactly the ``sandbox`` profile that
-    ``jupyter tiers sandbox up`` writes for the running test cluster."""
-    from jupyter_tiers import sandbox
-
-    path = tmp_path / "tiers.yaml"
-    sandbox.write_profile(path, sandbox.sandbox_profile(cluster_env))
-    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
-    return {**kernel_env, "JUPYTER_TIERS_CONFIG": str(path)}
-
-
-@dataclass
-class K8sEmulator:
-    """A Kubernetes API emulator running as ``python -m tests.k8s_emulator`` (its kubelet runs
-    the pods as local processes under ``workdir``) and a fresh namespace in it."""
-
-    kubeconfig: Path
-    namespace: str
-    workdir: Path
-
-
-def _processes_under(workdir: Path) -> list[int]:
-    """Pids of processes (pods) that run in, or name, ``workdir``: none may outlive the emulator."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cwd = os.readlink(proc / "cwd")
-            cmdline = (proc / "cmdline").read_bytes().decode(errors="replace")
-        except OSError:
-            continue
-        if cwd.startswith(str(workdir)) or str(workdir) in cmdline:
-            found.append(int(proc.name))
-    return found
-
-
-@pytest.fixture
-def k8s_emulator(tmp_path: Path) -> Iterator[K8sEmulator]:
-    """The emulator in a subprocess of its own session on a free port, stopped (with every pod
-    process) after the test."""
-    from kubernetes import client
-    from kubernetes import config as kube_config
-
-    workdir = tmp_path / "k8s-emulator"
-    kubeconfig = tmp_path / "kubeconfig"
-    log = (tmp_path / "k8s-emulator.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "tests.k8s_emulator", "--port", "0", "--kubeconfig", str(kubeconfig),
-         "--workdir", str(workdir)],
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=log, start_new_session=True,
-    )
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().decode().strip()  # printed once it serves
-        assert url.startswith("http://"), (tmp_path / "k8s-emulator.log").read_text()
-        namespace = f"nb-{uuid.uuid4().hex[:8]}"
-        api = kube_config.new_client_from_config(config_file=str(kubeconfig))
-        with api:
-            client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
-        yield K8sEmulator(kubeconfig, namespace, workdir)
-    finally:
-        proc.send_signal(signal.SIGTERM)  # the emulator stops its kubelet, which kills every pod
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=10)
-        log.close()
-        orphans = _processes_under(workdir)
-        for pid in orphans:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-        assert not orphans, f"pod processes outlived the emulator: {orphans}"
-
-
-@pytest.fixture
-def serving_env(
-    k8s_emulator: K8sEmulator, kernel_env: dict[str, str], tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
-) -> dict[str, str]:
-    """kernel_env plus a tiers.yaml holding a ``serving`` profile for the emulator's namespace.
-    (The emulator comes first so that it is stopped last, after kernel_env's clean-up.)"""
-    path = tmp_path / "tiers.yaml"
-    path.write_text(textwrap.dedent(f"""\
-        profiles:
-          serving:
-            tier: kubernetes
-            kubeconfig: {k8s_emulator.kubeconfig}
-            namespace: {k8s_emulator.namespace}
-            defaults: {{image: "python:3.11-slim"}}
-        """))
-    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
-    return {**kernel_env, "JUPYTER_TIERS_CONFIG": str(path)}
-
-
-# --- helpers -----------------------------------------------------------------------------------
-WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
-
-
-def run(name: str, env: dict[str, str], cwd: Path) -> nbformat.NotebookNode:
-    """Run the notebook in ``cwd`` (no ./tiers.yaml there) and return it with its outputs. An
-    error in any cell fails the test with the cell and its traceback."""
-    nb = nbformat.read(EXAMPLES / name, as_version=4)
-    client = NotebookClient(
-        nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
-    )
-    client.execute(env=env)
-    return nb
-
-
-def texts(nb: nbformat.NotebookNode) -> dict[str, str]:
-    """Each code cell's text output (streams and text/plain), by the cell's tag."""
-    out: dict[str, str] = {}
-    for cell in nb.cells:
-        if cell.cell_type != "code":
-            continue
-        (tag,) = cell.metadata["tags"]
-        parts = []
-        for output in cell.outputs:
-            if output.output_type == "stream":
-                parts.append(output.text)
-            elif output.output_type in ("execute_result", "display_data"):
-                parts.append(output.data.get("text/plain", "") + "\n")
-        out[tag] = "".join(parts)
-    return out
-
-
-def execute(name: str, env: dict[str, str], cwd: Path) -> dict[str, str]:
-    return texts(run(name, env, cwd))
-
-
-def last_line(text: str) -> str:
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    assert lines, "the cell printed nothing"
-    return lines[-1]
 
 
 # --- the files themselves ----------------------------------------------------------------------
@@ -275,77 +84,6 @@ def test_kernel_is_the_venv_python(kernel_env: dict[str, str], tmp_path: Path) -
     assert Path(lines[1]).parent == VENV_BIN  # what the local tier's ranks run
     assert Path(lines[2]).is_relative_to(ROOT)
     assert lines[3:] == [kernel_env["HOME"], "text"]
-
-
-# --- quickstart (local tier, no profile) -------------------------------------------------------
-def check_quickstart(out: dict[str, str], backend: str) -> None:
-    train = out["train"]
-    lines = train.splitlines()
-    header = re.fullmatch(r"job (\d+) \(quickstart\) submitted to local: 2 ranks", lines[0])
-    assert header, train
-    job_id = header.group(1)
-
-    losses = re.findall(r"^0: step +(\d+) loss ([\d.]+)$", train, re.M)
-    assert [int(s) for s, _ in losses] == list(range(1, 11)), train
-    values = [float(v) for _, v in losses]
-    assert all(b <= a for a, b in itertools.pairwise(values)), values
-    assert values[-1] < values[0] / 10, values
-
-    finals = re.findall(r"^(\d): rank \1 of 2: w=(\S+) b=(\S+) \((.+)\)$", train, re.M)
-    assert sorted(r for r, *_ in finals) == ["0", "1"], train
-    assert {(w, b, how) for _, w, b, how in finals} == {(finals[0][1], finals[0][2], backend)}, (
-        "the ranks disagree: the all-reduce did not average their gradients"
-    )
-    w, b = float(finals[0][1]), float(finals[0][2])
-    assert abs(w - 3) < 0.1 and abs(b - 1) < 0.05, (w, b)
-
-    summary = SUMMARY_OK.match(last_line(train))
-    assert summary, train
-    assert summary.groups() == (job_id, "local[0-1]")
-
-    table = out["jobs"].splitlines()
-    assert table[0].split()[:6] == ["ID", "KIND", "NAME", "PROFILE", "TIER", "STATE"]
-    assert table[1].split()[:8] == [job_id, "job", "quickstart", "local", "local", "COMPLETED", "2",
-                                    "local[0-1]"]
-
-
-def test_quickstart_runs_on_the_local_tier(kernel_env: dict[str, str], tmp_path: Path) -> None:
-    out = execute("quickstart.ipynb", kernel_env, tmp_path)
-    check_quickstart(out, "torch gloo" if torch_available() else "plain Python")
-    assert out["load"] == ""
-    (record,) = Registry().list()
-    assert (record.profile, record.name, record.state) == ("local", "quickstart", "COMPLETED")
-
-
-def test_quickstart_in_a_kernel_shows_the_live_widget(kernel_env: dict[str, str], tmp_path: Path) -> None:
-    """Without JUPYTER_TIERS_DISPLAY=text a kernel gets the widget; --wait still ends headless
-    (no front end syncs the widget) and prints only the summary, the log going to the widget."""
-    env = {k: v for k, v in kernel_env.items() if k != "JUPYTER_TIERS_DISPLAY"}
-    nb = run("quickstart.ipynb", env, tmp_path)
-    (cell,) = [c for c in nb.cells if c.metadata["tags"] == ["train"]]
-    widgets = [o for o in cell.outputs if o.output_type == "display_data" and WIDGET_MIME in o.data]
-    assert len(widgets) == 1, cell.outputs
-    streams = "".join(o.text for o in cell.outputs if o.output_type == "stream")
-    assert SUMMARY_OK.fullmatch(streams.strip()), streams
-    (record,) = Registry().list()
-    assert record.state == "COMPLETED"
-
-
-def test_quickstart_without_torch_all_reduces_through_files(
-    kernel_env: dict[str, str], tmp_path: Path
-) -> None:
-    # A `torch` that cannot be imported, first on the path of the kernel and of its ranks.
-    blocker = tmp_path / "no-torch" / "torch"
-    blocker.mkdir(parents=True)
-    (blocker / "__init__.py").write_text("raise ImportError('torch is hidden by this test')\n")
-    env = {**kernel_env, "PYTHONPATH": str(blocker.parent)}
-    out = execute("quickstart.ipynb", env, tmp_path)
-    check_quickstart(out, "plain Python")
-    (record,) = Registry().list()
-    exchange = Path(record.jobdir) / "allreduce"
-    assert sorted(p.name for p in exchange.iterdir()) == sorted(
-        f"{step}-{rank}.json" for step in range(1, 11) for rank in (0, 1)
-    )
 
 
 # --- on the Slurm test cluster -----------------------------------------------------------------

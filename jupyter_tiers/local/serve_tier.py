@@ -127,6 +127,9 @@ def render_plan(spec: ServeSpec, setup: Sequence[str] = ()) -> str:
         " the ready replicas.",
         "# Rolling update and restart: one new replica ready before an old one goes.",
     ]
+    if spec.model_path is not None:
+        source = f" (from job {spec.model_source})" if spec.model_source else ""
+        lines.append(f"# Model{source}: {spec.model_path}, read in place; also in JT_MODEL_PATH.")
     if spec.env:
         lines.append(f"# env (values in env.json, mode 600, not shown): {', '.join(k for k, _ in spec.env)}")
     if setup:

@@ -246,6 +246,12 @@ def test_plan_lists_cluster_options_as_not_applied_and_never_env_values() -> Non
     assert "strategy=bluegreen" in not_applied(ServeSpec(body="x", strategy="bluegreen"))[0]
 
 
+def test_plan_names_the_model_handed_over() -> None:
+    spec = ServeSpec(body="print(1)", model_path="/data/ckpt/model-3.pt", model_source="local/7 (train)")
+    line = "# Model (from job local/7 (train)): /data/ckpt/model-3.pt, read in place; also in JT_MODEL_PATH."
+    assert line in render_plan(spec)
+
+
 def test_shell_body_port_token() -> None:
     assert shell_body("serve --port {port} --host 127.0.0.1") == "serve --port ${PORT} --host 127.0.0.1"
     assert shell_body("echo '{}'") == "echo '{}'"

@@ -529,7 +529,9 @@ def load_config(cwd: Path | None = None) -> Config:
             if required:
                 raise ConfigError(str(path), "", f"file named by ${ENV_VAR} does not exist")
             continue
-        layer = load_file(path, trusted=path != project)
+        from .config_cache import load_file_cached  # parsed once while the file is unchanged
+
+        layer = load_file_cached(path, trusted=path != project)
         trust = trust or bool(layer.get(TRUST_KEY))
         layers.append((str(path), layer))
     untrusted = () if trust or project is None else (str(project),)

@@ -452,11 +452,13 @@ def _model_volume(value: Mapping[str, Any]) -> tuple[dict[str, Any], str | None]
     if not isinstance(value, Mapping):
         raise SpecError("model_volume", "must be a mapping with one of pvc, nfs or host_path")
     kinds = [k for k in ("pvc", "nfs", "host_path") if k in value]
-    unknown = sorted(set(value) - {"pvc", "nfs", "host_path", "sub_path"})
+    # path_map (where the training side's paths appear in the volume) is the handoff's (handoff.py).
+    unknown = sorted(set(value) - {"pvc", "nfs", "host_path", "sub_path", "path_map"})
     if len(kinds) != 1 or unknown:
         raise SpecError(
             "model_volume",
-            "give exactly one of pvc: NAME, nfs: {server, path} or host_path: PATH (and optionally sub_path)",
+            "give exactly one of pvc: NAME, nfs: {server, path} or host_path: PATH (and optionally "
+            "sub_path, path_map)",
         )
     sub_path = value.get("sub_path")
     if sub_path is not None and (

@@ -16,8 +16,10 @@ Simplifications (deliberate, documented here once):
   runs ``sleep infinity`` (images have no entrypoint here).
 * **Filesystem.** Processes see the host filesystem.  configMap/secret/emptyDir/projected/downwardAPI
   volumes are materialised under ``workdir/<ns>_<pod>_<uid>/volumes/<name>``; hostPath volumes use the
-  host path itself.  Because a process cannot see a mount path, every occurrence of a ``mountPath``
-  (longest first, on a path boundary) in ``command``, ``args``, env values and ``workingDir`` is
+  host path itself (type ``Directory`` is checked as a kubelet does: a missing directory is a
+  FailedMount; ``readOnly`` is not enforced).  Because a process cannot see a mount path, every
+  occurrence of a ``mountPath`` (longest first, on a path boundary) in ``command``, ``args``, env
+  values and ``workingDir`` is
   rewritten to the materialised directory.  Without ``workingDir`` a container starts in its own
   empty directory (not ``/``).
 * **Network.** As root, each pod gets its own network namespace (a ``sleep infinity`` sandbox started
@@ -852,8 +854,11 @@ class _PodWorker(threading.Thread):
             try:
                 if "hostPath" in vol:
                     hp = Path(vol["hostPath"]["path"])
-                    if vol["hostPath"].get("type") in ("DirectoryOrCreate", None, "") and not hp.exists():
+                    kind = vol["hostPath"].get("type")
+                    if kind in ("DirectoryOrCreate", None, "") and not hp.exists():
                         hp.mkdir(parents=True, exist_ok=True)
+                    if kind == "Directory" and not hp.is_dir():  # a real kubelet's type check
+                        raise _MountError(f"hostPath type check failed: {hp} is not a directory")
                     paths[name] = hp
                     continue
                 target.mkdir(parents=True, exist_ok=True)

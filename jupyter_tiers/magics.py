@@ -17,7 +17,14 @@ from dataclasses import replace
 from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import Magics, cell_magic, line_cell_magic, line_magic, magics_class
+from IPython.core.magic import (
+    Magics,
+    cell_magic,
+    line_cell_magic,
+    line_magic,
+    magics_class,
+    no_var_expand,
+)
 from IPython.core.magic_arguments import ArgDecorator, argument, magic_arguments
 
 from .errors import ConfigError, SpecError, TiersError
@@ -125,6 +132,7 @@ class TiersMagics(Magics):
     @argument("--text", action="store_true", help="plain text output instead of the widget")
     @argument("--force", action="store_true",
               help="do not warn when the cell looks like a long-running server")
+    @no_var_expand
     @cell_magic
     def slurm_train(self, line: str, cell: str) -> Any:
         """Run this cell as a training job: every rank runs the cell body.
@@ -133,7 +141,7 @@ class TiersMagics(Magics):
         """
         # Split once, POSIX-style, so quotes group words and are removed (IPython's parse_argstring
         # keeps them), then hand the words to the magic's argparse parser.
-        words = _fix_dash_values(split_line(line, "%%slurm_train"))
+        words = _fix_dash_values(self._words(line, "%%slurm_train"))
         args = self.slurm_train.parser.parse_args(words)
         _check_out(args.out)
         if not cell.strip():
@@ -186,6 +194,7 @@ class TiersMagics(Magics):
               help="serve this training job's newest checkpoint (a job id, a job name or a Job "
               "variable): the body sees its path as {model_path} and $JT_MODEL_PATH")
     @argument("--force", action="store_true", help="serve even a cell that looks like training")
+    @no_var_expand
     @line_cell_magic
     def k8s_serve(self, line: str, cell: str | None = None) -> Any:
         """Serve this cell on Kubernetes: a Deployment + Service (+ ConfigMap, Secret, HPA); on a
@@ -196,7 +205,7 @@ class TiersMagics(Magics):
         an unchanged cell changes nothing, a changed one rolls the pods. Returns at once with a
         live view unless --wait is given.
         """
-        args = self.k8s_serve.parser.parse_args(split_line(line, "%%k8s_serve"))
+        args = self.k8s_serve.parser.parse_args(self._words(line, "%%k8s_serve"))
         _check_out(args.out)
         if cell is None and not args.delete:
             raise UsageError("%k8s_serve as a line magic only deletes: %k8s_serve --name NAME --delete; "
@@ -271,6 +280,12 @@ class TiersMagics(Magics):
                              f"got {type(value).__name__}")
         return value
 
+    def _words(self, line: str, magic: str) -> list[str]:
+        """The line's words with notebook variables expanded ({var}, $var), except in --env."""
+        namespace = self.shell.user_ns if self.shell is not None else None
+        return expand_words(line, magic, namespace)
+
+    @no_var_expand
     @line_magic
     def tiers(self, line: str) -> Any:
         """Manage training jobs and services across tiers.
@@ -286,11 +301,69 @@ class TiersMagics(Magics):
         from . import tiers_command
 
         try:
-            return tiers_command.run(split_line(line, "%tiers"), shell=self.shell)
+            return tiers_command.run(self._words(line, "%tiers"), shell=self.shell)
         except tiers_command.CommandUsage as exc:
             raise UsageError(str(exc)) from None
         except TiersError as exc:
             raise _usage(exc) from None
+
+
+MAX_LINE = 16_384  # characters of a magic line; a longer one is refused before any parsing
+_SECRET_FLAGS = ("--env", "-e")
+
+
+def expand_words(line: str, magic: str, namespace: Mapping[str, Any] | None) -> list[str]:
+    """Split a magic line into words, then expand notebook variables (``{expr}``, ``$name``, as
+    IPython does) in every word but the values of ``--env``: those reach the job literally (a
+    password with a ``$`` in it stays as typed), so the magics opt out of IPython's expansion."""
+    if len(line) > MAX_LINE:
+        raise UsageError(f"{magic}: the line is {len(line)} characters long; at most {MAX_LINE}")
+    words = split_line(line, magic)
+    if namespace is None or not any(c in line for c in "{$"):
+        return words
+    # Mask the --env values in the raw text (quotes kept, as IPython expands before splitting).
+    lexer = shlex.shlex(line, posix=False)
+    lexer.whitespace_split = True
+    lexer.commenters = ""
+    try:
+        raw = list(lexer)
+    except ValueError:
+        return words
+    secrets: dict[str, str] = {}
+    masked: list[str] = []
+    nonce = os.urandom(6).hex()
+
+    def hide(text: str) -> str:
+        token = f"JTSECRET{len(secrets)}X{nonce}"
+        secrets[token] = "".join(split_line(text, magic)) if text else text
+        return token
+
+    for i, word in enumerate(raw):
+        if i and raw[i - 1] in _SECRET_FLAGS:
+            masked.append(hide(word))
+        elif word.startswith("--env="):
+            masked.append("--env=" + hide(word[6:]))
+        elif word.startswith("-e") and len(word) > 2 and not word.startswith("--"):
+            masked.append("-e" + hide(word[2:]))
+        else:
+            masked.append(word)
+    from IPython.utils.text import DollarFormatter
+
+    joined = " ".join(masked)
+    try:
+        expanded = DollarFormatter().vformat(joined, args=[], kwargs=dict(namespace))
+    except Exception:  # as IPython does: a line that does not format is used as typed
+        expanded = joined
+    if len(expanded) > MAX_LINE:
+        raise UsageError(f"{magic}: the line is {len(expanded)} characters long once notebook "
+                         f"variables are expanded; at most {MAX_LINE}")
+    out = []
+    for word in split_line(expanded, magic):
+        for token, value in secrets.items():
+            if token in word:
+                word = word.replace(token, value)
+        out.append(word)
+    return out
 
 
 def split_line(line: str, magic: str) -> list[str]:

@@ -29,12 +29,28 @@ class _Parser(argparse.ArgumentParser):
         raise CommandUsage(message or self.format_help())
 
 
+def _int_up_to(high: int) -> Any:
+    """An argparse type: a whole number of at most ``high`` in size (sqlite, deques and the
+    Kubernetes API all need bounded integers); the sign is checked by the command."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text[:40]!r} is not a whole number") from None
+        if abs(value) > high:
+            raise argparse.ArgumentTypeError(f"{text[:40]}: at most {high:,}")
+        return value
+
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="%tiers", add_help=True)
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     jobs = sub.add_parser("jobs", help="jobs and services of every tier, newest first")
     jobs.add_argument("--profile", "-p")
-    jobs.add_argument("--limit", type=int, default=20)
+    jobs.add_argument("--limit", type=_int_up_to(1_000_000), default=20)
     jobs.add_argument("--kind", choices=["job", "service"])
     attach = sub.add_parser("attach", help="show the live view of a job or service")
     attach.add_argument("job", help="job id, service name, or profile/id")
@@ -43,16 +59,16 @@ def build_parser() -> argparse.ArgumentParser:
     logs = sub.add_parser("logs", help="print a job's or service's log")
     logs.add_argument("job")
     which = logs.add_mutually_exclusive_group()
-    which.add_argument("--rank", type=int, help="one rank of a job")
+    which.add_argument("--rank", type=_int_up_to(1_000_000), help="one rank of a job")
     which.add_argument("--pod", help="one pod of a service")
-    logs.add_argument("--tail", type=int)
+    logs.add_argument("--tail", type=_int_up_to(100_000_000))
     cancel = sub.add_parser("cancel", help="cancel a job")
     cancel.add_argument("job")
     delete = sub.add_parser("delete", help="delete a service and everything it made")
     delete.add_argument("job")
     scale = sub.add_parser("scale", help="set a service's replicas")
     scale.add_argument("job")
-    scale.add_argument("replicas", type=int)
+    scale.add_argument("replicas", type=_int_up_to(100_000))
     restart = sub.add_parser("restart", help="roll every pod of a service")
     restart.add_argument("job")
     sub.add_parser("profiles", help="list the configured profiles")

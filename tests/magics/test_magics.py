@@ -638,13 +638,13 @@ def test_a_bad_profile_default_is_blamed_on_the_profile_file(ip, capsys, tmp_pat
 def test_bare_env_name_passes_the_kernels_value_without_printing_it(
     ip, capsys, far, no_connect, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("JT_TEST_TOKEN", "s3cret-from-the-kernel")
-    out = dry_run(ip, capsys, "--profile far --env JT_TEST_TOKEN")
-    assert "JT_TEST_TOKEN" in out and "s3cret-from-the-kernel" not in out
+    monkeypatch.setenv("TIERS_TEST_TOKEN", "s3cret-from-the-kernel")
+    out = dry_run(ip, capsys, "--profile far --env TIERS_TEST_TOKEN")
+    assert "TIERS_TEST_TOKEN" in out and "s3cret-from-the-kernel" not in out
     from jupyter_tiers.magics import parse_env
 
-    assert parse_env(["JT_TEST_TOKEN", "A=1"]) == (("JT_TEST_TOKEN", "s3cret-from-the-kernel"),
+    assert parse_env(["TIERS_TEST_TOKEN", "A=1"]) == (("TIERS_TEST_TOKEN", "s3cret-from-the-kernel"),
                                                    ("A", "1"))
-    monkeypatch.delenv("JT_TEST_TOKEN")
-    message = usage_error(ip, capsys, "%%slurm_train --profile far --dry-run --env JT_TEST_TOKEN\nx\n")
-    assert message.startswith("--env JT_TEST_TOKEN: not set in the kernel's environment")
+    monkeypatch.delenv("TIERS_TEST_TOKEN")
+    message = usage_error(ip, capsys, "%%slurm_train --profile far --dry-run --env TIERS_TEST_TOKEN\nx\n")
+    assert message.startswith("--env TIERS_TEST_TOKEN: not set in the kernel's environment")

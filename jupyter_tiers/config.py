@@ -106,7 +106,9 @@ TIER_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
         "status_interval": (int, float),
         "rank_interval": (int, float),
     },
-    "local": {**_COMMON_KEYS},
+    # path_map: where another profile's (a cluster's) checkpoint paths are mounted on this
+    # machine, for %%k8s_serve --model-from on the local tier (handoff.py).
+    "local": {**_COMMON_KEYS, "path_map": dict},
     "kubernetes": {
         **_COMMON_KEYS,
         "context": str,
@@ -299,6 +301,20 @@ def _check_kubernetes_keys(out: dict[str, Any], source: str, base: str) -> None:
         if len(kinds) != 1 or extra:
             raise ConfigError(source, f"{base}.model_volume",
                               "exactly one of pvc: NAME, nfs: {server, path}, host_path: PATH")
+        if "path_map" in volume:
+            _check_path_map(volume["path_map"], source, f"{base}.model_volume.path_map")
+    if "path_map" in out:
+        _check_path_map(out["path_map"], source, f"{base}.path_map")
+
+
+def _check_path_map(value: Any, source: str, key: str) -> None:
+    """A path_map: training-side path prefix -> where it appears here (handoff.py)."""
+    from .handoff import parse_path_map
+
+    try:
+        parse_path_map(value)
+    except ValueError as exc:
+        raise ConfigError(source, key, str(exc)) from None
 
 
 def _yaml_loader(text: str) -> Any:

@@ -264,3 +264,28 @@ def test_fuzz_path_maps_never_raise_anything_but_value_error() -> None:
         path = "/" + "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 20)))
         mapped = handoff.map_path(path, pairs)
         assert mapped is None or mapped.startswith("/")
+
+
+# --- path_map in a profile file ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("s: {tier: kubernetes, model_volume: {host_path: /x, path_map: {/scratch/ckpt: /}}}", None),
+    ("l: {tier: local, path_map: {/scratch: /mnt/scratch}}", None),
+    ("s: {tier: kubernetes, model_volume: {host_path: /x, path_map: {scratch: /}}}",
+     "profiles.s.model_volume.path_map: 'scratch' is not an absolute path"),
+    ("l: {tier: local, path_map: [1]}", "profiles.l.path_map: expected a mapping"),
+    ("b: {tier: slurm, host: h, path_map: {/a: /b}}", "profiles.b.path_map: unknown key"),
+])
+def test_path_map_in_a_profile_file(tmp_path: Path, text: str, error: str | None) -> None:
+    from jupyter_tiers.config import load_file
+    from jupyter_tiers.errors import ConfigError
+
+    path = tmp_path / "tiers.yaml"
+    path.write_text("profiles:\n  " + text + "\n")
+    if error is None:
+        assert load_file(path)["profiles"]
+        return
+    with pytest.raises(ConfigError) as err:
+        load_file(path)
+    assert str(err.value).startswith(f"{path}: {error}")

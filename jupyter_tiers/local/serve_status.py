@@ -111,7 +111,10 @@ def service_status(
         return status(ServiceState.READY, None, counts)
     failing = [p for p in mine if p.reason in FAILING]
     if failing:
-        return status(ServiceState.FAILED, describe_pod_problem(failing[0]), counts)
+        text = describe_pod_problem(failing[0])
+        if failing[0].reason == "StartError" and failing[0].message:
+            text += f": {failing[0].message}"  # which program could not start, and why
+        return status(ServiceState.FAILED, text, counts)
     progress = progress_text(want, len(mine), len(old), sum(1 for p in mine if p.ready))
     culprit = next((p for p in mine if not p.ready and p.reason), None)
     if state.get("rolled_out") == current and len(mine) >= want and not old:

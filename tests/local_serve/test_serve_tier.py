@@ -373,3 +373,13 @@ def test_a_planted_symlink_or_an_open_workdir_is_refused(tier: LocalServeTier, w
             tier.apply(tier.make_spec(HTTP_BODY, name="open"))
     finally:
         workdir.chmod(0o700)
+
+
+def test_a_program_that_cannot_start_is_failed_with_why(tier: LocalServeTier) -> None:
+    svc = tier.apply(tier.make_spec(HTTP_BODY, name="nopython", python="/nonexistent/python3"))
+    status = svc.wait_ready(GUARD)
+    assert status.state is ServiceState.FAILED, status
+    pod = status.pods[0]
+    assert status.reason == (f"pod {pod.name} StartError: cannot start /nonexistent/python3: "
+                             "No such file or directory"), status.reason
+    assert pod.restarts == 0 and pod.reason == "StartError"

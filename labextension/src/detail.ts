@@ -132,7 +132,7 @@ export class TiersDetail extends Widget {
       // A reconnect resumes at the last offset: nothing lost, nothing twice.
       url: () => this.api.wsUrl(`${itemPath(this.item.profile, this.item.id)}/logs/stream`, { offset: this._offset }),
       onMessage: text => {
-        let batch: { lines?: unknown; offset?: unknown; error?: unknown };
+        let batch: { lines?: unknown; offset?: unknown; error?: unknown; eof?: unknown };
         try {
           batch = JSON.parse(text);
         } catch {
@@ -149,6 +149,9 @@ export class TiersDetail extends Widget {
         if (rows.length || reset) {
           this.model.custom({ kind: 'lines', lines: rows, skipped: 0, reset });
           reset = false;
+        }
+        if (batch.eof === true) {
+          this._stream?.close(); // the job ended and its whole log was sent: nothing to resume
         }
       }
     });

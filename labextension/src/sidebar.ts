@@ -238,7 +238,7 @@ export class TiersSidebar extends Widget {
     }
     select.replaceChildren(
       ...labels.map(value => {
-        const option = h('option', '', value || `any ${field}`);
+        const option = h('option', '', value || `${field}: any`);
         option.value = value;
         return option;
       })

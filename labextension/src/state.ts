@@ -17,6 +17,8 @@ export interface Item {
   started: string | null;
   elapsed_s: number | null;
   summary: string;
+  /** When it was submitted (ISO-8601), if the server says. */
+  submitted?: string | null;
 }
 
 /** A profile whose cluster could not be asked, and why. */
@@ -227,8 +229,8 @@ export function matches(item: Item, f: Filters): boolean {
 }
 
 /**
- * The rows to show, in order: items not ended first, then the newest start first, then by key
- * (so the order is stable when nothing changed).
+ * The rows to show, in order: items not ended first, then the newest submission (or start) first,
+ * then by key (so the order is stable when nothing changed).
  */
 export function visibleItems(state: State, f: Filters): Item[] {
   const rows = [...state.items.values()].filter(item => matches(item, f));
@@ -236,8 +238,8 @@ export function visibleItems(state: State, f: Filters): Item[] {
     if (a.terminal !== b.terminal) {
       return a.terminal ? 1 : -1;
     }
-    const sa = a.started ?? '';
-    const sb = b.started ?? '';
+    const sa = a.submitted ?? a.started ?? '';
+    const sb = b.submitted ?? b.started ?? '';
     if (sa !== sb) {
       return sa < sb ? 1 : -1;
     }

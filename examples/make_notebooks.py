@@ -123,15 +123,16 @@ print(f"rank {rank} of {world}: w={w:.4f} b={b:.4f} ({backend})")
 """
 
 
-def checkpoint_predictor(host: str) -> str:
-    """The serving cells' body: a stdlib HTTP server for the checkpoint at {model_path}."""
+def checkpoint_predictor(host: str, model: str = '"{model_path}"',
+                         why: str = "the training job's newest checkpoint: --model-from fills it in") -> str:
+    """The serving cells' body: a stdlib HTTP server for the checkpoint --model-from names."""
     return f"""
         import http.server
         import json
         import os
         import urllib.parse
 
-        MODEL = "{{model_path}}"  # the training job's newest checkpoint: --model-from fills it in
+        MODEL = {model}  # {why}
         with open(MODEL) as f:
             checkpoint = json.load(f)
         W, B, STEP = checkpoint["w"], checkpoint["b"], checkpoint["step"]
@@ -177,13 +178,17 @@ def checkpoint_predictor(host: str) -> str:
         """
 
 
-QUERY = """
+def query(url: str) -> str:
+    """The cell asking the served model for y(2); ``url`` is the expression giving its URL."""
+    return """
     import json
     import urllib.request
 
+    url = URL
+
 
     def predict(x):
-        request = urllib.request.Request(f"{svc.url}/predict", data=json.dumps({"x": x}).encode(),
+        request = urllib.request.Request(f"{url}/predict", data=json.dumps({"x": x}).encode(),
                                          headers={"Content-Type": "application/json"})
         with urllib.request.urlopen(request, timeout=30) as response:
             return json.load(response)
@@ -192,7 +197,7 @@ QUERY = """
     answer = predict(2.0)
     print(f"y({answer['x']:g}) = {answer['y']:.4f} from {answer['model']} (step {answer['step']}); "
           "the true line gives 7")
-    """
+    """.replace("URL", url, 1)
 
 
 QUICKSTART: list[Cell] = [
@@ -253,7 +258,7 @@ QUICKSTART: list[Cell] = [
         " --readiness /healthz --wait --out svc"
     )),
     md("query-md", "**Ask the model** at the service's URL (`svc.url`):"),
-    code("query", QUERY),
+    code("query", query("svc.url")),
     md("jobs-md", """
         Every job and service is recorded in a local registry, so `%tiers jobs` lists them (after a
         kernel restart too); `%tiers logs ID`, `%tiers logs ID --rank 1`, `%tiers attach ID` and
@@ -273,6 +278,91 @@ QUICKSTART: list[Cell] = [
         serving cells, and `teaching_lab.ipynb` shows what a scheduler adds (gang allocation,
         topology-aware placement, pending reasons, fail-stop) on a cluster in a box.
         """),
+]
+
+TRAIN_THEN_SERVE: list[Cell] = [
+    md("intro", """
+        # Train on Slurm, serve on Kubernetes
+
+        The quickstart's pipeline on two clusters: `%%slurm_train` fits the model on a Slurm
+        cluster, whose ranks save checkpoints into `$JT_CHECKPOINT_DIR` on the cluster's shared
+        storage; `%%k8s_serve --model-from` serves the newest one from a Kubernetes cluster that
+        mounts the same storage. The two profiles say how the storage is shared:
+
+        ```yaml
+        profiles:
+          hpc:
+            tier: slurm
+            host: login.cluster.example
+            workdir: /scratch/alice/jupyter-tiers   # checkpoints: {workdir}/{name}/{job_id}/checkpoints
+          serving:
+            tier: kubernetes
+            namespace: alice
+            model_volume:                            # mounted read-only at /models in every pod
+              nfs: {server: nfs.cluster.example, path: /scratch}
+              path_map: {/scratch: /}                # a Slurm-side prefix -> its path in the volume
+        ```
+
+        so `/scratch/alice/jupyter-tiers/linear-fit/42/checkpoints/step-00010.json` on the cluster is
+        `/models/alice/jupyter-tiers/linear-fit/42/checkpoints/step-00010.json` in a pod (`pvc:` and
+        `host_path:` volumes work the same way, with an optional `sub_path`). `--model-from` refuses,
+        in one line, a job that has not completed, one that left no checkpoint, and a checkpoint
+        that no `path_map` entry covers.
+
+        In this project's CI the notebook runs against the Slurm test cluster (`sandbox`, from
+        `jupyter tiers sandbox up`) and the Kubernetes API emulator of its tests.
+        """),
+    code("parameters", """
+        train_profile = "sandbox"  # a slurm profile
+        serve_profile = "serving"  # a kubernetes profile whose model_volume shares the cluster's storage
+        nodes = 2
+        name = "linear-fit"  # the training job
+        service = "linear"  # the service serving its checkpoint
+        image = "python:3.11-slim"  # any image with a Python 3: the server uses the standard library
+        replicas = 2
+        """),
+    code("load", """
+        %load_ext jupyter_tiers
+        %tiers profiles
+        """),
+    md("train-md", """
+        **Train.** The quickstart's cell, on `{nodes}` Slurm nodes (one rank each, `srun
+        --kill-on-bad-exit`): rank 0 saves a checkpoint into `$JT_CHECKPOINT_DIR` every 5 steps.
+        When the job completes, the same scheduler round trip that reports its state lists the
+        directory, and the registry records the newest checkpoint; the summary line names it.
+        `--out job` keeps the handle.
+        """),
+    code("train", linear_training(), magic=(
+        "%%slurm_train --profile {train_profile} --nodes {nodes} --time 00:10:00 --wait --out job"
+        " --name {name}"
+    )),
+    code("checkpoint", """
+        status = job.status()
+        print(f"job {job.id} {status.state.value}; newest checkpoint on the cluster: {status.checkpoint}")
+        """),
+    md("serve-md", """
+        **Serve.** `--model-from job` (the `--out` variable; the job's id or name work too) resolves
+        the checkpoint and maps it through the serving profile's `path_map` to where the pods see
+        it: the body reads it from `$JT_MODEL_PATH` (the same path as `{model_path}` in the body).
+        The pods listen on `$JT_PORT` (the `--port`), on every address so the Service reaches
+        them; `--readiness /healthz` keeps traffic away from a pod until the model is loaded.
+        """),
+    code("serve", checkpoint_predictor(
+        "0.0.0.0", 'os.environ["JT_MODEL_PATH"]', "the checkpoint, as this pod sees it (/models/...)"
+    ), magic=(
+        "%%k8s_serve --profile {serve_profile} --name {service} --model-from job --image {image}"
+        " --replicas {replicas} --port 8000 --readiness /healthz --wait --out svc"
+    )),
+    md("query-md", """
+        **Ask the model.** The Service's endpoint is reachable inside the cluster;
+        `svc.port_forward()` opens a local port relayed to a ready pod through the API server.
+        """),
+    code("query", query("svc.port_forward()")),
+    code("jobs", "%tiers jobs"),
+    md("delete-md", """
+        **Clean up** the service (the training job's record and its checkpoints stay).
+        """),
+    code("delete", "%k8s_serve --profile {serve_profile} --name {service} --delete"),
 ]
 
 DDP_SLURM: list[Cell] = [
@@ -765,6 +855,7 @@ NOTEBOOKS = {
     "teaching_lab.ipynb": TEACHING_LAB,
     "serve_k8s.ipynb": SERVE_K8S,
     "serving.ipynb": SERVING,
+    "train_then_serve.ipynb": TRAIN_THEN_SERVE,
 }
 
 

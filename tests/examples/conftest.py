@@ -144,3 +144,27 @@ def serving_env(
     return {**kernel_env, "JUPYTER_TIERS_CONFIG": str(path)}
 
 
+
+
+@pytest.fixture
+def pipeline_env(
+    k8s_emulator: K8sEmulator, kernel_env: dict[str, str], cluster_env: dict[str, str], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> dict[str, str]:
+    """kernel_env plus a tiers.yaml with the ``sandbox`` profile of the Slurm test cluster (its
+    workdir moved under this test's directory: the cluster's "shared storage") and a ``serving``
+    profile for the emulator whose model volume is that storage, as a hostPath with a path_map."""
+    from jupyter_tiers import sandbox
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    path = tmp_path / "tiers.yaml"
+    sandbox.write_profile(path, {**sandbox.sandbox_profile(cluster_env), "workdir": str(scratch)})
+    sandbox.write_profile(path, {
+        "tier": "kubernetes",
+        "kubeconfig": str(k8s_emulator.kubeconfig),
+        "namespace": k8s_emulator.namespace,
+        "model_volume": {"host_path": str(scratch), "path_map": {str(scratch): "/"}},
+    }, name="serving")
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
+    return {**kernel_env, "JUPYTER_TIERS_CONFIG": str(path)}

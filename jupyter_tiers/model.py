@@ -1,7 +1,9 @@
 """Plain data shared by every tier: job specs, states, per-rank status and log lines.
 
-Everything here is a frozen dataclass or an enum with no I/O, so renderers, parsers, widgets and
-tests can pass these values around freely.
+Everything here is immutable and does no I/O: frozen dataclasses whose collections are tuples,
+enums, and NamedTuples for the per-line log values (a fast log makes a million a second). So
+renderers, parsers, widgets and tests can pass these values around freely
+(tests/unit/test_layout.py checks it).
 """
 
 from __future__ import annotations

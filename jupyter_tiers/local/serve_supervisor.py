@@ -17,7 +17,9 @@ survives a kernel restart. Then, until it is asked to stop (a ``delete`` file, `
 - ``desired.json`` is re-read on SIGHUP (and when its mtime changes): a new revision is rolled out
   one replica at a time, a new replica ready before an old one goes (maxSurge 1, maxUnavailable
   0); a new replica count scales;
-- the front port (router.py) relays each connection to the ready replicas in turn.
+- the front port (router.py) relays each connection to the ready replicas in turn;
+- ``service.log`` is rotated once it passes ``LOG_MAX_BYTES`` (``$JUPYTER_TIERS_SERVICE_LOG_MAX``):
+  it becomes ``service.log.1`` (replacing the one before) and a new one starts.
 
 On stop every replica's group gets SIGTERM, then SIGKILL after ``GRACE_S``; then every process
 still carrying ``JT_JOB_DIR=<this directory>`` is killed (the local training supervisor's helper),
@@ -58,6 +60,9 @@ DESIRED_FILE = "desired.json"
 DESIRED_LOCK = "desired.lock"
 STATE_FILE = "service.json"
 LOG_FILE = "service.log"
+ROTATED_LOG = "service.log.1"
+LOG_MAX_ENV = "JUPYTER_TIERS_SERVICE_LOG_MAX"
+LOG_MAX_BYTES = 64 << 20  # then service.log becomes service.log.1 (one kept, like a kubelet's rotation)
 PID_FILE = "supervisor.pid"
 SUPERVISOR_LOG = "supervisor.log"
 DELETE_FILE = "delete"
@@ -180,6 +185,10 @@ class ServeSupervisor:
         self._subreaper = False
         self._saved: str = ""
         self._revisions: dict[str, dict[str, Any]] = {}
+        try:
+            self.log_max = max(1024, int(os.environ.get(LOG_MAX_ENV) or LOG_MAX_BYTES))
+        except ValueError:
+            self.log_max = LOG_MAX_BYTES
 
     # --- signals ---------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -419,6 +428,15 @@ class ServeSupervisor:
         if len(mine) >= want and not old and all(r.ready for r in mine):
             self.state["rolled_out"] = revision
 
+    def _rotate_log(self) -> None:
+        if os.fstat(self.log_fd).st_size <= self.log_max:
+            return
+        with self._log_lock:  # no replica line is written meanwhile: each stays whole in one file
+            os.replace(self.dir / LOG_FILE, self.dir / ROTATED_LOG)
+            fd = os.open(self.dir / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            os.close(self.log_fd)
+            self.log_fd = fd
+
     def _kill_descendants(self, rounds: int = 100) -> None:
         """SIGKILL every process left below the supervisor. As a child subreaper it inherits the
         replicas' orphans, so this also finds a daemon that left its session and cleared its
@@ -477,6 +495,7 @@ class ServeSupervisor:
                 self._reconcile()
                 self._kill_late()
                 self._forget_revisions()
+                self._rotate_log()
                 self.balancer.set_backends([r.port for r in self.replicas
                                             if r.ready and r.phase == "Running"])
                 self._save()

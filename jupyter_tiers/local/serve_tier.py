@@ -411,10 +411,10 @@ class LocalServeTier(ServeTier):
         return {str(r.get("name")) for r in state.get("replicas") or [] if isinstance(r, dict)}
 
     def service_logs(self, record: JobRecord, pod: str | None = None, tail: int | None = None) -> str:
-        try:
-            data = (Path(record.jobdir) / ssv.LOG_FILE).read_bytes()
-        except FileNotFoundError:
-            data = b""
+        data = b""
+        for name in (ssv.ROTATED_LOG, ssv.LOG_FILE):  # the rotated part first
+            with contextlib.suppress(FileNotFoundError):
+                data += (Path(record.jobdir) / name).read_bytes()
         lines = data.decode("utf-8", errors="replace").splitlines()
         if pod is not None:
             prefix = f"{pod}: "
@@ -519,6 +519,7 @@ class _Subscription:
         self.offset = offset
         self.partial = b""
         self.skip_first = False
+        self.inode: int | None = None  # of the log file the offset is in
         self.last: ServiceStatus | None = None
         self.recorded = ""
 
@@ -538,11 +539,13 @@ class _Poller:
 
     def add(self, record: JobRecord, on_status: Callable[[ServiceStatus], None] | None,
             on_lines: Callable[[list[Any]], None] | None) -> _Subscription:
-        size = 0
+        size, inode = 0, None
         with contextlib.suppress(OSError):
-            size = (Path(record.jobdir) / ssv.LOG_FILE).stat().st_size
+            info = (Path(record.jobdir) / ssv.LOG_FILE).stat()
+            size, inode = info.st_size, info.st_ino
         sub = _Subscription(record, on_status, on_lines, max(0, size - MAX_LOG_REPLAY))
         sub.skip_first = sub.offset > 0
+        sub.inode = inode
         with self._lock:
             self._subs.append(sub)
         return sub
@@ -580,14 +583,26 @@ class _Poller:
 
     def _lines(self, sub: _Subscription) -> None:
         assert sub.on_lines is not None
+        svcdir = Path(sub.record.jobdir)
         try:
-            with open(Path(sub.record.jobdir) / ssv.LOG_FILE, "rb") as f:
-                f.seek(sub.offset)
-                data = f.read(1 << 20)
+            f = open(svcdir / ssv.LOG_FILE, "rb")  # noqa: SIM115 - closed below
         except FileNotFoundError:
             return
-        sub.offset += len(data)
-        data = sub.partial + data
+        with f:
+            inode = os.fstat(f.fileno()).st_ino
+            data = b""
+            if sub.inode is not None and inode != sub.inode:
+                # Rotated: the rest of the file we were reading is now service.log.1.
+                with contextlib.suppress(OSError), open(svcdir / ssv.ROTATED_LOG, "rb") as old:
+                    if os.fstat(old.fileno()).st_ino == sub.inode:
+                        old.seek(sub.offset)
+                        data = old.read()
+                sub.offset = 0
+            sub.inode = inode
+            f.seek(sub.offset)
+            fresh = f.read(1 << 20)
+        sub.offset += len(fresh)
+        data = sub.partial + data + fresh
         end = data.rfind(b"\n") + 1
         sub.partial = data[end:]
         raw_lines = data[:end].splitlines()

@@ -383,3 +383,47 @@ def test_a_program_that_cannot_start_is_failed_with_why(tier: LocalServeTier) ->
     assert status.reason == (f"pod {pod.name} StartError: cannot start /nonexistent/python3: "
                              "No such file or directory"), status.reason
     assert pod.restarts == 0 and pod.reason == "StartError"
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
+
+
+def test_a_rotated_log_loses_no_line_for_a_follower(tier: LocalServeTier,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """service.log past its limit becomes service.log.1: a follower reads the rest of the old
+    file, then the new one, every line once and in order. The replica prints each batch (larger
+    than the limit) only when the test says so, and the follower reads only after the rotation,
+    so every batch is read from the rotated file."""
+    from jupyter_tiers.local.serve_tier import _Poller
+
+    monkeypatch.setenv("JUPYTER_TIERS_SERVICE_LOG_MAX", "2000")
+    batches = textwrap.dedent("""\
+        import time
+        for batch in range(4):
+            while not os.path.exists(f"go-{batch}"):
+                time.sleep(0.05)
+            for i in range(60):
+                print(f"batch {batch} line {i:02d} " + "x" * 40, flush=True)
+        """)
+    body = HTTP_BODY.replace("print(", batches + "print(", 1)
+    svc = tier.apply(tier.make_spec(body, name="chatty", readiness="/"))
+    svcdir = Path(svc.record.jobdir)
+    poller = _Poller(tier, 3600.0)
+    poller.stop()  # driven by hand below
+    got: list[str] = []
+    sub = poller.add(svc.record, None, lambda lines: got.extend(ln.text for ln in lines))
+    for batch in range(4):
+        (svcdir / f"go-{batch}").touch()
+        marker = f"batch {batch} line 59 ".encode()
+        wait_for(lambda: marker in _read(svcdir / "service.log.1"),  # noqa: B023 - called at once
+                 f"the log to be rotated after batch {batch}")
+        poller._lines(sub)
+        assert f"batch {batch} line 59 " + "x" * 40 in got
+    expected = [f"batch {b} line {i:02d} " + "x" * 40 for b in range(4) for i in range(60)]
+    assert [t for t in got if t.startswith("batch ")] == expected
+    merged = svc.logs()  # the rotated part, then the current one
+    assert "batch 3 line 59" in merged and "batch 2 line 00" not in merged  # only one rotated file kept

@@ -289,3 +289,28 @@ def test_path_map_in_a_profile_file(tmp_path: Path, text: str, error: str | None
     with pytest.raises(ConfigError) as err:
         load_file(path)
     assert str(err.value).startswith(f"{path}: {error}")
+
+
+# --- what the views show ----------------------------------------------------------------------
+
+
+def test_job_view_traits_and_summary_carry_the_checkpoint() -> None:
+    from jupyter_tiers.model import JobState, JobStatus, SchedulerInfo
+    from jupyter_tiers.status import merge_status, summary_line
+    from jupyter_tiers.widgets.state import status_traits
+
+    sched = SchedulerInfo("42", JobState.COMPLETED, nodelist="node[1-2]", elapsed_s=42, checkpoint=CKPT.path)
+    status = merge_status("42", sched, {}, 0)
+    assert status_traits(status)["checkpoint"] == CKPT.path
+    assert summary_line(status) == f"job 42 COMPLETED in 00:00:42 on node[1-2] — checkpoint {CKPT.path}"
+    # a later poll without a listing keeps what was seen
+    again = merge_status("42", SchedulerInfo("42", JobState.COMPLETED), {}, 0, status)
+    assert again.checkpoint == CKPT.path
+    assert status_traits(JobStatus("1", JobState.RUNNING))["checkpoint"] == ""
+
+
+def test_service_views_name_the_model_source() -> None:
+    from jupyter_tiers.widgets.serve_state import model_note
+
+    assert model_note({"model_source": "box/42 (ft)"}) == "model from box/42 (ft)"
+    assert model_note({}) == model_note(None) == model_note({"model_source": 3}) == ""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import subprocess
 import sys
 import urllib.request
 from collections.abc import Iterator
@@ -61,6 +62,17 @@ def run(ip: InteractiveShell, capsys: pytest.CaptureFixture[str], cell: str) -> 
     return out.out
 
 
+def terminal_tiers(tmp_path: Path, *args: str) -> str:
+    """``jupyter tiers ARGS`` in a new process with this test's data dir, registry and no tiers.yaml."""
+    code = ("import sys\nfrom pathlib import Path\nfrom jupyter_tiers import config\n"
+            f"config.SYSTEM_PATH = config.USER_PATH = Path({str(tmp_path / 'none.yaml')!r})\n"
+            "from jupyter_tiers.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
+                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
 def usage_error(ip: InteractiveShell, capsys: pytest.CaptureFixture[str], cell: str) -> str:
     capsys.readouterr()
     result = ip.run_cell(cell)
@@ -90,7 +102,12 @@ def test_serve_query_scale_restart_logs_delete_from_the_notebook(
 
     table = run(ip, capsys, "%tiers jobs")
     row = next(line.split() for line in table.splitlines() if line.split()[:2] == ["web", "service"])
-    assert row[3:5] == ["local", "local"] and url in row, table
+    assert row[3:7] == ["local", "local", "READY", "1/1"] and url in row, table
+
+    # the same from a terminal, in another process
+    terminal = terminal_tiers(_isolated.parent.parent.parent, "jobs")
+    assert re.search(r"^web +service +web +local +local +READY +1/1 +" + re.escape(url), terminal, re.M), terminal
+    assert terminal_tiers(_isolated.parent.parent.parent, "logs", "web", "--tail", "1").startswith(first + ": ")
 
     out = run(ip, capsys, "%tiers scale web 2")
     assert out.strip() == "service web scaled to 2"

@@ -20,6 +20,7 @@ import {
   facet,
   formatElapsed,
   fromList,
+  meaningfulChanges,
   parseEvent,
   parseReplicas,
   reduce,
@@ -118,7 +119,8 @@ export class TiersSidebar extends Widget {
       const answer = await this.api.list(true);
       const before = this._state;
       this._state = fromList(answer.items, answer.errors ?? [], Date.now());
-      this._changed.emit([...new Set([...before.items.keys(), ...this._state.items.keys()])]);
+      const keys = new Set([...before.items.keys(), ...this._state.items.keys()]);
+      this._changed.emit(meaningfulChanges(before, this._state, keys));
       this._say('');
     } catch (err) {
       this._say((err as Error).message, true);
@@ -202,13 +204,17 @@ export class TiersSidebar extends Widget {
     if (!msg) {
       return;
     }
-    this._state = reduce(this._state, msg, Date.now());
-    if (msg.type === 'update') {
-      this._changed.emit(msg.items.map(i => i.key));
-    } else if (msg.type === 'removed') {
-      this._changed.emit(msg.keys);
-    } else if (msg.type === 'snapshot') {
-      this._changed.emit([...this._state.items.keys()]);
+    const before = this._state;
+    this._state = reduce(before, msg, Date.now());
+    const keys =
+      msg.type === 'update'
+        ? msg.items.map(i => i.key)
+        : msg.type === 'removed'
+          ? msg.keys
+          : [...before.items.keys(), ...this._state.items.keys()];
+    const changed = meaningfulChanges(before, this._state, new Set(keys));
+    if (changed.length) {
+      this._changed.emit(changed);
     }
     this._render();
   }

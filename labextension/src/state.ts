@@ -168,6 +168,42 @@ export function reduce(state: State, msg: EventMessage, now: number): State {
   }
 }
 
+/** Fields whose change does not call for a detail panel's reload (they tick by themselves). */
+const TICKING_FIELDS = new Set(['elapsed_s', 'started']);
+
+/**
+ * Keys whose items changed from `before` to `after` in more than their clock (a new state, size,
+ * node list, reason, summary...), added or removed. A detail panel re-reads only those: each
+ * re-read asks the cluster, and an update per poll for a running job's elapsed time would make
+ * every open panel a poller.
+ */
+export function meaningfulChanges(before: State, after: State, keys: Iterable<string>): string[] {
+  const out: string[] = [];
+  for (const key of keys) {
+    const a = before.items.get(key);
+    const b = after.items.get(key);
+    if (!a || !b) {
+      if (a !== b) {
+        out.push(key);
+      }
+      continue;
+    }
+    const names = new Set([...Object.keys(a), ...Object.keys(b)]);
+    for (const name of names) {
+      if (TICKING_FIELDS.has(name)) {
+        continue;
+      }
+      const va = (a as unknown as Record<string, unknown>)[name];
+      const vb = (b as unknown as Record<string, unknown>)[name];
+      if (va !== vb && JSON.stringify(va) !== JSON.stringify(vb)) {
+        out.push(key);
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 /** The state after a `GET jobs` answer: a snapshot plus its per-profile errors. */
 export function fromList(
   items: Item[],

@@ -12,6 +12,7 @@ import {
   formatElapsed,
   fromList,
   matches,
+  meaningfulChanges,
   parseEvent,
   parseReplicas,
   reduce,
@@ -233,5 +234,19 @@ describe('actions, badges, back-off, replicas', () => {
     for (const bad of ['', '-1', '2.5', 'three', '1e3', '1001']) {
       expect(() => parseReplicas(bad)).toThrow(/whole number from 0 to 1000/);
     }
+  });
+});
+
+describe('meaningfulChanges', () => {
+  it('ignores the clock, reports state changes, additions and removals', () => {
+    const s1 = reduce(EMPTY, { type: 'snapshot', items: [item({ id: '1' }), item({ id: '2' })] }, 0);
+    const ticked = reduce(s1, { type: 'update', items: [item({ id: '1', elapsed_s: 63, started: 'later' })] }, 3);
+    expect(meaningfulChanges(s1, ticked, ['box/1'])).toEqual([]);
+    const ended = reduce(ticked, { type: 'update', items: [item({ id: '1', state: 'COMPLETED', terminal: true }), item({ id: '3' })] }, 4);
+    expect(meaningfulChanges(ticked, ended, ['box/1', 'box/3'])).toEqual(['box/1', 'box/3']);
+    const gone = reduce(ended, { type: 'removed', keys: ['box/2'] }, 5);
+    expect(meaningfulChanges(ended, gone, ['box/2', 'box/9'])).toEqual(['box/2']);
+    const moved = reduce(s1, { type: 'update', items: [item({ id: '2', where: 'node[3-4]' })] }, 6);
+    expect(meaningfulChanges(s1, moved, ['box/2'])).toEqual(['box/2']);
   });
 });

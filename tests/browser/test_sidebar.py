@@ -138,6 +138,10 @@ def test_sidebar_follows_a_job_to_completed_live_and_keeps_it_after_reload(
     side = page.locator(f"#{SIDEBAR_ID}")
     expect(side).to_be_visible()
     expect(row_of(side, job).locator(".jt-side-badge")).to_have_text("COMPLETED")
+    # Refresh asks every cluster again (GET jobs) and keeps the row.
+    side.locator(".jt-side-refresh").click()
+    expect(side.locator(".jt-side-notice")).to_have_text("")
+    expect(row_of(side, job).locator(".jt-side-badge")).to_have_text("COMPLETED")
 
     # The detail panel: the notebook widget's own view, with its rank grid and the log.
     row_of(side, job).click()
@@ -236,4 +240,46 @@ def test_notebook7_tree_shows_the_panel_with_the_job(
     # disabled): a settings schema it looks up is missing. Anything else is ours.
     page.jt_errors[:] = [e for e in page.jt_errors
                          if e != "Cannot read properties of undefined (reading 'schema')"]
+    no_page_errors(page)
+
+
+def expected_profile(lab: Lab, tiers: tuple[str, ...]) -> str:
+    """What "Insert ... cell" fills in: the default profile if its tier fits, else the first."""
+    answer = lab.api("/jupyter-tiers/api/profiles")
+    fits = sorted(p["name"] for p in answer["profiles"] if p["tier"] in tiers)
+    assert fits, answer
+    return answer["default"] if answer["default"] in fits else fits[0]
+
+
+def run_palette(page: Any, label: str) -> None:
+    page.keyboard.press("Control+Shift+C")
+    palette = page.locator(".lm-CommandPalette-input")
+    expect(palette).to_be_visible()
+    palette.fill(label)
+    item = page.locator(".lm-CommandPalette-item").filter(has_text=label).first
+    expect(item).to_be_visible()
+    item.click()
+
+
+def test_insert_cell_commands_from_palette_and_launcher(page: Any, tiers_lab: Lab) -> None:
+    profile = expected_profile(tiers_lab, ("slurm", "local"))
+    # The launcher (an empty workspace shows it) has a Tiers section; its card makes a notebook
+    # with %load_ext and the magic cell.
+    page.goto(f"{tiers_lab.url}/lab?reset&token={tiers_lab.token}")
+    section = page.locator(".jp-Launcher-section").filter(
+        has=page.locator(".jp-Launcher-sectionTitle", has_text="Tiers"))
+    expect(section).to_be_visible()
+    expect(section.locator(".jp-LauncherCard")).to_have_count(3)
+    section.locator(".jp-LauncherCard", has_text="Insert %%slurm_train cell").click()
+    cells = page.locator(".jp-NotebookPanel .jp-Notebook .jp-Cell")
+    expect(cells).to_have_count(2)
+    expect(cells.nth(0).locator(".cm-content")).to_have_text("%load_ext jupyter_tiers")
+    expect(cells.nth(1).locator(".cm-content")).to_contain_text(
+        f"%%slurm_train --profile {profile} --nodes 1")
+
+    # From the palette, into the open notebook, below the active cell.
+    run_palette(page, "Tiers: Insert %%k8s_serve cell")
+    expect(cells).to_have_count(3)
+    expect(cells.nth(2).locator(".cm-content")).to_contain_text("%%k8s_serve")
+    expect(cells.nth(2).locator(".cm-content")).to_contain_text("--image python:3.11-slim")
     no_page_errors(page)

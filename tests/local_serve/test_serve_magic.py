@@ -67,8 +67,9 @@ def terminal_tiers(tmp_path: Path, *args: str) -> str:
     code = ("import sys\nfrom pathlib import Path\nfrom jupyter_tiers import config\n"
             f"config.SYSTEM_PATH = config.USER_PATH = Path({str(tmp_path / 'none.yaml')!r})\n"
             "from jupyter_tiers.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
-                         cwd=tmp_path, env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+                         cwd=tmp_path, env=env)
     assert out.returncode == 0, out.stderr
     return out.stdout
 
@@ -105,9 +106,11 @@ def test_serve_query_scale_restart_logs_delete_from_the_notebook(
     assert row[3:7] == ["local", "local", "READY", "1/1"] and url in row, table
 
     # the same from a terminal, in another process
-    terminal = terminal_tiers(_isolated.parent.parent.parent, "jobs")
-    assert re.search(r"^web +service +web +local +local +READY +1/1 +" + re.escape(url), terminal, re.M), terminal
-    assert terminal_tiers(_isolated.parent.parent.parent, "logs", "web", "--tail", "1").startswith(first + ": ")
+    home = _isolated.parents[2]
+    terminal = terminal_tiers(home, "jobs")
+    row_re = r"^web +service +web +local +local +READY +1/1 +" + re.escape(url)
+    assert re.search(row_re, terminal, re.M), terminal
+    assert terminal_tiers(home, "logs", "web", "--tail", "1").startswith(first + ": ")
 
     out = run(ip, capsys, "%tiers scale web 2")
     assert out.strip() == "service web scaled to 2"

@@ -160,7 +160,7 @@ class Config:
             known = ", ".join(sorted(self.profiles)) or "none"
             where = ", ".join(self.sources) or "no tiers.yaml found"
             raise ConfigError(
-                where, f"profiles.{key}", f"no such profile; known profiles: {known}"
+                where, f"profiles.{_shown(key)}", f"no such profile; known profiles: {known}"
             ) from None
 
 
@@ -181,7 +181,8 @@ def _check_type(value: Any, expected: type | tuple[type, ...], source: str, key:
         ok = isinstance(value, types)
     if not ok:
         raise ConfigError(
-            source, key, f"expected {_type_name(expected)}, got {type(value).__name__} {value!r}"
+            source, key, f"expected {_type_name(expected)}, got {type(value).__name__}"
+            + ("" if isinstance(value, (dict, list)) else f" {_shown(repr(value), 60)}")
         )
 
 
@@ -359,8 +360,9 @@ def parse_yaml(text: str, source: str) -> Any:
     """The YAML document in ``text``; every problem is a ConfigError naming ``source``."""
     import yaml
 
-    loader = _yaml_loader(text)
+    loader = None
     try:
+        loader = _yaml_loader(text)
         node = loader.get_single_node()
         if node is None:
             return None
@@ -376,7 +378,8 @@ def parse_yaml(text: str, source: str) -> Any:
     except RecursionError:
         raise ConfigError(source, "", "not valid YAML: nested too deeply") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def load_file(path: Path, *, trusted: bool = True) -> dict[str, Any]:

@@ -142,7 +142,7 @@ class TiersMagics(Magics):
         # Split once, POSIX-style, so quotes group words and are removed (IPython's parse_argstring
         # keeps them), then hand the words to the magic's argparse parser.
         words = _fix_dash_values(self._words(line, "%%slurm_train"))
-        args = self.slurm_train.parser.parse_args(words)
+        args = _parse(self.slurm_train.parser, words)
         _check_out(args.out)
         if not cell.strip():
             raise UsageError("the cell is empty: its body is the training script")
@@ -205,7 +205,7 @@ class TiersMagics(Magics):
         an unchanged cell changes nothing, a changed one rolls the pods. Returns at once with a
         live view unless --wait is given.
         """
-        args = self.k8s_serve.parser.parse_args(self._words(line, "%%k8s_serve"))
+        args = _parse(self.k8s_serve.parser, self._words(line, "%%k8s_serve"))
         _check_out(args.out)
         if cell is None and not args.delete:
             raise UsageError("%k8s_serve as a line magic only deletes: %k8s_serve --name NAME --delete; "
@@ -364,6 +364,18 @@ def expand_words(line: str, magic: str, namespace: Mapping[str, Any] | None) -> 
                 word = word.replace(token, value)
         out.append(word)
     return out
+
+
+def _parse(parser: Any, words: list[str]) -> Any:
+    """The cell magics' arguments. They take options only, so a lone ``--`` (after which
+    argparse would echo every word, --env values included) is refused; an argparse message that
+    repeats a word with a line break in it stays one line."""
+    if "--" in words:
+        raise UsageError("'--': these magics take options only; remove it")
+    try:
+        return parser.parse_args(words)
+    except UsageError as exc:
+        raise UsageError(" ".join(str(exc).split()) or "bad arguments") from None
 
 
 def split_line(line: str, magic: str) -> list[str]:

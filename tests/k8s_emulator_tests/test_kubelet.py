@@ -425,3 +425,43 @@ def test_liveness_failure_restarts(store: Store, kubelet: Kubelet) -> None:
     msgs = [m for _t, r, m in events(store, "live") if r in ("Unhealthy", "Killing")]
     assert any(m.startswith("Liveness probe failed: dial tcp ") for m in msgs)
     assert "Container c failed liveness probe, will be restarted" in msgs
+
+
+def test_host_path_directory_is_type_checked_and_seen_through_env(
+        store: Store, kubelet: Kubelet, tmp_path: Path) -> None:
+    """A hostPath of type Directory that is missing is a FailedMount (as a kubelet's type check);
+    an existing one is the host directory itself, reached through the mountPath in env values."""
+    missing = tmp_path / "nope"
+    make_pod(
+        store,
+        "nodir",
+        ["sleep", "3600"],
+        container={"volumeMounts": [{"name": "models", "mountPath": "/models", "readOnly": True}]},
+        volumes=[{"name": "models", "hostPath": {"path": str(missing), "type": "Directory"}}],
+    )
+    wait_for(
+        lambda: (
+            "Warning",
+            "FailedMount",
+            f'MountVolume.SetUp failed for volume "models" : hostPath type check failed: {missing} is not a '
+            "directory",
+        ) in events(store, "nodir"),
+        what="FailedMount",
+    )
+    assert cstatus(store, "nodir")["state"] == {"waiting": {"reason": "ContainerCreating"}}
+    assert not missing.exists()
+
+    models = tmp_path / "models"
+    (models / "ft").mkdir(parents=True)
+    (models / "ft" / "ckpt.pt").write_text("weights")
+    make_pod(
+        store,
+        "reader",
+        ["sh", "-c", 'cat "$JT_MODEL_PATH"'],
+        container={"volumeMounts": [{"name": "models", "mountPath": "/models", "readOnly": True}],
+                   "env": [{"name": "JT_MODEL_PATH", "value": "/models/ft/ckpt.pt"}]},
+        volumes=[{"name": "models", "hostPath": {"path": str(models), "type": "Directory"}}],
+        restartPolicy="Never",
+    )
+    wait_for(lambda: store.get("pods", NS, "reader")["status"].get("phase") == "Succeeded", what="Succeeded")
+    assert read(kubelet, "reader").decode().strip() == "weights"

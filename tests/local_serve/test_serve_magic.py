@@ -163,3 +163,36 @@ def test_bad_local_input_is_a_one_line_usage_error(ip: InteractiveShell,
     assert "--name" in usage_error(ip, capsys, "%%k8s_serve --name 42 --dry-run\nprint(1)\n")
     message = usage_error(ip, capsys, "%tiers scale nothing-here 2")
     assert "nothing-here" in message
+
+
+def test_dry_run_line_fuzz_on_the_local_profile(ip: InteractiveShell, capsys: pytest.CaptureFixture[str],
+                                                _isolated: Path) -> None:
+    """Seeded random %%k8s_serve lines with --dry-run on the built-in local profile: each prints
+    the plan or fails with a one-line UsageError; none starts anything or records anything."""
+    import random
+
+    rng = random.Random(424242)
+    options = ["--name", "--replicas", "--port", "--readiness", "--image", "--gpus", "--cpu", "--memory",
+               "--python", "--env", "--node-selector", "--autoscale", "--strategy", "--image-pull-policy",
+               "--shell", "--secret-env"]
+    values = ["web", "3", "0", "65", "-1", "8000", "99999", "/health", "health", "vllm/x:1", "UPPER", "1",
+              "500m", "2Gi", "python3", "/bad path", "K=V", "=x", "pool=gpu", "1:3:50", "3:1", "rolling",
+              "bluegreen", "Never", "sometimes", "a/b", "'a b'", "''", "{port}", "é", "x" * 70]
+    printed_plan = 0
+    for _ in range(150):
+        words = []
+        for _ in range(rng.randint(0, 5)):
+            option = rng.choice(options)
+            words.append(option if option == "--shell" else f"{option} {rng.choice(values)}")
+        capsys.readouterr()
+        result = ip.run_cell(f"%%k8s_serve --dry-run {' '.join(words)}\nprint('serving')\n")
+        out = "".join(capsys.readouterr())
+        assert "Traceback" not in out, (words, out)
+        if result.error_in_exec is None:
+            assert "# jupyter-tiers local service" in out, (words, out)
+            printed_plan += 1
+        else:
+            assert isinstance(result.error_in_exec, UsageError), (words, result.error_in_exec)
+            assert "\n" not in str(result.error_in_exec).strip(), (words, result.error_in_exec)
+    assert printed_plan > 10  # the fuzz reaches the renderer, not only the parser
+    assert not (_isolated / "services").exists() and Registry().list() == []

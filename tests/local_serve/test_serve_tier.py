@@ -427,3 +427,30 @@ def test_a_rotated_log_loses_no_line_for_a_follower(tier: LocalServeTier,
     assert [t for t in got if t.startswith("batch ")] == expected
     merged = svc.logs()  # the rotated part, then the current one
     assert "batch 3 line 59" in merged and "batch 2 line 00" not in merged  # only one rotated file kept
+
+
+def test_fixing_a_crash_looping_cell_rolls_it_out(tier: LocalServeTier) -> None:
+    broken = tier.apply(tier.make_spec(CRASH_BODY, name="fixme", readiness="/"))
+    failed = broken.wait_ready(GUARD)
+    assert failed.state is ServiceState.FAILED
+    fixed = tier.apply(tier.make_spec(HTTP_BODY, name="fixme", readiness="/"))  # the cell, corrected
+    status = ready(fixed, 1)
+    assert status.revision == "2" and status.pods[0].name != failed.pods[0].name
+    assert status.pods[0].restarts == 0 and status.reason is None
+    assert get(status.endpoint or "") == status.pods[0].name
+
+
+def test_scale_to_zero_and_back(tier: LocalServeTier) -> None:
+    svc = tier.apply(tier.make_spec(HTTP_BODY, name="sleepy", readiness="/"))
+    url = ready(svc, 1).endpoint or ""
+    svc.scale(0)
+    wait_for(lambda: svc.status().state is ServiceState.SCALED_DOWN and not svc.status().pods,
+             "no replica left")
+    try:
+        get(url)
+        raise AssertionError("the front port answered with no replica")
+    except (urllib.error.URLError, ConnectionError) as exc:
+        assert not isinstance(exc, urllib.error.HTTPError), exc
+    svc.scale(1)
+    status = ready(svc, 1)
+    assert status.endpoint == url and get(url) == status.pods[0].name

@@ -150,15 +150,18 @@ def sacct_argv(job_ids: Sequence[str]) -> list[str]:
 # A status command followed, in the same round trip, by a listing of checkpoint directories:
 # "$1" of them, then the command's argv. The command's exit status is kept; after its output,
 # LISTING_MARKER, then per directory "@@ INDEX DIR" ("~/" resolved) and "MTIME TYPE NAME" lines.
+# Each listing gets at most 10 s, so a hung shared filesystem cannot stall the status poll.
 WITH_CHECKPOINTS_SH = r"""n="$1"; shift
 dirs=("${@:1:$n}"); shift "$n"
 "$@"; rc=$?
 printf '\n%s\n' '""" + LISTING_MARKER + r"""'
+lim=()
+if command -v timeout >/dev/null 2>&1; then lim=(timeout 10); fi
 i=0
 for d in "${dirs[@]}"; do
   case "$d" in "~/"*) d="$HOME/${d#"~/"}";; esac
   printf '@@ %s %s\n' "$i" "$d"
-  find "$d" -mindepth 1 -maxdepth 1 -printf '%T@ %y %f\n' 2>/dev/null
+  "${lim[@]}" find "$d" -mindepth 1 -maxdepth 1 -printf '%T@ %y %f\n' 2>/dev/null
   i=$((i + 1))
 done
 exit "$rc"

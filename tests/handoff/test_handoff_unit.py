@@ -314,3 +314,31 @@ def test_service_views_name_the_model_source() -> None:
 
     assert model_note({"model_source": "box/42 (ft)"}) == "model from box/42 (ft)"
     assert model_note({}) == model_note(None) == model_note({"model_source": 3}) == ""
+
+
+# --- the remote listing program, run with local bash -------------------------------------------
+
+
+def test_listing_program_keeps_the_status_output_and_exit_code(tmp_path: Path) -> None:
+    import os
+    import subprocess
+
+    ckpts = tmp_path / "ft" / "42" / "checkpoints"
+    ckpts.mkdir(parents=True)
+    for i, name in enumerate(("ckpt-000050.pt", "ckpt-000100.pt", "ckpt-000150.pt.tmp", ".hidden")):
+        (ckpts / name).write_text("x")
+        os.utime(ckpts / name, (1_700_000_000 + i, 1_700_000_000 + i))
+    (tmp_path / "home" / "mine").mkdir(parents=True)
+    (tmp_path / "home" / "mine" / "step 1.pt").write_text("x")  # a name with a space
+    status = ["sh", "-c", "printf '42|RUNNING\\n'; echo oops >&2; exit 3"]
+    argv = with_checkpoints(status, [str(ckpts), str(tmp_path / "missing"), "~/mine"])
+    env = {**os.environ, "HOME": str(tmp_path / "home")}
+    done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 3 and done.stderr == "oops\n"
+    sched, listing = handoff.split_listing(done.stdout)
+    assert sched.strip() == "42|RUNNING"
+    assert handoff.parse_listing(listing) == {
+        0: (str(ckpts), "ckpt-000100.pt"),
+        1: (str(tmp_path / "missing"), None),
+        2: (str(tmp_path / "home" / "mine"), "step 1.pt"),
+    }

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ..logs import LogBatch
+from ..logs import LogBatch, split_log_line
 from ..model import JobStatus, LogLine, RankPhase
 from ..timefmt import format_elapsed
 
@@ -83,3 +83,19 @@ def lines_message(parts: Sequence[LogBatch], skipped: int) -> dict[str, Any]:
     splits them and their rank prefixes), the indices of error lines, and the skipped count."""
     text = batch_text(parts)
     return {"kind": "lines", "text": text, "errors": error_lines(text), "skipped": skipped}
+
+
+def message_rows(msg: dict[str, Any]) -> list[list[Any]]:
+    """The [rank or None, text, is_error] rows the front end builds from a ``lines`` message
+    (job_view.js rowsFromText does the same; tests and tools read messages with it)."""
+    if "text" not in msg:
+        return list(msg.get("lines", []))
+    errors = set(msg.get("errors", []))
+    parts = msg["text"].split("\n")
+    if parts and parts[-1] == "":
+        parts.pop()
+    rows = []
+    for i, raw in enumerate(parts):
+        rank, text = split_log_line(raw.rstrip("\r"))
+        rows.append([rank, text, i in errors])
+    return rows

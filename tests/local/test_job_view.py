@@ -13,6 +13,7 @@ import pytest
 from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.widgets.job_view import JobView
+from jupyter_tiers.widgets.state import message_rows
 
 from .test_local_tier import FAST, local_profile
 
@@ -31,7 +32,7 @@ class RecordingView(JobView):
 
     def rows(self) -> list[list[Any]]:
         with self.sent_lock:
-            return [row for msg in self.sent if msg.get("kind") == "lines" for row in msg["lines"]]
+            return [row for msg in self.sent if msg.get("kind") == "lines" for row in message_rows(msg)]
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import random
 from jupyter_tiers.logs import LogBatch, LogDecoder, split_log_line
 from jupyter_tiers.model import LogLine
 from jupyter_tiers.widgets.batcher import LineBatcher
-from jupyter_tiers.widgets.state import ERROR_RE, error_lines, lines_message
+from jupyter_tiers.widgets.state import ERROR_RE, error_lines, lines_message, message_rows
 
 WORDS = ["loss", "ü", "✓", "Error", "ValueError:", "error:", "FATAL", "Traceback (most recent call last)",
          "", " ", "\r", "12", ":", "é", "Segmentation fault", "xException"]
@@ -41,7 +41,7 @@ def test_batch_is_a_sequence_of_the_lines_decoded_one_by_one() -> None:
         assert batch.end == 100 + len(data) and batch.start == 100
         if batch:
             assert batch[-1].end_offset == batch.end
-            assert batch[0] == list(batch)[0]
+            assert batch[0] == next(iter(batch))
 
 
 def test_tail_keeps_the_last_lines_as_bytes() -> None:
@@ -102,3 +102,13 @@ def test_one_huge_line_is_joined_once() -> None:
     batch = dec.feed(b"\n0: next\n")
     assert len(batch) == 2 and len(batch.data) == 512 * 32768 + len(b"\n0: next\n")
     assert batch[0].rank is None and len(batch[0].text) == 512 * 32768
+
+
+def test_message_rows_read_a_message_as_the_front_end_does() -> None:
+    rng = random.Random(44)
+    for _ in range(200):
+        data = _random_log(rng, rng.randint(0, 20))
+        msg = lines_message([LogBatch(data, len(data))], 0)
+        rows = message_rows(msg)
+        assert [(r, t) for r, t, _e in rows] == _by_line(data)
+        assert [i for i, (_r, _t, e) in enumerate(rows) if e] == msg["errors"]

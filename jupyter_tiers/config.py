@@ -264,13 +264,23 @@ def _shown(value: Any, limit: int = 40) -> str:
     return text + ("..." if len(str(value)) > limit else "")
 
 
+def valid_host(name: str) -> bool:
+    """A host name or address as OpenSSH takes it (also what ssh config's %h may carry)."""
+    return isinstance(name, str) and _HOST_RE.fullmatch(name) is not None
+
+
+def valid_user(name: str) -> bool:
+    """A login name without shell or ssh-option characters (OpenSSH's valid_ruser, stricter)."""
+    return isinstance(name, str) and _USER_RE.fullmatch(name) is not None
+
+
 def _check_connection(out: Mapping[str, Any], source: str, base: str) -> None:
     """Host, user and jump host as OpenSSH accepts them (nothing a shell or ssh_config token
     such as ProxyCommand's %h could turn into a command or an option)."""
-    if "host" in out and not _HOST_RE.fullmatch(out["host"]):
+    if "host" in out and not valid_host(out["host"]):
         raise ConfigError(source, f"{base}.host", f"{_shown(out['host'])!r} is not a host name; use "
                           "letters, digits, '.', '-', '_' (or an IPv4/[IPv6] address), not starting with '-'")
-    if "user" in out and not _USER_RE.fullmatch(out["user"]):
+    if "user" in out and not valid_user(out["user"]):
         raise ConfigError(source, f"{base}.user", f"{_shown(out['user'])!r} is not a user name; use "
                           "letters, digits, '.', '_', '-', '@', not starting with '-'")
     if "proxy_jump" in out and not all(_JUMP_RE.fullmatch(hop) for hop in out["proxy_jump"].split(",")):

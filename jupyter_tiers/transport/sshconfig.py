@@ -344,6 +344,13 @@ def resolve_route(
         explicit_kh = (_expand_home(str(target.known_hosts), home),)
 
     def make_hop(name: str, user: str | None, port: int | None, *, is_target: bool) -> Hop:
+        from ..config import valid_host, valid_user
+
+        # Before the lookup: a crafted name would reach "Match exec" / ProxyCommand as %h.
+        if not valid_host(name) or (user is not None and not valid_user(user)):
+            shown = name if valid_host(name) else repr(name[:60])
+            raise SSHConfigError(f"SSH target {shown}: not a host name or user name OpenSSH "
+                                 "accepts (no leading '-', spaces, quotes or shell characters)")
         opts = _lookup(config, name)
         hostname = str(opts.get("hostname") or name)
         if port is None:

@@ -20,9 +20,10 @@ from ..handoff import (
 from ..jobdir import parse_rank_files
 from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, LogLine, RankState, SchedulerInfo
-from ..registry import JobRecord, Registry, spec_for_record
+from ..registry import MAX_LIST, JobRecord, Registry, spec_for_record
 from ..tier import BatchTier
 from . import commands
+from .history import AccountingDisabled, HistoryQuery, HistoryRow, history_argv, history_result, mark_ours
 from .parse import parse_sacct, parse_sbatch_parsable, parse_scontrol_jobs, parse_squeue
 from .render import render_job
 
@@ -164,6 +165,21 @@ class SlurmTier(BatchTier):
         code, out, _ = self._run_scheduler(commands.scontrol_jobs_argv())
         every = parse_scontrol_jobs(out) if code == 0 else {}
         return {i: every[i] for i in ids if i in every}
+
+    def history(self, query: HistoryQuery | None = None) -> list[HistoryRow]:
+        """Jobs from Slurm accounting in one sacct call (every submitter's, not only ours),
+        newest first, at most ``query.limit``; the ones this registry submitted are marked
+        ``ours``. Raises AccountingDisabled when the cluster keeps no accounting."""
+        query = query or HistoryQuery()
+        code, out, err = self._run_scheduler(history_argv(query))
+        try:
+            rows = history_result(code, out, err)
+        except AccountingDisabled:
+            self.accounting = False
+            raise
+        self.accounting = True
+        known = {r.job_id: r.key for r in self.registry.list(limit=MAX_LIST, profile=self.name, kind="job")}
+        return mark_ours(rows[: query.limit], known)
 
     def poll_ranks(self, records: Sequence[JobRecord]) -> dict[str, dict[int, RankState]]:
         if not records:

@@ -91,7 +91,8 @@ def check_workdir_owner(workdir: Path) -> None:
 def _program(spec: JobSpec, jobdir: Path | str) -> list[str]:
     if spec.shell:
         return ["bash", f"{jobdir}/main.sh"]
-    return [spec.python, f"{jobdir}/main.py"]
+    # No shell runs the rank's argv: expand a leading "~/" here (as the Slurm script does).
+    return [os.path.expanduser(spec.python), f"{jobdir}/main.py"]
 
 
 def check_local(spec: JobSpec) -> None:

@@ -27,12 +27,6 @@ GUARD = 120.0  # bounds every wait so a broken tier fails instead of hanging; no
 FAST = {"status_interval": 0.5, "rank_interval": 0.2, "first_poll": 0.1}
 
 
-def wait_for(predicate: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + GUARD
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 @pytest.fixture
@@ -200,3 +194,15 @@ def test_registry_list_takes_any_limit(tmp_path: Path) -> None:
     registry = Registry(tmp_path / "r.sqlite")
     assert registry.list(limit=10**20) == []
     assert registry.list(limit=-5) == []
+
+
+def test_tilde_python_runs_locally(tier: LocalTier, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    home = tmp_path / "home"
+    (home / "venv" / "bin").mkdir(parents=True)
+    (home / "venv" / "bin" / "python").symlink_to(sys.executable)
+    monkeypatch.setenv("HOME", str(home))
+    job = tier.submit(tier.make_spec("print('tilde ok')", name="tilde", python="~/venv/bin/python"))
+    assert job.wait(timeout=GUARD).state is JobState.COMPLETED, job.logs()
+    assert "tilde ok" in job.logs()

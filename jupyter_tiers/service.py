@@ -406,6 +406,36 @@ def restart(ref: str) -> ActionResult:
     return ActionResult(True, f"service {service.name} restarting (rolling update)")
 
 
+@dataclass(frozen=True)
+class History:
+    """Jobs from a Slurm profile's accounting, newest first (``HistoryRow``: ``ours`` marks the
+    jobs this registry submitted; the others are read-only)."""
+
+    profile: str
+    rows: list[Any]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"profile": self.profile, "rows": [r.to_json() for r in self.rows]}
+
+
+def history(profile: str | None = None, *, days: Any = 7, user: Any = None, state: Any = None,
+            limit: Any = 50) -> History:
+    """Job history of a Slurm profile (the default profile when None) from one sacct query:
+    jobs active in the last ``days`` (1..366) of ``user`` (None: the login user; ``"all"``:
+    everyone), in ``state`` (names like ``FAILED,TIMEOUT``). Values are checked before anything
+    is asked; a cluster without accounting is an ``AccountingDisabled`` error."""
+    from .slurm.history import make_query
+    from .slurm.tier import SlurmTier
+
+    query = make_query(days=days, user=user, states=state, limit=limit)
+    name = profile or load_config().default_profile
+    tier = _connect(name, "job")
+    if not isinstance(tier, SlurmTier):
+        raise SpecError("profile", f"{name!r} is a {tier.kind} tier; job history comes from Slurm "
+                        "accounting (sacct): use a Slurm profile, or %tiers jobs")
+    return History(name, tier.history(query))
+
+
 def profiles() -> tuple[list[ProfileInfo], str]:
     """Every configured profile without secrets, and the default profile's name."""
     cfg = load_config()

@@ -1,0 +1,90 @@
+"""The shared watcher on the real local tier: ten listeners share one subscription per job, a
+job submitted by another process appears, its end is pushed, and with nobody listening nothing
+is watched and the hub's thread ends."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_tiers import api
+from jupyter_tiers.server.hub import Hub
+
+GUARD = 60.0
+
+
+@pytest.fixture
+def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiers_config: Any) -> Any:
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
+    tiers_config({"profiles": {"laptop": {"tier": "local"}}})
+    try:
+        yield api.connect("laptop")
+    finally:
+        api.close_all()
+
+
+class Inbox:
+    def __init__(self) -> None:
+        self.messages: list[dict[str, Any]] = []
+        self.cv = threading.Condition()
+
+    def __call__(self, message: dict[str, Any]) -> None:
+        with self.cv:
+            self.messages.append(message)
+            self.cv.notify_all()
+
+    def wait(self, pred: Any, what: str) -> dict[str, Any]:
+        deadline = time.monotonic() + GUARD
+        with self.cv:
+            while True:
+                hit = next((m for m in self.messages if pred(m)), None)
+                if hit is not None:
+                    return hit
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    pytest.fail(f"gave up waiting for {what}; got {self.messages!r}"[:2000])
+                self.cv.wait(min(left, 1.0))
+
+
+def _until(cond: Any, what: str) -> None:
+    deadline = time.monotonic() + GUARD
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+def test_ten_listeners_share_one_subscription_and_idle_stops_watching(local: Any) -> None:
+    hub = Hub(scan_interval=0.2)
+    job = local.submit(local.make_spec("import time\ntime.sleep(2)\nprint('done')\n", name="hubbed"))
+    inboxes = [Inbox() for _ in range(10)]
+    tokens = []
+    for inbox in inboxes:
+        token, snapshot = hub.listen(inbox)
+        tokens.append(token)
+        assert [i["key"] for i in snapshot["items"]] == [job.key]
+    _until(lambda: hub.watched() == [job.key], "the job to be watched")
+    watched = local.watcher._jobs[job.key]
+    assert len(watched.subs) == 1  # one subscription for ten listeners
+    for inbox in inboxes:
+        end = inbox.wait(lambda m: m["type"] == "update" and any(
+            i["key"] == job.key and i["terminal"] for i in m["items"]), "the job's end")
+        item = next(i for i in end["items"] if i["key"] == job.key)
+        assert item["state"] == "COMPLETED" and item["summary"].startswith(f"job {job.id} COMPLETED")
+    _until(lambda: hub.watched() == [], "the ended job to be dropped")
+
+    # A job submitted elsewhere (here: straight into the registry through the tier) shows up.
+    other = local.submit(local.make_spec("import time\ntime.sleep(300)\n", name="late"))
+    inboxes[0].wait(lambda m: m["type"] == "update" and any(i["key"] == other.key for i in m["items"]),
+                    "the new job")
+    _until(lambda: hub.watched() == [other.key], "the new job to be watched")
+    for token in tokens:
+        hub.unlisten(token)
+    _until(lambda: hub.watched() == [] and hub._thread is None, "the idle hub to stop")
+    assert other.key not in local.watcher._jobs  # nothing polled for nobody
+    other.cancel()
+    hub.stop()

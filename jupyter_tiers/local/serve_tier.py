@@ -103,6 +103,12 @@ def check_local(spec: ServeSpec) -> None:
                         "replicas on this machine")
 
 
+def revision_of(template: str, restarted_at: str) -> str:
+    """The pod-template hash: what a replica runs and the last restart's stamp (so an unchanged
+    cell re-run after a restart changes nothing, as with ``kubectl rollout restart``)."""
+    return hashlib.sha256(f"{template}/{restarted_at}".encode()).hexdigest()[:10]
+
+
 def shell_body(body: str) -> str:
     """A ``--shell`` body as run locally: ``{port}`` becomes the replica's ``${PORT}``."""
     return body.replace(PORT_TOKEN, "${PORT}")
@@ -199,9 +205,9 @@ class LocalServeTier(ServeTier):
         fcntl.flock(lock, fcntl.LOCK_EX)
         return lock
 
-    def _revision(self, svcdir: Path, spec: ServeSpec, restarted_at: str) -> str:
-        """The pod-template hash: body, program, readiness, setup, restart stamp and a keyed
-        hash of the env values (the key stays in the service directory, mode 600)."""
+    def _template(self, svcdir: Path, spec: ServeSpec) -> str:
+        """The hash of what a replica runs: body, program, readiness, setup and a keyed hash of
+        the env values (the key stays in the service directory, mode 600)."""
         key_path = svcdir / KEY_FILE
         try:
             key = key_path.read_bytes()
@@ -216,8 +222,8 @@ class LocalServeTier(ServeTier):
             env["JT_MODEL_PATH"] = spec.model_path
         env_mac = hmac.new(key, json.dumps(sorted(env.items())).encode(), hashlib.sha256).hexdigest()
         template = json.dumps([spec.body, spec.shell, spec.python, spec.readiness,
-                               list(self.profile.setup), restarted_at, env_mac])
-        return hashlib.sha256(template.encode("utf-8")).hexdigest()[:10]
+                               list(self.profile.setup), env_mac])
+        return hashlib.sha256(template.encode("utf-8")).hexdigest()
 
     def _write_revision(self, svcdir: Path, revision: str, spec: ServeSpec) -> None:
         code = svcdir / ssv.CODE_DIR / revision
@@ -257,10 +263,11 @@ class LocalServeTier(ServeTier):
                 self._clean(svcdir)
                 desired = {}
             restarted_at = str(desired.get("restarted_at") or "")
-            revision = self._revision(svcdir, spec, restarted_at)
+            template = self._template(svcdir, spec)
+            revision = revision_of(template, restarted_at)
             self._write_revision(svcdir, revision, spec)
-            wanted = {"name": spec.name, "replicas": spec.replicas, "revision": revision,
-                      "port": spec.port, "shell": spec.shell, "ignored": ignored}
+            wanted = {"name": spec.name, "replicas": spec.replicas, "template": template,
+                      "revision": revision, "port": spec.port, "shell": spec.shell, "ignored": ignored}
             changed = any(desired.get(k) != v for k, v in wanted.items())
             if changed or not desired:
                 number = int(desired.get("revision_number") or 0)
@@ -438,10 +445,11 @@ class LocalServeTier(ServeTier):
 
         def change(desired: dict[str, Any]) -> None:
             old = str(desired.get("revision") or "")
-            new = hashlib.sha256(f"{old}/{time.time_ns()}".encode()).hexdigest()[:10]
+            stamp = f"{time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}/{time.time_ns()}"
+            new = revision_of(str(desired.get("template") or old), stamp)
             shutil.copytree(svcdir / ssv.CODE_DIR / old, svcdir / ssv.CODE_DIR / new)
             desired.update(revision=new, revision_number=int(desired.get("revision_number") or 0) + 1,
-                           restarted_at=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+                           restarted_at=stamp)
 
         self._update(record, change)
 

@@ -120,6 +120,9 @@ def test_rolling_restart_keeps_a_ready_replica(tier: LocalServeTier) -> None:
         tier.unwatch(sub)
     after = svc.status()
     assert after.revision == "2" and after.pods[0].revision != before.pods[0].revision
+    # the unchanged cell run again after the restart changes nothing
+    again = tier.apply(tier.make_spec(HTTP_BODY, name="rolling", readiness="/")).status()
+    assert (again.revision, [p.name for p in again.pods]) == ("2", [after.pods[0].name])
     # A new replica was ready before the old one went: no status seen had nothing ready.
     assert seen and all(s.ready >= 1 for s in seen), [(s.state, s.ready, len(s.pods)) for s in seen]
     assert any(len(s.pods) == 2 for s in seen), "never saw the old and the new replica together"

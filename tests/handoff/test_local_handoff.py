@@ -185,3 +185,24 @@ def test_guard_warns_about_a_server_on_the_train_magic_unless_forced(
     assert "JT_CHECKPOINT_DIR" in out  # a warning only: the job is still rendered
     out, err = cell(ip, capsys, "slurm_train", "--name server --dry-run --force", SERVER_BODY)
     assert "warning" not in err and "JT_CHECKPOINT_DIR" in out
+
+
+def test_job_widget_header_shows_the_checkpoint(tmp_path: Path) -> None:
+    from jupyter_tiers.config import Profile
+    from jupyter_tiers.local.tier import LocalTier
+    from jupyter_tiers.widgets.job_view import JobView
+
+    tier = LocalTier(Profile(name="local", tier="local", settings={"workdir": str(tmp_path / "jobs")}),
+                     Registry(), watcher_options={"status_interval": 0.5, "rank_interval": 0.2,
+                                                  "first_poll": 0.1})
+    try:
+        job = tier.submit(tier.make_spec(TRAIN, name="widget"))
+        view = JobView(job)
+        status = view.wait(120)
+        assert status is not None and status.state.value == "COMPLETED"
+        expected = f"{tmp_path}/jobs/widget/{job.id}/checkpoints/ckpt-000100.pt"
+        assert view.checkpoint == expected
+        assert view.summary.endswith(f" — checkpoint {expected}")
+        view.close()
+    finally:
+        tier.close()

@@ -1,5 +1,5 @@
 """``%tiers`` subcommands (also ``jupyter tiers``): jobs, attach, logs, cancel, delete, scale,
-restart, profiles — on training jobs and services alike."""
+restart, profiles — on training jobs and services alike — and history (Slurm accounting)."""
 
 from __future__ import annotations
 
@@ -72,6 +72,15 @@ def build_parser() -> argparse.ArgumentParser:
     restart = sub.add_parser("restart", help="roll every pod of a service")
     restart.add_argument("job")
     sub.add_parser("profiles", help="list the configured profiles")
+    history = sub.add_parser("history", help="jobs from Slurm accounting (sacct), any submitter")
+    history.add_argument("--profile", "-p", help="a Slurm profile (default: the default profile)")
+    history.add_argument("--days", "-d", type=_int_up_to(1_000_000), default=7,
+                         help="jobs active in the last N days (1 to 366; default 7)")
+    history.add_argument("--user", "-u", help="a user name, or 'all' (default: the login user)")
+    history.add_argument("--state", "-s", action="append",
+                         help="jobs that were in these states in the window, e.g. FAILED,TIMEOUT")
+    history.add_argument("--limit", type=_int_up_to(1_000_000), default=50,
+                         help="newest N jobs (default 50)")
     return parser
 
 
@@ -161,6 +170,18 @@ def run(argv: list[str], shell: Any = None) -> Any:
         else:
             result = getattr(service, args.command)(args.job)
         print(result.message)
+    elif args.command == "history":
+        from . import service
+        from .slurm.history import format_history
+
+        found = service.history(args.profile, days=args.days, user=args.user, state=args.state,
+                                limit=args.limit)
+        if not found.rows:
+            print(f"no jobs in the last {args.days} day{'s' if args.days != 1 else ''} ({found.profile})")
+        else:
+            print(format_history(found.rows))
+            if not all(r.ours for r in found.rows):
+                print("(FROM other: not submitted by jupyter-tiers; read-only, not in %tiers jobs)")
     elif args.command == "attach":
         from .display import show_handle
 

@@ -262,7 +262,8 @@ def history_result(exit_status: int, stdout: str, stderr: str) -> list[HistoryRo
     rows = parse_history(stdout)
     errors = [ln.strip() for ln in stderr.splitlines() if "error" in ln or "fatal" in ln]
     if errors and (exit_status != 0 or not rows):
-        raise TiersError(f"sacct: {errors[-1][:200]}")
+        line = errors[-1].removeprefix("sacct:").strip()
+        raise TiersError(f"sacct: {line[:200]}")
     if exit_status != 0:
         raise TiersError(f"sacct exited {exit_status}: {stderr.strip()[-200:] or 'no message'}")
     return rows

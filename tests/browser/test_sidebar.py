@@ -18,13 +18,18 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from jupyter_tiers.config import load_config
 from jupyter_tiers.handles import Job
+from jupyter_tiers.k8s.tier import K8sTier
 from jupyter_tiers.model import JobState
+from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 
-from .conftest import JOB_TIMEOUT_MS, OUTPUT, Lab
+from .conftest import JOB_TIMEOUT_MS, OUTPUT, Lab, ServeCluster
 
-pytestmark = [pytest.mark.cluster, pytest.mark.browser]
+pytestmark = [pytest.mark.browser]
+# The Slurm tests; the service test needs only the in-process Kubernetes API emulator.
+cluster = pytest.mark.cluster
 
 SIDEBAR_ID = "jupyter-tiers-sidebar"
 DARK = "JupyterLab Dark"
@@ -94,6 +99,7 @@ def running_job(tiers_lab: Lab, box_tier: SlurmTier) -> Iterator[Job]:
     job.cancel()
 
 
+@cluster
 def test_sidebar_follows_a_job_to_completed_live_and_keeps_it_after_reload(
     page: Any, tiers_lab: Lab, box_tier: SlurmTier
 ) -> None:
@@ -160,6 +166,7 @@ def test_sidebar_follows_a_job_to_completed_live_and_keeps_it_after_reload(
     no_page_errors(page)
 
 
+@cluster
 def test_cancel_asks_first_then_cancels_the_running_job(
     page: Any, tiers_lab: Lab, box_tier: SlurmTier, running_job: Job
 ) -> None:
@@ -188,6 +195,7 @@ def test_cancel_asks_first_then_cancels_the_running_job(
     no_page_errors(page)
 
 
+@cluster
 def test_screenshots_light_and_dark(page: Any, tiers_lab: Lab, box_tier: SlurmTier,
                                     running_job: Job) -> None:
     """The panel in both themes (test-output/sidebar-{light,dark}.png); its colours follow the
@@ -215,6 +223,7 @@ def test_screenshots_light_and_dark(page: Any, tiers_lab: Lab, box_tier: SlurmTi
     no_page_errors(page)
 
 
+@cluster
 def test_notebook7_tree_shows_the_panel_with_the_job(
     page: Any, tiers_lab: Lab, box_tier: SlurmTier, running_job: Job
 ) -> None:
@@ -261,6 +270,7 @@ def run_palette(page: Any, label: str) -> None:
     item.click()
 
 
+@cluster
 def test_insert_cell_commands_from_palette_and_launcher(page: Any, tiers_lab: Lab) -> None:
     profile = expected_profile(tiers_lab, ("slurm", "local"))
     # The launcher (an empty workspace shows it) has a Tiers section; its card makes a notebook
@@ -283,3 +293,61 @@ def test_insert_cell_commands_from_palette_and_launcher(page: Any, tiers_lab: La
     expect(cells.nth(2).locator(".cm-content")).to_contain_text("%%k8s_serve")
     expect(cells.nth(2).locator(".cm-content")).to_contain_text("--image python:3.11-slim")
     no_page_errors(page)
+
+
+SERVE_TIMEOUT_MS = 180_000  # pods start and get probed on the emulator's clock
+WEB_BODY = """
+import http.server
+class Hello(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(b"hello")
+print("serving on 0.0.0.0:8000", flush=True)
+http.server.ThreadingHTTPServer(("0.0.0.0", 8000), Hello).serve_forever()
+"""
+
+
+def test_service_rows_scale_and_delete_behind_dialogs_and_show_the_pod_table(
+    page: Any, serve_lab: Lab, serve_cluster: ServeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(serve_lab.config))
+    tier = K8sTier(load_config().profile("serving"), Registry(serve_lab.registry))
+    try:
+        svc = tier.apply(tier.make_spec(WEB_BODY.strip("\n"), name="side-svc", replicas=1, port=8000))
+        page.goto(f"{serve_lab.url}/lab?reset&token={serve_lab.token}")
+        page.locator(f'.jp-SideBar [data-id="{SIDEBAR_ID}"]').click()
+        side = page.locator(f"#{SIDEBAR_ID}")
+        row = side.locator(f'.jt-side-row[data-key="{svc.record.key}"]')
+        expect(row.locator(".jt-side-badge")).to_have_text("READY", timeout=SERVE_TIMEOUT_MS)
+        expect(row).to_have_attribute("data-kind", "service")
+        expect(row.locator(".jt-side-size")).to_have_text("1/1 ready")
+        expect(row.locator(".jt-side-cancel")).to_have_count(0)
+
+        # Scale asks the count; the dialog refuses a count out of 0-1000.
+        row.locator(".jt-side-scale").click()
+        page.locator(".jp-Dialog input").fill("-1")
+        expect(page.locator(".jp-Dialog .jp-mod-accept")).to_be_disabled()
+        page.locator(".jp-Dialog input").fill("2")
+        page.locator(".jp-Dialog .jp-mod-accept").click()
+        expect(row.locator(".jt-side-size")).to_have_text("2/2 ready", timeout=SERVE_TIMEOUT_MS)
+
+        # The detail panel runs the notebook's ServeView: one row per pod.
+        row.click()
+        view = page.locator(".jt-detail .jt-serve")
+        expect(view.locator(".jt-title")).to_have_text("service side-svc")
+        expect(view.locator("table.jt-pods tbody tr.jt-pod")).to_have_count(2, timeout=SERVE_TIMEOUT_MS)
+        started = view.locator(".jt-log .jt-line").filter(has_text="serving on 0.0.0.0:8000")
+        expect(started.first).to_be_visible(timeout=SERVE_TIMEOUT_MS)
+
+        row.locator(".jt-side-delete").click()
+        dialog = page.locator(".jp-Dialog")
+        expect(dialog).to_contain_text("Delete service side-svc on serving?")
+        dialog.locator(".jp-mod-warn").click()
+        expect(side.locator(".jt-side-notice")).not_to_have_text(re.compile("failed"))
+        # Deleted: the row either says so or leaves the list.
+        alive = side.locator(f'.jt-side-row[data-key="{svc.record.key}"]:not([data-state="DELETED"])')
+        expect(alive).to_have_count(0, timeout=SERVE_TIMEOUT_MS)
+        no_page_errors(page)
+    finally:
+        tier.close()

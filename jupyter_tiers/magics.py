@@ -60,6 +60,11 @@ def parse_env(pairs: list[str] | None,
                 raise UsageError(f"--env {key}: not set in the kernel's environment; write "
                                  f"--env {key}=VALUE, or set it before starting Jupyter")
             value = environ[key]
+            try:  # an undecodable byte in the kernel's environment arrives as a lone surrogate
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise UsageError(f"--env {key}: the kernel's value is not valid UTF-8 text; "
+                                 f"write --env {key}=VALUE") from None
         out.append((key, value))
     return tuple(out)
 

@@ -135,3 +135,12 @@ def test_job_script_sets_umask_077_before_anything_else() -> None:
     script = render_sbatch(_spec(launcher="srun"))
     body = [line for line in script.splitlines() if line and not line.startswith("#")]
     assert body[0] == "umask 077  # what the job writes is the user's alone"
+
+
+def test_env_values_never_in_reprs() -> None:
+    from jupyter_tiers.config import Profile
+    from jupyter_tiers.model import ServeSpec
+
+    assert "s3cr3t" not in repr(_spec(env=(("TOKEN", "s3cr3t"),)))
+    assert "s3cr3t" not in repr(ServeSpec(body="x", name="a", image="i", env=(("TOKEN", "s3cr3t"),)))
+    assert "s3cr3t" not in repr(Profile(name="p", tier="local", env={"TOKEN": "s3cr3t"}))

@@ -141,3 +141,11 @@ def test_bad_lines_are_one_line_usage_errors(ip: InteractiveShell, line: str, ne
 def test_tilde_python_dry_run(ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
     ip.run_cell_magic("slurm_train", "--python ~/venv/bin/python --dry-run", "print(1)\n")
     assert "venv/bin/python" in capsys.readouterr().out
+
+
+def test_lone_surrogate_for_a_service_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jupyter_tiers.magics import parse_env
+
+    with pytest.raises(UsageError, match="--env BAD_BYTES: the kernel's value is not valid UTF-8"):
+        parse_env(["BAD_BYTES"], {"BAD_BYTES": os.fsdecode(b"abc\xff")})
+    assert parse_env(["OK"], {"OK": "ÜBER"}) == (("OK", "ÜBER"),)

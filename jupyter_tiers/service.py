@@ -304,6 +304,7 @@ def details(ref: str) -> dict[str, Any]:
             "service_name": rec.name, "profile": rec.profile, "tier_kind": rec.tier,
             "namespace": str(spec.get("namespace") or handle.tier.profile.get("namespace") or ""),
             "image": str(spec.get("image") or ""), "yaml": rec.script,
+            "model_source": serve_state.model_note(spec),
             **serve_state.status_traits(status, now), "summary": item["summary"],
         }
     else:

@@ -365,6 +365,7 @@ class ServeSupervisor:
         for replica in list(self.replicas):
             proc = replica.proc
             if proc is not None and proc.poll() is not None:
+                self._kill_leftovers(proc.pid)
                 rc = proc.returncode
                 replica.exit_code = rc if rc >= 0 else 128 - rc  # a signal as a container runtime shows it
                 if replica.phase == "Terminating":
@@ -373,6 +374,19 @@ class ServeSupervisor:
                     self._crashed(replica, "CrashLoopBackOff")
             if replica.phase == "Terminating" and replica.proc is None:
                 self.replicas.remove(replica)
+
+    def _kill_leftovers(self, group: int) -> None:
+        """SIGKILL what is left of a replica whose main process ended: the processes below the
+        supervisor (a subreaper: the replica's orphans are ours) still in its process group, as
+        a container runtime stops the whole container (a child would keep the port otherwise)."""
+        for pid in sv.descendants(os.getpid()):
+            try:
+                fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1].split()
+            except OSError:
+                continue
+            if len(fields) > 2 and fields[2] == str(group).encode():
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
 
     def _restart_due(self) -> None:
         now = time.time()

@@ -165,16 +165,7 @@ def test_delete_leaves_no_process(tier: LocalServeTier, workdir: Path) -> None:
 
 
 def _daemons() -> list[int]:
-    found = []
-    for name in os.listdir("/proc"):
-        try:
-            if name.isdigit() and Path(f"/proc/{name}/cmdline").read_bytes() == b"sleep\x00987654\x00":
-                stat = Path(f"/proc/{name}/stat").read_bytes()
-                if stat.rsplit(b")", 1)[-1].split()[:1] != [b"Z"]:
-                    found.append(int(name))
-        except OSError:
-            continue
-    return found
+    return _processes(b"sleep\x00987654\x00")
 
 
 def test_a_new_process_reattaches_by_name(tier: LocalServeTier, workdir: Path, tmp_path: Path) -> None:
@@ -457,3 +448,26 @@ def test_scale_to_zero_and_back(tier: LocalServeTier) -> None:
     svc.scale(1)
     status = ready(svc, 1)
     assert status.endpoint == url and get(url) == status.pods[0].name
+
+
+def test_a_crashed_replica_leaves_no_child_behind(tier: LocalServeTier) -> None:
+    """Like a container runtime, a replica that ends takes its process group with it (a child left
+    running would keep the port, and the restarted replica could not bind it)."""
+    body = "sleep 876543 &\necho started a child\nsleep 0.5\nexit 3\n"
+    svc = tier.apply(tier.make_spec(body, name="leaky", shell=True))
+    wait_for(lambda: any(p.reason == "CrashLoopBackOff" for p in svc.status().pods), "the crash")
+    wait_for(lambda: not _processes(b"sleep\x00876543\x00"), "the crashed replica's child to be gone")
+    assert svc.status().pods[0].exit_code == 3
+
+
+def _processes(cmdline: bytes) -> list[int]:
+    found = []
+    for name in os.listdir("/proc"):
+        try:
+            if name.isdigit() and Path(f"/proc/{name}/cmdline").read_bytes() == cmdline:
+                stat = Path(f"/proc/{name}/stat").read_bytes()
+                if stat.rsplit(b")", 1)[-1].split()[:1] != [b"Z"]:
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found

@@ -139,7 +139,7 @@ function render({ model, el }) {
     readyCount.textContent = deleted ? "" : `READY ${model.get("ready")}/${model.get("desired")}`;
     revision.textContent = model.get("revision") ? `revision ${model.get("revision")}` : "";
     endpoint.textContent = model.get("endpoint");
-    modelFrom.textContent = model.get("model_source");
+    modelFrom.textContent = model.get("model_source") || "";
     banner.textContent = model.get("banner");
     reason.textContent = model.get("reason");
     message.textContent = model.get("message");

@@ -18,17 +18,19 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 HERE = Path(__file__).resolve().parent
 
-Cell = tuple[str, str, str]  # (kind "md" | "code", tag, source)
+Cell = tuple[str, str, str]  # (kind "md" | "code" | "code-raises", tag, source)
 
 
 def md(tag: str, text: str) -> Cell:
     return ("md", tag, textwrap.dedent(text).strip())
 
 
-def code(tag: str, text: str, magic: str | None = None) -> Cell:
-    """A code cell; ``magic`` is a first line kept apart so long magic lines stay readable here."""
+def code(tag: str, text: str, magic: str | None = None, raises: bool = False) -> Cell:
+    """A code cell; ``magic`` is a first line kept apart so long magic lines stay readable here.
+    ``raises``: the cell shows an error on purpose (tagged ``raises-exception``, which nbclient
+    and papermill honour: the run goes on)."""
     body = textwrap.dedent(text).strip()
-    return ("code", tag, f"{magic}\n{body}" if magic else body)
+    return ("code-raises" if raises else "code", tag, f"{magic}\n{body}" if magic else body)
 
 
 def linear_training() -> str:
@@ -467,6 +469,7 @@ TEACHING_LAB: list[Cell] = [
     code("parameters", """
         profile = "sandbox"  # the profile `jupyter tiers sandbox up` writes
         nodes = 4  # the cluster's node count: the gang job asks for all of them
+        serve_profile = "sandbox-serve"  # a local profile that sees the cluster's storage (below)
         """),
     code("load", """
         %load_ext jupyter_tiers
@@ -557,6 +560,75 @@ TEACHING_LAB: list[Cell] = [
         for r in failed.status().ranks:
             print(describe_rank(r))
         """),
+    md("tiers-md", """
+        ## Training or serving: which tier fits
+
+        A training job and a model server want opposite things from a scheduler. Training wants
+        every rank at once and all of them stopped when one fails (the gang and fail-stop above);
+        then it ends. A server wants to run forever, one replica restarted when it crashes while
+        the others go on answering, behind a stable address. Slurm does the first, Kubernetes the
+        second (`%%k8s_serve`; on the local tier its replicas are processes on this machine).
+        jupyter-tiers looks at the cell's shape and says so when a cell is on the wrong tier.
+
+        **A training cell on the serving tier is refused**, with the reason (`--force` would serve it
+        anyway): two replicas that each call `init_process_group` would wait for each other forever,
+        and a restarted replica would never rejoin.
+        """),
+    code("guard-serve", """
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo")  # every replica waits here for the others
+        """, magic="%%k8s_serve --profile {serve_profile} --name ddp-as-service --replicas 2", raises=True),
+    md("guard-train-md", """
+        **A server on the training tier gets a warning** but is submitted: it would hold its node until
+        the time limit and have no stable address. Cancel it at once.
+        """),
+    code("guard-train", """
+        import http.server
+
+        http.server.ThreadingHTTPServer(("", 8000), http.server.SimpleHTTPRequestHandler).serve_forever()
+        """, magic="%%slurm_train --profile {profile} --time 00:05:00 --out server_job --name server-as-job"),
+    code("guard-train-cancel", """
+        %tiers cancel {server_job.id}
+        print(f"job {server_job.id} is {server_job.wait(timeout=120).state.value}")
+        """),
+    md("handoff-md", """
+        **Train here, serve there.** Every rank of a job gets `$JT_CHECKPOINT_DIR` on the cluster's
+        shared storage; when the job completes the registry records the newest checkpoint in it.
+        This is the quickstart's model, trained on two nodes of the cluster; rank 0 saves a
+        checkpoint every 5 steps.
+        """),
+    code("fit", linear_training(),
+         magic="%%slurm_train --profile {profile} --nodes 2 --wait --out fit --name lab-fit"),
+    md("no-storage-md", """
+        `%%k8s_serve --model-from fit` serves that checkpoint, but only from a tier that can see it.
+        The built-in `local` profile knows nothing of the cluster's disks, so it refuses, naming the
+        job and what is missing:
+        """),
+    code("no-storage", """
+        print("never reached")
+        """, magic="%%k8s_serve --profile local --name lab-model --model-from fit", raises=True),
+    md("serve-md", """
+        The cluster in a box keeps its job directories on this machine's disk, so a local profile
+        can say where the cluster's paths are here: the same place. The lab's `tiers.yaml` has
+
+        ```yaml
+        profiles:
+          sandbox-serve:
+            tier: local
+            path_map: {/root/jupyter-tiers: /root/jupyter-tiers}   # the sandbox profile's workdir
+        ```
+
+        (on a real lab the path map names where the cluster's storage is mounted on the Jupyter
+        machine; for Kubernetes, see `train_then_serve.ipynb`). Served from it, the model answers at
+        one local URL:
+        """),
+    code("serve", checkpoint_predictor("127.0.0.1"), magic=(
+        "%%k8s_serve --profile {serve_profile} --name lab-model --model-from fit --readiness /healthz"
+        " --wait --out svc"
+    )),
+    code("query", query("svc.url")),
+    code("delete", "%k8s_serve --profile {serve_profile} --name lab-model --delete"),
 ]
 
 SERVE_MAGIC = ("%%k8s_serve --profile {profile} --name {name} --image {image} --replicas {replicas}"
@@ -867,7 +939,8 @@ def build(cells: list[Cell]) -> nbformat.NotebookNode:
     }
     for kind, tag, source in cells:
         make = new_markdown_cell if kind == "md" else new_code_cell
-        cell = make(source, id=tag, metadata={"tags": [tag]})
+        tags = [tag, "raises-exception"] if kind == "code-raises" else [tag]
+        cell = make(source, id=tag, metadata={"tags": tags})
         nb.cells.append(cell)
     nbformat.validate(nb)
     return nb

@@ -147,6 +147,25 @@ def serving_env(
 
 
 @pytest.fixture
+def lab_env(
+    kernel_env: dict[str, str], cluster_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+) -> dict[str, str]:
+    """kernel_env plus the teaching lab's tiers.yaml: the ``sandbox`` profile (its workdir under
+    this test's directory) and ``sandbox-serve``, a local profile whose path_map maps the
+    cluster's paths onto themselves (the cluster in a box shares this machine's disk)."""
+    from jupyter_tiers import sandbox
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    path = tmp_path / "tiers.yaml"
+    sandbox.write_profile(path, {**sandbox.sandbox_profile(cluster_env), "workdir": str(scratch)})
+    sandbox.write_profile(path, {"tier": "local", "path_map": {str(scratch): str(scratch)}},
+                          name="sandbox-serve")
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
+    return {**kernel_env, "JUPYTER_TIERS_CONFIG": str(path)}
+
+
+@pytest.fixture
 def pipeline_env(
     k8s_emulator: K8sEmulator, kernel_env: dict[str, str], cluster_env: dict[str, str], tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,

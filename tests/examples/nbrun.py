@@ -66,18 +66,21 @@ def run(name: str, env: dict[str, str], cwd: Path) -> nbformat.NotebookNode:
 
 
 def texts(nb: nbformat.NotebookNode) -> dict[str, str]:
-    """Each code cell's text output (streams and text/plain), by the cell's tag."""
+    """Each code cell's text output (streams, text/plain, and ``ENAME: message`` for an error a
+    ``raises-exception`` cell shows on purpose), by the cell's first tag."""
     out: dict[str, str] = {}
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
-        (tag,) = cell.metadata["tags"]
+        tag = cell.metadata["tags"][0]
         parts = []
         for output in cell.outputs:
             if output.output_type == "stream":
                 parts.append(output.text)
             elif output.output_type in ("execute_result", "display_data"):
                 parts.append(output.data.get("text/plain", "") + "\n")
+            elif output.output_type == "error":
+                parts.append(f"{output.ename}: {output.evalue}\n")
         out[tag] = "".join(parts)
     return out
 

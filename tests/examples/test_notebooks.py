@@ -8,6 +8,7 @@ that defines ``serving`` (fixtures in conftest.py). The quickstart has its own m
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -36,7 +37,10 @@ def test_notebook_is_valid_stripped_and_python3(name: str) -> None:
     assert nb.metadata.kernelspec.name == "python3"
     assert nb.cells[0].cell_type == "markdown"
     for cell in nb.cells:
-        assert len(cell.metadata.get("tags", [])) == 1, cell.source[:60]
+        # One tag, the cell's id, by which the tests find its output; a cell that shows an error
+        # on purpose also carries nbclient's and papermill's `raises-exception`.
+        assert cell.metadata.get("tags", [])[:1] == [cell.id], cell.source[:60]
+        assert cell.metadata["tags"][1:] in ([], ["raises-exception"]), cell.source[:60]
         if cell.cell_type == "code":
             assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
 
@@ -52,11 +56,13 @@ def test_notebook_is_a_papermill_template(name: str) -> None:
     assert "profile" in first.source and "%" not in first.source, first.source
     params: dict[str, object] = {}
     exec(first.source, {}, params)  # plain assignments of literals, nothing else
-    magic_lines = [ln for c in code_cells for ln in c.source.splitlines()
-                   if re.match(r"%%?(slurm_train|k8s_serve)\b", ln)]
+    magic_lines = [(ln, "raises-exception" in c.metadata["tags"]) for c in code_cells
+                   for ln in c.source.splitlines() if re.match(r"%%?(slurm_train|k8s_serve)\b", ln)]
     assert magic_lines, name
-    for line in magic_lines:
-        assert re.search(r"--profile \{\w*profile\}", line), line
+    for line, shows_an_error in magic_lines:
+        # (A cell showing a refusal on purpose may name the built-in local profile.)
+        assert re.search(r"--profile \{\w*profile\}", line) or (
+            shows_an_error and "--profile local " in line), line
         for var in re.findall(r"\{(\w+)\}", line):
             assert var in params, f"{line}: {{{var}}} is not a parameter"
 
@@ -141,9 +147,10 @@ def test_ddp_slurm_trains_on_two_nodes_and_saves_a_checkpoint(
 @pytest.mark.cluster
 @pytest.mark.timeout(1200)
 def test_teaching_lab_steps(
-    sandbox_env: dict[str, str], cluster_env: dict[str, str], tmp_path: Path
+    lab_env: dict[str, str], cluster_env: dict[str, str], tmp_path: Path
 ) -> None:
-    out = execute("teaching_lab.ipynb", sandbox_env, tmp_path)
+    out = execute("teaching_lab.ipynb", lab_env, tmp_path)
+    check_teaching_lab_serving(out, tmp_path / "scratch")
     assert re.search(r"^\s+sandbox\s+slurm", out["load"], re.M), out["load"]
 
     # Gang allocation: 4 ranks on 4 nodes, all started before any of them finished.
@@ -197,7 +204,48 @@ def test_teaching_lab_steps(
         assert re.fullmatch(rf"rank {r} \(node\d+\) stopped by signal \d+", ranks[r]), ranks
 
     states = {r.name: r.state for r in Registry().list()}
-    assert states == {"gang": "COMPLETED", "placed": "COMPLETED", "held": "CANCELLED", "fail-stop": "FAILED"}
+    assert states == {"gang": "COMPLETED", "placed": "COMPLETED", "held": "CANCELLED", "fail-stop": "FAILED",
+                      "server-as-job": "CANCELLED", "lab-fit": "COMPLETED", "lab-model": "DELETED"}
+    assert "ddp-as-service" not in states  # refused: nothing was made
+
+
+def check_teaching_lab_serving(out: dict[str, str], scratch: Path) -> None:
+    """The lab's serving section: the guard both ways, a refusal for want of shared storage, then
+    the checkpoint of a sandbox job served on the local tier through the lab profile's path_map."""
+    assert re.fullmatch(
+        r"UsageError: %%k8s_serve: this cell calls init_process_group \(line 3\) — a training shape;"
+        r" multi-rank training belongs on %%slurm_train: .*\. Add --force to serve it anyway\n",
+        out["guard-serve"]), out["guard-serve"]
+    warning, submitted = out["guard-train"].splitlines()
+    assert re.fullmatch(r"%%slurm_train warning: this cell calls serve_forever \(line 3\) — a long-running"
+                        r" server; a server belongs on %%k8s_serve: .*", warning), warning
+    server = re.fullmatch(r"job (\d+) \(server-as-job\) submitted to sandbox: 1 rank — .*", submitted)
+    assert server, submitted
+    assert out["guard-train-cancel"] == (
+        f"cancel requested for job {server.group(1)} (server-as-job)\njob {server.group(1)} is CANCELLED\n")
+
+    fit = re.match(r"job (\d+) \(lab-fit\) submitted to sandbox: 2 ranks", out["fit"])
+    assert fit, out["fit"]
+    job_id = fit.group(1)
+    checkpoint = scratch / "lab-fit" / job_id / "checkpoints" / "step-00010.json"
+    assert re.fullmatch(rf"job {job_id} COMPLETED in \d\d:\d\d:\d\d on node\S+ — checkpoint {checkpoint}",
+                        last_line(out["fit"])), out["fit"]
+    assert out["no-storage"] == (
+        f"UsageError: --model-from: job {job_id} (lab-fit) ran on slurm profile 'sandbox'; profile 'local'"
+        f" has no path_map covering {checkpoint} (add path_map: {{CLUSTER_PREFIX:"
+        " /WHERE/IT/IS/MOUNTED/HERE})\n"), out["no-storage"]
+
+    ckpt = json.loads(checkpoint.read_text())
+    serve = out["serve"]
+    assert serve.splitlines()[0] == (
+        f"service lab-model applied to sandbox-serve: 1 replica, model from sandbox/{job_id} (lab-fit)")
+    assert re.search(rf"^lab-model-\S+: serving y = {ckpt['w']:.4f}x \+ {ckpt['b']:.4f} \(step-00010\.json,"
+                     r" step 10\) on port \d+$", serve, re.M), serve
+    assert re.fullmatch(r"service lab-model READY 1/1(?: in \d\d:\d\d:\d\d)? — http://127\.0\.0\.1:\d+"
+                        rf" \(revision 1\) — model from sandbox/{job_id} \(lab-fit\)", last_line(serve)), serve
+    assert out["query"] == (f"y(2) = {2 * ckpt['w'] + ckpt['b']:.4f} from step-00010.json (step 10); "
+                            "the true line gives 7\n"), out["query"]
+    assert out["delete"] == "service lab-model deleted\n"
 
 
 # --- serving on Kubernetes (the API emulator) --------------------------------------------------

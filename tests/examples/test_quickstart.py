@@ -35,8 +35,8 @@ from .nbrun import (
 TRAIN_SUMMARY = re.compile(
     r"^job (\d+) COMPLETED in \d\d:\d\d:\d\d on (\S+) — checkpoint (/\S+/checkpoints/step-00010\.json)$"
 )
-SERVE_SUMMARY = re.compile(r"^service (\S+) READY (\d+)/(\d+) — (http://127\.0\.0\.1:\d+) \(revision 1\)"
-                           r" — model from (\S+/\d+) \((\S+)\)$")
+SERVE_SUMMARY = re.compile(r"^service (\S+) READY (\d+)/(\d+)(?: in \d\d:\d\d:\d\d)?"
+                           r" — (http://127\.0\.0\.1:\d+) \(revision 1\) — model from (\S+/\d+) \((\S+)\)$")
 
 
 @dataclass

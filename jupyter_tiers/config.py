@@ -194,7 +194,8 @@ def validate_profile(name: str, raw: Any, source: str) -> dict[str, Any]:
     """Check one profile mapping from one file; returns it with keys normalised."""
     base = f"profiles.{name}"
     if not _NAME_RE.fullmatch(str(name)):
-        raise ConfigError(source, base, "profile names use letters, digits, '.', '_' and '-'")
+        raise ConfigError(source, f"profiles.{_shown(name)}",
+                          "profile names use letters, digits, '.', '_' and '-' (at most 64)")
     if not isinstance(raw, dict):
         raise ConfigError(source, base, f"expected a mapping, got {type(raw).__name__}")
     out: dict[str, Any] = {}
@@ -553,11 +554,17 @@ def load_config(cwd: Path | None = None) -> Config:
     paths = config_paths(cwd)
     project = None if os.environ.get(ENV_VAR) else paths[-1][0]
     trust = os.environ.get(TRUST_ENV_VAR, "").strip().lower() in ("1", "true", "yes")
+    seen: set[Path] = set()
     for path, required in paths:
         if not path.exists():
             if required:
                 raise ConfigError(str(path), "", f"file named by ${ENV_VAR} does not exist")
             continue
+        real = path.resolve()
+        if real in seen:  # e.g. Jupyter started in ~/.jupyter: the user file, not a project file
+            project = None
+            continue
+        seen.add(real)
         from .config_cache import load_file_cached  # parsed once while the file is unchanged
 
         layer = load_file_cached(path, trusted=path != project)

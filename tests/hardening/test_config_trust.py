@@ -282,3 +282,21 @@ def test_env_value_never_in_config_errors(tmp_path: Path) -> None:
             load_file(path)
         assert "s3cr3t" not in str(info.value)
         assert info.value.key == "profiles.p.env.TOKEN"
+
+
+def test_user_file_is_not_also_an_untrusted_project_file(home: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    user = home / ".jupyter" / "tiers.yaml"
+    user.write_text(USER.replace("    known_hosts:", "    setup: ['module load x']\n    known_hosts:"),
+                    encoding="utf-8")
+    monkeypatch.chdir(home / ".jupyter")  # ./tiers.yaml is the user's own file
+    cfg = load_config()
+    assert cfg.profile("hpc").setup == ("module load x",)
+    assert cfg.sources == (str(user),)
+
+
+def test_profile_name_with_a_line_break_is_a_one_line_error(tmp_path: Path) -> None:
+    path = tmp_path / "tiers.yaml"
+    path.write_text('profiles:\n  "bad\\nname": {tier: local}\n', encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_file(path)
+    assert "\n" not in str(info.value)

@@ -1,0 +1,261 @@
+"""Job history from Slurm accounting: the sacct command (values validated), the parser on real
+sacct 22.05 output (steps folded in, arrays, a name with the delimiter's characters), accounting
+off, jobs marked as ours, the %tiers history parser, and seeded fuzz of both parsers."""
+
+from __future__ import annotations
+
+import random
+import string
+from pathlib import Path
+
+import pytest
+
+from jupyter_tiers import tiers_command
+from jupyter_tiers.config import Profile
+from jupyter_tiers.errors import SpecError, TiersError
+from jupyter_tiers.registry import JobRecord, Registry
+from jupyter_tiers.slurm.history import (
+    DELIMITER,
+    HISTORY_FIELDS,
+    MAX_DAYS,
+    NO_ACCOUNTING_MESSAGE,
+    STATES,
+    AccountingDisabled,
+    HistoryQuery,
+    format_bytes,
+    format_history,
+    history_argv,
+    history_result,
+    make_query,
+    parse_history,
+    parse_rss,
+)
+from jupyter_tiers.slurm.tier import SlurmTier
+from jupyter_tiers.transport.exchange import CommandResult
+
+# Recorded from the test cluster (Slurm 22.05.8): `sacct -n -P --delimiter='|#|' -j 2,3,4,293,296
+# -o <HISTORY_FIELDS>`; 293 is a two-task array named "arr|pipe name" submitted with plain sbatch.
+REAL = (Path(__file__).parent / "data" / "sacct_history.txt").read_text()
+
+NO_ACCOUNTING_STDERR = "sacct: error: Slurm accounting storage is disabled\n"
+
+
+def test_default_query_argv() -> None:
+    argv = history_argv(HistoryQuery())
+    assert argv == ["sacct", "-n", "-P", f"--delimiter={DELIMITER}", "-S", "now-7days", "-E", "now",
+                    "-o", ",".join(HISTORY_FIELDS)]
+    assert "-X" not in argv  # steps are needed for max RSS
+
+
+def test_query_argv_with_user_states_and_all() -> None:
+    q = make_query(days=30, user="alice", states="failed,TO", limit=5)
+    argv = history_argv(q)
+    assert argv[argv.index("-S") + 1] == "now-30days"
+    assert argv[argv.index("-u") + 1] == "alice"
+    assert argv[argv.index("-s") + 1] == "FAILED,TIMEOUT"
+    everyone = history_argv(make_query(user="all", states=["OOM", "cd"]))
+    assert "-a" in everyone and "-u" not in everyone
+    assert everyone[everyone.index("-s") + 1] == "COMPLETED,OUT_OF_MEMORY"
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"days": 0}, "days"), ({"days": MAX_DAYS + 1}, "days"), ({"days": "7"}, "days"),
+    ({"days": True}, "days"), ({"days": -3}, "days"),
+    ({"user": "x;rm -rf ~"}, "user"), ({"user": "-a"}, "user"), ({"user": "a" * 33}, "user"),
+    ({"user": "bob smith"}, "user"), ({"user": "$(id)"}, "user"), ({"user": ""}, "user"),
+    ({"user": 5}, "user"),
+    ({"states": "RUNNIN"}, "state"), ({"states": "FAILED;reboot"}, "state"), ({"states": 3}, "state"),
+    ({"states": ["ok", 1]}, "state"),
+    ({"limit": 0}, "limit"), ({"limit": 10**9}, "limit"),
+])
+def test_bad_values_never_reach_the_command(kwargs: dict, field: str) -> None:
+    with pytest.raises(SpecError) as err:
+        make_query(**kwargs)
+    assert err.value.field == field
+    assert len(str(err.value)) < 250 and "\n" not in str(err.value)
+
+
+def test_states_list_names_every_choice() -> None:
+    with pytest.raises(SpecError) as err:
+        make_query(states="nope")
+    assert all(s in str(err.value) for s in STATES)
+
+
+def test_real_output_one_row_per_job_with_max_rss_from_steps() -> None:
+    rows = parse_history(REAL)
+    assert [r.job_id for r in rows] == ["296", "295", "293", "4", "3", "2"]  # newest first
+    by_id = {r.job_id: r for r in rows}
+    failed = by_id["3"]
+    assert failed.state == "FAILED" and failed.exit_code == 9 and failed.signal is None
+    assert failed.elapsed_s == 7 and failed.nodes == 2 and failed.nodelist == "node[1-2]"
+    assert failed.max_rss == 16272 * 1024  # only step 3.0 reported one
+    assert failed.user == "root" and failed.partition == "debug" and failed.workdir.startswith("/var/tmp/")
+    assert by_id["4"].state == "CANCELLED"  # "CANCELLED by 0"
+    assert by_id["2"].max_rss is None
+    arr = by_id["295"]
+    assert arr.display_id == "293_0" and arr.name == "arr|pipe name"  # the name stays whole
+    assert arr.default_log == "/tmp/slurm-293_0.out"
+    assert by_id["293"].display_id == "293_1"
+
+
+def test_accounting_off_is_one_clear_line() -> None:
+    with pytest.raises(AccountingDisabled) as err:
+        history_result(1, "", NO_ACCOUNTING_STDERR)
+    assert str(err.value) == NO_ACCOUNTING_MESSAGE
+    assert "accounting is off" in str(err.value) and "\n" not in str(err.value)
+
+
+def test_other_sacct_errors_keep_sacct_words() -> None:
+    # sacct reports an unknown user on stderr and exits 0.
+    with pytest.raises(TiersError, match=r"^sacct: error: Invalid user id: nobody$"):
+        history_result(0, "", "sacct: error: Invalid user id: nobody\n")
+    with pytest.raises(TiersError, match="exited 1"):
+        history_result(1, "", "")
+    assert history_result(0, "", "") == []
+    assert len(history_result(0, REAL, "")) == 6
+
+
+def test_rss_and_bytes() -> None:
+    assert parse_rss("16272K") == 16272 * 1024
+    assert parse_rss("1.50G") == int(1.5 * 1024**3)
+    assert parse_rss("0") == 0
+    assert parse_rss("") is None and parse_rss("12Q") is None
+    assert format_bytes(16272 * 1024) == "15.9M"
+    assert format_bytes(512) == "512B" and format_bytes(None) == "-"
+    assert format_bytes(3 * 1024**4) == "3.0T"
+
+
+def test_table_marks_who_submitted_and_shows_cluster_text_as_text() -> None:
+    rows = parse_history(REAL.replace("arr|pipe name", "evil\x1b[2Jname\r"))
+    from jupyter_tiers.slurm.history import mark_ours
+
+    rows = mark_ours(rows, {"3": "box/3"})
+    table = format_history(rows)
+    lines = table.splitlines()
+    assert lines[0].split()[:4] == ["ID", "NAME", "USER", "STATE"]
+    row3 = next(ln for ln in lines if ln.startswith("3 "))
+    assert row3.rstrip().endswith("tiers") and "15.9M" in row3 and "FAILED" in row3
+    assert next(ln for ln in lines if ln.startswith("2 ")).rstrip().endswith("other")
+    assert "\x1b" not in table and "\r" not in table
+    assert rows[[r.job_id for r in rows].index("3")].key == "box/3"
+
+
+class _FakeTransport:
+    """Answers sacct like a cluster would (stdout/stderr/exit), recording what was run."""
+
+    def __init__(self, code: int, out: str, err: str) -> None:
+        self.result = (code, out, err)
+        self.argvs: list[list[str]] = []
+
+    def run(self, argv, stdin=b"", check=True, timeout=None):
+        self.argvs.append(list(argv))
+        code, out, err = self.result
+        return CommandResult(tuple(argv), code, out.encode(), err.encode())
+
+    def close(self) -> None:
+        pass
+
+
+def _tier(tmp_path: Path, transport: _FakeTransport) -> SlurmTier:
+    profile = Profile(name="box", tier="slurm", settings={"host": "h", "workdir": "~/jt"})
+    return SlurmTier(profile, Registry(tmp_path / "r.sqlite"), transport=transport)  # type: ignore[arg-type]
+
+
+def test_tier_history_one_query_marks_registry_jobs(tmp_path: Path) -> None:
+    fake = _FakeTransport(0, REAL, "")
+    tier = _tier(tmp_path, fake)
+    tier.registry.add(JobRecord(profile="box", tier="slurm", job_id="3", name="notebook-job"))
+    tier.registry.add(JobRecord(profile="other", tier="slurm", job_id="4", name="x"))
+    rows = tier.history(make_query(days=2, limit=4))
+    assert len(fake.argvs) == 1 and fake.argvs[0][0] == "sacct"
+    assert [r.job_id for r in rows] == ["296", "295", "293", "4"]  # limit 4
+    all_rows = tier.history(make_query(days=2))
+    assert {r.job_id for r in all_rows if r.ours} == {"3"}  # job 4 is another profile's
+    assert tier.accounting is True
+
+
+def test_tier_history_with_accounting_off(tmp_path: Path) -> None:
+    tier = _tier(tmp_path, _FakeTransport(1, "", NO_ACCOUNTING_STDERR))
+    with pytest.raises(AccountingDisabled, match="accounting is off"):
+        tier.history()
+    assert tier.accounting is False  # the watcher will not ask sacct for purged jobs either
+
+
+def test_history_command_prints_the_accounting_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from jupyter_tiers import service
+    from jupyter_tiers.cli import main
+
+    tier = _tier(tmp_path, _FakeTransport(1, "", NO_ACCOUNTING_STDERR))
+    monkeypatch.setattr(service, "_connect", lambda name, kind="batch": tier)
+    assert main(["history", "-p", "box"]) == 1
+    assert capsys.readouterr().err.strip() == f"jupyter tiers: {NO_ACCOUNTING_MESSAGE}"
+    tier2 = _tier(tmp_path / "b", _FakeTransport(0, REAL, ""))
+    (tmp_path / "b").mkdir(exist_ok=True)
+    monkeypatch.setattr(service, "_connect", lambda name, kind="batch": tier2)
+    assert main(["history", "-p", "box", "--days", "3", "-s", "F"]) == 0
+    out = capsys.readouterr().out
+    assert "FAILED" in out and "not submitted by jupyter-tiers" in out
+    assert main(["history", "-p", "box", "--days", "400"]) == 1
+    assert "days: give a whole number of days from 1 to 366" in capsys.readouterr().err
+
+
+_WORDS = ["history", "--days", "-d", "--user", "-u", "--state", "-s", "--limit", "--profile", "-p",
+          "all", "root", "7", "0", "366", "367", "-1", "1e3", "FAILED", "F,TO", "bogus", "x;y", "$(id)",
+          "--", "=", "--days=3", "--user=-a", "-h", "", " ", "ü", "9" * 30]
+
+
+def _random_argv(rng: random.Random) -> list[str]:
+    argv = ["history"]
+    for _ in range(rng.randint(0, 8)):
+        if rng.random() < 0.8:
+            argv.append(rng.choice(_WORDS))
+        else:
+            argv.append("".join(rng.choice(string.printable) for _ in range(rng.randint(0, 12))))
+    return argv
+
+
+def test_fuzz_history_arguments(capsys: pytest.CaptureFixture[str]) -> None:
+    """Random command lines: a usage error, a SpecError, or a query whose sacct argv carries
+    only validated values — never another exception."""
+    rng = random.Random(20261202)
+    valid = 0
+    parser = tiers_command.build_parser()
+    for _ in range(3000):
+        argv = _random_argv(rng)
+        try:
+            args = parser.parse_args(argv)
+        except (tiers_command.CommandUsage, tiers_command._HelpShown):
+            continue
+        try:
+            query = make_query(days=args.days, user=args.user, states=args.state, limit=args.limit)
+        except SpecError as exc:
+            assert exc.field in ("days", "user", "state", "limit")
+            continue
+        valid += 1
+        cmd = history_argv(query)
+        assert 1 <= query.days <= MAX_DAYS and cmd[cmd.index("-S") + 1] == f"now-{query.days}days"
+        if "-u" in cmd:
+            user = cmd[cmd.index("-u") + 1]
+            assert user[0] != "-" and all(c.isalnum() or c in "_.-" for c in user)
+        if "-s" in cmd:
+            assert set(cmd[cmd.index("-s") + 1].split(",")) <= set(STATES)
+    capsys.readouterr()
+    assert valid > 100  # the fuzz reached the command builder often
+
+
+def test_fuzz_parser_never_raises() -> None:
+    rng = random.Random(7)
+    pieces = [DELIMITER, "|", "#", "123", ".batch", ".0", "_4", "K", "1.5G", "COMPLETED", "CANCELLED by 0",
+              "0:15", "1-02:03:04", "node[1-2]", "\n", "", "ü", "\x00", "-", "None assigned"]
+    for _ in range(3000):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 60)))
+        rows = parse_history(text)
+        for r in rows:
+            assert r.job_id.isdigit()
+        format_history(rows)
+    lines = REAL.splitlines()
+    for _ in range(300):  # real rows, cut and shuffled
+        sample = rng.sample(lines, rng.randint(0, len(lines)))
+        cut = "\n".join(ln[: rng.randint(0, len(ln))] if rng.random() < 0.3 else ln for ln in sample)
+        assert len(parse_history(cut)) <= 6

@@ -8,6 +8,7 @@ maps them to HTTP statuses (:func:`http_status`) and the commands to one-line me
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -36,6 +37,12 @@ MAX_LOG_LINES = 10_000
 DEFAULT_LOG_LINES = 1000
 #: Most replicas ``scale`` accepts (the Kubernetes tier's own bound).
 MAX_REPLICAS = 1000
+
+
+_counts_lock = threading.Lock()
+#: Batched scheduler queries made by ``fetch_statuses`` in this process, per profile (the
+#: server's ``GET stats`` reports them beside the shared watcher's own).
+refresh_queries: dict[str, int] = {}
 
 
 class WrongKind(TiersError):
@@ -252,6 +259,8 @@ def fetch_statuses(profile: str, records: Sequence[JobRecord]
     if jobs:
         tier = _connect(profile, "job")
         if isinstance(tier, BatchTier):
+            with _counts_lock:
+                refresh_queries[profile] = refresh_queries.get(profile, 0) + 1
             by_id = tier.status(jobs)
             out.update({r.key: by_id[r.job_id] for r in jobs if r.job_id in by_id})
     if services:

@@ -168,14 +168,16 @@ class ProfilesHandler(TiersAPIHandler):
 
 
 class StatsHandler(TiersAPIHandler):
-    """``GET stats``: what the hub does (listeners, watched items, scheduler queries per
-    profile) — for the sidebar's load benchmark and for debugging."""
+    """``GET stats``: what the hub does (listeners, watched items, its watchers' scheduler
+    queries per profile) and the batched queries of ``GET jobs`` refreshes — for the sidebar's
+    load benchmark and for debugging."""
 
     @web.authenticated
     @authorized
     async def get(self) -> None:
         self.write_json({"listeners": self.hub.listeners, "watched": self.hub.watched(),
-                         "scheduler_queries": self.hub.scheduler_queries(), "scans": self.hub.scans})
+                         "scheduler_queries": self.hub.scheduler_queries(),
+                         "refresh_queries": dict(service.refresh_queries), "scans": self.hub.scans})
 
 
 class TiersWebSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):

@@ -8,8 +8,9 @@ its path into the serving profile's view: on Kubernetes through ``model_volume``
 ``path_map`` (training-side prefix -> path inside the volume, mounted read-only at /models), on
 the local tier directly (or through the local profile's ``path_map`` for another machine's path).
 
-Everything above :func:`find_job` is pure; :func:`find_job` and :func:`resolve` read the
-registry (and ask the training tier once when the record is not final yet).
+Everything here is pure except :func:`attach_checkpoints` (records what a tier listed in the
+registry), :func:`find_job` and :func:`resolve` (read the registry, and ask the training tier once
+when the record is not final yet). The listing itself is the tiers' I/O (slurm/commands.py).
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from typing import Any
 
 from .errors import SpecError, TiersError
 
-#: Where the Kubernetes tier mounts the profile's model volume (read-only).
+#: Where the Kubernetes tier mounts the profile's model volume (read-only): k8s/render.py's
+#: MODEL_DIR, repeated so that the training tiers need not import the Kubernetes renderer.
 MODEL_DIR = "/models"
 #: The token of a serving cell's body replaced by the model's path.
 MODEL_PATH_TOKEN = "{model_path}"

@@ -342,3 +342,9 @@ def test_listing_program_keeps_the_status_output_and_exit_code(tmp_path: Path) -
         1: (str(tmp_path / "missing"), None),
         2: (str(tmp_path / "home" / "mine"), "step 1.pt"),
     }
+
+
+def test_the_mount_point_is_the_renderers() -> None:
+    from jupyter_tiers.k8s import render
+
+    assert handoff.MODEL_DIR == render.MODEL_DIR

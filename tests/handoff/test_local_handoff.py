@@ -206,3 +206,12 @@ def test_job_widget_header_shows_the_checkpoint(tmp_path: Path) -> None:
         view.close()
     finally:
         tier.close()
+
+
+def test_a_bad_checkpoint_dir_is_a_usage_error_naming_the_option(
+        ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+    message = refused(ip, capsys, "slurm_train", "--name x --checkpoint-dir rel/dir --dry-run", "print(1)\n")
+    assert message == ("--checkpoint-dir: 'rel/dir' is not allowed; use an absolute path or ~/path of "
+                       "letters, digits and _ . / + @ = , - (no '..')")
+    out, _ = cell(ip, capsys, "slurm_train", "--name x --checkpoint-dir /tmp/jt-ckpt --dry-run", "print(1)\n")
+    assert "export JT_CHECKPOINT_DIR=/tmp/jt-ckpt\n" in out

@@ -241,8 +241,9 @@ def check_teaching_lab_serving(out: dict[str, str], scratch: Path) -> None:
         f"service lab-model applied to sandbox-serve: 1 replica, model from sandbox/{job_id} (lab-fit)")
     assert re.search(rf"^lab-model-\S+: serving y = {ckpt['w']:.4f}x \+ {ckpt['b']:.4f} \(step-00010\.json,"
                      r" step 10\) on port \d+$", serve, re.M), serve
-    assert re.fullmatch(r"service lab-model READY 1/1(?: in \d\d:\d\d:\d\d)? — http://127\.0\.0\.1:\d+"
-                        rf" \(revision 1\) — model from sandbox/{job_id} \(lab-fit\)", last_line(serve)), serve
+    ready = (r"service lab-model READY 1/1(?: in \d\d:\d\d:\d\d)? — http://127\.0\.0\.1:\d+ \(revision 1\)"
+             rf" — model from sandbox/{job_id} \(lab-fit\)")
+    assert re.fullmatch(ready, last_line(serve)), serve
     assert out["query"] == (f"y(2) = {2 * ckpt['w'] + ckpt['b']:.4f} from step-00010.json (step 10); "
                             "the true line gives 7\n"), out["query"]
     assert out["delete"] == "service lab-model deleted\n"

@@ -16,6 +16,7 @@ from .model import JobStatus, LogLine, PodInfo, ServiceStatus
 from .registry import JobRecord
 
 if TYPE_CHECKING:
+    from .metrics import MetricsTracker
     from .tier import BatchTier, ServeTier, Tier
 
 
@@ -101,6 +102,54 @@ class Job(Handle):
         text = decoder.decode(b"", final=True)
         if text:
             yield text
+
+    def metric_patterns(self) -> tuple[tuple[str, str], ...]:
+        """The job's custom metric patterns (``--metrics``, or its profile's ``metrics``)."""
+        from .errors import SpecError
+        from .metrics import parse_patterns
+
+        spec = self.record.spec if isinstance(self.record.spec, dict) else {}
+        try:
+            return parse_patterns(spec.get("metrics") or ())
+        except SpecError:  # a record written by another version: the defaults still work
+            return ()
+
+    def metric_tracker(self, rank: int | None = 0) -> MetricsTracker:
+        """The log so far, read once as a stream (never whole in memory): ``rank``'s metric
+        series (bounded) and the first error line."""
+        from .metrics import MetricsTracker
+
+        tracker = MetricsTracker(self.metric_patterns(), rank=rank)
+        rest = ""
+        for piece in self.iter_logs():
+            rest += piece
+            cut = rest.rfind("\n")
+            if cut >= 0:
+                tracker.feed_text(rest[: cut + 1])
+                rest = rest[cut + 1:]
+            elif len(rest) > 1 << 20:  # a progress bar that never ends its line
+                tracker.feed_text(rest)
+                rest = ""
+        if rest:
+            tracker.feed_text(rest)
+        return tracker
+
+    def metrics(self, rank: int | None = 0) -> Any:
+        """Metric series from the log so far (rank 0's by default; see jupyter_tiers.metrics):
+        a pandas DataFrame, one column per metric indexed by step, when pandas is installed;
+        otherwise ``{metric: [(step, value), ...]}``. Long series are downsampled."""
+        from .metrics import to_frame
+
+        return to_frame(self.metric_tracker(rank).to_lists())
+
+    def summary(self, status: JobStatus | None = None) -> str:
+        """The one-line summary with what the log shows: the main metric's last value and,
+        for a failed job, its first error line (reads the log once)."""
+        from .status import summary_line
+
+        status = status or self.status()
+        tracker = self.metric_tracker()
+        return summary_line(status, metric=tracker.main(), error=tracker.error)
 
     def wait(self, timeout: float | None = None) -> JobStatus:
         """Block until the job ends (or ``timeout`` seconds pass); returns the last status."""

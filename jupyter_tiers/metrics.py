@@ -99,6 +99,9 @@ _EXC_RE = re.compile(
 _OTHER_ERROR_RE = re.compile(
     r"\berror:|\bFATAL\b|Segmentation fault|\boom[-_ ]kill|Out Of Memory|Killed\b", re.IGNORECASE
 )
+# Slurm's own reports of what the summary already says (a rank's exit, a cancel): not the cause.
+_NOT_A_CAUSE_RE = re.compile(r"Exited with exit code|CANCELLED AT|DUE TO TIME LIMIT|task \d+: (?:Killed|"
+                             r"Terminated)|Job step aborted|Terminating (?:StepId|job step)|Force Terminated")
 _ERROR_LEN = 200
 
 
@@ -399,7 +402,8 @@ class MetricsTracker:
             err = first_error_line(text)
             if err is not None:
                 self.first_error = err
-            elif self._other_error is None and _OTHER_ERROR_RE.search(text[:_MAX_LINE]):
+            elif (self._other_error is None and _OTHER_ERROR_RE.search(text[:_MAX_LINE])
+                  and not _NOT_A_CAUSE_RE.search(text[:_MAX_LINE])):
                 self._other_error = text.strip()[:_ERROR_LEN]
         if rank != self.rank and self.rank is not None:
             return

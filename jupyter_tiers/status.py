@@ -75,15 +75,27 @@ def describe_rank(rank: RankState) -> str:
     return f"rank {rank.rank}{where} {rank.phase.value}"
 
 
-def summary_line(status: JobStatus) -> str:
+# States whose summary carries the log's first error line (a cancel or time limit says why itself).
+_ERROR_STATES = frozenset({JobState.FAILED, JobState.OUT_OF_MEMORY, JobState.NODE_FAIL, JobState.BOOT_FAIL})
+
+
+def summary_line(status: JobStatus, *, metric: tuple[str, float] | None = None,
+                 error: str | None = None) -> str:
     """The one line printed when a job ends, e.g.
 
     ``job 41 FAILED in 00:00:12 — first failure: rank 137 (node18) exit 7; 255 ranks stopped``
     ``job 42 COMPLETED in 00:00:42 on node[1-2] — checkpoint /scratch/ckpt/ft/42/checkpoints/ckpt-000100.pt``
+
+    With what the log showed (metrics.MetricsTracker): ``metric``, the main metric's last value
+    (``— loss 0.0123``, ``; last loss 2.31`` for a job that did not complete), and ``error``, the
+    first error line, shown for a job that failed (``— RuntimeError: CUDA error: out of memory``).
     """
+    from .metrics import format_value
+
     head = f"job {status.job_id} {status.state.value} in {format_elapsed(status.elapsed_s)}"
     if status.state is JobState.COMPLETED:
         return (head + (f" on {status.nodelist}" if status.nodelist else "")
+                + (f" — {metric[0]} {format_value(metric[1])}" if metric else "")
                 + (f" — checkpoint {status.checkpoint}" if status.checkpoint else ""))
     first = status.first_failure
     stopped = status.count(RankPhase.STOPPED)
@@ -96,4 +108,9 @@ def summary_line(status: JobStatus) -> str:
         details.append(f"{stopped} rank{'s' if stopped != 1 else ''} stopped")
     if status.state is not JobState.FAILED and status.reason and status.reason != "None":
         details.append(f"reason: {status.reason}")
-    return head + (" — " + "; ".join(details) if details else "")
+    if metric and status.state.terminal:
+        details.append(f"last {metric[0]} {format_value(metric[1])}")
+    line = head + (" — " + "; ".join(details) if details else "")
+    if error and status.state in _ERROR_STATES:
+        line += f" — {error}"
+    return line

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from ..handles import Job
+from ..metrics import MetricsTracker, format_last_values
 from ..model import JobStatus, LogLine
 from ..status import summary_line
 
@@ -17,7 +18,8 @@ def format_line(line: LogLine) -> str:
 
 
 class TextView:
-    """Streams a job's lines as plain text, then prints the one-line summary."""
+    """Streams a job's lines as plain text, then prints the last metric values and the one-line
+    summary (with the main metric and, for a failed job, its first error line)."""
 
     def __init__(self, job: Job, out: TextIO | None = None, *, attach: bool = False) -> None:
         self.job = job
@@ -25,6 +27,7 @@ class TextView:
         self.out = out or sys.stdout
         self._lock = threading.Lock()
         self.final_status: JobStatus | None = None
+        self.metrics = MetricsTracker(job.metric_patterns())
 
     def _print(self, text: str) -> None:
         with self._lock:
@@ -51,6 +54,7 @@ class TextView:
                 self._print(f"[{label}]" + (f" on {status.nodelist}" if status.nodelist else ""))
 
         def on_lines(lines: Sequence[LogLine]) -> None:
+            self.metrics.feed(lines)
             with self._lock:
                 self.out.write("".join(format_line(ln) + "\n" for ln in lines))
                 self.out.flush()
@@ -66,5 +70,12 @@ class TextView:
         finally:
             watcher.unwatch(sub)
         if self.final_status is not None:
-            self._print(summary_line(self.final_status))
+            last = format_last_values(self.metrics.last_values())
+            if last:
+                self._print(f"metrics (rank {self.metrics.rank}): {last}")
+            self._print(self.summary(self.final_status))
         return self.final_status
+
+    def summary(self, status: JobStatus) -> str:
+        """The summary line with what this view saw in the log."""
+        return summary_line(status, metric=self.metrics.main(), error=self.metrics.error)

@@ -259,9 +259,15 @@ def test_first_error_prefers_the_exception_over_srun() -> None:
     t = MetricsTracker()
     t.feed_text(log)
     assert t.error == "RuntimeError: CUDA error: out of memory"
-    only_srun = MetricsTracker()
-    only_srun.feed_text("srun: error: node2: task 1: Exited with exit code 1\n")
-    assert only_srun.error == "srun: error: node2: task 1: Exited with exit code 1"
+    # Slurm's reports of an exit or a cancel are not a cause (the summary names the exit);
+    # its OOM report is.
+    slurm = MetricsTracker()
+    slurm.feed_text("srun: error: node2: task 1: Exited with exit code 1\n"
+                    "slurmstepd: error: *** STEP 5.0 ON node1 CANCELLED AT 2026-12-02T22:08:26 ***\n")
+    assert slurm.error is None
+    slurm.feed_text("slurmstepd: error: Detected 1 oom_kill event in StepId=7.0. Some of the step "
+                    "tasks have been OOM Killed.\n")
+    assert slurm.error is not None and slurm.error.startswith("slurmstepd: error: Detected 1 oom_kill")
 
 
 def test_formats_and_frame_or_lists() -> None:

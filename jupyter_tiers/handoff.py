@@ -381,7 +381,8 @@ def find_job(ref: str, registry: Any, user_ns: Mapping[str, Any] | None = None) 
         return registry.get(ref)  # a service of that name: checkpoint_of says it is not a job
     except JobNotFound:
         pass
-    raise HandoffError(f"--model-from {ref}: no such job in the registry ({registry.path}); give a "
+    shown = ref.encode("utf-8", "backslashreplace").decode("utf-8")  # a lone surrogate cannot be printed
+    raise HandoffError(f"--model-from {shown}: no such job in the registry ({registry.path}); give a "
                        "job id, a job name, or a notebook variable holding a Job (--out)")
 
 

@@ -348,3 +348,24 @@ def test_the_mount_point_is_the_renderers() -> None:
     from jupyter_tiers.k8s import render
 
     assert handoff.MODEL_DIR == render.MODEL_DIR
+
+
+def test_fuzz_model_from_references_only_refuse_in_one_line(tmp_path: Path) -> None:
+    reg = Registry(tmp_path / "r.sqlite")
+    reg.add(record(detail=handoff.encode_detail(CKPT.directory, CKPT.path)))
+    reg.add(record(job_id="7", name="run", state="FAILED"))
+    rng = random.Random(4242)
+    pieces = ["42", "7", "box/", "ft", "run", "/", "..", " ", "'", "%", "_", "\ud800", "é", "0", "-", "*"]
+    outcomes = {"ok": 0, "refused": 0}
+    for _ in range(2000):
+        ref = "".join(rng.choice(pieces) for _ in range(rng.randrange(1, 5)))
+        try:
+            ckpt = handoff.resolve(ref, reg, {"ft": object()})
+        except HandoffError as exc:
+            assert "\n" not in str(exc) and str(exc).startswith("--model-from")
+            str(exc).encode("utf-8")  # printable
+            outcomes["refused"] += 1
+        else:
+            assert ckpt == CKPT
+            outcomes["ok"] += 1
+    assert outcomes["ok"] > 10 and outcomes["refused"] > 100, outcomes

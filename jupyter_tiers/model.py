@@ -208,6 +208,7 @@ class JobSpec:
     sbatch_options: tuple[str, ...] = ()
     rdzv_port: int | None = None
     checkpoint_dir: str | None = None  # JT_CHECKPOINT_DIR; None: {workdir}/{name}/{job_id}/checkpoints
+    metrics: tuple[tuple[str, str], ...] = ()  # custom metric patterns (KEY, REGEX): metrics.py
     metadata: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @property

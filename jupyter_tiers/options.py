@@ -106,6 +106,13 @@ def _text(value: Any) -> str | None:
 
 _ENV_HELP = "environment variable (repeatable); a bare NAME passes the kernel's own value"
 
+
+def _metric_patterns(value: Any) -> tuple[tuple[str, str], ...]:
+    from .metrics import parse_patterns  # only when a job names patterns (keeps %load_ext fast)
+
+    return parse_patterns(value)
+
+
 JOB_OPTIONS: tuple[Option, ...] = (
     Option("name", ("--name", "-n"), "job name (letters, digits, . _ + = @ -)", yaml=None),
     Option("nodes", ("--nodes", "-N"), "number of nodes", type=int, yaml=int),
@@ -136,6 +143,10 @@ JOB_OPTIONS: tuple[Option, ...] = (
     Option("checkpoint_dir", ("--checkpoint-dir",),
            "JT_CHECKPOINT_DIR of every rank (default {workdir}/{name}/{job_id}/checkpoints)",
            metavar="PATH"),
+    Option("metrics", ("--metrics",),
+           "a metric read from rank 0's log: KEY=REGEX, the regex's first group is the number "
+           "(repeatable; common keys such as loss, lr, step are read without it)", kind="multi",
+           metavar="KEY=REGEX", yaml=(list, dict), convert=_metric_patterns, from_yaml=_metric_patterns),
 )
 
 SERVE_OPTIONS: tuple[Option, ...] = (

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 
 import pytest
 
 from jupyter_tiers import sandbox
+from tests.helpers import loud_skip
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER_DIR = Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster"))
@@ -34,8 +34,5 @@ def cluster_env() -> dict[str, str]:
             f"Slurm test cluster not running ({CLUSTER_DIR}/cluster.env missing): "
             "start it with `bash tests/run.sh` (needs root and apt)"
         )
-        if os.environ.get("CI"):
-            pytest.fail(reason + " — CI must run the cluster tests")
-        print(f"\nSKIPPING CLUSTER TESTS: {reason}", file=sys.stderr)
-        pytest.skip(reason)
+        loud_skip("cluster tests", reason)
     return env

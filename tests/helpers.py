@@ -1,12 +1,52 @@
-"""Small helpers shared by several test folders."""
+"""Small helpers shared by several test folders: bounded waits, a free port, a skip that says
+so loudly, leftovers cancelled, a dropped SSH link, IPython's test shell."""
 
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+import os
+import socket
+import sys
+import time
+from collections.abc import Callable
+from typing import Any, NoReturn, TypeVar
+
+import pytest
 
 from jupyter_tiers import api
 from jupyter_tiers.registry import Registry
+
+T = TypeVar("T")
+
+
+def wait_for(predicate: Callable[[], T], what: str = "condition", timeout: float = 120.0, *,
+             interval: float = 0.05) -> T:
+    """Poll ``predicate`` until it returns something truthy, and return that. After ``timeout``
+    seconds the test fails naming ``what``: a bound against hanging, not a timed assertion."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    """A loopback TCP port that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def loud_skip(what: str, reason: str, *, fail_in_ci: bool = True) -> NoReturn:
+    """Skip, saying so on stderr where a test run's reader sees it. In CI (``$CI`` set) a missing
+    prerequisite fails instead, unless ``fail_in_ci`` is False."""
+    if fail_in_ci and os.environ.get("CI"):
+        pytest.fail(f"{reason} — CI must run the {what}")
+    print(f"\nSKIPPING {what.upper()}: {reason}", file=sys.stderr)
+    pytest.skip(reason)
 
 
 def cancel_registered_jobs() -> None:

@@ -15,7 +15,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -35,6 +34,7 @@ from jupyter_tiers.config import load_config
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests.cluster.conftest import profile_yaml
+from tests.helpers import free_port, loud_skip
 from tests.k8s_emulator.emulator import Emulator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -55,16 +55,7 @@ JOB_TIMEOUT_MS = 180_000
 
 
 def _missing(reason: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(reason + " — CI must run the browser tests")
-    print(f"\nSKIPPING BROWSER TESTS: {reason}", file=sys.stderr)
-    pytest.skip(reason)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    loud_skip("browser tests", reason)
 
 
 @dataclass
@@ -132,7 +123,7 @@ def _running_lab(base: Path, tiers_yaml: str) -> Iterator[Lab]:
     }
     env.pop("JUPYTER_TIERS_DISPLAY", None)
     token = secrets.token_hex(24)
-    port = _free_port()
+    port = free_port()
     log = base / "jupyter-lab.log"
     cmd = [
         str(Path(sys.executable).parent / "jupyter-lab"),

@@ -14,10 +14,9 @@ from jupyter_tiers.model import JobState, JobStatus, RankPhase
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.transport.ssh import HostKeyError
-from tests.helpers import drop_connection
+from tests.helpers import drop_connection, wait_for
 
 from .conftest import cluster, profile_yaml
-from .test_slurm_jobs import wait_for
 
 pytestmark = pytest.mark.cluster
 

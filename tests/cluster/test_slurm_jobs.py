@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+import functools
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -13,20 +13,13 @@ from jupyter_tiers.model import JobState, RankPhase
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.parse import expand_hostlist
 from jupyter_tiers.slurm.tier import SlurmTier
+from tests import helpers
 
 pytestmark = pytest.mark.cluster
 
 
-def wait_for(predicate, timeout: float = 120.0, interval: float = 0.5):
-    """Poll until predicate() is truthy; returns its value (not a timed assertion: a bound)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"condition not met within {timeout}s")
-        time.sleep(interval)
+# Each poll is a scheduler query: poll every half second.
+wait_for = functools.partial(helpers.wait_for, interval=0.5)
 
 
 def test_two_node_job_completes_with_logs_per_rank(box: SlurmTier) -> None:

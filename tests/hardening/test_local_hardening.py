@@ -10,8 +10,7 @@ import os
 import signal
 import stat
 import textwrap
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from jupyter_tiers.local import supervisor as sv
 from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.model import JobState
 from jupyter_tiers.registry import Registry
+from tests.helpers import wait_for
 
 GUARD = 120.0  # bounds every wait so a broken tier fails instead of hanging; nothing asserts time
 FAST = {"status_interval": 0.5, "rank_interval": 0.2, "first_poll": 0.1}

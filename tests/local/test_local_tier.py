@@ -12,7 +12,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,6 +25,7 @@ from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.model import JobState, LogLine, RankPhase
 from jupyter_tiers.registry import JobRecord, Registry
 from jupyter_tiers.status import summary_line
+from tests.helpers import loud_skip, wait_for
 
 FAST = {"status_interval": 0.5, "rank_interval": 0.2, "first_poll": 0.1}
 GUARD = 120.0  # seconds; bounds every wait so a broken tier fails instead of hanging
@@ -57,12 +58,6 @@ def wait_no_processes(jobdir: str, timeout: float = GUARD) -> list[tuple[int, st
     return left
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = GUARD) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def local_profile(workdir: Path, **settings: object) -> Profile:
@@ -161,8 +156,7 @@ def test_torch_gloo_all_reduce_across_two_ranks(tier: LocalTier) -> None:
         import torch  # noqa: F401
     except ImportError as exc:
         reason = f"torch is not installed ({exc}); the gloo all_reduce test needs it"
-        print(f"\nSKIPPING: {reason}", file=sys.stderr)
-        pytest.skip(reason)
+        loud_skip("torch test", reason, fail_in_ci=False)
     body = textwrap.dedent(
         """\
         import torch

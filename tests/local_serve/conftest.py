@@ -5,8 +5,7 @@ test left and checks in /proc that no process of it remains."""
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -15,6 +14,7 @@ from jupyter_tiers.config import Profile
 from jupyter_tiers.local import serve_supervisor as ssv
 from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.registry import Registry
+from tests.helpers import wait_for
 
 GUARD = 120.0  # seconds; bounds every wait so a broken tier fails instead of hanging
 
@@ -57,12 +57,6 @@ def service_processes(root: Path | str) -> list[tuple[int, str]]:
     return found
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = GUARD) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def local_profile(workdir: Path, **settings: object) -> Profile:

@@ -1,0 +1,147 @@
+"""Metrics where users meet them: the summary line (pure), and on the local tier (real processes)
+``%%slurm_train --metrics ... --wait`` in the text view, ``job.metrics()`` (after a restart
+too, from the recorded patterns) and a failed job's first error line in its summary."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from jupyter_tiers import api, config
+from jupyter_tiers.model import JobState, JobStatus, RankPhase, RankState
+from jupyter_tiers.registry import Registry
+from jupyter_tiers.status import summary_line
+from jupyter_tiers.tier import Job
+from tests.helpers import cancel_registered_jobs, ipython_test_shell
+
+VENV_BIN = Path(sys.executable).parent
+
+
+def _status(state: JobState, **kw) -> JobStatus:
+    return JobStatus(job_id="41", state=state, elapsed_s=12, **kw)
+
+
+def test_summary_with_metric_and_error() -> None:
+    ok = _status(JobState.COMPLETED, nodelist="node[1-2]", checkpoint="/ck/step-10.pt")
+    assert summary_line(ok, metric=("loss", 0.012345)) == (
+        "job 41 COMPLETED in 00:00:12 on node[1-2] — loss 0.01235 — checkpoint /ck/step-10.pt")
+    assert summary_line(ok, error="ValueError: x") == summary_line(ok)  # no error on success
+    ranks = (RankState(0, RankPhase.STOPPED, node="node1", signal=15),
+             RankState(1, RankPhase.FAILED, node="node2", exit_code=1, ended_at=5.0))
+    failed = _status(JobState.FAILED, ranks=ranks, world_size=2)
+    assert summary_line(failed, metric=("loss", 2.31), error="RuntimeError: CUDA error: out of memory") == (
+        "job 41 FAILED in 00:00:12 — first failure: rank 1 (node2) exit 1; 1 rank stopped; last loss 2.31"
+        " — RuntimeError: CUDA error: out of memory")
+    cancelled = _status(JobState.CANCELLED, ranks=ranks[:1], world_size=1)
+    assert summary_line(cancelled, error="KeyboardInterrupt").endswith("1 rank stopped")
+    running = _status(JobState.RUNNING)
+    assert summary_line(running, metric=("loss", 1.0)) == summary_line(running)
+
+
+# --- the local tier through the magic -------------------------------------------------------------
+
+
+@pytest.fixture
+def ip() -> InteractiveShell:
+    shell = ipython_test_shell()
+    shell.run_line_magic("load_ext", "jupyter_tiers")
+    return shell
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    monkeypatch.setattr(config, "SYSTEM_PATH", tmp_path / "no-system-tiers.yaml")
+    monkeypatch.setattr(config, "USER_PATH", tmp_path / "no-user-tiers.yaml")
+    monkeypatch.delenv("JUPYTER_TIERS_CONFIG", raising=False)
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter-data"))
+    monkeypatch.setenv("JUPYTER_TIERS_DISPLAY", "text")
+    monkeypatch.setenv("PATH", f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.chdir(tmp_path)
+    yield
+    cancel_registered_jobs()
+
+
+def _values(series, key: str) -> list[float]:
+    """One metric's values from job.metrics(), a DataFrame or the plain mapping."""
+    if isinstance(series, dict):
+        return [y for _, y in series[key]]
+    return [float(v) for v in series[key].dropna()]
+
+
+def _train(ip: InteractiveShell, capsys: pytest.CaptureFixture[str], line: str, body: str) -> str:
+    capsys.readouterr()
+    ip.run_cell_magic("slurm_train", line, body)
+    return capsys.readouterr().out
+
+
+TRAIN = textwrap.dedent(
+    """\
+    import os
+    rank = int(os.environ["RANK"])
+    for step in range(1, 6):
+        loss = 1.0 / step + rank  # rank 1's numbers differ: only rank 0's are read
+        print(f"step={step} loss={loss:.4f} lr=3e-4", flush=True)
+        print(f"eval: perplexity is {10.0 * step + rank}", flush=True)
+    print({'eval_loss': 0.25 + rank, 'epoch': 1.0}, flush=True)
+    """
+)
+
+
+def test_metrics_in_the_text_view_and_job_metrics(ip, capsys) -> None:
+    out = _train(ip, capsys, r'--nodes 2 --wait --out job --metrics "ppl=perplexity is (\S+)"', TRAIN)
+    lines = out.splitlines()
+    assert lines[-1].startswith("job ") and " COMPLETED in " in lines[-1], out
+    assert lines[-2] == "metrics (rank 0): step 5, loss 0.2, lr 0.0003, ppl 50, val_loss 0.25, epoch 1", out
+    job = ip.user_ns.pop("job")
+    assert isinstance(job, Job)
+    series = job.metrics()
+    try:
+        import pandas as pd
+    except ImportError:
+        assert isinstance(series, dict)
+        assert series["loss"] == [(1.0, 1.0), (2.0, 0.5), (3.0, 0.3333), (4.0, 0.25), (5.0, 0.2)]
+    else:
+        assert isinstance(series, pd.DataFrame) and list(series.index) == [1, 2, 3, 4, 5]
+    assert _values(series, "loss") == [1.0, 0.5, 0.3333, 0.25, 0.2]
+    assert _values(series, "ppl") == [10.0, 20.0, 30.0, 40.0, 50.0]
+    assert _values(job.metrics(rank=1), "ppl") == [11.0, 21.0, 31.0, 41.0, 51.0]
+    # A new process reads the job's own patterns from the registry.
+    api.close_all()
+    again = api.connect("local").attach(job.id)
+    assert again.metric_patterns() == (("ppl", r"perplexity is (\S+)"),)
+    assert again.summary().endswith(" — ppl 50")  # a custom metric is the main one
+
+
+def test_failed_job_summary_names_its_first_error_line(ip, capsys) -> None:
+    body = textwrap.dedent(
+        """\
+        import os, sys, time
+        if os.environ["RANK"] == "1":
+            print("step=1 loss=2.5", flush=True)
+            raise RuntimeError("CUDA error: out of memory")
+        time.sleep(300)
+        """
+    )
+    out = _train(ip, capsys, "--nodes 2 --wait", body)
+    last = out.splitlines()[-1]
+    assert " FAILED in " in last and "first failure: rank 1" in last, out
+    assert last.endswith(" — RuntimeError: CUDA error: out of memory"), out
+
+
+@pytest.mark.parametrize("line, words", [
+    ('--metrics "loss"', "write KEY=REGEX"),
+    ('--metrics "loss=(unclosed"', "not a valid regex"),
+    ('--metrics "loss=no group"', "group around the number"),
+])
+def test_bad_metrics_option_is_a_usage_error(ip, capsys, line: str, words: str) -> None:
+    with pytest.raises(UsageError) as err:
+        _train(ip, capsys, f"--nodes 1 --wait {line}", "print(1)\n")
+    assert words in str(err.value) and "metrics" in str(err.value)
+    assert Registry().list() == []  # nothing was submitted

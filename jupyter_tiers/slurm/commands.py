@@ -186,7 +186,7 @@ def ranks_argv(jobdirs: Sequence[str]) -> list[str]:
 def cancel_argv(job_id: str, signal: str | None = None) -> list[str]:
     argv = ["scancel"]
     if signal:
-        if not re.match(r"^[A-Z0-9]+$", signal):
+        if not re.fullmatch(r"[A-Z0-9]{1,16}", signal):
             raise SpecError("signal", f"{signal!r} is not a signal name")
         argv += ["--signal", signal]
     return [*argv, check_job_id(job_id)]

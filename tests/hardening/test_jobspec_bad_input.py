@@ -144,3 +144,15 @@ def test_env_values_never_in_reprs() -> None:
     assert "s3cr3t" not in repr(_spec(env=(("TOKEN", "s3cr3t"),)))
     assert "s3cr3t" not in repr(ServeSpec(body="x", name="a", image="i", env=(("TOKEN", "s3cr3t"),)))
     assert "s3cr3t" not in repr(Profile(name="p", tier="local", env={"TOKEN": "s3cr3t"}))
+
+
+def test_remote_command_patterns_refuse_a_trailing_newline() -> None:
+    from jupyter_tiers.slurm import commands
+
+    with pytest.raises(SpecError):
+        commands.check_job_id("12\n")
+    with pytest.raises(SpecError):
+        commands.check_workdir("~/jt\n")
+    with pytest.raises(SpecError):
+        commands.cancel_argv("12", "TERM\n")
+    assert commands.cancel_argv("12", "TERM") == ["scancel", "--signal", "TERM", "12"]

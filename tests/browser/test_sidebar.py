@@ -261,7 +261,10 @@ def expected_profile(lab: Lab, tiers: tuple[str, ...]) -> str:
 
 
 def run_palette(page: Any, label: str) -> None:
-    page.keyboard.press("Control+Shift+C")
+    """Run a command from JupyterLab's command palette, opened from the View menu (the keyboard
+    shortcut depends on where the focus is)."""
+    page.locator(".lm-MenuBar-itemLabel", has_text="View").click()
+    page.locator(".lm-Menu-itemLabel", has_text="Activate Command Palette").click()
     palette = page.locator(".lm-CommandPalette-input")
     expect(palette).to_be_visible()
     palette.fill(label)
@@ -287,7 +290,10 @@ def test_insert_cell_commands_from_palette_and_launcher(page: Any, tiers_lab: La
     expect(cells.nth(1).locator(".cm-content")).to_contain_text(
         f"%%slurm_train --profile {profile} --nodes 1")
 
-    # From the palette, into the open notebook, below the active cell.
+    # From the palette, into the open notebook, below the active cell. (Once the kernel is up:
+    # the notebook takes the focus when it connects, which closes a palette opened before.)
+    expect(page.locator(".jp-StatusBar-TextItem").filter(
+        has_text=re.compile(r"^Python 3 \(ipykernel\) \| Idle$"))).to_have_count(1)
     run_palette(page, "Tiers: Insert %%k8s_serve cell")
     expect(cells).to_have_count(3)
     expect(cells.nth(2).locator(".cm-content")).to_contain_text("%%k8s_serve")

@@ -1,0 +1,76 @@
+"""The ServeView widget, unchanged, on a local service: a real JupyterLab in headless chromium
+whose kernels have no tiers.yaml profile but a local one, so ``%%k8s_serve`` runs the replicas as
+local processes. Every wait is bounded by a Playwright timeout; nothing asserts how fast."""
+
+from __future__ import annotations
+
+import re
+import urllib.request
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.browser.conftest import Lab, _running_lab, browser, page  # noqa: F401 - fixtures
+from tests.browser.test_job_widget import no_page_errors, open_notebook, run_cell, write_notebook
+
+from .conftest import HTTP_BODY, service_processes, wait_for
+
+pytestmark = [pytest.mark.browser]
+
+TIMEOUT_MS = 120_000
+
+
+@pytest.fixture(scope="module")
+def local_lab(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    base = tmp_path_factory.mktemp("local-serve-lab")
+    tiers_yaml = f"profiles:\n  laptop:\n    tier: local\n    workdir: {base / 'work'}\n"
+    with _running_lab(base, tiers_yaml) as server:
+        yield server
+    assert service_processes(base / "work" / "services") == []  # ("work" alone also names workspaces/)
+
+
+def test_serve_view_on_the_local_tier(page: Any, local_lab: Lab) -> None:  # noqa: F811 - fixture
+    name = write_notebook(
+        local_lab, "local-serve.ipynb", "%load_ext jupyter_tiers",
+        "%%k8s_serve --profile laptop --name web --replicas 2 --readiness /health --gpus 1\n" + HTTP_BODY,
+    )
+    cells = open_notebook(page, local_lab, name)
+    run_cell(page, cells, 0)
+    cell = run_cell(page, cells, 1)
+    widget = cell.locator(".jt-serve")
+    expect(widget).to_be_visible()
+    expect(widget.locator(".jt-title")).to_have_text("service web")
+    expect(widget.locator(".jt-where")).to_have_text("laptop")
+    expect(widget.locator(".jt-state")).to_have_text("READY", timeout=TIMEOUT_MS)
+    expect(widget.locator(".jt-ready-count")).to_have_text("READY 2/2", timeout=TIMEOUT_MS)
+    rows = widget.locator("table.jt-pods tbody tr.jt-pod")
+    expect(rows).to_have_count(2)
+    expect(widget.locator('tr.jt-pod .jt-pod-ready[data-ready="1"]')).to_have_count(2, timeout=TIMEOUT_MS)
+    expect(widget.locator(".jt-banner")).to_have_text("not applied on the local tier: gpus=1")
+    endpoint = widget.locator(".jt-endpoint")
+    expect(endpoint).to_have_text(re.compile(r"^http://127\.0\.0\.1:\d+$"))
+    url = (endpoint.text_content() or "").strip()
+    pods = rows.locator(".jt-pod-name").all_text_contents()
+    with urllib.request.urlopen(url, timeout=30) as resp:
+        assert resp.read().decode() in pods
+    line = widget.locator(".jt-log .jt-line").filter(has_text="listening on")
+    expect(line).to_have_count(2, timeout=TIMEOUT_MS)
+
+    # Port-forward on the local tier is the service's own URL.
+    widget.locator(".jt-forward").click()
+    expect(widget.locator(".jt-forward-url")).to_have_text(re.compile(re.escape(url) + "/?$"),
+                                                           timeout=TIMEOUT_MS)
+    # Scale −: one replica left, same URL.
+    widget.locator(".jt-scale-down").click()
+    expect(widget.locator(".jt-ready-count")).to_have_text("READY 1/1", timeout=TIMEOUT_MS)
+    expect(rows).to_have_count(1, timeout=TIMEOUT_MS)
+    # Delete (confirmed): DELETED, and no process of the service is left.
+    delete = widget.locator(".jt-delete")
+    delete.click()
+    delete.click()
+    expect(widget.locator(".jt-state")).to_have_text("DELETED", timeout=TIMEOUT_MS)
+    services = local_lab.root.parent / "work" / "services"
+    wait_for(lambda: service_processes(services) == [], "no process of the service left")
+    no_page_errors(page)

@@ -198,3 +198,21 @@ async def test_http_fuzz_gets_only_4xx_json_errors(jp_fetch: Any, tiers_config: 
             assert body(exc.response)["error"]
         codes[code] = codes.get(code, 0) + 1
     assert codes.get(400) and codes.get(404) and codes.get(409), codes
+
+
+async def test_an_unreachable_cluster_is_a_502_and_a_bad_stream_query_a_400(
+        jp_fetch: Any, jp_ws_fetch: Any, tiers_config: Any) -> None:
+    # 192.0.2.1 is TEST-NET-1: nothing answers there (the transport retries with back-off first).
+    tiers_config({"profiles": {"far": {"tier": "slurm", "host": "192.0.2.1", "user": "nobody",
+                                       "connect_timeout": 1}}})
+    _add("far", "41")
+    code, message = await _error(jp_fetch, "jupyter-tiers", "api", "jobs", "far", "41")
+    assert code == 502 and "192.0.2.1" in message
+    for query, word in (({"rank": "abc"}, "rank"), ({"pod": "web-0"}, "pod"), ({"offset": "-3"}, "offset")):
+        with pytest.raises(HTTPClientError) as err:
+            await jp_ws_fetch("jupyter-tiers", "api", "jobs", "far", "41", "logs", "stream", params=query)
+        assert err.value.code == 400, query
+        assert err.value.response is not None and body(err.value.response)["error"].startswith(word)
+    with pytest.raises(HTTPClientError) as err:
+        await jp_ws_fetch("jupyter-tiers", "api", "jobs", "far", "999", "logs", "stream")
+    assert err.value.code == 404

@@ -419,31 +419,41 @@ def restart(ref: str) -> ActionResult:
 @dataclass(frozen=True)
 class History:
     """Jobs from a Slurm profile's accounting, newest first (``HistoryRow``: ``ours`` marks the
-    jobs this registry submitted; the others are read-only)."""
+    jobs this registry submitted; the others are read-only). For one job asked with ``tail``,
+    ``output`` is the end of its output file when this account can read it (else None)."""
 
     profile: str
     rows: list[Any]
+    output: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        return {"profile": self.profile, "rows": [r.to_json() for r in self.rows]}
+        return {"profile": self.profile, "rows": [r.to_json() for r in self.rows], "output": self.output}
 
 
 def history(profile: str | None = None, *, days: Any = 7, user: Any = None, state: Any = None,
-            limit: Any = 50) -> History:
+            limit: Any = 50, job: Any = None, tail: Any = None) -> History:
     """Job history of a Slurm profile (the default profile when None) from one sacct query:
     jobs active in the last ``days`` (1..366) of ``user`` (None: the login user; ``"all"``:
-    everyone), in ``state`` (names like ``FAILED,TIMEOUT``). Values are checked before anything
-    is asked; a cluster without accounting is an ``AccountingDisabled`` error."""
+    everyone), in ``state`` (names like ``FAILED,TIMEOUT``); or one ``job`` (``123``,
+    ``123_4``) whenever it ran, with the last ``tail`` lines of its output if it was submitted
+    without jupyter-tiers and its output is readable. Values are checked before anything is
+    asked; a cluster without accounting is an ``AccountingDisabled`` error."""
     from .slurm.history import make_query
     from .slurm.tier import SlurmTier
 
-    query = make_query(days=days, user=user, states=state, limit=limit)
+    query = make_query(days=days, user=user, states=state, limit=limit, job=job)
+    if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or not 0 <= tail <= 100_000):
+        raise SpecError("tail", f"give 0 to 100000 lines, got {tail!r}"[:100])
     name = profile or load_config().default_profile
     tier = _connect(name, "job")
     if not isinstance(tier, SlurmTier):
         raise SpecError("profile", f"{name!r} is a {tier.kind} tier; job history comes from Slurm "
                         "accounting (sacct): use a Slurm profile, or %tiers jobs")
-    return History(name, tier.history(query))
+    rows = tier.history(query)
+    output = None
+    if job is not None and tail is not None and len(rows) == 1 and not rows[0].ours:
+        output = tier.output_tail(rows[0], tail)
+    return History(name, rows, output)
 
 
 def profiles() -> tuple[list[ProfileInfo], str]:

@@ -81,6 +81,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="jobs that were in these states in the window, e.g. FAILED,TIMEOUT")
     history.add_argument("--limit", type=_int_up_to(1_000_000), default=50,
                          help="newest N jobs (default 50)")
+    history.add_argument("--job", "-j", help="one job (123 or 123_4), with its output's last lines")
+    history.add_argument("--tail", type=_int_up_to(100_000), default=20,
+                         help="with --job: lines of output to show (default 20)")
     return parser
 
 
@@ -101,6 +104,18 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                      for row in rows)
+
+
+def _history_output(row: Any, output: str | None, tail: int) -> str:
+    """What follows one job's history row: where to look further, or its output's end."""
+    if row.ours:
+        return f"(submitted by jupyter-tiers: %tiers attach {row.key} / %tiers logs {row.key})"
+    if output is None:
+        where = row.default_log or "(no working directory in accounting)"
+        return (f"(read-only; its output is not readable at {where}: written elsewhere with "
+                "--output, removed, or another user's file)")
+    text = "".join(ch if ch.isprintable() or ch in "\n\t" else "?" for ch in output)
+    return f"--- last {tail} lines of {row.default_log} (read-only) ---\n{text.rstrip()}"
 
 
 def _handle(ref: str, kind: str | None = None) -> Any:
@@ -174,14 +189,20 @@ def run(argv: list[str], shell: Any = None) -> Any:
         from . import service
         from .slurm.history import format_history
 
+        if args.tail < 0:
+            raise CommandUsage(f"%tiers history --tail {args.tail}: give 0 or more lines")
         found = service.history(args.profile, days=args.days, user=args.user, state=args.state,
-                                limit=args.limit)
+                                limit=args.limit, job=args.job, tail=args.tail if args.job else None)
         if not found.rows:
-            print(f"no jobs in the last {args.days} day{'s' if args.days != 1 else ''} ({found.profile})")
+            print(f"no job {args.job} in {found.profile}'s accounting" if args.job else
+                  f"no jobs in the last {args.days} day{'s' if args.days != 1 else ''} ({found.profile})")
         else:
             print(format_history(found.rows))
-            if not all(r.ours for r in found.rows):
-                print("(FROM other: not submitted by jupyter-tiers; read-only, not in %tiers jobs)")
+            if args.job and len(found.rows) == 1:
+                print(_history_output(found.rows[0], found.output, args.tail))
+            elif not all(r.ours for r in found.rows):
+                print("(FROM other: not submitted by jupyter-tiers; read-only: "
+                      "%tiers history --job ID shows one with its output)")
     elif args.command == "attach":
         from .display import show_handle
 

@@ -43,6 +43,7 @@ _STATE_CODES = {"PD": "PENDING", "R": "RUNNING", "S": "SUSPENDED", "CD": "COMPLE
 
 # POSIX portable user names (useradd's default rule, plus upper case some sites use).
 _USER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
+_JOB_REF_RE = re.compile(r"\d{1,20}(?:_\d{1,10})?")
 _RAW_ID_RE = re.compile(r"(\d{1,20})(?:\.(\S+))?")
 _RSS_RE = re.compile(r"(\d+(?:\.\d+)?)([KMGTP]?)", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
@@ -69,6 +70,7 @@ class HistoryQuery:
     user: str | None = None
     states: tuple[str, ...] = ()
     limit: int = DEFAULT_LIMIT
+    job_id: str | None = None  # one job, whenever it ran (days, user and states then unused)
 
 
 def check_days(days: Any) -> int:
@@ -118,15 +120,25 @@ def check_states(states: Any) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
+def check_job_ref(job: Any) -> str:
+    """A job id (``123``) or an array task (``123_4``)."""
+    if not isinstance(job, str) or not _JOB_REF_RE.fullmatch(job):
+        raise SpecError("job", f"{str(job)[:40]!r} is not a Slurm job id (123, or 123_4 for an array task)")
+    return job
+
+
 def make_query(days: Any = DEFAULT_DAYS, user: Any = None, states: Any = None,
-               limit: Any = DEFAULT_LIMIT) -> HistoryQuery:
+               limit: Any = DEFAULT_LIMIT, job: Any = None) -> HistoryQuery:
     """A validated query (SpecError naming the bad value and what is allowed)."""
     return HistoryQuery(days=check_days(days), user=check_user(user), states=check_states(states),
-                        limit=check_limit(limit))
+                        limit=check_limit(limit), job_id=None if job is None else check_job_ref(job))
 
 
 def history_argv(query: HistoryQuery) -> list[str]:
     """The one sacct command of a history query (steps included, for max RSS)."""
+    if query.job_id is not None:
+        return ["sacct", "-n", "-P", f"--delimiter={DELIMITER}", "-j", check_job_ref(query.job_id),
+                "-o", ",".join(HISTORY_FIELDS)]
     days = check_days(query.days)
     argv = ["sacct", "-n", "-P", f"--delimiter={DELIMITER}", "-S", f"now-{days}days", "-E", "now",
             "-o", ",".join(HISTORY_FIELDS)]
@@ -272,6 +284,25 @@ def history_result(exit_status: int, stdout: str, stderr: str) -> list[HistoryRo
 def mark_ours(rows: Iterable[HistoryRow], known: dict[str, str]) -> list[HistoryRow]:
     """Mark the rows whose job id this registry knows (``known``: job id -> registry key)."""
     return [replace(r, ours=True, key=known[r.job_id]) if r.job_id in known else r for r in rows]
+
+
+# The last lines of a file if this account can read it; exit 3 if not (missing, unreadable).
+TAIL_FILE_SH = r"""[ -f "$1" ] && [ -r "$1" ] || exit 3
+tail -n "$2" -- "$1"
+"""
+_PATH_RE = re.compile(r"/[^\x00\n\r]{0,4095}")
+MAX_TAIL = 100_000
+
+
+def tail_file_argv(path: str, lines: int) -> list[str]:
+    """Read-only look at a job's output file (an absolute path from accounting)."""
+    from .commands import BASH
+
+    if not _PATH_RE.fullmatch(path or ""):
+        raise SpecError("path", f"{path[:60]!r} is not an absolute path")
+    if isinstance(lines, bool) or not isinstance(lines, int) or not 0 <= lines <= MAX_TAIL:
+        raise SpecError("tail", f"give 0 to {MAX_TAIL} lines, got {lines!r}"[:100])
+    return [*BASH, TAIL_FILE_SH, "jt-tail-file", path, str(lines)]
 
 
 HEADER = ("ID", "NAME", "USER", "STATE", "ELAPSED", "EXIT", "NODES", "MAX RSS", "SUBMITTED", "FROM")

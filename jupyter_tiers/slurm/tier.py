@@ -23,7 +23,15 @@ from ..model import JobSpec, LogLine, RankState, SchedulerInfo
 from ..registry import MAX_LIST, JobRecord, Registry, spec_for_record
 from ..tier import BatchTier
 from . import commands
-from .history import AccountingDisabled, HistoryQuery, HistoryRow, history_argv, history_result, mark_ours
+from .history import (
+    AccountingDisabled,
+    HistoryQuery,
+    HistoryRow,
+    history_argv,
+    history_result,
+    mark_ours,
+    tail_file_argv,
+)
 from .parse import parse_sacct, parse_sbatch_parsable, parse_scontrol_jobs, parse_squeue
 from .render import render_job
 
@@ -180,6 +188,15 @@ class SlurmTier(BatchTier):
         self.accounting = True
         known = {r.job_id: r.key for r in self.registry.list(limit=MAX_LIST, profile=self.name, kind="job")}
         return mark_ours(rows[: query.limit], known)
+
+    def output_tail(self, row: HistoryRow, lines: int = 50) -> str | None:
+        """The last ``lines`` of a history job's output (read-only, for jobs submitted without
+        jupyter-tiers), at sbatch's default path ``WORKDIR/slurm-ID.out``; None when that file
+        is missing or not readable by this account (``--output`` elsewhere, another user's)."""
+        if not row.default_log:
+            return None
+        result = self.transport.run(tail_file_argv(row.default_log, lines), check=False, timeout=300)
+        return result.text() if result.exit_status == 0 else None
 
     def poll_ranks(self, records: Sequence[JobRecord]) -> dict[str, dict[int, RankState]]:
         if not records:

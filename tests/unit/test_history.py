@@ -259,3 +259,20 @@ def test_fuzz_parser_never_raises() -> None:
         sample = rng.sample(lines, rng.randint(0, len(lines)))
         cut = "\n".join(ln[: rng.randint(0, len(ln))] if rng.random() < 0.3 else ln for ln in sample)
         assert len(parse_history(cut)) <= 6
+
+
+def test_one_job_query_and_output_path_checks() -> None:
+    from jupyter_tiers.slurm.history import check_job_ref, tail_file_argv
+
+    argv = history_argv(make_query(job="293_1"))
+    assert argv[argv.index("-j") + 1] == "293_1" and "-S" not in argv  # whenever it ran
+    for bad in ("3;x", "-1", "12_", "_3", "1.0", "", " 1", "1\n"):
+        with pytest.raises(SpecError, match="not a Slurm job id"):
+            check_job_ref(bad)
+    cmd = tail_file_argv("/tmp/dir with space/slurm-3.out", 20)
+    assert cmd[-2:] == ["/tmp/dir with space/slurm-3.out", "20"]  # data as argv words, never code
+    for path in ("relative/slurm-3.out", "/a\nb", "", "/x\x00"):
+        with pytest.raises(SpecError):
+            tail_file_argv(path, 5)
+    with pytest.raises(SpecError):
+        tail_file_argv("/tmp/x", -1)

@@ -259,7 +259,7 @@ def test_shell_body_port_token() -> None:
 
 @pytest.mark.parametrize(("fields", "field"), [
     ({"name": "123"}, "name"), ({"replicas": 65}, "replicas"), ({"name": "Bad_Name"}, "name"),
-    ({"readiness": "health"}, "readiness"), ({"port": 0}, "port"),
+    ({"readiness": "health"}, "readiness"), ({"port": 0}, "port"), ({"env": (("PORT", "9"),)}, "env"),
 ])
 def test_local_limits_name_the_field(fields: dict[str, Any], field: str) -> None:
     with pytest.raises(SpecError) as err:

@@ -1,5 +1,6 @@
 """The API on a service against the Kubernetes API emulator: list, details with the ServeView
-state, pod logs, scale (seen on the events websocket), restart and delete."""
+state, pod logs (a range and the stream), scale (seen on the events websocket), restart and
+delete."""
 
 from __future__ import annotations
 
@@ -65,6 +66,10 @@ async def test_service_list_details_logs_scale_restart_delete(
     logs = await until(lambda: jp_fetch(*API, "jobs", "serving", "web", "logs", params={"pod": first_pod}),
                        lambda r: body(r)["lines"], "a log line")
     assert body(logs)["lines"][0] == [first_pod, "serving on 8000"]
+    stream = await jp_ws_fetch(*API, "jobs", "serving", "web", "logs", "stream", params={"pod": first_pod})
+    batch = json.loads(await asyncio.wait_for(stream.read_message(), GUARD))
+    assert batch["lines"][0] == [first_pod, "serving on 8000"] and batch["offset"] == len(batch["lines"])
+    stream.close()
 
     events = await jp_ws_fetch(*API, "events")
     snapshot = json.loads(await asyncio.wait_for(events.read_message(), GUARD))

@@ -481,8 +481,11 @@ def format_last_values(values: Mapping[str, float]) -> str:
 def to_frame(series: Mapping[str, list[tuple[float, float]]]) -> Any:
     """A pandas DataFrame (one column per metric, indexed by x) when pandas is installed;
     otherwise the plain ``{key: [(x, value), ...]}`` mapping itself."""
+    import importlib
+
     try:
-        import pandas as pd  # type: ignore[import-untyped]
+        # Optional (not a dependency): imported by name so nothing requires it.
+        pd: Any = importlib.import_module("pandas")
     except ImportError:
         return dict(series)
     columns = {}

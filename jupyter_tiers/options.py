@@ -104,7 +104,8 @@ def _text(value: Any) -> str | None:
     return None if value is None else str(value)
 
 
-_ENV_HELP = "environment variable (repeatable); a bare NAME passes the kernel's own value"
+_ENV_HELP = ("environment variable (repeatable), taken literally: no {var} or $name expansion in it;"
+             " a bare NAME passes the kernel's own value")
 
 
 def _metric_patterns(value: Any) -> tuple[tuple[str, str], ...]:

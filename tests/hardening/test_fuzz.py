@@ -77,6 +77,7 @@ OPTIONS = [
     "--profile", "-p", "--name", "-n", "--nodes", "-N", "--ntasks-per-node", "--gpus-per-node",
     "--cpus-per-task", "--mem", "--time", "-t", "--partition", "--account", "--qos", "--constraint",
     "--switches", "--launcher", "--nproc-per-node", "--python", "--sbatch", "--out", "--bogus", "-x",
+    "--checkpoint-dir", "--metrics",
 ]
 FLAGS = ["--exclusive", "--requeue", "--shell", "--text", "--wait", "--resubmit", "--force", "-h", "--"]
 ENV_VALUES = [f"TOKEN={SECRET}", f"={SECRET}", f"TOKEN:{SECRET}", f"JT_TOKEN={SECRET}", f"A B={SECRET}",
@@ -90,6 +91,8 @@ VALUES = [
     "--open-m=truncate", "--arr=1-3", "--ntasks-per-n=9", "--chd=/", "--wra=id", "--output=/etc/x",
     "--comment=a b", "--x=$(id)", "loc", "far", "nope", "__builtins__", "class", "None", "ok_var",
     "{n}", "{name}", "$word", "{d['a']}", "{undefined}", "{", "}", "$", "$$", "{n*1000000}",
+    "loss=loss: (\\d+)", "loss=(", "=x", "loss=", "a b=(x)", "loss=(a)(b)", "loss=" + "(a*)*" * 20,
+    "/scratch/ckpt", "../up", "~/ckpt",
 ]
 BODIES = ["print('hi')\n", "", "   \n", "\udcff\n", "x = 1\n" * 3, "\x00\n", "echo hi\n"]
 TIERS_COMMANDS = ["jobs", "attach", "logs", "cancel", "delete", "scale", "restart", "profiles", "bogus", ""]

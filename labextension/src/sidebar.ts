@@ -73,6 +73,7 @@ export class TiersSidebar extends Widget {
     >) {
       select.className = `jt-side-filter jt-side-filter-${field}`;
       select.setAttribute('aria-label', `Filter by ${field}`);
+      select.title = `Show one ${field} only`;
       select.addEventListener('change', () => this._setFilter(field, select.value));
       filters.append(select);
     }
@@ -244,7 +245,7 @@ export class TiersSidebar extends Widget {
     }
     select.replaceChildren(
       ...labels.map(value => {
-        const option = h('option', '', value || `${field}: any`);
+        const option = h('option', '', value || field);
         option.value = value;
         return option;
       })

@@ -423,7 +423,10 @@ class MetricsTracker:
                     continue
                 s = self.series[key] = Series(self.max_points)
                 self.order.append(key)
-            x = self.step if self.step is not None and key != "step" else float(s.count + 1)
+            if key == "step":
+                x = value  # the axis itself
+            else:
+                x = self.step if self.step is not None else float(s.count + 1)
             s.add(x, value)
 
     @property
@@ -479,8 +482,9 @@ def format_last_values(values: Mapping[str, float]) -> str:
 
 
 def to_frame(series: Mapping[str, list[tuple[float, float]]]) -> Any:
-    """A pandas DataFrame (one column per metric, indexed by x) when pandas is installed;
-    otherwise the plain ``{key: [(x, value), ...]}`` mapping itself."""
+    """A pandas DataFrame (one column per metric, indexed by ``step`` when the log has steps,
+    else by ``n``, the reading's number) when pandas is installed; otherwise the plain
+    ``{key: [(x, value), ...]}`` mapping itself."""
     import importlib
 
     try:
@@ -490,9 +494,11 @@ def to_frame(series: Mapping[str, list[tuple[float, float]]]) -> Any:
         return dict(series)
     columns = {}
     for key, pts in series.items():
+        if key == "step":  # it is the index
+            continue
         xs = [x for x, _ in pts]
         s = pd.Series([y for _, y in pts], index=xs, dtype="float64")
         columns[key] = s[~s.index.duplicated(keep="last")]
     frame = pd.DataFrame(columns)
-    frame.index.name = "step"
+    frame.index.name = "step" if "step" in series else "n"
     return frame

@@ -280,7 +280,8 @@ def test_formats_and_frame_or_lists() -> None:
     except ImportError:
         assert frame == t.to_lists()
     else:
-        assert list(frame.columns)[:2] == ["step", "loss"]
+        assert list(frame.columns)[:2] == ["loss", "lr"] and frame.index.name == "step"
+        assert list(frame.index) == [1, 2, 3, 4, 5]
         assert frame["loss"].dropna().iloc[-1] == pytest.approx(1.9123)
     assert t.chart_data()["loss"][0] == [1, 2.5]
     nan = MetricsTracker()

@@ -57,10 +57,10 @@ const plugin: JupyterFrontEndPlugin<void> = {
         details.set(item.key, panel);
         panel.disposed.connect(() => details.delete(item.key));
         app.shell.add(panel, 'main');
-        // Notebook 7 keeps one widget in its main area (the tree or the notebook): use the
-        // bottom panel there.
+        // Notebook 7 keeps one widget in its main area (the tree or the notebook): use its
+        // right side panel there.
         if (!panel.isAttached) {
-          app.shell.add(panel, 'down');
+          app.shell.add(panel, 'right', { rank: 600 });
         }
       }
       app.shell.activateById(panel.id);

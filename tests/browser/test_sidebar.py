@@ -243,6 +243,14 @@ def test_notebook7_tree_shows_the_panel_with_the_job(
     row = row_of(side, running_job)
     expect(row.locator(".jt-side-badge")).to_have_text("RUNNING", timeout=JOB_TIMEOUT_MS)
     expect(row.locator(".jt-side-profile")).to_have_text("box")
+    # Notebook 7 keeps one widget in its main area: the detail opens in the right side panel.
+    row.click()
+    view = page.locator(".jt-detail .jt-job")
+    expect(view.locator(".jt-title")).to_have_text(f"job {running_job.id} · side-long")
+    expect(view.locator(".jt-grid")).to_be_visible()
+    expect(view.locator(".jt-grid .jt-rank")).to_have_count(2)
+    expect(view.locator(".jt-log .jt-line").filter(has_text="long job rank 1")).to_have_count(
+        1, timeout=JOB_TIMEOUT_MS)
     OUTPUT.mkdir(exist_ok=True)
     page.screenshot(path=str(OUTPUT / "sidebar-notebook7.png"))
     # Notebook 7.6's tree page throws this one itself with JupyterLab 4.6 (also with jupyter-tiers

@@ -9,13 +9,6 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 PY="$VENV/bin/python"
-# The "Tiers" sidebar (labextension/): built before pip so the wheel hook finds it current. The
-# build script hashes the sources and skips an unchanged tree; without Node there is no sidebar.
-if command -v node >/dev/null && [ -x "$VENV/bin/jlpm" ]; then
-  ( cd "$ROOT/labextension" && PATH="$VENV/bin:$PATH" "$VENV/bin/jlpm" install >/dev/null \
-      && PATH="$VENV/bin:$PATH" node scripts/build-if-changed.mjs ) \
-    || { echo "[bootstrap] labextension build failed" >&2; exit 1; }
-fi
 lab_link="$VENV/share/jupyter/labextensions/jupyter-tiers"
 stamp="$VENV/.jt-installed"
 want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)-${JT_EXTRAS:-test}"
@@ -26,6 +19,14 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   if [ -L "$lab_link" ]; then rm "$lab_link"; fi
   "$PY" -m pip install -q -e "$ROOT[${JT_EXTRAS:-test}]"
   echo "$want" > "$stamp"
+fi
+# The "Tiers" sidebar (labextension/; jlpm comes with jupyterlab): the build script hashes the
+# sources and skips an unchanged tree (the install's build hook used the same script). Without
+# Node there is no sidebar (tests/run.sh then says so).
+if command -v node >/dev/null && [ -x "$VENV/bin/jlpm" ]; then
+  ( cd "$ROOT/labextension" && PATH="$VENV/bin:$PATH" "$VENV/bin/jlpm" install >/dev/null \
+      && PATH="$VENV/bin:$PATH" node scripts/build-if-changed.mjs ) \
+    || { echo "[bootstrap] labextension build failed" >&2; exit 1; }
 fi
 # An editable install copies the extension once; a link to jupyter_tiers/labextension follows rebuilds.
 if [ -f "$ROOT/jupyter_tiers/labextension/package.json" ] && [ ! -L "$lab_link" ] \

@@ -24,8 +24,10 @@ fi
 # sources and skips an unchanged tree (the install's build hook used the same script). Without
 # Node there is no sidebar (tests/run.sh then says so).
 if command -v node >/dev/null && [ -x "$VENV/bin/jlpm" ]; then
-  ( cd "$ROOT/labextension" && PATH="$VENV/bin:$PATH" "$VENV/bin/jlpm" install >/dev/null \
-      && PATH="$VENV/bin:$PATH" node scripts/build-if-changed.mjs ) \
+  ( cd "$ROOT/labextension" && export PATH="$VENV/bin:$PATH" \
+      && { [ node_modules/.yarn-state.yml -nt package.json ] && [ node_modules/.yarn-state.yml -nt yarn.lock ] \
+           || { jlpm install >/dev/null && touch node_modules/.yarn-state.yml; }; } \
+      && node scripts/build-if-changed.mjs ) \
     || { echo "[bootstrap] labextension build failed" >&2; exit 1; }
 fi
 # An editable install copies the extension once; a link to jupyter_tiers/labextension follows rebuilds.

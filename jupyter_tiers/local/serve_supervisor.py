@@ -155,6 +155,9 @@ class Replica:
         self.next_probe = 0.0
         self.kill_at: float | None = None
         self.reader: threading.Thread | None = None
+        self.incarnation = 0  # counts starts, so a probe's answer is matched to its process
+        self.probing = False
+        self.probed: tuple[int, str | None] | None = None  # (incarnation, problem), from a probe thread
 
     def report(self) -> dict[str, Any]:
         return {
@@ -304,6 +307,7 @@ class ServeSupervisor:
                           f"{exc.strerror or exc}")
             return
         replica.proc = proc
+        replica.incarnation += 1
         replica.phase = "Running"
         replica.started_at = time.time()
         replica.reason = None
@@ -398,13 +402,17 @@ class ServeSupervisor:
                 self._spawn(replica)
 
     def _probe(self) -> None:
+        """Take in the probe answers that came, then start the due probes, each on its own thread
+        (a replica that accepts and never answers must not hold up the others or this loop).
+        Answers first: a probe thread is only started once its previous answer was taken."""
         for replica in self.replicas:
-            if replica.proc is None or replica.phase != "Running" or time.monotonic() < replica.next_probe:
+            answer = replica.probed
+            if answer is None:
                 continue
-            path = self._revision(replica.revision).get("readiness")
-            path = str(path) if isinstance(path, str) and path else None
-            replica.next_probe = time.monotonic() + PROBE_PERIOD_S
-            problem = probe(replica.port, path)
+            replica.probed = None
+            incarnation, problem = answer
+            if incarnation != replica.incarnation or replica.proc is None or replica.phase != "Running":
+                continue  # about a process that has ended since
             if problem is None:
                 replica.failures = 0
                 replica.ready = True
@@ -415,6 +423,26 @@ class ServeSupervisor:
                 replica.ready = False
                 replica.reason = "Unhealthy"
                 replica.message = f"Readiness probe failed: {problem}"
+        for replica in self.replicas:
+            if replica.proc is None or replica.phase != "Running" or replica.probing \
+                    or replica.probed is not None or time.monotonic() < replica.next_probe:
+                continue
+            path = self._revision(replica.revision).get("readiness")
+            path = str(path) if isinstance(path, str) and path else None
+            replica.next_probe = time.monotonic() + PROBE_PERIOD_S
+            replica.probing = True
+            threading.Thread(target=self._probe_one, args=(replica, replica.incarnation, path),
+                             name=f"jt-probe-{replica.name}", daemon=True).start()
+
+    def _probe_one(self, replica: Replica, incarnation: int, path: str | None) -> None:
+        try:
+            problem = probe(replica.port, path)
+        except Exception as exc:  # a probe never takes the supervisor down
+            problem = f"probe error: {exc!r}"
+        replica.probed = (incarnation, problem)
+        replica.probing = False
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"p")  # take the answer in now, not at the next tick
 
     def _reconcile(self) -> None:
         revision = str(self.desired.get("revision") or "0")

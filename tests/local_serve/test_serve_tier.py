@@ -471,3 +471,21 @@ def _processes(cmdline: bytes) -> list[int]:
         except OSError:
             continue
     return found
+
+
+def test_a_replica_that_never_answers_is_unhealthy_and_holds_up_nothing(tier: LocalServeTier) -> None:
+    # The first replica to create "winner" serves; the other listens and never answers.
+    hang = ("try:\n    os.close(os.open('winner', os.O_CREAT | os.O_EXCL))\nexcept FileExistsError:\n"
+            "    import socket, time\n    s = socket.create_server(('127.0.0.1', int(os.environ['PORT'])))\n"
+            "    print('listening and never answering', flush=True)\n    time.sleep(3600)\n")
+    body = HTTP_BODY.replace("class H(", hang + "class H(", 1)
+    svc = tier.apply(tier.make_spec(body, name="hung", replicas=2, readiness="/health"))
+
+    def one_ready_one_timing_out() -> bool:
+        pods = svc.status().pods
+        return (sum(p.ready for p in pods) == 1
+                and any(p.reason == "Unhealthy" and "i/o timeout" in (p.message or "") for p in pods))
+
+    wait_for(one_ready_one_timing_out, "one ready replica and one whose probe times out")
+    good = next(p.name for p in svc.status().pods if p.ready)
+    assert get(svc.url or "") == good

@@ -112,6 +112,8 @@ def probe(port: int, path: str | None, timeout: float = PROBE_TIMEOUT_S) -> str 
     try:
         conn.request("GET", path, headers={"User-Agent": "kube-probe/jupyter-tiers"})
         code = conn.getresponse().status
+    except TimeoutError:  # connected, but no answer in time (the kubelet's words)
+        return f'Get "{url}": context deadline exceeded (Client.Timeout exceeded while awaiting headers)'
     except OSError as exc:
         return f'Get "{url}": dial tcp {HOST}:{port}: connect: {_why(exc)}'
     except http.client.HTTPException as exc:

@@ -484,7 +484,8 @@ def test_a_replica_that_never_answers_is_unhealthy_and_holds_up_nothing(tier: Lo
     def one_ready_one_timing_out() -> bool:
         pods = svc.status().pods
         return (sum(p.ready for p in pods) == 1
-                and any(p.reason == "Unhealthy" and "i/o timeout" in (p.message or "") for p in pods))
+                and any(p.reason == "Unhealthy" and "Client.Timeout exceeded" in (p.message or "")
+                        for p in pods))
 
     wait_for(one_ready_one_timing_out, "one ready replica and one whose probe times out")
     good = next(p.name for p in svc.status().pods if p.ready)

@@ -918,6 +918,11 @@ SERVING: list[Cell] = [
         `%tiers jobs` lists the services, `%tiers logs llama-vllm --tail 20` merges their pods'
         logs, and `%k8s_serve --profile serving --name llama-vllm --delete` (and `llama-tgi`)
         removes everything the tier made.
+
+        **Serving what a training job just wrote**: add `--model-from JOB` (a job id, name or
+        `--out` variable of `%%slurm_train`) and write `vllm serve {model_path} ...`; the tier
+        maps the job's newest checkpoint through the profile's `model_volume.path_map` to where
+        the pods see it (`train_then_serve.ipynb` does this end to end).
         """),
 ]
 

@@ -24,7 +24,11 @@ VENV_BIN = Path(sys.executable).parent
 CELL_TIMEOUT = 600
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
-SUMMARY_OK = re.compile(r"^job (\d+) COMPLETED in \d\d:\d\d:\d\d on (\S+)$")
+# A completed job's summary: its nodes, then what the log showed of its main metric (``— loss
+# 0.0049``, when it printed one) and its newest checkpoint (when it left one).
+SUMMARY_OK = re.compile(r"^job (\d+) COMPLETED in \d\d:\d\d:\d\d on (\S+)"
+                        r"(?: — (?!checkpoint )(?P<metric>\S+) (?P<value>\S+))?"
+                        r"(?: — checkpoint (?P<checkpoint>/\S+))?$")
 
 
 def torch_available() -> bool:

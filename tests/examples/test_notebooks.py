@@ -228,8 +228,8 @@ def check_teaching_lab_serving(out: dict[str, str], scratch: Path) -> None:
     assert fit, out["fit"]
     job_id = fit.group(1)
     checkpoint = scratch / "lab-fit" / job_id / "checkpoints" / "step-00010.json"
-    assert re.fullmatch(rf"job {job_id} COMPLETED in \d\d:\d\d:\d\d on node\S+ — checkpoint {checkpoint}",
-                        last_line(out["fit"])), out["fit"]
+    fitted = SUMMARY_OK.match(last_line(out["fit"]))
+    assert fitted and fitted["checkpoint"] == str(checkpoint), out["fit"]
     assert out["no-storage"] == (
         f"UsageError: --model-from: job {job_id} (lab-fit) ran on slurm profile 'sandbox'; profile 'local'"
         f" has no path_map covering {checkpoint} (add path_map: {{CLUSTER_PREFIX:"

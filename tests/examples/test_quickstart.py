@@ -33,7 +33,8 @@ from .nbrun import (
 )
 
 TRAIN_SUMMARY = re.compile(
-    r"^job (\d+) COMPLETED in \d\d:\d\d:\d\d on (\S+) — checkpoint (/\S+/checkpoints/step-00010\.json)$"
+    r"^job (\d+) COMPLETED in \d\d:\d\d:\d\d on (\S+)(?: — loss (?P<loss>[\d.]+))?"
+    r" — checkpoint (/\S+/checkpoints/step-00010\.json)$"
 )
 SERVE_SUMMARY = re.compile(r"^service (\S+) READY (\d+)/(\d+)(?: in \d\d:\d\d:\d\d)?"
                            r" — (http://127\.0\.0\.1:\d+) \(revision 1\) — model from (\S+/\d+) \((\S+)\)$")
@@ -77,7 +78,8 @@ def check_quickstart(out: dict[str, str], backend: str, shape: Shape) -> None:
     summary = TRAIN_SUMMARY.match(last_line(train))
     assert summary, train
     assert summary.group(1) == job_id and summary.group(2) == f"local[0-{n - 1}]", train
-    ckpt_path = Path(summary.group(3))
+    assert summary["loss"] in (None, losses[-1][1]), train  # the log's last loss, if shown
+    ckpt_path = Path(summary.group(4))
     assert ckpt_path.parent.parent.name == job_id and ckpt_path.parent.parent.parent.name == shape.name
     assert sorted(p.name for p in ckpt_path.parent.iterdir()) == ["step-00005.json", "step-00010.json"]
     ckpt = json.loads(ckpt_path.read_text())

@@ -57,3 +57,16 @@ def test_template_serving_defaults_render_valid_manifests(cfg) -> None:
     for piece in ("kind: Deployment", "nvidia.com/gpu: '1'", "path: /health", "claimName: models",
                   "kind: HorizontalPodAutoscaler", "name: hf-token", "namespace: alice"):
         assert piece in text, piece
+
+
+def test_template_profiles_hand_a_checkpoint_over(cfg) -> None:
+    """A checkpoint under the hpc profile's checkpoint_dir is visible to the serving profile's
+    pods (through model_volume.path_map) and to the local profile (through its path_map)."""
+    from jupyter_tiers.handoff import Checkpoint, serving_model_path
+
+    directory = cfg.profile("hpc").defaults["checkpoint_dir"]
+    ckpt = Checkpoint(job_key="hpc/42", job_id="42", job_name="ft", profile="hpc", tier="slurm",
+                      directory=directory, path=f"{directory}/ckpt-000100.pt")
+    assert serving_model_path(ckpt, cfg.profile("serving")) == "/models/alice/checkpoints/ckpt-000100.pt"
+    assert serving_model_path(ckpt, cfg.profile("local")) == (
+        "/mnt/cluster-scratch/alice/checkpoints/ckpt-000100.pt")

@@ -17,7 +17,8 @@ from .conftest import K8sEmulator
 from .nbrun import execute, last_line, nodes_of, torch_available
 
 TRAIN_SUMMARY = re.compile(
-    r"^job (\d+) COMPLETED in \d\d:\d\d:\d\d on (\S+) — checkpoint (/\S+/checkpoints/step-00010\.json)$"
+    r"^job (\d+) COMPLETED in \d\d:\d\d:\d\d on (\S+)(?: — loss [\d.]+)?"
+    r" — checkpoint (/\S+/checkpoints/step-00010\.json)$"
 )
 POD = r"linear-[a-z0-9]+-[a-z0-9]+"
 

@@ -28,7 +28,10 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture
 def jp_server_config() -> dict[str, Any]:
-    return {"ServerApp": {"jpserver_extensions": {"jupyter_tiers": True}}}
+    # allow_unauthenticated_access defaults to True, and then jupyter_server does not warn about
+    # an undecorated extension handler at all; False makes it warn (an error here, see above).
+    return {"ServerApp": {"jpserver_extensions": {"jupyter_tiers": True},
+                          "allow_unauthenticated_access": False}}
 
 
 @pytest.fixture

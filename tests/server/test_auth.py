@@ -99,3 +99,16 @@ async def test_cookie_authenticated_post_without_xsrf_header_is_refused(
         url, method="POST", body=b"", raise_error=False,
         headers={"Cookie": cookie, "X-XSRFToken": cookies["_xsrf"]})
     assert passed.code == 404, passed.body
+
+
+def test_the_auth_warning_is_an_error_here(jp_serverapp: Any) -> None:
+    """Proof that the filter is on: a route without @web.authenticated would fail the tests."""
+    from jupyter_server.base.handlers import APIHandler
+    from jupyter_server.utils import JupyterServerAuthWarning
+
+    class Careless(APIHandler):
+        def get(self) -> None:
+            self.finish("{}")
+
+    with pytest.raises(JupyterServerAuthWarning):
+        jp_serverapp.web_app.add_handlers(".*$", [("/careless", Careless)])

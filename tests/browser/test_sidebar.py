@@ -260,6 +260,30 @@ def test_notebook7_tree_shows_the_panel_with_the_job(
     no_page_errors(page)
 
 
+@cluster
+def test_events_socket_reconnects_after_a_drop_and_catches_up(
+    page: Any, tiers_lab: Lab, box_tier: SlurmTier
+) -> None:
+    """The page's events websocket, passed through Playwright, is cut once: the sidebar opens a
+    new one after its back-off (one, not a storm) and shows a job submitted meanwhile."""
+    sockets: list[Any] = []
+
+    def relay(ws: Any) -> None:
+        ws.connect_to_server()
+        sockets.append(ws)
+
+    page.route_web_socket(re.compile(r"/jupyter-tiers/api/events"), relay)
+    side = open_lab(page, tiers_lab)
+    expect(side.locator(".jt-side-empty")).not_to_have_text("Loading…")
+    assert len(sockets) == 1
+    sockets[0].close(code=1011, reason="test: connection lost")
+    job = submit(box_tier, "side-after-drop", "print('hi')", nodes=1)
+    expect(row_of(side, job).locator(".jt-side-badge")).to_have_text("COMPLETED", timeout=JOB_TIMEOUT_MS)
+    assert len(sockets) == 2, f"{len(sockets)} connections after one drop"
+    expect(side.locator(".jt-side-status")).to_have_text("")
+    no_page_errors(page)
+
+
 def expected_profile(lab: Lab, tiers: tuple[str, ...]) -> str:
     """What "Insert ... cell" fills in: the default profile if its tier fits, else the first."""
     answer = lab.api("/jupyter-tiers/api/profiles")

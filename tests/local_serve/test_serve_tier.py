@@ -250,7 +250,7 @@ def test_widget_state_follows_a_local_service(tier: LocalServeTier) -> None:
         view._unsubscribe()
 
 
-def test_service_outlives_the_process_that_started_it(workdir: Path, tmp_path: Path,
+def test_service_outlives_the_process_that_started_it(tier: LocalServeTier, workdir: Path, tmp_path: Path,
                                                       registry: Registry) -> None:
     """A kernel that dies (SIGKILL) after starting a service: the service keeps serving, and a
     fresh tier (the restarted kernel) reattaches by name and sees the same replica and log."""
@@ -272,7 +272,7 @@ def test_service_outlives_the_process_that_started_it(workdir: Path, tmp_path: P
     assert kernel.returncode == -9, kernel.stderr
     state, pod, url = kernel.stdout.split()
     assert state == "READY"
-    fresh = LocalServeTier(local_profile(workdir), registry)
+    fresh = LocalServeTier(local_profile(workdir), registry)  # (``tier``'s teardown deletes it)
     try:
         svc = fresh.attach("survivor")
         assert isinstance(svc, Service)

@@ -186,6 +186,7 @@ class TiersWebSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
 
     auth_resource = AUTH_RESOURCE
     _loop: IOLoop
+    _held: list[str] | None = None
 
     def set_default_headers(self) -> None:
         """JupyterHandler's default headers make no sense on a websocket."""
@@ -209,8 +210,18 @@ class TiersWebSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
     def _send(self, text: str) -> None:
         if self.ws_connection is None:
             return
+        if self._held is not None:  # the first message is not out yet: keep the order
+            self._held.append(text)
+            return
         with contextlib.suppress(WebSocketClosedError):
             self.write_message(text)
+
+    def _release(self, first: str) -> None:
+        """Write the first message, then whatever was queued while it was being prepared."""
+        held, self._held = self._held or [], None
+        for text in (first, *held):
+            with contextlib.suppress(WebSocketClosedError):
+                self.write_message(text)
 
     def reject(self, status: int, message: str) -> None:
         """Refuse the upgrade with a JSON error (bad query, unknown job)."""
@@ -235,12 +246,13 @@ class EventsHandler(TiersWebSocket):
 
     async def open(self, *args: Any, **kwargs: Any) -> None:
         super().open()
+        self._held = []  # updates that arrive before the snapshot is written wait for it
         token, snapshot = await blocking(self.hub.listen, self.send_soon)
         if self.ws_connection is None:  # closed while we were subscribing
             self.hub.unlisten(token)
             return
         self._token = token
-        self.write_message(json.dumps(snapshot))
+        self._release(json.dumps(snapshot))
 
     def on_close(self) -> None:
         if self._token is not None:

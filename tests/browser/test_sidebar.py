@@ -26,6 +26,7 @@ from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 
 from .conftest import JOB_TIMEOUT_MS, OUTPUT, Lab, ServeCluster
+from .test_job_widget import run_cell
 
 pytestmark = [pytest.mark.browser]
 # The Slurm tests; the service test needs only the in-process Kubernetes API emulator.
@@ -109,6 +110,7 @@ def test_sidebar_follows_a_job_to_completed_live_and_keeps_it_after_reload(
     job = submit(box_tier, "side-done", """
         import os, time
         rank = int(os.environ["RANK"])
+        print("<img src=x onerror=alert(1)> <b>not bold</b>", flush=True)
         for i in range(6):
             print(f"step {i} from rank {rank}", flush=True)
             time.sleep(1)
@@ -163,6 +165,10 @@ def test_sidebar_follows_a_job_to_completed_live_and_keeps_it_after_reload(
         expect(line).to_have_count(1, timeout=JOB_TIMEOUT_MS)
         expect(line.locator(".jt-prefix")).to_have_text(f"{rank}:")
     expect(view.locator(".jt-summary")).to_have_text(re.compile(rf"^job {job.id} COMPLETED in "))
+    # Cluster text is text: the markup is shown, not run (no alert dialog, no <b> or <img>).
+    hostile = view.locator(".jt-log .jt-line").filter(has_text="<img src=x onerror=alert(1)>")
+    expect(hostile).to_have_count(2)
+    expect(view.locator(".jt-log img, .jt-log b")).to_have_count(0)
     no_page_errors(page)
 
 
@@ -330,6 +336,19 @@ def test_insert_cell_commands_from_palette_and_launcher(page: Any, tiers_lab: La
     expect(cells).to_have_count(3)
     expect(cells.nth(2).locator(".cm-content")).to_contain_text("%%k8s_serve")
     expect(cells.nth(2).locator(".cm-content")).to_contain_text("--image python:3.11-slim")
+
+    # The inserted training cell is a valid one: it runs (on the default profile) and its job
+    # shows up in the sidebar too.
+    run_cell(page, cells, 0)
+    run_cell(page, cells, 1)
+    widget = cells.nth(1).locator(".jt-job")
+    expect(widget.locator(".jt-state")).to_have_text("COMPLETED", timeout=JOB_TIMEOUT_MS)
+    expect(widget.locator(".jt-log .jt-line").filter(has_text="rank 0 of 1")).to_have_count(1)
+    job_id = widget.locator(".jt-title").text_content().split()[1]
+    page.locator(f'.jp-SideBar [data-id="{SIDEBAR_ID}"]').click()
+    side = page.locator(f"#{SIDEBAR_ID}")
+    row = side.locator(f'.jt-side-row[data-key="{profile}/{job_id}"]')
+    expect(row.locator(".jt-side-badge")).to_have_text("COMPLETED", timeout=JOB_TIMEOUT_MS)
     no_page_errors(page)
 
 

@@ -152,6 +152,7 @@ def handshake(hop: Hop, sock: Any, route: Route, via: Hop | None) -> paramiko.Tr
         t.banner_timeout = timeout
         t.handshake_timeout = timeout
         t.auth_timeout = timeout
+        leave_rekeying_to_the_server(t)
         prefer_key_types(t, sshconfig.known_key_types(known, hop.host_key_name))
         try:
             t.start_client(timeout=timeout)
@@ -179,3 +180,21 @@ def handshake(hop: Hop, sock: Any, route: Route, via: Hop | None) -> paramiko.Tr
             t.close()  # a no-op if the handshake never started: close the socket too
             with contextlib.suppress(Exception):
                 sock.close()
+
+
+# Far beyond any session: paramiko then never starts a key exchange itself.
+_NO_CLIENT_REKEY = 2**62
+
+
+def leave_rekeying_to_the_server(t: paramiko.Transport) -> None:
+    """Let the server start every re-key (OpenSSH's RekeyLimit: every 1-4 GB by default).
+
+    A re-key that paramiko starts (after 512 MiB either way) while the server closes a channel
+    livelocks paramiko's transport thread: it waits to send the close reply until the key
+    exchange it should be running itself is over, and the connection dies 30 s later with
+    "Key-exchange timed out waiting for key negotiation" (paramiko #822). With a rank poll closing
+    a channel every second, a long log stream met it; reading a 1 GiB log did every time.
+    Re-keys the server starts do not take that path.
+    """
+    t.packetizer.REKEY_BYTES = _NO_CLIENT_REKEY
+    t.packetizer.REKEY_PACKETS = _NO_CLIENT_REKEY

@@ -657,3 +657,39 @@ def test_connect_close_and_lazy_reconnect(sshd: SSHServer, transports: list):
     assert not t.connected
     assert t.run(["echo", "lazy"]).text() == "lazy\n"
     assert t.connections == 2
+
+
+def test_streams_and_commands_survive_many_rekeys(
+    sshd: SSHServer, transports: list, monkeypatch: pytest.MonkeyPatch
+):
+    """paramiko #822: a rekey that paramiko starts itself while a channel closes livelocks its
+    transport thread ("Key-exchange timed out waiting for key negotiation" after 30 s). It hit a
+    1 GiB log read (512 MiB per rekey). Here paramiko's threshold is lowered to 64 KiB so a 4 MiB
+    stream crosses it many times while short commands open and close channels beside it; our
+    transports leave rekeying to the server, so all of it completes."""
+    import paramiko.packet
+
+    monkeypatch.setattr(paramiko.packet.Packetizer, "REKEY_BYTES", 64 * 1024)
+    monkeypatch.setattr(paramiko.packet.Packetizer, "REKEY_PACKETS", 64)
+    t = make(transports, sshd.target())
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def short_commands() -> None:
+        while not stop.is_set():
+            try:
+                assert t.run(["true"], timeout=60).exit_status == 0
+            except BaseException as exc:  # reported below
+                errors.append(exc)
+                return
+
+    helper = threading.Thread(target=short_commands, daemon=True)
+    helper.start()
+    try:
+        for _ in range(3):
+            size = sum(len(c) for c in t.stream(["head", "-c", str(4 << 20), "/dev/zero"], timeout=60))
+            assert size == 4 << 20
+    finally:
+        stop.set()
+        helper.join(120)
+    assert not errors, errors

@@ -4,7 +4,9 @@ test left and checks in /proc that no process of it remains."""
 
 from __future__ import annotations
 
+import contextlib
 import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -92,7 +94,7 @@ def stop_everything(workdir: Path, registry: Registry) -> None:
         for svcdir in services.iterdir():  # a supervisor of a service the registry lost
             state = ssv.read_json(svcdir / ssv.STATE_FILE) or {}
             if state.get("pid"):
-                with __import__("contextlib").suppress(OSError):
+                with contextlib.suppress(OSError):
                     os.kill(int(state["pid"]), 15)
     left: list[tuple[int, str]] = []
 
@@ -102,3 +104,16 @@ def stop_everything(workdir: Path, registry: Registry) -> None:
 
     wait_for(none_left, "every process of the test's services to end")
     assert not left, left
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _no_service_left(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """After the session, no local service of these tests may still run (a test that forgot to
+    delete one leaves a detached supervisor behind): stop any and fail, naming them."""
+    yield
+    base = tmp_path_factory.getbasetemp()
+    left = [(pid, cmd) for pid, cmd in service_processes(base) if "serve_supervisor" in cmd]
+    for pid, _ in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGTERM)
+    assert not left, f"local services left running by these tests: {left}"

@@ -102,3 +102,28 @@ describe('toRows', () => {
     expect(toRows([[0], 'x', [0, 5], null, [{}, 'ok']])).toEqual([[null, 'ok', false]]);
   });
 });
+
+describe('toRows fuzz', () => {
+  it('returns only well-formed rows for arbitrary JSON (seeded)', () => {
+    let seed = 99;
+    const rand = (): number => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    const atoms: unknown[] = [0, 3, -1, 'pod-a', '', 'Traceback (most recent call last):', null, true, false, {}, [], 1.5];
+    const value = (depth: number): unknown => {
+      if (depth > 2 || rand() < 0.5) {
+        return atoms[Math.floor(rand() * atoms.length)];
+      }
+      return Array.from({ length: Math.floor(rand() * 4) }, () => value(depth + 1));
+    };
+    for (let i = 0; i < 3000; i++) {
+      for (const row of toRows(value(0))) {
+        expect(row).toHaveLength(3);
+        expect(typeof row[1]).toBe('string');
+        expect(typeof row[2]).toBe('boolean');
+        expect(row[0] === null || ['number', 'string'].includes(typeof row[0])).toBe(true);
+      }
+    }
+  });
+});

@@ -250,3 +250,32 @@ describe('meaningfulChanges', () => {
     expect(meaningfulChanges(s1, moved, ['box/2'])).toEqual(['box/2']);
   });
 });
+
+describe('parseReplicas fuzz', () => {
+  it('either returns a whole number in 0-1000 or throws the sentence (seeded)', () => {
+    let seed = 1234;
+    const rand = (): number => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    const chars = '0123456789 -+.eE,x\t\n٣';
+    for (let i = 0; i < 5000; i++) {
+      let text = '';
+      const n = Math.floor(rand() * 7);
+      for (let j = 0; j < n; j++) {
+        text += chars[Math.floor(rand() * chars.length)];
+      }
+      let value: number | null = null;
+      try {
+        value = parseReplicas(text);
+      } catch (err) {
+        expect((err as Error).message).toMatch(/^replicas must be a whole number from 0 to 1000/);
+        continue;
+      }
+      expect(Number.isInteger(value)).toBe(true);
+      expect(value).toBeGreaterThanOrEqual(0);
+      expect(value).toBeLessThanOrEqual(1000);
+      expect(String(value)).toBe(text.trim().replace(/^0+(?=\d)/, ''));
+    }
+  });
+});

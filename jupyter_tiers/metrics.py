@@ -404,7 +404,29 @@ class MetricsTracker:
             rank, body = split_log_line(raw)
             self.feed_line(body, rank)
 
+    def feed_sampled(self, text: str, budget: int = 200) -> None:
+        """Read a block of raw merged-log text at a bounded cost: every line is checked for an
+        error (cheap), but only the last ``budget`` lines of the chosen rank are parsed for
+        metrics. For a live view fed batches of a fast log; the series stays a sample of the
+        curve and the last values stay exact."""
+        from .logs import split_log_line
+
+        mine: list[str] = []
+        for raw in text.splitlines():
+            rank, body = split_log_line(raw)
+            self._check_error(body)
+            if rank == self.rank or self.rank is None:
+                mine.append(body)
+        for body in mine[-budget:]:
+            self._parse_into(body)
+
     def feed_line(self, text: str, rank: int | None) -> None:
+        self._check_error(text)
+        if rank != self.rank and self.rank is not None:
+            return
+        self._parse_into(text)
+
+    def _check_error(self, text: str) -> None:
         if self.first_error is None:
             err = first_error_line(text)
             if err is not None:
@@ -413,8 +435,8 @@ class MetricsTracker:
                   and _OTHER_ERROR_RE.search(text[:_MAX_LINE])
                   and not _NOT_A_CAUSE_RE.search(text[:_MAX_LINE])):
                 self._other_error = text.strip()[:_ERROR_LEN]
-        if rank != self.rank and self.rank is not None:
-            return
+
+    def _parse_into(self, text: str) -> None:
         # A progress bar rewrites itself with \r: each piece is one reading.
         for piece in text.split("\r") if "\r" in text else (text,):
             found = self.parser.parse(piece)

@@ -312,3 +312,43 @@ def test_fuzz_parser_never_raises_and_stays_bounded() -> None:
     assert tracker.error is None or len(tracker.error) <= 200
     # A huge line is read only at its start.
     assert parser.parse("x" * 1_000_000 + " loss=1") == {}
+
+
+def test_feed_sampled_bounds_the_parsing_but_sees_every_error() -> None:
+    text = "".join(f"0: step={i} loss={1 / (i + 1):.6f}\n1: step={i} loss=9\n" for i in range(5000))
+    text += "1: ValueError: late\n0: step=5000 loss=0.5\n"
+    t = MetricsTracker()
+    t.feed_sampled(text, budget=100)
+    assert t.series["loss"].count == 100  # only the last 100 of rank 0's lines were parsed
+    assert t.last_values() == {"step": 5000.0, "loss": 0.5}
+    assert t.error == "ValueError: late"  # every line was checked for an error
+
+
+def test_chart_points_in_node() -> None:
+    """The front end's pure scaling function (metrics_chart.js), run by node when present."""
+    import json
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    node = shutil.which("node")
+    if node is None:
+        from tests.helpers import loud_skip
+
+        loud_skip("metrics chart scaling test", "node is not installed", fail_in_ci=False)
+    src = (Path(__file__).resolve().parents[2] / "jupyter_tiers" / "widgets" / "metrics_chart.js").read_text()
+    script = src + """
+const out = {
+  three: jtChartPoints([[1, 2], [2, 1], [3, null], [4, 0.5]], 200, 56),
+  flat: jtChartPoints([[1, 5], [2, 5]], 200, 56),
+  none: jtChartPoints([[1, null]], 200, 56),
+  nums: [jtNum(0.00012345), jtNum(3), jtNum(0.123456), jtNum(null), jtNum(1234567.5)],
+};
+console.log(JSON.stringify(out));
+"""
+    res = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=60, check=True)
+    out = json.loads(res.stdout)
+    assert out["three"] == {"path": "2.0,2.0 67.3,36.7 198.0,54.0", "min": 0.5, "max": 2}  # null skipped
+    assert out["flat"]["path"] == "2.0,28.0 198.0,28.0"  # a constant is drawn mid-height
+    assert out["none"] == {"path": "", "min": None, "max": None}
+    assert out["nums"] == ["1.23e-4", "3", "0.1235", "nan", "1.23e+6"]

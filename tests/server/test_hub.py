@@ -88,3 +88,25 @@ def test_ten_listeners_share_one_subscription_and_idle_stops_watching(local: Any
     assert other.key not in local.watcher._jobs  # nothing polled for nobody
     other.cancel()
     hub.stop()
+
+
+def test_removed_records_are_announced(tmp_path: Path) -> None:
+    from jupyter_tiers.registry import JobRecord, Registry
+
+    registry = Registry(tmp_path / "hub-registry.sqlite")
+    done = JobRecord(profile="hpc", tier="slurm", job_id="7", name="old", world_size=1, state="COMPLETED")
+    registry.add(done)
+    hub = Hub(scan_interval=0.1, registry=lambda: registry)
+    inbox = Inbox()
+    token, snapshot = hub.listen(inbox)
+    try:
+        rows = [(i["key"], i["state"], i["terminal"]) for i in snapshot["items"]]
+        assert rows == [("hpc/7", "COMPLETED", True)]
+        assert hub.watched() == []  # nothing active: nothing to ask any cluster
+        registry.remove(done.key)
+        removed = inbox.wait(lambda m: m["type"] == "removed", "the removal")
+        assert removed == {"type": "removed", "keys": ["hpc/7"]}
+        assert hub.items() == ([], [])
+    finally:
+        hub.unlisten(token)
+        hub.stop()

@@ -25,6 +25,7 @@ from __future__ import annotations
 import functools
 import math
 import re
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -174,7 +175,9 @@ def check_pattern(key: str, regex: str) -> MetricPattern:
     if not regex or len(regex) > MAX_PATTERN_LEN:
         raise SpecError("metrics", f"{key}: give a regex of 1 to {MAX_PATTERN_LEN} characters")
     try:
-        compiled = re.compile(regex)
+        with warnings.catch_warnings():  # "possible nested set" and the like: not the user's news
+            warnings.simplefilter("ignore")
+            compiled = re.compile(regex)
     except (re.error, RecursionError, OverflowError) as exc:
         raise SpecError("metrics", f"{key}: not a valid regex ({exc})") from None
     if compiled.groups < 1:
@@ -212,7 +215,9 @@ class MetricParser:
     """Reads metric values from one line of text (a rank's line, its prefix removed)."""
 
     def __init__(self, patterns: Sequence[tuple[str, str]] = (), *, defaults: bool = True) -> None:
-        self.custom = [(k, re.compile(r)) for k, r in patterns]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            self.custom = [(k, re.compile(r)) for k, r in patterns]
         self.custom_keys = {k for k, _ in patterns}
         self.defaults = defaults
 

@@ -352,3 +352,27 @@ console.log(JSON.stringify(out));
     assert out["flat"]["path"] == "2.0,28.0 198.0,28.0"  # a constant is drawn mid-height
     assert out["none"] == {"path": "", "min": None, "max": None}
     assert out["nums"] == ["1.23e-4", "3", "0.1235", "nan", "1.23e+6"]
+
+
+def test_fuzz_metric_patterns_option() -> None:
+    """Random --metrics values: a short SpecError naming 'metrics', or checked pairs whose regex
+    compiles with a group — never another exception."""
+    rng = random.Random(99)
+    alphabet = "lossacc_=()[]{}\\.*+?|^$-/ dS\x00é"
+    ok = 0
+    for _ in range(5000):
+        n = rng.randint(0, 4)
+        items = ["".join(rng.choice(alphabet) for _ in range(rng.randint(0, 20))) for _ in range(n)]
+        value: object = items if rng.random() < 0.8 else dict(zip(items, items[::-1], strict=False))
+        try:
+            pairs = parse_patterns(value)
+        except SpecError as exc:
+            assert exc.field == "metrics" and len(str(exc)) < 300
+            continue
+        ok += 1
+        for key, regex in pairs:
+            import re
+
+            assert re.compile(regex).groups >= 1 and key
+            MetricParser(pairs).parse("loss=1 acc: 2 (3)")  # usable at once
+    assert ok > 50

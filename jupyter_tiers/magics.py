@@ -302,6 +302,8 @@ class TiersMagics(Magics):
         %tiers delete ID                 delete a service
         %tiers scale ID N | restart ID   act on a service
         %tiers profiles
+        %tiers history [-p P] [--days N] [--user U|all] [--state S] [--job ID [--tail N]]
+                                         jobs from Slurm accounting, any submitter's
         """
         from . import tiers_command
 

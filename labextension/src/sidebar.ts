@@ -186,7 +186,9 @@ export class TiersSidebar extends Widget {
     }
   }
 
-  protected onAfterAttach(): void {
+  /** Connects when first shown: a JupyterLab whose sidebar stays closed opens no websocket (and
+   * so makes the server's shared watcher poll nothing on its account). */
+  protected onAfterShow(): void {
     this.start();
   }
 

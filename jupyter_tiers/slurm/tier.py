@@ -29,6 +29,7 @@ from .history import (
     HistoryRow,
     history_argv,
     history_result,
+    make_query,
     mark_ours,
     tail_file_argv,
 )
@@ -174,11 +175,14 @@ class SlurmTier(BatchTier):
         every = parse_scontrol_jobs(out) if code == 0 else {}
         return {i: every[i] for i in ids if i in every}
 
-    def history(self, query: HistoryQuery | None = None) -> list[HistoryRow]:
+    def history(self, query: HistoryQuery | None = None, **filters: Any) -> list[HistoryRow]:
         """Jobs from Slurm accounting in one sacct call (every submitter's, not only ours),
-        newest first, at most ``query.limit``; the ones this registry submitted are marked
-        ``ours``. Raises AccountingDisabled when the cluster keeps no accounting."""
-        query = query or HistoryQuery()
+        newest first, at most ``limit``; the ones this registry submitted are marked ``ours``.
+        Filters (or a ready ``query``): ``days=7``, ``user=None`` (the login user; ``"all"``),
+        ``states="FAILED,TIMEOUT"``, ``limit=50``, ``job="123"``, e.g.
+        ``connect("hpc").history(days=2, states="FAILED")``. Raises AccountingDisabled when the
+        cluster keeps no accounting."""
+        query = query or make_query(**filters)
         code, out, err = self._run_scheduler(history_argv(query))
         try:
             rows = history_result(code, out, err)

@@ -276,3 +276,15 @@ def test_one_job_query_and_output_path_checks() -> None:
             tail_file_argv(path, 5)
     with pytest.raises(SpecError):
         tail_file_argv("/tmp/x", -1)
+
+
+def test_tier_history_keyword_filters(tmp_path: Path) -> None:
+    fake = _FakeTransport(0, REAL, "")
+    tier = _tier(tmp_path, fake)
+    rows = tier.history(days=3, states="failed", user="all", limit=2)
+    argv = fake.argvs[-1]
+    assert argv[argv.index("-S") + 1] == "now-3days" and "-a" in argv
+    assert argv[argv.index("-s") + 1] == "FAILED" and len(rows) == 2
+    with pytest.raises(SpecError, match="days"):
+        tier.history(days=0)
+    assert len(fake.argvs) == 1  # a bad value asks nothing

@@ -140,6 +140,8 @@ class Hub:
                 with self._lock:
                     listening = bool(self._listeners)
                     want = {k for k, r in self._records.items() if listening and service.is_active(r)}
+                if listening:
+                    self._drop_replaced()
                 self._sync_subscriptions(want)
             except Exception:
                 log.exception("jupyter-tiers hub cycle failed; retrying")
@@ -237,6 +239,26 @@ class Hub:
                     self._subs[rec.key] = sub
             if not keep:
                 _unsubscribe(sub)
+
+    def _drop_replaced(self) -> None:
+        """Forget subscriptions on a tier the process has replaced (its profile was edited: the
+        old tier is closed and watches nothing); the next sync subscribes on the new one."""
+        with self._lock:
+            subs = dict(self._subs)
+            kinds = {(self._records[k].profile, self._records[k].kind) for k in subs if k in self._records}
+        current: dict[tuple[str, str], Any] = {}
+        for profile, kind in kinds:
+            try:
+                current[(profile, kind)] = self._connect(profile, kind)
+            except (TiersError, ValueError):
+                current[(profile, kind)] = None
+        with self._lock:
+            stale = [k for k, sub in subs.items() if k in self._records and self._subs.get(k) is sub
+                     and current.get((self._records[k].profile, self._records[k].kind)) is not sub.tier]
+            for key in stale:
+                del self._subs[key]
+        for key in stale:
+            _unsubscribe(subs[key])
 
     def _subscribe(self, tier: Any, rec: JobRecord) -> _Sub:
         from ..tier import BatchTier

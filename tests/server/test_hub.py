@@ -58,7 +58,7 @@ def _until(cond: Any, what: str) -> None:
         time.sleep(0.05)
 
 
-def test_ten_listeners_share_one_subscription_and_idle_stops_watching(local: Any) -> None:
+def test_ten_listeners_share_one_subscription_and_idle_stops_watching(local: Any, tiers_config: Any) -> None:
     hub = Hub(scan_interval=0.2)
     job = local.submit(local.make_spec("import time\ntime.sleep(2)\nprint('done')\n", name="hubbed"))
     inboxes = [Inbox() for _ in range(10)]
@@ -82,10 +82,15 @@ def test_ten_listeners_share_one_subscription_and_idle_stops_watching(local: Any
     inboxes[0].wait(lambda m: m["type"] == "update" and any(i["key"] == other.key for i in m["items"]),
                     "the new job")
     _until(lambda: hub.watched() == [other.key], "the new job to be watched")
+
+    # The profile is edited: the process replaces its tier, and the hub follows onto the new one.
+    tiers_config({"profiles": {"laptop": {"tier": "local", "description": "edited"}}})
+    _until(lambda: api.connect("laptop") is not local and other.key in api.connect("laptop").watcher._jobs,
+           "the job watched on the new tier")
     for token in tokens:
         hub.unlisten(token)
     _until(lambda: hub.watched() == [] and hub._thread is None, "the idle hub to stop")
-    assert other.key not in local.watcher._jobs  # nothing polled for nobody
+    assert other.key not in api.connect("laptop").watcher._jobs  # nothing polled for nobody
     other.cancel()
     hub.stop()
 

@@ -75,13 +75,17 @@ _NUM = (r"[-+]?(?:\d{1,3}(?:,\d{3})+(?=[\s;|)\]}]|$)|\d+\.?\d*(?:[eE][-+]?\d+)?"
         r"|\.\d+(?:[eE][-+]?\d+)?|nan|NaN|NAN|inf|Inf|INF)")
 # key=value, key: value, 'key': value, "key": "value"; value maybe tensor(...) or N/M.
 _PAIR_RE = re.compile(
-    r"(?<![\w./-])['\"]?(?P<key>[A-Za-z_][\w./-]{0,63})['\"]?\s*[=:]\s*(?:tensor\()?['\"]?"
+    r"(?<![\w./-])['\"]?(?P<key>[A-Za-z_][\w./-]{0,63})['\"]?\s*[=:]\s*(?:tensor\(|\[)?['\"]?"
     r"(?P<val>" + _NUM + r")(?![\w.])"
 )
 _SPACE_RE = re.compile(
     r"(?<![\w./-])(?P<key>step|epoch|iter|iteration|loss|lr)\s+(?P<val>" + _NUM + r")(?![\w.])",
     re.IGNORECASE,
 )
+# Megatron-LM's words: "learning rate: 1.500E-04 | ... | lm loss: 8.1E+00 | grad norm: 3.4".
+_TWO_WORD_RE = re.compile(
+    r"\b(?P<key>learning rate|grad norm|lm loss)\s*[:=]\s*(?P<val>" + _NUM + r")(?![\w.])")
+_TWO_WORD_KEYS = {"learning rate": "lr", "grad norm": "grad_norm", "lm loss": "loss"}
 _RATE_RE = re.compile(
     r"(?<![\w.+-])(?P<val>\d+\.?\d*)\s?(?P<key>it/s|s/it|tokens/s|tok/s|samples/s)(?![\w/=:])"
 )
@@ -228,6 +232,9 @@ class MetricParser:
         if self.defaults:
             if "=" in text or ":" in text:
                 self._pairs(text, out)
+            if " rate" in text or " norm" in text or "lm loss" in text:
+                for m in _TWO_WORD_RE.finditer(text):
+                    self._put(out, _TWO_WORD_KEYS[m.group("key")], m.group("val"))
             if "/s" in text:
                 for m in _RATE_RE.finditer(text):
                     key = "tokens/s" if m.group("key") == "tok/s" else m.group("key")

@@ -133,6 +133,15 @@ def test_plain_prints() -> None:
     ("saving to /ckpt/epoch=3-step=9.ckpt", {}),
     ("lr=3e-4 tokens/s", {"lr": 3e-4}),
     ("1234.5 tokens/s", {"tokens/s": 1234.5}),
+    # DeepSpeed's engine log
+    ("[Rank 0] step=10, skipped=0, lr=[0.0001], mom=[(0.9, 0.999)]", {"step": 10, "lr": 1e-4}),
+    # Megatron-LM's iteration line
+    (" iteration       10/     100 | consumed samples:          320 | elapsed time per iteration (ms): "
+     "1234.5 | learning rate: 1.500E-04 | global batch size:    32 | lm loss: 8.123456E+00 | "
+     "loss scale: 1.0 | grad norm: 3.456 | number of skipped iterations:   0 |",
+     {"step": 10, "lr": 1.5e-4, "loss": 8.123456, "grad_norm": 3.456}),
+    ("Namespace(lr=0.001, epochs=10)", {"lr": 0.001}),
+    ("Epoch 3/10", {"epoch": 3}),
     ("", {}),
 ])
 def test_single_lines(line: str, expected: dict[str, float]) -> None:

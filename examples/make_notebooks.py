@@ -220,11 +220,12 @@ QUICKSTART: list[Cell] = [
     md("parameters-md", """
         The first code cell holds the notebook's parameters; the magic lines below use them as
         `{profile}`, `{nodes}`, `{name}`, ... It is tagged `parameters`, so papermill can run the
-        notebook unchanged on another profile or shape:
-        `papermill quickstart.ipynb out.ipynb -p profile lab -p nodes 4`.
+        notebook unchanged on other profiles or at another size:
+        `papermill quickstart.ipynb out.ipynb -p profile lab -p serve_profile lab -p nodes 4`.
         """),
     code("parameters", """
-        profile = "local"  # the built-in local tier: ranks and replicas are processes on this machine
+        profile = "local"  # where it trains: the built-in local tier runs the ranks as processes here
+        serve_profile = "local"  # where the checkpoint is served: a local or a kubernetes profile
         nodes = 2  # one rank per (emulated) node
         name = "quickstart"  # the training job; re-running the cell attaches to a live job of that name
         service = "predictor"  # the service serving its checkpoint
@@ -256,7 +257,7 @@ QUICKSTART: list[Cell] = [
         summary line with the URL; `--out svc` keeps the `Service` handle.
         """),
     code("serve", checkpoint_predictor("127.0.0.1"), magic=(
-        "%%k8s_serve --profile {profile} --name {service} --model-from {name} --replicas {replicas}"
+        "%%k8s_serve --profile {serve_profile} --name {service} --model-from {name} --replicas {replicas}"
         " --readiness /healthz --wait --out svc"
     )),
     md("query-md", "**Ask the model** at the service's URL (`svc.url`):"),
@@ -272,7 +273,7 @@ QUICKSTART: list[Cell] = [
         **Clean up**: `%k8s_serve --delete` (the line form) stops every replica and the front port;
         the registry keeps the record, now `DELETED`.
         """),
-    code("delete", "%k8s_serve --profile {profile} --name {service} --delete"),
+    code("delete", "%k8s_serve --profile {serve_profile} --name {service} --delete"),
     md("next", """
         Next: `--dry-run` on either magic prints what would run without starting anything;
         `train_then_serve.ipynb` runs this pipeline on a Slurm cluster and a Kubernetes cluster,

@@ -45,6 +45,7 @@ class Shape:
     """What the notebook was asked for (its parameters)."""
 
     profile: str = "local"
+    serve_profile: str = "local"
     nodes: int = 2
     name: str = "quickstart"
     service: str = "predictor"
@@ -89,7 +90,7 @@ def check_quickstart(out: dict[str, str], backend: str, shape: Shape) -> None:
     serve = out["serve"]
     s = "s" if r != 1 else ""
     model_from = f"model from {shape.profile}/{job_id} ({shape.name})"
-    applied = f"service {shape.service} applied to {shape.profile}: {r} replica{s}, {model_from}"
+    applied = f"service {shape.service} applied to {shape.serve_profile}: {r} replica{s}, {model_from}"
     assert serve.splitlines()[0] == applied, serve
     started = re.findall(
         rf"^({shape.service}-\S+): serving y = {re.escape(finals[0][1])}x \+ {re.escape(finals[0][2])}"
@@ -106,10 +107,9 @@ def check_quickstart(out: dict[str, str], backend: str, shape: Shape) -> None:
 
     rows = [ln.split() for ln in out["jobs"].splitlines()]
     assert rows[0][:8] == ["ID", "KIND", "NAME", "PROFILE", "TIER", "STATE", "SIZE", "WHERE"]
-    assert [shape.service, "service", shape.service, shape.profile, "local", "READY", f"{r}/{r}", url] in [
-        row[:8] for row in rows], out["jobs"]
-    assert [job_id, "job", shape.name, shape.profile, "local", "COMPLETED", str(n), f"local[0-{n - 1}]"] in [
-        row[:8] for row in rows], out["jobs"]
+    served = [shape.service, "service", shape.service, shape.serve_profile, "local", "READY", f"{r}/{r}", url]
+    trained = [job_id, "job", shape.name, shape.profile, "local", "COMPLETED", str(n), f"local[0-{n - 1}]"]
+    assert served in [row[:8] for row in rows] and trained in [row[:8] for row in rows], out["jobs"]
 
     assert out["delete"] == f"service {shape.service} deleted\n"
 
@@ -168,20 +168,24 @@ def test_quickstart_without_torch_all_reduces_through_files(
 def test_quickstart_template_runs_under_papermill_with_overrides(
     kernel_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``papermill quickstart.ipynb out.ipynb -p profile lab -p nodes 3 -p replicas 2``: the
-    template runs unchanged on another profile, with 3 ranks and 2 replicas behind one URL."""
+    """``papermill quickstart.ipynb out.ipynb -p profile lab -p serve_profile lab-serve -p nodes 3
+    -p replicas 2``: the template runs unchanged on other profiles, with 3 ranks and 2 replicas
+    behind one URL."""
     config = tmp_path / "tiers.yaml"
     config.write_text(textwrap.dedent("""\
         profiles:
           lab:
             tier: local
             description: the lab's machine
+          lab-serve:
+            tier: local
         """))
     monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(config))
     env = {**kernel_env, "JUPYTER_TIERS_CONFIG": str(config)}
     result = subprocess.run(
         [sys.executable, "-m", "papermill", str(EXAMPLES / "quickstart.ipynb"), str(tmp_path / "out.ipynb"),
-         "-p", "profile", "lab", "-p", "nodes", "3", "-p", "replicas", "2", "-p", "service", "lab-model",
+         "-p", "profile", "lab", "-p", "serve_profile", "lab-serve", "-p", "nodes", "3",
+         "-p", "replicas", "2", "-p", "service", "lab-model",
          "--cwd", str(tmp_path), "--kernel", "python3", "--no-progress-bar"],
         env=env, capture_output=True, text=True, check=False, timeout=900,
     )
@@ -190,9 +194,10 @@ def test_quickstart_template_runs_under_papermill_with_overrides(
     tags = [c.metadata["tags"] for c in nb.cells if c.cell_type == "code"]
     assert tags[:2] == [["parameters"], ["injected-parameters"]], tags
     injected = nb.cells[[c.metadata.get("tags") for c in nb.cells].index(["injected-parameters"])].source
-    assert 'profile = "lab"' in injected and "nodes = 3" in injected and "replicas = 2" in injected, injected
+    for assignment in ('profile = "lab"', 'serve_profile = "lab-serve"', "nodes = 3", "replicas = 2"):
+        assert assignment in injected, injected
 
-    shape = Shape(profile="lab", nodes=3, service="lab-model", replicas=2)
+    shape = Shape(profile="lab", serve_profile="lab-serve", nodes=3, service="lab-model", replicas=2)
     out = texts(nb)
     check_quickstart(out, "torch gloo" if torch_available() else "plain Python", shape)
     check_registry_and_processes(shape, Path(kernel_env["JUPYTER_DATA_DIR"]))

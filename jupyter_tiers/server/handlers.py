@@ -264,7 +264,8 @@ class LogStreamHandler(TiersWebSocket):
     """``jobs/{profile}/{id}/logs/stream?rank=|pod=&offset=O``: ``{"lines", "offset"}`` batches.
 
     A job's log is followed by byte offset, so a client reconnecting with its last ``offset``
-    resumes without loss or repetition; when the job ends, the rest of the log is sent, then
+    resumes without loss or repetition (``backlog=BYTES`` without an offset starts that far
+    before the end, at a line boundary, for a long log); when the job ends, the rest of the log is sent, then
     ``{"lines": [], "offset": O, "eof": true}`` and the socket is closed. A service's pod logs
     are followed across restarts; there ``offset`` counts lines of this stream."""
 
@@ -286,6 +287,12 @@ class LogStreamHandler(TiersWebSocket):
                 raise SpecError("pod", f"{ref} is a job; filter by rank, not pod")
             if kind == "service" and self._query.rank is not None:
                 raise SpecError("rank", f"{ref} is a service; filter by pod, not rank")
+            self._start, self._skip_partial = self._query.offset, False
+            if kind == "job" and self._query.backlog is not None and self._query.offset == 0:
+                tier: Any = self._handle.tier  # a BatchTier: the record is a job
+                size = await blocking(tier.log_size, self._handle.record)
+                self._start = max(0, size - self._query.backlog)
+                self._skip_partial = self._start > 0
         except (TiersError, ValueError) as exc:
             self.reject(service.http_status(exc), error_message(exc))
             return
@@ -313,7 +320,8 @@ class LogStreamHandler(TiersWebSocket):
             if rows and last is not None:
                 self.send_soon({"lines": rows, "offset": last})
 
-        self._follower = LogFollower(self._tier, record, self._query.offset, on_lines)
+        self._follower = LogFollower(self._tier, record, self._start, on_lines,
+                                     skip_partial=self._skip_partial)
         self._follower.start()
 
         def on_hub(message: dict[str, Any]) -> None:

@@ -101,10 +101,12 @@ class LogQuery:
     pod: str | None = None
     offset: int = 0
     limit: int | None = None
+    backlog: int | None = None
 
 
 def log_query(query: Query, *, with_limit: bool = True) -> LogQuery:
-    """``logs?rank=N|pod=NAME&offset=O&limit=L`` (``limit`` only for a range, not a stream)."""
+    """``logs?rank=N|pod=NAME&offset=O&limit=L`` for a range; a stream takes ``backlog=BYTES``
+    instead of ``limit`` (without an offset: start that many bytes before the log's end)."""
     rank = _int(query, "rank", 0, 10_000_000, None)
     pod = _one(query, "pod") or None
     if pod is not None:
@@ -116,7 +118,8 @@ def log_query(query: Query, *, with_limit: bool = True) -> LogQuery:
     limit = _int(query, "limit", 1, 10**9, None) if with_limit else None
     if limit is not None:
         limit = min(limit, MAX_LOG_LINES)
-    return LogQuery(rank=rank, pod=pod, offset=offset, limit=limit)
+    backlog = None if with_limit else _int(query, "backlog", 0, 10**12, None)
+    return LogQuery(rank=rank, pod=pod, offset=offset, limit=limit, backlog=backlog)
 
 
 def scale_body(body: bytes) -> int:

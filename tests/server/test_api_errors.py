@@ -134,7 +134,7 @@ def _random_text(rng: random.Random) -> str:
 
 
 def _random_query(rng: random.Random) -> dict[str, list[bytes]]:
-    names = ["rank", "pod", "offset", "limit", "refresh", "profile", "kind", _random_text(rng)]
+    names = ["rank", "pod", "offset", "limit", "backlog", "refresh", "profile", "kind", _random_text(rng)]
     out: dict[str, list[bytes]] = {}
     for _ in range(rng.randint(0, 4)):
         values = [_random_text(rng).encode("utf-8", "surrogatepass") for _ in range(rng.randint(1, 2))]

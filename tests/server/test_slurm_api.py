@@ -112,6 +112,18 @@ async def test_list_details_logs_and_a_resumed_stream(jp_fetch: Any, jp_ws_fetch
     assert rest["lines"] == expected[3:] and rest["eof"] is True
     rank1 = body(await jp_fetch(*API, "jobs", "box", job.id, "logs", params={"rank": "1"}))
     assert rank1["lines"] == [pair for pair in expected if pair[0] == 1] and len(rank1["lines"]) == 12
+    # A stream asked for a backlog starts that far before the end, at the next line boundary.
+    raw = box.read_log(job.record, 0)
+    tail3 = b"".join(raw.splitlines(keepends=True)[-3:])
+    ws = await jp_ws_fetch(*API, "jobs", "box", job.id, "logs", "stream", params={"backlog": len(tail3) + 5})
+    streamed: list[list[Any]] = []
+    while True:
+        message = await read_ws(ws)
+        assert message is not None, "stream closed before eof"
+        streamed.extend(message["lines"])
+        if message.get("eof"):
+            break
+    assert streamed == expected[-3:] and message["offset"] == len(raw)
     # The list now says COMPLETED too, from the cache as well as from a refresh.
     for refresh in ("0", "1"):
         listing = body(await jp_fetch(*API, "jobs", params={"refresh": refresh}))

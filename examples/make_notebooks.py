@@ -612,6 +612,7 @@ TEACHING_LAB: list[Cell] = [
     md("serve-md", """
         The cluster in a box keeps its job directories on this machine's disk, so a local profile
         can say where the cluster's paths are here: the same place. The lab's `tiers.yaml` has
+        (if yours does not, add it to `~/.jupyter/tiers.yaml`, next to the `sandbox` profile)
 
         ```yaml
         profiles:

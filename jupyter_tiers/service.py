@@ -425,9 +425,11 @@ class History:
     profile: str
     rows: list[Any]
     output: str | None = None
+    output_path: str = ""  # the file ``output`` was read from (or could not be read from)
 
     def to_json(self) -> dict[str, Any]:
-        return {"profile": self.profile, "rows": [r.to_json() for r in self.rows], "output": self.output}
+        return {"profile": self.profile, "rows": [r.to_json() for r in self.rows], "output": self.output,
+                "output_path": self.output_path}
 
 
 def history(profile: str | None = None, *, days: Any = 7, user: Any = None, state: Any = None,
@@ -450,10 +452,10 @@ def history(profile: str | None = None, *, days: Any = 7, user: Any = None, stat
         raise SpecError("profile", f"{name!r} is a {tier.kind} tier; job history comes from Slurm "
                         "accounting (sacct): use a Slurm profile, or %tiers jobs")
     rows = tier.history(query)
-    output = None
+    output, path = None, ""
     if job is not None and tail is not None and len(rows) == 1 and not rows[0].ours:
-        output = tier.output_tail(rows[0], tail)
-    return History(name, rows, output)
+        path, output = tier.output_tail(rows[0], tail)
+    return History(name, rows, output, path)
 
 
 def profiles() -> tuple[list[ProfileInfo], str]:

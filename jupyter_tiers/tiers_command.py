@@ -106,16 +106,16 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
                      for row in rows)
 
 
-def _history_output(row: Any, output: str | None, tail: int) -> str:
+def _history_output(row: Any, output: str | None, path: str, tail: int) -> str:
     """What follows one job's history row: where to look further, or its output's end."""
     if row.ours:
         return f"(submitted by jupyter-tiers: %tiers attach {row.key} / %tiers logs {row.key})"
     if output is None:
-        where = row.default_log or "(no working directory in accounting)"
-        return (f"(read-only; its output is not readable at {where}: written elsewhere with "
-                "--output, removed, or another user's file)")
+        where = path or "(no working directory in accounting)"
+        return (f"(read-only; its output is not readable at {where}: removed, written elsewhere "
+                "with --output after slurmctld forgot the job, or another user's file)")
     text = "".join(ch if ch.isprintable() or ch in "\n\t" else "?" for ch in output)
-    return f"--- last {tail} lines of {row.default_log} (read-only) ---\n{text.rstrip()}"
+    return f"--- last {tail} lines of {path} (read-only) ---\n{text.rstrip()}"
 
 
 def _handle(ref: str, kind: str | None = None) -> Any:
@@ -199,7 +199,7 @@ def run(argv: list[str], shell: Any = None) -> Any:
         else:
             print(format_history(found.rows))
             if args.job and len(found.rows) == 1:
-                print(_history_output(found.rows[0], found.output, args.tail))
+                print(_history_output(found.rows[0], found.output, found.output_path, args.tail))
             elif not all(r.ours for r in found.rows):
                 print("(FROM other: not submitted by jupyter-tiers; read-only: "
                       "%tiers history --job ID shows one with its output)")

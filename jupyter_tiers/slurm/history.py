@@ -286,23 +286,36 @@ def mark_ours(rows: Iterable[HistoryRow], known: dict[str, str]) -> list[History
     return [replace(r, ours=True, key=known[r.job_id]) if r.job_id in known else r for r in rows]
 
 
-# The last lines of a file if this account can read it; exit 3 if not (missing, unreadable).
-TAIL_FILE_SH = r"""[ -f "$1" ] && [ -r "$1" ] || exit 3
-tail -n "$2" -- "$1"
+# A job's output, read-only: the path slurmctld still knows (scontrol's StdOut, exact, while
+# it remembers the job) or else "$2" (sbatch's default); prints the path used first, then the
+# file's last "$3" lines, or exits 3 if this account cannot read it.
+TAIL_OUTPUT_SH = r"""p=$(scontrol -o show job "$1" 2>/dev/null |
+  sed -n 's/.* StdOut=\([^ ]*\).*/\1/p' | head -n 1)
+[ -n "$p" ] || p="$2"
+printf '%s\n' "$p"
+[ -f "$p" ] && [ -r "$p" ] || exit 3
+tail -n "$3" -- "$p"
 """
 _PATH_RE = re.compile(r"/[^\x00\n\r]{0,4095}")
 MAX_TAIL = 100_000
 
 
-def tail_file_argv(path: str, lines: int) -> list[str]:
-    """Read-only look at a job's output file (an absolute path from accounting)."""
+def tail_output_argv(job: str, default_path: str, lines: int) -> list[str]:
+    """Read-only look at a job's output: the job (``123``, ``123_4``), the path to read when
+    slurmctld no longer knows the job (an absolute path from accounting), and the line count."""
     from .commands import BASH
 
-    if not _PATH_RE.fullmatch(path or ""):
-        raise SpecError("path", f"{path[:60]!r} is not an absolute path")
+    if not _PATH_RE.fullmatch(default_path or ""):
+        raise SpecError("path", f"{default_path[:60]!r} is not an absolute path")
     if isinstance(lines, bool) or not isinstance(lines, int) or not 0 <= lines <= MAX_TAIL:
         raise SpecError("tail", f"give 0 to {MAX_TAIL} lines, got {lines!r}"[:100])
-    return [*BASH, TAIL_FILE_SH, "jt-tail-file", path, str(lines)]
+    return [*BASH, TAIL_OUTPUT_SH, "jt-tail-output", check_job_ref(job), default_path, str(lines)]
+
+
+def parse_tail_output(exit_status: int, stdout: str) -> tuple[str, str | None]:
+    """(the path read, its last lines or None when it was not readable)."""
+    path, _, rest = stdout.partition("\n")
+    return path, (rest if exit_status == 0 else None)
 
 
 HEADER = ("ID", "NAME", "USER", "STATE", "ELAPSED", "EXIT", "NODES", "MAX RSS", "SUBMITTED", "FROM")

@@ -31,7 +31,8 @@ from .history import (
     history_result,
     make_query,
     mark_ours,
-    tail_file_argv,
+    parse_tail_output,
+    tail_output_argv,
 )
 from .parse import parse_sacct, parse_sbatch_parsable, parse_scontrol_jobs, parse_squeue
 from .render import render_job
@@ -193,14 +194,16 @@ class SlurmTier(BatchTier):
         known = {r.job_id: r.key for r in self.registry.list(limit=MAX_LIST, profile=self.name, kind="job")}
         return mark_ours(rows[: query.limit], known)
 
-    def output_tail(self, row: HistoryRow, lines: int = 50) -> str | None:
+    def output_tail(self, row: HistoryRow, lines: int = 50) -> tuple[str, str | None]:
         """The last ``lines`` of a history job's output (read-only, for jobs submitted without
-        jupyter-tiers), at sbatch's default path ``WORKDIR/slurm-ID.out``; None when that file
-        is missing or not readable by this account (``--output`` elsewhere, another user's)."""
-        if not row.default_log:
-            return None
-        result = self.transport.run(tail_file_argv(row.default_log, lines), check=False, timeout=300)
-        return result.text() if result.exit_status == 0 else None
+        jupyter-tiers): at the path slurmctld reports while it still knows the job, else at
+        sbatch's default ``WORKDIR/slurm-ID.out``. Returns (path, text), text None when that
+        file is missing or this account cannot read it."""
+        default = row.default_log or "/dev/null/unknown"  # no workdir: only scontrol can say
+        result = self.transport.run(tail_output_argv(row.display_id, default, lines), check=False,
+                                    timeout=300)
+        path, text = parse_tail_output(result.exit_status, result.text())
+        return (path if row.default_log or path != default else ""), text
 
     def poll_ranks(self, records: Sequence[JobRecord]) -> dict[str, dict[int, RankState]]:
         if not records:

@@ -72,6 +72,7 @@ def test_history_has_ours_and_a_plain_sbatch_job(box: SlurmTier, plain_sbatch_jo
     job = box.submit(box.make_spec("print('step=1 loss=0.5', flush=True)\n", name="hist-ours", nodes=2))
     assert job.wait(timeout=180).state is JobState.COMPLETED
     _wait_accounted(box, foreign_id)
+    _wait_accounted(box, job.id)  # slurmdbd records a job a moment after slurmctld ends it
 
     rows = {r.job_id: r for r in box.history(make_query(days=1, limit=10_000))}
     ours, other = rows[job.id], rows[foreign_id]
@@ -114,7 +115,23 @@ def test_foreign_output_not_readable_is_said(box: SlurmTier, cluster_env: dict[s
     _wait_accounted(box, job_id)
     tiers_command.run(["history", "-p", "box", "--job", job_id])
     shown = capsys.readouterr().out
-    assert f"its output is not readable at /tmp/slurm-{job_id}.out" in shown
+    assert f"its output is not readable at /tmp/slurm-{job_id}.out" in shown or (
+        "its output is not readable at /dev/null" in shown)  # while slurmctld still knows the job
+
+
+def test_output_path_from_slurmctld_while_it_knows_the_job(box: SlurmTier, cluster_env: dict[str, str],
+                                                            capsys: pytest.CaptureFixture[str],
+                                                            tiers_yaml: Path) -> None:
+    """sbatch -o elsewhere: the exact path comes from scontrol while slurmctld remembers the job."""
+    out_path = f"/var/tmp/jt-history-out-{uuid.uuid4().hex[:8]}-%j.txt"
+    job_id = ssh(cluster_env, f"cd /tmp && sbatch --parsable -J elsewhere2 -o {out_path} "
+                              "--wrap 'echo written elsewhere'").strip()
+    _wait_accounted(box, job_id)
+    tiers_command.run(["history", "-p", "box", "--job", job_id, "--tail", "3"])
+    shown = capsys.readouterr().out
+    real = out_path.replace("%j", job_id)
+    assert f"last 3 lines of {real} (read-only)" in shown and "written elsewhere" in shown
+    ssh(cluster_env, f"rm -f {real}")
 
 
 def test_failed_job_metrics_and_error_line(box: SlurmTier) -> None:

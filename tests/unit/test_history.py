@@ -262,20 +262,24 @@ def test_fuzz_parser_never_raises() -> None:
 
 
 def test_one_job_query_and_output_path_checks() -> None:
-    from jupyter_tiers.slurm.history import check_job_ref, tail_file_argv
+    from jupyter_tiers.slurm.history import check_job_ref, parse_tail_output, tail_output_argv
 
     argv = history_argv(make_query(job="293_1"))
     assert argv[argv.index("-j") + 1] == "293_1" and "-S" not in argv  # whenever it ran
     for bad in ("3;x", "-1", "12_", "_3", "1.0", "", " 1", "1\n"):
         with pytest.raises(SpecError, match="not a Slurm job id"):
             check_job_ref(bad)
-    cmd = tail_file_argv("/tmp/dir with space/slurm-3.out", 20)
-    assert cmd[-2:] == ["/tmp/dir with space/slurm-3.out", "20"]  # data as argv words, never code
+    cmd = tail_output_argv("293_1", "/tmp/dir with space/slurm-3.out", 20)
+    assert cmd[-3:] == ["293_1", "/tmp/dir with space/slurm-3.out", "20"]  # data as argv words
     for path in ("relative/slurm-3.out", "/a\nb", "", "/x\x00"):
         with pytest.raises(SpecError):
-            tail_file_argv(path, 5)
+            tail_output_argv("3", path, 5)
     with pytest.raises(SpecError):
-        tail_file_argv("/tmp/x", -1)
+        tail_output_argv("3", "/tmp/x", -1)
+    with pytest.raises(SpecError):
+        tail_output_argv("3;reboot", "/tmp/x", 1)
+    assert parse_tail_output(0, "/tmp/o.txt\na\nb\n") == ("/tmp/o.txt", "a\nb\n")
+    assert parse_tail_output(3, "/tmp/o.txt\n") == ("/tmp/o.txt", None)
 
 
 def test_tier_history_keyword_filters(tmp_path: Path) -> None:

@@ -15,9 +15,12 @@ Custom patterns (``--metrics "loss=REGEX"``, or a profile's ``metrics`` default)
 replace the default reading of a key: the regex's first group (or a group named ``value``) is
 the number.
 
-A series keeps at most ``max_points`` points: when full, neighbouring points are merged (a
-weighted mean at the later point's x), so memory stays bounded for a week-long run while the
-curve keeps its shape; the last value of every key is kept exactly.
+A series keeps fewer than ``max_points`` points: when full, neighbouring points are merged
+(each point is the mean x and mean y of the readings it holds, and every point holds as many),
+so memory stays bounded for a week-long run while the curve keeps its shape; the last value of
+every key is kept exactly. ``x`` is the last ``step`` the log showed, else the reading's number.
+
+Also: the first error line of the log (any rank), for a failed job's summary.
 """
 
 from __future__ import annotations

@@ -399,8 +399,10 @@ DDP_SLURM: list[Cell] = [
         rank (values never appear in the script or the job registry).
 
         DDP all-reduces the gradients during `backward()`, so every rank ends with the same
-        weights; rank 0 writes the checkpoint into the job's directory on the cluster
-        (`$JT_JOB_DIR`, which also holds the log and the rendered script).
+        weights; rank 0 saves the checkpoint into `$JT_CHECKPOINT_DIR`, which every rank gets
+        (`{workdir}/{name}/{job_id}/checkpoints` on the cluster's shared storage). When the job
+        completes the registry records the newest checkpoint there, the summary line names it, and
+        `%%k8s_serve --model-from ddp-demo` can serve it (see `train_then_serve.ipynb`).
         """),
     code("train", magic=(
         "%%slurm_train --profile {profile} --nodes {nodes} --launcher torchrun"
@@ -439,7 +441,7 @@ DDP_SLURM: list[Cell] = [
         checksum = sum(p.detach().double().sum().item() for p in model.parameters())
         print(f"rank {rank} weights checksum {checksum:.6f}")
         if rank == 0:
-            path = os.path.join(os.environ["JT_JOB_DIR"], "checkpoint.pt")
+            path = os.path.join(os.environ["JT_CHECKPOINT_DIR"], "checkpoint.pt")
             torch.save({"model": model.module.state_dict(), "step": step}, path)
             print(f"checkpoint saved: {path} ({os.path.getsize(path)} bytes)")
         dist.barrier()
@@ -454,7 +456,7 @@ DDP_SLURM: list[Cell] = [
         print(status.state.value, "on", status.nodelist)
         for r in status.ranks:
             print(f"rank {r.rank}: {r.phase.value} on {r.node}, exit {r.exit_code}")
-        print("checkpoint directory:", job.record.jobdir)
+        print("newest checkpoint:", status.checkpoint)
         """),
     code("logs", "%tiers logs {job.id} --rank 0 --tail 2"),
 ]

@@ -120,8 +120,11 @@ def test_ddp_slurm_trains_on_two_nodes_and_saves_a_checkpoint(
     assert len(checksums) == 4 and len({c for _, c in checksums}) == 1, "DDP replicas diverged"
     saved = re.search(r"^0: checkpoint saved: (\S+/checkpoint\.pt) \((\d+) bytes\)$", train, re.M)
     assert saved, train
+    # Saved into $JT_CHECKPOINT_DIR ({workdir}/{name}/{job_id}/checkpoints), and recorded.
+    assert saved.group(1).endswith(f"/ddp-demo/{job_id}/checkpoints/checkpoint.pt"), train
     summary = SUMMARY_OK.match(last_line(train))
     assert summary and summary.group(1) == job_id, train
+    assert summary["checkpoint"] == saved.group(1), train
     assert sorted(nodes_of(summary.group(2))) == sorted(per_node)
 
     # The sandbox's compute nodes share this machine's filesystem: the checkpoint can be read.
@@ -137,7 +140,7 @@ def test_ddp_slurm_trains_on_two_nodes_and_saves_a_checkpoint(
     assert [re.sub(r" on node\d+", "", ln) for ln in status[1:5]] == [
         f"rank {r}: exited, exit 0" for r in range(4)
     ]
-    assert status[5] == f"checkpoint directory: {Path(saved.group(1)).parent}"
+    assert status[5] == f"newest checkpoint: {saved.group(1)}"
     assert out["logs"].splitlines() == [
         f"rank 0 weights checksum {checksums[0][1]}",
         f"checkpoint saved: {saved.group(1)} ({saved.group(2)} bytes)",

@@ -201,3 +201,21 @@ def test_quickstart_template_runs_under_papermill_with_overrides(
     out = texts(nb)
     check_quickstart(out, "torch gloo" if torch_available() else "plain Python", shape)
     check_registry_and_processes(shape, Path(kernel_env["JUPYTER_DATA_DIR"]))
+
+
+def test_main_command_prints_both_summary_lines_and_the_answer(kernel_env: dict[str, str]) -> None:
+    """What ``bash examples/run_quickstart.sh`` prints after its bootstrap: run_notebook.py's
+    output, cell by cell, in order."""
+    result = subprocess.run(
+        [sys.executable, str(EXAMPLES / "run_notebook.py"), str(EXAMPLES / "quickstart.ipynb")],
+        env={k: v for k, v in kernel_env.items() if k != "JUPYTER_TIERS_DISPLAY"},  # it sets it
+        capture_output=True, text=True, check=False, timeout=900,
+    )
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    lines = result.stdout.splitlines()
+    train = next(i for i, ln in enumerate(lines) if TRAIN_SUMMARY.match(ln))
+    serve = next(i for i, ln in enumerate(lines) if SERVE_SUMMARY.match(ln))
+    answer = next(i for i, ln in enumerate(lines) if ln.endswith("; the true line gives 7"))
+    assert train < serve < answer < lines.index("service predictor deleted"), result.stdout
+    assert re.fullmatch(r"y\(2\) = \d+\.\d{4} from step-00010\.json \(step 10\); the true line gives 7",
+                        lines[answer]), lines[answer]

@@ -329,8 +329,8 @@ TRAIN_THEN_SERVE: list[Cell] = [
         %tiers profiles
         """),
     md("train-md", """
-        **Train.** The quickstart's cell, on `{nodes}` Slurm nodes (one rank each, `srun
-        --kill-on-bad-exit`): rank 0 saves a checkpoint into `$JT_CHECKPOINT_DIR` every 5 steps.
+        **Train.** The quickstart's cell, on `nodes` Slurm nodes (2 as shipped; one rank each,
+        `srun --kill-on-bad-exit`): rank 0 saves a checkpoint into `$JT_CHECKPOINT_DIR` every 5 steps.
         When the job completes, the same scheduler round trip that reports its state lists the
         directory, and the registry records the newest checkpoint; the summary line names it.
         `--out job` keeps the handle.

@@ -45,7 +45,7 @@ _STATE_CODES = {"PD": "PENDING", "R": "RUNNING", "S": "SUSPENDED", "CD": "COMPLE
 _USER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")
 _JOB_REF_RE = re.compile(r"\d{1,20}(?:_\d{1,10})?")
 _RAW_ID_RE = re.compile(r"(\d{1,20})(?:\.(\S+))?")
-_RSS_RE = re.compile(r"(\d+(?:\.\d+)?)([KMGTP]?)", re.IGNORECASE)
+_RSS_RE = re.compile(r"(\d{1,15}(?:\.\d{1,6})?)([KMGTP]?)", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024**5}
 _NONE = {"", "Unknown", "None", "None assigned", "(null)", "N/A"}
 
@@ -182,6 +182,12 @@ class HistoryRow:
         if self.exit_code is None:
             return "-"
         return f"{self.exit_code}:{self.signal}" if self.signal else str(self.exit_code)
+
+    @property
+    def ref(self) -> str:
+        """What scontrol and sacct take for this job: ``12_3`` for an array task, else the raw
+        id (a pending array's ``12_[4-10]`` is not one job)."""
+        return self.display_id if _JOB_REF_RE.fullmatch(self.display_id) else self.job_id
 
     @property
     def default_log(self) -> str:

@@ -200,7 +200,7 @@ class SlurmTier(BatchTier):
         sbatch's default ``WORKDIR/slurm-ID.out``. Returns (path, text), text None when that
         file is missing or this account cannot read it."""
         default = row.default_log or "/dev/null/unknown"  # no workdir: only scontrol can say
-        result = self.transport.run(tail_output_argv(row.display_id, default, lines), check=False,
+        result = self.transport.run(tail_output_argv(row.ref, default, lines), check=False,
                                     timeout=300)
         path, text = parse_tail_output(result.exit_status, result.text())
         return (path if row.default_log or path != default else ""), text

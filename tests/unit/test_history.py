@@ -94,7 +94,10 @@ def test_real_output_one_row_per_job_with_max_rss_from_steps() -> None:
     assert by_id["2"].max_rss is None
     arr = by_id["295"]
     assert arr.display_id == "293_0" and arr.name == "arr|pipe name"  # the name stays whole
-    assert arr.default_log == "/tmp/slurm-293_0.out"
+    assert arr.default_log == "/tmp/slurm-293_0.out" and arr.ref == "293_0"
+    from dataclasses import replace
+
+    assert replace(arr, display_id="293_[4-10%2]").ref == "295"  # a pending array's tasks
     assert by_id["293"].display_id == "293_1"
 
 
@@ -120,6 +123,7 @@ def test_rss_and_bytes() -> None:
     assert parse_rss("1.50G") == int(1.5 * 1024**3)
     assert parse_rss("0") == 0
     assert parse_rss("") is None and parse_rss("12Q") is None
+    assert parse_rss("9" * 400 + "K") is None  # never an overflow
     assert format_bytes(16272 * 1024) == "15.9M"
     assert format_bytes(512) == "512B" and format_bytes(None) == "-"
     assert format_bytes(3 * 1024**4) == "3.0T"
@@ -247,7 +251,8 @@ def test_fuzz_history_arguments(capsys: pytest.CaptureFixture[str]) -> None:
 def test_fuzz_parser_never_raises() -> None:
     rng = random.Random(7)
     pieces = [DELIMITER, "|", "#", "123", ".batch", ".0", "_4", "K", "1.5G", "COMPLETED", "CANCELLED by 0",
-              "0:15", "1-02:03:04", "node[1-2]", "\n", "", "ü", "\x00", "-", "None assigned"]
+              "0:15", "1-02:03:04", "node[1-2]", "\n", "", "ü", "\x00", "-", "None assigned",
+              "9" * 40 + "K", "12_[4-10%2]"]
     for _ in range(3000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 60)))
         rows = parse_history(text)

@@ -98,6 +98,7 @@ def test_metrics_in_the_text_view_and_job_metrics(ip, capsys) -> None:
     out = _train(ip, capsys, r'--nodes 2 --wait --out job --metrics "ppl=perplexity is (\S+)"', TRAIN)
     lines = out.splitlines()
     assert lines[-1].startswith("job ") and " COMPLETED in " in lines[-1], out
+    assert lines[-1].endswith(" on local[0-1] — ppl 50"), out  # the custom metric is the main one
     assert lines[-2] == "metrics (rank 0): step 5, loss 0.2, lr 0.0003, ppl 50, val_loss 0.25, epoch 1", out
     job = ip.user_ns.pop("job")
     assert isinstance(job, Job)

@@ -44,8 +44,9 @@ def load_file_cached(path: Path, *, trusted: bool = True) -> dict[str, Any]:
         return copy.deepcopy(hit[1])
     result = load_file(path, trusted=trusted)
     # Keep it only if the file did not change while it was read and has settled.
-    settled = before is not None and time.time_ns() - before[3] > _SETTLED_NS  # mtime
-    if settled and _stamp(path) == before:
+    if before is None or time.time_ns() - before[3] <= _SETTLED_NS:  # before[3]: mtime
+        return result
+    if _stamp(path) == before:
         with _lock:
             if len(_cache) >= _MAX_ENTRIES and key not in _cache:
                 _cache.pop(next(iter(_cache)))

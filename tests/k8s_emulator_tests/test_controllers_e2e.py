@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import re
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -14,17 +14,10 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import portforward
 
+from tests import helpers
 from tests.k8s_emulator.emulator import Emulator
 
-
-def wait_for(fn: Callable[[], Any], timeout: float = 90.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {what}")
+wait_for = functools.partial(helpers.wait_for, timeout=90.0, interval=0.1)
 
 
 @pytest.fixture(scope="module")

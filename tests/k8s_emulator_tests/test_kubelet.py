@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import time
-from collections.abc import Callable, Iterator
+import functools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from tests import helpers
 from tests.k8s_emulator.errors import ApiError
 from tests.k8s_emulator.kubelet import Kubelet, go_duration, parse_quantity
 from tests.k8s_emulator.store import Store
@@ -18,14 +19,7 @@ from tests.k8s_emulator.store import Store
 NS = "default"
 
 
-def wait_for(fn: Callable[[], Any], timeout: float = 60.0, what: str = "condition") -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        v = fn()
-        if v:
-            return v
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
+wait_for = functools.partial(helpers.wait_for, timeout=60.0)
 
 
 @pytest.fixture

@@ -13,13 +13,13 @@ Waits are bounded only so that a broken tier fails instead of hanging; nothing a
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import socket
 import sys
 import textwrap
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +31,7 @@ from jupyter_tiers import api, config
 from jupyter_tiers.model import JobState
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.tier import Job
+from tests import helpers
 from tests.helpers import cancel_registered_jobs, ipython_test_shell
 
 VENV_BIN = Path(sys.executable).parent
@@ -142,12 +143,7 @@ def last_line(text: str) -> str:
     return lines[-1]
 
 
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = GUARD) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
+wait_for = functools.partial(helpers.wait_for, timeout=GUARD, interval=0.2)
 
 
 def usage_error(ip: InteractiveShell, capsys: pytest.CaptureFixture[str], cell: str) -> str:

@@ -3,6 +3,7 @@ the pure renderer)."""
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import shlex
@@ -17,6 +18,7 @@ from IPython.core.error import UsageError
 from jupyter_tiers.k8s.client import KubeClient
 from jupyter_tiers.k8s.watch import SINCE_MARGIN_S, PodLogFollower, since_seconds
 from jupyter_tiers.model import PodLogLine
+from tests import helpers
 from tests.unit.serve_shell import Shell, serve_shell
 
 __all__ = ["serve_shell"]  # the fixture
@@ -24,12 +26,7 @@ __all__ = ["serve_shell"]  # the fixture
 GUARD = 10.0  # seconds; bounds every wait
 
 
-def wait_for(predicate: Any, what: str, timeout: float = GUARD) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.02)
+wait_for = functools.partial(helpers.wait_for, timeout=GUARD, interval=0.02)
 
 
 # --- pod log follower ------------------------------------------------------------------------

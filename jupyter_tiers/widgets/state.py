@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..logs import LogBatch, split_log_line
-from ..model import JobStatus, LogLine, RankPhase
+from ..model import JobStatus, RankPhase
 from ..timefmt import format_elapsed
 
 PHASE_CODES = {
@@ -53,10 +53,6 @@ def status_traits(status: JobStatus) -> dict[str, Any]:
         "checkpoint": status.checkpoint or "",
     }
 
-
-def line_rows(lines: list[LogLine]) -> list[list[Any]]:
-    """Log lines as [rank or None, text, is_error] rows for the front end."""
-    return [[ln.rank, ln.text, bool(ERROR_RE.search(ln.text))] for ln in lines]
 
 
 def error_lines(text: str) -> list[int]:

@@ -19,7 +19,7 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
@@ -41,16 +41,40 @@ SINCE_MARGIN_S = 60
 SINCE_MAX_S = 10 * 365 * 86400  # "from the start" when the last timestamp cannot be read
 
 
+def split_chunks(chunks: Iterable[bytes]) -> Iterator[str]:
+    """Complete lines (without their newline) of a byte stream cut into arbitrary chunks.
+
+    Bytes after a chunk's last newline are held as a list and joined once, when their line
+    ends, and each block of whole lines is decoded and split in one call, so the cost is linear
+    in the bytes (a single line of many megabytes, or a chunk of many short lines). Same text as
+    decoding line by line: a newline byte is never part of a UTF-8 sequence, valid or not. A last
+    line without a newline is yielded when the stream ends.
+    """
+    pending: list[bytes] = []
+    for chunk in chunks:
+        cut = chunk.rfind(b"\n") + 1
+        if not cut:
+            if chunk:
+                pending.append(chunk)
+            continue
+        if pending:
+            pending.append(chunk[:cut])
+            block = b"".join(pending)
+            pending.clear()
+        else:
+            block = chunk[:cut] if cut < len(chunk) else chunk
+        if cut < len(chunk):
+            pending.append(chunk[cut:])
+        texts = block.decode("utf-8", errors="replace").split("\n")
+        texts.pop()  # the empty string after the block's last newline
+        yield from texts
+    if pending:
+        yield b"".join(pending).decode("utf-8", errors="replace")
+
+
 def _lines(resp: Any) -> Iterator[str]:
     """Complete lines of a streamed HTTP body (a watch or a log), as they arrive."""
-    pending = b""
-    for chunk in resp.stream(amt=None, decode_content=False):
-        pending += chunk
-        while b"\n" in pending:
-            line, pending = pending.split(b"\n", 1)
-            yield line.decode("utf-8", errors="replace")
-    if pending:
-        yield pending.decode("utf-8", errors="replace")
+    return split_chunks(resp.stream(amt=None, decode_content=False))
 
 
 def _close_quietly(resp: Any) -> None:

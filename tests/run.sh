@@ -45,7 +45,7 @@ if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null && ! command -v shellch
     || { tail -n 20 test-output/apt-shellcheck.log >&2; echo "[run] shellcheck install failed" >&2; exit 1; }
 fi
 if command -v shellcheck >/dev/null; then
-  echo "[run] shellcheck (settings: .shellcheckrc)"
+  echo "[run] shellcheck cluster.sh (no repository-wide exceptions)"
   shellcheck jupyter_tiers/sandbox/cluster.sh
 elif [ -n "${CI:-}" ]; then
   echo "[run] shellcheck is missing: cluster.sh cannot be checked" >&2; exit 1

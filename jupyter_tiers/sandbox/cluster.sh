@@ -256,7 +256,8 @@ check_state_dir() {
     done
     if [ ! -e "$DIR" ] && [ ! -L "$DIR" ]; then
         [ "${1:-}" = create ] || return 0
-        mkdir -p -m 755 -- "${DIR%/*}" 2>/dev/null
+        # Parents made here are root's and 755 (umask 022; mkdir -p -m would set the last only).
+        (umask 022 && mkdir -p -- "${DIR%/*}") 2>/dev/null
         mkdir -m 755 -- "$DIR" 2>/dev/null || [ -d "$DIR" ] || refuse "cannot create $DIR"
     fi
     why=$(unsafe_dir "$DIR")

@@ -296,13 +296,15 @@ def list_items(limit: int = 50, profile: str | None = None, kind: str | None = N
     return Listing(items=items, records=records, errors=errors)
 
 
-def details(ref: str) -> dict[str, Any]:
+def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[str, Any]:
     """An item plus ``view``: the same state the notebook widget syncs (JobView or ServeView
-    traits), asked of the cluster now."""
+    traits), from ``status`` when the caller holds a current one (the server's shared watcher),
+    else asked of the cluster now."""
     handle = attach(ref)
     rec = handle.record
     now = time.time()
-    status = handle.status()
+    if status is None:
+        status = handle.status()
     item = item_from(rec, status, now).to_json()
     if rec.kind == "service":
         from .widgets import serve_state

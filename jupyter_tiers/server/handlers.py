@@ -110,13 +110,15 @@ class JobsHandler(TiersAPIHandler):
 
 
 class ItemHandler(TiersAPIHandler):
-    """``GET jobs/{profile}/{id}`` (details with the widget's view state); ``DELETE`` (a service)."""
+    """``GET jobs/{profile}/{id}[?refresh=0]`` (details with the widget's view state; ``refresh=0``
+    answers from the hub's watch when it has one); ``DELETE`` (a service)."""
 
     @web.authenticated
     @authorized
     async def get(self, profile: str, job_id: str) -> None:
         ref = self.parsed(params.ref, profile, job_id)
-        self.write_json(await self.run(service.details, ref))
+        refresh = self.parsed(params.flag, self.request.query_arguments, "refresh", True)
+        self.write_json(await self.run(self.hub.details, ref, refresh=refresh))
 
     @web.authenticated
     @authorized

@@ -94,6 +94,25 @@ class Hub:
         with self._lock:
             return self._statuses.get(key)
 
+    def cached_status(self, key: str) -> JobStatus | ServiceStatus | None:
+        """The status the shared watcher last delivered for ``key`` while it watches the item, or
+        its final status once both it and the registry say the item ended; else None (not
+        watched, or nothing delivered yet)."""
+        with self._lock:
+            status, rec = self._statuses.get(key), self._records.get(key)
+            if status is None or rec is None:
+                return None
+            if key in self._subs or (not _status_active(status) and not service.is_active(rec)):
+                return status
+            return None
+
+    def details(self, ref: str, *, refresh: bool = True) -> dict[str, Any]:
+        """``service.details`` of one item. Without ``refresh`` it is answered from the cached
+        status (no cluster query) when there is one, else by one refresh: a detail panel
+        re-reading on every change costs the cluster nothing while the hub watches the item."""
+        cached = None if refresh else self.cached_status(ref)
+        return service.details(ref, status=cached)
+
     def watched(self) -> list[str]:
         with self._lock:
             return sorted(self._subs)

@@ -1,6 +1,7 @@
 """The shared watcher on the real local tier: ten listeners share one subscription per job, a
-job submitted by another process appears, its end is pushed, and with nobody listening nothing
-is watched and the hub's thread ends."""
+job submitted by another process appears, its end is pushed, detail reads with ``refresh=0``
+cost no scheduler query while it is watched, and with nobody listening nothing is watched and
+the hub's thread ends."""
 
 from __future__ import annotations
 
@@ -58,7 +59,24 @@ def _until(cond: Any, what: str) -> None:
         time.sleep(0.05)
 
 
-def test_ten_listeners_share_one_subscription_and_idle_stops_watching(local: Any, tiers_config: Any) -> None:
+def count_scheduler_queries(tier: Any, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Scheduler queries this thread makes through ``tier`` (the tier's watcher polls from its own
+    thread and is not counted): the cost of detail reads alone."""
+    me = threading.get_ident()
+    calls: list[int] = []
+    real = tier.poll_scheduler
+
+    def counting(records: Any) -> Any:
+        if threading.get_ident() == me:
+            calls.append(len(records))
+        return real(records)
+
+    monkeypatch.setattr(tier, "poll_scheduler", counting)
+    return calls
+
+
+def test_ten_listeners_share_one_subscription_and_idle_stops_watching(
+        local: Any, tiers_config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     hub = Hub(scan_interval=0.2)
     job = local.submit(local.make_spec("import time\ntime.sleep(2)\nprint('done')\n", name="hubbed"))
     inboxes = [Inbox() for _ in range(10)]
@@ -87,10 +105,28 @@ def test_ten_listeners_share_one_subscription_and_idle_stops_watching(local: Any
     tiers_config({"profiles": {"laptop": {"tier": "local", "description": "edited"}}})
     _until(lambda: api.connect("laptop") is not local and other.key in api.connect("laptop").watcher._jobs,
            "the job watched on the new tier")
+
+    # Detail panels re-reading (?refresh=0) are answered from the watch: ten reads, no query;
+    # an explicit refresh is one query.
+    tier = api.connect("laptop")
+    queries = count_scheduler_queries(tier, monkeypatch)
+    _until(lambda: hub.cached_status(other.key) is not None, "the watch's first status")
+    for _ in range(10):
+        detail = hub.details(other.key, refresh=False)
+        assert detail["key"] == other.key and detail["view"]["job_name"] == "late"
+        assert detail["state"] in ("PENDING", "RUNNING") and detail["view"]["state"] == detail["state"]
+    assert queries == []
+    assert hub.details(other.key)["state"] in ("PENDING", "RUNNING")
+    assert queries == [1]
+
     for token in tokens:
         hub.unlisten(token)
     _until(lambda: hub.watched() == [] and hub._thread is None, "the idle hub to stop")
     assert other.key not in api.connect("laptop").watcher._jobs  # nothing polled for nobody
+    # Not watched any more: a cached read falls back to one refresh (never a stale answer).
+    assert hub.cached_status(other.key) is None
+    assert hub.details(other.key, refresh=False)["state"] in ("PENDING", "RUNNING")
+    assert queries == [1, 1]
     other.cancel()
     hub.stop()
 

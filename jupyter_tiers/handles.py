@@ -91,11 +91,7 @@ class Job(Handle):
         import codecs
 
         decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
-        # Tiers that can stream a finished log say so with log_chunks (Slurm); the others are
-        # local files read at once.
-        chunks = getattr(self.tier, "log_chunks", None)
-        pieces = chunks(self.record, offset) if chunks else [self.tier.read_log(self.record, offset)]
-        for chunk in pieces:
+        for chunk in self.tier.log_chunks(self.record, offset):
             text = decoder.decode(chunk)
             if text:
                 yield text

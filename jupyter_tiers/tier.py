@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
@@ -190,6 +190,11 @@ class BatchTier(Tier):
     @abc.abstractmethod
     def read_log(self, record: JobRecord, offset: int = 0) -> bytes:
         """The merged log from a byte offset to its current end."""
+
+    def log_chunks(self, record: JobRecord, offset: int = 0) -> Iterator[bytes]:
+        """The merged log from a byte offset to its end, in pieces as they are read (tiers
+        override this so a large log is never whole in memory)."""
+        yield self.read_log(record, offset)
 
     def tail_log(self, record: JobRecord, lines: int) -> bytes:
         """The merged log's last ``lines`` lines (tiers override this to avoid reading it all)."""

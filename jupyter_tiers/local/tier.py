@@ -49,6 +49,7 @@ from . import supervisor as sv
 MAX_RANKS = 1024  # a local job's ranks all run on this machine
 LAUNCH_TIMEOUT = 60.0
 FOLLOW_INTERVAL = 0.02
+LOG_CHUNK = 1 << 20  # bytes read at a time when a whole log is printed or scanned
 _COUNTER = ".last-job-id"
 _COUNTER_LOCK = ".last-job-id.lock"
 # Fields of a JobSpec that have no local meaning; the plan says so instead of silently dropping them.
@@ -419,6 +420,22 @@ class LocalTier(BatchTier):
                 return f.read()
         except FileNotFoundError:
             return b""
+
+    def log_chunks(self, record: JobRecord, offset: int = 0) -> Iterator[bytes]:
+        """The merged log from ``offset`` to its size when opened, read LOG_CHUNK bytes at a time
+        (a log of any size is never whole in memory; a running job's later lines are not read)."""
+        try:
+            with open(Path(record.jobdir) / LOG_NAME, "rb") as f:
+                left = os.fstat(f.fileno()).st_size - offset
+                f.seek(offset)
+                while left > 0:
+                    chunk = f.read(min(LOG_CHUNK, left))
+                    if not chunk:
+                        return
+                    left -= len(chunk)
+                    yield chunk
+        except FileNotFoundError:
+            return
 
     def log_size(self, record: JobRecord) -> int:
         try:

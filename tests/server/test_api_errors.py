@@ -105,6 +105,8 @@ async def test_json_errors_with_status_codes(jp_fetch: Any, tiers_config: Any) -
     assert code == 400 and message.startswith("offset")
     code, message = await _error(jp_fetch, *api, "far", "41", "logs", params={"rank": "1", "pod": "p"})
     assert code == 400 and "not both" in message
+    code, message = await _error(jp_fetch, *api, "far", "41", params={"refresh": "maybe"})
+    assert code == 400 and message.startswith("refresh") and "1 or 0" in message
     # The job exists but its profile does not (any more): 404 naming the profile.
     code, message = await _error(jp_fetch, *api, "far", "41")
     assert code == 404 and "far" in message

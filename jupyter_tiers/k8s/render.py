@@ -89,7 +89,12 @@ _IMAGE = re.compile(
     r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?"
 )
+# Names every serving replica gets from jupyter-tiers or Kubernetes, on both tiers (a cell works on
+# either): the port it must listen on (PORT, JT_PORT), JT_* and the in-cluster API's address. Not
+# PATH, HOME, LD_LIBRARY_PATH...: serving runs no script of ours that needs them, and a container
+# image may legitimately need them changed.
 _RESERVED_ENV_PREFIXES = ("JT_", "KUBERNETES_")
+_RESERVED_ENV_NAMES = ("PORT",)
 _TOLERATION_KEYS = ("key", "operator", "value", "effect", "tolerationSeconds")
 _TOLERATION_OPERATORS = ("Equal", "Exists")
 _TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -195,6 +200,9 @@ def _validate_env_name(field: str, key: str) -> None:
     for prefix in _RESERVED_ENV_PREFIXES:
         if key.startswith(prefix):
             raise SpecError(field, f"{key!r} is reserved ({prefix}* is set by jupyter-tiers or Kubernetes)")
+    if key in _RESERVED_ENV_NAMES:
+        raise SpecError(field, f"{key!r} is reserved (every replica gets its port in PORT and JT_PORT; "
+                        "read it instead of setting it)")
 
 
 def _validate_env(spec: ServeSpec) -> None:
@@ -519,6 +527,7 @@ def _container(
     env: list[dict[str, Any]] = [
         {"name": "JT_SERVICE_NAME", "value": spec.name},
         {"name": "JT_PORT", "value": str(spec.port)},
+        {"name": "PORT", "value": str(spec.port)},  # as on the local tier
     ]
     if has_models:
         env.append({"name": "JT_MODEL_DIR", "value": MODEL_DIR})

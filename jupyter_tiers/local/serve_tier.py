@@ -101,9 +101,6 @@ def check_local(spec: ServeSpec) -> None:
     if spec.replicas > MAX_REPLICAS:
         raise SpecError("replicas", f"{spec.replicas}: a local service runs at most {MAX_REPLICAS} "
                         "replicas on this machine")
-    if any(key == "PORT" for key, _ in spec.env):  # the value is not shown: it may be a secret
-        raise SpecError("env", "PORT is set by the local tier to each replica's own port; read it "
-                        "(or JT_PORT) instead of setting it")
 
 
 def revision_of(template: str, restarted_at: str) -> str:

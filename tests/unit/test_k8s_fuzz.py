@@ -1,5 +1,6 @@
 """Seeded fuzz of ``%%k8s_serve`` and ``%tiers`` lines: whatever is typed, the answer is a
-rendered dry run or one short UsageError, never a traceback, and no env value ever shows.
+rendered dry run or one short UsageError, never a traceback, no env value ever shows, and no line
+setting a reserved name (PORT, JT_*, KUBERNETES_*) renders.
 
 Every serve line carries ``--dry-run`` (or ``--delete`` of a name the empty registry does not
 know) against a kubernetes profile whose API port is closed, so nothing is applied anywhere.
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import base64
 import random
+import re
 import shlex
 from typing import Any
 
@@ -31,7 +33,10 @@ SECRETS = tuple(
     for form in (value, base64.b64encode(value.encode()).decode())
 )
 ENV_VALUES = [f"TOKEN={SECRET}", f"={SECRET}", f"TOKEN:{SECRET}", f"JT_TOKEN={SECRET}", f"A B={SECRET}",
-              "FUZZ_KERNEL_TOKEN", "=FUZZ_KERNEL_TOKEN"]
+              "FUZZ_KERNEL_TOKEN", "=FUZZ_KERNEL_TOKEN", f"PORT={SECRET}",
+              f"KUBERNETES_SERVICE_HOST={SECRET}", f"PATH={SECRET}"]
+# Names serving reserves on every tier (PATH is not reserved: an image may need it changed).
+RESERVED_ENV = re.compile(r"(?:--env|-e) '?(?:PORT|JT_\w*|KUBERNETES_\w*)=")
 
 SERVE_OPTIONS = [
     "--name", "-n", "--image", "--replicas", "-r", "--gpus", "--cpu", "--memory", "--port", "--env", "-e",
@@ -142,5 +147,7 @@ def test_fuzz_k8s_serve_and_tiers_lines_give_only_usage_errors(
         printed = capsys.readouterr()
         _check(what, exc, printed.out + printed.err)
         rendered += exc is None and "kind: Deployment" in printed.out
+        assert not (exc is None and "kind: Deployment" in printed.out and RESERVED_ENV.search(line)), \
+            f"{what}: rendered with a reserved env name"
     assert rendered > LINES // 50, "the fuzz should also reach some successful renders"
     assert serve_shell.user_ns.get("__builtins__") is None

@@ -274,6 +274,7 @@ def test_env_values_live_only_in_the_secret_and_never_in_the_yaml() -> None:
     assert "s3cr3t" not in text and base64.b64encode(b"s3cr3t").decode() not in text
     assert "API_KEY: <redacted>" in text
     assert {"name": "JT_PORT", "value": "9000"} in env
+    assert {"name": "PORT", "value": "9000"} in env  # as on the local tier
 
 
 def test_identical_rerun_is_byte_identical_and_changes_roll_the_pods() -> None:
@@ -371,6 +372,9 @@ BAD: list[tuple[dict[str, Any], str, str]] = [
     ({"env": (("1X", "v"),)}, "env", "not a variable name"),
     ({"env": (("JT_PORT", "1"),)}, "env", "reserved"),
     ({"env": (("KUBERNETES_SERVICE_HOST", "x"),)}, "env", "reserved"),
+    ({"env": (("PORT", "1"),)}, "env", "PORT and JT_PORT"),
+    ({"secret_env": (("PORT", "s/k"),)}, "secret_env", "reserved"),
+    ({"secret_env": (("JT_MODEL_PATH", "s/k"),)}, "secret_env", "reserved"),
     ({"env": (("A", "1"), ("A", "2"))}, "env", "twice"),
     ({"env": (("A", 1),)}, "env", "NAME=VALUE"),
     ({"secret_env": (("TOKEN", "hf-token"),)}, "secret_env", "SECRET/KEY"),

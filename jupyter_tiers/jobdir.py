@@ -38,9 +38,12 @@ def checkpoint_lines(spec: JobSpec) -> list[str]:
     """
     from .handoff import checkpoint_dir_shell
 
+    # 0750 (setgid, so what the ranks write keeps its group) and parents 0750: a serving pod
+    # running as another uid of the user's group reads the checkpoints (the ranks run under
+    # umask 027, see RANK_SHIM); the job's own files stay 0600.
     return [
         f"export JT_CHECKPOINT_DIR={checkpoint_dir_shell(spec.checkpoint_dir, spec.name)}",
-        'mkdir -p -- "$JT_CHECKPOINT_DIR"',
+        '(umask 027 && mkdir -p -m 2750 -- "$JT_CHECKPOINT_DIR")',
     ]
 
 
@@ -71,7 +74,8 @@ trap 'stopped=15; kill -TERM "$child" 2>/dev/null' TERM
 trap 'stopped=2; kill -INT "$child" 2>/dev/null' INT
 # Without job control bash starts background commands with INT and QUIT ignored; undo that
 # (POSIX allows it in a subshell) so the INT forwarded above reaches the program.
-( trap - INT QUIT; exec "$@" 3>&- ) &
+# umask 027: what the rank writes (checkpoints) its group may read; the job's files stay private.
+( trap - INT QUIT; umask 027; exec "$@" 3>&- ) &
 child=$!
 # A signal that came before $child was set could not be forwarded by the trap: do it now.
 if [ -n "$stopped" ]; then kill -"$stopped" "$child" 2>/dev/null; fi

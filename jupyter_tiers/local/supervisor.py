@@ -190,7 +190,7 @@ def write_state(jobdir: Path | str, state: Mapping[str, Any]) -> None:
     path = Path(jobdir) / STATE_FILE
     tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
     data = json.dumps(dict(state), indent=1, sort_keys=True).encode("utf-8")
-    with open(tmp, "wb") as f:
+    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "wb") as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
@@ -745,6 +745,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("jobdir")
     args = parser.parse_args(argv)
     jobdir = Path(os.path.abspath(args.jobdir))
+    # As on Slurm: the job's files are private; rank.sh gives the ranks umask 027 (checkpoints).
+    os.umask(0o077)
     if args.detach:
         pid = os.fork()
         if pid:

@@ -241,7 +241,10 @@ class LocalTier(BatchTier):
                               f"{exc.strerror or exc} ({exc.filename})") from None
 
     def _next_jobdir(self, name: str) -> tuple[str, Path]:
-        self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not self.workdir.is_dir():
+            # 0710: the user's group may traverse to the checkpoints, not list the jobs.
+            self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            self.workdir.chmod(0o710)
         check_workdir_owner(self.workdir)
         with os.fdopen(_open_private(self.workdir / _COUNTER_LOCK, os.O_RDWR | os.O_CREAT), "r+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
@@ -259,6 +262,7 @@ class LocalTier(BatchTier):
                     jobdir.mkdir(mode=0o700)
                 except FileExistsError:
                     continue
+                jobdir.chmod(0o710)  # as on Slurm: traversable to the checkpoints, files 0600
                 break
             tmp = counter.with_name(counter.name + ".tmp")
             with contextlib.suppress(FileNotFoundError):
@@ -278,8 +282,8 @@ class LocalTier(BatchTier):
             fd = os.open(jobdir / fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(content)
-        (jobdir / RANKS_DIR).mkdir()
-        (jobdir / LOG_NAME).touch()
+        (jobdir / RANKS_DIR).mkdir(mode=0o700)
+        os.close(_open_private(jobdir / LOG_NAME, os.O_WRONLY | os.O_CREAT))
         plan = {
             "job_id": job_id,
             "name": spec.name,
@@ -291,7 +295,9 @@ class LocalTier(BatchTier):
             "cpus_per_task": spec.cpus_per_task,
             "time_limit_s": sv.parse_time_limit(spec.time),
         }
-        (jobdir / sv.PLAN_FILE).write_text(_json(plan), encoding="utf-8")
+        with os.fdopen(_open_private(jobdir / sv.PLAN_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w",
+                       encoding="utf-8") as f:
+            f.write(_json(plan))
         now = time.time()
         sv.write_state(jobdir, {
             "job_id": job_id,
@@ -326,7 +332,8 @@ class LocalTier(BatchTier):
         # importable from (the supervisor then moves into the job directory).
         root = Path(jupyter_tiers.__file__).resolve().parent.parent
         argv = [sys.executable, "-m", "jupyter_tiers.local.supervisor", "--detach", str(jobdir)]
-        with open(jobdir / sv.SUPERVISOR_LOG, "ab") as log:
+        with os.fdopen(_open_private(jobdir / sv.SUPERVISOR_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT),
+                       "ab") as log:
             proc = subprocess.Popen(
                 argv,
                 cwd=root,

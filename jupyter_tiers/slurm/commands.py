@@ -28,14 +28,16 @@ _WORKDIR_RE = re.compile(r"(~/)?[A-Za-z0-9_./+@-]{1,1024}")
 BASH = ["bash", "--norc", "--noprofile", "-c"]
 
 # Unpack the job directory from stdin (a tar), then submit. Prints the job id, then the directory.
-# umask 077: the job directory, its files and the log sbatch's umask gives slurmstepd are the
-# user's alone. The job directory itself must be new (not one another user prepared).
+# umask 077: the job's files and the log sbatch's umask gives slurmstepd are the user's alone.
+# The job directory is 0710 and a new workdir 0710 too, so the user's group may traverse them to
+# the checkpoints (0750, see jobdir.checkpoint_lines) but not list them. The job directory itself
+# must be new (not one another user prepared).
 SUBMIT_SH = r"""set -e
 umask 077
 d="$1"
 case "$d" in "~/"*) d="$HOME/${d#"~/"}";; esac
-mkdir -p -- "${d%/*}"
-mkdir -- "$d"
+(umask 067 && mkdir -p -- "${d%/*}")
+mkdir -m 0710 -- "$d"
 mkdir -- "$d/ranks"
 cd -- "$d"
 tar -x -f -

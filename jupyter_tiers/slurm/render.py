@@ -119,7 +119,7 @@ def render_sbatch(spec: JobSpec) -> str:
     lines = ["#!/bin/bash", *_directives(spec), ""]
     lines += [
         "# Rendered by jupyter-tiers. The job directory is the submit directory.",
-        "umask 077  # what the job writes is the user's alone",
+        "umask 077  # the job's files are the user's alone (the ranks get 027 in rank.sh)",
         'export JT_JOB_DIR="$SLURM_SUBMIT_DIR"',
         f"export JT_WORLD_SIZE={spec.world_size}",
         "export PYTHONUNBUFFERED=1",

@@ -1,5 +1,6 @@
-"""Issue 9, finding 3 on the real cluster: a job's directory, files and log are the user's alone
-(umask 077 at submit and in the script), and a job directory that already exists is refused."""
+"""Issue 9, finding 3 on the real cluster: a job's files and log are the user's alone (umask 077
+at submit and in the script; the directory is 0710 so the group may reach the checkpoints, issue
+10), and a job directory that already exists is refused."""
 
 from __future__ import annotations
 
@@ -33,6 +34,10 @@ def test_job_files_and_log_are_private(box: SlurmTier, cluster_env: dict[str, st
     modes = {name: int(mode, 8) for mode, name in (line.split(" ", 1) for line in listing.splitlines())}
     for name in (".", "ranks", "job.sbatch", "main.py", "env.sh", "rank.sh", "job.log", "made-by-rank"):
         assert name in modes, listing
+    assert modes.pop(".") == 0o710  # the group may traverse to the checkpoints, not list
+    # The rank runs under umask 027 (checkpoints are group-readable): what it writes is never
+    # writable by the group nor open to others.
+    assert modes.pop("made-by-rank") == 0o640
     for name, mode in modes.items():
         assert mode & 0o077 == 0, f"{name} has mode {mode:o}; nothing may be open to group or others"
 

@@ -43,7 +43,11 @@ function render({ model, el }) {
   const logBox = h("div", "jt-log");
   const skippedNote = h("div", "jt-skipped");
   const earlierNote = h("div", "jt-skipped jt-earlier");
-  root.append(header, message, controls, scriptPre, grid, tip, earlierNote, logBox, skippedNote, summary);
+  // metrics_chart.js (put in front of this module by job_view.py) draws one SVG chart per
+  // metric; the lab panel, which runs this view without it and has no metrics, draws none.
+  const charts = h("div", "jt-metrics");
+  const drawCharts = typeof metricsChart === "function" ? metricsChart(charts) : () => {};
+  root.append(header, message, controls, scriptPre, grid, tip, charts, earlierNote, logBox, skippedNote, summary);
 
   function refreshEarlier() {
     const bytes = model.get("log_skipped_bytes");
@@ -293,12 +297,14 @@ function render({ model, el }) {
   model.on("change:world_size", refreshRankSelect);
   model.on("change:script", refreshScript);
   model.on("change:log_skipped_bytes", refreshEarlier);
+  model.on("change:metrics", () => drawCharts(model.get("metrics")));
 
   refreshHeader();
   refreshRankSelect();
   refreshGrid();
   refreshScript();
   refreshEarlier();
+  drawCharts(model.get("metrics"));
   model.send({ kind: "hello" });
   return () => clearInterval(ticker);
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import traitlets as t
 from ..errors import TiersError
 from ..handles import Job
 from ..logs import LogBatch
+from ..metrics import MetricsTracker
 from ..model import JobStatus
 from ..status import summary_line
 from .batcher import LineBatcher
@@ -30,7 +32,8 @@ class JobView(anywidget.AnyWidget):
     lines, and the kernel keeps at least as many, as message texts, for a reloaded page.
     """
 
-    _esm = view_module("job_view.js")
+    # The metric charts' helpers, then the shared helpers and the view.
+    _esm = (_HERE / "metrics_chart.js").read_text(encoding="utf-8") + "\n" + view_module("job_view.js")
     _css = _HERE / "job_view.css"
 
     job_id = t.Unicode("").tag(sync=True)
@@ -55,6 +58,10 @@ class JobView(anywidget.AnyWidget):
     lines_received = t.Int(0).tag(sync=True)
     cancel_requested = t.Bool(False).tag(sync=True)
     log_skipped_bytes = t.Int(0).tag(sync=True)
+    #: Rank 0's metrics read from the log, {key: [[x, y or None], ...]} (downsampled), for the
+    #: SVG charts (metrics_chart.js); sent at most once every ``metrics_interval`` seconds.
+    metrics = t.Dict().tag(sync=True)
+    metrics_interval = 1.0
 
     #: When reattaching (``log_offset=None``), show at most this much of the log's end.
     backlog_bytes = 512 * 1024
@@ -77,6 +84,8 @@ class JobView(anywidget.AnyWidget):
         self._buffer: collections.deque[tuple[str, int]] = collections.deque()  # (text, lines)
         self._buffered = 0
         self._batcher: LineBatcher[Any] = LineBatcher(self._send_lines, join=list)
+        self._metrics = MetricsTracker(job.metric_patterns(), max_points=200)
+        self._metrics_sent = 0.0
         self.on_msg(self._on_front_end_msg)
         skip_partial = False
         if log_offset is None:
@@ -110,12 +119,26 @@ class JobView(anywidget.AnyWidget):
             self._buffered -= self._buffer.popleft()[1]
         self.lines_received += count + skipped
         self.send(msg)
+        self._track_metrics(msg["text"])
+
+    def _track_metrics(self, text: str, *, final: bool = False) -> None:
+        """Read a batch's metrics (a bounded number of lines each batch) and refresh the charts'
+        trait when ``metrics_interval`` has passed, or at the end."""
+        if text:
+            self._metrics.feed_sampled(text)
+        now = time.monotonic()
+        if final or now - self._metrics_sent >= self.metrics_interval:
+            self._metrics_sent = now
+            data = self._metrics.chart_data()
+            if data != self.metrics:
+                self.metrics = data
 
     def _on_end(self, status: JobStatus) -> None:
         self._batcher.close()
         self.final_status = status
         self._on_status(status)
-        self.summary = summary_line(status)
+        self._track_metrics("", final=True)
+        self.summary = summary_line(status, metric=self._metrics.main(), error=self._metrics.error)
         self.job.tier.watcher.unwatch(self._sub)
         self.ended.set()
 

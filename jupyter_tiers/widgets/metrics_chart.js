@@ -18,6 +18,7 @@ function jtNum(v) {
   const a = Math.abs(v);
   if (v === Math.round(v) && a < 1e9) return String(v);
   if (a >= 1e-3 && a < 1e6) return String(Number(v.toPrecision(4)));
+  if (a >= 1e-5 && a < 1e-3) return String(Number(v.toPrecision(3))); // 0.0003, as the summary
   return v.toExponential(2);
 }
 

@@ -360,7 +360,7 @@ console.log(JSON.stringify(out));
     assert out["three"] == {"path": "2.0,2.0 67.3,36.7 198.0,54.0", "min": 0.5, "max": 2}  # null skipped
     assert out["flat"]["path"] == "2.0,28.0 198.0,28.0"  # a constant is drawn mid-height
     assert out["none"] == {"path": "", "min": None, "max": None}
-    assert out["nums"] == ["1.23e-4", "3", "0.1235", "nan", "1.23e+6"]
+    assert out["nums"] == ["0.000123", "3", "0.1235", "nan", "1.23e+6"]
 
 
 def test_fuzz_metric_patterns_option() -> None:

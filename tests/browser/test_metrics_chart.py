@@ -1,0 +1,62 @@
+"""Live metric charts in JobView, in a real JupyterLab in headless chromium, on a real Slurm job:
+rank 0's ``key=value`` prints become SVG line charts with their last values, rank 1's numbers
+are not mixed in, the step is the x axis, and the summary carries the main metric's last
+value. A screenshot is left in test-output/widget-metrics.png."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from jupyter_tiers.model import JobState
+from jupyter_tiers.slurm.tier import SlurmTier
+
+from .conftest import JOB_TIMEOUT_MS, OUTPUT, Lab
+from .test_job_widget import job_id_of, no_page_errors, open_notebook, run_cell, write_notebook
+
+pytestmark = [pytest.mark.cluster, pytest.mark.browser]
+
+
+def test_metrics_become_live_charts(page: Any, lab: Lab, box_tier: SlurmTier) -> None:
+    name = write_notebook(
+        lab,
+        "ui-metrics.ipynb",
+        "%load_ext jupyter_tiers",
+        """
+        %%slurm_train --profile box --nodes 2 --name ui-metrics --metrics "ppl=perplexity (\\S+)"
+        import os, time
+        rank = int(os.environ["RANK"])
+        for step in range(1, 21):
+            loss = 1.0 / step + 10 * rank  # rank 1's numbers would show as a jump
+            print(f"step={step} loss={loss:.4f} lr=3e-4 grad_norm={0.5 + step / 100:.2f}", flush=True)
+            print(f"perplexity {2.0 ** (1.0 / step):.4f}", flush=True)
+            time.sleep(0.2)
+        """,
+    )
+    cells = open_notebook(page, lab, name)
+    run_cell(page, cells, 0)
+    cell = run_cell(page, cells, 1)
+    widget = cell.locator(".jt-job")
+    job_id = job_id_of(widget)
+    expect(widget.locator(".jt-state")).to_have_text("COMPLETED", timeout=JOB_TIMEOUT_MS)
+
+    charts = widget.locator(".jt-metrics .jt-chart")
+    loss = widget.locator('.jt-chart[data-metric="loss"]')
+    expect(loss).to_be_visible()
+    expect(loss.locator(".jt-chart-last")).to_have_text("0.05")
+    expect(loss.locator(".jt-chart-range")).to_have_text("0.05 … 1")  # rank 0's values only
+    points = loss.locator("polyline").get_attribute("points") or ""
+    assert len(points.split()) == 20, points
+    expect(widget.locator('.jt-chart[data-metric="lr"] .jt-chart-last')).to_have_text("0.0003")
+    expect(widget.locator('.jt-chart[data-metric="ppl"] .jt-chart-last')).to_have_text("1.035")
+    assert widget.locator('.jt-chart[data-metric="step"]').count() == 0  # the x axis, not a chart
+    names = [c.get_attribute("data-metric") for c in charts.all()]
+    assert names[:4] == ["loss", "lr", "grad_norm", "ppl"], names
+    expect(widget.locator(".jt-summary")).to_contain_text(f"job {job_id} COMPLETED")
+    expect(widget.locator(".jt-summary")).to_contain_text(" — ppl 1.035")  # the custom metric is the main one
+    OUTPUT.mkdir(exist_ok=True)
+    cell.screenshot(path=str(OUTPUT / "widget-metrics.png"))
+    assert box_tier.attach(job_id).status().state is JobState.COMPLETED
+    no_page_errors(page)

@@ -7,7 +7,8 @@ body or env rolls the pods (their hashes sit in the pod template's annotations).
 
 Objects (``NAME`` is the service name; with blue-green, ``D`` is ``NAME-<color>``, else ``NAME``):
 
-- ConfigMap ``D-code``: the cell body under ``main.py`` (Python) or ``command.sh`` (shell);
+- ConfigMap ``D-code``: the cell body under ``main.py`` (Python) or ``command.sh`` (shell, with
+  ``{port}`` replaced by the container port, as the local tier replaces it by the replica's);
 - Secret ``D-env`` (only when there is env): the env values, base64 in ``data``;
 - Deployment ``D``: one container ``server`` running the body from ``/jt/code``;
 - Service ``NAME``: port ``spec.port`` -> the container port named ``http``;
@@ -434,6 +435,15 @@ def env_hash(env: Sequence[tuple[str, str]], key: bytes) -> str:
     return hmac.new(key, canonical.encode("utf-8", "surrogatepass"), hashlib.sha256).hexdigest()[:16]
 
 
+PORT_TOKEN = "{port}"
+
+
+def shell_command(body: str, port: int) -> str:
+    """A ``--shell`` body as the container runs it: ``{port}`` becomes the container port (the
+    local tier puts each replica's own port there: the same meaning on both tiers)."""
+    return body.replace(PORT_TOKEN, str(port))
+
+
 def body_hash(body: str) -> str:
     return hashlib.sha256(body.encode("utf-8", "surrogatepass")).hexdigest()[:16]
 
@@ -658,7 +668,7 @@ def render_manifests(
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": _metadata(code_name, namespace, labels, notebook),
-        "data": {script: spec.body},
+        "data": {script: shell_command(spec.body, spec.port) if spec.shell else spec.body},
     })
     if env:
         objects.append({

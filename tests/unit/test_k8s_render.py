@@ -38,7 +38,7 @@ CASES: dict[str, tuple[ServeSpec, dict[str, Any]]] = {
     "minimal_python": (BASE, {}),
     "shell_vllm_gpu": (
         ServeSpec(
-            body="vllm serve /models/llama-ft --port 8000\n",
+            body="vllm serve /models/llama-ft --port {port}\n",
             name="llama-svc",
             image="vllm/vllm-openai:v0.6.0",
             shell=True,
@@ -527,3 +527,14 @@ def test_fuzz_parse_autoscale_raises_only_spec_errors() -> None:
             assert exc.field == "autoscale"
         else:
             assert 1 <= low <= high <= 1000 and 1 <= cpu <= 100
+
+
+def test_port_token_in_a_shell_body_is_the_container_port() -> None:
+    """`{port}` means the port the server must listen on, on both tiers (locally each replica's
+    own port; here the container port), and only in a --shell command line."""
+    shell = ServeSpec(body="serve --port {port} --label '{port}s'\n", name="tok", image="x:1", shell=True,
+                      port=9000)
+    config_map = _by_kind(render_manifests(shell, namespace="ns"))["ConfigMap"]
+    assert config_map["data"] == {"command.sh": "serve --port 9000 --label '9000s'\n"}
+    python = dataclasses.replace(BASE, body="print(f'{port}')\n", port=9000)
+    assert _by_kind(render_manifests(python, namespace="ns"))["ConfigMap"]["data"] == {"main.py": "print(f'{port}')\n"}

@@ -73,12 +73,13 @@ export class TiersApi {
     return this.request(`jobs${refresh ? '' : query({ refresh: 0 })}`);
   }
 
-  details(profile: string, id: string): Promise<Item & { view: Record<string, unknown> }> {
-    return this.request(itemPath(profile, id));
+  /** One item with its view state; `refresh = false` lets the server answer from its shared watch. */
+  details(profile: string, id: string, refresh = true): Promise<Item & { view: Record<string, unknown> }> {
+    return this.request(detailsPath(profile, id, refresh));
   }
 
-  profiles(): Promise<{ profiles: Profile[]; default: string | null }> {
-    return this.request('profiles');
+  async profiles(): Promise<ProfileList> {
+    return parseProfiles(await this.request<unknown>('profiles'));
   }
 
   /** cancel (a job), scale / restart / delete (a service): the server's one-line answer. */
@@ -107,9 +108,39 @@ export class TiersApi {
   }
 }
 
+/** `jobs/{profile}/{id}`, with `?refresh=0` when a cached answer will do (API.md). */
+export function detailsPath(profile: string, id: string, refresh: boolean): string {
+  return itemPath(profile, id) + (refresh ? '' : query({ refresh: 0 }));
+}
+
 export interface Profile {
   name: string;
   tier: string;
-  host: string;
+  /** The SSH host or Kubernetes context; null for a profile on this machine (the local tier). */
+  host: string | null;
+  /** Where it runs, for people: the host, "this machine", "kubeconfig context, namespace ...". */
+  where: string;
   default: boolean;
+}
+
+export interface ProfileList {
+  profiles: Profile[];
+  default: string | null;
+}
+
+/** The `GET profiles` answer as typed values: entries without a name or tier are dropped, a
+ * missing or non-text host is null (never the text "null"), `where` falls back to the host. */
+export function parseProfiles(data: unknown): ProfileList {
+  const raw = (data ?? {}) as { profiles?: unknown; default?: unknown };
+  const profiles: Profile[] = [];
+  for (const entry of Array.isArray(raw.profiles) ? raw.profiles : []) {
+    const p = (entry ?? {}) as Record<string, unknown>;
+    if (typeof p.name !== 'string' || !p.name || typeof p.tier !== 'string') {
+      continue;
+    }
+    const host = typeof p.host === 'string' && p.host ? p.host : null;
+    const where = typeof p.where === 'string' && p.where ? p.where : host ?? 'this machine';
+    profiles.push({ name: p.name, tier: p.tier, host, where, default: p.default === true });
+  }
+  return { profiles, default: typeof raw.default === 'string' && raw.default ? raw.default : null };
 }

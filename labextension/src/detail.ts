@@ -34,15 +34,20 @@ export class TiersDetail extends Widget {
   /** The adapter the view draws from (for tests and the sidebar's updates). */
   readonly model: ViewModel;
 
-  /** Fetches the item's `view` again; the sidebar calls this when the item changed. */
-  async reload(): Promise<void> {
+  /**
+   * Fetches the item's `view` again. By default from the server's shared watch (`?refresh=0`: the
+   * sidebar calls this on every change, and open panels must not each poll the cluster); with
+   * `refresh`, asked of the cluster now (the panel's Refresh button, after an action).
+   */
+  async reload(refresh = false): Promise<void> {
     if (this._loading) {
       this._again = true;
+      this._againRefresh = this._againRefresh || refresh;
       return;
     }
     this._loading = true;
     try {
-      const detail = await this.api.details(this.item.profile, this.item.id);
+      const detail = await this.api.details(this.item.profile, this.item.id, refresh);
       if (this.isDisposed) {
         return;
       }
@@ -58,8 +63,10 @@ export class TiersDetail extends Widget {
       this._loading = false;
     }
     if (this._again && !this.isDisposed) {
+      const again = this._againRefresh;
       this._again = false;
-      await this.reload();
+      this._againRefresh = false;
+      await this.reload(again);
     }
   }
 
@@ -120,7 +127,7 @@ export class TiersDetail extends Widget {
         this.model.set('busy', '');
       }
     }
-    void this.reload();
+    void this.reload(true);
   }
 
   /** (Re)starts the log stream from the beginning; the first batch replaces what the view has. */
@@ -164,5 +171,6 @@ export class TiersDetail extends Widget {
   private _mounted = false;
   private _loading = false;
   private _again = false;
+  private _againRefresh = false;
   private _cleanup: (() => void) | null = null;
 }

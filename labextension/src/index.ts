@@ -9,7 +9,7 @@ import {
 import { ICommandPalette, MainAreaWidget, showErrorMessage } from '@jupyterlab/apputils';
 import { ILauncher } from '@jupyterlab/launcher';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
-import { LabIcon } from '@jupyterlab/ui-components';
+import { LabIcon, ToolbarButton, refreshIcon } from '@jupyterlab/ui-components';
 
 import { TiersApi } from './api';
 import { TiersDetail } from './detail';
@@ -54,6 +54,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
         panel.id = content.id;
         panel.title.icon = tiersIcon;
         panel.addClass('jt-detail-panel');
+        // The panel re-reads from the server's shared watch; this asks the cluster itself.
+        panel.toolbar.addItem(
+          'refresh',
+          new ToolbarButton({
+            icon: refreshIcon,
+            label: 'Refresh',
+            tooltip: 'Ask the cluster for this item now',
+            className: 'jt-detail-refresh',
+            onClick: () => void content.reload(true)
+          })
+        );
         details.set(item.key, panel);
         panel.disposed.connect(() => details.delete(item.key));
         app.shell.add(panel, 'main');
@@ -84,7 +95,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
       label: 'Tiers: Refresh',
       caption: 'Ask every cluster for the state of every job and service',
       icon: args => (args.isLauncher ? tiersIcon : undefined),
-      execute: () => sidebar.refresh()
+      execute: async () => {
+        await sidebar.refresh();
+        for (const panel of details.values()) {
+          void panel.content.reload(true);
+        }
+      }
     });
 
     const insert = async (kind: CellKind, fromLauncher: boolean): Promise<void> => {

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 
 import { cellTemplate, pickProfile, quoteWord } from '../src/templates';
-import { errorMessage, itemPath, query } from '../src/api';
+import { detailsPath, errorMessage, itemPath, parseProfiles, query } from '../src/api';
 
 const profiles = [
   { name: 'zeta', tier: 'slurm' },
@@ -48,5 +48,44 @@ describe('api helpers', () => {
     expect(errorMessage(409, 'Conflict', '{"error": "a service cannot be cancelled"}')).toBe('a service cannot be cancelled');
     expect(errorMessage(502, 'Bad Gateway', '<html>')).toBe('the server answered 502 Bad Gateway');
     expect(errorMessage(404, 'Not Found', '<html>nope</html>')).toMatch(/server extension is not answering/);
+  });
+});
+
+describe('profiles and details paths', () => {
+  it('keeps a local profile host null (the server sends null), and the where text', () => {
+    const answer = {
+      profiles: [
+        { name: 'laptop', tier: 'local', host: null, where: 'this machine', default: true },
+        { name: 'box', tier: 'slurm', host: 'login.example', where: 'login.example', default: false },
+        { name: 'serving', tier: 'kubernetes', host: null, where: 'kubeconfig context', default: false }
+      ],
+      default: 'laptop'
+    };
+    const parsed = parseProfiles(answer);
+    expect(parsed.default).toBe('laptop');
+    expect(parsed.profiles.map(p => [p.name, p.host, p.where, p.default])).toEqual([
+      ['laptop', null, 'this machine', true],
+      ['box', 'login.example', 'login.example', false],
+      ['serving', null, 'kubeconfig context', false]
+    ]);
+    expect(pickProfile(parsed.profiles, parsed.default, 'slurm_train')).toBe('laptop');
+  });
+  it('drops malformed entries and never turns a missing host into text', () => {
+    const parsed = parseProfiles({
+      profiles: [{ name: 'a', tier: 'local' }, { tier: 'slurm' }, null, 7, { name: 'b', tier: 'slurm', host: 3 }],
+      default: null
+    });
+    expect(parsed.profiles).toEqual([
+      { name: 'a', tier: 'local', host: null, where: 'this machine', default: false },
+      { name: 'b', tier: 'slurm', host: null, where: 'this machine', default: false }
+    ]);
+    expect(parsed.default).toBeNull();
+    expect(parseProfiles(undefined)).toEqual({ profiles: [], default: null });
+    expect(parseProfiles({ profiles: 'x', default: 5 })).toEqual({ profiles: [], default: null });
+  });
+  it('asks for a cached detail with refresh=0 and an explicit refresh without it', () => {
+    expect(detailsPath('box', '41', false)).toBe('jobs/box/41?refresh=0');
+    expect(detailsPath('box', '41', true)).toBe('jobs/box/41');
+    expect(detailsPath('a/b', 'x y', false)).toBe('jobs/a%2Fb/x%20y?refresh=0');
   });
 });

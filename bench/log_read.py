@@ -30,7 +30,7 @@ from _cluster import box_tier, cluster_env
 from jupyter_tiers.handles import Job
 from jupyter_tiers.registry import JobRecord
 
-BENCH_DIR = Path("/var/tmp/jupyter-tiers-bench")
+BENCH_DIR = Path("/var/lib/jupyter-tiers-jobs/bench")
 
 
 def write_log(path: Path, mib: int) -> tuple[int, int]:
@@ -60,7 +60,9 @@ def main() -> None:
     env = cluster_env()
     jobdir = BENCH_DIR / f"log-read-{os.getpid()}"
     shutil.rmtree(jobdir, ignore_errors=True)
-    jobdir.mkdir(parents=True)
+    BENCH_DIR.parent.mkdir(mode=0o710, exist_ok=True)  # root's own (0710 as a job workdir), not in /var/tmp
+    BENCH_DIR.mkdir(mode=0o700, exist_ok=True)
+    jobdir.mkdir()
     log = jobdir / "job.log"
     size, nlines = write_log(log, args.mb)
     tier = box_tier()

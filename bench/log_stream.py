@@ -52,7 +52,7 @@ from jupyter_tiers.watch import LogFollower
 from jupyter_tiers.widgets.batcher import LineBatcher
 from jupyter_tiers.widgets.state import lines_message
 
-BENCH_DIR = Path("/var/tmp/jupyter-tiers-bench")
+BENCH_DIR = Path("/var/lib/jupyter-tiers-jobs/bench")
 LINE_PAD = 40  # filler after "R: seq=N t=NS ": lines of ~80 bytes, like a training log's
 
 # The cluster-side writer: argv = path, lines/s (0: as fast as possible), line count.
@@ -229,7 +229,9 @@ class StreamReader(ChunkReader):
 def fresh_log(tag: str) -> Path:
     jobdir = BENCH_DIR / f"log-stream-{os.getpid()}-{tag}"
     shutil.rmtree(jobdir, ignore_errors=True)
-    jobdir.mkdir(parents=True)
+    BENCH_DIR.parent.mkdir(mode=0o710, exist_ok=True)  # root's own (0710 as a job workdir), not in /var/tmp
+    BENCH_DIR.mkdir(mode=0o700, exist_ok=True)
+    jobdir.mkdir()
     (jobdir / "job.log").write_bytes(HEADER)
     return jobdir
 
@@ -318,7 +320,9 @@ def backlog(make_reader: Callable[[Path], object], count: int, tag: str) -> floa
     chunk received, so the OpenSSH client's connection setup is not counted)."""
     jobdir = BENCH_DIR / f"log-stream-{os.getpid()}-{tag}"
     shutil.rmtree(jobdir, ignore_errors=True)
-    jobdir.mkdir(parents=True)
+    BENCH_DIR.parent.mkdir(mode=0o710, exist_ok=True)  # root's own (0710 as a job workdir), not in /var/tmp
+    BENCH_DIR.mkdir(mode=0o700, exist_ok=True)
+    jobdir.mkdir()
     path = jobdir / "job.log"
     write(path, 0, count)
     reader = make_reader(jobdir)

@@ -74,7 +74,7 @@ profiles:
     user: {env["JT_SSH_USER"]}
     identity_file: {env["JT_SSH_KEY"]}
     known_hosts: {env["JT_KNOWN_HOSTS"]}
-    workdir: /var/tmp/jupyter-tiers-bench
+    workdir: /var/lib/jupyter-tiers-jobs/bench
     defaults: {{time: "00:30:00", python: {venv_bin}/python}}
 """)
 

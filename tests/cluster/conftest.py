@@ -30,7 +30,7 @@ def profile_yaml(env: dict[str, str], name: str = "box", **overrides: str) -> st
             user: {env["JT_SSH_USER"]}
             identity_file: {env["JT_SSH_KEY"]}
             known_hosts: {known_hosts}
-            workdir: /var/tmp/jupyter-tiers-jobs
+            workdir: /var/lib/jupyter-tiers-jobs/box
             setup: ["source {VENV_BIN}/activate"]
             status_interval: 3
             defaults: {{partition: debug, time: "00:10:00", python: {VENV_BIN}/python}}

@@ -32,7 +32,7 @@ def ssh(env: dict[str, str], command: str) -> str:
 def plain_sbatch_job(cluster_env: dict[str, str]) -> tuple[str, str]:
     """A two-node job submitted with plain sbatch (default output file), failing with exit 3.
     Returns (job id, its working directory)."""
-    workdir = f"/var/tmp/jt-history-{uuid.uuid4().hex[:8]}"
+    workdir = f"/var/lib/jupyter-tiers-jobs/history-{uuid.uuid4().hex[:8]}"
     script = textwrap.dedent(
         """\
         #!/bin/bash
@@ -43,7 +43,8 @@ def plain_sbatch_job(cluster_env: dict[str, str]) -> tuple[str, str]:
         exit 3
         """
     )
-    out = ssh(cluster_env, f"mkdir -p {workdir} && cd {workdir} && cat > job.sh <<'EOF'\n{script}EOF\n"
+    out = ssh(cluster_env, f"(umask 067 && mkdir -p {workdir}) && cd {workdir} && "
+                           f"cat > job.sh <<'EOF'\n{script}EOF\n"
                            "sbatch --parsable job.sh")
     job_id = out.strip().split(";")[0]
     assert job_id.isdigit(), out
@@ -123,8 +124,9 @@ def test_output_path_from_slurmctld_while_it_knows_the_job(box: SlurmTier, clust
                                                             capsys: pytest.CaptureFixture[str],
                                                             tiers_yaml: Path) -> None:
     """sbatch -o elsewhere: the exact path comes from scontrol while slurmctld remembers the job."""
-    out_path = f"/var/tmp/jt-history-out-{uuid.uuid4().hex[:8]}-%j.txt"
-    job_id = ssh(cluster_env, f"cd /tmp && sbatch --parsable -J elsewhere2 -o {out_path} "
+    out_path = f"/var/lib/jupyter-tiers-jobs/history-out-{uuid.uuid4().hex[:8]}-%j.txt"
+    job_id = ssh(cluster_env, "(umask 067 && mkdir -p /var/lib/jupyter-tiers-jobs) && "
+                              f"cd /tmp && sbatch --parsable -J elsewhere2 -o {out_path} "
                               "--wrap 'echo written elsewhere'").strip()
     _wait_accounted(box, job_id)
     tiers_command.run(["history", "-p", "box", "--job", job_id, "--tail", "3"])

@@ -31,7 +31,7 @@ from tests.helpers import cancel_registered_jobs, ipython_test_shell
 pytestmark = pytest.mark.cluster
 
 GUARD = 300.0
-WORKDIR = "/var/tmp/jupyter-tiers-jobs"  # the box profile's workdir (tests/cluster/conftest.py)
+WORKDIR = "/var/lib/jupyter-tiers-jobs/box"  # the box profile's workdir (tests/cluster/conftest.py)
 
 TRAIN = """\
 import os, pathlib

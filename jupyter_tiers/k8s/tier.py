@@ -105,7 +105,9 @@ class K8sTier(ServeTier):
         record = JobRecord(
             profile=self.name, tier=self.kind, job_id=spec.name, name=spec.name, kind="service",
             state=ServiceState.DEPLOYING.value,
-            submitted_at=existing.submitted_at if existing else time.time(),
+            # A deleted and re-created service is a new one: it shows its own start time.
+            submitted_at=(existing.submitted_at if existing and existing.state != ServiceState.DELETED.value
+                          else time.time()),
             spec={**stored, "namespace": self.namespace, "deployment": deployment,
                   "color": color, "applied_spec": stored},
             script=render_yaml(objects), nodelist=self._endpoint_for(spec.name, spec.port),

@@ -259,6 +259,7 @@ class LocalServeTier(ServeTier):
             alive = self._supervisor_alive(svcdir)
             if alive and desired.get("deleted"):
                 raise TiersError(f"service {spec.name} is being deleted; run the cell again once it is gone")
+            fresh = not alive  # a new service (or one started afresh): its own start time
             if not alive:
                 self._clean(svcdir)
                 desired = {}
@@ -286,7 +287,8 @@ class LocalServeTier(ServeTier):
         record = JobRecord(
             profile=self.name, tier=self.kind, job_id=spec.name, name=spec.name, kind="service",
             jobdir=str(svcdir), state=ServiceState.DEPLOYING.value,
-            submitted_at=existing.submitted_at if existing and existing.kind == "service" else time.time(),
+            submitted_at=(existing.submitted_at if existing and existing.kind == "service" and not fresh
+                          else time.time()),
             spec={**spec_for_record(spec), "revision": revision}, script=self.render(spec),
             nodelist=self._endpoint_of(svcdir), detail=f"0/{spec.replicas}",
         )

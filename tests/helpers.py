@@ -1,5 +1,6 @@
 """Small helpers shared by several test folders: bounded waits, a free port, a skip that says
-so loudly, leftovers cancelled, a dropped SSH link, IPython's test shell."""
+so loudly, leftovers cancelled, a dropped SSH link, IPython's test shell (with the extension
+loaded) and the isolation every local-tier magic test starts from."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import socket
 import sys
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
 import pytest
@@ -57,6 +59,29 @@ def cancel_registered_jobs() -> None:
             with contextlib.suppress(Exception):
                 api.connect(rec.profile).cancel(rec)
     api.close_all()
+
+
+def isolate_tiers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a test of the magics on the local tier: no system, user or project tiers.yaml (only the
+    built-in local profile), the Jupyter data dir (registry, local jobs and services) under
+    ``tmp_path``, text display, the venv's python first on PATH (the local tier runs ``python3``
+    from PATH) and ``tmp_path`` as the working directory."""
+    from jupyter_tiers import config
+
+    monkeypatch.setattr(config, "SYSTEM_PATH", tmp_path / "no-system-tiers.yaml")
+    monkeypatch.setattr(config, "USER_PATH", tmp_path / "no-user-tiers.yaml")
+    monkeypatch.delenv("JUPYTER_TIERS_CONFIG", raising=False)
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter-data"))
+    monkeypatch.setenv("JUPYTER_TIERS_DISPLAY", "text")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    monkeypatch.chdir(tmp_path)
+
+
+def tiers_shell() -> Any:
+    """IPython's test shell with the jupyter_tiers extension loaded."""
+    shell = ipython_test_shell()
+    shell.run_line_magic("load_ext", "jupyter_tiers")
+    return shell
 
 
 def ipython_test_shell() -> Any:

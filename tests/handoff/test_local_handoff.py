@@ -5,9 +5,7 @@ a broken tier fails instead of hanging; no assertion is on time."""
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import sys
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,12 +14,10 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_tiers import api, config
+from jupyter_tiers import api
 from jupyter_tiers.handoff import decode_detail
 from jupyter_tiers.registry import Registry
-from tests.helpers import cancel_registered_jobs, ipython_test_shell
-
-VENV_BIN = Path(sys.executable).parent
+from tests.helpers import cancel_registered_jobs, isolate_tiers, tiers_shell
 
 TRAIN = """\
 import os, pathlib
@@ -53,21 +49,13 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve
 
 @pytest.fixture(scope="module")
 def ip() -> InteractiveShell:
-    shell = ipython_test_shell()
-    shell.run_line_magic("load_ext", "jupyter_tiers")
-    return shell
+    return tiers_shell()
 
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """Only the built-in local profile, jobs and services under tmp_path, text display."""
-    monkeypatch.setattr(config, "SYSTEM_PATH", tmp_path / "no-system-tiers.yaml")
-    monkeypatch.setattr(config, "USER_PATH", tmp_path / "no-user-tiers.yaml")
-    monkeypatch.delenv("JUPYTER_TIERS_CONFIG", raising=False)
-    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter-data"))
-    monkeypatch.setenv("JUPYTER_TIERS_DISPLAY", "text")
-    monkeypatch.setenv("PATH", f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.chdir(tmp_path)
+    isolate_tiers(tmp_path, monkeypatch)
     yield
     for rec in Registry().list(limit=1000, kind="service"):
         with contextlib.suppress(Exception):

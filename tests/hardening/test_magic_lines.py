@@ -5,7 +5,6 @@ and oversized or absurd numbers are one-line UsageErrors."""
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,29 +12,18 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_tiers import config
 from jupyter_tiers.magics import MAX_LINE, expand_words
-from tests.helpers import cancel_registered_jobs, ipython_test_shell
-
-VENV_BIN = Path(sys.executable).parent
+from tests.helpers import cancel_registered_jobs, isolate_tiers, tiers_shell
 
 
 @pytest.fixture(scope="module")
 def ip() -> InteractiveShell:
-    shell = ipython_test_shell()
-    shell.run_line_magic("load_ext", "jupyter_tiers")
-    return shell
+    return tiers_shell()
 
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(config, "SYSTEM_PATH", tmp_path / "no-system-tiers.yaml")
-    monkeypatch.setattr(config, "USER_PATH", tmp_path / "no-user-tiers.yaml")
-    monkeypatch.delenv("JUPYTER_TIERS_CONFIG", raising=False)
-    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter-data"))
-    monkeypatch.setenv("JUPYTER_TIERS_DISPLAY", "text")
-    monkeypatch.setenv("PATH", f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.chdir(tmp_path)
+    isolate_tiers(tmp_path, monkeypatch)
     yield
     cancel_registered_jobs()
 

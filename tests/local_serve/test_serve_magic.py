@@ -16,11 +16,11 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_tiers import api, config
+from jupyter_tiers import api
 from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.tier import Service
-from tests.helpers import ipython_test_shell
+from tests.helpers import isolate_tiers, tiers_shell
 
 from .conftest import CRASH_BODY, HTTP_BODY, service_processes, stop_everything, wait_for
 
@@ -31,22 +31,14 @@ SUMMARY_READY = re.compile(r"^service web READY (\d)/(\d)(?: in \d\d:\d\d:\d\d)?
 
 @pytest.fixture(scope="module")
 def ip() -> InteractiveShell:
-    shell = ipython_test_shell()
-    shell.run_line_magic("load_ext", "jupyter_tiers")
-    return shell
+    return tiers_shell()
 
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """No tiers.yaml anywhere (the built-in local profile), the Jupyter data dir (and so the
     local workdir) under tmp_path, text display, the venv's python first on PATH."""
-    monkeypatch.setattr(config, "SYSTEM_PATH", tmp_path / "no-system-tiers.yaml")
-    monkeypatch.setattr(config, "USER_PATH", tmp_path / "no-user-tiers.yaml")
-    monkeypatch.delenv("JUPYTER_TIERS_CONFIG", raising=False)
-    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter-data"))
-    monkeypatch.setenv("JUPYTER_TIERS_DISPLAY", "text")
-    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.chdir(tmp_path)
+    isolate_tiers(tmp_path, monkeypatch)
     workdir = tmp_path / "jupyter-data" / "tiers" / "local-jobs"
     yield workdir
     api.close_all()

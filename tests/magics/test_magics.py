@@ -14,10 +14,8 @@ Waits are bounded only so that a broken tier fails instead of hanging; nothing a
 from __future__ import annotations
 
 import functools
-import os
 import re
 import socket
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,14 +25,13 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_tiers import api, config
+from jupyter_tiers import api
 from jupyter_tiers.model import JobState
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.tier import Job
 from tests import helpers
-from tests.helpers import cancel_registered_jobs, ipython_test_shell
+from tests.helpers import cancel_registered_jobs, isolate_tiers, tiers_shell
 
-VENV_BIN = Path(sys.executable).parent
 GUARD = 180.0  # seconds; bounds every wait
 
 SUMMARY_OK = re.compile(r"^job (\d+) COMPLETED in \d\d:\d\d:\d\d on (\S+)$")
@@ -62,22 +59,14 @@ SLEEPER = "import time\nprint('sleeping', flush=True)\ntime.sleep(300)\n"
 # --- fixtures ----------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def ip() -> InteractiveShell:
-    shell = ipython_test_shell()
-    shell.run_line_magic("load_ext", "jupyter_tiers")
-    return shell
+    return tiers_shell()
 
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     """No system/user/project tiers.yaml, the local tier's jobs under tmp_path, text display,
     and the venv's python first on PATH (the local tier runs ``python3`` from PATH)."""
-    monkeypatch.setattr(config, "SYSTEM_PATH", tmp_path / "no-system-tiers.yaml")
-    monkeypatch.setattr(config, "USER_PATH", tmp_path / "no-user-tiers.yaml")
-    monkeypatch.delenv("JUPYTER_TIERS_CONFIG", raising=False)
-    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter-data"))
-    monkeypatch.setenv("JUPYTER_TIERS_DISPLAY", "text")
-    monkeypatch.setenv("PATH", f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.chdir(tmp_path)
+    isolate_tiers(tmp_path, monkeypatch)
     yield
     # Leave no job running and no cached tier behind (a cached tier keeps this test's registry).
     cancel_registered_jobs()

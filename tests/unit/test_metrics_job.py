@@ -4,8 +4,6 @@ too, from the recorded patterns) and a failed job's first error line in its summ
 
 from __future__ import annotations
 
-import os
-import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,14 +12,12 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_tiers import api, config
+from jupyter_tiers import api
 from jupyter_tiers.model import JobState, JobStatus, RankPhase, RankState
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.status import summary_line
 from jupyter_tiers.tier import Job
-from tests.helpers import cancel_registered_jobs, ipython_test_shell
-
-VENV_BIN = Path(sys.executable).parent
+from tests.helpers import cancel_registered_jobs, isolate_tiers, tiers_shell
 
 
 def _status(state: JobState, **kw) -> JobStatus:
@@ -50,20 +46,12 @@ def test_summary_with_metric_and_error() -> None:
 
 @pytest.fixture
 def ip() -> InteractiveShell:
-    shell = ipython_test_shell()
-    shell.run_line_magic("load_ext", "jupyter_tiers")
-    return shell
+    return tiers_shell()
 
 
 @pytest.fixture(autouse=True)
 def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    monkeypatch.setattr(config, "SYSTEM_PATH", tmp_path / "no-system-tiers.yaml")
-    monkeypatch.setattr(config, "USER_PATH", tmp_path / "no-user-tiers.yaml")
-    monkeypatch.delenv("JUPYTER_TIERS_CONFIG", raising=False)
-    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "jupyter-data"))
-    monkeypatch.setenv("JUPYTER_TIERS_DISPLAY", "text")
-    monkeypatch.setenv("PATH", f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}")
-    monkeypatch.chdir(tmp_path)
+    isolate_tiers(tmp_path, monkeypatch)
     yield
     cancel_registered_jobs()
 

@@ -281,10 +281,13 @@ def serve_refusal(body: str, *, shell: bool = False, replicas: int = 1, gpus: in
             "Add --force to serve it anyway")
 
 
-def train_warning(body: str, *, shell: bool = False) -> str | None:
-    """The one-line warning ``%%slurm_train`` gives a server body, or None."""
+def train_warning(body: str, *, shell: bool = False, dry_run: bool = False) -> str | None:
+    """The one-line warning ``%%slurm_train`` gives a server body, or None. It says what happens
+    to the cell: submitted anyway, or (``dry_run``) only rendered."""
     found = server_shape(body, shell=shell)
     if found is None:
         return None
+    outcome = ("Nothing submitted (--dry-run); without it the job would be submitted anyway"
+               if dry_run else "Submitted anyway")
     return (f"%%slurm_train warning: this cell {found} — a long-running server; {SERVER_WHY}. "
-            "Submitted anyway (--force silences this)")
+            f"{outcome} (--force silences this)")

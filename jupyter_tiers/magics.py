@@ -158,13 +158,17 @@ class TiersMagics(Magics):
             options = given_values(args, JOB_OPTIONS)
             options["env"] = parse_env(args.env)
             spec = tier.make_spec(cell, **options)
-            if not args.force:
-                from .guard import train_warning
 
-                warning = train_warning(spec.script, shell=spec.shell)
-                if warning:
-                    print(warning, file=sys.stderr)
+            def warn_if_server() -> None:  # the guard's advice, worded for what happens to the cell
+                if not args.force:
+                    from .guard import train_warning
+
+                    warning = train_warning(spec.script, shell=spec.shell, dry_run=args.dry_run)
+                    if warning:
+                        print(warning, file=sys.stderr)
+
             if args.dry_run:
+                warn_if_server()
                 print(tier.render(spec), end="")
                 return None
             job = None
@@ -176,6 +180,7 @@ class TiersMagics(Magics):
                     print(f"job {job.id} ({job.name}) is still {job.status().state.value}: "
                           "attached to it (use --resubmit to start another)")
             if job is None:
+                warn_if_server()  # not when attached: this cell submits nothing then
                 job = tier.submit(spec)
         except TiersError as exc:
             raise _usage(exc) from None

@@ -71,6 +71,31 @@ def job_id_of(widget: Any) -> str:
     return match.group(1)
 
 
+def use_theme(page: Any, name: str) -> None:
+    """Switch JupyterLab's theme live from the command palette (opened from the View menu) and
+    wait until the page says the theme is applied."""
+    page.locator(".lm-MenuBar-itemLabel", has_text="View").click()
+    page.locator(".lm-Menu-itemLabel", has_text="Activate Command Palette").click()
+    palette = page.locator(".lm-CommandPalette-input")
+    expect(palette).to_be_visible()
+    palette.fill(f"Use Theme: {name}")
+    item = page.locator(".lm-CommandPalette-item").filter(has_text=f"Use Theme: {name}").first
+    expect(item).to_be_visible()
+    item.click()
+    expect(page.locator("body")).to_have_attribute("data-jp-theme-name", name, timeout=UI_TIMEOUT_MS)
+
+
+def colours_of(widget: Any) -> dict[str, str]:
+    """The computed colours of the state badge, a running rank and the log."""
+    return {
+        "badge": widget.locator(".jt-state").evaluate("el => getComputedStyle(el).backgroundColor"),
+        "badge_text": widget.locator(".jt-state").evaluate("el => getComputedStyle(el).color"),
+        "rank": widget.locator('.jt-rank[data-phase="r"]').first.evaluate(
+            "el => getComputedStyle(el).backgroundColor"),
+        "log": widget.locator(".jt-log").evaluate("el => getComputedStyle(el).backgroundColor"),
+    }
+
+
 def no_page_errors(page: Any) -> None:
     assert page.jt_dialogs == [], f"the page opened dialogs: {page.jt_dialogs}"
     assert page.jt_errors == [], f"uncaught errors in the page: {page.jt_errors}"
@@ -150,6 +175,19 @@ def test_live_widget_streams_filters_and_cancels(page: Any, lab: Lab, box_tier: 
     cell.screenshot(path=str(OUTPUT / "widget.png"))
     if os.environ.get("JT_UPDATE_DOCS_SCREENSHOT"):  # refresh the README's picture on purpose only
         shutil.copyfile(OUTPUT / "widget.png", ROOT / "docs" / "widget.png")
+
+    # The dark theme: the badge, the rank grid and the log take the theme's colours
+    # (test-output/widget-dark.png), and switching back restores the light ones.
+    light = colours_of(widget)
+    use_theme(page, "JupyterLab Dark")
+    try:
+        dark = colours_of(widget)
+        assert all(dark[k] != light[k] for k in light), (light, dark)
+        page.mouse.move(0, 0)
+        cell.screenshot(path=str(OUTPUT / "widget-dark.png"))
+    finally:
+        use_theme(page, "JupyterLab Light")
+    assert colours_of(widget) == light
 
     # Cancel needs a confirming second click.
     cancel = widget.locator(".jt-cancel")

@@ -297,3 +297,21 @@ def test_tier_history_keyword_filters(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="days"):
         tier.history(days=0)
     assert len(fake.argvs) == 1  # a bad value asks nothing
+
+
+def test_service_history_as_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a REST route would send: plain JSON, the exit as text, who submitted each job."""
+    import json
+
+    from jupyter_tiers import service
+
+    tier = _tier(tmp_path, _FakeTransport(0, REAL, ""))
+    tier.registry.add(JobRecord(profile="box", tier="slurm", job_id="3", name="notebook-job"))
+    monkeypatch.setattr(service, "_connect", lambda name, kind="batch": tier)
+    data = json.loads(json.dumps(service.history("box", days=2, state="F").to_json(), allow_nan=False))
+    rows = {r["job_id"]: r for r in data["rows"]}
+    assert data["profile"] == "box" and data["output"] is None
+    assert rows["3"]["ours"] is True and rows["3"]["key"] == "box/3" and rows["3"]["exit"] == "9"
+    assert rows["3"]["max_rss"] == 16272 * 1024
+    with pytest.raises(SpecError, match="tail"):
+        service.history("box", job="3", tail=-1)

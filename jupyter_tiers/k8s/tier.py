@@ -22,6 +22,7 @@ from typing import Any
 from ..config import Profile
 from ..errors import ApiError, JobNotFound, SpecError, TiersError
 from ..handles import Service
+from ..local.router import relay
 from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from ..registry import JobRecord, Registry
 from ..tier import ServeTier
@@ -504,27 +505,8 @@ class _PortForward:
         except Exception:
             conn.close()
             return
-
-        def pump(src: socket.socket, dst: socket.socket) -> None:
-            try:
-                while True:
-                    data = src.recv(65536)
-                    if not data:
-                        break
-                    dst.sendall(data)
-            except OSError:
-                pass
-            finally:
-                with contextlib.suppress(OSError):
-                    dst.shutdown(socket.SHUT_WR)
-
-        back = threading.Thread(target=pump, args=(remote, conn), daemon=True)
-        back.start()
-        pump(conn, remote)
-        back.join(60)
-        conn.close()
+        relay(conn, remote, join_timeout=60)
         with contextlib.suppress(Exception):
-            remote.close()
             pf.close()
 
     def close(self) -> None:

@@ -32,14 +32,15 @@ def _pump(src: socket.socket, dst: socket.socket) -> None:
             dst.shutdown(socket.SHUT_WR)
 
 
-def relay(client: socket.socket, upstream: socket.socket) -> None:
-    """Copy both ways until both sides are done, then close both."""
+def relay(client: socket.socket, upstream: socket.socket, join_timeout: float | None = None) -> None:
+    """Copy both ways until both sides are done (or, once the client is done, ``join_timeout``
+    seconds have passed), then close both. Also the Kubernetes tier's port-forward relay."""
     back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
     back.start()
     _pump(client, upstream)
-    back.join()
+    back.join(join_timeout)
     for sock in (client, upstream):
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(Exception):  # a port-forward socket may fail to close otherwise
             sock.close()
 
 

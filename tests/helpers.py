@@ -1,15 +1,18 @@
 """Small helpers shared by several test folders: bounded waits, a free port, a skip that says
 so loudly, leftovers cancelled, a dropped SSH link, IPython's test shell (with the extension
-loaded) and the isolation every local-tier magic test starts from."""
+loaded), the isolation every local-tier magic test starts from, and the pieces both magic-line
+fuzzers share."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import random
+import shlex
 import socket
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TypeVar
 
@@ -99,3 +102,46 @@ def drop_connection(transport: Any) -> None:
     conn = transport._conn
     if conn is not None:
         conn.drop()
+
+
+# --- fuzzing magic lines (tests/hardening/test_fuzz.py, tests/unit/test_k8s_fuzz.py) ----------
+FUZZ_TIERS_COMMANDS = ["jobs", "attach", "logs", "cancel", "delete", "scale", "restart", "profiles", "bogus",
+                       ""]
+FUZZ_TIERS_OPTIONS = ["--profile", "-p", "--limit", "--kind", "--pod", "--rank", "--tail", "--text", "--wait",
+                      "--bogus"]
+
+
+def fuzz_word(rng: random.Random, choices: Sequence[str]) -> str:
+    """One of ``choices``, usually shell-quoted, sometimes raw (its quotes may be unbalanced)."""
+    word = rng.choice(choices)
+    return shlex.quote(word) if rng.random() < 0.7 else word
+
+
+def fuzz_tiers_line(rng: random.Random, values: Sequence[str]) -> str:
+    """A random ``%tiers`` line: a command (or none) and up to four words or options."""
+    words = [rng.choice(FUZZ_TIERS_COMMANDS)]
+    for _ in range(rng.randint(0, 4)):
+        if rng.random() < 0.5:
+            words.append(fuzz_word(rng, values))
+        else:
+            words += [rng.choice(FUZZ_TIERS_OPTIONS), fuzz_word(rng, values)]
+    return " ".join(words)
+
+
+def check_fuzz_answer(what: str, exc: BaseException | None, printed: str, secrets: Sequence[str],
+                      never_typed: Sequence[str]) -> None:
+    """A fuzzed line's answer: output or one non-empty UsageError, and no env value in either.
+    argparse repeats stray words as typed (that text is in the cell already), so an
+    "unrecognized arguments" error is only checked for the ``never_typed`` values (from the
+    kernel or the profile)."""
+    from IPython.core.error import UsageError
+
+    for secret in secrets:
+        assert secret not in printed, f"{what}: an env value was printed"
+    if exc is None:
+        return
+    assert isinstance(exc, UsageError), f"{what}: {type(exc).__name__}: {exc}"
+    message = str(exc)
+    assert message.strip(), f"{what}: an empty UsageError"
+    for secret in never_typed if message.startswith("unrecognized arguments:") else secrets:
+        assert secret not in message, f"{what}: the error shows an env value: {message}"

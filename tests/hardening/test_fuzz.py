@@ -24,6 +24,7 @@ from jupyter_tiers import api, config
 from jupyter_tiers.config import ConfigError, load_config
 from jupyter_tiers.errors import TiersError
 from jupyter_tiers.magics import TiersMagics
+from tests.helpers import check_fuzz_answer, fuzz_tiers_line, fuzz_word
 
 SEED = 20261209
 LINES = 3000
@@ -95,14 +96,6 @@ VALUES = [
     "/scratch/ckpt", "../up", "~/ckpt",
 ]
 BODIES = ["print('hi')\n", "", "   \n", "\udcff\n", "x = 1\n" * 3, "\x00\n", "echo hi\n"]
-TIERS_COMMANDS = ["jobs", "attach", "logs", "cancel", "delete", "scale", "restart", "profiles", "bogus", ""]
-TIERS_OPTIONS = ["--profile", "-p", "--limit", "--kind", "--pod", "--rank", "--tail", "--text", "--wait",
-                 "--bogus"]
-
-
-def _word(rng: random.Random, choices: list[str]) -> str:
-    word = rng.choice(choices)
-    return shlex.quote(word) if rng.random() < 0.7 else word  # raw: quotes may be unbalanced
 
 
 def _train_line(rng: random.Random) -> str:
@@ -114,38 +107,13 @@ def _train_line(rng: random.Random) -> str:
         elif roll < 0.25:
             groups.append(rng.choice(FLAGS))
         elif roll < 0.4:
-            groups.append(f"{rng.choice(OPTIONS)}={_word(rng, VALUES)}")
+            groups.append(f"{rng.choice(OPTIONS)}={fuzz_word(rng, VALUES)}")
         else:
-            groups.append(f"{rng.choice(OPTIONS)} {_word(rng, VALUES)}")
+            groups.append(f"{rng.choice(OPTIONS)} {fuzz_word(rng, VALUES)}")
     rng.shuffle(groups)
     if rng.random() < 0.01:
         groups.append("x" * 20_000)
     return " ".join(groups)
-
-
-def _tiers_line(rng: random.Random) -> str:
-    words = [rng.choice(TIERS_COMMANDS)]
-    for _ in range(rng.randint(0, 4)):
-        if rng.random() < 0.5:
-            words.append(_word(rng, VALUES))
-        else:
-            words += [rng.choice(TIERS_OPTIONS), _word(rng, VALUES)]
-    return " ".join(words)
-
-
-def _check(what: str, exc: BaseException | None, printed: str) -> None:
-    for secret in SECRETS:
-        assert secret not in printed, f"{what}: an env value was printed"
-    if exc is None:
-        return
-    assert isinstance(exc, UsageError), f"{what}: {type(exc).__name__}: {exc}"
-    message = str(exc)
-    assert message.strip(), f"{what}: an empty UsageError"
-    # argparse repeats stray words as typed: that text is in the cell already. A value from the
-    # kernel or the profile was never typed.
-    typed = message.startswith("unrecognized arguments:")
-    for secret in SECRETS[1:] if typed else SECRETS:
-        assert secret not in message, f"{what}: the error shows an env value: {message}"
 
 
 def test_fuzz_slurm_train_and_tiers_lines_give_only_usage_errors(
@@ -165,7 +133,7 @@ def test_fuzz_slurm_train_and_tiers_lines_give_only_usage_errors(
             if isinstance(exc, UsageError):
                 assert "\n" not in str(exc).strip(), f"{what}: the error is not one line: {exc}"
         else:
-            line = _tiers_line(rng)
+            line = fuzz_tiers_line(rng, VALUES)
             what = f"line {i}: %tiers {line!r}"
             try:
                 shell.magics.tiers(line)
@@ -173,7 +141,7 @@ def test_fuzz_slurm_train_and_tiers_lines_give_only_usage_errors(
             except BaseException as caught:
                 exc = caught
         printed = capsys.readouterr()
-        _check(what, exc, printed.out + printed.err)
+        check_fuzz_answer(what, exc, printed.out + printed.err, SECRETS, SECRETS[1:])
         rendered += exc is None and "#!/bin/bash" in printed.out
         refused += exc is not None
     assert rendered > LINES // 50, "the fuzz should also reach some successful dry runs"

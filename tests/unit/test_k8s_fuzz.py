@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 
+from tests.helpers import check_fuzz_answer, fuzz_tiers_line, fuzz_word
 from tests.unit.serve_shell import PROFILE_SECRET, Shell, serve_shell
 
 __all__ = ["serve_shell"]  # the fixture
@@ -54,9 +55,6 @@ VALUES = [
     "PATH", "NOT_SET_ANYWHERE_XYZ", "FUZZ_KERNEL_TOKEN",
 ]
 BODIES = ["print('hi')\n", "", "   \n", "\udcff\n", "x = 1\n" * 3, "\x00\n", "vllm serve /models/x\n"]
-TIERS_COMMANDS = ["jobs", "attach", "logs", "cancel", "delete", "scale", "restart", "profiles", "bogus", ""]
-TIERS_OPTIONS = ["--profile", "-p", "--limit", "--kind", "--pod", "--rank", "--tail", "--text", "--wait",
-                 "--bogus"]
 
 
 def _notebook_variables() -> dict[str, Any]:
@@ -71,11 +69,6 @@ def _notebook_variables() -> dict[str, Any]:
     }
 
 
-def _word(rng: random.Random, choices: list[str]) -> str:
-    word = rng.choice(choices)
-    return shlex.quote(word) if rng.random() < 0.7 else word  # raw: quotes may be unbalanced
-
-
 def _serve_line(rng: random.Random) -> str:
     groups = ["--delete --name never-made"] if rng.random() < 0.05 else ["--dry-run"]
     for _ in range(rng.randint(0, 6)):
@@ -85,38 +78,13 @@ def _serve_line(rng: random.Random) -> str:
         elif roll < 0.2:
             groups.append(rng.choice(FLAGS))
         elif roll < 0.3:
-            groups.append(f"{rng.choice(SERVE_OPTIONS)}={_word(rng, VALUES)}")
+            groups.append(f"{rng.choice(SERVE_OPTIONS)}={fuzz_word(rng, VALUES)}")
         else:
-            groups.append(f"{rng.choice(SERVE_OPTIONS)} {_word(rng, VALUES)}")
+            groups.append(f"{rng.choice(SERVE_OPTIONS)} {fuzz_word(rng, VALUES)}")
     rng.shuffle(groups)
     if "--dry-run" not in groups and not any(g.startswith("--delete") for g in groups):
         groups.insert(0, "--dry-run")
     return " ".join(groups)
-
-
-def _tiers_line(rng: random.Random) -> str:
-    words = [rng.choice(TIERS_COMMANDS)]
-    for _ in range(rng.randint(0, 4)):
-        if rng.random() < 0.5:
-            words.append(_word(rng, VALUES))
-        else:
-            words += [rng.choice(TIERS_OPTIONS), _word(rng, VALUES)]
-    return " ".join(words)
-
-
-def _check(what: str, exc: BaseException | None, printed: str) -> None:
-    for secret in SECRETS:
-        assert secret not in printed, f"{what}: an env value was printed"
-    if exc is None:
-        return
-    assert isinstance(exc, UsageError), f"{what}: {type(exc).__name__}: {exc}"
-    message = str(exc)
-    assert message.strip(), f"{what}: an empty UsageError"
-    # argparse repeats stray words as typed (a value after '--' or a missing option): that text
-    # is in the cell already. A value from the kernel or the profile was never typed.
-    typed = message.startswith("unrecognized arguments:")
-    for secret in SECRETS[2:] if typed else SECRETS:
-        assert secret not in message, f"{what}: the error shows an env value: {message}"
 
 
 def test_fuzz_k8s_serve_and_tiers_lines_give_only_usage_errors(
@@ -137,7 +105,7 @@ def test_fuzz_k8s_serve_and_tiers_lines_give_only_usage_errors(
             if exc is not None and isinstance(exc, UsageError):
                 assert "\n" not in str(exc), f"{what}: the error is not one line: {exc}"
         else:
-            line = _tiers_line(rng)
+            line = fuzz_tiers_line(rng, VALUES)
             what = f"line {i}: %tiers {line!r}"
             try:
                 serve_shell.run_line_magic("tiers", line)
@@ -145,7 +113,7 @@ def test_fuzz_k8s_serve_and_tiers_lines_give_only_usage_errors(
             except BaseException as caught:
                 exc = caught
         printed = capsys.readouterr()
-        _check(what, exc, printed.out + printed.err)
+        check_fuzz_answer(what, exc, printed.out + printed.err, SECRETS, SECRETS[2:])
         rendered += exc is None and "kind: Deployment" in printed.out
         assert not (exc is None and "kind: Deployment" in printed.out and RESERVED_ENV.search(line)), \
             f"{what}: rendered with a reserved env name"

@@ -72,12 +72,20 @@ MAX_YAML_NODES = 200_000
 
 # Keys of ``defaults``: the spec options a profile may preset (options.py; dashes accepted for
 # underscores). Training tiers take job options, the Kubernetes tier serve options.
+#: Serving options a ``tier: local`` profile's ``defaults`` may set beside the training ones (a
+#: local profile serves too): those that mean something on this machine. ``python`` is shared.
+#: The cluster-only ones (image, gpus, cpu, ...) are refused there rather than ignored.
+LOCAL_SERVE_DEFAULTS = ("replicas", "port", "readiness")
+
+
 def default_keys(tier: str | None) -> dict[str, type | tuple[type, ...]]:
     """The keys a profile of ``tier`` may set in ``defaults`` (every tier's when unknown)."""
     from .options import JOB_OPTIONS, SERVE_OPTIONS, profile_keys
 
     job, serve = profile_keys(JOB_OPTIONS), profile_keys(SERVE_OPTIONS)
-    if tier in ("slurm", "local"):
+    if tier == "local":
+        return {**job, **{k: serve[k] for k in LOCAL_SERVE_DEFAULTS}}
+    if tier == "slurm":
         return job
     if tier == "kubernetes":
         return serve

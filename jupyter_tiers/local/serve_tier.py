@@ -171,7 +171,8 @@ class LocalServeTier(ServeTier):
 
     # --- specs -----------------------------------------------------------------------------
     def profile_defaults(self) -> Mapping[str, Any]:
-        # A local profile's defaults are training options; only those a ServeSpec has apply here.
+        # A local profile's defaults hold training options and the local serving ones
+        # (config.LOCAL_SERVE_DEFAULTS); only those a ServeSpec has apply here.
         return {k: v for k, v in self.profile.defaults.items() if k in _SERVE_DEFAULTS}
 
     def validate(self, spec: ServeSpec) -> None:

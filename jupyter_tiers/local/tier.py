@@ -24,11 +24,11 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..config import Profile
+from ..config import LOCAL_SERVE_DEFAULTS, Profile
 from ..errors import SpecError, SubmitError
 from ..handles import Job
 from ..handoff import (
@@ -211,6 +211,10 @@ class LocalTier(BatchTier):
     """Jobs as local processes; one watcher for all of them. See the module docstring."""
 
     kind = "local"
+
+    def profile_defaults(self) -> Mapping[str, Any]:
+        # A local profile's defaults may carry serving keys too (config.LOCAL_SERVE_DEFAULTS).
+        return {k: v for k, v in self.profile.defaults.items() if k not in LOCAL_SERVE_DEFAULTS}
 
     def __init__(
         self,

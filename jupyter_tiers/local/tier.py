@@ -26,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from ..config import LOCAL_SERVE_DEFAULTS, Profile
 from ..errors import SpecError, SubmitError
@@ -448,6 +448,17 @@ class LocalTier(BatchTier):
         except FileNotFoundError:
             return
 
+    def tail_log(self, record: JobRecord, lines: int) -> bytes:
+        """The last ``lines`` lines, read backwards from the end (as ``tail -n``: memory for those
+        lines only, however long the log)."""
+        if lines <= 0:
+            return b""
+        try:
+            with open(Path(record.jobdir) / LOG_NAME, "rb") as f:
+                return read_last_lines(f, lines)
+        except FileNotFoundError:
+            return b""
+
     def log_size(self, record: JobRecord) -> int:
         try:
             return (Path(record.jobdir) / LOG_NAME).stat().st_size
@@ -512,6 +523,28 @@ def _json(data: Any) -> str:
     import json
 
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def read_last_lines(f: BinaryIO, lines: int, block: int = 1 << 16) -> bytes:
+    """The last ``lines`` lines of a seekable binary file, as ``tail -n`` counts them (a line ends
+    at ``\n``; a last line without one counts), reading ``block`` bytes at a time from the end."""
+    pos = f.seek(0, os.SEEK_END)
+    blocks: list[bytes] = []
+    newlines = 0
+    while pos > 0 and newlines <= lines:  # one more newline than lines: where the first starts
+        step = min(block, pos)
+        pos -= step
+        f.seek(pos)
+        data = f.read(step)
+        blocks.append(data)
+        newlines += data.count(b"\n")
+    data = b"".join(reversed(blocks))
+    end = len(data) - 1 if data.endswith(b"\n") else len(data)
+    for _ in range(lines):
+        end = data.rfind(b"\n", 0, end)
+        if end < 0:
+            return data
+    return data[end + 1:]
 
 
 def _tail(path: Path, limit: int = 800) -> str:

@@ -151,10 +151,17 @@ def test_sidebar_follows_a_job_to_completed_live_and_keeps_it_after_reload(
     expect(side.locator(".jt-side-notice")).to_have_text("")
     expect(row_of(side, job).locator(".jt-side-badge")).to_have_text("COMPLETED")
 
-    # The detail panel: the notebook widget's own view, with its rank grid and the log.
-    row_of(side, job).click()
+    # The detail panel: the notebook widget's own view, with its rank grid and the log. It reads
+    # from the server's shared watch (?refresh=0); its toolbar's Refresh asks the cluster.
+    details_url = f"/jupyter-tiers/api/jobs/box/{job.id}"
+    with page.expect_request(lambda r: r.url.split("?")[0].endswith(details_url)) as first_read:
+        row_of(side, job).click()
+    assert "refresh=0" in first_read.value.url, first_read.value.url
     detail = page.locator(".jt-detail").filter(has=page.locator(".jt-job"))
     expect(detail).to_be_visible()
+    with page.expect_request(lambda r: r.url.split("?")[0].endswith(details_url)) as asked:
+        page.locator(".jt-detail-panel .jt-detail-refresh").filter(visible=True).first.click()
+    assert "refresh=0" not in asked.value.url, asked.value.url
     view = detail.locator(".jt-job")
     expect(view.locator(".jt-title")).to_have_text(f"job {job.id} · side-done")
     expect(view.locator(".jt-state")).to_have_text("COMPLETED")
@@ -219,13 +226,17 @@ def test_screenshots_light_and_dark(page: Any, tiers_lab: Lab, box_tier: SlurmTi
             row_of(side, running_job).click()
             expect(page.locator(".jt-detail .jt-job .jt-rank")).to_have_count(2)
             expect(page.locator(".jt-detail .jt-log .jt-line").first).to_be_visible(timeout=JOB_TIMEOUT_MS)
-            colours[tag] = side.evaluate(
-                "el => [getComputedStyle(el).color, getComputedStyle(el).backgroundColor]")
+            badge = page.locator(".jt-detail .jt-job .jt-state")
+            expect(badge).to_have_text("RUNNING")
+            colours[tag] = [
+                *side.evaluate("el => [getComputedStyle(el).color, getComputedStyle(el).backgroundColor]"),
+                badge.evaluate("el => getComputedStyle(el).backgroundColor")]
             OUTPUT.mkdir(exist_ok=True)
             page.screenshot(path=str(OUTPUT / f"sidebar-{tag}.png"))
     finally:
         set_theme(tiers_lab, LIGHT)
-    assert colours["light"] != colours["dark"], colours
+    # The sidebar's text and background, and the detail panel's state badge, all follow the theme.
+    assert all(light != dark for light, dark in zip(colours["light"], colours["dark"], strict=True)), colours
     no_page_errors(page)
 
 

@@ -165,7 +165,8 @@ class TiersMagics(Magics):
 
                     warning = train_warning(spec.script, shell=spec.shell, dry_run=args.dry_run)
                     if warning:
-                        print(warning, file=sys.stderr)
+                        # flush: a kernel sends its streams apart; the warning must come first
+                        print(warning, file=sys.stderr, flush=True)
 
             if args.dry_run:
                 warn_if_server()

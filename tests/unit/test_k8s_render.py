@@ -537,4 +537,5 @@ def test_port_token_in_a_shell_body_is_the_container_port() -> None:
     config_map = _by_kind(render_manifests(shell, namespace="ns"))["ConfigMap"]
     assert config_map["data"] == {"command.sh": "serve --port 9000 --label '9000s'\n"}
     python = dataclasses.replace(BASE, body="print(f'{port}')\n", port=9000)
-    assert _by_kind(render_manifests(python, namespace="ns"))["ConfigMap"]["data"] == {"main.py": "print(f'{port}')\n"}
+    python_map = _by_kind(render_manifests(python, namespace="ns"))["ConfigMap"]
+    assert python_map["data"] == {"main.py": "print(f'{port}')\n"}

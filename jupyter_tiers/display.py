@@ -50,7 +50,9 @@ def show_job(job: Job, *, wait: bool = False, text: bool = False, attach: bool =
         return None
     status = widget.wait(timeout)
     if status is not None:
-        print(summary_line(status))
+        # The widget's summary carries the main metric and a failed job's first error line; it is
+        # set just after final_status, so a wait that timed out in between falls back.
+        print(widget.summary if widget.ended.is_set() and widget.summary else summary_line(status))
     return status
 
 

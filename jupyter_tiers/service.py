@@ -8,6 +8,7 @@ maps them to HTTP statuses (:func:`http_status`) and the commands to one-line me
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Sequence
@@ -357,21 +358,7 @@ def log_range(ref: str, *, rank: int | None = None, pod: str | None = None, offs
 
         tier = handle.tier
         assert isinstance(tier, BatchTier)
-        data = tier.read_log(rec, offset)
-        decoder = tier.log_decoder(offset)
-        lines: list[tuple[int | str | None, str]] = []
-        next_offset = offset
-        complete = decoder.feed(data)
-        for line in complete:
-            if len(lines) >= limit:
-                break
-            next_offset = line.end_offset
-            if rank is None or line.rank == rank:
-                lines.append((line.rank, line.text))
-        else:
-            next_offset = decoder.offset
-            return LogRange(lines, next_offset, True)
-        return LogRange(lines, next_offset, False)
+        return _job_log_range(tier, rec, rank, offset, limit)
     if rank is not None:
         raise SpecError("rank", f"{ref} is a service; filter by pod, not rank")
     text = handle.logs(pod=pod)  # type: ignore[call-arg]
@@ -385,6 +372,25 @@ def log_range(ref: str, *, rank: int | None = None, pod: str | None = None, offs
     chunk = pairs[offset:offset + limit]
     end = min(len(pairs), offset + limit) if offset < len(pairs) else offset
     return LogRange(chunk, end, end >= len(pairs))
+
+
+def _job_log_range(tier: Any, rec: JobRecord, rank: int | None, offset: int, limit: int) -> LogRange:
+    """A job's log range, read in chunks and stopped once ``limit`` lines are in hand and one
+    more complete line shows the log goes on: the rest of a large log is never read. The next
+    offset is then exactly the end of the last returned line; at the end of the log it is the
+    end of its last complete line."""
+    decoder = tier.log_decoder(offset)
+    lines: list[tuple[int | str | None, str]] = []
+    next_offset = offset
+    with contextlib.closing(tier.log_chunks(rec, offset)) as chunks:
+        for chunk in chunks:
+            for line in decoder.feed(chunk):
+                if len(lines) >= limit:
+                    return LogRange(lines, next_offset, False)
+                next_offset = line.end_offset
+                if rank is None or line.rank == rank:
+                    lines.append((line.rank, line.text))
+    return LogRange(lines, decoder.offset, True)
 
 
 def cancel(ref: str) -> ActionResult:

@@ -159,3 +159,58 @@ async def test_cancel_a_running_job_seen_on_the_events_socket(jp_fetch: Any, jp_
             break
     assert ended[0]["state"] == "CANCELLED" and ended[0]["summary"].startswith(f"job {job.id} CANCELLED")
     events.close()
+
+
+BIG = textwrap.dedent("""\
+    import sys
+    for i in range(40000):
+        sys.stdout.write(f"line {i:05d} " + "x" * 80 + "\\n")
+    sys.stdout.flush()
+    """)
+
+
+async def test_log_ranges_of_a_large_log_read_only_what_they_return(
+        jp_fetch: Any, box: SlurmTier, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A range of a log much bigger than its limit reads the log in chunks and stops: the bytes
+    read stay far below the log's size, and ranges chained by their offsets give every line
+    once, each ending exactly where the next begins."""
+    job = box.submit(box.make_spec(BIG, name="api-big-log"))
+    status = job.wait(GUARD)
+    assert status.state.name == "COMPLETED", status
+    raw = box.read_log(job.record, 0)
+    expected = full_log(box, job.record)
+    assert len(expected) == 40000 and len(raw) > 3_000_000
+
+    read: list[int] = []
+    real_chunks, real_read = SlurmTier.log_chunks, SlurmTier.read_log
+
+    def counting_chunks(self: SlurmTier, record: Any, offset: int = 0) -> Any:
+        for chunk in real_chunks(self, record, offset):
+            read.append(len(chunk))
+            yield chunk
+
+    def counting_read(self: SlurmTier, record: Any, offset: int = 0) -> bytes:
+        data = real_read(self, record, offset)
+        read.append(len(data))
+        return data
+
+    monkeypatch.setattr(SlurmTier, "log_chunks", counting_chunks)
+    monkeypatch.setattr(SlurmTier, "read_log", counting_read)
+    got: list[list[Any]] = []
+    offset, requests = 0, 0
+    while True:
+        read.clear()
+        page = body(await jp_fetch(*API, "jobs", "box", job.id, "logs",
+                                   params={"offset": str(offset), "limit": "1000"}))
+        requests += 1
+        assert sum(read) < 1_000_000, (offset, sum(read))  # ~92 kB of lines, never the 3.7 MB rest
+        if not page["eof"]:
+            assert len(page["lines"]) == 1000
+            # The next offset is exactly the end of the last returned line.
+            n = len(got) + 1000
+            assert page["offset"] == len(b"".join(raw.splitlines(keepends=True)[:n])), offset
+        got.extend(page["lines"])
+        offset = page["offset"]
+        if page["eof"]:
+            break
+    assert got == expected and offset == len(raw) and requests == 40

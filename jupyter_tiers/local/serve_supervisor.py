@@ -51,7 +51,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from . import supervisor as sv
+from . import processes, slurmenv
 from .backoff import BackOff
 from .roundrobin import RoundRobin
 from .router import HOST, FrontPort
@@ -71,7 +71,7 @@ ENV_FILE = "env.json"
 REVISION_FILE = "revision.json"
 CODE_TOKEN = "{code}"  # in a revision's program: its code directory
 CODE_DIR = "code"
-GRACE_S = sv.KILL_WAIT
+GRACE_S = processes.KILL_WAIT
 PROBE_PERIOD_S = 1.0
 PROBE_TIMEOUT_S = 1.0
 PROBE_FAILURES = 3
@@ -219,7 +219,7 @@ class ServeSupervisor:
                 pass
         if self._subreaper:
             tracked = {r.proc.pid for r in self.replicas if r.proc is not None and r.proc.returncode is None}
-            for pid in sv.zombie_children():
+            for pid in processes.zombie_children():
                 if pid not in tracked:
                     with contextlib.suppress(ChildProcessError):
                         os.waitpid(pid, os.WNOHANG)
@@ -271,7 +271,7 @@ class ServeSupervisor:
 
     # --- replicas ----------------------------------------------------------------------------
     def _env(self, replica: Replica) -> dict[str, str]:
-        env = sv.clean_env(os.environ)
+        env = slurmenv.clean_env(os.environ)
         bindir = os.path.dirname(sys.executable)
         rest = [p for p in env.get("PATH", os.defpath).split(os.pathsep) if p and p != bindir]
         env["PATH"] = os.pathsep.join([bindir, *rest]) if bindir else os.pathsep.join(rest)
@@ -385,7 +385,7 @@ class ServeSupervisor:
         """SIGKILL what is left of a replica whose main process ended: the processes below the
         supervisor (a subreaper: the replica's orphans are ours) still in its process group, as
         a container runtime stops the whole container (a child would keep the port otherwise)."""
-        for pid in sv.descendants(os.getpid()):
+        for pid in processes.descendants(os.getpid()):
             try:
                 fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1].split()
             except OSError:
@@ -487,7 +487,7 @@ class ServeSupervisor:
         environment (which the JT_JOB_DIR scan cannot see)."""
         me = os.getpid()
         for _ in range(rounds):
-            pids = sv.descendants(me)
+            pids = processes.descendants(me)
             if not pids:
                 return
             for pid in pids:
@@ -515,12 +515,12 @@ class ServeSupervisor:
     # --- the service -------------------------------------------------------------------------
     def run(self) -> int:
         self._install_signals()
-        self._subreaper = sv.become_subreaper()
+        self._subreaper = processes.become_subreaper()
         os.chdir(self.dir)
         self.log_fd = os.open(self.dir / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         previous = read_json(self.dir / STATE_FILE) or {}
         self.state = {
-            "pid": os.getpid(), "pid_start": sv.proc_start_time(os.getpid()), "phase": "running",
+            "pid": os.getpid(), "pid_start": processes.proc_start_time(os.getpid()), "phase": "running",
             "created_at": previous.get("created_at") or self.desired.get("created_at") or time.time(),
             "rolled_out": None, "reason": None,
         }
@@ -568,10 +568,10 @@ class ServeSupervisor:
             if replica.proc is not None:
                 with contextlib.suppress(Exception):
                     replica.proc.wait(timeout=30)
-        sv.kill_job_processes(self.dir)
+        processes.kill_job_processes(self.dir)
         self._kill_descendants()
         for _ in range(10):  # processes killed just now become zombies in a moment
-            if not self._subreaper or not sv.zombie_children():
+            if not self._subreaper or not processes.zombie_children():
                 break
             self._wait(0.02)
         self.replicas.clear()
@@ -593,7 +593,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.detach:
         pid = os.fork()
         if pid:
-            start = sv.proc_start_time(pid)
+            start = processes.proc_start_time(pid)
             tmp = svcdir / f".{PID_FILE}.tmp"
             tmp.write_text(f"{pid} {start if start is not None else ''}\n")
             os.replace(tmp, svcdir / PID_FILE)

@@ -39,8 +39,8 @@ from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from ..options import SERVE_OPTIONS, profile_keys
 from ..registry import JobRecord, Registry
 from ..tier import ServeTier
+from . import jobstate, processes
 from . import serve_supervisor as ssv
-from . import supervisor as sv
 from .router import FrontPort
 from .serve_status import service_status
 from .tier import check_workdir_owner, local_workdir
@@ -299,7 +299,7 @@ class LocalServeTier(ServeTier):
     def _clean(self, svcdir: Path) -> None:
         """A service directory whose supervisor is gone: stop what is left, start afresh (the
         log is kept)."""
-        sv.kill_job_processes(svcdir)
+        processes.kill_job_processes(svcdir)
         for name in (ssv.DESIRED_FILE, ssv.STATE_FILE, ssv.PID_FILE, ssv.DELETE_FILE):
             with contextlib.suppress(FileNotFoundError):
                 (svcdir / name).unlink()
@@ -338,18 +338,18 @@ class LocalServeTier(ServeTier):
         state = ssv.read_json(svcdir / ssv.STATE_FILE)
         if state and state.get("pid"):
             return int(state["pid"]), state.get("pid_start")
-        return sv.supervisor_pid(svcdir, None) if (svcdir / ssv.PID_FILE).exists() else (None, None)
+        return jobstate.supervisor_pid(svcdir, None) if (svcdir / ssv.PID_FILE).exists() else (None, None)
 
     def _supervisor_alive(self, svcdir: Path) -> bool:
         state = ssv.read_json(svcdir / ssv.STATE_FILE) or {}
         if state.get("phase") in ("deleted", "failed"):
             return False
         pid, start = self._supervisor_pid(svcdir)
-        return sv.process_alive(pid, start)
+        return processes.process_alive(pid, start)
 
     def _wake(self, svcdir: Path) -> None:
         pid, start = self._supervisor_pid(svcdir)
-        if pid is not None and sv.process_alive(pid, start):
+        if pid is not None and processes.process_alive(pid, start):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGHUP)
 
@@ -396,7 +396,7 @@ class LocalServeTier(ServeTier):
     def service_status(self, record: JobRecord) -> ServiceStatus:
         status = self._status_now(record)
         if status.state is ServiceState.FAILED and not self._supervisor_alive(Path(record.jobdir)):
-            sv.kill_job_processes(record.jobdir)  # a lost supervisor: leave no replica behind
+            processes.kill_job_processes(record.jobdir)  # a lost supervisor: leave no replica behind
         self._record(record, status)
         return status
 
@@ -466,13 +466,13 @@ class LocalServeTier(ServeTier):
                 ssv.write_json(svcdir / ssv.DESIRED_FILE, desired)
                 (svcdir / ssv.DELETE_FILE).touch()
             pid, start = self._supervisor_pid(svcdir)
-            if pid is not None and sv.process_alive(pid, start):
+            if pid is not None and processes.process_alive(pid, start):
                 with contextlib.suppress(ProcessLookupError, PermissionError):
                     os.kill(pid, signal.SIGTERM)
                 deadline = time.monotonic() + DELETE_TIMEOUT
-                while sv.process_alive(pid, start) and time.monotonic() < deadline:
+                while processes.process_alive(pid, start) and time.monotonic() < deadline:
                     time.sleep(0.05)
-            sv.kill_job_processes(svcdir)
+            processes.kill_job_processes(svcdir)
         if svcdir.exists() and svcdir.parent.name == SERVICES_DIR:  # never another directory
             shutil.rmtree(svcdir, ignore_errors=True)
         with contextlib.suppress(Exception):

@@ -35,7 +35,10 @@ torchrun itself would add an elastic agent per node that only restarts ranks (th
 fail-stop is the supervisor's) and needs torch installed for the shell jobs too. With ``srun``
 the same torch variables are set as well, so ``env://`` works with either launcher.
 
-This module imports only the standard library and the shim constants, to start fast.
+The /proc helpers are in processes.py, the job directory's files and state.json in
+jobstate.py, the Slurm environment and node names in slurmenv.py.
+
+This module imports only the standard library and small pure modules, to start fast.
 """
 
 from __future__ import annotations
@@ -43,7 +46,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import select
 import signal
@@ -58,44 +60,18 @@ from pathlib import Path
 from typing import Any
 
 from ..jobdir import LOG_NAME, RANKS_DIR
+from .jobstate import CANCEL_FILE, ENV_DUMP, PID_FILE, PLAN_FILE, read_state, write_state
+from .processes import (
+    KILL_WAIT,
+    become_subreaper,
+    descendants,
+    kill_job_processes,
+    proc_start_time,
+    zombie_children,
+)
+from .slurmenv import MASTER_ADDR, clean_env, free_port, node_names, nodelist
 
-STATE_FILE = "state.json"
-PLAN_FILE = "job.json"
-BATCH_FILE = "job.sh"
-PID_FILE = "supervisor.pid"
-CANCEL_FILE = "cancel"
-SUPERVISOR_LOG = "supervisor.log"
-ENV_DUMP = ".batch-env.json"
-KILL_WAIT = 5.0
-TERMINAL_STATES = frozenset({"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
-NODE_PREFIX = "local"
-MASTER_ADDR = "127.0.0.1"
 BATCH = -1  # key of the batch step among the supervised processes
-
-# Variables set for the whole job (the batch step and every rank).
-JOB_ENV_NAMES = (
-    "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_JOB_NAME", "SLURM_SUBMIT_DIR", "SLURM_SUBMIT_HOST",
-    "SLURM_CLUSTER_NAME", "SLURM_JOB_NODELIST", "SLURM_NODELIST", "SLURM_JOB_NUM_NODES",
-    "SLURM_NNODES", "SLURM_NTASKS", "SLURM_NPROCS", "SLURM_NTASKS_PER_NODE",
-    "SLURM_TASKS_PER_NODE", "SLURM_CPUS_PER_TASK", "JT_JOB_DIR", "JT_WORLD_SIZE",
-    "PYTHONUNBUFFERED", "MASTER_ADDR", "MASTER_PORT",
-)
-# Variables set per rank.
-RANK_ENV_NAMES = (
-    "SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURMD_NODENAME", "SLURM_STEP_ID",
-    "SLURM_STEPID", "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-)
-TORCHRUN_ENV_NAMES = (
-    "GROUP_RANK", "GROUP_WORLD_SIZE", "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE",
-    "TORCHELASTIC_RUN_ID", "TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_MAX_RESTARTS",
-    "OMP_NUM_THREADS",
-)
-# Inherited values that would mislead the job: an outer Slurm job's or torchrun's.
-_STRIP_PREFIXES = ("SLURM_", "SLURMD_", "TORCHELASTIC_", "JT_")
-_STRIP_NAMES = frozenset(
-    {*RANK_ENV_NAMES, *TORCHRUN_ENV_NAMES, "MASTER_ADDR", "MASTER_PORT", "GROUP_WORLD_SIZE"}
-) - {"OMP_NUM_THREADS"}
-_KEEP_JT = frozenset({"JT_HEARTBEAT"})
 
 # The batch step: source job.sh, then hand the final environment and directory to the supervisor.
 BATCH_RUNNER = """jt_py=$1 jt_code=$2 jt_out=$3; set --
@@ -108,269 +84,6 @@ DUMP_ENV_PY = (
     "with os.fdopen(fd, 'w') as f:\n"
     "    json.dump({'env': dict(os.environ), 'cwd': os.getcwd()}, f)\n"
 )
-
-
-# --- helpers shared with the tier ---------------------------------------------------------------
-
-
-def node_names(nodes: int) -> list[str]:
-    return [f"{NODE_PREFIX}{i}" for i in range(nodes)]
-
-
-def nodelist(nodes: int) -> str:
-    """Slurm hostlist of the emulated nodes: ``local0`` or ``local[0-3]``."""
-    return f"{NODE_PREFIX}0" if nodes == 1 else f"{NODE_PREFIX}[0-{nodes - 1}]"
-
-
-def parse_time_limit(text: str | None) -> float | None:
-    """Slurm ``--time`` (minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS) -> seconds; 0 = none."""
-    if not text:
-        return None
-    days = 0
-    rest = text
-    if "-" in text:
-        day_text, rest = text.split("-", 1)
-        days = int(day_text)
-        parts = [int(p) for p in rest.split(":")]
-        h, m, s = [*parts, 0, 0][:3]
-    else:
-        parts = [int(p) for p in rest.split(":")]
-        if len(parts) == 1:
-            h, m, s = 0, parts[0], 0
-        elif len(parts) == 2:
-            h, m, s = 0, parts[0], parts[1]
-        else:
-            h, m, s = parts[:3]
-    total = ((days * 24 + h) * 60 + m) * 60 + s
-    return float(total) if total > 0 else None
-
-
-# The keys of state.json this package reads, with the types it needs; a value of another type
-# (a corrupt or hand-edited file) is dropped so that one bad file cannot break every listing.
-_STATE_TYPES: dict[str, type | tuple[type, ...]] = {
-    "job_id": (str, int), "name": str, "state": str, "reason": str, "nodelist": str,
-    "submitted_at": (int, float), "start_time": (int, float), "end_time": (int, float),
-    "updated_at": (int, float), "exit_code": int, "exit_signal": int, "failed_rank": int,
-    "world_size": int, "pid": int, "pid_start": int, "master_port": int, "nodes": list,
-    "rank_pids": dict,
-}
-_MAX_PID = 1 << 22  # Linux's largest pid_max
-
-
-def _state_value_ok(key: str, value: Any) -> bool:
-    expected = _STATE_TYPES.get(key)
-    if expected is None or value is None:
-        return True
-    if isinstance(value, bool) or not isinstance(value, expected):
-        return False
-    if isinstance(value, float):
-        return math.isfinite(value) and abs(value) < 1e12  # a time within the next 30,000 years
-    if isinstance(value, int) and key in ("pid", "master_port", "exit_code", "exit_signal",
-                                          "failed_rank", "world_size"):
-        return -1 <= value <= _MAX_PID if key != "pid" else 1 <= value <= _MAX_PID
-    if isinstance(value, int) and key in ("start_time", "end_time", "submitted_at", "updated_at"):
-        return abs(value) < 10**12
-    return True
-
-
-def read_state(jobdir: Path | str) -> dict[str, Any] | None:
-    """The job's state.json, or None when it is missing or unreadable. Values of the wrong type
-    (a corrupt file) are left out, so a reader never trips on them."""
-    try:
-        data = json.loads((Path(jobdir) / STATE_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
-        return None
-    if not isinstance(data, dict):
-        return None
-    return {k: v for k, v in data.items() if isinstance(k, str) and _state_value_ok(k, v)}
-
-
-def write_state(jobdir: Path | str, state: Mapping[str, Any]) -> None:
-    """Replace state.json atomically (readers see the old or the new file, never a part)."""
-    path = Path(jobdir) / STATE_FILE
-    tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
-    data = json.dumps(dict(state), indent=1, sort_keys=True).encode("utf-8")
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-_HAVE_PROC = os.path.exists("/proc/self/stat")
-
-
-def proc_start_time(pid: int) -> int | None:
-    """Start time (clock ticks since boot) of a live process; None if gone or a zombie."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return None
-    fields = raw.rsplit(b")", 1)[-1].split()
-    if len(fields) < 20 or fields[0] in (b"Z", b"X"):
-        return None
-    return int(fields[19])
-
-
-def process_alive(pid: int | None, start: int | None = None) -> bool:
-    """Whether ``pid`` still runs and (when ``start`` is known) is the same process."""
-    if not pid or pid <= 0:
-        return False
-    if _HAVE_PROC:
-        now = proc_start_time(pid)
-        return now is not None and (start is None or now == start)
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def supervisor_pid(jobdir: Path | str, state: Mapping[str, Any] | None) -> tuple[int | None, int | None]:
-    """(pid, start time) of the job's supervisor: from state.json, else from supervisor.pid."""
-    if state and isinstance(state.get("pid"), int) and _state_value_ok("pid", state["pid"]):
-        start = state.get("pid_start")
-        return int(state["pid"]), start if isinstance(start, int) else None
-    try:
-        words = (Path(jobdir) / PID_FILE).read_text().split()
-    except (OSError, ValueError):
-        return None, None
-    if not words or not words[0].isdigit() or len(words[0]) > 8:
-        return None, None
-    start = int(words[1]) if len(words) > 1 and words[1].isdigit() and len(words[1]) < 20 else None
-    return int(words[0]), start
-
-
-def job_processes(jobdir: Path | str) -> list[int]:
-    """Live processes started for the job: their environment holds ``JT_JOB_DIR=<jobdir>``."""
-    marker = b"JT_JOB_DIR=" + os.fsencode(str(jobdir))
-    me = os.getpid()
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    pids = []
-    for name in names:
-        if not name.isdigit() or int(name) == me:
-            continue
-        try:
-            environ = Path(f"/proc/{name}/environ").read_bytes()
-        except OSError:
-            continue
-        if marker in environ.split(b"\0"):
-            pids.append(int(name))
-    return pids
-
-
-def kill_job_processes(jobdir: Path | str, rounds: int = 40) -> int:
-    """SIGKILL every process of the job until none is left (bounded); returns how many."""
-    killed = 0
-    for _ in range(rounds):
-        pids = job_processes(jobdir)
-        if not pids:
-            break
-        for pid in pids:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                killed += 1
-        time.sleep(0.05)
-    return killed
-
-
-def descendants(root: int) -> list[int]:
-    """Live (not zombie) processes below ``root``: its children, theirs, and so on (/proc)."""
-    children: dict[int, list[int]] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{name}/stat").read_bytes()
-        except OSError:
-            continue
-        fields = raw.rsplit(b")", 1)[-1].split()
-        if len(fields) > 1 and fields[0] not in (b"Z", b"X"):
-            children.setdefault(int(fields[1]), []).append(int(name))
-    found: list[int] = []
-    stack = [root]
-    while stack:
-        for child in children.get(stack.pop(), ()):
-            found.append(child)
-            stack.append(child)
-    return found
-
-
-def recover_lost(jobdir: Path | str, state: Mapping[str, Any], pid: int | None) -> dict[str, Any]:
-    """The supervisor died without recording the end: stop what is left, record FAILED."""
-    kill_job_processes(jobdir)
-    final = dict(state)
-    final.update(
-        state="FAILED",
-        reason=(
-            f"the local supervisor (pid {pid}) ended without recording the job's end; "
-            f"see {Path(jobdir) / SUPERVISOR_LOG}"
-        ),
-        end_time=time.time(),
-    )
-    write_state(jobdir, final)
-    return final
-
-
-def become_subreaper() -> bool:
-    """Linux: adopt the job's orphaned processes (to reap them) instead of leaving them to init."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL(None, use_errno=True)
-        return bool(libc.prctl(36, 1, 0, 0, 0) == 0)  # PR_SET_CHILD_SUBREAPER
-    except (OSError, AttributeError):
-        return False
-
-
-def zombie_children() -> list[int]:
-    """Pids of this process's children that ended and wait to be reaped."""
-    me = str(os.getpid()).encode()
-    found = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{name}/stat").read_bytes()
-        except OSError:
-            continue
-        fields = raw.rsplit(b")", 1)[-1].split()
-        if len(fields) > 1 and fields[0] == b"Z" and fields[1] == me:
-            found.append(int(name))
-    return found
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind((MASTER_ADDR, 0))
-        return int(s.getsockname()[1])
-
-
-def clean_env(environ: Mapping[str, str]) -> dict[str, str]:
-    """The submitting process's environment without an outer job's or launcher's variables."""
-    env = {}
-    for key, value in environ.items():
-        if key in _STRIP_NAMES or (key.startswith(_STRIP_PREFIXES) and key not in _KEEP_JT):
-            continue
-        if key == "MPLBACKEND" and "matplotlib_inline" in value:
-            continue  # the kernel's inline backend means nothing outside the kernel
-        env[key] = value
-    return env
 
 
 # --- the supervisor -----------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
 from ..registry import JobRecord, Registry, spec_for_record
 from ..tier import BatchTier
-from . import supervisor as sv
+from . import jobstate, processes, slurmenv
 
 MAX_RANKS = 1024  # a local job's ranks all run on this machine
 LAUNCH_TIMEOUT = 60.0
@@ -115,8 +115,8 @@ def render_batch(spec: JobSpec) -> str:
     program = " ".join(
         ["bash", '"$JT_JOB_DIR/main.sh"'] if spec.shell else [spec.python, '"$JT_JOB_DIR/main.py"']
     )
-    rank_names = list(sv.RANK_ENV_NAMES) + (list(sv.TORCHRUN_ENV_NAMES) if torchrun else [])
-    job_names = [n for n in sv.JOB_ENV_NAMES if n not in ("MASTER_ADDR", "MASTER_PORT")]
+    rank_names = list(slurmenv.RANK_ENV_NAMES) + (list(slurmenv.TORCHRUN_ENV_NAMES) if torchrun else [])
+    job_names = [n for n in slurmenv.JOB_ENV_NAMES if n not in ("MASTER_ADDR", "MASTER_PORT")]
     if not spec.cpus_per_task:
         job_names.remove("SLURM_CPUS_PER_TASK")
     port = str(spec.rdzv_port) if spec.rdzv_port else "<a free port>"
@@ -124,7 +124,7 @@ def render_batch(spec: JobSpec) -> str:
     lines = [
         "#!/bin/bash",
         f"# jupyter-tiers local job {spec.name!r}: {spec.nodes} emulated node{s}"
-        f" ({sv.nodelist(spec.nodes)}) x {spec.ranks_per_node} ranks = {spec.world_size}"
+        f" ({slurmenv.nodelist(spec.nodes)}) x {spec.ranks_per_node} ranks = {spec.world_size}"
         f" rank{'s' if spec.world_size != 1 else ''}, launcher {spec.launcher}.",
         "#",
         "# The local supervisor runs this file once, in the job directory, as the batch step; its",
@@ -134,13 +134,13 @@ def render_batch(spec: JobSpec) -> str:
         "#",
         "# in its own process group, with the environment this step ends with, plus for the job:",
         *_wrap_names(job_names),
-        f"#   MASTER_ADDR={sv.MASTER_ADDR} MASTER_PORT={port}",
+        f"#   MASTER_ADDR={slurmenv.MASTER_ADDR} MASTER_PORT={port}",
         "# and per rank" + (" (as torchrun sets them; torchrun itself is not run):" if torchrun else ":"),
         *_wrap_names(rank_names),
         f"# Fail-stop: the first rank to exit non-zero stops the others (SIGTERM, then SIGKILL after"
-        f" {sv.KILL_WAIT:g} s).",
+        f" {processes.KILL_WAIT:g} s).",
     ]
-    limit = sv.parse_time_limit(spec.time)
+    limit = slurmenv.parse_time_limit(spec.time)
     if limit:
         lines.append(f"# Time limit: {spec.time} (then SIGTERM, SIGKILL, state TIMEOUT).")
     ignored = [f"{f}={getattr(spec, f)}" for f in _NOT_APPLIED if getattr(spec, f) is not None]
@@ -280,7 +280,7 @@ class LocalTier(BatchTier):
         """Write the job directory, start its supervisor detached, record the job."""
         script = self.render(spec)
         files = job_files(spec)
-        files[sv.BATCH_FILE] = (script, 0o600)
+        files[jobstate.BATCH_FILE] = (script, 0o600)
         job_id, jobdir = self._new_jobdir(spec.name)
         for fname, (content, mode) in files.items():
             fd = os.open(jobdir / fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
@@ -297,19 +297,19 @@ class LocalTier(BatchTier):
             "program": _program(spec, jobdir),
             "rdzv_port": spec.rdzv_port,
             "cpus_per_task": spec.cpus_per_task,
-            "time_limit_s": sv.parse_time_limit(spec.time),
+            "time_limit_s": slurmenv.parse_time_limit(spec.time),
         }
-        with os.fdopen(_open_private(jobdir / sv.PLAN_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w",
+        with os.fdopen(_open_private(jobdir / jobstate.PLAN_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w",
                        encoding="utf-8") as f:
             f.write(_json(plan))
         now = time.time()
-        sv.write_state(jobdir, {
+        jobstate.write_state(jobdir, {
             "job_id": job_id,
             "name": spec.name,
             "state": "PENDING",
             "submitted_at": now,
             "world_size": spec.world_size,
-            "nodelist": sv.nodelist(spec.nodes),
+            "nodelist": slurmenv.nodelist(spec.nodes),
             "updated_at": now,
         })
         self._launch(jobdir)
@@ -336,8 +336,8 @@ class LocalTier(BatchTier):
         # importable from (the supervisor then moves into the job directory).
         root = Path(jupyter_tiers.__file__).resolve().parent.parent
         argv = [sys.executable, "-m", "jupyter_tiers.local.supervisor", "--detach", str(jobdir)]
-        with os.fdopen(_open_private(jobdir / sv.SUPERVISOR_LOG, os.O_WRONLY | os.O_APPEND | os.O_CREAT),
-                       "ab") as log:
+        log_flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        with os.fdopen(_open_private(jobdir / jobstate.SUPERVISOR_LOG, log_flags), "ab") as log:
             proc = subprocess.Popen(
                 argv,
                 cwd=root,
@@ -353,14 +353,14 @@ class LocalTier(BatchTier):
             proc.kill()
             proc.wait()
             code = None
-        if code != 0 or not (jobdir / sv.PID_FILE).exists():
-            tail = _tail(jobdir / sv.SUPERVISOR_LOG)
+        if code != 0 or not (jobdir / jobstate.PID_FILE).exists():
+            tail = _tail(jobdir / jobstate.SUPERVISOR_LOG)
             how = "did not start in time" if code is None else f"exited {code}"
             message = f"the local supervisor {how}: {tail or 'no message'} (job dir {jobdir})"
-            state = sv.read_state(jobdir) or {}
+            state = jobstate.read_state(jobdir) or {}
             if state.get("state") == "PENDING":
                 state.update(state="FAILED", reason=message, end_time=time.time())
-                sv.write_state(jobdir, state)
+                jobstate.write_state(jobdir, state)
             raise SubmitError(message)
 
     # --- status --------------------------------------------------------------------------
@@ -372,7 +372,7 @@ class LocalTier(BatchTier):
                 info = self._scheduler_info(rec)
             except (OSError, ValueError, TypeError, OverflowError) as exc:  # one bad job directory
                 info = SchedulerInfo(rec.job_id, JobState.UNKNOWN,
-                                     reason=f"cannot read {Path(rec.jobdir) / sv.STATE_FILE}: {exc}")
+                                     reason=f"cannot read {Path(rec.jobdir) / jobstate.STATE_FILE}: {exc}")
             if info is not None:
                 out[rec.job_id] = info
             directory = decode_detail(rec.detail)[0]
@@ -383,19 +383,19 @@ class LocalTier(BatchTier):
 
     def _scheduler_info(self, rec: JobRecord) -> SchedulerInfo | None:
         jobdir = Path(rec.jobdir)
-        state = sv.read_state(jobdir)
+        state = jobstate.read_state(jobdir)
         if state is None:
             if not jobdir.exists():
                 return SchedulerInfo(rec.job_id, JobState.FAILED, reason=f"job directory {jobdir} is gone")
             return None
-        if state.get("state") not in sv.TERMINAL_STATES:
-            pid, start = sv.supervisor_pid(jobdir, state)
-            if pid is not None and not sv.process_alive(pid, start):
-                again = sv.read_state(jobdir) or state  # it may have ended just now
-                if again.get("state") in sv.TERMINAL_STATES:
+        if state.get("state") not in jobstate.TERMINAL_STATES:
+            pid, start = jobstate.supervisor_pid(jobdir, state)
+            if pid is not None and not processes.process_alive(pid, start):
+                again = jobstate.read_state(jobdir) or state  # it may have ended just now
+                if again.get("state") in jobstate.TERMINAL_STATES:
                     state = again
                 else:
-                    state = sv.recover_lost(jobdir, again, pid)
+                    state = jobstate.recover_lost(jobdir, again, pid)
         return _scheduler_info(rec.job_id, state)
 
     def poll_ranks(self, records: Sequence[JobRecord]) -> dict[str, dict[int, RankState]]:
@@ -489,15 +489,15 @@ class LocalTier(BatchTier):
     def cancel(self, record: JobRecord) -> None:
         """Ask the supervisor to stop every rank (no error if the job already ended)."""
         jobdir = Path(record.jobdir)
-        state = sv.read_state(jobdir)
-        if state is None or state.get("state") in sv.TERMINAL_STATES:
+        state = jobstate.read_state(jobdir)
+        if state is None or state.get("state") in jobstate.TERMINAL_STATES:
             return
         with contextlib.suppress(OSError):
-            (jobdir / sv.CANCEL_FILE).write_text(f"{time.time():.6f} {os.getpid()}\n")
+            (jobdir / jobstate.CANCEL_FILE).write_text(f"{time.time():.6f} {os.getpid()}\n")
         if state.get("state") == "PENDING":
             return  # its signal handlers may not be installed yet; it reads the cancel file first
-        pid, start = sv.supervisor_pid(jobdir, state)
-        if pid is not None and sv.process_alive(pid, start):
+        pid, start = jobstate.supervisor_pid(jobdir, state)
+        if pid is not None and processes.process_alive(pid, start):
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGTERM)
         else:

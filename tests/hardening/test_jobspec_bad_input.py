@@ -10,7 +10,7 @@ import pytest
 
 from jupyter_tiers.errors import SpecError
 from jupyter_tiers.jobspec import RESERVED_ENV_NAMES, parse_sbatch_option, validate_spec
-from jupyter_tiers.local import supervisor as sv
+from jupyter_tiers.local import slurmenv
 from jupyter_tiers.model import JobSpec
 from jupyter_tiers.slurm.render import render_sbatch, shell_path
 
@@ -74,7 +74,7 @@ def test_reserved_env_names_refused(name: str) -> None:
 def test_reserved_names_cover_what_the_local_supervisor_sets() -> None:
     from jupyter_tiers.jobspec import RESERVED_ENV_PREFIXES
 
-    for name in (*sv.JOB_ENV_NAMES, *sv.RANK_ENV_NAMES, *sv.TORCHRUN_ENV_NAMES):
+    for name in (*slurmenv.JOB_ENV_NAMES, *slurmenv.RANK_ENV_NAMES, *slurmenv.TORCHRUN_ENV_NAMES):
         if name == "OMP_NUM_THREADS":  # torchrun sets it only when unset: the user's value wins
             continue
         assert name in RESERVED_ENV_NAMES or name.startswith(RESERVED_ENV_PREFIXES), name
@@ -102,7 +102,7 @@ def test_huge_times_refused(value: str) -> None:
 def test_largest_time_still_converts() -> None:
     for value in ("99999999", "99999-23:59:59", "999999:59:59"):
         validate_spec(_spec(time=value))
-        limit = sv.parse_time_limit(value)
+        limit = slurmenv.parse_time_limit(value)
         assert limit is not None and limit < 1e13
 
 

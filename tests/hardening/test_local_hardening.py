@@ -17,7 +17,7 @@ import pytest
 
 from jupyter_tiers.config import Profile
 from jupyter_tiers.errors import SubmitError, TiersError
-from jupyter_tiers.local import supervisor as sv
+from jupyter_tiers.local import jobstate, processes
 from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.model import JobState
 from jupyter_tiers.registry import Registry
@@ -58,7 +58,7 @@ def _daemon(jobdir: str) -> tuple[int, int | None]:
     wait_for(lambda: path.exists() and path.read_text().strip(), "the daemon to write its pid")
     pid = int(path.read_text())
     wait_for(lambda: Path(f"/proc/{pid}/cmdline").read_bytes().startswith(b"sleep"), "the daemon's exec")
-    return pid, sv.proc_start_time(pid)
+    return pid, processes.proc_start_time(pid)
 
 
 @pytest.mark.parametrize("how", ["cancel", "fail-stop"])
@@ -70,16 +70,16 @@ def test_empty_environment_daemon_dies_with_the_job(tier: LocalTier, how: str) -
     try:
         # The environment scan cannot see it: only the subreaper's process tree can.
         assert b"JT_JOB_DIR" not in Path(f"/proc/{pid}/environ").read_bytes()
-        assert pid not in sv.job_processes(job.record.jobdir)
+        assert pid not in processes.job_processes(job.record.jobdir)
         assert os.getsid(pid) == pid  # its own session: no process group of a rank holds it
         if how == "cancel":
             job.cancel()
         status = job.wait(timeout=GUARD)
         assert status.state is (JobState.CANCELLED if how == "cancel" else JobState.FAILED)
         # The terminal state is written after the sweep: the daemon is gone (or a zombie) now.
-        assert not sv.process_alive(pid, start)
+        assert not processes.process_alive(pid, start)
     finally:
-        if sv.process_alive(pid, start):
+        if processes.process_alive(pid, start):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -88,10 +88,10 @@ def test_descendants_lists_a_process_tree() -> None:
 
     proc = subprocess.Popen(["/bin/sh", "-c", "sleep 30 & sleep 30 & wait"])
     try:
-        wait_for(lambda: len(sv.descendants(proc.pid)) == 2, "two grandchildren")
-        assert proc.pid in sv.descendants(os.getpid())
+        wait_for(lambda: len(processes.descendants(proc.pid)) == 2, "two grandchildren")
+        assert proc.pid in processes.descendants(os.getpid())
     finally:
-        for pid in [*sv.descendants(proc.pid), proc.pid]:
+        for pid in [*processes.descendants(proc.pid), proc.pid]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         proc.wait()
@@ -154,7 +154,7 @@ def test_one_corrupt_state_json_does_not_break_the_listing(tier: LocalTier, text
     bad = tier.submit(tier.make_spec("print('bad')", name="bad"))
     assert good.wait(timeout=GUARD).state is JobState.COMPLETED
     assert bad.wait(timeout=GUARD).state is JobState.COMPLETED
-    Path(bad.record.jobdir, sv.STATE_FILE).write_text(text)
+    Path(bad.record.jobdir, jobstate.STATE_FILE).write_text(text)
     infos = tier.poll_scheduler(tier.registry.list())
     assert infos[good.id].state is JobState.COMPLETED
     if bad.id in infos:
@@ -166,9 +166,9 @@ def test_one_corrupt_state_json_does_not_break_the_listing(tier: LocalTier, text
 
 
 def test_read_state_drops_wrong_types(tmp_path: Path) -> None:
-    (tmp_path / sv.STATE_FILE).write_text(json.dumps(
+    (tmp_path / jobstate.STATE_FILE).write_text(json.dumps(
         {"state": "RUNNING", "pid": "12", "start_time": 5.0, "extra": {"kept": True}, "exit_code": True}))
-    assert sv.read_state(tmp_path) == {"state": "RUNNING", "start_time": 5.0, "extra": {"kept": True}}
+    assert jobstate.read_state(tmp_path) == {"state": "RUNNING", "start_time": 5.0, "extra": {"kept": True}}
 
 
 # --- the registry -------------------------------------------------------------------------------

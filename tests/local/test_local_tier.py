@@ -20,7 +20,7 @@ import pytest
 from jupyter_tiers.api import make_tier
 from jupyter_tiers.config import Profile
 from jupyter_tiers.errors import SpecError
-from jupyter_tiers.local import supervisor as sv
+from jupyter_tiers.local import processes, slurmenv
 from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.model import JobState, LogLine, RankPhase
 from jupyter_tiers.registry import JobRecord, Registry
@@ -244,7 +244,7 @@ def test_cancel_stops_every_rank_even_one_ignoring_sigterm(tier: LocalTier) -> N
     job = tier.submit(tier.make_spec(body, name="cancel-me", nodes=2, ntasks_per_node=2, shell=True))
     wait_for(lambda: _ready_count(job) == 4, "every rank to start")
     jobdir = job.record.jobdir
-    assert len(sv.job_processes(jobdir)) >= 4 * 3  # each rank: shim, prefixer, heartbeat, program...
+    assert len(processes.job_processes(jobdir)) >= 4 * 3  # each rank: shim, prefixer, heartbeat, program...
     job.cancel()
     status = job.wait(timeout=GUARD)
     assert status.state is JobState.CANCELLED
@@ -252,7 +252,7 @@ def test_cancel_stops_every_rank_even_one_ignoring_sigterm(tier: LocalTier) -> N
     assert summary_line(status).endswith("— 4 ranks stopped")
     assert f"jupyter-tiers: job {job.id} CANCELLED at " in job.logs()
     # The final state is written after the sweep: nothing of the job runs but the exiting supervisor.
-    assert sv.job_processes(jobdir) == []
+    assert processes.job_processes(jobdir) == []
     assert wait_no_processes(jobdir) == []
     job.cancel()  # no error once ended
 
@@ -375,7 +375,7 @@ def test_a_dead_supervisor_is_reported_and_its_ranks_stopped(tier: LocalTier) ->
     wait_for(lambda: _ready_count(job) == 2, "both ranks to start")
     state = json.loads(Path(job.record.jobdir, "state.json").read_text())
     os.kill(state["pid"], signal.SIGKILL)
-    wait_for(lambda: not sv.process_alive(state["pid"], state["pid_start"]), "the supervisor to die")
+    wait_for(lambda: not processes.process_alive(state["pid"], state["pid_start"]), "the supervisor to die")
     status = job.status()
     assert status.state is JobState.FAILED
     assert status.reason is not None and "ended without recording the job's end" in status.reason
@@ -416,15 +416,16 @@ def test_no_process_of_a_finished_job_is_left(tier: LocalTier) -> None:
     status = job.wait(timeout=GUARD)
     assert status.state is JobState.COMPLETED
     assert job.logs() == "0: started\n"
-    assert sv.job_processes(job.record.jobdir) == []  # swept before the final state was written
+    assert processes.job_processes(job.record.jobdir) == []  # swept before the final state was written
     assert wait_no_processes(job.record.jobdir) == []
 
 
 def test_pure_helpers() -> None:
     limits = ("10", "1:30", "01:00:05", "2-03", "1-00:01", "0-0:0:9", "0")
-    assert [sv.parse_time_limit(t) for t in limits] == [600.0, 90.0, 3605.0, 183600.0, 86460.0, 9.0, None]
-    assert (sv.nodelist(1), sv.nodelist(3)) == ("local0", "local[0-2]")
-    env = sv.clean_env({"SLURM_JOB_ID": "9", "RANK": "3", "JT_JOB_DIR": "/x", "JT_HEARTBEAT": "1",
+    assert [slurmenv.parse_time_limit(t) for t in limits] == [
+        600.0, 90.0, 3605.0, 183600.0, 86460.0, 9.0, None]
+    assert (slurmenv.nodelist(1), slurmenv.nodelist(3)) == ("local0", "local[0-2]")
+    env = slurmenv.clean_env({"SLURM_JOB_ID": "9", "RANK": "3", "JT_JOB_DIR": "/x", "JT_HEARTBEAT": "1",
                         "MPLBACKEND": "module://matplotlib_inline.backend_inline", "HOME": "/h"})
     assert env == {"JT_HEARTBEAT": "1", "HOME": "/h"}
 

@@ -32,9 +32,11 @@ def test_layout_names_every_module_and_test_folder() -> None:
     for sub in sorted(p for p in pkg.iterdir() if (p / "__init__.py").exists()):
         if f"{sub.name}/" not in layout:
             missing.append(f"{sub.name}/")
-    for path in sorted((pkg / "transport").glob("*.py")):
-        if path.name != "__init__.py" and path.name not in layout:
-            missing.append(f"transport/{path.name}")
+    for sub in ("transport", "local"):
+        block = layout.split(f"  {sub}/", 1)[1]
+        for path in sorted((pkg / sub).glob("*.py")):
+            if path.name != "__init__.py" and not re.search(rf"^    {re.escape(path.name)}\b", block, re.M):
+                missing.append(f"{sub}/{path.name}")
     for folder in sorted(p for p in (ROOT / "tests").iterdir() if (p / "__init__.py").exists()):
         if not re.search(rf"\b{folder.name}\b", layout.split("tests/", 1)[1]):
             missing.append(f"tests/{folder.name}")

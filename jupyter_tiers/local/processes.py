@@ -1,0 +1,153 @@
+"""Process helpers of the local tiers, read from /proc on Linux.
+
+Whether a pid still is the process it was (start time), the processes a job started (found by the
+``JT_JOB_DIR`` marker in their environment) and killing them, the processes below a supervisor,
+its children waiting to be reaped, and becoming a child subreaper. Used by the job supervisor,
+the service supervisor and the tiers that watch them.
+
+This module imports only the standard library, to start fast.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+KILL_WAIT = 5.0  # seconds from SIGTERM to SIGKILL (Slurm's KillWait)
+
+_HAVE_PROC = os.path.exists("/proc/self/stat")
+
+
+def proc_start_time(pid: int) -> int | None:
+    """Start time (clock ticks since boot) of a live process; None if gone or a zombie."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return None
+    fields = raw.rsplit(b")", 1)[-1].split()
+    if len(fields) < 20 or fields[0] in (b"Z", b"X"):
+        return None
+    return int(fields[19])
+
+
+
+def process_alive(pid: int | None, start: int | None = None) -> bool:
+    """Whether ``pid`` still runs and (when ``start`` is known) is the same process."""
+    if not pid or pid <= 0:
+        return False
+    if _HAVE_PROC:
+        now = proc_start_time(pid)
+        return now is not None and (start is None or now == start)
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+
+def job_processes(jobdir: Path | str) -> list[int]:
+    """Live processes started for the job: their environment holds ``JT_JOB_DIR=<jobdir>``."""
+    marker = b"JT_JOB_DIR=" + os.fsencode(str(jobdir))
+    me = os.getpid()
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    pids = []
+    for name in names:
+        if not name.isdigit() or int(name) == me:
+            continue
+        try:
+            environ = Path(f"/proc/{name}/environ").read_bytes()
+        except OSError:
+            continue
+        if marker in environ.split(b"\0"):
+            pids.append(int(name))
+    return pids
+
+
+
+def kill_job_processes(jobdir: Path | str, rounds: int = 40) -> int:
+    """SIGKILL every process of the job until none is left (bounded); returns how many."""
+    killed = 0
+    for _ in range(rounds):
+        pids = job_processes(jobdir)
+        if not pids:
+            break
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+        time.sleep(0.05)
+    return killed
+
+
+
+def descendants(root: int) -> list[int]:
+    """Live (not zombie) processes below ``root``: its children, theirs, and so on (/proc)."""
+    children: dict[int, list[int]] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{name}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = raw.rsplit(b")", 1)[-1].split()
+        if len(fields) > 1 and fields[0] not in (b"Z", b"X"):
+            children.setdefault(int(fields[1]), []).append(int(name))
+    found: list[int] = []
+    stack = [root]
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            found.append(child)
+            stack.append(child)
+    return found
+
+
+
+def zombie_children() -> list[int]:
+    """Pids of this process's children that ended and wait to be reaped."""
+    me = str(os.getpid()).encode()
+    found = []
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return []
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            raw = Path(f"/proc/{name}/stat").read_bytes()
+        except OSError:
+            continue
+        fields = raw.rsplit(b")", 1)[-1].split()
+        if len(fields) > 1 and fields[0] == b"Z" and fields[1] == me:
+            found.append(int(name))
+    return found
+
+
+
+def become_subreaper() -> bool:
+    """Linux: adopt the job's orphaned processes (to reap them) instead of leaving them to init."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(36, 1, 0, 0, 0) == 0)  # PR_SET_CHILD_SUBREAPER
+    except (OSError, AttributeError):
+        return False
+

@@ -180,6 +180,8 @@ class Hub:
             log.warning("jupyter-tiers hub cannot read the registry: %s", exc)
             return
         changed: list[dict[str, Any]] = []
+        renewed: list[_Sub] = []
+        wake = False
         with self._lock:
             self.scans += 1
             seen = {r.key: r for r in records}
@@ -197,10 +199,23 @@ class Hub:
                 if status is not None and not service.is_active(rec) and _status_active(status):
                     status = None  # the registry knows the end before our watch does
                     self._statuses.pop(key, None)
+                elif old is not None and _renewed(old, rec):
+                    # Deleted and re-created under the same key: forget the old one's final
+                    # status and watch, so the next sync subscribes the new one.
+                    status = None
+                    wake = True
+                    self._statuses.pop(key, None)
+                    sub = self._subs.pop(key, None)
+                    if sub is not None:
+                        renewed.append(sub)
                 item = service.item_from(rec, status).to_json()
                 if item != self._items.get(key):
                     self._items[key] = item
                     changed.append(item)
+        for sub in renewed:
+            _unsubscribe(sub)
+        if wake:  # the loop subscribes it (a scan of the loop's own is followed by a sync)
+            self._wake.set()
         if removed:
             self._emit({"type": "removed", "keys": removed})
         if changed:
@@ -312,6 +327,14 @@ def _unsubscribe(sub: _Sub) -> None:
             sub.tier.unwatch(sub.token)
     except Exception:
         log.exception("jupyter-tiers hub unsubscribe failed")
+
+
+def _renewed(old: JobRecord, new: JobRecord) -> bool:
+    """Whether ``new`` is an active record of another run than ``old`` (same key): re-created
+    (a later start) or active again after the registry recorded its end."""
+    if not service.is_active(new):
+        return False
+    return new.submitted_at != old.submitted_at or not service.is_active(old)
 
 
 def _status_active(status: JobStatus | ServiceStatus) -> bool:

@@ -5,6 +5,7 @@ the hub's thread ends."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -151,3 +152,42 @@ def test_removed_records_are_announced(tmp_path: Path) -> None:
     finally:
         hub.unlisten(token)
         hub.stop()
+
+
+def test_a_service_deleted_and_recreated_under_its_key_is_followed_again(local: Any) -> None:
+    """The hub holds the deleted service's final status; the re-created service (same key, a new
+    start) is watched again and its live states reach the listeners."""
+    from tests.local_serve.conftest import HTTP_BODY
+
+    serve = api.connect("laptop", kind="serve")
+    spec = serve.make_spec(HTTP_BODY, name="again", readiness="/")
+    first = serve.apply(spec)
+    handles = [first]
+    # No periodic scans: the watch's final status arrives before the registry is read again
+    # (the case the hub got wrong), and the registry is read when the list is asked for.
+    hub = Hub(scan_interval=3600)
+    inbox = Inbox()
+    token, _ = hub.listen(inbox)
+    try:
+        key = first.record.key
+        inbox.wait(lambda m: m["type"] == "update" and any(
+            i["key"] == key and i["state"] == "READY" for i in m["items"]), "the first one ready")
+        first.delete()
+        _until(lambda: (s := hub.status_of(key)) is not None and s.state.terminal, "the final status")
+        _until(lambda: hub.watched() == [], "the deleted service to be dropped")
+        inbox.messages.clear()
+        second = serve.apply(spec)
+        handles.append(second)
+        assert second.record.key == key
+        _until(lambda: bool(hub.items()) and hub.watched() == [key], "the re-created service watched")
+        ready = inbox.wait(lambda m: m["type"] == "update" and any(
+            i["key"] == key and i["state"] == "READY" for i in m["items"]), "the second one ready")
+        assert not next(i for i in ready["items"] if i["key"] == key)["terminal"]
+        second.delete()
+        _until(lambda: (s := hub.status_of(key)) is not None and s.state.terminal, "the second end")
+    finally:
+        hub.unlisten(token)
+        hub.stop()
+        for handle in handles:
+            with contextlib.suppress(Exception):  # already deleted when the test got that far
+                handle.delete()

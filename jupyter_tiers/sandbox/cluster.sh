@@ -408,6 +408,8 @@ TmpFS=/tmp
 AccountingStorageType=accounting_storage/slurmdbd
 AccountingStorageHost=localhost
 AccountingStoragePort=$DBD_PORT
+# Only users with an association (root; students added by "sandbox add-user") may submit.
+AccountingStorageEnforce=associations
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=30
 JobCompType=jobcomp/none
@@ -459,7 +461,8 @@ Port $SSH_PORT
 ListenAddress 127.0.0.1
 HostKey $SSHDIR/ssh_host_ed25519_key
 PidFile $RUN/sshd.pid
-AuthorizedKeysFile $SSHDIR/authorized_keys
+# One root-owned file per login name: a key authorises its own user only (sandbox add-user).
+AuthorizedKeysFile $SSHDIR/authorized_keys.d/%u
 PubkeyAuthentication yes
 PasswordAuthentication no
 KbdInteractiveAuthentication no
@@ -726,6 +729,9 @@ ensure_ssh_keys() {
     chmod 600 "$SSHDIR/ssh_host_ed25519_key" "$SSHDIR/id_ed25519"
     cp "$SSHDIR/id_ed25519.pub" "$SSHDIR/authorized_keys.new"
     install_file "$SSHDIR/authorized_keys.new" "$SSHDIR/authorized_keys" 644 || true
+    mkdir -p "$SSHDIR/authorized_keys.d" && chmod 755 "$SSHDIR/authorized_keys.d"
+    cp "$SSHDIR/id_ed25519.pub" "$SSHDIR/authorized_keys.d/root.new"
+    install_file "$SSHDIR/authorized_keys.d/root.new" "$SSHDIR/authorized_keys.d/root" 644 || true
     local hostpart="[127.0.0.1]:$SSH_PORT"
     [ "$SSH_PORT" = 22 ] && hostpart=127.0.0.1
     awk -v h="$hostpart" '{ print h, $1, $2 }' "$SSHDIR/ssh_host_ed25519_key.pub" >"$SSHDIR/known_hosts.new"
@@ -840,9 +846,18 @@ cmd_up() {
     start_slurmdbd "$dbd_changed"
     ensure_accounting
 
-    local pid ctld_was_up=0
+    local pid ctld_was_up=0 reconfigure=0 out
     if pid=$(pid_alive "$RUN/slurmctld.pid" slurmctld); then ctld_was_up=1; fi
-    if [ "$slurm_changed" = 1 ] || [ "$topo_changed" = 1 ]; then
+    if [ "$slurm_changed" = 1 ] && [ "$topo_changed" = 0 ] && [ "$old_shape" = "$nodes $cpus" ] &&
+        [ "$ctld_was_up" = 1 ]; then
+        # Same nodes, other settings: a new slurmctld reads them and the nodes are told to
+        # reread theirs; running jobs survive (other users' tests may be running).
+        step "Settings changed: restarting slurmctld (jobs are kept)" "$LOG/slurmctld.log"
+        stop_ctld_quiet
+        ctld_was_up=0
+        reconfigure=1
+        ok
+    elif [ "$slurm_changed" = 1 ] || [ "$topo_changed" = 1 ]; then
         if [ "$ctld_was_up" = 1 ] || [ -n "$(our_procs slurmd)" ] || ls "$RUN"/slurmd-*.pid >/dev/null 2>&1; then
             step "Reshaping ${old_shape:+$(printf "%sx%s" "${old_shape% *}" "${old_shape#* }") }-> ${nodes}x$cpus: stopping Slurm" "$LOG/slurmctld.log"
             CANCELLED=""
@@ -880,6 +895,11 @@ cmd_up() {
     step "Waiting for $nodes nodes to register" "$LOG/slurmctld.log" "$LOG/slurmd-node1.log"
     wait_nodes up "$nodes" 90 || fail "$WAIT_DETAIL"
     ok
+    if [ "$reconfigure" = 1 ]; then
+        step "Nodes reread the settings (scontrol reconfigure)" "$LOG/slurmctld.log"
+        out=$(timeout 60 scontrol reconfigure 2>&1) || fail "scontrol reconfigure: $out"
+        ok
+    fi
 
     start_sshd "$sshd_changed"
     write_env "$nodes" "$cpus"

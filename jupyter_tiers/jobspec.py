@@ -42,7 +42,7 @@ _MANAGED_OPTIONS = {
     "--open-mode": "the log is opened in append mode",
     "--parsable": "set by jupyter-tiers",
     "--wrap": "the cell body is the script",
-    "--array": "array jobs are not supported yet",
+    "--array": "use --array (or --sweep)",
     "--job-name": "use --name",
     "--nodes": "use --nodes",
     "--ntasks-per-node": "use --ntasks-per-node",
@@ -127,6 +127,9 @@ def validate_spec(spec: JobSpec) -> None:
         _utf8(f"setup[{i}]", line)
     for opt in spec.sbatch_options:
         parse_sbatch_option(opt)
+    from .arrays import plan_array
+
+    plan_array(spec.array, spec.sweep)
     if "\x00" in spec.script:
         raise SpecError("script", "the cell body cannot contain a NUL byte")
     _utf8("script", spec.script)

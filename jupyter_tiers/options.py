@@ -148,6 +148,13 @@ JOB_OPTIONS: tuple[Option, ...] = (
            "a metric read from rank 0's log: KEY=REGEX, the regex's first group is the number "
            "(repeatable; common keys such as loss, lr, step are read without it)", kind="multi",
            metavar="KEY=REGEX", yaml=(list, dict), convert=_metric_patterns, from_yaml=_metric_patterns),
+    Option("array", ("--array",),
+           "a job array, Slurm's syntax: 0-15, 1,3,5, 0-30:10, then %%LIMIT to run at most LIMIT "
+           "at once (0-15%%4); with --sweep only the limit (%%4)", metavar="SPEC", yaml=None),
+    Option("sweep", ("--sweep",),
+           "a grid of parameters, one array task per combination: \"lr=1e-4,3e-4 bs=32,64\"; task "
+           "i gets them as JSON in $JT_PARAMS and, in a Python body, as the dict params",
+           metavar="GRID", yaml=None),
 )
 
 SERVE_OPTIONS: tuple[Option, ...] = (

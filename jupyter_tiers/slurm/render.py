@@ -17,6 +17,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
+from ..arrays import PARAMS_FILE, TASKS_DIR, params_json, plan_of, task_files
 from ..jobdir import LOG_NAME, checkpoint_lines, job_files
 from ..jobspec import parse_sbatch_option, validate_spec
 from ..model import JobSpec
@@ -59,7 +60,12 @@ def _directives(spec: JobSpec) -> list[str]:
     if spec.exclusive:
         lines.append("#SBATCH --exclusive")
     lines.append("#SBATCH --requeue" if spec.requeue else "#SBATCH --no-requeue")
-    lines += [f"#SBATCH --output={LOG_NAME}", "#SBATCH --open-mode=append"]
+    plan = plan_of(spec)
+    if plan is not None:  # each task logs into its own directory (created by the submit)
+        lines += [f"#SBATCH --array={plan.slurm_spec}", f"#SBATCH --output={TASKS_DIR}/%a/{LOG_NAME}"]
+    else:
+        lines.append(f"#SBATCH --output={LOG_NAME}")
+    lines.append("#SBATCH --open-mode=append")
     for opt in spec.sbatch_options:
         name, value = parse_sbatch_option(opt)
         lines.append(f"#SBATCH {name}" if value is None else f"#SBATCH {name}={value}")
@@ -125,6 +131,7 @@ def render_sbatch(spec: JobSpec) -> str:
         "export PYTHONUNBUFFERED=1",
         "# Checkpoints go here, on the cluster's shared storage; the notebook records the newest.",
         *checkpoint_lines(spec),
+        *_array_task_lines(spec),
     ]
     if spec.env:
         names = " ".join(k for k, _ in spec.env)
@@ -135,7 +142,30 @@ def render_sbatch(spec: JobSpec) -> str:
     return "\n".join(lines)
 
 
+def _array_task_lines(spec: JobSpec) -> list[str]:
+    """An array task's JT_JOB_DIR is ``tasks/<i>``, given a copy of the code and its params."""
+    if plan_of(spec) is None:
+        return []
+    names = " ".join(f'"$JT_ARRAY_DIR"/{n}' for n in sorted(task_files(spec, job_files(spec))))
+    return [
+        "# An array task: its own job directory (rank files, log) and its parameters.",
+        'export JT_ARRAY_DIR="$SLURM_SUBMIT_DIR"',
+        f'export JT_JOB_DIR="$JT_ARRAY_DIR/{TASKS_DIR}/$SLURM_ARRAY_TASK_ID"',
+        'mkdir -p -- "$JT_JOB_DIR/ranks"',
+        f"cp -p -- {names} \"$JT_JOB_DIR\"/",
+        f'JT_PARAMS=$(cat -- "$JT_JOB_DIR/{PARAMS_FILE}")',
+        "export JT_PARAMS",
+    ]
+
+
 def render_job(spec: JobSpec) -> RenderedJob:
     """All files of the job directory for ``spec``: the sbatch script and the job-directory
-    protocol's files (jobdir.py)."""
-    return RenderedJob(files={"job.sbatch": (render_sbatch(spec), 0o600), **job_files(spec)})
+    protocol's files (jobdir.py); for an array, each task's directory with its log and params."""
+    files = job_files(spec)
+    plan = plan_of(spec)
+    if plan is not None:
+        files = task_files(spec, files)
+        for i, params in zip(plan.indices, plan.params, strict=True):
+            files[f"{TASKS_DIR}/{i}/{LOG_NAME}"] = ("", 0o600)
+            files[f"{TASKS_DIR}/{i}/{PARAMS_FILE}"] = (params_json(params) + "\n", 0o600)
+    return RenderedJob(files={"job.sbatch": (render_sbatch(spec), 0o600), **files})

@@ -182,6 +182,28 @@ class StatsHandler(TiersAPIHandler):
                          "refresh_queries": dict(service.refresh_queries), "scans": self.hub.scans})
 
 
+class HistoryHandler(TiersAPIHandler):
+    """``GET history?profile=&days=&user=&state=&limit=[&job=&tail=]``: a Slurm profile's jobs
+    from accounting (one sacct query), every submitter's, ``ours`` marking this registry's.
+    A cluster without accounting is a 409 with ``"accounting": false``."""
+
+    @web.authenticated
+    @authorized
+    async def get(self) -> None:
+        from ..slurm.history import AccountingDisabled
+
+        q = self.parsed(params.history_query, self.request.query_arguments)
+        try:
+            found = await blocking(service.history, q.profile, days=q.days, user=q.user,
+                                   state=list(q.states), limit=q.limit, job=q.job, tail=q.tail)
+        except AccountingDisabled as exc:
+            self.write_json({"error": error_message(exc), "accounting": False}, 409)
+            return
+        except (TiersError, ValueError) as exc:
+            raise web.HTTPError(service.http_status(exc), error_message(exc).replace("%", "%%")) from None
+        self.write_json({**found.to_json(), "days": q.days, "user": q.user, "states": list(q.states)})
+
+
 class TiersWebSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
     """Base of the websockets: authenticated like jupyter_server's kernel websocket, then
     authorized for ``read`` on ``tiers``; JSON messages written from any thread."""
@@ -402,5 +424,6 @@ def handler_table(base_url: str) -> list[tuple[str, type]]:
         (url_path_join(base, "events"), EventsHandler),
         (url_path_join(base, "profiles"), ProfilesHandler),
         (url_path_join(base, "stats"), StatsHandler),
+        (url_path_join(base, "history"), HistoryHandler),
     ]
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from ..errors import SpecError
 from ..service import MAX_LOG_LINES, MAX_REPLICAS
+from ..slurm import history as slurm_history
 
 #: Longest query value, path segment or body accepted (everything real is far shorter).
 MAX_TEXT = 256
@@ -139,3 +140,38 @@ def scale_body(body: bytes) -> int:
     if isinstance(replicas, bool) or not isinstance(replicas, int) or not 0 <= replicas <= MAX_REPLICAS:
         raise SpecError("replicas", f"give a whole number from 0 to {MAX_REPLICAS}")
     return replicas
+
+
+@dataclass(frozen=True)
+class HistoryParams:
+    """``GET history``'s validated query (the sacct values checked by slurm.history)."""
+
+    profile: str | None = None
+    days: int = 7
+    user: str | None = None
+    states: tuple[str, ...] = ()
+    limit: int = 50
+    job: str | None = None
+    tail: int | None = None
+
+
+def history_query(query: Query) -> HistoryParams:
+    """``GET history?profile=P&days=N&user=U|all&state=S[,S]&limit=N[&job=ID&tail=N]``.
+
+    ``state`` takes sacct names or their short codes (``FAILED,TO``); ``job`` asks for one job
+    (``123``, ``123_4``) whenever it ran, and ``tail`` (with ``job`` only) for the end of its output."""
+    profile = _one(query, "profile") or None
+    if profile is not None:
+        segment(profile, "profile")
+    days = _int(query, "days", 1, slurm_history.MAX_DAYS, slurm_history.DEFAULT_DAYS)
+    limit = _int(query, "limit", 1, slurm_history.MAX_LIMIT, slurm_history.DEFAULT_LIMIT)
+    assert days is not None and limit is not None
+    user = slurm_history.check_user(_one(query, "user") or None)
+    states = slurm_history.check_states(_one(query, "state") or None)
+    job_text = _one(query, "job") or None
+    job = None if job_text is None else slurm_history.check_job_ref(job_text)
+    tail = _int(query, "tail", 0, slurm_history.MAX_TAIL, None)
+    if tail is not None and job is None:
+        raise SpecError("tail", "give it with job=ID (the end of one job's output)")
+    return HistoryParams(profile=profile, days=days, user=user, states=states, limit=limit, job=job,
+                         tail=tail)

@@ -1,7 +1,9 @@
 """The cluster in a box: a real multi-node Slurm (with topology and accounting) on one machine.
 
 ``jupyter tiers sandbox up|down|status [--nodes N] [--cpus C]`` runs ``cluster.sh`` next to this
-file and, after ``up``, writes a ready ``sandbox`` profile into ``~/.jupyter/tiers.yaml``.
+file and, after ``up``, writes a ready ``sandbox`` profile into ``~/.jupyter/tiers.yaml`` (with
+``--lab``: the shared students' profile into ``/etc/jupyter/tiers.yaml``). ``sandbox add-user NAME``
+and ``remove-user NAME`` make a Unix user a lab student or not (lab.py).
 """
 
 from __future__ import annotations
@@ -76,17 +78,26 @@ def write_profile(path: Path, profile: dict[str, Any], name: str = PROFILE_NAME)
 
 
 def main(argv: list[str]) -> int:
-    """``sandbox up|down|status [--nodes N] [--cpus C]``."""
+    """``sandbox up|down|status [--nodes N] [--cpus C] [--lab]``, ``sandbox add-user|remove-user NAME``."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="jupyter tiers sandbox",
                                      description="A multi-node Slurm cluster on this machine.")
-    parser.add_argument("action", choices=["up", "down", "status"])
+    parser.add_argument("action", choices=["up", "down", "status", "add-user", "remove-user"])
+    parser.add_argument("name", nargs="?", help="add-user/remove-user: an existing Unix user")
+    parser.add_argument("--lab", action="store_true",
+                        help="up: write the students' shared profile into /etc/jupyter/tiers.yaml")
     parser.add_argument("--nodes", type=int, help="number of nodes (default 4)")
     parser.add_argument("--cpus", type=int, help="CPUs per node (default 8)")
     parser.add_argument("--config", type=Path, default=Path("~/.jupyter/tiers.yaml").expanduser(),
                         help="tiers.yaml to write the 'sandbox' profile into")
     args = parser.parse_args(argv)
+    if args.action in ("add-user", "remove-user"):
+        return _lab_command(parser, args)
+    if args.name is not None:
+        parser.error(f"'{args.action}' takes no user name (only add-user and remove-user do)")
+    if args.lab and args.action != "up":
+        parser.error("--lab only goes with 'up'")
     script_args = [args.action]
     if args.action == "up":
         if args.nodes:
@@ -96,9 +107,35 @@ def main(argv: list[str]) -> int:
     elif args.nodes or args.cpus:
         parser.error("--nodes and --cpus only go with 'up'")
     code = run_script(script_args)
-    if code == 0 and args.action == "up":
+    if code == 0 and args.action == "up" and args.lab:
+        from .lab import LabError, load_cluster, write_lab_config
+
+        try:
+            changed, note = write_lab_config(load_cluster())
+        except (LabError, OSError) as exc:
+            print(f"jupyter tiers sandbox: cannot write the lab profile: {exc}", file=sys.stderr)
+            return 1
+        print(f"{'wrote' if changed else 'kept'} the lab profile '{PROFILE_NAME}' in /etc/jupyter/tiers.yaml"
+              + (f" ({note})" if note else "")
+              + "; add each student with: jupyter tiers sandbox add-user NAME")
+    elif code == 0 and args.action == "up":
         changed = write_profile(args.config, sandbox_profile(read_cluster_env()))
         verb = "wrote" if changed else "kept"
         print(f"{verb} profile '{PROFILE_NAME}' in {args.config}: "
               f"use %%slurm_train --profile {PROFILE_NAME}")
     return code
+
+
+def _lab_command(parser: Any, args: Any) -> int:
+    from .lab import LabError, add_user, remove_user
+
+    if args.name is None:
+        parser.error(f"{args.action} needs a user name: jupyter tiers sandbox {args.action} NAME")
+    if args.nodes or args.cpus or args.lab:
+        parser.error(f"{args.action} takes only a user name")
+    try:
+        (add_user if args.action == "add-user" else remove_user)(args.name)
+    except LabError as exc:
+        print(f"jupyter tiers sandbox {args.action}: {exc}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,380 @@
+"""Teaching labs on the cluster in a box: every student submits as themselves.
+
+``jupyter tiers sandbox add-user NAME`` (root) makes an existing Unix user a lab student:
+
+- a Slurm association (account :data:`LAB_ACCOUNT`) in slurmdbd, so the user may submit (the box
+  enforces associations);
+- an SSH key pair made *by the user* (``ssh-keygen`` runs as them, so root never writes into a
+  directory they control) at :data:`LAB_KEY` in their home, mode 0600;
+- its public key in the cluster's root-owned ``authorized_keys.d/NAME``, which the box's sshd
+  reads for that login name only: the key logs in as the student, never as anyone else;
+- a check that the student logs in as themselves and that ``sbatch --test-only`` accepts them;
+- the shared ``sandbox`` profile in ``/etc/jupyter/tiers.yaml`` (no ``user``: ssh logs in as
+  whoever runs Jupyter; ``identity_file: ~/.ssh/jupyter_tiers_lab``, ``~`` being theirs).
+
+Everything is idempotent. ``sandbox remove-user NAME`` removes the association and the
+authorisation (the student's own key files are theirs and stay).
+
+The pure parts (:func:`check_user_name`, :func:`lab_profile`, :func:`authorized_line`,
+:func:`parse_public_key`, :func:`shadow_locked`) are separated from the commands that run.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import re
+import shutil
+import stat
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..errors import TiersError
+
+LAB_ACCOUNT = "jtlab"
+LAB_KEY = "~/.ssh/jupyter_tiers_lab"
+LAB_PROFILE = "sandbox"
+SYSTEM_CONFIG = Path("/etc/jupyter/tiers.yaml")
+_KEY_NAME = LAB_KEY.removeprefix("~/")
+# useradd's default NAME_REGEX (Debian's adduser is stricter still): what a login name may be.
+_NAME_RE = re.compile(r"[a-z_][a-z0-9_-]{0,31}")
+_PUBKEY_RE = re.compile(
+    r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(?:256|384|521)) ([A-Za-z0-9+/]{16,8192}={0,3})")
+
+
+class LabError(TiersError):
+    """A lab command that cannot go on; the message says what was wrong and what to do."""
+
+
+# --- pure ---------------------------------------------------------------------------------------
+
+def check_user_name(name: Any) -> str:
+    """``name`` if it is a login name as useradd accepts by default (lower-case letters, digits,
+    ``_`` and ``-``, not starting with a digit or ``-``, at most 32), else a :class:`LabError`."""
+    if not isinstance(name, str) or not _NAME_RE.fullmatch(name):
+        shown = repr(name[:40]) if isinstance(name, str) else type(name).__name__
+        raise LabError(f"{shown} is not a user name: use lower-case letters, digits, '_' and '-', "
+                       "starting with a letter or '_', at most 32 characters")
+    if name == "root":
+        raise LabError("root is the lab's administrator, not a student: add the students' own users")
+    return name
+
+
+def parse_public_key(text: str) -> tuple[str, str]:
+    """(type, base64) of the one OpenSSH public key in ``text``; anything else is a LabError."""
+    lines = [line for line in text.splitlines() if line.strip()]
+    match = _PUBKEY_RE.match(lines[0].strip()) if len(lines) == 1 else None
+    if match is None:
+        raise LabError("ssh-keygen did not print one public key (expected 'ssh-ed25519 AAAA...')")
+    return match.group(1), match.group(2)
+
+
+def authorized_line(name: str, key: tuple[str, str]) -> str:
+    """The ``authorized_keys.d/NAME`` line: the key, no agent or X11 forwarding, a comment that
+    names the lab user."""
+    options = "no-agent-forwarding,no-X11-forwarding"
+    return f"{options} {key[0]} {key[1]} jupyter-tiers-lab:{check_user_name(name)}\n"
+
+
+def shadow_locked(shadow_text: str, name: str) -> bool:
+    """Whether ``name``'s /etc/shadow password field marks the account locked (``!...``): sshd
+    without PAM refuses such accounts even for a key."""
+    for line in shadow_text.splitlines():
+        fields = line.split(":")
+        if len(fields) > 1 and fields[0] == name:
+            return fields[1].startswith("!")
+    return False
+
+
+def lab_profile(env: dict[str, str], python: str, setup: Sequence[str] = ()) -> dict[str, Any]:
+    """The shared profile for ``/etc/jupyter/tiers.yaml``: no ``user`` (ssh logs in as whoever runs
+    Jupyter), the lab key in that user's home, the cluster's known_hosts (readable by all)."""
+    profile: dict[str, Any] = {
+        "tier": "slurm",
+        "description": "teaching lab: the cluster in a box, each student as themselves",
+        "host": env["JT_SSH_HOST"],
+        "port": int(env["JT_SSH_PORT"]),
+        "identity_file": LAB_KEY,
+        "known_hosts": env["JT_KNOWN_HOSTS"],
+        "workdir": "~/jupyter-tiers",
+        "defaults": {"partition": "debug", "time": "00:30:00", "python": python},
+    }
+    if setup:
+        profile["setup"] = list(setup)
+    return profile
+
+
+# --- this machine -----------------------------------------------------------------------------
+
+def others_can_run(path: Path) -> bool:
+    """Whether any user may execute ``path``: every directory on its real path is searchable by
+    others and the file is readable and executable by them."""
+    try:
+        real = Path(os.path.realpath(path))
+        if (real.stat().st_mode & 0o005) != 0o005:
+            return False
+        return all(parent.stat().st_mode & stat.S_IXOTH for parent in real.parents)
+    except OSError:
+        return False
+
+
+def lab_python() -> tuple[str, list[str], str | None]:
+    """(python, setup, note) for the lab profile: this Python (and its venv) when every student may
+    run it, else ``python3`` from the nodes' PATH with a note saying why."""
+    base = Path(sys.base_prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    if others_can_run(Path(sys.executable)) and _others_can_read(base / "os.py"):
+        setup = [f"source {Path(sys.prefix) / 'bin' / 'activate'}"] if sys.prefix != sys.base_prefix else []
+        return sys.executable, setup, None
+    return "python3", [], (f"{sys.executable} is not usable by other users, so the students' jobs "
+                           "run python3 from the nodes' PATH")
+
+
+def _others_can_read(path: Path) -> bool:
+    try:
+        real = Path(os.path.realpath(path))
+        return bool(real.stat().st_mode & stat.S_IROTH) and all(
+            parent.stat().st_mode & stat.S_IXOTH for parent in real.parents)
+    except OSError:
+        return False
+
+
+# --- commands (root) ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Cluster:
+    """The running box as its ``cluster.env`` describes it."""
+
+    env: dict[str, str]
+
+    @property
+    def name(self) -> str:
+        return self.env.get("JT_CLUSTER_NAME", "jtbox")
+
+    @property
+    def authorized_dir(self) -> Path:
+        return Path(self.env["JT_CLUSTER_DIR"]) / "ssh" / "authorized_keys.d"
+
+    def slurm_env(self) -> dict[str, str]:
+        return {**os.environ, "SLURM_CONF": self.env["SLURM_CONF"]}
+
+
+def load_cluster() -> Cluster:
+    """The box's settings, or a LabError saying to bring it up first."""
+    from . import cluster_dir, read_cluster_env
+
+    path = cluster_dir() / "cluster.env"
+    try:
+        env = read_cluster_env(path)
+    except OSError:
+        raise LabError(f"the sandbox cluster is not set up ({path} is missing): "
+                       "run 'jupyter tiers sandbox up' first") from None
+    missing = [k for k in ("JT_SSH_HOST", "JT_SSH_PORT", "JT_KNOWN_HOSTS", "SLURM_CONF", "JT_CLUSTER_DIR")
+               if not env.get(k)]
+    if missing:
+        raise LabError(f"{path} lacks {', '.join(missing)}: run 'jupyter tiers sandbox up' again")
+    return Cluster(env)
+
+
+def _run(argv: Sequence[str], *, env: dict[str, str] | None = None,
+         timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(list(argv), env=env, text=True, capture_output=True,
+                              stdin=subprocess.DEVNULL, timeout=timeout, check=False)
+    except FileNotFoundError:
+        raise LabError(f"{argv[0]} is not installed (run 'jupyter tiers sandbox up' first)") from None
+    except subprocess.TimeoutExpired:
+        raise LabError(f"{' '.join(argv[:3])} did not answer within {timeout:.0f}s") from None
+
+
+def _last(text: str) -> str:
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[-1][:300] if lines else "no output"
+
+
+def _as_user(pw: pwd.struct_passwd, argv: Sequence[str],
+             timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run ``argv`` as the user (runuser), with their HOME, in a plain environment."""
+    env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": pw.pw_dir, "USER": pw.pw_name,
+           "LOGNAME": pw.pw_name, "LC_ALL": "C"}
+    runuser = shutil.which("runuser", path=f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin") or "runuser"
+    return _run([runuser, "-u", pw.pw_name, "--", *argv], env=env, timeout=timeout)
+
+
+def lookup_user(name: str) -> pwd.struct_passwd:
+    """The existing Unix user ``name`` (validated), with a home directory."""
+    check_user_name(name)
+    try:
+        pw = pwd.getpwnam(name)
+    except KeyError:
+        raise LabError(f"no Unix user {name!r} on this machine: create it first "
+                       f"(e.g. useradd -m {name}), then add it to the lab") from None
+    if pw.pw_uid == 0:
+        raise LabError(f"{name} has uid 0 (root): add the students' own users")
+    if not os.path.isabs(pw.pw_dir) or not os.path.isdir(pw.pw_dir):
+        raise LabError(f"{name}'s home directory {pw.pw_dir!r} does not exist: the lab key lives "
+                       f"there (create it: mkhomedir_helper {name})")
+    return pw
+
+
+def _require_root(what: str) -> None:
+    if os.geteuid() != 0:
+        raise LabError(f"sandbox {what} must run as root (it changes Slurm accounting and the "
+                       f"cluster's sshd keys): try sudo jupyter tiers sandbox {what} NAME")
+
+
+def _check_unlocked(name: str) -> None:
+    try:
+        shadow = Path("/etc/shadow").read_text()
+    except OSError:
+        return
+    if shadow_locked(shadow, name):
+        raise LabError(f"{name}'s account is locked (its /etc/shadow password starts with '!') and "
+                       "the cluster's sshd, which runs without PAM, refuses locked accounts even "
+                       f"with a key; unlock it without giving it a password: usermod -p '*' {name}")
+
+
+def ensure_association(name: str, cluster: Cluster) -> str:
+    """The user's association in account LAB_ACCOUNT on the box: 'created' or 'already there'."""
+    env = cluster.slurm_env()
+    shown = _run(["sacctmgr", "-n", "-P", "show", "assoc", "where", f"cluster={cluster.name}",
+                  f"user={name}", "format=account"], env=env)
+    if shown.returncode != 0:
+        raise LabError(f"sacctmgr cannot read the associations: {_last(shown.stderr)}")
+    if LAB_ACCOUNT in shown.stdout.split():
+        return "already there"
+    accounts = _run(["sacctmgr", "-n", "-P", "show", "account", LAB_ACCOUNT, "format=account"], env=env)
+    if LAB_ACCOUNT not in accounts.stdout.split():
+        made = _run(["sacctmgr", "-i", "add", "account", LAB_ACCOUNT, f"cluster={cluster.name}",
+                     "description=jupyter-tiers teaching lab", "organization=lab"], env=env)
+        if made.returncode != 0:
+            raise LabError(f"sacctmgr add account {LAB_ACCOUNT}: {_last(made.stderr or made.stdout)}")
+    added = _run(["sacctmgr", "-i", "add", "user", name, f"account={LAB_ACCOUNT}",
+                  f"cluster={cluster.name}"], env=env)
+    if added.returncode != 0:
+        raise LabError(f"sacctmgr add user {name}: {_last(added.stderr or added.stdout)}")
+    return "created"
+
+
+def ensure_key(pw: pwd.struct_passwd) -> tuple[Path, tuple[str, str], str]:
+    """(path, public key, 'created'|'kept'): the lab key pair, made by the user in their ~/.ssh."""
+    sshdir = Path(pw.pw_dir) / ".ssh"
+    key = sshdir / Path(_KEY_NAME).name
+    if sshdir.is_symlink() or key.is_symlink():
+        raise LabError(f"{sshdir if sshdir.is_symlink() else key} is a symlink: refusing to use it "
+                       "for the lab key (remove it, then add the user again)")
+    made = _as_user(pw, ["mkdir", "-p", "-m", "700", str(sshdir)])
+    if made.returncode != 0:
+        raise LabError(f"cannot create {sshdir} as {pw.pw_name}: {_last(made.stderr)}")
+    status = "kept"
+    if not os.path.lexists(key):
+        gen = _as_user(pw, ["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C",
+                            f"jupyter-tiers-lab:{pw.pw_name}", "-f", str(key)])
+        if gen.returncode != 0:
+            raise LabError(f"ssh-keygen as {pw.pw_name} failed: {_last(gen.stderr)}")
+        status = "created"
+    _as_user(pw, ["chmod", "600", str(key)])
+    info = os.lstat(key)
+    if not stat.S_ISREG(info.st_mode) or info.st_uid != pw.pw_uid or info.st_mode & 0o777 != 0o600:
+        raise LabError(f"{key} must be {pw.pw_name}'s own regular file with mode 0600 "
+                       f"(it is uid {info.st_uid}, mode {info.st_mode & 0o7777:o}); "
+                       "remove it and add the user again")
+    public = _as_user(pw, ["ssh-keygen", "-y", "-f", str(key)])
+    if public.returncode != 0:
+        raise LabError(f"cannot read the public half of {key} (a passphrase?): {_last(public.stderr)}; "
+                       "remove the key and add the user again")
+    return key, parse_public_key(public.stdout), status
+
+
+def authorize(name: str, key: tuple[str, str], cluster: Cluster) -> str:
+    """Write the cluster's ``authorized_keys.d/NAME``: 'added', 'replaced' or 'already there'."""
+    directory = cluster.authorized_dir
+    if not directory.is_dir() or directory.is_symlink():
+        raise LabError(f"{directory} is missing: this cluster predates per-user keys; "
+                       "run 'jupyter tiers sandbox up' once, then add the user again")
+    target = directory / name
+    line = authorized_line(name, key)
+    old = target.read_text() if target.is_file() else None
+    if old == line:
+        return "already there"
+    tmp = directory / f".{name}.new"
+    tmp.write_text(line)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, target)
+    return "added" if old is None else "replaced"
+
+
+def check_login(pw: pwd.struct_passwd, key: Path, cluster: Cluster) -> str:
+    """Log in as the user with the lab key; their name as the cluster sees it and sbatch's word."""
+    env = cluster.env
+    argv = ["ssh", "-n", "-F", "/dev/null", "-i", str(key),
+            "-o", f"UserKnownHostsFile={env['JT_KNOWN_HOSTS']}",
+            "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes",
+            "-o", "IdentityAgent=none", "-o", "ConnectTimeout=10", "-o", "LogLevel=ERROR",
+            "-p", env["JT_SSH_PORT"], f"{pw.pw_name}@{env['JT_SSH_HOST']}",
+            "id -un && cd && sbatch --test-only -p debug -t 1 --wrap true"]
+    result = _as_user(pw, argv, timeout=90)
+    lines = result.stdout.split()
+    if result.returncode != 0 or not lines or lines[0] != pw.pw_name:
+        raise LabError(f"{pw.pw_name} cannot use the cluster yet: {_last(result.stderr or result.stdout)}")
+    return pw.pw_name
+
+
+def write_lab_config(cluster: Cluster, path: Path = SYSTEM_CONFIG) -> tuple[bool, str | None]:
+    """Write the shared ``sandbox`` profile into ``path`` (0644): (changed, note about python)."""
+    from . import write_profile
+
+    python, setup, note = lab_python()
+    path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+    changed = write_profile(path, lab_profile(cluster.env, python, setup), LAB_PROFILE)
+    os.chmod(path, 0o644)
+    return changed, note
+
+
+def add_user(name: str, say: Callable[[str], None] = print, config: Path = SYSTEM_CONFIG) -> None:
+    """``sandbox add-user NAME``: see the module docstring. Prints each step's outcome."""
+    _require_root("add-user")
+    pw = lookup_user(name)
+    _check_unlocked(name)
+    cluster = load_cluster()
+    made = ensure_association(name, cluster)
+    say(f"{name}: Slurm association {LAB_ACCOUNT}/{name} on {cluster.name}: {made}")
+    key, public, status = ensure_key(pw)
+    say(f"{name}: SSH key {key}: {status} (owned by {name}, mode 0600)")
+    where = f"{name}@{cluster.env['JT_SSH_HOST']}:{cluster.env['JT_SSH_PORT']}"
+    say(f"{name}: key authorised for ssh {where} (as {name} only): {authorize(name, public, cluster)}")
+    check_login(pw, key, cluster)
+    say(f"{name}: checked: logs in as {name}, sbatch accepts the association")
+    changed, note = write_lab_config(cluster, config)
+    say(f"profile '{LAB_PROFILE}' in {config}: {'written' if changed else 'kept'}"
+        + (f" ({note})" if note else ""))
+    say(f"{name} can now run %%slurm_train --profile {LAB_PROFILE} in their own Jupyter")
+
+
+def remove_user(name: str, say: Callable[[str], None] = print) -> None:
+    """``sandbox remove-user NAME``: drop the association and the authorisation (the user's own
+    key files stay theirs). Running jobs are not cancelled."""
+    _require_root("remove-user")
+    check_user_name(name)
+    cluster = load_cluster()
+    target = cluster.authorized_dir / name
+    if target.is_file() or target.is_symlink():
+        target.unlink()
+        say(f"{name}: key no longer authorised for the cluster's sshd")
+    else:
+        say(f"{name}: no key was authorised")
+    env = cluster.slurm_env()
+    shown = _run(["sacctmgr", "-n", "-P", "show", "assoc", "where", f"cluster={cluster.name}",
+                  f"user={name}", f"account={LAB_ACCOUNT}", "format=user"], env=env)
+    if name in shown.stdout.split():
+        gone = _run(["sacctmgr", "-i", "delete", "user", name, f"account={LAB_ACCOUNT}",
+                     f"cluster={cluster.name}"], env=env)
+        if gone.returncode != 0:
+            raise LabError(f"sacctmgr delete user {name}: {_last(gone.stderr or gone.stdout)} "
+                           "(jobs still running? cancel them, then remove the user again)")
+        say(f"{name}: Slurm association {LAB_ACCOUNT}/{name} removed")
+    else:
+        say(f"{name}: had no Slurm association in {LAB_ACCOUNT}")

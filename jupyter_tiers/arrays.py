@@ -209,9 +209,11 @@ def plan_of(spec: Any) -> ArrayPlan | None:
 
 
 def is_array(record: Any) -> bool:
+    """Whether a registry record is a whole array (its derived task records are not)."""
     spec = getattr(record, "spec", None)
-    return isinstance(spec, Mapping) and getattr(record, "kind", "job") == "job" and bool(
-        spec.get("array") or spec.get("sweep"))
+    return (isinstance(spec, Mapping) and getattr(record, "kind", "job") == "job"
+            and "_" not in str(getattr(record, "job_id", ""))
+            and bool(spec.get("array") or spec.get("sweep")))
 
 
 def task_dir(jobdir: str, index: int) -> str:

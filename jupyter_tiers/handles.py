@@ -288,5 +288,13 @@ class Service(Handle):
 
 
 def handle_for(tier: Any, record: JobRecord) -> Handle:
-    """The right handle for a registry record."""
-    return Service(tier, record) if record.kind == "service" else Job(tier, record)
+    """The right handle for a registry record (an array's is an ArrayJob)."""
+    if record.kind == "service":
+        return Service(tier, record)
+    from .arrays import is_array
+
+    if is_array(record):
+        from .array_job import ArrayJob
+
+        return ArrayJob(tier, record)
+    return Job(tier, record)

@@ -221,23 +221,37 @@ class BatchTier(Tier):
 
     # --- shared behaviour ----------------------------------------------------------------
     def status(self, records: Sequence[JobRecord]) -> dict[str, JobStatus]:
-        """One-shot status of several jobs (scheduler + ranks, each batched)."""
+        """One-shot status of several jobs (scheduler + ranks, each batched). An array's is the
+        aggregate of its tasks (asked in the same batch), its tasks' are keyed ``ID_i``."""
+        from .arrays import aggregate_status, counts_detail, is_array, task_index, task_records
         from .status import merge_status
 
-        sched = self.poll_scheduler(records)
-        ranks = self.poll_ranks(records)
+        arrays = {r.key: task_records(r) for r in records if is_array(r)}
+        asked = [r for r in records if r.key not in arrays] + [t for ts in arrays.values() for t in ts]
+        sched = self.poll_scheduler(asked)
+        ranks = self.poll_ranks(asked)
         out = {}
-        for rec in records:
+        for rec in asked:
             st = merge_status(rec.job_id, sched.get(rec.job_id), ranks.get(rec.job_id), rec.world_size)
             self.registry.update(rec.key, state=st.state.value, nodelist=st.nodelist)
             out[rec.job_id] = st
+        for rec in records:
+            if rec.key in arrays:
+                tasks = {task_index(t.job_id): out[t.job_id] for t in arrays[rec.key]}
+                st = aggregate_status(rec.job_id, tasks)
+                self.registry.update(rec.key, state=st.state.value,
+                                     detail=counts_detail([s.state for s in tasks.values()]))
+                out[rec.job_id] = st
         return out
 
     def refresh(self, records: Sequence[JobRecord]) -> None:
         self.status(records)
 
     def job(self, record: JobRecord) -> Job:
-        return Job(self, record)
+        """The handle of a job record (an ArrayJob for an array)."""
+        handle = handle_for(self, record)
+        assert isinstance(handle, Job)
+        return handle
 
 
 class ServeTier(Tier):

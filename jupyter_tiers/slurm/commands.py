@@ -18,7 +18,7 @@ from ..jobdir import LOG_NAME
 from .parse import SACCT_FIELDS, SQUEUE_FORMAT
 from .render import RenderedJob
 
-_JOB_ID_RE = re.compile(r"\d{1,20}")  # used with fullmatch: "$" accepts a trailing newline
+_JOB_ID_RE = re.compile(r"\d{1,20}(_\d{1,7})?")  # a job or an array task; used with fullmatch
 _WORKDIR_RE = re.compile(r"(~/)?[A-Za-z0-9_./+@-]{1,1024}")
 
 # Every remote program runs as `bash --norc --noprofile -c PROGRAM`: the login shell sshd
@@ -103,7 +103,8 @@ grep -a -- "^$2: " "$1" | tail -n "$3"
 
 def check_job_id(job_id: str) -> str:
     if not _JOB_ID_RE.fullmatch(job_id):
-        raise SpecError("job id", f"{job_id!r} is not a Slurm job id (digits only)")
+        raise SpecError("job id", f"{job_id!r} is not a Slurm job id (digits, or ID_TASK for an "
+                        "array task)")
     return job_id
 
 
@@ -141,12 +142,21 @@ def submit_argv(jobdir: str) -> list[str]:
 
 def squeue_argv(job_ids: Sequence[str]) -> list[str]:
     ids = ",".join(check_job_id(j) for j in job_ids)
-    return ["squeue", "-h", "-a", "-t", "all", "-j", ids, "-o", SQUEUE_FORMAT]
+    # -r: one row per array task ("51_3"), pending ones too, so an array is one query.
+    return ["squeue", "-h", "-a", "-r", "-t", "all", "-j", ids, "-o", SQUEUE_FORMAT]
 
 
 def sacct_argv(job_ids: Sequence[str]) -> list[str]:
     ids = ",".join(check_job_id(j) for j in job_ids)
     return ["sacct", "-X", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS]
+
+
+def sacct_tasks_argv(task_ids: Sequence[str]) -> list[str]:
+    """sacct for array tasks (``51_3``): JobID names them as the array does (JobIDRaw would
+    give each task's own number)."""
+    ids = ",".join(check_job_id(j) for j in task_ids)
+    fields = "JobID" + SACCT_FIELDS[len("JobIDRaw"):]
+    return ["sacct", "-X", "-n", "-P", "-j", ids, "-o", fields]
 
 
 # A status command followed, in the same round trip, by a listing of checkpoint directories:

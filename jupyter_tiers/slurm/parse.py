@@ -13,6 +13,7 @@ SQUEUE_FORMAT = "%i|%T|%r|%S|%M|%N|%j|%D"
 SACCT_FIELDS = "JobIDRaw,State,ExitCode,Elapsed,NodeList,Reason,Start,End,JobName"
 
 _JOBID_RE = re.compile(r"^(\d+)(?:;[A-Za-z0-9_.-]+)?$")
+_ROW_ID_RE = re.compile(r"\d+(?:_\d+)?")  # a job, or one task of an array ("51_3", squeue -r)
 _RANK_LINE_RE = re.compile(r"^(\d{1,7}): ?(.*)$", re.DOTALL)
 _NONE_WORDS = {"", "(null)", "None", "N/A", "n/a", "Unknown"}
 
@@ -70,7 +71,7 @@ def parse_squeue(stdout: str) -> dict[str, SchedulerInfo]:
         if len(fields) < 8:
             continue
         job_id, state, reason, start, elapsed, nodes, name, _count = fields[:8]
-        if not job_id.strip().isdigit():
+        if not _ROW_ID_RE.fullmatch(job_id.strip()):
             continue
         st = JobState.parse(state)
         out[job_id.strip()] = SchedulerInfo(
@@ -93,7 +94,7 @@ def parse_sacct(stdout: str) -> dict[str, SchedulerInfo]:
         if len(fields) < 9:
             continue
         job_id, state, exit_code, elapsed, nodes, reason, start, end, name = fields[:9]
-        if not job_id.strip().isdigit():
+        if not _ROW_ID_RE.fullmatch(job_id.strip()):
             continue
         code, sig = _exit_code(exit_code)
         out[job_id.strip()] = SchedulerInfo(
@@ -120,6 +121,9 @@ def parse_scontrol_jobs(stdout: str) -> dict[str, SchedulerInfo]:
         if not job_id.isdigit():
             continue
         code, sig = _exit_code(pairs.get("ExitCode", ""))
+        array_id, task = pairs.get("ArrayJobId", ""), pairs.get("ArrayTaskId", "")
+        if array_id.isdigit() and task.isdigit():
+            job_id = f"{array_id}_{task}"  # an array task is known by its array's name for it
         out[job_id] = SchedulerInfo(
             job_id=job_id,
             state=JobState.parse(pairs.get("JobState", "")),

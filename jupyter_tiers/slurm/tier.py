@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from ..arrays import counts_detail, plan_of
 from ..config import Profile
 from ..errors import ControllerUnreachable, SubmitError
 from ..handles import Job
@@ -19,7 +21,7 @@ from ..handoff import (
 )
 from ..jobdir import parse_rank_files
 from ..logs import ByteStream, split_log_line
-from ..model import JobSpec, LogLine, RankState, SchedulerInfo
+from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
 from ..registry import MAX_LIST, JobRecord, Registry, spec_for_record
 from ..tier import BatchTier
 from . import commands
@@ -63,7 +65,7 @@ def transport_for(profile: Profile) -> SSHTransport:
         ssh_config=profile.get("ssh_config"),
         connect_timeout=float(profile.get("connect_timeout", 15.0)),
     )
-    return SSHTransport(target)
+    return SSHTransport(target, label=f"profile {profile.name!r}")
 
 
 class SlurmTier(BatchTier):
@@ -103,6 +105,7 @@ class SlurmTier(BatchTier):
     def submit(self, spec: JobSpec) -> Job:
         """Write the job directory and run sbatch in one round trip; record the job."""
         rendered = render_job(spec)
+        plan = plan_of(spec)
         workdir = commands.check_workdir(self.profile.workdir)
         jobdir = f"{workdir}/{commands.job_dir_name(spec.name, token=secrets.token_hex(3))}"
         result = self.transport.run(
@@ -126,8 +129,10 @@ class SlurmTier(BatchTier):
             script=rendered.script,
             detail=encode_detail(checkpoints, None),
         )
+        if plan is not None:  # an array: one record, its tasks derived from it (arrays.py)
+            record = replace(record, detail=counts_detail([JobState.PENDING] * len(plan)))
         self.registry.add(record)
-        return Job(self, record)
+        return self.job(record)
 
     def _run_scheduler(self, argv: list[str]) -> tuple[int, str, str]:
         result = self.transport.run(argv, check=False)
@@ -143,7 +148,8 @@ class SlurmTier(BatchTier):
         The squeue round trip also lists each job's checkpoint directory (after squeue, so a
         job squeue calls COMPLETED, or has purged, is listed as it ended).
         """
-        ids = sorted({r.job_id for r in records}, key=int)
+        # An array's tasks ("51_3") are all asked for by the array's id: one query for any count.
+        ids = sorted({r.job_id.split("_")[0] for r in records}, key=int)
         if not ids:
             return {}
         listed = [(r, d) for r in records if (d := decode_detail(r.detail)[0])]
@@ -154,7 +160,7 @@ class SlurmTier(BatchTier):
         if code != 0 and "Invalid job id" not in err:
             raise ControllerUnreachable(err.strip() or f"squeue exited {code}")
         # squeue is authoritative while it still knows a job; accounting only for purged ones.
-        missing = [i for i in ids if i not in found]
+        missing = list(dict.fromkeys(r.job_id for r in records if r.job_id not in found))
         if missing:
             found.update(self._finished(missing))
         by_index = parse_listing(listing)
@@ -164,14 +170,20 @@ class SlurmTier(BatchTier):
 
     def _finished(self, ids: list[str]) -> dict[str, SchedulerInfo]:
         if self.accounting is not False:
-            code, out, err = self._run_scheduler(commands.sacct_argv(ids))
-            if code == 0:
-                self.accounting = True
-                got = parse_sacct(out)
-                if all(i in got for i in ids):
-                    return got
-            elif any(m in err for m in _NO_ACCOUNTING_MARKERS):
-                self.accounting = False
+            got: dict[str, SchedulerInfo] = {}
+            plain = [i for i in ids if "_" not in i]
+            tasks = [i for i in ids if "_" in i]  # at most one more query, for every array task
+            for argv in ([commands.sacct_argv(plain)] if plain else []) + (
+                    [commands.sacct_tasks_argv(tasks)] if tasks else []):
+                code, out, err = self._run_scheduler(argv)
+                if code == 0:
+                    self.accounting = True
+                    got.update(parse_sacct(out))
+                elif any(m in err for m in _NO_ACCOUNTING_MARKERS):
+                    self.accounting = False
+                    break
+            if all(i in got for i in ids):
+                return got
         code, out, _ = self._run_scheduler(commands.scontrol_jobs_argv())
         every = parse_scontrol_jobs(out) if code == 0 else {}
         return {i: every[i] for i in ids if i in every}
@@ -244,6 +256,10 @@ class SlurmTier(BatchTier):
 
     def cancel(self, record: JobRecord) -> None:
         self.transport.run(commands.cancel_argv(record.job_id), check=False)
+
+    def cancel_array(self, record: JobRecord, tasks: Sequence[JobRecord]) -> None:
+        """Cancel every task of an array: one ``scancel`` of the array's id."""
+        self.cancel(record)
 
     def close(self) -> None:
         super().close()

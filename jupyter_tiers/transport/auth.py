@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from . import sshconfig
 from .errors import AuthenticationError, ConnectError, reason
+from .kbdint import Ask, keyboard_interactive
 
 if TYPE_CHECKING:
     import paramiko
@@ -14,8 +15,12 @@ if TYPE_CHECKING:
     from .sshconfig import Hop
 
 
-def authenticate(t: paramiko.Transport, hop: Hop) -> None:
-    """Public-key authentication: identity files, then ssh-agent keys, then default keys."""
+def authenticate(t: paramiko.Transport, hop: Hop, ask: Ask | None = None) -> None:
+    """Public-key authentication: identity files, then ssh-agent keys, then default keys.
+
+    A key the server accepts only partially (it wants keyboard-interactive next: a one-time
+    code) is followed by the prompts, answered through ``ask``; without ``ask`` that is an error.
+    """
     import paramiko
 
     who = hop.label
@@ -46,6 +51,9 @@ def authenticate(t: paramiko.Transport, hop: Hop) -> None:
                     "IdentitiesOnly"
                 ) from None
             raise ConnectError(f"connection to {who} lost during authentication") from None
+        if remaining and ask is not None and "keyboard-interactive" in remaining:
+            keyboard_interactive(t, hop, ask)
+            return True
         if remaining:
             raise AuthenticationError(
                 f"{who} wants more than a key ({', '.join(remaining)}), which cannot be done "

@@ -17,6 +17,7 @@ from .proxy import ProxyCommandSocket
 if TYPE_CHECKING:
     import paramiko
 
+    from .kbdint import Ask
     from .sshconfig import Hop, Route
 
 log = logging.getLogger(__name__)
@@ -68,15 +69,16 @@ class Connection:
         return not self.alive()
 
 
-def connect_once(route: Route) -> Connection:
+def connect_once(route: Route, ask: Ask | None = None) -> Connection:
+    """Connect and authenticate every hop; ``ask`` answers a login's one-time code prompts."""
     first = route.hops[0]
     sock = open_socket(first, route)
     transports: list[paramiko.Transport] = []
     try:
-        transports.append(handshake(first, sock, route, via=None))
+        transports.append(handshake(first, sock, route, via=None, ask=ask))
         for prev, hop in zip(route.hops, route.hops[1:], strict=False):
             chan = open_tunnel(transports[-1], prev, hop, route)
-            transports.append(handshake(hop, chan, route, via=prev))
+            transports.append(handshake(hop, chan, route, via=prev, ask=ask))
     except BaseException:
         for t in reversed(transports):
             t.close()
@@ -139,7 +141,9 @@ def open_tunnel(
         ) from None
 
 
-def handshake(hop: Hop, sock: Any, route: Route, via: Hop | None) -> paramiko.Transport:
+def handshake(
+    hop: Hop, sock: Any, route: Route, via: Hop | None, ask: Ask | None = None
+) -> paramiko.Transport:
     import paramiko
 
     known = sshconfig.load_known_hosts(
@@ -169,7 +173,7 @@ def handshake(hop: Hop, sock: Any, route: Route, via: Hop | None) -> paramiko.Tr
             ) from None
         key = t.get_remote_server_key()
         verify_host_key(hop, key.asbytes(), known, via)
-        authenticate(t, hop)
+        authenticate(t, hop, ask)
         # Left-over auth failures must not later look like a dead transport.
         t.saved_exception = None
         t.set_keepalive(route.keepalive)

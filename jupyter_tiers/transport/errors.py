@@ -56,6 +56,11 @@ class AuthenticationError(TransportError):
     """The server accepted none of our keys (or wants more than key authentication)."""
 
 
+class OneTimeCodeRequired(AuthenticationError):
+    """The server wants a one-time code after the key and nobody can be asked for it here
+    (a headless run, a background reconnect, no terminal). The message names who asks and why."""
+
+
 class ConnectError(TransportError):
     """The server could not be reached (refused, unreachable, timed out, dropped)."""
 

@@ -23,6 +23,7 @@ import threading
 import time
 import weakref
 from collections.abc import Sequence
+from dataclasses import replace
 from types import TracebackType
 from typing import TYPE_CHECKING
 
@@ -34,12 +35,14 @@ from .errors import (
     CommandTimeout,
     ConnectError,
     HostKeyError,
+    OneTimeCodeRequired,
     TransportError,
     reason,
     short_argv,
 )
 from .exchange import CommandResult, exchange, wait_status
 from .hostkeys import verify_host_key
+from .prompt import CannotPrompt, Prompter, PromptRequest, current_prompter, unavailable
 from .stream import RemoteStream
 from .target import SSHTarget
 
@@ -56,6 +59,7 @@ __all__ = [
     "CommandTimeout",
     "ConnectError",
     "HostKeyError",
+    "OneTimeCodeRequired",
     "RemoteStream",
     "SSHTarget",
     "SSHTransport",
@@ -74,6 +78,11 @@ class SSHTransport:
     ``max_backoff`` seconds apart, ``retries`` times) before raising :class:`ConnectError`.
     A command whose connection drops while it runs is never re-run: that raises
     :class:`ConnectError`. Host key and authentication problems are not retried.
+
+    A server that wants a one-time code after the key (keyboard-interactive) gets it from
+    ``prompter`` (default: :func:`~.prompt.current_prompter` at the time of asking), once per
+    connection: every command and stream shares that connection, and only a reconnect asks again.
+    ``label`` (e.g. ``"profile 'hpc'"``) names the connection in prompts and errors.
     """
 
     def __init__(
@@ -83,6 +92,8 @@ class SSHTransport:
         retries: int = 5,
         backoff: float = 0.5,
         max_backoff: float = 10.0,
+        prompter: Prompter | None = None,
+        label: str | None = None,
     ) -> None:
         if retries < 0 or backoff < 0 or max_backoff < 0:
             raise ValueError("retries, backoff and max_backoff must be >= 0")
@@ -94,6 +105,10 @@ class SSHTransport:
         self._conn: Connection | None = None
         self._streams: weakref.WeakSet[RemoteStream] = weakref.WeakSet()
         self.connections = 0  # successful connections so far (1 + reconnects)
+        self.prompter = prompter
+        self.label = label
+        self.code_prompts = 0  # rounds of one-time code prompts answered (never the answers)
+        self._wants_code = False  # the server asked for a code on an earlier connection
 
     def __repr__(self) -> str:
         state = "connected" if self.connected else "not connected"
@@ -146,6 +161,7 @@ class SSHTransport:
                 log.info("SSH connection to %s was lost; reconnecting", self.target)
                 self._conn = None
                 conn.close()
+            self._refuse_early_if_no_code()
             conn = self._connect_with_retries()
             self._conn = conn
             self.connections += 1
@@ -163,12 +179,47 @@ class SSHTransport:
         except sshconfig.SSHConfigError as e:
             raise TransportError(str(e)) from None
 
+    def _who(self, where: str | None = None) -> str:
+        where = where or str(self.target)
+        return f"{self.label} ({where})" if self.label else where
+
+    def _code_required(self, who: str, why: str) -> OneTimeCodeRequired:
+        return OneTimeCodeRequired(
+            f"{who} asks for a one-time code after the key (keyboard-interactive), and {why}. "
+            "Run it where the code can be typed (a notebook in JupyterLab, or a terminal); it is "
+            "asked once per connection"
+        )
+
+    def _refuse_early_if_no_code(self) -> None:
+        """Without a way to ask, a server known to want a code is not even dialled again (a
+        background watcher would otherwise log in with the key every few seconds in vain)."""
+        if self._wants_code:
+            why = unavailable(self.prompter or current_prompter())
+            if why:
+                raise self._code_required(self._who(), why)
+
+    def _ask(self, request: PromptRequest) -> Sequence[str]:
+        """Hand one round of the server's prompts to the prompter (called on the connecting thread)."""
+        self._wants_code = True
+        who = self._who(request.who)
+        prompter = self.prompter or current_prompter()
+        try:
+            answers = prompter(replace(request, who=who))
+        except CannotPrompt as e:
+            raise self._code_required(who, str(e)) from None
+        self.code_prompts += 1
+        return answers
+
     def _connect_with_retries(self) -> Connection:
         route = self._resolve()
         attempts = self.retries + 1
         for attempt in range(attempts):
             try:
-                return connect_once(route)
+                return connect_once(route, ask=self._ask)
+            except AuthenticationError as e:
+                if self.label and self._wants_code and not isinstance(e, OneTimeCodeRequired):
+                    raise AuthenticationError(f"{self.label}: {e}") from None
+                raise
             except ConnectError as e:
                 if not e.transient or attempt == attempts - 1:
                     if attempts > 1 and e.transient:

@@ -60,8 +60,15 @@ export RANK="$rank" WORLD_SIZE="${WORLD_SIZE:-${JT_WORLD_SIZE:-${SLURM_NTASKS:-1
 export LOCAL_RANK="${LOCAL_RANK:-${SLURM_LOCALID:-0}}"
 state="$JT_JOB_DIR/ranks/$rank"
 node="${SLURMD_NODENAME:-$(hostname)}"
-printf 'start %s %s\n' "$(date +%s.%N)" "$node" >> "$state"
+# The run of a requeued job (0 for the first); in the start line and in the program's environment.
+export JT_RESTART_COUNT="${JT_RESTART_COUNT:-${SLURM_RESTART_COUNT:-0}}"
+printf 'start %s %s %s\n' "$(date +%s.%N)" "$node" "$JT_RESTART_COUNT" >> "$state"
 shim=$$
+# --signal (signals.py): slurmstepd delivers it to every process of the step. The heartbeat and
+# the prefixer started below inherit "ignore"; the shim then only notes it; the program gets the
+# default action back (env --default-signal also undoes an "ignore" inherited from torchrun's agent).
+sig="${JT_SIGNAL:-}"
+if [ -n "$sig" ]; then trap '' "$sig"; fi
 # The heartbeat ends with the shim, even if the shim is killed outright.
 (while sleep "${JT_HEARTBEAT:-10}" && kill -0 "$shim" 2>/dev/null; do touch "$state"; done) \
   >/dev/null 2>&1 &
@@ -70,17 +77,23 @@ exec 3>&1
 exec > >(exec sed -u "s/^/$rank: /" >&3) 2>&1
 prefixer=$!
 stopped=""
+reset=()
+if [ -n "$sig" ]; then
+  trap ':' "$sig"
+  if env --default-signal="$sig" true 2>/dev/null; then reset=(env --default-signal="$sig"); fi
+fi
 trap 'stopped=15; kill -TERM "$child" 2>/dev/null' TERM
 trap 'stopped=2; kill -INT "$child" 2>/dev/null' INT
 # Without job control bash starts background commands with INT and QUIT ignored; undo that
 # (POSIX allows it in a subshell) so the INT forwarded above reaches the program.
 # umask 027: what the rank writes (checkpoints) its group may read; the job's files stay private.
-( trap - INT QUIT; umask 027; exec "$@" 3>&- ) &
+( trap - INT QUIT; umask 027; exec "${reset[@]}" "$@" 3>&- ) &
 child=$!
 # A signal that came before $child was set could not be forwarded by the trap: do it now.
 if [ -n "$stopped" ]; then kill -"$stopped" "$child" 2>/dev/null; fi
+# A trapped signal interrupts wait (128+N); bash keeps the reaped child's own status.
+while kill -0 "$child" 2>/dev/null; do wait "$child"; done
 wait "$child"; code=$?
-while kill -0 "$child" 2>/dev/null; do wait "$child"; code=$?; done
 kill "$heartbeat" 2>/dev/null
 if [ -n "$stopped" ]; then
   printf 'signal %s %s\n' "$stopped" "$(date +%s.%N)" >> "$state"
@@ -109,9 +122,10 @@ def parse_rank_files(text: str) -> dict[str, dict[int, RankState]]:
 
     The query prints, per job directory, a line ``@@ DIR``, then ``grep -H`` lines
     ``DIR/ranks/R:EVENT ...`` and ``find -printf`` lines ``% R MTIME`` for heartbeats.
-    Events: ``start TS NODE``, ``exit CODE TS``, ``signal SIG TS`` (stopped from outside),
-    ``killed SIG TS`` (died of its own signal). A rank restarted by a requeue
-    starts again, so a later ``start`` clears an earlier end.
+    Events: ``start TS NODE [RUN]``, ``exit CODE TS``, ``signal SIG TS`` (stopped from outside),
+    ``killed SIG TS`` (died of its own signal), ``requeue RUN TS`` (a requeued job's next run
+    began: waiting again, see requeue.py). A rank restarted by a requeue starts again, so a
+    later ``start`` clears an earlier end.
     """
     result: dict[str, dict[int, RankState]] = {}
     current: dict[int, RankState] | None = None
@@ -170,7 +184,10 @@ def _apply_event(state: RankState, words: list[str]) -> RankState:
             exit_code=None,
             signal=None,
             ended_at=None,
+            attempt=int(words[3]) if len(words) > 3 and words[3].isdigit() else state.attempt,
         )
+    if kind == "requeue" and len(words) >= 2 and words[1].isdigit():
+        return RankState(rank=state.rank, heartbeat_at=state.heartbeat_at, attempt=int(words[1]))
     if kind == "exit" and len(words) >= 3 and words[1].lstrip("-").isdigit():
         code = int(words[1])
         return replace(

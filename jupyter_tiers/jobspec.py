@@ -127,6 +127,12 @@ def validate_spec(spec: JobSpec) -> None:
         _utf8(f"setup[{i}]", line)
     for opt in spec.sbatch_options:
         parse_sbatch_option(opt)
+    if spec.signal is not None:
+        from .signals import parse_signal
+
+        parse_signal(spec.signal)
+        if any(o.split("=", 1)[0] == "--signal" for o in spec.sbatch_options):
+            raise SpecError("signal", "give either --signal or --sbatch --signal=..., not both")
     from .arrays import plan_array
 
     plan_array(spec.array, spec.sweep)

@@ -112,6 +112,7 @@ class RankState:
     started_at: float | None = None
     ended_at: float | None = None
     heartbeat_at: float | None = None
+    attempt: int = 0  # SLURM_RESTART_COUNT of the run this state belongs to (requeue)
 
 
 @dataclass(frozen=True)
@@ -148,6 +149,7 @@ class JobStatus:
     controller_reachable: bool = True
     message: str | None = None  # last problem seen while watching (e.g. controller unreachable)
     checkpoint: str | None = None  # newest file or dir in $JT_CHECKPOINT_DIR (full path)
+    restarts: int = 0  # times the job was requeued (preempted, node failure, scontrol requeue)
 
     @property
     def first_failure(self) -> RankState | None:
@@ -199,6 +201,7 @@ class JobSpec:
     exclusive: bool = False
     switches: str | None = None
     requeue: bool = False
+    signal: str | None = None  # "USR1@120": sent that long before the time limit (signals.py)
     launcher: str = "srun"
     nproc_per_node: int | None = None
     python: str = "python3"

@@ -114,6 +114,12 @@ def _metric_patterns(value: Any) -> tuple[tuple[str, str], ...]:
     return parse_patterns(value)
 
 
+def _signal(value: Any) -> str | None:
+    from .signals import canonical_signal
+
+    return canonical_signal(None if value is None else str(value))
+
+
 JOB_OPTIONS: tuple[Option, ...] = (
     Option("name", ("--name", "-n"), "job name (letters, digits, . _ + = @ -)", yaml=None),
     Option("nodes", ("--nodes", "-N"), "number of nodes", type=int, yaml=int),
@@ -131,6 +137,10 @@ JOB_OPTIONS: tuple[Option, ...] = (
     Option("constraint", ("--constraint",), "node features, Slurm syntax"),
     Option("exclusive", ("--exclusive",), "whole nodes only", kind="flag", yaml=bool),
     Option("requeue", ("--requeue",), "allow Slurm to requeue the job", kind="flag", yaml=bool),
+    Option("signal", ("--signal",),
+           "send SIG to every rank SECONDS before the time limit (USR1, USR2, HUP, URG, ALRM, XCPU;"
+           " 0..65535 s), e.g. USR1@120 to checkpoint", metavar="SIG@SECONDS",
+           yaml=(str, int), convert=_signal, from_yaml=_signal),
     Option("switches", ("--switches",), "at most N leaf switches, waiting up to T: N@HH:MM:SS"),
     Option("launcher", ("--launcher",), "torchrun (c10d) or srun (one task per rank)",
            choices=LAUNCHERS),

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from .model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
+from .requeue import BETWEEN_RUNS, RAN_STATES, restart_count, summary_restarts
 from .timefmt import format_elapsed
 
 
@@ -23,6 +24,10 @@ def merge_status(
     (SIGKILL after the kill wait) and are shown as stopped.
     """
     base = previous or JobStatus(job_id=job_id, state=JobState.PENDING, world_size=world_size)
+    restarts = base.restarts
+    if (sched is not None and previous is not None and previous.state in RAN_STATES
+            and sched.state in BETWEEN_RUNS and sched.start_time != previous.start_time):
+        restarts += 1  # requeued (preempted, node failure, scontrol requeue): a new run is coming
     if sched is not None:
         base = replace(
             base,
@@ -41,6 +46,10 @@ def merge_status(
     full = [rank_map.get(i, RankState(rank=i)) for i in range(world_size)]
     extra = [r for k, r in sorted(rank_map.items()) if k >= world_size]
     all_ranks = full + extra
+    restarts = restart_count(all_ranks, restarts)
+    # A rank whose last state is from an earlier run waits for this run's start.
+    all_ranks = [r if r.attempt >= restarts else RankState(rank=r.rank, attempt=restarts)
+                 for r in all_ranks]
     if base.state.terminal:
         all_ranks = [
             replace(r, phase=RankPhase.STOPPED) if r.phase is RankPhase.RUNNING else r
@@ -51,7 +60,7 @@ def merge_status(
     ):
         # The rank files prove it runs before the scheduler query says so.
         base = replace(base, state=JobState.RUNNING, reason=None)
-    return replace(base, ranks=tuple(all_ranks), world_size=world_size)
+    return replace(base, ranks=tuple(all_ranks), world_size=world_size, restarts=restarts)
 
 
 def _signal_name(number: int) -> str:
@@ -92,7 +101,8 @@ def summary_line(status: JobStatus, *, metric: tuple[str, float] | None = None,
     """
     from .metrics import format_value
 
-    head = f"job {status.job_id} {status.state.value} in {format_elapsed(status.elapsed_s)}"
+    head = (f"job {status.job_id} {status.state.value}{summary_restarts(status.restarts)}"
+            f" in {format_elapsed(status.elapsed_s)}")
     if status.state is JobState.COMPLETED:
         return (head + (f" on {status.nodelist}" if status.nodelist else "")
                 + (f" — {metric[0]} {format_value(metric[1])}" if metric else "")

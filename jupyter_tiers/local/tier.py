@@ -54,7 +54,7 @@ _COUNTER = ".last-job-id"
 _COUNTER_LOCK = ".last-job-id.lock"
 # Fields of a JobSpec that have no local meaning; the plan says so instead of silently dropping them.
 _NOT_APPLIED = (
-    "gpus_per_node", "mem", "partition", "account", "qos", "constraint", "switches",
+    "gpus_per_node", "mem", "partition", "account", "qos", "constraint", "switches", "signal",
 )
 
 

@@ -21,6 +21,8 @@ from ..arrays import PARAMS_FILE, TASKS_DIR, params_json, plan_of, task_files
 from ..jobdir import LOG_NAME, checkpoint_lines, job_files
 from ..jobspec import parse_sbatch_option, validate_spec
 from ..model import JobSpec
+from ..requeue import restart_lines
+from ..signals import agent_prefix, forward_lines, signal_directive, wait_lines
 
 DEFAULT_RDZV_BASE = 29500
 
@@ -60,6 +62,8 @@ def _directives(spec: JobSpec) -> list[str]:
     if spec.exclusive:
         lines.append("#SBATCH --exclusive")
     lines.append("#SBATCH --requeue" if spec.requeue else "#SBATCH --no-requeue")
+    if spec.signal:
+        lines.append(signal_directive(spec.signal))
     plan = plan_of(spec)
     if plan is not None:  # each task logs into its own directory (created by the submit)
         lines += [f"#SBATCH --array={plan.slurm_spec}", f"#SBATCH --output={TASKS_DIR}/%a/{LOG_NAME}"]
@@ -111,6 +115,8 @@ def _launcher(spec: JobSpec) -> list[str]:
         if spec.python == "python3"
         else shell_path(spec.python) + " -m torch.distributed.run"
     )
+    if spec.signal:
+        torchrun = agent_prefix(spec.signal) + torchrun
     return [
         "srun --kill-on-bad-exit=1 --ntasks-per-node=1 \\",
         f'  {torchrun} --nnodes="$SLURM_JOB_NUM_NODES" --nproc-per-node={spec.ranks_per_node} \\',
@@ -136,9 +142,14 @@ def render_sbatch(spec: JobSpec) -> str:
     if spec.env:
         names = " ".join(k for k, _ in spec.env)
         lines += [f"# env (values in env.sh, mode 600): {names}", 'source "$JT_JOB_DIR/env.sh"']
+    if spec.requeue:
+        lines += ["", *restart_lines(LOG_NAME)]
     if spec.setup:
         lines += ["", "# setup from the profile", *spec.setup]
-    lines += ["", *_master_lines(spec), *_launcher(spec), ""]
+    launcher = _launcher(spec)
+    if spec.signal:
+        launcher = ["", *forward_lines(spec.signal), *launcher[:-1], launcher[-1] + " &", *wait_lines()]
+    lines += ["", *_master_lines(spec), *launcher, ""]
     return "\n".join(lines)
 
 

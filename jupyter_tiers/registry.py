@@ -43,11 +43,11 @@ def _create_private(path: Path) -> None:
 
 #: Version of the table layout, kept in sqlite's ``user_version``. 0: the first layout (jobs
 #: only, written before versions were recorded); 2: jobs and services (``kind``), ``jobdir``
-#: optional, ``detail``.
-SCHEMA_VERSION = 2
+#: optional, ``detail``; 3: ``restarts`` (how many times a requeued job started again).
+SCHEMA_VERSION = 3
 
 _COLUMNS = ("key", "kind", "profile", "tier", "job_id", "name", "jobdir", "submitted_at", "state",
-            "nodelist", "world_size", "spec", "script", "updated_at", "detail")
+            "nodelist", "world_size", "spec", "script", "updated_at", "detail", "restarts")
 
 _CREATE = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -65,7 +65,8 @@ CREATE TABLE IF NOT EXISTS jobs (
     spec TEXT NOT NULL,
     script TEXT NOT NULL,
     updated_at REAL NOT NULL,
-    detail TEXT
+    detail TEXT,
+    restarts INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS jobs_by_name ON jobs(profile, name);
 CREATE INDEX IF NOT EXISTS jobs_by_time ON jobs(submitted_at);
@@ -86,7 +87,9 @@ def migrate(db: sqlite3.Connection) -> None:
         return
     has_jobs = db.execute(
         "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'jobs'").fetchone()
-    if has_jobs:
+    if has_jobs and version == 2:
+        db.execute("ALTER TABLE jobs ADD COLUMN restarts INTEGER NOT NULL DEFAULT 0")
+    elif has_jobs:
         # The first layout had NOT NULL jobdir/world_size and no kind: sqlite cannot relax a
         # constraint in place, so the table is rebuilt and its rows copied.
         cols = ", ".join(_V0_COLUMNS)
@@ -146,6 +149,7 @@ class JobRecord:
     updated_at: float = field(default_factory=time.time)
     kind: str = "job"
     detail: str | None = None
+    restarts: int = 0  # a requeued job's restarts so far (requeue.py)
 
     @property
     def key(self) -> str:
@@ -184,13 +188,14 @@ class Registry:
             db.execute(f"INSERT OR REPLACE INTO jobs ({names}) VALUES ({values})", row)
 
     def update(self, key: str, *, state: str, nodelist: str | None = None,
-               detail: str | None = None) -> None:
-        """Record a new state (and node list or detail line, when given)."""
+               detail: str | None = None, restarts: int | None = None) -> None:
+        """Record a new state (and node list, detail line or restart count, when given)."""
         with self._lock, self._connect() as db:
             db.execute(
                 "UPDATE jobs SET state = ?, nodelist = COALESCE(?, nodelist),"
-                " detail = COALESCE(?, detail), updated_at = ? WHERE key = ?",
-                (state, nodelist, detail, time.time(), key),
+                " detail = COALESCE(?, detail), restarts = COALESCE(?, restarts),"
+                " updated_at = ? WHERE key = ?",
+                (state, nodelist, detail, restarts, time.time(), key),
             )
 
     def remove(self, key: str) -> None:

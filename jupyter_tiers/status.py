@@ -16,15 +16,19 @@ def merge_status(
     ranks: Mapping[int, RankState] | None,
     world_size: int,
     previous: JobStatus | None = None,
+    *,
+    restarts: int = 0,
 ) -> JobStatus:
     """Combine the scheduler's view and the rank files into one JobStatus.
 
     When the scheduler could not be asked (``sched`` is None) the previous scheduler fields are
-    kept. Once the job is over, ranks that started but recorded no end were killed outright
-    (SIGKILL after the kill wait) and are shown as stopped.
+    kept. ``restarts`` is what the registry knew of the job's restarts (a reattach between a
+    requeued job's runs, before its rank files say so). Once the job is over, ranks that started
+    but recorded no end were killed outright (SIGKILL after the kill wait) and are shown as
+    stopped.
     """
     base = previous or JobStatus(job_id=job_id, state=JobState.PENDING, world_size=world_size)
-    restarts = base.restarts
+    restarts = max(base.restarts, restarts)
     if (sched is not None and previous is not None and previous.state in RAN_STATES
             and sched.state in BETWEEN_RUNS and sched.start_time != previous.start_time):
         restarts += 1  # requeued (preempted, node failure, scontrol requeue): a new run is coming

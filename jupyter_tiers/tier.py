@@ -232,8 +232,10 @@ class BatchTier(Tier):
         ranks = self.poll_ranks(asked)
         out = {}
         for rec in asked:
-            st = merge_status(rec.job_id, sched.get(rec.job_id), ranks.get(rec.job_id), rec.world_size)
-            self.registry.update(rec.key, state=st.state.value, nodelist=st.nodelist)
+            st = merge_status(rec.job_id, sched.get(rec.job_id), ranks.get(rec.job_id), rec.world_size,
+                              restarts=rec.restarts)
+            self.registry.update(rec.key, state=st.state.value, nodelist=st.nodelist,
+                                 restarts=st.restarts)
             out[rec.job_id] = st
         for rec in records:
             if rec.key in arrays:

@@ -352,6 +352,7 @@ class Watcher:
                 ranks.get(rec.job_id) if ranks is not None else None,
                 rec.world_size,
                 prev,
+                restarts=rec.restarts,
             )
             status = replace(status, controller_reachable=reachable, message=message)
             if prev is not None and prev.state.terminal:
@@ -368,7 +369,7 @@ class Watcher:
                     watched.status = status
                     subs = list(watched.subs)
                 # Record first: a listener (Job.wait) may return to code that reads the registry.
-                if prev is None or prev.state != status.state:
+                if prev is None or prev.state != status.state or prev.restarts != status.restarts:
                     self._record_state(rec, status)
                 for sub in subs:
                     _safe_call(sub.on_status, status)
@@ -382,7 +383,8 @@ class Watcher:
 
     def _record_state(self, rec: JobRecord, status: JobStatus) -> None:
         try:
-            self.tier.registry.update(rec.key, state=status.state.value, nodelist=status.nodelist)
+            self.tier.registry.update(rec.key, state=status.state.value, nodelist=status.nodelist,
+                                      restarts=status.restarts)
         except Exception:
             log.exception("registry update failed")
 

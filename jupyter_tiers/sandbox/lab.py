@@ -336,6 +336,7 @@ def write_lab_config(cluster: Cluster, path: Path = SYSTEM_CONFIG) -> tuple[bool
 
 def add_user(name: str, say: Callable[[str], None] = print, config: Path = SYSTEM_CONFIG) -> None:
     """``sandbox add-user NAME``: see the module docstring. Prints each step's outcome."""
+    check_user_name(name)
     _require_root("add-user")
     pw = lookup_user(name)
     _check_unlocked(name)
@@ -357,8 +358,8 @@ def add_user(name: str, say: Callable[[str], None] = print, config: Path = SYSTE
 def remove_user(name: str, say: Callable[[str], None] = print) -> None:
     """``sandbox remove-user NAME``: drop the association and the authorisation (the user's own
     key files stay theirs). Running jobs are not cancelled."""
-    _require_root("remove-user")
     check_user_name(name)
+    _require_root("remove-user")
     cluster = load_cluster()
     target = cluster.authorized_dir / name
     if target.is_file() or target.is_symlink():

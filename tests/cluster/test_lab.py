@@ -243,3 +243,34 @@ def test_students_run_as_themselves_and_cannot_touch_each_other(
         assert "EXIT 0" in own.stdout, own.stdout + own.stderr
     finally:
         subprocess.run(["scancel", sleeper_id], env=slurm, check=False, capture_output=True)
+
+
+def test_remove_user_takes_the_lab_away(lab_students: dict[str, list[str]],
+                                        cluster_env: dict[str, str]) -> None:
+    name = "jt-student3"
+    _ensure_user(name)
+    lab.add_user(name, say=lambda _line: None)
+    assert ssh_as(name, name, "id -un", cluster_env).stdout.strip() == name
+    said: list[str] = []
+    lab.remove_user(name, say=said.append)
+    assert said == [f"{name}: key no longer authorised for the cluster's sshd",
+                    f"{name}: Slurm association jtlab/{name} removed"]
+    refused = ssh_as(name, name, "id -un", cluster_env)
+    assert refused.returncode == 255 and "Permission denied (publickey)" in refused.stderr
+    assoc = subprocess.run(["sacctmgr", "-n", "-P", "show", "assoc", "where", f"user={name}",
+                            "format=account"], capture_output=True, text=True, check=True,
+                           env={**os.environ, "SLURM_CONF": cluster_env["SLURM_CONF"]})
+    assert lab.LAB_ACCOUNT not in assoc.stdout.split()
+    assert (Path(pwd.getpwnam(name).pw_dir) / ".ssh" / "jupyter_tiers_lab").exists()  # theirs, kept
+    said.clear()
+    lab.remove_user(name, say=said.append)  # again: nothing left to do, and it says so
+    assert said == [f"{name}: no key was authorised", f"{name}: had no Slurm association in jtlab"]
+
+
+def test_a_student_cannot_run_the_admin_commands(lab_students: dict[str, list[str]]) -> None:
+    out = as_student("jt-student1", textwrap.dedent("""\
+        from jupyter_tiers.cli import main
+        print("EXIT", main(["sandbox", "add-user", "jt-student1"]))
+    """))
+    assert "EXIT 1" in out.stdout, out.stdout + out.stderr
+    assert "sandbox add-user must run as root" in out.stderr and "Traceback" not in out.stderr

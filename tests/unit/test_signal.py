@@ -180,3 +180,31 @@ def _sched(state: JobState, start: str | None = None):
     from jupyter_tiers.model import SchedulerInfo
 
     return SchedulerInfo(job_id="7", state=state, start_time=start)
+
+
+def test_registry_records_restarts_and_migrates_a_layout_2_file(tmp_path) -> None:
+    import sqlite3
+
+    from jupyter_tiers.registry import JobRecord, Registry
+
+    path = tmp_path / "old.sqlite"
+    db = sqlite3.connect(path)
+    db.executescript(
+        "CREATE TABLE jobs (key TEXT PRIMARY KEY, kind TEXT NOT NULL DEFAULT 'job', profile TEXT NOT NULL,"
+        " tier TEXT NOT NULL, job_id TEXT NOT NULL, name TEXT NOT NULL, jobdir TEXT,"
+        " submitted_at REAL NOT NULL, state TEXT NOT NULL, nodelist TEXT,"
+        " world_size INTEGER NOT NULL DEFAULT 0, spec TEXT NOT NULL, script TEXT NOT NULL,"
+        " updated_at REAL NOT NULL, detail TEXT);"
+        "INSERT INTO jobs VALUES ('box/5', 'job', 'box', 'slurm', '5', 'old', '/j', 1, 'RUNNING',"
+        " NULL, 1, '{}', '', 1, NULL);"
+        "PRAGMA user_version = 2;")
+    db.close()
+    reg = Registry(path)
+    assert reg.get("box/5").restarts == 0 and reg.get("box/5").name == "old"
+    reg.update("box/5", state="PENDING", restarts=2)
+    reg.update("box/5", state="RUNNING")  # no count given: kept
+    assert (reg.get("box/5").state, reg.get("box/5").restarts) == ("RUNNING", 2)
+    reg.add(JobRecord(profile="box", tier="slurm", job_id="6", name="new", restarts=1))
+    assert reg.get("box/6").restarts == 1
+    # a status without the watcher (a reattached kernel between runs) keeps the registry's count
+    assert merge_status("5", _sched(JobState.PENDING), None, 1, restarts=2).restarts == 2

@@ -325,6 +325,7 @@ def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[s
         assert isinstance(status, JobStatus)
         view = {"job_id": rec.job_id, "job_name": rec.name, "profile": rec.profile,
                 "tier_kind": rec.tier, "script": rec.script, **state.status_traits(status),
+                "ranks_per_node": state.ranks_per_node(rec.spec, rec.world_size),
                 "summary": item["summary"] if status.state.terminal else ""}
     return {**item, "view": view}
 

@@ -1,6 +1,7 @@
 // jupyter-tiers JobView front end. Everything from the cluster is set with textContent, never
 // as HTML. Log lines arrive in batches as custom messages; the buffer is bounded by log_limit.
-// h() and fmt() come from view_common.js, which job_view.py puts in front of this module.
+// h() and fmt() come from view_common.js, which job_view.py puts in front of this module, and
+// jtRankGrid() (the node rows and legend) from rank_grid.js, put in front of it too.
 
 const PHASE_NAMES = { w: "waiting", r: "running", x: "exited", f: "failed", s: "stopped" };
 
@@ -35,9 +36,14 @@ function render({ model, el }) {
   const scriptPre = h("pre", "jt-script");
   scriptPre.hidden = true;
 
-  // Rank grid
+  // Rank grid: a legend (colours, counts, the first failure), then one row per node
+  const legend = h("div", "jt-legend");
   const grid = h("div", "jt-grid");
   const tip = h("div", "jt-tip");
+  const gridView = jtRankGrid(grid, legend, (i) => pickRank(i), (i) => {
+    hovered = i;
+    refreshTip();
+  });
 
   // Log
   const logBox = h("div", "jt-log");
@@ -46,8 +52,23 @@ function render({ model, el }) {
   // metrics_chart.js (put in front of this module by job_view.py) draws one SVG chart per
   // metric; the lab panel, which runs this view without it and has no metrics, draws none.
   const charts = h("div", "jt-metrics");
-  const drawCharts = typeof metricsChart === "function" ? metricsChart(charts) : () => {};
-  root.append(header, message, controls, scriptPre, grid, tip, charts, earlierNote, logBox, skippedNote, summary);
+  const drawCharts = typeof metricsChart === "function" ? metricsChart(charts) : null;
+  // The charts show the rank the log's filter shows (rank 0 for all ranks): one notion of "the
+  // rank I am looking at", so a click on a failed rank's cell brings its log and its curves.
+  let chartRank = model.get("metrics_rank") || 0;
+  function refreshCharts() {
+    if (!drawCharts) return;
+    drawCharts(model.get("metrics"), { rank: model.get("metrics_rank") || 0, wanted: chartRank,
+                                       note: model.get("metrics_note") || "" });
+  }
+  function chartsFollow(rank) {
+    const want = rank >= 0 ? rank : 0;
+    if (!drawCharts || want === chartRank) return;
+    chartRank = want;
+    model.send({ kind: "metrics_rank", rank: want });
+    refreshCharts();
+  }
+  root.append(header, message, controls, scriptPre, legend, grid, tip, charts, earlierNote, logBox, skippedNote, summary);
 
   function refreshEarlier() {
     const bytes = model.get("log_skipped_bytes");
@@ -125,25 +146,25 @@ function render({ model, el }) {
   function refreshGrid() {
     const ranks = model.get("ranks");
     const first = model.get("first_failure");
-    grid.style.setProperty("--jt-cols", String(Math.min(32, Math.max(8, Math.ceil(Math.sqrt(ranks.length * 4))))));
-    while (grid.children.length > ranks.length) grid.lastChild.remove();
-    while (grid.children.length < ranks.length) {
-      const i = grid.children.length;
-      const cell = h("div", "jt-rank");
-      cell.dataset.rank = String(i);
-      cell.addEventListener("mouseenter", () => { hovered = i; refreshTip(); });
-      cell.addEventListener("mouseleave", () => { if (hovered === i) hovered = -1; refreshTip(); });
-      cell.addEventListener("click", () => setFilter(filter === i ? -1 : i));
-      grid.appendChild(cell);
-    }
+    const cells = gridView.layout(ranks, model.get("nodelist"), model.get("ranks_per_node") || 0);
     ranks.forEach((cell, i) => {
-      const node = grid.children[i];
+      const node = cells[i];
       node.dataset.phase = cell[0];
       node.classList.toggle("jt-first-failure", i === first);
       node.classList.toggle("jt-selected", i === filter);
       node.title = rankLabel(i, cell);
     });
+    const f = first >= 0 && first < ranks.length ? ranks[first] : null;
+    const why = f && (f[2] === null || f[2] === undefined ? `signal ${f[3]}` : `exit ${f[2]}`);
+    gridView.refreshLegend(ranks, first, f ? `rank ${first}${f[1] ? " on " + f[1] : ""} (${why})` : "");
     refreshTip();
+  }
+
+  // A click on a rank (its cell or the first-failure button) shows only its log; again: all.
+  function pickRank(i) {
+    setFilter(filter === i ? -1 : i);
+    const cell = grid.querySelector(`.jt-rank[data-rank="${i}"]`);
+    if (cell && filter === i) cell.scrollIntoView({ block: "nearest", inline: "nearest" });
   }
 
   // The line under the grid: the hovered rank's details, else how many ranks are in each phase.
@@ -207,6 +228,7 @@ function render({ model, el }) {
   function setFilter(rank) {
     filter = rank;
     rankSelect.value = String(rank);
+    chartsFollow(rank);
     refreshGrid();
     redrawLog();
   }
@@ -293,18 +315,20 @@ function render({ model, el }) {
     model.on(`change:${name}`, refreshHeader);
   }
   model.on("change:ranks", refreshGrid);
+  model.on("change:nodelist", refreshGrid);
+  model.on("change:ranks_per_node", refreshGrid);
   model.on("change:first_failure", refreshGrid);
   model.on("change:world_size", refreshRankSelect);
   model.on("change:script", refreshScript);
   model.on("change:log_skipped_bytes", refreshEarlier);
-  model.on("change:metrics", () => drawCharts(model.get("metrics")));
+  for (const name of ["metrics", "metrics_rank", "metrics_note"]) model.on(`change:${name}`, refreshCharts);
 
   refreshHeader();
   refreshRankSelect();
   refreshGrid();
   refreshScript();
   refreshEarlier();
-  drawCharts(model.get("metrics"));
+  refreshCharts();
   model.send({ kind: "hello" });
   return () => clearInterval(ticker);
 }

@@ -14,14 +14,15 @@ import traitlets as t
 from ..errors import TiersError
 from ..handles import Job
 from ..logs import LogBatch
-from ..metrics import MetricsTracker
 from ..model import JobStatus
 from ..status import summary_line
 from .batcher import LineBatcher
-from .state import error_lines, lines_message, status_traits
+from .rank_metrics import RankMetrics
+from .state import error_lines, lines_message, ranks_per_node, status_traits
 from .view_common import view_module
 
 _HERE = Path(__file__).parent
+_HELPERS = ("metrics_chart.js", "rank_grid.js")  # put in front of the view's module
 
 
 class JobView(anywidget.AnyWidget):
@@ -32,8 +33,9 @@ class JobView(anywidget.AnyWidget):
     lines, and the kernel keeps at least as many, as message texts, for a reloaded page.
     """
 
-    # The metric charts' helpers, then the shared helpers and the view.
-    _esm = (_HERE / "metrics_chart.js").read_text(encoding="utf-8") + "\n" + view_module("job_view.js")
+    # The metric charts' and the rank grid's helpers, then the shared helpers and the view.
+    _esm = "\n".join([*((_HERE / name).read_text(encoding="utf-8") for name in _HELPERS),
+                       view_module("job_view.js")])
     _css = _HERE / "job_view.css"
 
     job_id = t.Unicode("").tag(sync=True)
@@ -48,6 +50,8 @@ class JobView(anywidget.AnyWidget):
     nodelist = t.Unicode("").tag(sync=True)
     checkpoint = t.Unicode("").tag(sync=True)  # newest entry of $JT_CHECKPOINT_DIR (full path)
     world_size = t.Int(0).tag(sync=True)
+    #: Ranks on each node as submitted (0: unknown): the grid's rows before the ranks start.
+    ranks_per_node = t.Int(0).tag(sync=True)
     ranks: t.List[list[Any]] = t.List().tag(sync=True)
     first_failure = t.Int(-1).tag(sync=True)
     message = t.Unicode("").tag(sync=True)
@@ -58,9 +62,13 @@ class JobView(anywidget.AnyWidget):
     lines_received = t.Int(0).tag(sync=True)
     cancel_requested = t.Bool(False).tag(sync=True)
     log_skipped_bytes = t.Int(0).tag(sync=True)
-    #: Rank 0's metrics read from the log, {key: [[x, y or None], ...]} (downsampled), for the
+    #: One rank's metrics read from the log, {key: [[x, y or None], ...]} (downsampled), for the
     #: SVG charts (metrics_chart.js); sent at most once every ``metrics_interval`` seconds.
     metrics = t.Dict().tag(sync=True)
+    #: The rank ``metrics`` is of (0 unless the front end asked for another: a metrics_rank message).
+    metrics_rank = t.Int(0).tag(sync=True)
+    #: Why the charted rank's earlier metrics are missing, if they are.
+    metrics_note = t.Unicode("").tag(sync=True)
     metrics_interval = 1.0
 
     #: When reattaching (``log_offset=None``), show at most this much of the log's end.
@@ -75,6 +83,7 @@ class JobView(anywidget.AnyWidget):
             profile=job.record.profile,
             tier_kind=job.record.tier,
             world_size=job.record.world_size,
+            ranks_per_node=ranks_per_node(job.record.spec, job.record.world_size),
             script=job.script,
             **kwargs,
         )
@@ -84,7 +93,7 @@ class JobView(anywidget.AnyWidget):
         self._buffer: collections.deque[tuple[str, int]] = collections.deque()  # (text, lines)
         self._buffered = 0
         self._batcher: LineBatcher[Any] = LineBatcher(self._send_lines, join=list)
-        self._metrics = MetricsTracker(job.metric_patterns(), max_points=200)
+        self._metrics = RankMetrics(job.metric_patterns(), max_points=200)
         self._metrics_sent = 0.0
         self.on_msg(self._on_front_end_msg)
         skip_partial = False
@@ -95,6 +104,7 @@ class JobView(anywidget.AnyWidget):
                 log_offset = 0
             skip_partial = log_offset > 0
             self.log_skipped_bytes = log_offset
+        self._metrics.start_at(log_offset)
         self._sub = job.tier.watcher.watch(
             job.record,
             on_status=self._on_status,
@@ -119,26 +129,24 @@ class JobView(anywidget.AnyWidget):
             self._buffered -= self._buffer.popleft()[1]
         self.lines_received += count + skipped
         self.send(msg)
-        self._track_metrics(msg["text"])
+        self._track_metrics(msg["text"], end=max((p.end for p in parts), default=None))
 
-    def _track_metrics(self, text: str, *, final: bool = False) -> None:
+    def _track_metrics(self, text: str, *, end: int | None = None, final: bool = False) -> None:
         """Read a batch's metrics (a bounded number of lines each batch) and refresh the charts'
         trait when ``metrics_interval`` has passed, or at the end."""
-        if text:
-            self._metrics.feed_sampled(text)
+        self._metrics.feed(text, end)
         now = time.monotonic()
         if final or now - self._metrics_sent >= self.metrics_interval:
             self._metrics_sent = now
-            data = self._metrics.chart_data()
-            if data != self.metrics:
-                self.metrics = data
+            self._show_metrics()
 
     def _on_end(self, status: JobStatus) -> None:
         self._batcher.close()
         self.final_status = status
         self._on_status(status)
         self._track_metrics("", final=True)
-        self.summary = summary_line(status, metric=self._metrics.main(), error=self._metrics.error)
+        rank0 = self._metrics.summary
+        self.summary = summary_line(status, metric=rank0.main(), error=rank0.error)
         self.job.tier.watcher.unwatch(self._sub)
         self.ended.set()
 
@@ -151,9 +159,23 @@ class JobView(anywidget.AnyWidget):
             text = "".join(t for t, _n in list(self._buffer))
             self.send({"kind": "lines", "text": text, "errors": error_lines(text), "skipped": 0,
                        "reset": True})
+        elif kind == "metrics_rank":
+            rank = content.get("rank")
+            if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < max(1, self.world_size):
+                self._metrics.pick(rank, lambda: self.job.tier.log_chunks(self.job.record, 0),
+                                   self._show_metrics)
         elif kind == "cancel" and not self.terminal:
             self.cancel_requested = True
             threading.Thread(target=self.job.cancel, name="jt-cancel", daemon=True).start()
+
+    def _show_metrics(self) -> None:
+        """Sync the charted rank's series (with the rank and note, which change together)."""
+        rank, note, data = self._metrics.snapshot()
+        with self.hold_sync():
+            if data != self.metrics:
+                self.metrics = data
+            self.metrics_rank = rank
+            self.metrics_note = note
 
     # --- Python API ----------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> JobStatus | None:

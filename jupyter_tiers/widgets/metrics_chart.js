@@ -1,5 +1,6 @@
 // Live metric charts for JobView: one small SVG line chart per metric, drawn from the widget's
-// `metrics` trait ({key: [[x, y|null], ...]}, already downsampled in the kernel). No charting
+// `metrics` trait ({key: [[x, y|null], ...]}, already downsampled in the kernel), of one rank
+// (`metrics_rank`; the view asks the kernel for the rank the log's filter shows). No charting
 // library; every label is set with textContent. job_view.py puts this file in front of the view.
 
 const JT_SVG = "http://www.w3.org/2000/svg";
@@ -40,11 +41,29 @@ function jtChartPoints(points, w, h) {
   return { path, min: y0, max: y1 };
 }
 
+// The line above the charts: whose metrics they are, and a pending switch to another rank.
+function jtChartHeading(rank, wanted, note) {
+  let text = `metrics of rank ${rank}`;
+  if (wanted !== rank) text += ` · reading rank ${wanted}'s log…`;
+  else if (rank !== 0) text += " · the log's rank filter picks the rank";
+  return note ? `${text} · ${note}` : text;
+}
+
+// Draws `data` (one rank's series); `info` is {rank, wanted, note}: the charted rank, the rank
+// asked for, and why the rank's earlier values are missing (if they are).
 function metricsChart(container) {
-  return function draw(data) {
+  return function draw(data, info) {
     const keys = Object.keys(data || {}).filter((k) => k !== "step");
+    const { rank = 0, wanted = rank, note = "" } = info || {};
     container.replaceChildren();
-    if (!keys.length) return;
+    if (!keys.length && rank === 0 && wanted === 0) return; // a job without metrics: no charts
+    const heading = h("div", "jt-chart-heading", jtChartHeading(rank, wanted, note));
+    heading.dataset.rank = String(rank);
+    container.appendChild(heading);
+    if (!keys.length) {
+      if (wanted === rank) container.appendChild(h("div", "jt-chart-more", `no metrics in rank ${rank}'s log`));
+      return;
+    }
     for (const key of keys.slice(0, JT_CHART_MAX)) {
       const pts = data[key] || [];
       const last = pts.length ? pts[pts.length - 1][1] : null;

@@ -54,6 +54,14 @@ def status_traits(status: JobStatus) -> dict[str, Any]:
     }
 
 
+def ranks_per_node(spec: Any, world_size: int) -> int:
+    """Ranks on each node of a job record's ``spec`` (its ``nodes``), or 0 when unknown or
+    uneven: the rank grid's rows before the ranks report their nodes."""
+    nodes = spec.get("nodes") if isinstance(spec, dict) else None
+    if isinstance(nodes, bool) or not isinstance(nodes, int) or nodes < 1 or world_size < 1:
+        return 0
+    return world_size // nodes if world_size % nodes == 0 else 0
+
 
 def error_lines(text: str) -> list[int]:
     """Indices of the lines of ``text`` (raw log lines, rank prefixes kept) that ERROR_RE would

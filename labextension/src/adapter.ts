@@ -159,6 +159,7 @@ export const JOB_DEFAULTS: Record<string, unknown> = {
   elapsed_s: -1,
   nodelist: '',
   world_size: 0,
+  ranks_per_node: 0,
   ranks: [],
   first_failure: -1,
   message: '',

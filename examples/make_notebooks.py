@@ -469,6 +469,15 @@ TEACHING_LAB: list[Cell] = [
         real Slurm cluster on this machine (4 nodes, two leaf switches `leaf1` = node1-2 and
         `leaf2` = node3-4 under one spine) and writes the `sandbox` profile used below.
         """),
+    md("lab-setup-md", """
+        **For a class** (the admin, as root, once): `jupyter tiers sandbox up --nodes 4 --lab`
+        writes the shared `sandbox` profile into `/etc/jupyter/tiers.yaml`, then
+        `jupyter tiers sandbox add-user NAME` for each student's Unix user gives them a Slurm
+        association and a key of their own (`~/.ssh/jupyter_tiers_lab`). Each student then runs
+        this notebook in their own Jupyter, unchanged: their jobs run as themselves, their job
+        directories under `~/jupyter-tiers` are theirs alone, `%tiers jobs` lists only their jobs,
+        and another student's job can be neither read nor cancelled.
+        """),
     code("parameters", """
         profile = "sandbox"  # the profile `jupyter tiers sandbox up` writes
         nodes = 4  # the cluster's node count: the gang job asks for all of them

@@ -1,7 +1,8 @@
 """Live metric charts in JobView, in a real JupyterLab in headless chromium, on a real Slurm job:
 rank 0's ``key=value`` prints become SVG line charts with their last values, rank 1's numbers
 are not mixed in, the step is the x axis, and the summary carries the main metric's last
-value. A screenshot is left in test-output/widget-metrics.png."""
+value; picking rank 1 in the log's rank filter charts rank 1's series. Screenshots are left in
+test-output/widget-metrics.png and widget-metrics-rank1.png."""
 
 from __future__ import annotations
 
@@ -59,4 +60,21 @@ def test_metrics_become_live_charts(page: Any, lab: Lab, box_tier: SlurmTier) ->
     OUTPUT.mkdir(exist_ok=True)
     cell.screenshot(path=str(OUTPUT / "widget-metrics.png"))
     assert box_tier.attach(job_id).status().state is JobState.COMPLETED
+
+    # The charts follow the log's rank filter: rank 1's series, read by the kernel from the log.
+    heading = widget.locator(".jt-metrics .jt-chart-heading")
+    expect(heading).to_have_text("metrics of rank 0")
+    widget.locator(".jt-rank-filter").select_option("1")
+    expect(heading).to_have_attribute("data-rank", "1")
+    expect(heading).to_have_text("metrics of rank 1 · the log's rank filter picks the rank")
+    expect(loss.locator(".jt-chart-last")).to_have_text("10.05")
+    expect(loss.locator(".jt-chart-range")).to_have_text("10.05 … 11")  # rank 1's values only
+    assert len((loss.locator("polyline").get_attribute("points") or "").split()) == 20
+    expect(widget.locator('.jt-chart[data-metric="ppl"] .jt-chart-last')).to_have_text("1.035")
+    cell.screenshot(path=str(OUTPUT / "widget-metrics-rank1.png"))
+    # The summary stays rank 0's; all ranks again charts rank 0.
+    expect(widget.locator(".jt-summary")).to_contain_text(" — ppl 1.035")
+    widget.locator(".jt-rank-filter").select_option("-1")
+    expect(heading).to_have_attribute("data-rank", "0")
+    expect(loss.locator(".jt-chart-range")).to_have_text("0.05 … 1")
     no_page_errors(page)

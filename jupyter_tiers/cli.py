@@ -16,6 +16,7 @@ USAGE = """usage: jupyter tiers COMMAND
   scale ID N | restart ID                          scale a service / roll its pods
   attach ID [--wait]                               follow a job or service as text
   profiles                                         list the configured profiles
+  login [--profile P]                              connect a Slurm profile (asks a login node's one-time code)
   history [-p P] [--days N] [--user U|all] [--state S] [--limit N]
                                                    jobs from Slurm accounting, any submitter
 """

@@ -106,6 +106,10 @@ def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageErro
 
     if isinstance(exc, HandoffError):
         return UsageError(str(exc))
+    from .transport.errors import OneTimeCodeRequired
+
+    if isinstance(exc, OneTimeCodeRequired):  # its message says who asks and why not here
+        return UsageError(str(exc))
     return UsageError(f"{type(exc).__name__}: {exc}")
 
 
@@ -308,6 +312,7 @@ class TiersMagics(Magics):
         %tiers delete ID                 delete a service
         %tiers scale ID N | restart ID   act on a service
         %tiers profiles
+        %tiers login [-p P]              connect a Slurm profile now (asks a login node's one-time code)
         %tiers history [-p P] [--days N] [--user U|all] [--state S] [--job ID [--tail N]]
                                          jobs from Slurm accounting, any submitter's
         """

@@ -72,6 +72,9 @@ def build_parser() -> argparse.ArgumentParser:
     restart = sub.add_parser("restart", help="roll every pod of a service")
     restart.add_argument("job")
     sub.add_parser("profiles", help="list the configured profiles")
+    login = sub.add_parser("login", help="connect a Slurm profile now (a login node's one-time "
+                           "code is asked here; every job, watcher and log then shares it)")
+    login.add_argument("--profile", "-p")
     history = sub.add_parser("history", help="jobs from Slurm accounting (sacct), any submitter")
     history.add_argument("--profile", "-p", help="a Slurm profile (default: the default profile)")
     history.add_argument("--days", "-d", type=_int_up_to(1_000_000), default=7,
@@ -129,6 +132,23 @@ def _handle(ref: str, kind: str | None = None) -> Any:
         other = {"job": "cancel", "service": "delete"}[record.kind]
         raise CommandUsage(
             f"%tiers: {ref} is a {record.kind}, not a {kind}; use %tiers {other} {ref}") from None
+
+
+def _login(profile: str | None) -> str:
+    """Connect the profile's cached tier now (asking for a one-time code if its host wants one)."""
+    from .api import connect
+
+    tier = connect(profile)
+    transport = getattr(tier, "transport", None) if tier.profile.tier == "slurm" else None
+    if transport is None:
+        raise CommandUsage(f"%tiers login: {tier.name} is a {tier.profile.tier} profile; only Slurm "
+                           "profiles log in (over SSH)")
+    was = transport.connected
+    transport.connect()
+    how = "was already connected to" if was else "connected to"
+    note = "; the one-time code is not kept: a reconnect asks again" if transport.code_prompts else ""
+    return (f"{tier.name} {how} {transport.target}: its jobs, watchers and logs share this "
+            f"connection{note}")
 
 
 def run(argv: list[str], shell: Any = None) -> Any:
@@ -203,6 +223,8 @@ def run(argv: list[str], shell: Any = None) -> Any:
             elif not all(r.ours for r in found.rows):
                 print("(FROM other: not submitted by jupyter-tiers; read-only: "
                       "%tiers history --job ID shows one with its output)")
+    elif args.command == "login":
+        print(_login(args.profile))
     elif args.command == "attach":
         from .display import show_handle
 

@@ -274,3 +274,13 @@ def test_a_student_cannot_run_the_admin_commands(lab_students: dict[str, list[st
     """))
     assert "EXIT 1" in out.stdout, out.stdout + out.stderr
     assert "sandbox add-user must run as root" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_up_lab_writes_the_same_shared_profile(lab_students: dict[str, list[str]]) -> None:
+    before = lab.SYSTEM_CONFIG.read_text()  # written by add-user
+    up = subprocess.run([sys.executable, "-m", "jupyter_tiers.cli", "sandbox", "up", "--lab"],
+                        capture_output=True, text=True, timeout=900, check=False)
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "kept the lab profile 'sandbox' in /etc/jupyter/tiers.yaml" in up.stdout
+    assert "add each student with: jupyter tiers sandbox add-user NAME" in up.stdout
+    assert lab.SYSTEM_CONFIG.read_text() == before

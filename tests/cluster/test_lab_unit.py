@@ -157,3 +157,31 @@ def test_bad_user_name_answered_in_one_line(capsys: pytest.CaptureFixture[str]) 
     err = capsys.readouterr().err
     assert err.startswith("jupyter tiers sandbox remove-user: 'Bad;Name' is not a user name")
     assert err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_lab_python_is_this_one_only_when_every_user_may_run_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+    import sys
+    import tempfile
+
+    top = Path(tempfile.mkdtemp(prefix="jt-lab-python-", dir="/tmp"))
+    try:
+        top.chmod(0o755)
+        base, venv = top / "base", top / "venv"
+        lib = base / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+        lib.mkdir(parents=True)
+        (lib / "os.py").write_text("")
+        (venv / "bin").mkdir(parents=True)
+        exe = venv / "bin" / "python"
+        exe.write_text("#!/bin/sh\n")
+        for path in (top, base, base / "lib", lib, venv, venv / "bin", exe):
+            path.chmod(0o755)
+        monkeypatch.setattr(sys, "executable", str(exe))
+        monkeypatch.setattr(sys, "prefix", str(venv))
+        monkeypatch.setattr(sys, "base_prefix", str(base))
+        assert lab.lab_python() == (str(exe), [f"source {venv}/bin/activate"], None)
+        base.chmod(0o700)  # the interpreter's own library is private (a pyenv under /root)
+        python, setup, note = lab.lab_python()
+        assert (python, setup) == ("python3", []) and note and str(exe) in note
+    finally:
+        shutil.rmtree(top)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -25,9 +26,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from ..arrays import PARAMS_FILE, TASKS_DIR, counts_detail, params_json, plan_of, task_files
 from ..config import LOCAL_SERVE_DEFAULTS, Profile
 from ..errors import SpecError, SubmitError
 from ..handles import Job
@@ -278,6 +281,8 @@ class LocalTier(BatchTier):
 
     def submit(self, spec: JobSpec) -> Job:
         """Write the job directory, start its supervisor detached, record the job."""
+        if plan_of(spec) is not None:
+            return self._submit_array(spec)
         script = self.render(spec)
         files = job_files(spec)
         files[jobstate.BATCH_FILE] = (script, 0o600)
@@ -328,14 +333,74 @@ class LocalTier(BatchTier):
         self.registry.add(record)
         return Job(self, record)
 
-    def _launch(self, jobdir: Path) -> None:
+    def _submit_array(self, spec: JobSpec) -> Job:
+        """An array: one directory ``ID-NAME`` with a complete job directory per task
+        (``tasks/<i>``, job id ``ID_i``), run by one detached array supervisor that keeps at most
+        the array's limit of tasks running (local/array_supervisor.py). One registry record."""
+        from .array_supervisor import ARRAY_FILE
+
+        plan = plan_of(spec)
+        assert plan is not None
+        script = self.render(spec)
+        array_id, arraydir = self._new_jobdir(spec.name)
+        (arraydir / TASKS_DIR).mkdir(mode=0o700)
+        now = time.time()
+        for i, params in zip(plan.indices, plan.params, strict=True):
+            task_id, taskdir = f"{array_id}_{i}", arraydir / TASKS_DIR / str(i)
+            taskdir.mkdir(mode=0o700)
+            task_spec = spec
+            if spec.checkpoint_dir is None:  # as a job's: {workdir}/{name}/{job id}/checkpoints
+                with contextlib.suppress(SpecError):
+                    task_spec = replace(spec, checkpoint_dir=os.path.join(
+                        self.workdir, spec.name, task_id, "checkpoints"))
+                    validate_spec(task_spec)
+            files = task_files(task_spec, job_files(task_spec))
+            files[PARAMS_FILE] = (params_json(params) + "\n", 0o600)
+            files[jobstate.BATCH_FILE] = (self.render(task_spec) + "".join(
+                f"export {k}={shlex.quote(v)}\n" for k, v in (
+                    ("JT_PARAMS", params_json(params)), ("SLURM_ARRAY_JOB_ID", array_id),
+                    ("SLURM_ARRAY_TASK_ID", str(i)), ("SLURM_ARRAY_TASK_COUNT", str(len(plan))),
+                    ("SLURM_ARRAY_TASK_MIN", str(plan.indices[0])),
+                    ("SLURM_ARRAY_TASK_MAX", str(plan.indices[-1])))), 0o600)
+            self._write_job_dir(task_spec, taskdir, task_id, files, now)
+        with os.fdopen(_open_private(arraydir / ARRAY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w",
+                       encoding="utf-8") as f:
+            f.write(_json({"tasks": list(plan.indices), "limit": plan.limit}))
+        self._launch(arraydir, "jupyter_tiers.local.array_supervisor")
+        record = JobRecord(profile=self.name, tier=self.kind, job_id=array_id, name=spec.name,
+                           jobdir=str(arraydir), world_size=spec.world_size, spec=spec_for_record(spec),
+                           script=script, detail=counts_detail([JobState.PENDING] * len(plan)))
+        self.registry.add(record)
+        return self.job(record)
+
+    def _write_job_dir(self, spec: JobSpec, jobdir: Path, job_id: str,
+                       files: dict[str, tuple[str, int]], now: float) -> None:
+        """A task's job directory as submit writes a job's: files, ranks/, job.log, plan, state."""
+        for fname, (content, mode) in files.items():
+            fd = os.open(jobdir / fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, mode)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(content)
+        (jobdir / RANKS_DIR).mkdir(mode=0o700)
+        os.close(_open_private(jobdir / LOG_NAME, os.O_WRONLY | os.O_CREAT))
+        plan = {"job_id": job_id, "name": spec.name, "nodes": spec.nodes,
+                "ranks_per_node": spec.ranks_per_node, "launcher": spec.launcher,
+                "program": _program(spec, jobdir), "rdzv_port": spec.rdzv_port,
+                "cpus_per_task": spec.cpus_per_task, "time_limit_s": slurmenv.parse_time_limit(spec.time)}
+        with os.fdopen(_open_private(jobdir / jobstate.PLAN_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w",
+                       encoding="utf-8") as f:
+            f.write(_json(plan))
+        jobstate.write_state(jobdir, {"job_id": job_id, "name": spec.name, "state": "PENDING",
+                                      "submitted_at": now, "world_size": spec.world_size,
+                                      "nodelist": slurmenv.nodelist(spec.nodes), "updated_at": now})
+
+    def _launch(self, jobdir: Path, module: str = "jupyter_tiers.local.supervisor") -> None:
         """Start the supervisor in its own session; it forks away and this returns at once."""
         import jupyter_tiers
 
         # ``python -m`` puts the working directory first on sys.path: start where this package is
         # importable from (the supervisor then moves into the job directory).
         root = Path(jupyter_tiers.__file__).resolve().parent.parent
-        argv = [sys.executable, "-m", "jupyter_tiers.local.supervisor", "--detach", str(jobdir)]
+        argv = [sys.executable, "-m", module, "--detach", str(jobdir)]
         log_flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
         with os.fdopen(_open_private(jobdir / jobstate.SUPERVISOR_LOG, log_flags), "ab") as log:
             proc = subprocess.Popen(

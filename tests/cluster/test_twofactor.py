@@ -7,6 +7,7 @@ here from the sandbox's secret, as an authenticator app would.
 
 from __future__ import annotations
 
+import io
 import logging
 import threading
 from collections.abc import Iterator
@@ -217,3 +218,52 @@ def test_the_cached_tier_of_a_profile_is_the_one_connection(
     finally:
         api.close_all()
     assert len(prompter.requests) == 1
+
+
+def _cli_env(tiers_2fa: Path, tmp_path: Path) -> dict[str, str]:
+    import os
+
+    return {**os.environ, "JUPYTER_TIERS_CONFIG": str(tiers_2fa),
+            "JUPYTER_TIERS_REGISTRY": str(tmp_path / "cli-registry.sqlite")}
+
+
+def test_jupyter_tiers_login_asks_in_the_terminal(
+    tiers_2fa: Path, secret: str, tmp_path: Path, twofactor: dict[str, str]
+) -> None:
+    import sys
+
+    import pexpect
+
+    cli = str(Path(sys.executable).parent / "jupyter-tiers")
+    child = pexpect.spawn(cli, ["login", "-p", PROFILE], env=_cli_env(tiers_2fa, tmp_path),
+                          encoding="utf-8", timeout=60)
+    transcript = io.StringIO()
+    child.logfile_read = transcript  # everything the terminal showed
+    try:
+        child.expect_exact(f"profile '{PROFILE}' (root@127.0.0.1:{twofactor['JT_SSH_2FA_PORT']}) "
+                           "asks for a one-time code")
+        child.expect_exact("Verification code: ")
+        code = totp(secret)
+        child.sendline(code)
+        child.expect_exact(f"{PROFILE} connected to root@127.0.0.1:")
+        child.expect(pexpect.EOF)
+    finally:
+        child.close()
+    assert child.exitstatus == 0
+    shown = transcript.getvalue()
+    assert "a reconnect asks again" in shown
+    assert not contains_code(shown, code)  # getpass: the code is not echoed
+
+
+def test_jupyter_tiers_login_without_a_terminal_fails_at_once(
+    tiers_2fa: Path, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    cli = str(Path(sys.executable).parent / "jupyter-tiers")
+    proc = subprocess.run([cli, "login", "-p", PROFILE], env=_cli_env(tiers_2fa, tmp_path),
+                          stdin=subprocess.DEVNULL, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith(f"jupyter tiers: profile '{PROFILE}' (root@127.0.0.1:")
+    assert "no terminal to ask in" in proc.stderr and "Traceback" not in proc.stderr

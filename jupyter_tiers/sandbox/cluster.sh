@@ -943,6 +943,7 @@ cmd_down() {
         ok "${CANCELLED:+cancelled $CANCELLED}"
     fi
     stop_pidfile "$RUN/sshd.pid" sshd 10 && stopped+=(sshd)
+    stop_pidfile "$RUN/sshd-2fa.pid" jtbox-2fa-sshd 10 && stopped+=(sshd-2fa)   # twofactor.sh's second sshd
     stop_slurmds_quiet && stopped+=(slurmd)
     stop_ctld_quiet && stopped+=(slurmctld)
     stop_pidfile "$RUN/slurmdbd.pid" slurmdbd 30 && stopped+=(slurmdbd)

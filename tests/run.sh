@@ -33,6 +33,8 @@ fi
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
   echo "[run] starting the Slurm test cluster"
   bash jupyter_tiers/sandbox/cluster.sh up
+  echo "[run] starting its second sshd (key, then a one-time code; installs libpam-google-authenticator)"
+  bash jupyter_tiers/sandbox/twofactor.sh up
 else
   echo "[run] WARNING: not root or no apt-get: the Slurm cluster cannot be started;" \
        "cluster tests will be SKIPPED (in CI they fail instead)" >&2

@@ -410,6 +410,8 @@ AccountingStorageHost=localhost
 AccountingStoragePort=$DBD_PORT
 # Only users with an association (root; students added by "sandbox add-user") may submit.
 AccountingStorageEnforce=associations
+# A student sees their own jobs only (squeue, scontrol); root sees all.
+PrivateData=jobs
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=30
 JobCompType=jobcomp/none
@@ -451,6 +453,8 @@ StoragePort=$DB_PORT
 StorageUser=slurm
 StoragePass=$(cat "$ETC/db.pass")
 StorageLoc=slurm_acct_db
+# sacct: a student sees their own jobs only.
+PrivateData=jobs
 EOF
 }
 

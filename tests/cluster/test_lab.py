@@ -213,6 +213,10 @@ def test_students_run_as_themselves_and_cannot_touch_each_other(
                       cluster_env)
         assert peek.returncode != 0 and "whoami" not in peek.stdout
         assert peek.stderr.count("Permission denied") == 3, peek.stderr
+        # Slurm's PrivateData: student 2's squeue and sacct show none of student 1's jobs.
+        seen = ssh_as("jt-student2", "jt-student2",
+                      "squeue -h -o %u; sacct -a -X -n -S now-1days -o User%40", cluster_env)
+        assert seen.returncode == 0 and "jt-student1" not in seen.stdout, seen.stdout + seen.stderr
         # Slurm refuses student 2's scancel; the job goes on.
         kill = ssh_as("jt-student2", "jt-student2", f"scancel {sleeper_id}", cluster_env)
         assert kill.returncode != 0 and "Access/permission denied" in kill.stderr, kill.stderr

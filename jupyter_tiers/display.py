@@ -32,6 +32,10 @@ def show_job(job: Job, *, wait: bool = False, text: bool = False, attach: bool =
     ``attach`` (reattaching to a job that may have run for a while): the widget shows only the
     end of the log so far, then follows it.
     """
+    from .array_job import ArrayJob
+
+    if isinstance(job, ArrayJob):
+        return show_array(job, wait=wait, text=text, attach=attach, timeout=timeout)
     if text or not widgets_available():
         from .widgets.text import TextView
 
@@ -53,6 +57,33 @@ def show_job(job: Job, *, wait: bool = False, text: bool = False, attach: bool =
         # The widget's summary carries the main metric and a failed job's first error line; it is
         # set just after final_status, so a wait that timed out in between falls back.
         print(widget.summary if widget.ended.is_set() and widget.summary else summary_line(status))
+    return status
+
+
+def show_array(job: Any, *, wait: bool = False, text: bool = False, attach: bool = False,
+               timeout: float | None = None) -> JobStatus | None:
+    """The view of a job array: one widget (a row per task), or the text view."""
+    try:
+        from .widgets.array_view import ArrayView
+    except ImportError:  # anywidget missing: the text view
+        text = True
+    if text or not widgets_available():
+        from .widgets.array_text import ArrayTextView
+
+        view = ArrayTextView(job, attach=attach)
+        if wait:
+            return view.run(timeout)
+        print(view.header() + f" — follow it with %tiers attach {job.id}")
+        return None
+    from IPython.display import display
+
+    widget = ArrayView(job)
+    display(widget)
+    if not wait:
+        return None
+    status = widget.wait(timeout)
+    if status is not None:
+        print(widget.summary or job.summary())
     return status
 
 

@@ -157,7 +157,11 @@ def _plural(n: int, word: str) -> str:
 
 
 def job_size(record: JobRecord) -> str:
-    """``4 ranks on 2 nodes``."""
+    """``4 ranks on 2 nodes``; an array's task counts (``16 tasks: 14 COMPLETED, 2 FAILED``)."""
+    from .arrays import detail_counts, is_array
+
+    if is_array(record):
+        return detail_counts(record.detail) or "array"
     nodes = record.spec.get("nodes") if isinstance(record.spec, dict) else None
     text = _plural(record.world_size, "rank")
     if isinstance(nodes, int) and nodes > 0:
@@ -240,8 +244,20 @@ def record(ref: str, registry: Registry | None = None) -> JobRecord:
 
 def attach(ref: str, kind: str | None = None) -> Handle:
     """The Job or Service handle of ``ref``. With ``kind``, a record of the other kind is a
-    :class:`WrongKind` error naming the verb that applies."""
-    rec = record(ref)
+    :class:`WrongKind` error naming the verb that applies. ``ID_7`` is task 7 of array ID."""
+    from .arrays import is_array, split_task_ref
+
+    try:
+        rec = record(ref)
+    except JobNotFound:
+        task = split_task_ref(ref)
+        if task is None:
+            raise
+        array = record(task[0])
+        if not is_array(array):
+            raise
+        handle = _connect(array.profile, array.kind).handle(array)
+        return handle.task(task[1])  # type: ignore[attr-defined,no-any-return]
     if kind is not None and rec.kind != kind:
         other = {"job": "cancel", "service": "delete"}[rec.kind]
         raise WrongKind(f"{ref} is a {rec.kind}, not a {kind}; use {other}")

@@ -52,6 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs.add_argument("--profile", "-p")
     jobs.add_argument("--limit", type=_int_up_to(1_000_000), default=20)
     jobs.add_argument("--kind", choices=["job", "service"])
+    jobs.add_argument("job", nargs="?", help="an array's id: one row per task")
     attach = sub.add_parser("attach", help="show the live view of a job or service")
     attach.add_argument("job", help="job id, service name, or profile/id")
     attach.add_argument("--text", action="store_true")
@@ -102,7 +103,10 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
         if r.kind == "service":
             size, where = r.detail or "-", r.nodelist or "-"
         else:
-            size, where = str(r.world_size), r.nodelist or "-"
+            from .arrays import detail_counts, is_array
+
+            counts = detail_counts(r.detail) if is_array(r) else None
+            size, where = counts or str(r.world_size), r.nodelist or "-"
         rows.append((r.job_id, r.kind, r.name, r.profile, r.tier, r.state, size, where, ago))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
@@ -160,7 +164,19 @@ def run(argv: list[str], shell: Any = None) -> Any:
         args = build_parser().parse_args(argv)
     except _HelpShown:
         return None
-    if args.command == "jobs":
+    if args.command == "jobs" and args.job is not None:
+        from .array_job import ArrayJob
+        from .arrays import format_tasks
+
+        handle = _handle(args.job, "job")
+        if not isinstance(handle, ArrayJob):
+            print(format_jobs([handle.record]))
+            return None
+        tasks = handle.task_statuses()
+        _failures, metrics = handle.task_results(tasks)
+        print(format_jobs([handle.tier.registry.get(handle.key)]))
+        print(format_tasks(handle.plan, tasks, metrics))
+    elif args.command == "jobs":
         from . import service
 
         listing = service.list_items(limit=args.limit, profile=args.profile, kind=args.kind)

@@ -1,0 +1,167 @@
+"""--signal and --requeue on the real Slurm test cluster: the signal reaches every rank's program
+(once), and a job requeued mid-run stays one job with one continuous log, its restart marked."""
+
+from __future__ import annotations
+
+import functools
+import textwrap
+import threading
+from pathlib import Path
+
+import pytest
+
+from jupyter_tiers.model import JobState, JobStatus, RankPhase
+from jupyter_tiers.registry import Registry
+from jupyter_tiers.requeue import restart_marker
+from jupyter_tiers.slurm.tier import SlurmTier
+from jupyter_tiers.status import summary_line
+from tests import helpers
+
+pytestmark = pytest.mark.cluster
+
+wait_for = functools.partial(helpers.wait_for, interval=0.5)
+
+# Every rank: note USR1 in a handler, say "ready", wait for it (up to ~5 minutes), then report how
+# many times it came (a second delivery would show as 2) and the run it belongs to.
+CATCHER = textwrap.dedent(
+    """\
+    import os, signal, time
+    got = []
+    signal.signal(signal.SIGUSR1, lambda *a: got.append(time.time()))
+    print("ready", flush=True)
+    for _ in range(3000):
+        if got:
+            break
+        time.sleep(0.1)
+    time.sleep(2)  # a duplicate delivery would land here
+    print(f"got USR1 x{len(got)}" if got else "no USR1", flush=True)
+    """
+)
+
+
+def _ready(job, world: int) -> bool:
+    log = job.logs()
+    return all(f"{r}: ready\n" in log for r in range(world))
+
+
+def _assert_every_rank_got_it_once(job, world: int) -> None:
+    for r in range(world):
+        lines = job.logs(rank=r).splitlines()
+        assert lines == ["ready", "got USR1 x1"], (r, job.logs())
+
+
+def _send_batch(box: SlurmTier, job_id: str, sig: str = "USR1") -> None:
+    # What the --signal timer does: signal the batch shell only (B:), by hand.
+    result = box.transport.run(["scancel", "--batch", f"--signal={sig}", job_id], check=False)
+    assert result.exit_status == 0, result.stderr
+
+
+def test_signal_reaches_every_srun_rank_once(box: SlurmTier) -> None:
+    job = box.submit(box.make_spec(CATCHER, name="sig-srun", nodes=2, ntasks_per_node=2,
+                                   signal="USR1@30"))
+    assert "#SBATCH --signal=B:USR1@30" in job.script
+    wait_for(lambda: _ready(job, 4), timeout=180)
+    _send_batch(box, job.id)
+    status = job.wait(timeout=180)
+    assert status.state is JobState.COMPLETED, job.logs()
+    assert [r.phase for r in status.ranks] == [RankPhase.EXITED] * 4
+    _assert_every_rank_got_it_once(job, 4)
+
+
+def test_signal_reaches_torchrun_ranks_and_the_agent_survives(box: SlurmTier) -> None:
+    pytest.importorskip("torch", reason="torch is not installed in the venv: torchrun is missing")
+    job = box.submit(box.make_spec(CATCHER, name="sig-torchrun", nodes=2, launcher="torchrun",
+                                   nproc_per_node=2, signal="USR1@30"))
+    wait_for(lambda: _ready(job, 4), timeout=240)
+    _send_batch(box, job.id)
+    status = job.wait(timeout=240)
+    assert status.state is JobState.COMPLETED, job.logs()
+    _assert_every_rank_got_it_once(job, 4)
+
+
+def test_signal_reaches_a_bash_body(box: SlurmTier) -> None:
+    body = textwrap.dedent(
+        """\
+        n=0
+        trap 'n=$((n + 1))' USR2
+        echo ready
+        for i in $(seq 3000); do [ "$n" -gt 0 ] && break; sleep 0.1; done
+        sleep 2
+        echo "got USR2 x$n"
+        """
+    )
+    job = box.submit(box.make_spec(body, name="sig-shell", nodes=2, shell=True, signal="USR2@30"))
+    wait_for(lambda: _ready(job, 2), timeout=180)
+    _send_batch(box, job.id, "USR2")
+    status = job.wait(timeout=180)
+    assert status.state is JobState.COMPLETED, job.logs()
+    for r in range(2):
+        lines = job.logs(rank=r).splitlines()
+        # slurmstepd signals every process of the step, as Slurm does: the body's foreground
+        # `sleep` dies of it and bash says so; the body's own trap ran once.
+        assert lines[0] == "ready" and lines[-1] == "got USR2 x1", job.logs()
+        assert set(lines[1:-1]) <= {"User defined signal 2"}, job.logs()
+
+
+def test_signal_timer_before_the_time_limit(box: SlurmTier) -> None:
+    """The real timer: a 2-minute limit and USR1@100 — Slurm sends it some 20-80 s in (it checks
+    about every 30 s); every rank checkpoints and exits before the limit."""
+    job = box.submit(box.make_spec(CATCHER, name="sig-timer", nodes=2, time="00:02:00",
+                                   signal="USR1@100"))
+    status = job.wait(timeout=300)
+    assert status.state is JobState.COMPLETED, job.logs()
+    _assert_every_rank_got_it_once(job, 2)
+
+
+REQUEUED = textwrap.dedent(
+    """\
+    import os, time
+    run = os.environ["JT_RESTART_COUNT"]
+    print(f"run {run} slurm {os.environ.get('SLURM_RESTART_COUNT', 'unset')} begins", flush=True)
+    if run == "0":
+        time.sleep(600)  # requeued before this ends
+    print(f"run {run} done", flush=True)
+    """
+)
+
+
+def test_requeue_mid_job_keeps_one_job_and_one_log(box: SlurmTier, tmp_path: Path) -> None:
+    job = box.submit(box.make_spec(REQUEUED, name="requeue", nodes=2, requeue=True))
+    seen: list[JobStatus] = []
+    lines: list[str] = []
+    ended = threading.Event()
+    box.watcher.watch(job.record, on_status=seen.append, on_end=lambda s: ended.set(),
+                      on_lines=lambda batch: lines.extend(ln.text if ln.rank is None else
+                                                          f"{ln.rank}: {ln.text}" for ln in batch))
+    wait_for(lambda: all(f"{r}: run 0 slurm unset begins" in lines for r in range(2)), timeout=180)
+    result = box.transport.run(["scontrol", "requeue", job.id], check=False)
+    assert result.exit_status == 0, result.stderr
+    # Slurm holds a requeued job about two minutes (its begin time) before the next run.
+    assert ended.wait(420), [s.state for s in seen]
+    final = seen[-1]
+    assert final.state is JobState.COMPLETED and final.restarts == 1, final
+    states = [s.state for s in seen]
+    first_pending = next(i for i, s in enumerate(seen) if s.state is JobState.PENDING and s.restarts)
+    assert JobState.RUNNING in states[:first_pending] and JobState.RUNNING in states[first_pending:]
+    assert all(r.phase is RankPhase.WAITING for r in seen[first_pending].ranks)  # the new run's grid
+    assert [r.attempt for r in final.ranks] == [1, 1]
+    assert [r.phase for r in final.ranks] == [RankPhase.EXITED] * 2
+    # One continuous log: run 0's lines, the marker, run 1's lines (live, and read afterwards).
+    marker = restart_marker(1)
+    for text in (lines, job.logs().splitlines()):
+        at = text.index(marker)
+        assert {f"{r}: run 0 slurm unset begins" for r in range(2)} <= set(text[:at]), text
+        assert {f"{r}: run 1 slurm 1 begins" for r in range(2)} <= set(text[at:]), text
+        assert {f"{r}: run 1 done" for r in range(2)} <= set(text[at:]), text
+        assert text.count(marker) == 1
+    assert summary_line(final).startswith(f"job {job.id} COMPLETED after 1 restart in ")
+    assert box.registry.get(job.id).restarts == 1
+    # A restarted kernel: a new tier and registry connection reattaches and sees the same.
+    other = SlurmTier(box.profile, Registry(tmp_path / "registry.sqlite"))
+    try:
+        again = other.attach(job.id)
+        status = again.status()
+        assert (status.state, status.restarts) == (JobState.COMPLETED, 1)
+        assert marker in again.logs().splitlines()
+    finally:
+        other.close()

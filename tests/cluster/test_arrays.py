@@ -46,7 +46,7 @@ def test_sweep_delivers_params_and_summarises(box: SlurmTier) -> None:
         assert got == want, log
         assert f"params {json.dumps(want, sort_keys=True)}" in log
     summary = job.summary(tasks=tasks)
-    assert summary.startswith("array %s (4 tasks) 3 COMPLETED, 1 FAILED (task 3: rank 0" % job.id), summary
+    assert summary.startswith(f"array {job.id} (4 tasks) 3 COMPLETED, 1 FAILED (task 3: rank 0"), summary
     assert "ValueError: lr too high for bs 64" in summary
     assert summary.endswith("best loss 1.032 at lr=0.1 bs=32"), summary
     record = box.registry.get(job.id)

@@ -19,12 +19,13 @@ SWEEP = textwrap.dedent(
     """\
     import json, os, time
     print("JT_PARAMS", os.environ["JT_PARAMS"], flush=True)
-    print("task", os.environ["SLURM_ARRAY_TASK_ID"], "params", json.dumps(params, sort_keys=True))
-    open(os.path.join(os.environ["JT_JOB_DIR"], "..", "..", "running-" + os.environ["SLURM_ARRAY_TASK_ID"]), "w").close()
+    task = os.environ["SLURM_ARRAY_TASK_ID"]
+    print("task", task, "params", json.dumps(params, sort_keys=True))
+    top = os.path.join(os.environ["JT_JOB_DIR"], "..", "..")
+    open(os.path.join(top, "running-" + task), "w").close()
     time.sleep(0.3)
-    live = [n for n in os.listdir(os.path.join(os.environ["JT_JOB_DIR"], "..", "..")) if n.startswith("running-")]
-    print("concurrent", len(live), flush=True)
-    os.remove(os.path.join(os.environ["JT_JOB_DIR"], "..", "..", "running-" + os.environ["SLURM_ARRAY_TASK_ID"]))
+    print("concurrent", len([n for n in os.listdir(top) if n.startswith("running-")]), flush=True)
+    os.remove(os.path.join(top, "running-" + task))
     if params["lr"] == 0.3 and params["bs"] == 64:
         raise ValueError("diverged")
     print(f"loss={params['lr'] + params['bs'] / 1000:.4f}")
@@ -49,8 +50,8 @@ def test_sweep_runs_every_task_with_its_params_under_the_limit(ip, capsys) -> No
     assert out.startswith(f"sweep {job.id} (sw) submitted to local: 4 tasks of 1 rank, at most 2 at once")
     assert "[task 3 lr=0.3 bs=64] FAILED" in out
     summary = out.strip().splitlines()[-1]
-    assert summary.startswith(f"array {job.id} (4 tasks) 3 COMPLETED, 1 FAILED (task 3: rank 0 (local0) exit 1"
-                              " — ValueError: diverged)"), summary
+    assert summary.startswith(f"array {job.id} (4 tasks) 3 COMPLETED, 1 FAILED (task 3: rank 0 "
+                              "(local0) exit 1 — ValueError: diverged)"), summary
     assert summary.endswith("; best loss 0.132 at lr=0.1 bs=32"), summary
     want = [{"lr": 0.1, "bs": 32}, {"lr": 0.1, "bs": 64}, {"lr": 0.3, "bs": 32}, {"lr": 0.3, "bs": 64}]
     most = 0
@@ -70,8 +71,9 @@ def test_sweep_runs_every_task_with_its_params_under_the_limit(ip, capsys) -> No
     header = next(i for i, ln in enumerate(expanded) if ln.startswith("TASK"))
     assert expanded[header].split() == ["TASK", "PARAMS", "STATE", "ELAPSED", "EXIT", "METRIC"]
     task_rows = [ln.split() for ln in expanded[header + 1:]]
-    assert [r[:4] for r in task_rows] == [["0", "lr=0.1", "bs=32", "COMPLETED"], ["1", "lr=0.1", "bs=64", "COMPLETED"],
-                                         ["2", "lr=0.3", "bs=32", "COMPLETED"], ["3", "lr=0.3", "bs=64", "FAILED"]]
+    assert [r[:4] for r in task_rows] == [
+        ["0", "lr=0.1", "bs=32", "COMPLETED"], ["1", "lr=0.1", "bs=64", "COMPLETED"],
+        ["2", "lr=0.3", "bs=32", "COMPLETED"], ["3", "lr=0.3", "bs=64", "FAILED"]]
     assert task_rows[0][-2:] == ["loss", "0.132"]
     # One task's log by its Slurm name.
     tiers_command.run(["logs", f"{job.id}_2", "--rank", "0"])

@@ -267,3 +267,46 @@ def test_jupyter_tiers_login_without_a_terminal_fails_at_once(
     assert proc.returncode == 1
     assert proc.stderr.startswith(f"jupyter tiers: profile '{PROFILE}' (root@127.0.0.1:")
     assert "no terminal to ask in" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_watcher_that_cannot_ask_says_so_and_a_login_brings_it_back(
+    tiers_2fa: Path, secret: str, tmp_path: Path
+) -> None:
+    from jupyter_tiers.transport.prompt import set_prompter
+    from tests.helpers import wait_for
+
+    prompter = CodePrompter(secret)
+    tier = SlurmTier(load_config().profile(PROFILE), Registry(tmp_path / "registry.sqlite"))
+    messages: list[str | None] = []
+    states: list[JobState] = []
+    previous = set_prompter(prompter)
+    try:
+        job = tier.submit(tier.make_spec("import time\ntime.sleep(15)\nprint('done', flush=True)\n",
+                                         name="twofactor-watch"))
+
+        def on_status(status: Any) -> None:
+            messages.append(status.message)
+            states.append(status.state)
+
+        sub = tier.watcher.watch(job.record, on_status=on_status, follow_logs=False)
+        wait_for(lambda: JobState.RUNNING in states, "the job to run")
+        # The link drops while nobody can answer (a kernel's watcher thread between cells).
+        set_prompter(refusing_prompter("nobody is at the notebook"))
+        drop_connection(tier.transport)
+        wait_for(lambda: any(m and "one-time code" in m for m in messages), "the watcher's message")
+        shown = next(m for m in messages if m and "one-time code" in m)
+        assert f"profile '{PROFILE}' (root@127.0.0.1:" in shown
+        assert "nobody is at the notebook" in shown
+        assert len(prompter.requests) == 1
+        # Someone logs in again (what %tiers login does): the watcher carries on to the end.
+        set_prompter(prompter)
+        tier.transport.connect()
+        wait_for(lambda: states[-1] is JobState.COMPLETED, "the job to complete", timeout=180)
+        tier.watcher.unwatch(sub)
+    finally:
+        set_prompter(previous)
+        for rec in tier.registry.list(limit=100):
+            tier.cancel(rec)
+        tier.close()
+    assert len(prompter.requests) == 2
+    assert messages[-1] is None  # the problem is gone from the status once it is reachable

@@ -118,7 +118,7 @@ def main(argv: list[str]) -> int:
         print(f"{'wrote' if changed else 'kept'} the lab profile '{PROFILE_NAME}' in /etc/jupyter/tiers.yaml"
               + (f" ({note})" if note else "")
               + "; add each student with: jupyter tiers sandbox add-user NAME")
-    elif code == 0 and args.action == "up":
+    if code == 0 and args.action == "up":  # the admin's own profile (root's key) in every case
         changed = write_profile(args.config, sandbox_profile(read_cluster_env()))
         verb = "wrote" if changed else "kept"
         print(f"{verb} profile '{PROFILE_NAME}' in {args.config}: "

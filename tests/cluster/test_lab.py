@@ -280,11 +280,15 @@ def test_a_student_cannot_run_the_admin_commands(lab_students: dict[str, list[st
     assert "sandbox add-user must run as root" in out.stderr and "Traceback" not in out.stderr
 
 
-def test_up_lab_writes_the_same_shared_profile(lab_students: dict[str, list[str]]) -> None:
+def test_up_lab_writes_the_same_shared_profile(lab_students: dict[str, list[str]], tmp_path: Path) -> None:
     before = lab.SYSTEM_CONFIG.read_text()  # written by add-user
-    up = subprocess.run([sys.executable, "-m", "jupyter_tiers.cli", "sandbox", "up", "--lab"],
-                        capture_output=True, text=True, timeout=900, check=False)
+    admin = tmp_path / "admin-tiers.yaml"
+    up = subprocess.run([sys.executable, "-m", "jupyter_tiers.cli", "sandbox", "up", "--lab",
+                         "--config", str(admin)], capture_output=True, text=True, timeout=900, check=False)
     assert up.returncode == 0, up.stdout + up.stderr
     assert "kept the lab profile 'sandbox' in /etc/jupyter/tiers.yaml" in up.stdout
     assert "add each student with: jupyter tiers sandbox add-user NAME" in up.stdout
     assert lab.SYSTEM_CONFIG.read_text() == before
+    # The admin's own profile (root's key) too, which overrides the shared one key by key.
+    assert f"wrote profile 'sandbox' in {admin}" in up.stdout
+    assert yaml.safe_load(admin.read_text())["profiles"]["sandbox"]["user"] == "root"

@@ -31,10 +31,10 @@ TASKS_DIR = "tasks"
 PARAMS_FILE = "params.json"
 CELL_FILE = "cell.py"
 
-_ITEM_RE = re.compile(r"(\d{1,7})(?:-(\d{1,7})(?::(\d{1,7}))?)?")
+_ITEM_RE = re.compile(r"(\d{1,7})(?:-(\d{1,7})(?::(\d{1,7}))?)?", re.ASCII)
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,63}")
 _VALUE_RE = re.compile(r"[A-Za-z0-9_.+-]{1,64}")
-_TASK_REF_RE = re.compile(r"(.*?)(\d{1,20})_(\d{1,7})")
+_TASK_REF_RE = re.compile(r"(.*?)(\d{1,20})_(\d{1,7})", re.ASCII)
 
 ARRAY_ALLOWED = ("use Slurm's array syntax: indices N, ranges N-M or N-M:STEP, comma-separated, "
                  f"then %LIMIT for at most LIMIT at once (e.g. 0-15%4, 1,3,5, 0-30:10); "

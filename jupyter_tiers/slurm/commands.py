@@ -18,7 +18,7 @@ from ..jobdir import LOG_NAME
 from .parse import SACCT_FIELDS, SQUEUE_FORMAT
 from .render import RenderedJob
 
-_JOB_ID_RE = re.compile(r"\d{1,20}(_\d{1,7})?")  # a job or an array task; used with fullmatch
+_JOB_ID_RE = re.compile(r"\d{1,20}(_\d{1,7})?", re.ASCII)  # a job or an array task; used with fullmatch
 _WORKDIR_RE = re.compile(r"(~/)?[A-Za-z0-9_./+@-]{1,1024}")
 
 # Every remote program runs as `bash --norc --noprofile -c PROGRAM`: the login shell sshd

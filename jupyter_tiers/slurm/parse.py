@@ -13,7 +13,7 @@ SQUEUE_FORMAT = "%i|%T|%r|%S|%M|%N|%j|%D"
 SACCT_FIELDS = "JobIDRaw,State,ExitCode,Elapsed,NodeList,Reason,Start,End,JobName"
 
 _JOBID_RE = re.compile(r"^(\d+)(?:;[A-Za-z0-9_.-]+)?$")
-_ROW_ID_RE = re.compile(r"\d+(?:_\d+)?")  # a job, or one task of an array ("51_3", squeue -r)
+_ROW_ID_RE = re.compile(r"\d+(?:_\d+)?", re.ASCII)  # a job, or an array task ("51_3", squeue -r)
 _RANK_LINE_RE = re.compile(r"^(\d{1,7}): ?(.*)$", re.DOTALL)
 _NONE_WORDS = {"", "(null)", "None", "N/A", "n/a", "Unknown"}
 

@@ -50,6 +50,7 @@ preflight() {
     [ "$(id -u)" = 0 ] || refuse "must run as root"
     if ! [[ "$PORT" =~ ^[0-9]+$ ]] || [ "$PORT" -lt 1 ] || [ "$PORT" -gt 65000 ]; then usage >&2; exit 2; fi
     case "$DIR" in /*) ;; *) refuse "JT_CLUSTER_DIR must be an absolute path" ;; esac
+    case "$DIR" in *[[:space:]]* | *[\'\"\$\`\\]*) refuse "JT_CLUSTER_DIR must not contain spaces or quotes" ;; esac
     if [ ! -f "$DIR/cluster.env" ] || [ ! -s "$SSHDIR/ssh_host_ed25519_key" ]; then
         refuse "the sandbox cluster is not set up in $DIR: run cluster.sh up first"
     fi

@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 
 Ask = Callable[[PromptRequest], Sequence[str]]
 
-# How long the server may take to judge the answers once they are sent (the user's typing time
-# is bounded by the server's LoginGraceTime, not by us).
+# How long the keyboard-interactive step may take in all, the user's typing included (the
+# server's LoginGraceTime, 2 minutes by default, usually ends it sooner).
 ANSWER_WAIT = 300.0
 
 _DONE = object()

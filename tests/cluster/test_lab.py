@@ -217,6 +217,13 @@ def test_students_run_as_themselves_and_cannot_touch_each_other(
         seen = ssh_as("jt-student2", "jt-student2",
                       "squeue -h -o %u; sacct -a -X -n -S now-1days -o User%40", cluster_env)
         assert seen.returncode == 0 and "jt-student1" not in seen.stdout, seen.stdout + seen.stderr
+        history = as_student("jt-student2", textwrap.dedent("""\
+            from jupyter_tiers.cli import main
+            print("EXIT", main(["history", "-p", "sandbox", "--user", "all", "--days", "1"]))
+        """))
+        assert "EXIT 0" in history.stdout, history.stdout + history.stderr
+        assert "jt-student1" not in history.stdout and "lab-sleeper" not in history.stdout
+        assert "lab-two" in history.stdout or "no jobs" in history.stdout  # their own, if any yet
         # Slurm refuses student 2's scancel; the job goes on.
         kill = ssh_as("jt-student2", "jt-student2", f"scancel {sleeper_id}", cluster_env)
         assert kill.returncode != 0 and "Access/permission denied" in kill.stderr, kill.stderr

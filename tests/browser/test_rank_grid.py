@@ -4,18 +4,21 @@ the count of each, the first failure standing out and a click away from its log,
 
 Both run on the embedded local tier (emulated nodes of bash ``sleep``, real processes: 1,024 of
 them start in about ten seconds on this machine), so the grid is filled by a real job without
-reshaping the Slurm test cluster. Screenshots: test-output/widget-{256,1024}{,-dark}.png.
+reshaping the Slurm test cluster. Screenshots: test-output/widget-{256,1024}{,-dark}.png (with
+JT_UPDATE_DOCS_SCREENSHOT=1 the light ones also replace docs/widget-{256,1024}.png).
 """
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import JOB_TIMEOUT_MS, OUTPUT, Lab
+from .conftest import JOB_TIMEOUT_MS, OUTPUT, ROOT, Lab
 from .test_job_widget import no_page_errors, open_notebook, run_cell, use_theme, write_notebook
 
 pytestmark = [pytest.mark.cluster, pytest.mark.browser]
@@ -32,7 +35,9 @@ def run_failing_job(page: Any, lab: Lab, nodes: int, failing: int, name: str) ->
         "%load_ext jupyter_tiers",
         f"""
         %%slurm_train --profile local --shell --nodes {nodes} --ntasks-per-node 8 --name {name}
-        if [ "$RANK" = {failing} ]; then sleep 3; echo "rank {failing}: NCCL timeout (simulated)" >&2; exit 7; fi
+        if [ "$RANK" = {failing} ]; then
+          sleep 3; echo "rank {failing}: NCCL timeout (simulated)" >&2; exit 7
+        fi
         sleep 300
         """,
     )
@@ -70,7 +75,8 @@ def check_legend(widget: Any, failing: int, node: str) -> dict[str, int]:
             cell = widget.locator(f'.jt-rank[data-phase="{code}"]').first
             assert swatch == cell.evaluate("el => getComputedStyle(el).backgroundColor"), code
     assert counts["f"] == 1
-    expect(widget.locator(".jt-first-failure-btn")).to_have_text(f"first failure: rank {failing} on {node} (exit 7)")
+    expect(widget.locator(".jt-first-failure-btn")).to_have_text(
+        f"first failure: rank {failing} on {node} (exit 7)")
     return counts
 
 
@@ -89,7 +95,8 @@ def check_readable(widget: Any, cell: Any) -> None:
     grid_box = widget.locator(".jt-grid").bounding_box()
     cell_box = cell.bounding_box()
     assert grid_box is not None and cell_box is not None
-    assert grid_box["x"] >= cell_box["x"] and grid_box["x"] + grid_box["width"] <= cell_box["x"] + cell_box["width"]
+    assert grid_box["x"] >= cell_box["x"]
+    assert grid_box["x"] + grid_box["width"] <= cell_box["x"] + cell_box["width"]
     names = widget.locator(".jt-node-name").evaluate_all(
         "els => els.filter(e => e.scrollWidth > e.clientWidth).map(e => e.textContent)")
     assert names == [], f"node names cut off: {names}"
@@ -118,7 +125,10 @@ def check_failure_filters_the_log(widget: Any, failing: int) -> None:
 def screenshots(page: Any, cell: Any, widget: Any, name: str) -> None:
     """Light and dark screenshots; the legend and the cells take the theme's colours."""
     OUTPUT.mkdir(exist_ok=True)
+    page.mouse.move(0, 0)  # no hovered rank in the tip line
     cell.screenshot(path=str(OUTPUT / f"{name}.png"))
+    if os.environ.get("JT_UPDATE_DOCS_SCREENSHOT"):  # refresh the README's pictures on purpose only
+        shutil.copyfile(OUTPUT / f"{name}.png", ROOT / "docs" / f"{name}.png")
     swatch = widget.locator('.jt-legend-item[data-phase="f"] .jt-swatch')
     light = swatch.evaluate("el => getComputedStyle(el).backgroundColor")
     light_text = widget.locator(".jt-node-name").first.evaluate("el => getComputedStyle(el).color")

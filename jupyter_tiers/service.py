@@ -257,7 +257,7 @@ def attach(ref: str, kind: str | None = None) -> Handle:
         if not is_array(array):
             raise
         handle = _connect(array.profile, array.kind).handle(array)
-        return handle.task(task[1])  # type: ignore[attr-defined,no-any-return]
+        return handle.task(task[1])  # type: ignore[attr-defined]
     if kind is not None and rec.kind != kind:
         other = {"job": "cancel", "service": "delete"}[rec.kind]
         raise WrongKind(f"{ref} is a {rec.kind}, not a {kind}; use {other}")

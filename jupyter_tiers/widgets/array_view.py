@@ -1,0 +1,190 @@
+"""ArrayView: one live widget for a whole job array.
+
+A table of the tasks (ArrayTable, an anywidget: parameters, state, elapsed, last metric value,
+exit; Cancel all and Cancel per task, each with a confirmation), and below it the selected task's
+own JobView (its rank grid, log and charts: the job widget itself, not a second copy of it).
+Every task is followed through the tier's one watcher, without its log (the batched status
+queries cover them all); a task's metric and failure are read from the end of its log once it
+has ended.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import ipywidgets
+import traitlets as t
+
+from ..array_job import ArrayJob
+from ..arrays import array_summary, counts_text, task_index
+from ..metrics import format_value
+from ..model import JobStatus
+from ..timefmt import format_elapsed
+from .view_common import view_module
+
+_HERE = Path(__file__).parent
+
+
+def task_row(index: int, label: str, status: JobStatus | None,
+             metric: tuple[str, float] | None, failure: str | None) -> list[Any]:
+    """One table row (pure): [index, params, state, elapsed, metric, exit]."""
+    exit_text = ""
+    if status is not None and status.state.terminal:
+        first = status.first_failure
+        if first is not None:
+            exit_text = f"rank {first.rank} exit {first.exit_code}" if first.exit_code is not None \
+                else f"rank {first.rank} signal {first.signal}"
+        elif status.exit_code is not None:
+            exit_text = str(status.exit_code)
+    return [index, label, status.state.value if status else "PENDING",
+            format_elapsed(status.elapsed_s) if status and status.elapsed_s is not None else "",
+            f"{metric[0]} {format_value(metric[1])}" if metric else "", failure or exit_text]
+
+
+class ArrayTable(anywidget.AnyWidget):
+    """The task table of an ArrayView (front end: array_view.js; text via textContent only)."""
+
+    _esm = view_module("array_view.js")
+    # The job widget's styles (state badges, controls, theme colours), then the table's.
+    _css = "\n".join((_HERE / name).read_text(encoding="utf-8")
+                      for name in ("job_view.css", "array_view.css"))
+
+    array_id = t.Unicode("").tag(sync=True)
+    array_name = t.Unicode("").tag(sync=True)
+    profile = t.Unicode("").tag(sync=True)
+    sweep = t.Bool(False).tag(sync=True)
+    limit = t.Int(0).tag(sync=True)
+    state = t.Unicode("PENDING").tag(sync=True)
+    counts = t.Unicode("").tag(sync=True)
+    tasks: t.List[list[Any]] = t.List().tag(sync=True)
+    selected = t.Int(-1).tag(sync=True)
+    terminal = t.Bool(False).tag(sync=True)
+    summary = t.Unicode("").tag(sync=True)
+    cancel_requested = t.Bool(False).tag(sync=True)
+
+
+class ArrayView(ipywidgets.VBox):
+    """Live view of an ArrayJob: the task table, then the selected task's JobView."""
+
+    def __init__(self, job: ArrayJob, **kwargs: Any) -> None:
+        plan = job.plan
+        self.table = ArrayTable(array_id=job.id, array_name=job.name, profile=job.record.profile,
+                                sweep=plan.sweep, limit=plan.limit or 0)
+        super().__init__(children=[self.table], **kwargs)
+        self.job = job
+        self.plan = plan
+        self.labels = dict(zip(plan.indices, plan.labels, strict=True))
+        self.statuses: dict[int, JobStatus] = {}
+        self.metrics: dict[int, tuple[str, float]] = {}
+        self.failures: dict[int, str] = {}
+        self.final_status: JobStatus | None = None
+        self.ended = threading.Event()
+        self.task_view: Any = None
+        self._lock = threading.Lock()
+        self._subs: list[Any] = []
+        self._refresh()
+        self.table.on_msg(self._on_front_end_msg)
+        watcher = job.tier.watcher
+        self._subs = [watcher.watch(r, on_status=self._status_cb(task_index(r.job_id)),
+                                    on_end=self._end_cb(task_index(r.job_id)), follow_logs=False)
+                      for r in job.task_records()]
+
+    @property
+    def summary(self) -> str:
+        return self.table.summary
+
+    # --- from the watcher (background threads) ---------------------------------------
+    def _status_cb(self, index: int) -> Any:
+        def on_status(status: JobStatus) -> None:
+            with self._lock:
+                self.statuses[index] = status
+            self._refresh()
+        return on_status
+
+    def _end_cb(self, index: int) -> Any:
+        def on_end(status: JobStatus) -> None:  # on its own thread: reading the log may take a while
+            failures, metrics = self.job.task_results({index: status})
+            with self._lock:
+                self.statuses[index] = status
+                self.failures.update(failures)
+                self.metrics.update(metrics)
+                done = len(self.statuses) == len(self.plan) and all(
+                    s.state.terminal for s in self.statuses.values()) and not self.ended.is_set()
+            self._refresh()
+            if done:
+                self._finish()
+        return on_end
+
+    def _finish(self) -> None:
+        with self._lock:
+            tasks = dict(self.statuses)
+        self.final_status = self.job.record_counts(tasks)
+        self.table.summary = array_summary(self.job.id, self.plan, tasks, failures=self.failures,
+                                           metrics=self.metrics)
+        self.table.terminal = True
+        self.table.state = self.final_status.state.value
+        for sub in self._subs:
+            self.job.tier.watcher.unwatch(sub)
+        self.ended.set()
+
+    def _refresh(self) -> None:
+        with self._lock:
+            rows = [task_row(i, self.labels[i], self.statuses.get(i), self.metrics.get(i),
+                             self.failures.get(i)) for i in self.plan.indices]
+            states = [s.state for s in self.statuses.values()]
+            known = len(self.statuses) == len(self.plan)
+        from ..arrays import aggregate_status
+
+        with self.table.hold_sync():
+            self.table.tasks = rows
+            if known:
+                self.table.state = aggregate_status(self.job.id, dict(self.statuses)).state.value
+                self.table.counts = counts_text(states)
+
+    # --- from the front end --------------------------------------------------------------
+    def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if not isinstance(content, dict):
+            return
+        kind = content.get("kind")
+        raw = content.get("task")
+        task = raw if isinstance(raw, int) and not isinstance(raw, bool) else -1
+        valid = task in self.labels
+        if kind == "select" and valid:
+            self.select(task)
+        elif kind == "cancel_task" and valid:
+            threading.Thread(target=self.job.task(task).cancel, name="jt-cancel", daemon=True).start()
+        elif kind == "cancel" and not self.table.terminal:
+            self.table.cancel_requested = True
+            threading.Thread(target=self.job.cancel, name="jt-cancel", daemon=True).start()
+
+    # --- Python API ----------------------------------------------------------------------
+    def select(self, index: int) -> None:
+        """Show task ``index``'s own JobView (rank grid, log) below the table (again: hide it)."""
+        from .job_view import JobView
+
+        if self.task_view is not None:
+            self.task_view.close()
+            self.task_view = None
+        if self.table.selected == index:
+            self.table.selected = -1
+            self.children = [self.table]
+            return
+        self.table.selected = index
+        self.task_view = JobView(self.job.task(index))
+        self.children = [self.table, self.task_view]
+
+    def wait(self, timeout: float | None = None) -> JobStatus | None:
+        """Block until every task has ended (and the summary is made); returns the array status."""
+        self.ended.wait(timeout)
+        return self.final_status
+
+    def close(self) -> None:
+        for sub in self._subs:
+            self.job.tier.watcher.unwatch(sub)
+        if self.task_view is not None:
+            self.task_view.close()
+        self.table.close()
+        super().close()

@@ -18,8 +18,11 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from jupyter_tiers.slurm.tier import SlurmTier
+from tests.cluster.test_history import ssh
+
 from .conftest import JOB_TIMEOUT_MS, OUTPUT, ROOT, Lab
-from .test_job_widget import no_page_errors, open_notebook, run_cell, use_theme, write_notebook
+from .test_job_widget import job_id_of, no_page_errors, open_notebook, run_cell, use_theme, write_notebook
 
 pytestmark = [pytest.mark.cluster, pytest.mark.browser]
 
@@ -175,4 +178,46 @@ def test_1024_rank_grid_stays_readable(page: Any, lab: Lab) -> None:
     failed.click()
     widget.locator(".jt-grid").evaluate("el => { el.scrollTop = 0; }")
     screenshots(page, cell, widget, "widget-1024")
+    no_page_errors(page)
+
+
+def test_rows_come_from_the_shape_while_pending_then_from_the_nodes(
+    page: Any, lab: Lab, box_tier: SlurmTier, cluster_env: dict[str, str]
+) -> None:
+    """On the Slurm test cluster: a held job (PENDING, no nodes yet) shows 2 unnamed rows of 2
+    waiting ranks; released, the rows take the nodes' names from the rank files."""
+    name = write_notebook(
+        lab,
+        "ui-held.ipynb",
+        "%load_ext jupyter_tiers",
+        """
+        %%slurm_train --profile box --shell --nodes 2 --ntasks-per-node 2 --name ui-held --sbatch "--hold"
+        sleep 300
+        """,
+    )
+    cells = open_notebook(page, lab, name)
+    run_cell(page, cells, 0)
+    cell = run_cell(page, cells, 1)
+    widget = cell.locator(".jt-job")
+    job_id = job_id_of(widget)
+    try:
+        expect(widget.locator(".jt-state")).to_have_text("PENDING", timeout=JOB_TIMEOUT_MS)
+        rows = widget.locator(".jt-grid .jt-node")
+        expect(rows.locator(".jt-node-name")).to_have_text(["#1", "#2"])
+        expect(rows.nth(0).locator(".jt-rank")).to_have_count(2)
+        expect(rows.nth(1).locator(".jt-rank")).to_have_count(2)
+        expect(widget.locator('.jt-legend-item[data-phase="w"] .jt-legend-count')).to_have_text("4")
+        expect(widget.locator(".jt-first-failure-btn")).to_be_hidden()
+
+        ssh(cluster_env, f"scontrol release {job_id}")
+        expect(widget.locator('.jt-legend-item[data-phase="r"] .jt-legend-count')).to_have_text(
+            "4", timeout=JOB_TIMEOUT_MS)
+        expect(rows.locator(".jt-node-name")).to_have_text([re.compile(r"^node\d+$")] * 2)
+        shape = rows.evaluate_all(
+            "rows => rows.map(r => [...r.querySelectorAll('.jt-rank')].map(c => Number(c.dataset.rank)))")
+        assert shape == [[0, 1], [2, 3]], shape
+        assert len(set(rows.locator(".jt-node-name").all_text_contents())) == 2  # two nodes
+    finally:
+        box_tier.cancel(box_tier.attach(job_id).record)
+    expect(widget.locator(".jt-state")).to_have_text("CANCELLED", timeout=JOB_TIMEOUT_MS)
     no_page_errors(page)

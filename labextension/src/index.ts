@@ -13,6 +13,8 @@ import { LabIcon, ToolbarButton, refreshIcon } from '@jupyterlab/ui-components';
 
 import { TiersApi } from './api';
 import { TiersDetail } from './detail';
+import { HistoryRow } from './history';
+import { HistoryDetail } from './historyDetail';
 import { TiersSidebar } from './sidebar';
 import { Item } from './state';
 import { CellKind, cellTemplate, pickProfile } from './templates';
@@ -77,7 +79,38 @@ const plugin: JupyterFrontEndPlugin<void> = {
       app.shell.activateById(panel.id);
     };
 
-    const sidebar = new TiersSidebar(api, open);
+    // A History row of a job jupyter-tiers did not submit: a read-only panel (its row, its output).
+    const readonly = new Map<string, MainAreaWidget<HistoryDetail>>();
+    const openHistoryJob = (profile: string, row: HistoryRow): void => {
+      const key = `${profile}/${row.job_id}`;
+      let panel = readonly.get(key);
+      if (!panel || panel.isDisposed) {
+        const content = new HistoryDetail(api, profile, row);
+        panel = new MainAreaWidget({ content });
+        panel.id = content.id;
+        panel.title.icon = tiersIcon;
+        panel.addClass('jt-hist-detail-panel');
+        panel.toolbar.addItem(
+          'refresh',
+          new ToolbarButton({
+            icon: refreshIcon,
+            label: 'Refresh',
+            tooltip: 'Read its accounting row and output again',
+            className: 'jt-hist-detail-refresh',
+            onClick: () => void content.reload()
+          })
+        );
+        readonly.set(key, panel);
+        panel.disposed.connect(() => readonly.delete(key));
+        app.shell.add(panel, 'main');
+        if (!panel.isAttached) {
+          app.shell.add(panel, 'right', { rank: 600 }); // Notebook 7, as for the detail panels
+        }
+      }
+      app.shell.activateById(panel.id);
+    };
+
+    const sidebar = new TiersSidebar(api, open, openHistoryJob);
     sidebar.title.icon = tiersIcon;
     sidebar.changed.connect((_, keys) => {
       for (const key of keys) {

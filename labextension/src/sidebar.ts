@@ -7,6 +7,8 @@ import { Signal, ISignal } from '@lumino/signaling';
 import { Widget } from '@lumino/widgets';
 
 import { TiersApi } from './api';
+import { HistoryRow } from './history';
+import { HistoryView } from './historyView';
 import { ReconnectingSocket } from './socket';
 import {
   ACTIVE,
@@ -48,7 +50,8 @@ const VERB_LABEL = { cancel: 'Cancel', scale: 'Scale', restart: 'Restart', delet
 export class TiersSidebar extends Widget {
   constructor(
     private readonly api: TiersApi,
-    private readonly openItem: (item: Item) => void
+    private readonly openItem: (item: Item) => void,
+    openHistoryJob: (profile: string, row: HistoryRow) => void = () => undefined
   ) {
     super();
     this.id = 'jupyter-tiers-sidebar';
@@ -78,8 +81,25 @@ export class TiersSidebar extends Widget {
       filters.append(select);
     }
 
+    // Two views: the live jobs and services, and Slurm accounting's history (a tab each).
+    const tabs = h('div', 'jt-side-tabs');
+    tabs.setAttribute('role', 'tablist');
+    for (const [tab, label] of [['jobs', 'Jobs'], ['history', 'History']] as const) {
+      const button = h('button', 'jt-side-tab', label);
+      button.dataset.tab = tab;
+      button.setAttribute('role', 'tab');
+      button.setAttribute('aria-selected', String(tab === 'jobs'));
+      button.addEventListener('click', () => this.showTab(tab));
+      tabs.append(button);
+    }
+    this._history = new HistoryView(
+      api,
+      target => (target.kind === 'item' ? this.openItem(target.item) : openHistoryJob(target.profile, target.row)),
+      () => this._state.items
+    );
+
     this._list.setAttribute('role', 'list');
-    this.node.append(head, filters, this._notice, this._errors, this._list, this._empty);
+    this.node.append(head, tabs, filters, this._notice, this._errors, this._list, this._empty, this._history.node);
     this._render();
   }
 
@@ -91,6 +111,17 @@ export class TiersSidebar extends Widget {
   /** Fires with the keys that an update or removal changed. */
   get changed(): ISignal<this, string[]> {
     return this._changed;
+  }
+
+  /** Shows the live list (`jobs`) or the accounting history (`history`, loaded when first shown). */
+  showTab(tab: 'jobs' | 'history'): void {
+    this.node.classList.toggle('jt-side-mode-history', tab === 'history');
+    for (const button of this.node.querySelectorAll<HTMLElement>('.jt-side-tab')) {
+      button.setAttribute('aria-selected', String(button.dataset.tab === tab));
+    }
+    if (tab === 'history') {
+      this._history.show();
+    }
   }
 
   /** Connects the `events` websocket (once); its first message is the snapshot. */
@@ -363,6 +394,7 @@ export class TiersSidebar extends Widget {
   }
 
   private _state: State = EMPTY;
+  private _history: HistoryView;
   private _filters: Filters = NO_FILTERS;
   private _socket: ReconnectingSocket | null = null;
   private _ticker = 0;

@@ -17,8 +17,9 @@ USAGE = """usage: jupyter tiers COMMAND
   attach ID [--wait]                               follow a job or service as text
   profiles                                         list the configured profiles
   login [--profile P]                              connect a Slurm profile (asks a login node's one-time code)
-  history [-p P] [--days N] [--user U|all] [--state S] [--limit N]
-                                                   jobs from Slurm accounting, any submitter
+  history [-p P] [--days N] [--user U|all] [--state S] [--limit N] [--job ID [--tail N]]
+                                                   jobs from Slurm accounting, any submitter (--job: one
+                                                   job, with its output's last lines when readable)
 """
 
 

@@ -72,6 +72,13 @@ def test_jupyter_tiers_history_in_a_terminal(box: SlurmTier, plain_sbatch_job: t
     assert ours.returncode == 0 and f"%tiers attach {job.key}" in ours.stdout, ours.stdout
 
 
+def test_usage_names_every_history_option() -> None:
+    done = jupyter_tiers("--help")
+    line = next(ln for ln in done.stdout.splitlines() if ln.strip().startswith("history "))
+    for option in ("-p P", "--days N", "--user U|all", "--state S", "--limit N", "--job ID [--tail N]"):
+        assert option in line, (option, line)
+
+
 @pytest.mark.parametrize(("args", "words"), [
     (["--days", "0"], "days: give a whole number of days from 1 to 366"),
     (["--days", "400"], "days: give a whole number of days from 1 to 366"),

@@ -43,11 +43,17 @@ SWEEP_ALLOWED = ("write NAME=V1,V2 ... separated by spaces (e.g. \"lr=1e-4,3e-4 
                  "are Python identifiers, values letters, digits and . _ + - (numbers become "
                  f"numbers); at most {MAX_TASKS} combinations")
 
-# A Python body runs through this launcher, so the cell (cell.py) sees its task's ``params``.
-PY_LAUNCHER = '''# jupyter-tiers array task: run the cell (cell.py) with this task's parameters as `params`.
-import json, os, runpy
-runpy.run_path(os.path.join(os.environ["JT_JOB_DIR"], "cell.py"), run_name="__main__",
-               init_globals={"params": json.loads(os.environ.get("JT_PARAMS") or "{}")})
+# A Python body runs through this launcher: the cell (cell.py) runs in this module, as __main__
+# (so what it defines pickles as from a script), with its task's parameters in ``params``.
+PY_LAUNCHER = '''# jupyter-tiers array task: run the cell (cell.py) as __main__ with this task's `params`.
+import json as _jt_json, os as _jt_os, sys as _jt_sys
+__file__ = _jt_os.path.join(_jt_os.environ["JT_JOB_DIR"], "cell.py")
+_jt_sys.argv[0] = __file__
+params = _jt_json.loads(_jt_os.environ.get("JT_PARAMS") or "{}")
+with open(__file__, encoding="utf-8") as _jt_file:
+    _jt_code = compile(_jt_file.read(), __file__, "exec")
+del _jt_file, _jt_json, _jt_os, _jt_sys
+exec(_jt_code)
 '''
 
 
@@ -380,7 +386,7 @@ def format_tasks(plan: ArrayPlan, tasks: Mapping[int, JobStatus],
     for i, label in zip(plan.indices, plan.labels, strict=True):
         st = tasks.get(i)
         exit_text = "-"
-        if st is not None and st.state.terminal:
+        if st is not None and (st.state is JobState.COMPLETED or st.state in _FAILED):
             first = st.first_failure
             if first is not None:
                 exit_text = f"rank {first.rank}: {first.exit_code if first.exit_code is not None else 'sig'}"

@@ -85,6 +85,8 @@ function jtCountText(counts) {
 // a 1,024-rank job touches attributes, not the tree.
 function jtRankGrid(grid, legend, onPick, onHover) {
   const cells = [];
+  const columns = h("div", "jt-grid-cols"); // the rows in newspaper columns; `grid` scrolls them
+  grid.replaceChildren(columns);
   let shape = "";
   const items = {};
   for (const [p, name] of JT_PHASES) {
@@ -125,7 +127,7 @@ function jtRankGrid(grid, legend, onPick, onHover) {
       // The names' column: the longest name in a 10 px monospace font, 4 to 16 characters.
       grid.style.setProperty("--jt-name", `${Math.max(4, Math.min(16, longest)) * 6 + 4}px`);
       cells.length = Math.min(cells.length, ranks.length);
-      grid.replaceChildren(...rows.map((row) => {
+      columns.replaceChildren(...rows.map((row) => {
         const line = h("div", "jt-node");
         line.dataset.node = row.name;
         const label = h("span", "jt-node-name", row.name);

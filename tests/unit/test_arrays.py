@@ -117,7 +117,7 @@ def test_rendered_script_and_task_directories() -> None:
     assert 'export JT_JOB_DIR="$JT_ARRAY_DIR/tasks/$SLURM_ARRAY_TASK_ID"' in script
     assert rendered.files["tasks/1/params.json"][0] == '{"lr": 2}\n'
     assert rendered.files["cell.py"][0] == "print(params)\n"  # the body, verbatim
-    assert "runpy.run_path" in rendered.files["main.py"][0]
+    assert "exec(_jt_code)" in rendered.files["main.py"][0]
     shell = render_job(JobSpec("echo $JT_PARAMS\n", shell=True, array="0-1"))
     assert "cell.py" not in shell.files and shell.files["main.sh"][0] == "echo $JT_PARAMS\n"
     plain = render_job(JobSpec("print(1)\n")).script

@@ -144,8 +144,12 @@ export class TiersSidebar extends Widget {
     this._ticker = window.setInterval(() => this._tick(), 1000);
   }
 
-  /** Asks every cluster now (`GET jobs`); errors are shown in the panel as text. */
+  /** Asks every cluster now (`GET jobs`; on the History tab, its accounting too); errors are shown
+   * in the panel as text. */
   async refresh(): Promise<void> {
+    if (this.node.classList.contains('jt-side-mode-history')) {
+      void this._history.reload(); // the view on screen is asked again too
+    }
     this._say('refreshing…');
     try {
       const answer = await this.api.list(true);

@@ -139,5 +139,9 @@ def test_history_tab_lists_ours_and_a_plain_sbatch_job_and_attaches_both(
     expect(side.locator(f'.jt-side-row[data-key="{ours.record.key}"]')).to_be_visible()
     side.locator('.jt-side-tab[data-tab="history"]').click()
     expect(theirs).to_be_visible()
+    # The sidebar's Refresh asks the history again too while it is on screen (filters kept).
+    with page.expect_request(lambda r: "/jupyter-tiers/api/history?" in r.url and "days=1" in r.url):
+        side.locator(".jt-side-refresh").click()
+    expect(theirs).to_be_visible()
     page.screenshot(path=str(OUTPUT / "sidebar-history.png"))
     no_page_errors(page)

@@ -4,6 +4,8 @@
 // jtRankGrid() (the node rows and legend) from rank_grid.js, put in front of it too.
 
 const PHASE_NAMES = { w: "waiting", r: "running", x: "exited", f: "failed", s: "stopped" };
+// The line the batch script writes when a requeued job starts again (requeue.py).
+const RESTART_RE = /^— restart \d{1,6} —$/;
 
 function render({ model, el }) {
   const root = h("div", "jt-job");
@@ -17,8 +19,10 @@ function render({ model, el }) {
   const elapsed = h("span", "jt-elapsed");
   const nodes = h("span", "jt-nodes");
   const checkpoint = h("span", "jt-checkpoint");
+  const restarts = h("span", "jt-restarts");
+  restarts.title = "the job was requeued (preempted, node failure or scontrol requeue) and started again; the log marks each restart";
   checkpoint.title = "the newest file in $JT_CHECKPOINT_DIR (%%k8s_serve --model-from serves it)";
-  header.append(title, state, reason, elapsed, nodes, checkpoint);
+  header.append(title, state, restarts, reason, elapsed, nodes, checkpoint);
   const message = h("div", "jt-message");
   const summary = h("div", "jt-summary");
 
@@ -96,6 +100,8 @@ function render({ model, el }) {
     reason.textContent =
       st === "PENDING" && r ? `(${r}${start ? ", expected start " + start : ""})` : "";
     nodes.textContent = model.get("nodelist") ? `on ${model.get("nodelist")}` : "";
+    const n = model.get("restarts") || 0;
+    restarts.textContent = n ? `restart ${n}` : "";
     checkpoint.textContent = model.get("checkpoint") ? `checkpoint ${model.get("checkpoint")}` : "";
     message.textContent = model.get("message");
     summary.textContent = model.get("summary");
@@ -188,6 +194,7 @@ function render({ model, el }) {
     const [rank, text, isError] = row;
     const div = h("div", "jt-line");
     if (isError) div.classList.add("jt-error");
+    if (rank === null && RESTART_RE.test(text)) div.classList.add("jt-restart");
     div.appendChild(h("span", "jt-prefix", rank === null ? "  │ " : `${rank}: `));
     div.appendChild(h("span", "jt-text", text));
     return div;
@@ -311,7 +318,8 @@ function render({ model, el }) {
   function refreshScript() { scriptPre.textContent = model.get("script"); }
 
   for (const name of ["state", "reason", "start_time", "elapsed_s", "nodelist", "message",
-                      "summary", "terminal", "cancel_requested", "job_id", "job_name", "checkpoint"]) {
+                      "summary", "terminal", "cancel_requested", "job_id", "job_name", "checkpoint",
+                      "restarts"]) {
     model.on(`change:${name}`, refreshHeader);
   }
   model.on("change:ranks", refreshGrid);

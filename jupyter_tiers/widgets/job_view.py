@@ -49,6 +49,7 @@ class JobView(anywidget.AnyWidget):
     elapsed_s = t.Int(-1).tag(sync=True)
     nodelist = t.Unicode("").tag(sync=True)
     checkpoint = t.Unicode("").tag(sync=True)  # newest entry of $JT_CHECKPOINT_DIR (full path)
+    restarts = t.Int(0).tag(sync=True)  # a requeued job's restarts so far (requeue.py)
     world_size = t.Int(0).tag(sync=True)
     #: Ranks on each node as submitted (0: unknown): the grid's rows before the ranks start.
     ranks_per_node = t.Int(0).tag(sync=True)

@@ -51,6 +51,7 @@ def status_traits(status: JobStatus) -> dict[str, Any]:
         "message": status.message or "",
         "terminal": status.state.terminal,
         "checkpoint": status.checkpoint or "",
+        "restarts": status.restarts,
     }
 
 

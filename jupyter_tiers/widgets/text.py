@@ -49,6 +49,8 @@ class TextView:
         def on_status(status: JobStatus) -> None:
             label = status.state.value + (f" ({status.reason})" if status.reason and
                                           status.state.value == "PENDING" else "")
+            if status.restarts:
+                label += f", restart {status.restarts}"
             if not last_state or last_state[-1] != label:
                 last_state.append(label)
                 self._print(f"[{label}]" + (f" on {status.nodelist}" if status.nodelist else ""))

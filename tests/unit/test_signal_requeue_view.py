@@ -1,0 +1,40 @@
+"""What the notebook shows of a requeued job: the widget's restart count, the marker line the
+front end styles (the same pattern as requeue.py's), the text view's state line."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from jupyter_tiers.model import JobState, JobStatus
+from jupyter_tiers.requeue import marker_restart, restart_marker
+from jupyter_tiers.widgets.state import status_traits
+
+WIDGETS = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "widgets"
+
+
+def test_traits_carry_the_restart_count() -> None:
+    assert status_traits(JobStatus("1", JobState.RUNNING, restarts=2))["restarts"] == 2
+    assert status_traits(JobStatus("1", JobState.RUNNING))["restarts"] == 0
+
+
+def test_front_end_marks_the_same_lines_as_the_kernel() -> None:
+    js = (WIDGETS / "job_view.js").read_text(encoding="utf-8")
+    found = re.search(r"const RESTART_RE = /(.+)/;", js)
+    assert found, "job_view.js has no RESTART_RE"
+    pattern = re.compile(found.group(1))
+    for n in (1, 2, 37, 999999):
+        assert pattern.search(restart_marker(n)) and marker_restart(restart_marker(n)) == n
+    for text in ("— restart —", "restart 1", "— restart 1 — x", "x — restart 1 —"):
+        assert not pattern.search(text) and marker_restart(text) is None
+    assert 'rank === null && RESTART_RE.test(text)' in js  # a rank's own line is never a marker
+
+
+def test_css_styles_the_marker_and_the_requeue_states_with_theme_variables() -> None:
+    css = (WIDGETS / "job_view.css").read_text(encoding="utf-8")
+    for selector in ('.jt-line.jt-restart', '.jt-state[data-state="PREEMPTED"]',
+                     '.jt-state[data-state="REQUEUED"]', ".jt-restarts"):
+        rule = css[css.index(selector):]
+        rule = rule[: rule.index("}")]
+        assert "var(--jp-" in rule, selector
+

@@ -260,6 +260,28 @@ def task_index(task_id: str) -> int:
     return int(task_id.rsplit("_", 1)[1])
 
 
+def expand_arrays(records: Sequence[Any]) -> list[Any]:
+    """``records`` with each whole array replaced by its task records (for one batched query)."""
+    out: list[Any] = []
+    for rec in records:
+        out.extend(task_records(rec) if is_array(rec) else [rec])
+    return out
+
+
+def merge_array_status(record: Any, sched: Mapping[str, Any] | None, ranks: Mapping[str, Any] | None,
+                       previous: Mapping[str, JobStatus]) -> tuple[JobStatus, dict[str, JobStatus]]:
+    """An array record's status from its tasks' scheduler and rank views (status.merge_status
+    per task, over each task's previous status), and the tasks' statuses."""
+    from .status import merge_status
+
+    tasks = {}
+    for t in task_records(record):
+        tasks[t.job_id] = merge_status(
+            t.job_id, sched.get(t.job_id) if sched is not None else None,
+            ranks.get(t.job_id) if ranks is not None else None, t.world_size, previous.get(t.job_id))
+    return aggregate_status(record.job_id, {task_index(k): v for k, v in tasks.items()}), tasks
+
+
 # --- the array's state --------------------------------------------------------------------------
 
 _FAILED = frozenset({JobState.FAILED, JobState.TIMEOUT, JobState.NODE_FAIL, JobState.OUT_OF_MEMORY,
@@ -303,7 +325,12 @@ def counts_text(states: Sequence[JobState]) -> str:
 
 def counts_detail(states: Sequence[JobState]) -> str:
     """The array record's registry ``detail``: JSON with the counts line."""
-    return json.dumps({"tasks": counts_text(states)})
+    return json.dumps({"tasks": counts_text(states)})  # as counts_json(counts_text(states))
+
+
+def counts_json(counts: str | None) -> str | None:
+    """The registry ``detail`` of an array from its counts line (None: nothing to record)."""
+    return json.dumps({"tasks": counts}) if counts else None
 
 
 def detail_counts(detail: str | None) -> str | None:

@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from .arrays import counts_json, expand_arrays, is_array, merge_array_status
 from .errors import ControllerUnreachable, TiersError
 from .model import JobStatus, LogLine, RankPhase
 from .registry import JobRecord
@@ -191,6 +192,7 @@ class Watcher:
         self._next_ranks = 0.0
         self._fail_delay = 0.0
         self._counter = itertools.count()
+        self._array_tasks: dict[str, dict[str, JobStatus]] = {}  # array key -> its tasks' status
 
     # --- public ------------------------------------------------------------------------
     def watch(
@@ -282,7 +284,8 @@ class Watcher:
         if not active:
             return 5.0
         now = time.monotonic()
-        records = [w.record for w in active]
+        # An array watched as one record is asked about through its tasks, in the same batch.
+        records = expand_arrays([w.record for w in active])
         sched = None
         polled = now >= self._next_sched
         if polled:
@@ -346,14 +349,18 @@ class Watcher:
             rec = watched.record
             info = sched.get(rec.job_id) if sched is not None else None
             prev = watched.status
-            status = merge_status(
-                rec.job_id,
-                info,
-                ranks.get(rec.job_id) if ranks is not None else None,
-                rec.world_size,
-                prev,
-                restarts=rec.restarts,
-            )
+            if is_array(rec):
+                status, self._array_tasks[rec.key] = merge_array_status(
+                    rec, sched, ranks, self._array_tasks.get(rec.key, {}))
+            else:
+                status = merge_status(
+                    rec.job_id,
+                    info,
+                    ranks.get(rec.job_id) if ranks is not None else None,
+                    rec.world_size,
+                    prev,
+                    restarts=rec.restarts,
+                )
             status = replace(status, controller_reachable=reachable, message=message)
             if prev is not None and prev.state.terminal:
                 continue
@@ -369,7 +376,8 @@ class Watcher:
                     watched.status = status
                     subs = list(watched.subs)
                 # Record first: a listener (Job.wait) may return to code that reads the registry.
-                if prev is None or prev.state != status.state or prev.restarts != status.restarts:
+                if prev is None or prev.state != status.state or prev.restarts != status.restarts \
+                        or (is_array(rec) and prev.reason != status.reason):  # the task counts
                     self._record_state(rec, status)
                 for sub in subs:
                     _safe_call(sub.on_status, status)
@@ -384,7 +392,8 @@ class Watcher:
     def _record_state(self, rec: JobRecord, status: JobStatus) -> None:
         try:
             self.tier.registry.update(rec.key, state=status.state.value, nodelist=status.nodelist,
-                                      restarts=status.restarts)
+                                      restarts=status.restarts,
+                                      detail=counts_json(status.reason) if is_array(rec) else None)
         except Exception:
             log.exception("registry update failed")
 

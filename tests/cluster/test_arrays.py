@@ -103,3 +103,46 @@ def test_scheduler_load_does_not_grow_with_tasks(box: SlurmTier) -> None:
     small.cancel()
     large.cancel()
     assert large.wait(timeout=120).state is JobState.CANCELLED
+
+
+def test_a_watched_array_record_is_one_batch_whatever_its_size(box: SlurmTier) -> None:
+    """The sidebar's hub watches an array's record itself: each watcher tick asks about all its
+    tasks with the same two commands (squeue -r, rank files), for 2 tasks or for 26."""
+    from jupyter_tiers.model import JobStatus
+    from jupyter_tiers.watch import Watcher
+
+    small = box.submit(box.make_spec("print(1)", name="w-2", array="0-1", sbatch_options=("--hold",)))
+    large = box.submit(box.make_spec("print(1)", name="w-24", array="0-23", sbatch_options=("--hold",)))
+    watcher = Watcher(box, first_poll=0.0)
+    watcher._ensure_thread = lambda: None  # type: ignore[method-assign]  # ticks run here, one by one
+    seen: dict[str, list[JobStatus]] = {small.id: [], large.id: []}
+    watcher.watch(small.record, on_status=seen[small.id].append, follow_logs=False)
+
+    def tick() -> int:
+        count = [0]
+        real = box.transport.run
+
+        def counting(*args, **kwargs):  # type: ignore[no-untyped-def]
+            count[0] += 1
+            return real(*args, **kwargs)
+
+        box.transport.run = counting  # type: ignore[method-assign]
+        try:
+            watcher._cycle()
+        finally:
+            box.transport.run = real  # type: ignore[method-assign]
+        return count[0]
+
+    assert tick() == 2
+    assert seen[small.id][-1].state is JobState.PENDING and seen[small.id][-1].reason == "2 tasks: 2 PENDING"
+    watcher.watch(large.record, on_status=seen[large.id].append, follow_logs=False)
+    assert tick() == 2
+    assert seen[large.id][-1].reason == "24 tasks: 24 PENDING"
+    small.cancel()
+    large.cancel()
+    wait_for(lambda: tick() and seen[large.id][-1].state.terminal and seen[small.id][-1].state.terminal,
+             timeout=120)
+    assert seen[large.id][-1].state is JobState.CANCELLED
+    record = box.registry.get(large.id)
+    assert record.state == "CANCELLED" and "24 tasks: 24 CANCELLED" in (record.detail or "")
+    watcher.stop()

@@ -98,6 +98,7 @@ async def test_list_details_logs_and_a_resumed_stream(jp_fetch: Any, jp_ws_fetch
     assert done["state"] == "COMPLETED", done
     view = done["view"]
     assert view["world_size"] == 2 and [r[0] for r in view["ranks"]] == ["x", "x"]
+    assert view["ranks_per_node"] == 1  # the rank grid's rows before the ranks start
     # The detail panel's re-read (?refresh=0): the same final state, from the hub or one refresh.
     cached = body(await jp_fetch(*API, "jobs", "box", job.id, params={"refresh": "0"}))
     assert cached["state"] == "COMPLETED" and cached["view"]["ranks"] == view["ranks"], cached

@@ -2,10 +2,12 @@
 the count of each, the first failure standing out and a click away from its log, at 256 ranks
 (the seed article's 32 nodes x 8) and at 1,024 (128 x 8), in the light and the dark theme.
 
-Both run on the embedded local tier (emulated nodes of bash ``sleep``, real processes: 1,024 of
-them start in about ten seconds on this machine), so the grid is filled by a real job without
-reshaping the Slurm test cluster. Screenshots: test-output/widget-{256,1024}{,-dark}.png (with
-JT_UPDATE_DOCS_SCREENSHOT=1 the light ones also replace docs/widget-{256,1024}.png).
+Both run on the embedded local tier (emulated nodes of bash ``sleep``: 1,024 real processes), so
+the grid is filled by a real job without reshaping the Slurm test cluster; fail-stop may come
+before every rank has started, so the 1,024 test counts what the cells show rather than assuming
+1,023 stopped. A held job on the Slurm test cluster shows the rows before the ranks start.
+Screenshots: test-output/widget-{256,1024}{,-dark}.png (with JT_UPDATE_DOCS_SCREENSHOT=1 the
+light ones also replace docs/widget-{256,1024}.png).
 """
 
 from __future__ import annotations

@@ -237,7 +237,15 @@ class LocalTier(BatchTier):
 
     # --- submit --------------------------------------------------------------------------
     def render(self, spec: JobSpec) -> str:
-        return render_batch(spec)
+        plan = plan_of(spec)
+        if plan is None:
+            return render_batch(spec)
+        limit = f", at most {plan.limit} at once" if plan.limit else ""
+        tasks = ", ".join(plan.labels[:8]) + (", ..." if len(plan) > 8 else "")
+        shebang, _, rest = render_batch(spec).partition("\n")
+        return (f"{shebang}\n# An array of {len(plan)} tasks{limit} ({tasks}): each runs this batch "
+                "step in its own job directory\n# tasks/<i>, with JT_PARAMS (JSON) and "
+                "SLURM_ARRAY_TASK_ID; a Python body sees its parameters as the dict params.\n" + rest)
 
     def _new_jobdir(self, name: str) -> tuple[str, Path]:
         """The next job id (a counter under a lock) and its fresh directory."""
@@ -356,7 +364,7 @@ class LocalTier(BatchTier):
                     validate_spec(task_spec)
             files = task_files(task_spec, job_files(task_spec))
             files[PARAMS_FILE] = (params_json(params) + "\n", 0o600)
-            files[jobstate.BATCH_FILE] = (self.render(task_spec) + "".join(
+            files[jobstate.BATCH_FILE] = (render_batch(task_spec) + "".join(
                 f"export {k}={shlex.quote(v)}\n" for k, v in (
                     ("JT_PARAMS", params_json(params)), ("SLURM_ARRAY_JOB_ID", array_id),
                     ("SLURM_ARRAY_TASK_ID", str(i)), ("SLURM_ARRAY_TASK_COUNT", str(len(plan))),

@@ -105,3 +105,12 @@ def test_cancel_the_whole_array_cancels_waiting_tasks_at_once(ip, capsys) -> Non
     status = job.wait(timeout=60)
     assert status.state is JobState.CANCELLED and status.reason == "6 tasks: 6 CANCELLED"
     api.close_all()
+
+
+def test_dry_run_of_an_array_says_what_would_run(ip, capsys) -> None:  # type: ignore[no-untyped-def]
+    from jupyter_tiers.registry import Registry
+
+    ip.run_cell_magic("slurm_train", '--sweep "lr=1,2 bs=3" --array %1 --dry-run', "print(params)\n")
+    out = capsys.readouterr().out
+    assert out.startswith("#!/bin/bash\n# An array of 2 tasks, at most 1 at once (lr=1 bs=3, lr=2 bs=3)")
+    assert Registry().list() == []

@@ -208,6 +208,10 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
         state = JobState.parse(record.state)
         size, where = job_size(record), record.nodelist or ""
         summary = f"job {record.job_id} {state.value}" + (f" on {where}" if where else "")
+    from .arrays import is_array
+
+    if is_array(record):  # "array 51 RUNNING — 16 tasks: 4 RUNNING, 12 PENDING" (no log read here)
+        summary = f"array {record.job_id} {state.value}" + (f" — {size}" if size else "")
     return Item(key=record.key, id=record.job_id, kind=record.kind, name=record.name,
                 profile=record.profile, tier=record.tier, state=state.value, terminal=state.terminal,
                 size=size, where=where, reason=reason, started=started, elapsed_s=elapsed,

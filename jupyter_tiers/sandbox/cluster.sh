@@ -415,12 +415,18 @@ PrivateData=jobs
 JobAcctGatherType=jobacct_gather/linux
 JobAcctGatherFrequency=30
 JobCompType=jobcomp/none
+# Preemption (tests, teaching labs): a job in partition "preemptible" (the same nodes, tier 1)
+# is requeued when a job of the default partition (tier 10) needs its nodes; jobs of the default
+# partition never preempt one another, so its behaviour is unchanged.
+PreemptType=preempt/partition_prio
+PreemptMode=REQUEUE
 EOF
     for ((k = 1; k <= n; k++)); do
         printf 'NodeName=node%d NodeHostname=localhost NodeAddr=127.0.0.1 Port=%d CPUs=%d Boards=1 SocketsPerBoard=1 CoresPerSocket=%d ThreadsPerCore=1 RealMemory=4096 State=UNKNOWN\n' \
             "$k" $((SLURMD_PORT_BASE + k)) "$c" "$c"
     done
-    printf 'PartitionName=debug Nodes=%s Default=YES MaxTime=02:00:00 State=UP\n' "$(node_range 1 "$n")"
+    printf 'PartitionName=debug Nodes=%s Default=YES MaxTime=02:00:00 State=UP PriorityTier=10\n' "$(node_range 1 "$n")"
+    printf 'PartitionName=preemptible Nodes=%s MaxTime=02:00:00 State=UP PriorityTier=1 PreemptMode=REQUEUE\n' "$(node_range 1 "$n")"
 }
 
 gen_topology_conf() {

@@ -187,3 +187,30 @@ def test_requeue_mid_job_keeps_one_job_and_one_log(box: SlurmTier, tmp_path: Pat
         assert marker in again.logs().splitlines()
     finally:
         other.close()
+
+
+def test_preempted_job_comes_back_and_completes(box: SlurmTier) -> None:
+    """Real preemption: the cluster in a box's partition "preemptible" (PriorityTier 1,
+    PreemptMode=REQUEUE) gives way to a job of the default partition that needs its nodes."""
+    nodes = ("--nodelist=node3,node4",)
+    job = box.submit(box.make_spec(REQUEUED, name="preemptible", nodes=2, requeue=True,
+                                   partition="preemptible", exclusive=True, sbatch_options=nodes))
+    seen: list[JobStatus] = []
+    ended = threading.Event()
+    box.watcher.watch(job.record, on_status=seen.append, on_end=lambda s: ended.set(),
+                      follow_logs=False)
+    wait_for(lambda: all(f"{r}: run 0 slurm unset begins\n" in job.logs() for r in range(2)),
+             timeout=180)
+    urgent = box.submit(box.make_spec("print('urgent work done')", name="urgent", nodes=2,
+                                      partition="debug", exclusive=True, sbatch_options=nodes))
+    assert urgent.wait(timeout=180).state is JobState.COMPLETED, urgent.logs()
+    assert ended.wait(420), [s.state for s in seen]
+    final = seen[-1]
+    # (another test's job on these nodes could preempt it once more: at least one restart)
+    assert final.state is JobState.COMPLETED and final.restarts >= 1, final
+    assert any(s.state is JobState.PENDING and s.restarts >= 1 for s in seen), [s.state for s in seen]
+    log = job.logs().splitlines()
+    at = log.index(restart_marker(1))
+    assert {f"{r}: run 0 slurm unset begins" for r in range(2)} <= set(log[:at]), log
+    assert {f"{r}: run {final.restarts} done" for r in range(2)} <= set(log[at:]), log
+    assert f"job {job.id} COMPLETED after {final.restarts} restart" in summary_line(final)

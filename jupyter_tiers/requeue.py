@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 
-from .model import JobState, RankState
+from .model import JobState, RankState, SchedulerInfo
 
 _MARKER = "— restart {} —"
 _MARKER_RE = re.compile(r"— restart (\d{1,6}) —")
@@ -62,3 +63,13 @@ def summary_restarts(n: int) -> str:
     if n <= 0:
         return ""
     return f" after {n} restart{'s' if n != 1 else ''}"
+
+
+def requeue_pending(found: dict[str, SchedulerInfo], requeue_ids: Iterable[str]) -> dict[str, SchedulerInfo]:
+    """squeue's rows with PREEMPTED read as REQUEUED for ``--requeue`` jobs: while the queue still
+    lists such a job it is on its way back (PREEMPTED is final for a job that cannot be
+    requeued, and accounting keeps saying so once the queue has forgotten it)."""
+    ids = set(requeue_ids)
+    return {i: (replace(info, state=JobState.REQUEUED)
+                if i in ids and info.state is JobState.PREEMPTED else info)
+            for i, info in found.items()}

@@ -23,6 +23,7 @@ from ..jobdir import parse_rank_files
 from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
 from ..registry import MAX_LIST, JobRecord, Registry, spec_for_record
+from ..requeue import requeue_pending
 from ..tier import BatchTier
 from . import commands
 from .history import (
@@ -157,6 +158,7 @@ class SlurmTier(BatchTier):
         code, out, err = self._run_scheduler(argv)
         out, listing = split_listing(out)
         found = parse_squeue(out) if code == 0 else {}
+        found = requeue_pending(found, (r.job_id for r in records if r.spec.get("requeue")))
         if code != 0 and "Invalid job id" not in err:
             raise ControllerUnreachable(err.strip() or f"squeue exited {code}")
         # squeue is authoritative while it still knows a job; accounting only for purged ones.

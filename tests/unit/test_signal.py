@@ -208,3 +208,14 @@ def test_registry_records_restarts_and_migrates_a_layout_2_file(tmp_path) -> Non
     assert reg.get("box/6").restarts == 1
     # a status without the watcher (a reattached kernel between runs) keeps the registry's count
     assert merge_status("5", _sched(JobState.PENDING), None, 1, restarts=2).restarts == 2
+
+
+def test_squeue_preempted_reads_as_requeued_for_requeue_jobs_only() -> None:
+    from jupyter_tiers.model import SchedulerInfo
+    from jupyter_tiers.requeue import requeue_pending
+
+    found = {"1": SchedulerInfo("1", JobState.PREEMPTED), "2": SchedulerInfo("2", JobState.PREEMPTED),
+             "3": SchedulerInfo("3", JobState.RUNNING)}
+    out = requeue_pending(found, ["1", "3"])
+    assert [out[i].state for i in "123"] == [JobState.REQUEUED, JobState.PREEMPTED, JobState.RUNNING]
+    assert not JobState.REQUEUED.terminal and JobState.PREEMPTED.terminal

@@ -3,11 +3,10 @@ the count of each, the first failure standing out and a click away from its log,
 (the seed article's 32 nodes x 8) and at 1,024 (128 x 8), in the light and the dark theme.
 
 Both run on the embedded local tier (emulated nodes of bash ``sleep``: 1,024 real processes), so
-the grid is filled by a real job without reshaping the Slurm test cluster; fail-stop may come
-before every rank has started, so the 1,024 test counts what the cells show rather than assuming
-1,023 stopped. A held job on the Slurm test cluster shows the rows before the ranks start.
-Screenshots: test-output/widget-{256,1024}{,-dark}.png (with JT_UPDATE_DOCS_SCREENSHOT=1 the
-light ones also replace docs/widget-{256,1024}.png).
+the grid is filled by a real job without reshaping the Slurm test cluster; the failing rank waits
+until every rank has started, so fail-stop stops all the others. A held job on the Slurm test
+cluster shows the rows before the ranks start. Screenshots: test-output/widget-{256,1024}{,-dark}.png
+(with JT_UPDATE_DOCS_SCREENSHOT=1 the light ones also replace docs/widget-{256,1024}.png).
 """
 
 from __future__ import annotations
@@ -32,16 +31,20 @@ PHASES = {"w": "waiting", "r": "running", "x": "exited", "f": "failed", "s": "st
 
 
 def run_failing_job(page: Any, lab: Lab, nodes: int, failing: int, name: str) -> tuple[Any, Any]:
-    """A local job of ``nodes`` x 8 ranks where rank ``failing`` exits 7; returns (cell, widget)
-    once the widget shows it FAILED."""
+    """A local job of ``nodes`` x 8 ranks where rank ``failing`` exits 7 once every rank has
+    started (each leaves a file in ``up/`` of the job's working directory, which all its ranks
+    share; waiting at most 120 s), so fail-stop stops all the others; returns (cell, widget) once
+    the widget shows it FAILED."""
     notebook = write_notebook(
         lab,
         f"ui-{name}.ipynb",
         "%load_ext jupyter_tiers",
         f"""
         %%slurm_train --profile local --shell --nodes {nodes} --ntasks-per-node 8 --name {name}
-        if [ "$RANK" = {failing} ]; then
-          sleep 3; echo "rank {failing}: NCCL timeout (simulated)" >&2; exit 7
+        mkdir -p up && touch up/$RANK
+        if [ "$RANK" = {failing} ]; then  # once every rank is up
+          for _ in $(seq 600); do [ "$(ls up | wc -l)" -ge {nodes * 8} ] && break; sleep 0.2; done
+          echo "rank {failing}: NCCL timeout (simulated)" >&2; exit 7
         fi
         sleep 300
         """,
@@ -170,7 +173,7 @@ def test_1024_rank_grid_stays_readable(page: Any, lab: Lab) -> None:
     cell, widget = run_failing_job(page, lab, 128, 777, "big-1024")
     check_node_rows(widget, 128)
     counts = check_legend(widget, 777, "local97")
-    assert sum(counts.values()) == 1024
+    assert counts == {"w": 0, "r": 0, "x": 0, "f": 1, "s": 1023}
     check_readable(widget, cell)
     # The grid scrolls inside itself at most: the whole widget stays within a screenful or so.
     grid_box = widget.locator(".jt-grid").bounding_box()

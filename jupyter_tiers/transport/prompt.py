@@ -12,8 +12,9 @@ Which prompter asks (:func:`current_prompter`, unless :func:`set_prompter` chose
   ``input_request`` that JupyterLab shows as a password field under the running cell. It works
   while the cell waits for the connection because it is a request on the stdin channel, not a
   widget value (a widget's comm message would wait behind the running cell). It asks only on
-  the thread running the cell; a headless client (nbclient, papermill) has no stdin channel, so
-  the prompter refuses at once instead of hanging;
+  the thread running the cell, within an execute request (not from a widget's button between
+  cells); a headless client (nbclient, papermill) allows no stdin, so the prompter refuses at
+  once instead of hanging;
 * elsewhere, :func:`terminal_prompter`: :func:`getpass.getpass` when stdin is a terminal.
 
 A prompter that cannot ask raises :class:`CannotPrompt` with the reason; the transport turns it
@@ -108,14 +109,23 @@ def _kernel() -> Any:
     return kernel_cls.instance() if kernel_cls.initialized() else None
 
 
+_NOT_IN_A_CELL = (
+    "the kernel can ask only in a running cell, and this connection was needed elsewhere (a "
+    "watcher or log follower reconnecting in the background, or a widget's button); run "
+    "`%tiers login -p PROFILE` in a cell to enter a new code"
+)
+
+
 def _kernel_unavailable(kernel: Any) -> str | None:
+    # An input_request reaches the frontend only while the cell that it names still runs: a
+    # request from another thread, or from a widget's comm message between cells, would be
+    # dropped by the frontend and leave the kernel waiting for ever.
     if threading.current_thread() is not threading.main_thread():
-        return (
-            "the kernel can ask only while a cell runs, and this connection was needed in the "
-            "background (a watcher or log follower reconnecting); run any cell on this profile, "
-            "for example `%tiers login -p PROFILE`, to enter a new code"
-        )
-    if not getattr(kernel, "_allow_stdin", False):
+        return _NOT_IN_A_CELL
+    parent = kernel.get_parent("shell") or {}
+    if parent.get("header", {}).get("msg_type") != "execute_request":
+        return _NOT_IN_A_CELL
+    if not parent.get("content", {}).get("allow_stdin", False):
         return (
             "this kernel's client does not accept input (a headless run: nbclient, papermill, "
             "a notebook run from the command line)"

@@ -143,3 +143,29 @@ def test_a_refused_answer_and_a_failing_prompter() -> None:
     with pytest.raises(AuthenticationError, match="gave 1 answer"):
         keyboard_interactive(t, HOP, lambda r: ["1"])  # type: ignore[arg-type]
     assert t.closed
+
+
+class FakeKernel:
+    """What the kernel prompter reads of ipykernel's Kernel: the shell channel's current parent."""
+
+    def __init__(self, msg_type: str, allow_stdin: bool = True) -> None:
+        self.parent = {"header": {"msg_type": msg_type}, "content": {"allow_stdin": allow_stdin}}
+
+    def get_parent(self, channel: str) -> dict[str, Any]:
+        return self.parent
+
+
+def test_the_kernel_asks_only_in_a_running_cell_with_stdin() -> None:
+    from jupyter_tiers.transport.prompt import _kernel_unavailable
+
+    assert _kernel_unavailable(FakeKernel("execute_request")) is None
+    headless = _kernel_unavailable(FakeKernel("execute_request", allow_stdin=False))
+    assert headless is not None and headless.startswith("this kernel's client does not accept input")
+    # A widget's button (a comm message between cells): its input request would be dropped.
+    widget = _kernel_unavailable(FakeKernel("comm_msg"))
+    assert widget is not None and "%tiers login -p PROFILE" in widget
+    seen: list[str | None] = []
+    thread = threading.Thread(target=lambda: seen.append(_kernel_unavailable(FakeKernel("execute_request"))))
+    thread.start()
+    thread.join()
+    assert seen == [widget]  # a background thread, even while a cell runs

@@ -16,11 +16,14 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ..errors import TiersError
+from ..logs import split_log_line
 from ..metrics import MetricsTracker
 
-#: Live batches kept while a picked rank's history is read (older ones are dropped: the series
-#: is a sample of the curve anyway, and the last values come from the newest batches).
+#: Live batches kept while a picked rank's history is read, each only that rank's last
+#: PENDING_LINES lines (older ones are dropped: the live series is a sample of the curve anyway,
+#: feed_sampled parses no more, and the last values come from the newest batches).
 PENDING_BATCHES = 256
+PENDING_LINES = 200
 
 
 class RankMetrics:
@@ -56,7 +59,9 @@ class RankMetrics:
             if self.chart is not self.summary:
                 self.chart.feed_sampled(text)
             if self._pending is not None:
-                self._pending.append(text)
+                mine = [raw for raw in text.splitlines() if split_log_line(raw)[0] == self.wanted]
+                if mine:
+                    self._pending.append("\n".join(mine[-PENDING_LINES:]) + "\n")
 
     def snapshot(self) -> tuple[int, str, dict[str, list[list[float | None]]]]:
         """The charted rank, the note about its history, and its series for the front end."""

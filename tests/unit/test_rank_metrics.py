@@ -110,3 +110,31 @@ def test_a_reattached_view_reads_history_up_to_its_start_offset() -> None:
     assert thread is not None
     thread.join(30)
     assert got.is_set() and last_loss(m) == 103
+
+
+def test_batches_during_a_history_read_are_bounded() -> None:
+    """A fast log while a rank's history is read: only that rank's last lines of each batch, and
+    only the newest PENDING_BATCHES batches, are held."""
+    from jupyter_tiers.widgets.rank_metrics import PENDING_BATCHES, PENDING_LINES
+
+    m = RankMetrics()
+    gate = threading.Event()
+
+    def blocked() -> Iterator[bytes]:
+        gate.wait(30)
+        return iter(())
+
+    thread = m.pick(1, blocked, lambda: None)
+    assert thread is not None
+    step = 0
+    for _ in range(PENDING_BATCHES + 50):
+        batch = log(range(step, step + 300), ranks=3)
+        step += 300
+        m.feed(batch.decode(), None)
+    held = list(m._pending or [])
+    assert len(held) == PENDING_BATCHES
+    assert all(len(text.splitlines()) == PENDING_LINES for text in held)
+    assert all(line.startswith("1: ") for text in held for line in text.splitlines())
+    gate.set()
+    thread.join(30)
+    assert m.rank == 1 and m.chart.series["loss"].last == step - 1 + 100  # the newest reading

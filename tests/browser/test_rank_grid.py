@@ -226,3 +226,30 @@ def test_rows_come_from_the_shape_while_pending_then_from_the_nodes(
         box_tier.cancel(box_tier.attach(job_id).record)
     expect(widget.locator(".jt-state")).to_have_text("CANCELLED", timeout=JOB_TIMEOUT_MS)
     no_page_errors(page)
+
+
+def test_a_node_with_many_ranks_wraps_its_row(page: Any, lab: Lab) -> None:
+    """40 ranks on one node: one named row whose cells wrap at 16 a line (16, 16, 8)."""
+    name = write_notebook(
+        lab,
+        "ui-wide-node.ipynb",
+        "%load_ext jupyter_tiers",
+        """
+        %%slurm_train --profile local --shell --nodes 1 --ntasks-per-node 40 --name wide-node
+        sleep 1
+        """,
+    )
+    cells = open_notebook(page, lab, name)
+    run_cell(page, cells, 0)
+    cell = run_cell(page, cells, 1)
+    widget = cell.locator(".jt-job")
+    expect(widget.locator(".jt-state")).to_have_text("COMPLETED", timeout=JOB_TIMEOUT_MS)
+    rows = widget.locator(".jt-grid .jt-node")
+    expect(rows).to_have_count(1)
+    expect(rows.locator(".jt-node-name")).to_have_text("local0")
+    expect(widget.locator('.jt-legend-item[data-phase="x"] .jt-legend-count')).to_have_text("40")
+    tops = rows.locator(".jt-rank").evaluate_all("cells => cells.map(c => c.getBoundingClientRect().top)")
+    lines = [tops.count(top) for top in sorted(set(tops))]
+    assert lines == [16, 16, 8], lines
+    check_readable(widget, cell)
+    no_page_errors(page)

@@ -53,13 +53,16 @@ def plain_sbatch_job(cluster_env: dict[str, str]) -> tuple[str, str]:
 
 
 def _wait_accounted(box: SlurmTier, job_id: str, timeout: float = 180) -> None:
-    """Until sacct reports the job ended (a bound, not a timed assertion)."""
+    """Until sacct reports the job ended, also in a time-window query (a bound, not a timed
+    assertion): for a moment after a job ends slurmdbd has no Eligible time for it, and
+    `sacct -S ... -E now` leaves it out while `sacct -j ID` already lists it."""
     import time
 
     deadline = time.monotonic() + timeout
     while True:
         rows = box.history(make_query(job=job_id))
-        if rows and JobState(rows[0].state).terminal:
+        in_window = {r.job_id for r in box.history(make_query(days=1, limit=10_000))}
+        if rows and JobState(rows[0].state).terminal and job_id in in_window:
             return
         if time.monotonic() > deadline:
             raise AssertionError(f"sacct did not report job {job_id} ended within {timeout} s")

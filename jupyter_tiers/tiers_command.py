@@ -63,8 +63,10 @@ def build_parser() -> argparse.ArgumentParser:
     which.add_argument("--rank", type=_int_up_to(1_000_000), help="one rank of a job")
     which.add_argument("--pod", help="one pod of a service")
     logs.add_argument("--tail", type=_int_up_to(100_000_000))
-    cancel = sub.add_parser("cancel", help="cancel a job")
+    logs.add_argument("--task", type=_int_up_to(4_000_000), help="one task of an array (or ID_TASK)")
+    cancel = sub.add_parser("cancel", help="cancel a job (an array's every task; ID_TASK one task)")
     cancel.add_argument("job")
+    cancel.add_argument("--task", type=_int_up_to(4_000_000), help="one task of an array (or ID_TASK)")
     delete = sub.add_parser("delete", help="delete a service and everything it made")
     delete.add_argument("job")
     scale = sub.add_parser("scale", help="set a service's replicas")
@@ -164,6 +166,11 @@ def run(argv: list[str], shell: Any = None) -> Any:
         args = build_parser().parse_args(argv)
     except _HelpShown:
         return None
+    if getattr(args, "task", None) is not None:  # --task 7: the array's task ID_7
+        if args.task < 0 or "_" in args.job:
+            raise CommandUsage(f"%tiers {args.command}: --task takes a task number of 0 or more, "
+                               "with an array's id (or write ID_TASK without --task)")
+        args.job = f"{args.job}_{args.task}"
     if args.command == "jobs" and args.job is not None:
         from .array_job import ArrayJob
         from .arrays import format_tasks

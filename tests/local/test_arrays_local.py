@@ -78,6 +78,10 @@ def test_sweep_runs_every_task_with_its_params_under_the_limit(ip, capsys) -> No
     # One task's log by its Slurm name.
     tiers_command.run(["logs", f"{job.id}_2", "--rank", "0"])
     assert '"lr": 0.3' in capsys.readouterr().out
+    tiers_command.run(["logs", job.id, "--task", "1", "--tail", "1"])
+    assert capsys.readouterr().out == "0: loss=0.1640\n"
+    with pytest.raises(tiers_command.CommandUsage, match="--task takes a task number"):
+        tiers_command.run(["cancel", f"{job.id}_1", "--task", "1"])
 
 
 def test_plain_array_gets_the_task_number_and_one_task_is_cancelled(ip, capsys) -> None:  # type: ignore[no-untyped-def]

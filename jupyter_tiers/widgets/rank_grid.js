@@ -119,7 +119,7 @@ function jtRankGrid(grid, legend, onPick, onHover) {
   function layout(ranks, nodelist, ranksPerNode) {
     const rows = jtGroupRanks(ranks, nodelist, ranksPerNode);
     const widest = rows.reduce((m, row) => Math.max(m, row.ranks.length), 0);
-    const next = JSON.stringify(rows.map((row) => [row.name, row.ranks.length, row.ranks[0]]));
+    const next = JSON.stringify(rows.map((row) => [row.name, row.ranks]));
     if (next !== shape) {
       shape = next;
       const longest = rows.reduce((m, row) => Math.max(m, row.name.length), 0);

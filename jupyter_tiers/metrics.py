@@ -35,6 +35,7 @@ from typing import Any
 
 from .errors import SpecError
 from .model import LogLine
+from .requeue import marker_restart
 
 #: The keys recognised without any configuration (canonical names).
 DEFAULT_KEYS = ("loss", "val_loss", "lr", "acc", "grad_norm", "tokens/s", "it/s", "step", "epoch")
@@ -442,6 +443,10 @@ class MetricsTracker:
         self._parse_into(text)
 
     def _check_error(self, text: str) -> None:
+        if text.startswith("— restart ") and marker_restart(text) is not None:
+            # A requeued job's next run begins: the errors of the run before are not its cause.
+            self.first_error = self._other_error = None
+            return
         if self.first_error is None:
             err = first_error_line(text)
             if err is not None:

@@ -38,3 +38,26 @@ def test_css_styles_the_marker_and_the_requeue_states_with_theme_variables() -> 
         rule = rule[: rule.index("}")]
         assert "var(--jp-" in rule, selector
 
+
+
+def test_a_failed_run_after_a_restart_names_its_own_error() -> None:
+    from jupyter_tiers.metrics import MetricsTracker
+    from jupyter_tiers.model import LogLine
+
+    tracker = MetricsTracker()
+    tracker.feed([LogLine("RuntimeError: [c10d] Connection reset by peer", 1)])
+    assert tracker.error == "RuntimeError: [c10d] Connection reset by peer"
+    tracker.feed([
+        LogLine("slurmstepd-node1: error: *** JOB 7 ON node1 CANCELLED AT 2026-12-03T03:28:36 "
+                "DUE TO JOB REQUEUE ***"),
+        LogLine("srun: error: node2: task 1: Exited with exit code 143"),
+        # a rank dying with its run: an exception of run 0, not the cause of what comes next
+        LogLine("RuntimeError: [c10d] Connection reset by peer", 1),
+        LogLine(restart_marker(1)),
+        LogLine("loss=0.5", 0),
+    ])
+    assert tracker.error is None
+    tracker.feed([LogLine("RuntimeError: CUDA error: out of memory", 1)])
+    assert tracker.error == "RuntimeError: CUDA error: out of memory"
+    tracker.feed([LogLine("— restart 1 — is only text here", 0)])
+    assert tracker.error == "RuntimeError: CUDA error: out of memory"

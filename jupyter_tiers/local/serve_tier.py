@@ -404,7 +404,7 @@ class LocalServeTier(ServeTier):
         with contextlib.suppress(Exception):  # the registry is a record, not the source of truth
             self.registry.update(record.key, state=status.state.value,
                                  detail=f"{status.ready}/{status.desired}",
-                                 **({"nodelist": status.endpoint} if status.endpoint else {}))
+                                 nodelist=status.endpoint or None)  # None keeps the one recorded
 
     def summary(self, record: JobRecord, status: ServiceStatus) -> str:
         from ..k8s.parse import summary_line

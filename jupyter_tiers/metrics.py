@@ -428,13 +428,38 @@ class MetricsTracker:
         from .logs import split_log_line
 
         mine: list[str] = []
-        for raw in text.splitlines():
-            rank, body = split_log_line(raw)
-            self._check_error(body)
-            if rank == self.rank or self.rank is None:
-                mine.append(body)
+        lines = text.splitlines()
+        if self._may_hold_error(text):
+            for raw in lines:
+                rank, body = split_log_line(raw)
+                self._check_error(body)
+                if rank == self.rank or self.rank is None:
+                    mine.append(body)
+        else:
+            # No line can change the error: read back from the end only until the budget is
+            # met, so a live view can feed every batch of a fast log (not a trimmed sample).
+            prefix = f"{self.rank}:"
+            for raw in reversed(lines):
+                # split_log_line's rank is R only for "R:..." or a zero-padded "0...R:...".
+                if self.rank is not None and not raw.startswith((prefix, "0")):
+                    continue
+                rank, body = split_log_line(raw)
+                if rank == self.rank or self.rank is None:
+                    mine.append(body)
+                    if len(mine) >= budget:
+                        break
+            mine.reverse()
         for body in mine[-budget:]:
             self._parse_into(body)
+
+    def _may_hold_error(self, text: str) -> bool:
+        """Whether some line of ``text`` could change the error state (``_check_error``)."""
+        if "— restart " in text:
+            return True
+        if self.first_error is not None:
+            return False
+        return any(h in text for h in _EXC_HINTS) or (
+            self._other_error is None and any(h in text for h in _ERROR_HINTS))
 
     def feed_line(self, text: str, rank: int | None) -> None:
         self._check_error(text)

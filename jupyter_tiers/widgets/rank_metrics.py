@@ -48,16 +48,17 @@ class RankMetrics:
         with self._lock:
             self.end = max(self.end, offset)
 
-    def feed(self, text: str, end: int | None = None) -> None:
-        """One batch of the live log (``end``: the offset just past it)."""
+    def feed(self, text: str, end: int | None = None, budget: int = 200) -> None:
+        """One batch of the live log (``end``: the offset just past it); at most ``budget`` of
+        the rank's last lines in it are parsed for metrics (every line is checked for errors)."""
         with self._lock:
             if end is not None:
                 self.end = max(self.end, end)
             if not text:
                 return
-            self.summary.feed_sampled(text)
+            self.summary.feed_sampled(text, budget)
             if self.chart is not self.summary:
-                self.chart.feed_sampled(text)
+                self.chart.feed_sampled(text, budget)
             if self._pending is not None:
                 mine = [raw for raw in text.splitlines() if split_log_line(raw)[0] == self.wanted]
                 if mine:

@@ -1,0 +1,117 @@
+"""JobView's summary and charts read every log line the follower delivers, not only the lines the
+display's batcher keeps: when other ranks' lines crowd rank 0's last lines out of a message (the
+batcher keeps each message's newest ``max_lines``), the summary still names rank 0's final metric.
+
+Deterministic: the view's first message is held in ``send`` while the later batches arrive, so
+they wait in the batcher together and the trimming happens in ``add``, whatever the timing."""
+
+from __future__ import annotations
+
+import threading
+from types import SimpleNamespace
+from typing import Any
+
+from jupyter_tiers.logs import LogDecoder
+from jupyter_tiers.model import JobState, JobStatus
+from jupyter_tiers.widgets.job_view import JobView
+
+
+class FakeWatcher:
+    """Hands the test the view's callbacks instead of following a real job."""
+
+    def __init__(self) -> None:
+        self.callbacks: dict[str, Any] = {}
+
+    def watch(self, record: Any, **kwargs: Any) -> object:
+        self.callbacks = kwargs
+        return object()
+
+    def unwatch(self, sub: object) -> None:
+        pass
+
+
+class HeldView(JobView):
+    """A JobView without a front end whose first message waits until ``release`` is set."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.release = threading.Event()
+        self.sending = threading.Event()
+        self.messages: list[Any] = []
+        super().__init__(*args, **kwargs)
+
+    def send(self, content: Any, buffers: Any = None) -> None:
+        self.messages.append(content)
+        if len(self.messages) == 1:
+            self.sending.set()
+            assert self.release.wait(60)
+
+
+def fake_job(watcher: FakeWatcher) -> Any:
+    record = SimpleNamespace(profile="p", tier="local", world_size=2, spec={"nodes": 2}, key="local:1")
+    tier = SimpleNamespace(watcher=watcher)
+    return SimpleNamespace(id="1", name="crowded", record=record, script="", tier=tier,
+                           metric_patterns=lambda: ())
+
+
+def test_summary_has_rank0_final_metric_when_other_ranks_crowd_it_out() -> None:
+    watcher = FakeWatcher()
+    view = HeldView(fake_job(watcher))
+    on_lines, on_end = watcher.callbacks["on_lines"], watcher.callbacks["on_end"]
+    decoder = LogDecoder(0)
+    on_lines(decoder.feed(b"1: warming up\n"))
+    assert view.sending.wait(60)  # the batcher's thread is now inside send with that line
+    rank0 = "".join(f"0: step={s} loss={1.0 / s:.6f}\n" for s in range(1, 101)) + "0: loss=nan\n"
+    on_lines(decoder.feed(rank0.encode()))
+    crowd = "".join(f"1: step={s} loss={100 + 1.0 / s:.6f}\n" for s in range(1, view._batcher.max_lines + 2))
+    on_lines(decoder.feed(crowd.encode()))
+    view.release.set()
+    on_end(JobStatus("1", JobState.COMPLETED, elapsed_s=3, world_size=2))
+    # The display did drop rank 0's lines (the point of this test's setup)...
+    last = view.messages[-1]
+    assert last["skipped"] > 0 and "0: loss=nan" not in last["text"]
+    # ...but the summary and the chart read them.
+    assert view.summary.endswith(" — loss nan"), view.summary
+    loss = view.metrics["loss"]
+    assert loss[-1][1] is None and max(y for _, y in loss if y is not None) <= 1.0
+    view.close()
+
+
+def _reference_feed_sampled(tracker: Any, text: str, budget: int) -> None:
+    """feed_sampled as it was before its shortcut: every line split and checked for errors."""
+    from jupyter_tiers.logs import split_log_line
+
+    mine = []
+    for raw in text.splitlines():
+        rank, body = split_log_line(raw)
+        tracker._check_error(body)
+        if rank == tracker.rank or tracker.rank is None:
+            mine.append(body)
+    for body in mine[-budget:]:
+        tracker._parse_into(body)
+
+
+def test_feed_sampled_shortcut_fuzz() -> None:
+    """Seeded fuzz: the shortcut (no line can change the error, so read back only to the budget)
+    gives the same series, last values and errors as reading every line."""
+    import random
+
+    from jupyter_tiers.metrics import MetricsTracker
+
+    rng = random.Random(20261203)
+    pieces = ["step={s} loss={v}", "loss=nan", "lr=3e-4 acc={v}", "ValueError: bad {s}", "error: disk",
+              "— restart 1 —", "plain text", "Killed", "epoch {s}\rloss={v}", ""]
+    for _ in range(300):
+        rank = rng.choice([0, 1, 7, None])
+        fast = MetricsTracker(rank=rank, max_points=16)
+        slow = MetricsTracker(rank=rank, max_points=16)
+        for _batch in range(rng.randint(1, 6)):
+            lines = []
+            for s in range(rng.randint(0, 40)):
+                prefix = rng.choice(["0: ", "1: ", "7: ", "00: ", "07:", "", "x: ", "1234567: "])
+                lines.append(prefix + rng.choice(pieces).format(s=s, v=rng.random()))
+            text = "\n".join(lines) + rng.choice(["\n", ""])
+            budget = rng.randint(1, 12)
+            fast.feed_sampled(text, budget)
+            _reference_feed_sampled(slow, text, budget)
+        assert fast.to_lists() == slow.to_lists() or str(fast.to_lists()) == str(slow.to_lists())
+        assert (fast.error, fast.step) == (slow.error, slow.step)

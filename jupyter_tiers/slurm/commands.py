@@ -204,6 +204,32 @@ def cancel_argv(job_id: str, signal: str | None = None) -> list[str]:
     return [*argv, check_job_id(job_id)]
 
 
+# What scancel says of a job that has nothing left to cancel (ended, or forgotten by the
+# controller): cancelling it is a no-op. Slurm 22.05 exits 0 for these unless asked to be verbose.
+_SCANCEL_NOTHING_TO_DO = ("Job/step already completing or completed", "Invalid job id specified")
+
+
+def scancel_refusal(exit_status: int, stderr: str) -> str | None:
+    """Why scancel refused (its error lines, e.g. ``Kill job error on job id 12:
+    Access/permission denied``), or None when it cancelled or there was nothing to cancel."""
+    if exit_status == 0:
+        return None
+    errors = []
+    for line in stderr.splitlines():
+        text = line.strip()
+        if text.startswith("scancel: "):
+            text = text[len("scancel: "):]
+        if text.startswith("error: "):
+            text = text[len("error: "):]
+        if text and not any(known in text for known in _SCANCEL_NOTHING_TO_DO):
+            errors.append(text[:300])
+    if errors:
+        return "; ".join(errors[:5])
+    if stderr.strip():  # only "nothing to cancel" lines
+        return None
+    return f"scancel exited with status {exit_status} and said nothing"
+
+
 def log_path(jobdir: str) -> str:
     return f"{jobdir}/{LOG_NAME}"
 

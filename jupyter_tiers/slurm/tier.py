@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..arrays import counts_detail, plan_of
 from ..config import Profile
-from ..errors import ControllerUnreachable, SubmitError
+from ..errors import ControllerUnreachable, SubmitError, TiersError
 from ..handles import Job
 from ..handoff import (
     attach_checkpoints,
@@ -257,7 +257,12 @@ class SlurmTier(BatchTier):
         return lines
 
     def cancel(self, record: JobRecord) -> None:
-        self.transport.run(commands.cancel_argv(record.job_id), check=False)
+        """scancel the job; a job that has already ended is a no-op, a refusal (not the user's
+        job, say) a TiersError naming the job and what scancel said."""
+        result = self.transport.run(commands.cancel_argv(record.job_id), check=False)
+        refusal = commands.scancel_refusal(result.exit_status, result.stderr.decode("utf-8", "replace"))
+        if refusal is not None:
+            raise TiersError(f"cannot cancel job {record.job_id} on {self.profile.name}: scancel: {refusal}")
 
     def cancel_array(self, record: JobRecord, tasks: Sequence[JobRecord]) -> None:
         """Cancel every task of an array: one ``scancel`` of the array's id."""

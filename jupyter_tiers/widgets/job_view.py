@@ -184,7 +184,15 @@ class JobView(anywidget.AnyWidget):
                                    self._show_metrics)
         elif kind == "cancel" and not self.terminal:
             self.cancel_requested = True
-            threading.Thread(target=self.job.cancel, name="jt-cancel", daemon=True).start()
+            threading.Thread(target=self._cancel, name="jt-cancel", daemon=True).start()
+
+    def _cancel(self) -> None:
+        try:
+            self.job.cancel()
+        except TiersError as exc:  # refused (not the user's job, say): say so, allow another try
+            with self.hold_sync():
+                self.cancel_requested = False
+                self.message = str(exc)
 
     def _show_metrics(self) -> None:
         """Sync the charted rank's series (with the rank and note, which change together)."""

@@ -40,10 +40,13 @@ def checkpoint_lines(spec: JobSpec) -> list[str]:
 
     # 0750 (setgid, so what the ranks write keeps its group) and parents 0750: a serving pod
     # running as another uid of the user's group reads the checkpoints (the ranks run under
-    # umask 027, see RANK_SHIM); the job's own files stay 0600.
+    # umask 027, see RANK_SHIM); the job's own files stay 0600. The parents come from mkdir -p
+    # under the umask, the directory itself from mkdir -m (with -p, -m would apply to it alone,
+    # shellcheck SC2174); an existing directory keeps its mode, as with mkdir -p -m.
     return [
         f"export JT_CHECKPOINT_DIR={checkpoint_dir_shell(spec.checkpoint_dir, spec.name)}",
-        '(umask 027 && mkdir -p -m 2750 -- "$JT_CHECKPOINT_DIR")',
+        '(umask 027 && mkdir -p -- "$(dirname -- "$JT_CHECKPOINT_DIR")"'
+        ' && { [ -d "$JT_CHECKPOINT_DIR" ] || mkdir -m 2750 -- "$JT_CHECKPOINT_DIR"; })',
     ]
 
 

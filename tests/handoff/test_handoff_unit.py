@@ -39,7 +39,8 @@ def test_default_dir_is_workdir_name_jobid_checkpoints_and_created_before_ranks(
     lines = script.splitlines()
     export = 'export JT_CHECKPOINT_DIR="${JT_JOB_DIR%/*}/ft/$SLURM_JOB_ID/checkpoints"'
     assert export in lines
-    mkdir = lines.index('(umask 027 && mkdir -p -m 2750 -- "$JT_CHECKPOINT_DIR")')  # group-readable
+    mkdir = lines.index('(umask 027 && mkdir -p -- "$(dirname -- "$JT_CHECKPOINT_DIR")" && '  # group-readable
+                        '{ [ -d "$JT_CHECKPOINT_DIR" ] || mkdir -m 2750 -- "$JT_CHECKPOINT_DIR"; })')
     assert lines.index(export) < mkdir < next(i for i, ln in enumerate(lines) if ln.startswith("srun"))
     assert handoff.default_checkpoint_dir("/home/a/jt/ft-20261202-1-abc", "ft", "42") == \
         "/home/a/jt/ft/42/checkpoints"

@@ -405,6 +405,7 @@ class MetricsTracker:
         self.step: float | None = None
         self.first_error: str | None = None
         self._other_error: str | None = None
+        self._deferred: list[str] = []  # the chosen rank's lines kept by feed_sampled(defer=True)
         self.custom_keys = [k for k, _ in patterns]
 
     def feed(self, lines: Iterable[LogLine]) -> None:
@@ -420,11 +421,15 @@ class MetricsTracker:
             rank, body = split_log_line(raw)
             self.feed_line(body, rank)
 
-    def feed_sampled(self, text: str, budget: int = 200) -> None:
+    def feed_sampled(self, text: str, budget: int = 200, *, defer: bool = False) -> None:
         """Read a block of raw merged-log text at a bounded cost: every line is checked for an
         error (cheap), but only the last ``budget`` lines of the chosen rank are parsed for
         metrics. For a live view fed batches of a fast log; the series stays a sample of the
-        curve and the last values stay exact."""
+        curve and the last values stay exact.
+
+        ``defer``: only keep those lines (replacing what an earlier deferred block kept), to be
+        parsed before the next block fed without ``defer``, or by :meth:`flush_deferred`, so a
+        view fed many blocks a second parses a few times a second."""
         from .logs import split_log_line
 
         mine: list[str] = []
@@ -449,7 +454,18 @@ class MetricsTracker:
                     if len(mine) >= budget:
                         break
             mine.reverse()
+        if defer:
+            if mine:
+                self._deferred = mine[-budget:]
+            return
+        self.flush_deferred()
         for body in mine[-budget:]:
+            self._parse_into(body)
+
+    def flush_deferred(self) -> None:
+        """Parse the lines a ``defer`` feed kept, if any."""
+        deferred, self._deferred = self._deferred, []
+        for body in deferred:
             self._parse_into(body)
 
     def _may_hold_error(self, text: str) -> bool:

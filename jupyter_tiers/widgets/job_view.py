@@ -143,17 +143,19 @@ class JobView(anywidget.AnyWidget):
             self._buffered -= self._buffer.popleft()[1]
         self.lines_received += count + skipped
         self.send(msg)
+        self._track_metrics("")
 
     def _track_metrics(self, text: str, *, end: int | None = None, final: bool = False) -> None:
         """Read a batch's metrics and refresh the charts' trait when ``metrics_interval`` has
-        passed, or at the end. A fast log comes in many batches a second: a batch parses its last
-        200 lines of the rank at most 8 times a second, its last 20 otherwise (the chart is a
-        sample; the last values stay exact, and every line is still checked for errors)."""
+        passed, or at the end. A fast log comes in many batches a second: metrics are parsed at
+        most 8 times a second (RankMetrics.feed's ``defer`` in between; the chart is a sample,
+        the last values stay exact, and every line is still checked for errors). Empty ``text``
+        (each display message, and the end) parses what the deferred batches kept."""
         now = time.monotonic()
-        full = now - self._metrics_parsed >= 0.125
-        if full:
+        due = final or not text or now - self._metrics_parsed >= 0.125
+        if due and text:
             self._metrics_parsed = now
-        self._metrics.feed(text, end, budget=200 if full else 20)
+        self._metrics.feed(text, end, defer=not due)
         if final or now - self._metrics_sent >= self.metrics_interval:
             self._metrics_sent = now
             self._show_metrics()

@@ -48,17 +48,22 @@ class RankMetrics:
         with self._lock:
             self.end = max(self.end, offset)
 
-    def feed(self, text: str, end: int | None = None, budget: int = 200) -> None:
-        """One batch of the live log (``end``: the offset just past it); at most ``budget`` of
-        the rank's last lines in it are parsed for metrics (every line is checked for errors)."""
+    def feed(self, text: str, end: int | None = None, *, defer: bool = False) -> None:
+        """One batch of the live log (``end``: the offset just past it). Every line is checked for
+        errors; of the rank's lines, the last 200 are parsed for metrics, or with ``defer`` only
+        the last 20 kept to be parsed with the next batch fed without it (MetricsTracker
+        .feed_sampled). Empty ``text`` without ``defer`` parses what is kept (the log's end)."""
         with self._lock:
             if end is not None:
                 self.end = max(self.end, end)
+            trackers = [self.summary] if self.chart is self.summary else [self.summary, self.chart]
             if not text:
+                if not defer:
+                    for tracker in trackers:
+                        tracker.flush_deferred()
                 return
-            self.summary.feed_sampled(text, budget)
-            if self.chart is not self.summary:
-                self.chart.feed_sampled(text, budget)
+            for tracker in trackers:
+                tracker.feed_sampled(text, 20 if defer else 200, defer=defer)
             if self._pending is not None:
                 mine = [raw for raw in text.splitlines() if split_log_line(raw)[0] == self.wanted]
                 if mine:

@@ -115,3 +115,28 @@ def test_feed_sampled_shortcut_fuzz() -> None:
             _reference_feed_sampled(slow, text, budget)
         assert fast.to_lists() == slow.to_lists() or str(fast.to_lists()) == str(slow.to_lists())
         assert (fast.error, fast.step) == (slow.error, slow.step)
+
+
+def test_feed_sampled_defer_fuzz() -> None:
+    """Seeded fuzz: deferring some blocks (a view fed many a second) never changes the errors
+    found, and after the last block (or flush_deferred) the last values are the reference's for
+    every key of that block's parsed lines."""
+    import random
+
+    from jupyter_tiers.metrics import MetricsTracker
+
+    rng = random.Random(125)
+    pieces = ["step={s} loss={v}", "loss=nan", "acc={v}", "RuntimeError: x {s}", "— restart 2 —", "text"]
+    for _ in range(300):
+        deferring = MetricsTracker(rank=0, max_points=16)
+        slow = MetricsTracker(rank=0, max_points=16)
+        for _batch in range(rng.randint(1, 6)):
+            text = "".join(rng.choice(["0: ", "1: "]) + rng.choice(pieces).format(s=s, v=rng.random()) + "\n"
+                           for s in range(rng.randint(0, 30)))
+            deferring.feed_sampled(text, 5, defer=rng.random() < 0.6)
+            _reference_feed_sampled(slow, text, 5)
+            assert deferring.error == slow.error
+        deferring.flush_deferred()
+        tail = [ln for ln in text.splitlines() if ln.startswith("0: ")][-5:]
+        for key in {k for ln in tail for k in slow.parser.parse(ln[3:])}:
+            assert str(deferring.series[key].last) == str(slow.series[key].last), key

@@ -45,7 +45,8 @@ function render({ model, el }) {
   const body = h("tbody");
   table.appendChild(body);
   const summary = h("div", "jt-summary");
-  root.append(header, controls, table, summary);
+  const message = h("div", "jt-message");
+  root.append(header, controls, message, table, summary);
 
   const rows = new Map(); // task index -> {tr, cells, cancel}
 
@@ -83,6 +84,10 @@ function render({ model, el }) {
     state.dataset.state = st;
     counts.textContent = model.get("counts");
     summary.textContent = model.get("summary");
+    message.textContent = model.get("message");
+    if (!model.get("cancel_requested") && cancelAll.textContent === "Cancelling…") {
+      cancelAll.textContent = "Cancel all"; // a refused cancel may be tried again
+    }
     cancelAll.disabled = model.get("terminal") || model.get("cancel_requested");
     const selected = model.get("selected");
     for (const [index, label, taskState, elapsed, metric, exit] of model.get("tasks")) {
@@ -97,10 +102,14 @@ function render({ model, el }) {
         row.cancel.disabled = true;
         row.cancel.textContent = "Cancel";
         row.cancel.dataset.confirm = "";
+      } else if (row.cancel.disabled && model.get("message")) {
+        row.cancel.disabled = false; // a refused cancel may be tried again
+        row.cancel.textContent = "Cancel";
       }
     }
   }
-  for (const name of ["tasks", "state", "counts", "summary", "terminal", "cancel_requested", "selected"]) {
+  for (const name of ["tasks", "state", "counts", "summary", "terminal", "cancel_requested", "selected",
+                      "message"]) {
     model.on(`change:${name}`, refresh);
   }
   refresh();

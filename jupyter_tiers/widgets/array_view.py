@@ -20,6 +20,7 @@ import traitlets as t
 
 from ..array_job import ArrayJob
 from ..arrays import array_summary, counts_text, task_index
+from ..errors import TiersError
 from ..metrics import format_value
 from ..model import JobState, JobStatus
 from ..timefmt import format_elapsed
@@ -66,6 +67,7 @@ class ArrayTable(anywidget.AnyWidget):
     terminal = t.Bool(False).tag(sync=True)
     summary = t.Unicode("").tag(sync=True)
     cancel_requested = t.Bool(False).tag(sync=True)
+    message = t.Unicode("").tag(sync=True)
 
 
 class ArrayView(ipywidgets.VBox):
@@ -157,10 +159,20 @@ class ArrayView(ipywidgets.VBox):
         if kind == "select" and valid:
             self.select(task)
         elif kind == "cancel_task" and valid:
-            threading.Thread(target=self.job.task(task).cancel, name="jt-cancel", daemon=True).start()
+            threading.Thread(target=self._cancel, args=(task,), name="jt-cancel", daemon=True).start()
         elif kind == "cancel" and not self.table.terminal:
             self.table.cancel_requested = True
-            threading.Thread(target=self.job.cancel, name="jt-cancel", daemon=True).start()
+            threading.Thread(target=self._cancel, args=(None,), name="jt-cancel", daemon=True).start()
+
+    def _cancel(self, task: int | None) -> None:
+        """Cancel one task (or all of them with None); a refusal is shown, and may be tried again."""
+        try:
+            (self.job.cancel if task is None else self.job.task(task).cancel)()
+        except TiersError as exc:  # refused (not the user's job, say): say so, allow another try
+            with self.table.hold_sync():
+                if task is None:
+                    self.table.cancel_requested = False
+                self.table.message = str(exc)
 
     # --- Python API ----------------------------------------------------------------------
     def select(self, index: int) -> None:

@@ -80,3 +80,31 @@ def test_cancel_all_from_the_front_end(tier: LocalTier) -> None:
         assert view.table.counts == "3 tasks: 3 CANCELLED" and view.table.terminal
     finally:
         view.close()
+
+
+def test_a_refused_cancel_is_shown_and_may_be_tried_again(tier: LocalTier,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A refusal (on Slurm: another user's job) reaches the table's message, not a thread's
+    traceback, and Cancel all becomes pressable again. The refusal is simulated: a local job is
+    always the user's own."""
+    from jupyter_tiers.errors import TiersError
+
+    job = tier.submit(tier.make_spec("import time\ntime.sleep(300)\n", name="refused", array="0-1"))
+    assert isinstance(job, ArrayJob)
+    view = ArrayView(job)
+
+    def refuse(*_args: object) -> None:
+        raise TiersError(f"cannot cancel job {job.id} on local: scancel: Access/permission denied")
+
+    try:
+        monkeypatch.setattr(ArrayJob, "cancel", refuse)
+        view._on_front_end_msg(view.table, {"kind": "cancel"}, None)
+        helpers.wait_for(lambda: "Access/permission denied" in view.table.message, timeout=30)
+        assert not view.table.cancel_requested and not view.table.terminal
+        monkeypatch.setattr(type(job.task(0)), "cancel", refuse)
+        view.table.message = ""
+        view._on_front_end_msg(view.table, {"kind": "cancel_task", "task": 0}, None)
+        helpers.wait_for(lambda: "Access/permission denied" in view.table.message, timeout=30)
+    finally:
+        monkeypatch.undo()
+        view.close()

@@ -95,7 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
     """A fixed-width table of registry records (pure, for tests). SIZE is a job's ranks or a
-    service's ready/desired replicas; WHERE its nodes or endpoint."""
+    service's ready/desired replicas; WHERE its nodes or endpoint; a requeued job's STATE says
+    how many times it started again."""
     now = now or time.time()
     header = ("ID", "KIND", "NAME", "PROFILE", "TIER", "STATE", "SIZE", "WHERE", "STARTED")
     rows = [header]
@@ -109,7 +110,10 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
 
             counts = detail_counts(r.detail) if is_array(r) else None
             size, where = counts or str(r.world_size), r.nodelist or "-"
-        rows.append((r.job_id, r.kind, r.name, r.profile, r.tier, r.state, size, where, ago))
+        state = r.state
+        if r.kind != "service" and r.restarts:
+            state += f" ({r.restarts} restart{'s' if r.restarts > 1 else ''})"
+        rows.append((r.job_id, r.kind, r.name, r.profile, r.tier, state, size, where, ago))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                      for row in rows)

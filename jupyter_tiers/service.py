@@ -321,9 +321,14 @@ def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[s
     """An item plus ``view``: the same state the notebook widget syncs (JobView or ServeView
     traits), from ``status`` when the caller holds a current one (the server's shared watcher),
     else asked of the cluster now."""
+    from .array_job import ArrayJob
+
     handle = attach(ref)
     rec = handle.record
     now = time.time()
+    if isinstance(handle, ArrayJob):
+        table, status = array_view(handle, status if isinstance(status, JobStatus) else None)
+        return {**item_from(rec, status, now).to_json(), "view_kind": "array", "view": table}
     if status is None:
         status = handle.status()
     item = item_from(rec, status, now).to_json()
@@ -347,7 +352,66 @@ def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[s
                 "tier_kind": rec.tier, "script": rec.script, **state.status_traits(status),
                 "ranks_per_node": state.ranks_per_node(rec.spec, rec.world_size),
                 "summary": item["summary"] if status.state.terminal else ""}
-    return {**item, "view": view}
+    return {**item, "view_kind": rec.kind, "view": view}
+
+
+_results_lock = threading.Lock()
+#: (array key, task, state, exit code) -> (failure, main metric) of an ended task, read once
+#: from the end of its log: the detail panel re-reads an array on every change.
+_task_results: dict[tuple[str, int, str, int | None], tuple[str | None, tuple[str, float] | None]] = {}
+_MAX_TASK_RESULTS = 20_000
+
+
+def array_view(job: Any, status: JobStatus | None = None) -> tuple[dict[str, Any], JobStatus]:
+    """An array's ArrayTable state (the notebook's ArrayView table: ``tasks`` rows, ``counts``,
+    ``state``, ``summary``, ...) and its status. With ``status`` (the server's shared watch of the
+    array) the tasks' statuses come from that watch, else from one batched query now."""
+    from .arrays import aggregate_status, array_summary, counts_text, task_index
+    from .widgets.array_view import task_row
+
+    plan = job.plan
+    tasks: dict[int, JobStatus] = {}
+    if status is not None:
+        tasks = {task_index(k): v for k, v in job.tier.watcher.array_tasks(job.record.key).items()}
+    if len(tasks) < len(plan):
+        tasks = job.task_statuses()
+    failures: dict[int, str] = {}
+    metrics: dict[int, tuple[str, float]] = {}
+    unread: dict[int, JobStatus] = {}
+    with _results_lock:
+        for i, st in tasks.items():
+            if not st.state.terminal:
+                continue
+            hit = _task_results.get((job.record.key, i, st.state.value, st.exit_code))
+            if hit is None:
+                unread[i] = st
+                continue
+            if hit[0] is not None:
+                failures[i] = hit[0]
+            if hit[1] is not None:
+                metrics[i] = hit[1]
+    if unread:
+        new_failures, new_metrics = job.task_results(unread)
+        failures.update(new_failures)
+        metrics.update(new_metrics)
+        with _results_lock:
+            if len(_task_results) > _MAX_TASK_RESULTS:
+                _task_results.clear()
+            for i, st in unread.items():
+                _task_results[(job.record.key, i, st.state.value, st.exit_code)] = (
+                    new_failures.get(i), new_metrics.get(i))
+    whole = aggregate_status(job.id, tasks)
+    known = len(tasks) == len(plan)
+    terminal = known and all(s.state.terminal for s in tasks.values())
+    rows = [task_row(i, label, tasks.get(i), metrics.get(i), failures.get(i))
+            for i, label in zip(plan.indices, plan.labels, strict=True)]
+    view = {"array_id": job.id, "array_name": job.name, "profile": job.record.profile,
+            "tier_kind": job.record.tier, "sweep": plan.sweep, "limit": plan.limit or 0,
+            "state": whole.state.value, "counts": counts_text([s.state for s in tasks.values()]),
+            "tasks": rows, "selected": -1, "terminal": terminal,
+            "summary": array_summary(job.id, plan, tasks, failures=failures, metrics=metrics)
+            if terminal else "", "cancel_requested": False, "message": ""}
+    return view, whole
 
 
 def check_limit(limit: int | None) -> int:

@@ -235,6 +235,12 @@ class Watcher:
         if sub.follower is not None:
             sub.follower.stop()
 
+    def array_tasks(self, key: str) -> dict[str, JobStatus]:
+        """The latest status of each task of the array ``key`` while it is watched (task id ->
+        status; empty when the array is not watched): the server's array detail reads it."""
+        with self._lock:
+            return dict(self._array_tasks.get(key, {}))
+
     def kick(self) -> None:
         """Ask the scheduler soon (after a submit or cancel), then back off again."""
         with self._lock:

@@ -25,6 +25,7 @@ from tornado.ioloop import IOLoop
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from .. import service
+from ..arrays import split_task_ref
 from ..errors import SpecError, TiersError
 from . import params
 from .hub import Hub
@@ -348,16 +349,20 @@ class LogStreamHandler(TiersWebSocket):
                                      skip_partial=self._skip_partial)
         self._follower.start()
 
+        # A task of an array (ID_7) is not an item of its own: it has ended once its array has.
+        task = split_task_ref(record.key) if "_" in record.job_id else None
+        keys = {record.key} | ({task[0]} if task else set())
+
         def on_hub(message: dict[str, Any]) -> None:
             if message.get("type") != "update":
                 return
             for item in message.get("items", ()):
-                if item.get("key") == record.key and item.get("terminal"):
+                if item.get("key") in keys and item.get("terminal"):
                     self._finish_soon()
 
         token, snapshot = self.hub.listen(on_hub)
         self._hub_token = token
-        if any(i["key"] == record.key and i["terminal"] for i in snapshot["items"]):
+        if any(i["key"] in keys and i["terminal"] for i in snapshot["items"]):
             self._finish_soon()
 
     def _finish_soon(self) -> None:

@@ -1,0 +1,105 @@
+"""A job array through the API on the real local tier: its details carry the notebook ArrayView's
+task table (a row per task, counts, summary), a task is addressed as ``ID_i`` (details, cancel),
+and cancelling one task leaves the others running."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jupyter_tiers import api
+from tests.server.util import body
+
+API = ("jupyter-tiers", "api")
+GUARD = 90.0
+
+BODY = """\
+import time
+if params["lr"] == 2:
+    raise ValueError("lr 2 diverged")
+if params["lr"] >= 3:
+    time.sleep(300)
+print(f"loss={params['lr'] / 10}", flush=True)
+"""
+
+
+@pytest.fixture
+def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiers_config: Any) -> Any:
+    monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))
+    tiers_config({"profiles": {"laptop": {"tier": "local"}}})
+    tier = api.connect("laptop")
+    try:
+        yield tier
+    finally:
+        for rec in tier.registry.list(limit=100):
+            tier.job(rec).cancel()
+        api.close_all()
+
+
+async def _until(fetch: Any, cond: Any, what: str) -> Any:
+    deadline = time.monotonic() + GUARD
+    last = None
+    while True:
+        last = body(await fetch())
+        if cond(last):
+            return last
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what}; last answer {last!r}"[:3000])
+        await asyncio.sleep(0.2)
+
+
+async def test_array_details_rows_and_one_task_cancelled(jp_fetch: Any, local: Any) -> None:
+    job = local.submit(local.make_spec(BODY, name="swept", sweep="lr=1,2,3,4"))
+    array_id = job.id
+
+    def details() -> Any:
+        return jp_fetch(*API, "jobs", "laptop", array_id)
+
+    def states(d: Any) -> list[str]:
+        return [row[2] for row in d["view"]["tasks"]]
+
+    first = await _until(details, lambda d: states(d) == ["COMPLETED", "FAILED", "RUNNING", "RUNNING"],
+                         "tasks 0 and 1 to end, 2 and 3 to run")
+    assert first["view_kind"] == "array" and first["kind"] == "job" and first["id"] == array_id
+    view = first["view"]
+    assert [row[0] for row in view["tasks"]] == [0, 1, 2, 3]
+    assert [row[1] for row in view["tasks"]] == ["lr=1", "lr=2", "lr=3", "lr=4"]
+    assert view["sweep"] is True and view["limit"] == 0 and view["array_name"] == "swept"
+    assert view["state"] == "RUNNING" and view["terminal"] is False and view["summary"] == ""
+    assert view["counts"] == "4 tasks: 2 RUNNING, 1 COMPLETED, 1 FAILED"
+    assert view["tasks"][0][4] == "loss 0.1"  # the ended task's last metric, from its log
+    assert view["tasks"][1][5].startswith("rank 0 (local0) exit 1 — ValueError: lr 2 diverged")
+
+    # A task is `jobs/{profile}/{ID_i}`: its own job details (JobView traits), its own cancel.
+    task = body(await jp_fetch(*API, "jobs", "laptop", f"{array_id}_2"))
+    assert task["view_kind"] == "job" and task["id"] == f"{array_id}_2"
+    assert task["view"]["job_id"] == f"{array_id}_2" and task["view"]["state"] == "RUNNING"
+    result = body(await jp_fetch(*API, "jobs", "laptop", f"{array_id}_2", "cancel", method="POST", body=b""))
+    assert result["ok"] is True and f"{array_id}_2" in result["message"]
+
+    after = await _until(details, lambda d: states(d)[2] == "CANCELLED", "task 2 to be cancelled")
+    assert states(after)[3] == "RUNNING", "cancelling one task left the others alone"
+    # Cancel all is the array's own cancel.
+    result = body(await jp_fetch(*API, "jobs", "laptop", array_id, "cancel", method="POST", body=b""))
+    assert result["ok"] is True and f"array {array_id}" in result["message"]
+    done = await _until(details, lambda d: d["view"]["terminal"], "the array to end")
+    assert states(done) == ["COMPLETED", "FAILED", "CANCELLED", "CANCELLED"]
+    assert done["state"] == "FAILED" and done["view"]["state"] == "FAILED"
+    assert done["view"]["summary"].startswith(f"array {array_id} (4 tasks) 1 COMPLETED, 1 FAILED (task 1: ")
+    assert "best loss 0.1 at lr=1" in done["view"]["summary"]
+
+
+async def test_an_unknown_task_is_a_404(jp_fetch: Any, local: Any) -> None:
+    from tornado.httpclient import HTTPClientError
+
+    job = local.submit(local.make_spec("print('hi')\n", name="arr", array="0-1"))
+    with pytest.raises(HTTPClientError) as err:
+        await jp_fetch(*API, "jobs", "laptop", f"{job.id}_9")
+    assert err.value.code == 404
+    with pytest.raises(HTTPClientError) as err:
+        await jp_fetch(*API, "jobs", "laptop", f"{job.id}_9", "cancel", method="POST", body=b"")
+    assert err.value.code == 404

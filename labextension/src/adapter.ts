@@ -1,6 +1,8 @@
 // A stand-in for the anywidget model, so the lab panel drives the notebook widgets' own view code
-// (jupyter_tiers/widgets/job_view.js, serve_view.js) with state from the REST API instead of a
+// (jupyter_tiers/widgets/job_view.js, serve_view.js, array_view.js) with state from the REST API instead of a
 // kernel comm. Pure: no DOM, no network; the panel feeds it and handles what the view sends.
+
+import type { Item } from './state';
 
 type Callback = (...args: unknown[]) => void;
 
@@ -202,3 +204,59 @@ export const SERVE_DEFAULTS: Record<string, unknown> = {
   log_limit: 5000,
   lines_received: 0
 };
+
+/** The traits ArrayView's table reads, with the Python defaults (jupyter_tiers/widgets/array_view.py). */
+export const ARRAY_DEFAULTS: Record<string, unknown> = {
+  array_id: '',
+  array_name: '',
+  profile: '',
+  sweep: false,
+  limit: 0,
+  state: 'PENDING',
+  counts: '',
+  tasks: [],
+  selected: -1,
+  terminal: false,
+  summary: '',
+  cancel_requested: false,
+  message: ''
+};
+
+/**
+ * What an array table's request means for the panel: cancel the whole array or one task (a task
+ * is its own job, `ID_i`), or open a task's own detail panel. Null for anything else (a task
+ * that is not a whole number from 0).
+ */
+export type ArrayAction =
+  | { action: 'cancel'; id: string; task: number | null }
+  | { action: 'open'; id: string; task: number };
+
+export function arrayAction(request: ViewRequest, arrayId: string): ArrayAction | null {
+  const task = request.task;
+  const valid = typeof task === 'number' && Number.isSafeInteger(task) && task >= 0;
+  switch (request.kind) {
+    case 'cancel':
+      return { action: 'cancel', id: arrayId, task: null };
+    case 'cancel_task':
+      return valid ? { action: 'cancel', id: `${arrayId}_${task}`, task } : null;
+    case 'select':
+      return valid ? { action: 'open', id: `${arrayId}_${task}`, task } : null;
+    default:
+      return null;
+  }
+}
+
+/** The sidebar item of task `task` of an array (what its own detail panel is opened with). */
+export function taskItem(array: Item, task: number, row?: unknown): Item {
+  const id = `${array.id}_${task}`;
+  const state = Array.isArray(row) && typeof row[2] === 'string' ? row[2] : 'PENDING';
+  return {
+    ...array,
+    key: `${array.profile}/${id}`,
+    id,
+    name: `${array.name} task ${task}`,
+    state,
+    terminal: false,
+    summary: `task ${task} of array ${array.id}`
+  };
+}

@@ -74,7 +74,11 @@ export class TiersApi {
   }
 
   /** One item with its view state; `refresh = false` lets the server answer from its shared watch. */
-  details(profile: string, id: string, refresh = true): Promise<Item & { view: Record<string, unknown> }> {
+  details(
+    profile: string,
+    id: string,
+    refresh = true
+  ): Promise<Item & { view: Record<string, unknown>; view_kind?: string }> {
     return this.request(detailsPath(profile, id, refresh));
   }
 

@@ -51,7 +51,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const open = (item: Item): void => {
       let panel = details.get(item.key);
       if (!panel || panel.isDisposed) {
-        const content = new TiersDetail(api, item);
+        const content = new TiersDetail(api, item, open);
         panel = new MainAreaWidget({ content });
         panel.id = content.id;
         panel.title.icon = tiersIcon;
@@ -115,6 +115,12 @@ const plugin: JupyterFrontEndPlugin<void> = {
     sidebar.changed.connect((_, keys) => {
       for (const key of keys) {
         void details.get(key)?.content.reload();
+        // An array's tasks have panels of their own but no rows: they change with the array.
+        for (const [other, panel] of details) {
+          if (other.startsWith(`${key}_`)) {
+            void panel.content.reload();
+          }
+        }
       }
     });
     app.shell.add(sidebar, 'left', { rank: 600 });

@@ -36,7 +36,7 @@ def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, tiers_config: Any) ->
         yield tier
     finally:
         for rec in tier.registry.list(limit=100):
-            tier.job(rec).cancel()
+            tier.handle(rec).stop()
         api.close_all()
 
 

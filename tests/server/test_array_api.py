@@ -78,6 +78,8 @@ async def test_array_details_rows_and_one_task_cancelled(jp_fetch: Any, local: A
     task = body(await jp_fetch(*API, "jobs", "laptop", f"{array_id}_2"))
     assert task["view_kind"] == "job" and task["id"] == f"{array_id}_2"
     assert task["view"]["job_id"] == f"{array_id}_2" and task["view"]["state"] == "RUNNING"
+    logs = body(await jp_fetch(*API, "jobs", "laptop", f"{array_id}_0", "logs"))
+    assert [line[1] for line in logs["lines"]] == ["loss=0.1"], "task 0's log alone"
     result = body(await jp_fetch(*API, "jobs", "laptop", f"{array_id}_2", "cancel", method="POST", body=b""))
     assert result["ok"] is True and f"{array_id}_2" in result["message"]
 

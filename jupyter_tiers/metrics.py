@@ -116,6 +116,13 @@ _EXC_HINTS = ("Error", "Exception", "Interrupt", "Exit", "Failure")
 _NOT_A_CAUSE_RE = re.compile(r"Exited with exit code|CANCELLED AT|DUE TO TIME LIMIT|task \d+: (?:Killed|"
                              r"Terminated)|Job step aborted|Terminating (?:StepId|job step)|Force Terminated")
 _ERROR_LEN = 200
+# What feed_sampled searches a whole batch for (each a C-speed str.find) to find the few lines
+# _check_error must see, by error state: always a restart marker; an exception line while there
+# is no first error; another error report while there is none either ("Error" is in "rror").
+_RESTART_NEEDLES = ("— restart ",)
+_EXC_NEEDLES = _RESTART_NEEDLES + _EXC_HINTS
+_ALL_NEEDLES = _RESTART_NEEDLES + _ERROR_HINTS + tuple(
+    h for h in _EXC_HINTS if not any(e in h for e in _ERROR_HINTS))
 
 
 @functools.lru_cache(maxsize=4096)  # a log repeats the same few keys on every line
@@ -430,30 +437,15 @@ class MetricsTracker:
         ``defer``: only keep those lines (replacing what an earlier deferred block kept), to be
         parsed before the next block fed without ``defer``, or by :meth:`flush_deferred`, so a
         view fed many blocks a second parses a few times a second."""
-        from .logs import split_log_line
+        if self.rank is None:
+            from .logs import split_log_line
 
-        mine: list[str] = []
-        lines = text.splitlines()
-        if self._may_hold_error(text):
-            for raw in lines:
-                rank, body = split_log_line(raw)
+            mine = [split_log_line(raw)[1] for raw in text.splitlines()]
+            for body in mine:
                 self._check_error(body)
-                if rank == self.rank or self.rank is None:
-                    mine.append(body)
         else:
-            # No line can change the error: read back from the end only until the budget is
-            # met, so a live view can feed every batch of a fast log (not a trimmed sample).
-            prefix = f"{self.rank}:"
-            for raw in reversed(lines):
-                # split_log_line's rank is R only for "R:..." or a zero-padded "0...R:...".
-                if self.rank is not None and not raw.startswith((prefix, "0")):
-                    continue
-                rank, body = split_log_line(raw)
-                if rank == self.rank or self.rank is None:
-                    mine.append(body)
-                    if len(mine) >= budget:
-                        break
-            mine.reverse()
+            self._check_errors(text)
+            mine = self._last_lines(text, budget)
         if defer:
             if mine:
                 self._deferred = mine[-budget:]
@@ -468,14 +460,62 @@ class MetricsTracker:
         for body in deferred:
             self._parse_into(body)
 
-    def _may_hold_error(self, text: str) -> bool:
-        """Whether some line of ``text`` could change the error state (``_check_error``)."""
-        if "— restart " in text:
-            return True
+    def _needles(self) -> tuple[str, ...]:
+        """Substrings one of which every line that could change the error state contains."""
         if self.first_error is not None:
-            return False
-        return any(h in text for h in _EXC_HINTS) or (
-            self._other_error is None and any(h in text for h in _ERROR_HINTS))
+            return _RESTART_NEEDLES
+        if self._other_error is not None:
+            return _EXC_NEEDLES
+        return _ALL_NEEDLES
+
+    def _check_errors(self, text: str) -> None:
+        """``_check_error`` on every line of ``text`` (``str.splitlines``) that could change the
+        error state, in order: lines holding none of ``_needles()`` are skipped unsplit, so a
+        batch without one costs a few C-speed substring searches, not a loop over its lines."""
+        from .logs import split_log_line
+
+        found: dict[str, int] = {}  # needle -> its next position at or after pos, -1: none left
+        pos, size = 0, len(text)
+        while True:
+            hit = -1
+            for needle in self._needles():  # re-read: a restart marker widens the set
+                at = found.get(needle, -2)
+                if -1 != at < pos:
+                    at = found[needle] = text.find(needle, pos)
+                if at >= 0 and (hit < 0 or at < hit):
+                    hit = at
+            if hit < 0:
+                return
+            # The "\n"-delimited stretch around the hit: one line, or several when other line
+            # breaks splitlines knows (\r, \x0b, \u2028...) are in it.
+            start = text.rfind("\n", 0, hit) + 1
+            end = text.find("\n", hit)
+            end = size if end < 0 else end
+            for raw in text[start:end].splitlines():
+                self._check_error(split_log_line(raw)[1])
+            pos = end + 1
+
+    def _last_lines(self, text: str, budget: int) -> list[str]:
+        """The last ``budget`` lines of ``rank`` in ``text`` (texts without the prefix), in order,
+        read back from the end only as far as needed."""
+        from .logs import split_log_line
+
+        prefix = f"{self.rank}:"  # in every line split_log_line gives this rank ("R:", "0R:")
+        mine: list[str] = []
+        end = len(text)
+        while end >= 0 and len(mine) < budget:
+            start = text.rfind("\n", 0, end) + 1
+            stretch = text[start:end]
+            end = start - 1
+            if prefix not in stretch:
+                continue
+            for raw in reversed(stretch.splitlines()):
+                if raw.startswith((prefix, "0")) and split_log_line(raw)[0] == self.rank:
+                    mine.append(split_log_line(raw)[1])
+                    if len(mine) >= budget:
+                        break
+        mine.reverse()
+        return mine
 
     def feed_line(self, text: str, rank: int | None) -> None:
         self._check_error(text)

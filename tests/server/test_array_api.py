@@ -105,3 +105,31 @@ async def test_an_unknown_task_is_a_404(jp_fetch: Any, local: Any) -> None:
     with pytest.raises(HTTPClientError) as err:
         await jp_fetch(*API, "jobs", "laptop", f"{job.id}_9", "cancel", method="POST", body=b"")
     assert err.value.code == 404
+
+
+def test_an_open_array_panel_reads_its_tasks_from_the_shared_watch(
+        local: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``refresh=0`` (the panel's re-read on every change) answers an array's task table from the
+    hub's watch of the array: no scheduler query, whatever the number of reads."""
+    from jupyter_tiers.server.hub import Hub
+    from tests.server.test_hub import Inbox, _until, count_scheduler_queries
+
+    hub = Hub(scan_interval=0.2)
+    job = local.submit(local.make_spec("import time\ntime.sleep(300)\n", name="watched", array="0-2"))
+    token, _snapshot = hub.listen(Inbox())
+    try:
+        _until(lambda: hub.watched() == [job.key], "the array to be watched")
+        _until(lambda: len(local.watcher.array_tasks(job.key)) == 3
+               and hub.cached_status(job.key) is not None, "the watch's task statuses")
+        queries = count_scheduler_queries(local, monkeypatch)
+        for _ in range(5):
+            detail = hub.details(job.key, refresh=False)
+            assert detail["view_kind"] == "array" and len(detail["view"]["tasks"]) == 3
+            assert [row[0] for row in detail["view"]["tasks"]] == [0, 1, 2]
+            assert all(row[2] in ("PENDING", "RUNNING") for row in detail["view"]["tasks"])
+        assert queries == []
+        hub.details(job.key)  # an explicit refresh asks the tier: one batch for the three tasks
+        assert queries == [3]
+    finally:
+        hub.unlisten(token)
+        hub.stop()

@@ -13,6 +13,10 @@ local tier's follower reads them (the Slurm tier's relay coalesces similarly und
 - before the fix, for comparison: the old path, ``feed_sampled`` on each display message (at
   most 8 a second, each the newest 1,000 lines), every line of it split and checked.
 
+- before the speed-up, same process: the view with commit 384643c's ``feed_sampled`` (a batch
+  holding any error hint word checked line by line, else 13 substring scans and splitlines of the
+  whole batch), against which the current view's time is given as a ratio.
+
 Prints per-line costs and % of one core at 10k, 100k and 1M lines/s. Nothing is asserted.
 
 Run: .venv/bin/python bench/view_metrics_feed.py [--lines 400000] [--runs 3]
@@ -55,6 +59,50 @@ def old_feed_sampled(tracker: MetricsTracker, text: str, budget: int = 200) -> N
         tracker._parse_into(body)
 
 
+_EXC_HINTS = ("Error", "Exception", "Interrupt", "Exit", "Failure")
+_ERROR_HINTS = ("rror", "RROR", "FATAL", "Segmentation", "oom", "OOM", "Out Of Memory", "Killed")
+
+
+class Tracker384643c(MetricsTracker):
+    """MetricsTracker with feed_sampled as commit 384643c had it (the baseline of the speed-up)."""
+
+    def feed_sampled(self, text: str, budget: int = 200, *, defer: bool = False) -> None:
+        mine: list[str] = []
+        lines = text.splitlines()
+        if self._may_hold_error(text):
+            for raw in lines:
+                rank, body = split_log_line(raw)
+                self._check_error(body)
+                if rank == self.rank or self.rank is None:
+                    mine.append(body)
+        else:
+            prefix = f"{self.rank}:"
+            for raw in reversed(lines):
+                if self.rank is not None and not raw.startswith((prefix, "0")):
+                    continue
+                rank, body = split_log_line(raw)
+                if rank == self.rank or self.rank is None:
+                    mine.append(body)
+                    if len(mine) >= budget:
+                        break
+            mine.reverse()
+        if defer:
+            if mine:
+                self._deferred = mine[-budget:]
+            return
+        self.flush_deferred()
+        for body in mine[-budget:]:
+            self._parse_into(body)
+
+    def _may_hold_error(self, text: str) -> bool:
+        if "— restart " in text:
+            return True
+        if self.first_error is not None:
+            return False
+        return any(h in text for h in _EXC_HINTS) or (
+            self._other_error is None and any(h in text for h in _ERROR_HINTS))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--lines", type=int, default=400_000)
@@ -71,8 +119,10 @@ def main() -> None:
         for c in chunks:
             decoder.feed(c)
 
-    def view(every: int, errored: bool) -> None:
+    def view(every: int, errored: bool, old: bool = False) -> None:
         metrics = RankMetrics(max_points=200)
+        if old:
+            metrics.summary = metrics.chart = Tracker384643c(rank=0, max_points=200)
         if errored:
             metrics.summary.first_error = "ValueError: seen before"
         for k, text in enumerate(texts):
@@ -89,9 +139,11 @@ def main() -> None:
         every = max(1, round(chunks_per_s / 8))  # a full parse 8 times a second
         for errored in (False, True):
             cost = best(lambda e=every, err=errored: view(e, err), args.runs) / n
+            was = best(lambda e=every, err=errored: view(e, err, old=True), args.runs) / n
             label = "after an error" if errored else "no error yet  "
             print(f"  view at {rate:>9,} lines/s, {label}: {cost * 1e6:.2f} us a line, "
-                  f"{cost / base:.2f}x the baseline's time, {cost * rate * 100:.1f} % of a core")
+                  f"{cost / base:.2f}x the baseline's time, {cost * rate * 100:.1f} % of a core; "
+                  f"384643c: {was * rate * 100:.1f} % ({was / cost:.1f}x the time)")
         old = min(8, rate / 1000) * old_msg
         print(f"  before the fix at {rate:>9,} lines/s: {old * 100:.1f} % of a core "
               f"(but lines beyond 8,000/s never reached the metrics or the error check)")

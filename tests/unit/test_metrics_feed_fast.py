@@ -32,8 +32,10 @@ _BODIES = [
     "ValueError: bad {s}", "  torch.OutOfMemoryError: CUDA out of memory", "KeyboardInterrupt",
     "SystemExit", "Traceback (most recent call last):", "an Error happened", "Errors: 0",
     "error: disk full", "ERROR: bad", "[ERROR] not a report", "FATAL crash", "FATALITY",
-    "Segmentation fault (core dumped)", "oom-kill event", "OOM_Kill", "room zoom", "Out Of Memory",
-    "Killed", "srun: error: node1: task 0: Killed", "Exited with exit code 1", "Exit code 3",
+    "Segmentation fault (core dumped)", "Segmentation", "oom-kill event", "OOM_Kill", "oom kill",
+    "OOM-kill", "oom-Kill!", "room zoom", "skill", "Out Of Memory", "Out of memory", "Killed job",
+    "Killed", "Killedx", "srun: error: node1: task 0: Killed", "err: RROR:", "a:ERROR: b",
+    "Exited with exit code 1", "Exit code 3",
     "— restart 1 —", "— restart 12 —", "— restart x —", "  — restart 3 — ", "x — restart 2 —",
     "Failure: {s}", "AssertionError", "Epoch 0: 50%|█████ | {s}/9 [loss={v}]",
 ]

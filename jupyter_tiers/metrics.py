@@ -127,6 +127,22 @@ _OTHER_NEEDLES = ("rror", "RROR:", "FATAL", "Segmentation fault", "Kill", "kill"
 _EXC_NEEDLES = _RESTART_NEEDLES + _EXC_HINTS
 _ALL_NEEDLES = _RESTART_NEEDLES + _OTHER_NEEDLES + tuple(
     h for h in _EXC_HINTS if not any(e in h for e in _OTHER_NEEDLES))
+# A needle's character that is rare in logs (a capital, x, k): found by a memchr-fast one-char
+# search first, so a batch without it costs ~1 us instead of a full search for the needle.
+_ANCHORS = {"RROR:": "R", "FATAL": "L", "Segmentation fault": "S", "Kill": "K", "kill": "k",
+            "Out Of Memory": "M", "Exception": "x", "Exit": "x", "Interrupt": "I", "Failure": "F"}
+
+
+def _find(text: str, needle: str, pos: int) -> int:
+    """``text.find(needle, pos)``, started at the first place its anchor character allows."""
+    anchor = _ANCHORS.get(needle)
+    if anchor is not None:
+        j = needle.index(anchor)
+        at = text.find(anchor, pos + j)
+        if at < 0:
+            return -1
+        pos = at - j  # the needle's first occurrence from pos has its anchor at or after ``at``
+    return text.find(needle, pos)
 
 
 @functools.lru_cache(maxsize=4096)  # a log repeats the same few keys on every line
@@ -485,7 +501,7 @@ class MetricsTracker:
             for needle in self._needles():  # re-read: a restart marker widens the set
                 at = found.get(needle, -2)
                 if -1 != at < pos:
-                    at = found[needle] = text.find(needle, pos)
+                    at = found[needle] = _find(text, needle, pos)
                 if at >= 0 and (hit < 0 or at < hit):
                     hit = at
             if hit < 0:

@@ -89,3 +89,20 @@ def test_first_error_after_a_restart_in_the_same_batch() -> None:
     t.feed_sampled("0: KeyError: ignored\n— restart 1 —\n1: step=1\n3: RuntimeError: second run\n0: loss=1\n")
     assert t.error == "RuntimeError: second run"
     assert t.last_values() == {"step": 1.0, "loss": 1.0}
+
+
+def test_anchored_find_is_str_find_fuzz() -> None:
+    """The anchor-first search finds exactly what ``str.find`` finds, for every needle."""
+    from jupyter_tiers.metrics import _ALL_NEEDLES, _ANCHORS, _find
+
+    assert set(_ANCHORS) <= set(_ALL_NEEDLES)
+    rng = random.Random(77)
+    alphabet = "xkKRLSMIFEO—rtoa \n:-" + "".join(sorted(set("".join(_ALL_NEEDLES))))
+    for _ in range(3000):
+        parts = [rng.choice(alphabet) for _ in range(rng.randint(0, 40))]
+        for _ in range(rng.randint(0, 3)):
+            parts.insert(rng.randint(0, len(parts)), rng.choice(_ALL_NEEDLES))
+        text = "".join(parts)
+        needle = rng.choice(_ALL_NEEDLES)
+        pos = rng.randint(0, len(text) + 1)
+        assert _find(text, needle, pos) == text.find(needle, pos), (text, needle, pos)

@@ -117,7 +117,7 @@ _NOT_A_CAUSE_RE = re.compile(r"Exited with exit code|CANCELLED AT|DUE TO TIME LI
                              r"Terminated)|Job step aborted|Terminating (?:StepId|job step)|Force Terminated")
 _ERROR_LEN = 200
 # What feed_sampled searches a whole batch for (each a C-speed str.find; one regex alternation
-# over a batch measured 2-5x slower than all the finds) to find the few lines _check_error must
+# over a batch measured 1.6-6x slower than all the finds) to find the few lines _check_error must
 # see, by error state: always a restart marker; an exception line (_EXC_RE needs an _EXC_HINTS
 # word) while there is no first error; another error report while there is none either: every
 # _OTHER_ERROR_RE match holds one of _OTHER_NEEDLES (keep them in step). Fewer, longer needles

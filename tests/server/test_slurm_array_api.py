@@ -33,12 +33,14 @@ async def test_slurm_array_details_rows_and_one_task_cancelled(jp_fetch: Any, bo
         def states(d: Any) -> list[str]:
             return [row[2] for row in d["view"]["tasks"]]
 
-        first = await until(details, lambda d: states(d) == ["COMPLETED", "FAILED", "RUNNING", "RUNNING"],
-                            "tasks 0 and 1 to end, 2 and 3 to run")
+        # Task 3 may wait for a node while other tests use the shared cluster.
+        first = await until(details, lambda d: states(d)[:3] == ["COMPLETED", "FAILED", "RUNNING"]
+                            and states(d)[3] in ("PENDING", "RUNNING"), "tasks 0 and 1 to end, 2 to run")
         view = first["view"]
         assert first["view_kind"] == "array" and view["array_id"] == job.id and view["sweep"] is True
         assert [row[:2] for row in view["tasks"]] == [[0, "lr=1"], [1, "lr=2"], [2, "lr=3"], [3, "lr=4"]]
-        assert view["counts"] == "4 tasks: 2 RUNNING, 1 COMPLETED, 1 FAILED"
+        assert view["counts"] in ("4 tasks: 2 RUNNING, 1 COMPLETED, 1 FAILED",
+                                  "4 tasks: 1 RUNNING, 1 PENDING, 1 COMPLETED, 1 FAILED")
         assert view["tasks"][0][4] == "loss 0.1"
         assert "ValueError: lr 2 diverged" in view["tasks"][1][5]
 
@@ -47,6 +49,6 @@ async def test_slurm_array_details_rows_and_one_task_cancelled(jp_fetch: Any, bo
         result = body(await jp_fetch(*API, "jobs", "box", f"{job.id}_2", "cancel", method="POST", body=b""))
         assert result["ok"] is True
         after = await until(details, lambda d: states(d)[2] == "CANCELLED", "task 2 to be cancelled")
-        assert states(after)[3] == "RUNNING", "cancelling one task left the others alone"
+        assert states(after)[3] in ("PENDING", "RUNNING"), "cancelling one task left the others alone"
     finally:
         job.cancel()

@@ -105,7 +105,7 @@ def test_output_is_prefixed_and_exit_0_recorded(jobdir: Path) -> None:
     assert err == ""
     lines = _rank_lines(jobdir, 3)
     assert len(lines) == 2
-    assert re.fullmatch(rf"start {TS} node7", lines[0]), lines[0]
+    assert re.fullmatch(rf"start {TS} node7 0", lines[0]), lines[0]
     assert re.fullmatch(rf"exit 0 {TS}", lines[1]), lines[1]
     assert float(lines[0].split()[1]) <= float(lines[1].split()[2])
 
@@ -115,7 +115,7 @@ def test_exit_7_recorded_and_returned(jobdir: Path) -> None:
     assert code == 7
     assert out == "3: oops\n"
     lines = _rank_lines(jobdir, 3)
-    assert re.fullmatch(rf"start {TS} node7", lines[0])
+    assert re.fullmatch(rf"start {TS} node7 0", lines[0])
     assert re.fullmatch(rf"exit 7 {TS}", lines[1]), lines[1]
 
 
@@ -135,7 +135,7 @@ def test_sigterm_to_shim_stops_child_and_records_signal(jobdir: Path) -> None:
     assert proc.returncode == 128 + 15
     assert out == b""
     lines = _rank_lines(jobdir, 3)
-    assert re.fullmatch(rf"start {TS} node7", lines[0])
+    assert re.fullmatch(rf"start {TS} node7 0", lines[0])
     assert re.fullmatch(rf"signal 15 {TS}", lines[-1]), lines[-1]
     assert len(lines) == 2
 

@@ -454,9 +454,10 @@ class MetricsTracker:
         metrics. For a live view fed batches of a fast log; the series stays a sample of the
         curve and the last values stay exact.
 
-        ``defer``: only keep those lines (replacing what an earlier deferred block kept), to be
-        parsed before the next block fed without ``defer``, or by :meth:`flush_deferred`, so a
-        view fed many blocks a second parses a few times a second."""
+        ``defer``: only keep those lines (appended to what earlier deferred blocks kept, the last
+        ``budget`` of them), to be parsed before the next block fed without ``defer``, or by
+        :meth:`flush_deferred`, so a view fed many blocks a second parses a few times a second
+        and a slow log, whose lines all fit the budget, loses no point."""
         if self.rank is None:
             from .logs import split_log_line
 
@@ -468,7 +469,7 @@ class MetricsTracker:
             mine = self._last_lines(text, budget)
         if defer:
             if mine:
-                self._deferred = mine[-budget:]
+                self._deferred = (self._deferred + mine)[-budget:]
             return
         self.flush_deferred()
         for body in mine[-budget:]:

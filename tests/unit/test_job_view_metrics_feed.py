@@ -140,3 +140,19 @@ def test_feed_sampled_defer_fuzz() -> None:
         tail = [ln for ln in text.splitlines() if ln.startswith("0: ")][-5:]
         for key in {k for ln in tail for k in slow.parser.parse(ln[3:])}:
             assert str(deferring.series[key].last) == str(slow.series[key].last), key
+
+
+def test_deferred_blocks_of_a_slow_log_lose_no_point() -> None:
+    """A log slower than the parse rate (one line per batch, several batches deferred in a row,
+    as when the kernel is busy) keeps every step on the chart: deferred blocks add up, within
+    the budget, instead of the last one replacing the others (a point went missing in CI)."""
+    from jupyter_tiers.metrics import MetricsTracker
+
+    tracker = MetricsTracker(rank=0, max_points=200)
+    for step in range(1, 21):
+        text = f"0: step={step} loss={1 / step:.4f}\n1: step={step} loss={10 + 1 / step:.4f}\n"
+        tracker.feed_sampled(text, 20, defer=step % 4 != 0)  # three deferred, then one parsed
+    tracker.flush_deferred()
+    xs, ys = tracker.series["loss"].xs, tracker.series["loss"].ys
+    assert list(xs) == [float(s) for s in range(1, 21)]
+    assert ys[-1] == 0.05 and max(ys) == 1.0

@@ -20,7 +20,7 @@ def _reference(tracker: MetricsTracker, text: str, budget: int, defer: bool) -> 
             mine.append(body)
     if defer:
         if mine:
-            tracker._deferred = mine[-budget:]
+            tracker._deferred = (tracker._deferred + mine)[-budget:]
         return
     tracker.flush_deferred()
     for body in mine[-budget:]:

@@ -17,11 +17,13 @@ from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
+from nbclient.exceptions import CellExecutionError
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
 VENV_BIN = Path(sys.executable).parent
 CELL_TIMEOUT = 600
+EARLIER_TAIL = 40  # lines of each earlier cell's output shown when a cell fails
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
 # A completed job's summary: its nodes, then what the log showed of its main metric (``— loss
@@ -65,7 +67,15 @@ def run(name: str, env: dict[str, str], cwd: Path) -> nbformat.NotebookNode:
     client = NotebookClient(
         nb, timeout=CELL_TIMEOUT, kernel_name="python3", resources={"metadata": {"path": str(cwd)}}
     )
-    client.execute(env=env)
+    try:
+        client.execute(env=env)
+    except CellExecutionError as exc:
+        # The failing cell alone rarely says why (a serve cell refusing a FAILED job): show the
+        # tail of what each cell before it printed, e.g. the training job's log and summary.
+        before = "\n".join(f"--- cell {tag!r} printed (last {EARLIER_TAIL} lines):\n"
+                           + "\n".join(text.splitlines()[-EARLIER_TAIL:])
+                           for tag, text in texts(nb).items() if text)
+        raise AssertionError(f"{exc}\n\n{before}") from exc
     return nb
 
 

@@ -4,18 +4,11 @@ reattached view shows only the log's end, starting at a whole line."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.registry import Registry
 from jupyter_tiers.widgets.job_view import JobView
 from jupyter_tiers.widgets.state import message_rows
-
-from .test_local_tier import FAST, local_profile
 
 
 class RecordingView(JobView):
@@ -33,16 +26,6 @@ class RecordingView(JobView):
     def rows(self) -> list[list[Any]]:
         with self.sent_lock:
             return [row for msg in self.sent if msg.get("kind") == "lines" for row in message_rows(msg)]
-
-
-@pytest.fixture
-def tier(tmp_path: Path) -> Iterator[LocalTier]:
-    t = LocalTier(local_profile(tmp_path / "jobs"), Registry(tmp_path / "r.sqlite"),
-                  watcher_options=FAST)
-    yield t
-    for rec in t.registry.list(limit=100):
-        t.cancel(rec)
-    t.close()
 
 
 BODY = """\

@@ -5,33 +5,10 @@ failed job, its first error line."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from pathlib import Path
-from typing import Any
-
-import pytest
 
 from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.model import JobState
-from jupyter_tiers.registry import Registry
-from jupyter_tiers.widgets.job_view import JobView
-from tests.local.test_local_tier import FAST, local_profile
-
-
-class QuietView(JobView):
-    """A JobView without a front end (custom messages dropped)."""
-
-    def send(self, content: Any, buffers: Any = None) -> None:
-        pass
-
-
-@pytest.fixture
-def tier(tmp_path: Path) -> Iterator[LocalTier]:
-    t = LocalTier(local_profile(tmp_path / "jobs"), Registry(tmp_path / "r.sqlite"), watcher_options=FAST)
-    yield t
-    for rec in t.registry.list(limit=100):
-        t.cancel(rec)
-    t.close()
+from tests.local.conftest import QuietView
 
 
 def test_metrics_trait_and_summary(tier: LocalTier) -> None:

@@ -6,9 +6,20 @@ from __future__ import annotations
 
 import json
 
+from jupyter_tiers.handles import Job
 from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.model import JobState
 from tests.local.conftest import QuietView
+
+
+def watch_to_the_end(tier: LocalTier, body: str, name: str, state: JobState) -> tuple[Job, QuietView]:
+    """Submit ``body`` on two nodes, watch it with a QuietView until it ends (bounded) and check
+    that it ended in ``state``."""
+    job = tier.submit(tier.make_spec(body, name=name, nodes=2))
+    view = QuietView(job)
+    status = view.wait(120)
+    assert status is not None and status.state is state
+    return job, view
 
 
 def test_metrics_trait_and_summary(tier: LocalTier) -> None:
@@ -19,10 +30,7 @@ def test_metrics_trait_and_summary(tier: LocalTier) -> None:
         "    print(f'step={step} loss={1.0 / step + 100 * rank:.6f} lr=3e-4', flush=step % 500 == 0)\n"
         "print('loss=nan')\n"
     )
-    job = tier.submit(tier.make_spec(body, name="view-metrics", nodes=2))
-    view = QuietView(job)
-    status = view.wait(120)
-    assert status is not None and status.state is JobState.COMPLETED
+    job, view = watch_to_the_end(tier, body, "view-metrics", JobState.COMPLETED)
     data = view.metrics
     assert set(data) == {"step", "loss", "lr"}
     loss = data["loss"]
@@ -43,10 +51,7 @@ def test_failed_job_summary_in_the_widget(tier: LocalTier) -> None:
         "    raise ValueError('bad batch shape (3, 4)')\n"
         "time.sleep(60)\n"
     )
-    job = tier.submit(tier.make_spec(body, name="view-fail", nodes=2))
-    view = QuietView(job)
-    status = view.wait(120)
-    assert status is not None and status.state is JobState.FAILED
+    _, view = watch_to_the_end(tier, body, "view-fail", JobState.FAILED)
     assert "first failure: rank 1" in view.summary
     assert view.summary.endswith(" — ValueError: bad batch shape (3, 4)")
     assert view.metrics == {}  # rank 0 printed no metric

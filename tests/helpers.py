@@ -1,7 +1,7 @@
 """Small helpers shared by several test folders: bounded waits, a free port, a skip that says
 so loudly, leftovers cancelled, a dropped SSH link, IPython's test shell (with the extension
-loaded), the isolation every local-tier magic test starts from, and the pieces both magic-line
-fuzzers share."""
+loaded), the isolation every local-tier magic test starts from, a recorder of a widget view's
+messages, and the pieces both magic-line fuzzers share."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import random
 import shlex
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -95,6 +96,20 @@ def ipython_test_shell() -> Any:
 
     shell = start_ipython()
     return shell if shell is not None else InteractiveShell.instance()
+
+
+class SentRecorder:
+    """Mixin for a widget view under test (``class RecordingView(SentRecorder, JobView)``): it
+    keeps, in ``sent``, the custom messages the view would send to the browser."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.sent: list[dict[str, Any]] = []
+        self.sent_lock = threading.Lock()
+        super().__init__(*args, **kwargs)
+
+    def send(self, content: Any, buffers: Any = None) -> None:
+        with self.sent_lock:
+            self.sent.append(content)
 
 
 def drop_connection(transport: Any) -> None:

@@ -3,25 +3,16 @@ reattached view shows only the log's end, starting at a whole line."""
 
 from __future__ import annotations
 
-import threading
 from typing import Any
 
 from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.widgets.job_view import JobView
 from jupyter_tiers.widgets.state import message_rows
+from tests.helpers import SentRecorder
 
 
-class RecordingView(JobView):
+class RecordingView(SentRecorder, JobView):
     """A JobView that keeps the custom messages it would send to the browser."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.sent: list[dict[str, Any]] = []
-        self.sent_lock = threading.Lock()
-        super().__init__(*args, **kwargs)
-
-    def send(self, content: Any, buffers: Any = None) -> None:
-        with self.sent_lock:
-            self.sent.append(content)
 
     def rows(self) -> list[list[Any]]:
         with self.sent_lock:

@@ -15,21 +15,13 @@ import pytest
 from jupyter_tiers.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
 from jupyter_tiers.widgets.serve_state import status_traits
 from jupyter_tiers.widgets.serve_view import MAX_SCALE, ServeView
+from tests.helpers import SentRecorder
 
 from .test_serve_text import CRASH, Event, FakeServeTier, make_service, status
 
 
-class RecordingView(ServeView):
+class RecordingView(SentRecorder, ServeView):
     """A ServeView that keeps the custom messages it would send to the browser."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        self.sent: list[dict[str, Any]] = []
-        self.sent_lock = threading.Lock()
-        super().__init__(*args, **kwargs)
-
-    def send(self, content: Any, buffers: Any = None) -> None:
-        with self.sent_lock:
-            self.sent.append(content)
 
     def line_msgs(self) -> list[dict[str, Any]]:
         with self.sent_lock:

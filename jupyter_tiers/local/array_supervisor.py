@@ -28,7 +28,7 @@ import time
 from pathlib import Path
 
 from .jobstate import CANCEL_FILE, PID_FILE, SUPERVISOR_LOG
-from .processes import proc_start_time
+from .processes import detach
 
 ARRAY_FILE = "array.json"
 POLL = 0.05
@@ -89,17 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     arraydir = Path(os.path.abspath(args.arraydir))
     os.umask(0o077)
     if args.detach:
-        pid = os.fork()
-        if pid:
-            start = proc_start_time(pid)
-            line = f"{pid} {start if start is not None else ''}\n"
-            dirs, _limit = task_dirs(arraydir)
-            for directory in [*dirs, arraydir]:  # the array's own last: the tier waits for it
-                tmp = directory / f".{PID_FILE}.tmp"
-                tmp.write_text(line)
-                os.replace(tmp, directory / PID_FILE)
-            os._exit(0)
-        os.setsid()
+        dirs, _limit = task_dirs(arraydir)
+        detach([*dirs, arraydir], PID_FILE)  # the array's own last: the tier waits for it
     return run(arraydir)
 
 

@@ -15,6 +15,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 KILL_WAIT = 5.0  # seconds from SIGTERM to SIGKILL (Slurm's KillWait)
@@ -137,6 +138,25 @@ def zombie_children() -> list[int]:
             found.append(int(name))
     return found
 
+
+
+def detach(pid_dirs: Sequence[Path], pid_file: str) -> None:
+    """Fork once more, so the caller (a supervisor's ``--detach``) leaves the kernel's tree.
+
+    The parent writes ``"<pid> <start time>"`` of the child atomically into ``pid_file`` in each
+    of ``pid_dirs``, in that order (a tier waiting for the last one then finds them all), and
+    exits; the child returns as the leader of a new session.
+    """
+    pid = os.fork()
+    if pid:
+        start = proc_start_time(pid)
+        line = f"{pid} {start if start is not None else ''}\n"
+        for directory in pid_dirs:
+            tmp = directory / f".{pid_file}.tmp"
+            tmp.write_text(line)
+            os.replace(tmp, directory / pid_file)
+        os._exit(0)
+    os.setsid()
 
 
 def become_subreaper() -> bool:

@@ -591,14 +591,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     svcdir = Path(os.path.abspath(args.svcdir))
     if args.detach:
-        pid = os.fork()
-        if pid:
-            start = processes.proc_start_time(pid)
-            tmp = svcdir / f".{PID_FILE}.tmp"
-            tmp.write_text(f"{pid} {start if start is not None else ''}\n")
-            os.replace(tmp, svcdir / PID_FILE)
-            os._exit(0)
-        os.setsid()
+        processes.detach([svcdir], PID_FILE)
     return ServeSupervisor(svcdir).run()
 
 

@@ -65,6 +65,7 @@ from .processes import (
     KILL_WAIT,
     become_subreaper,
     descendants,
+    detach,
     kill_job_processes,
     proc_start_time,
     zombie_children,
@@ -461,14 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     # As on Slurm: the job's files are private; rank.sh gives the ranks umask 027 (checkpoints).
     os.umask(0o077)
     if args.detach:
-        pid = os.fork()
-        if pid:
-            start = proc_start_time(pid)
-            tmp = jobdir / f".{PID_FILE}.tmp"
-            tmp.write_text(f"{pid} {start if start is not None else ''}\n")
-            os.replace(tmp, jobdir / PID_FILE)
-            os._exit(0)
-        os.setsid()
+        detach([jobdir], PID_FILE)
     return Supervisor(jobdir).run()
 
 

@@ -16,9 +16,8 @@ from jupyter_tiers.model import ServiceState
 from tests.k8s.conftest import IMAGE, SERVER
 from tests.k8s_emulator.emulator import Emulator
 from tests.k8s_emulator.fixtures import emulator, k8s_namespace  # noqa: F401
-from tests.server.util import body
+from tests.server.util import GUARD, body, until
 
-GUARD = 180.0
 API = ("jupyter-tiers", "api")
 
 
@@ -30,18 +29,6 @@ def serving(tiers_config: Any, emulator: Emulator, k8s_namespace: str) -> K8sTie
     tier = api.connect("serving", kind="service")
     assert isinstance(tier, K8sTier)
     return tier
-
-
-async def until(fetch: Any, cond: Any, what: str) -> Any:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + GUARD
-    while True:
-        value = await fetch()
-        if cond(value):
-            return value
-        if loop.time() > deadline:
-            pytest.fail(f"gave up waiting for {what}; last: {value!r}"[:2000])
-        await asyncio.sleep(0.5)
 
 
 async def test_service_list_details_logs_scale_restart_delete(

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +15,10 @@ from jupyter_tiers import api
 from jupyter_tiers.logs import LogDecoder
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests.cluster.conftest import profile_yaml
-from tests.server.util import body
+from tests.server.util import GUARD, body, until
 
 pytestmark = pytest.mark.cluster
 
-GUARD = 180.0  # seconds; bounds every wait so that a broken server fails instead of hanging
 API = ("jupyter-tiers", "api")
 
 TALKER = textwrap.dedent("""\
@@ -40,19 +38,6 @@ def box(cluster_env: dict[str, str], tiers_config: Any) -> SlurmTier:
     tier = api.connect("box")
     assert isinstance(tier, SlurmTier)
     return tier
-
-
-async def until(fetch: Callable[[], Any], cond: Callable[[Any], bool], what: str) -> Any:
-    """Poll ``fetch`` (a coroutine function) until ``cond`` holds; fail after GUARD seconds."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + GUARD
-    while True:
-        value = await fetch()
-        if cond(value):
-            return value
-        if loop.time() > deadline:
-            pytest.fail(f"gave up waiting for {what}; last: {value!r}"[:2000])
-        await asyncio.sleep(0.5)
 
 
 async def read_ws(ws: Any) -> Any:

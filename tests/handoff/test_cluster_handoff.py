@@ -26,21 +26,13 @@ from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.status import summary_line
 from tests.cluster.conftest import profile_yaml
+from tests.handoff.conftest import TRAIN
 from tests.helpers import cancel_registered_jobs, ipython_test_shell
 
 pytestmark = pytest.mark.cluster
 
 GUARD = 300.0
 WORKDIR = "/var/lib/jupyter-tiers-jobs/box"  # the box profile's workdir (tests/cluster/conftest.py)
-
-TRAIN = """\
-import os, pathlib
-d = os.environ["JT_CHECKPOINT_DIR"]
-print("checkpoint dir", d, "exists" if os.path.isdir(d) else "missing", flush=True)
-if os.environ["RANK"] == "0":
-    for step in (50, 100):
-        pathlib.Path(d, f"ckpt-{step:06d}.pt").write_text(f"weights of step {step}")
-"""
 
 SERVE = """\
 import http.server, os

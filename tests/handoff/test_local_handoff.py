@@ -17,16 +17,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from jupyter_tiers import api
 from jupyter_tiers.handoff import decode_detail
 from jupyter_tiers.registry import Registry
+from tests.handoff.conftest import TRAIN
 from tests.helpers import cancel_registered_jobs, isolate_tiers, tiers_shell
-
-TRAIN = """\
-import os, pathlib
-d = os.environ["JT_CHECKPOINT_DIR"]
-print("checkpoint dir", d, "exists" if os.path.isdir(d) else "missing", flush=True)
-if os.environ["RANK"] == "0":
-    for step in (50, 100):
-        pathlib.Path(d, f"ckpt-{step:06d}.pt").write_text(f"weights of step {step}")
-"""
 
 # Reads the model at start (as a model server loads weights) and answers every GET with it.
 SERVE = """\

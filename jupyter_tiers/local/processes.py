@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from pathlib import Path
 
 KILL_WAIT = 5.0  # seconds from SIGTERM to SIGKILL (Slurm's KillWait)
@@ -157,6 +157,14 @@ def detach(pid_dirs: Sequence[Path], pid_file: str) -> None:
             os.replace(tmp, directory / pid_file)
         os._exit(0)
     os.setsid()
+
+
+def reap_zombies(tracked: Collection[int] = ()) -> None:
+    """Reap this process's ended children but those in ``tracked`` (a Popen still waits for them)."""
+    for pid in zombie_children():
+        if pid not in tracked:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(pid, os.WNOHANG)
 
 
 def become_subreaper() -> bool:

@@ -38,7 +38,6 @@ import http.client
 import json
 import os
 import secrets
-import select
 import shutil
 import signal
 import socket
@@ -55,6 +54,7 @@ from . import processes, slurmenv
 from .backoff import BackOff
 from .roundrobin import RoundRobin
 from .router import HOST, FrontPort
+from .wakeup import Wakeup
 
 DESIRED_FILE = "desired.json"
 DESIRED_LOCK = "desired.lock"
@@ -186,7 +186,7 @@ class ServeSupervisor:
         self.reload = False
         self.log_fd = -1
         self._log_lock = threading.Lock()
-        self._wake_r, self._wake_w = os.pipe()
+        self._wakeup = Wakeup()
         self._subreaper = False
         self._saved: str = ""
         self._revisions: dict[str, dict[str, Any]] = {}
@@ -202,27 +202,11 @@ class ServeSupervisor:
         elif self.signalled is None:
             self.signalled = signum
 
-    def _install_signals(self) -> None:
-        for fd in (self._wake_r, self._wake_w):
-            os.set_blocking(fd, False)
-        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, self._on_signal)
-        signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # only to wake select()
-        signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # children must not inherit it ignored
-        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
-
     def _wait(self, timeout: float) -> None:
-        select.select([self._wake_r], [], [], max(0.0, timeout))
-        with contextlib.suppress(BlockingIOError):
-            while os.read(self._wake_r, 4096):
-                pass
+        self._wakeup.wait(timeout)
         if self._subreaper:
-            tracked = {r.proc.pid for r in self.replicas if r.proc is not None and r.proc.returncode is None}
-            for pid in processes.zombie_children():
-                if pid not in tracked:
-                    with contextlib.suppress(ChildProcessError):
-                        os.waitpid(pid, os.WNOHANG)
+            processes.reap_zombies(
+                {r.proc.pid for r in self.replicas if r.proc is not None and r.proc.returncode is None})
 
     def _stop_requested(self) -> bool:
         return (self.signalled is not None or bool(self.desired.get("deleted"))
@@ -443,8 +427,7 @@ class ServeSupervisor:
             problem = f"probe error: {exc!r}"
         replica.probed = (incarnation, problem)
         replica.probing = False
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"p")  # take the answer in now, not at the next tick
+        self._wakeup.wake()  # take the answer in now, not at the next tick
 
     def _reconcile(self) -> None:
         revision = str(self.desired.get("revision") or "0")
@@ -514,7 +497,7 @@ class ServeSupervisor:
 
     # --- the service -------------------------------------------------------------------------
     def run(self) -> int:
-        self._install_signals()
+        self._wakeup.install(self._on_signal, defaults=(signal.SIGPIPE, signal.SIGQUIT))
         self._subreaper = processes.become_subreaper()
         os.chdir(self.dir)
         self.log_fd = os.open(self.dir / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

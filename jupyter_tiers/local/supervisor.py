@@ -47,7 +47,6 @@ import argparse
 import contextlib
 import json
 import os
-import select
 import signal
 import socket
 import subprocess
@@ -68,9 +67,11 @@ from .processes import (
     detach,
     kill_job_processes,
     proc_start_time,
+    reap_zombies,
     zombie_children,
 )
 from .slurmenv import MASTER_ADDR, clean_env, free_port, node_names, nodelist
+from .wakeup import Wakeup
 
 BATCH = -1  # key of the batch step among the supervised processes
 
@@ -114,7 +115,7 @@ class Supervisor:
         self.log_fd = -1
         self.signalled: int | None = None
         self.names = node_names(int(self.plan["nodes"]))
-        self._wake_r, self._wake_w = os.pipe()
+        self._wakeup = Wakeup()
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._subreaper = False
 
@@ -123,31 +124,13 @@ class Supervisor:
         if self.signalled is None:
             self.signalled = signum
 
-    def _install_signals(self) -> None:
-        for fd in (self._wake_r, self._wake_w):
-            os.set_blocking(fd, False)
-        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
-        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, self._on_signal)
-        signal.signal(signal.SIGCHLD, lambda signum, frame: None)  # only to wake select()
-        signal.signal(signal.SIGQUIT, signal.SIG_DFL)  # children must not inherit it ignored
-
     def _wait(self, timeout: float) -> None:
-        select.select([self._wake_r], [], [], max(0.0, timeout))
-        woken = False
-        with contextlib.suppress(BlockingIOError):
-            while os.read(self._wake_r, 4096):
-                woken = True
-        if woken and self._subreaper:
+        if self._wakeup.wait(timeout) and self._subreaper:
             self._reap_strays()
 
     def _reap_strays(self) -> None:
         """Reap adopted orphans of the job (never a rank or step whose Popen still waits)."""
-        tracked = {p.pid for p in self._procs.values() if p.returncode is None}
-        for pid in zombie_children():
-            if pid not in tracked:
-                with contextlib.suppress(ChildProcessError):
-                    os.waitpid(pid, os.WNOHANG)
+        reap_zombies({p.pid for p in self._procs.values() if p.returncode is None})
 
     def _kill_descendants(self, rounds: int = 100) -> None:
         """SIGKILL every process left below the supervisor. As a child subreaper it inherits
@@ -389,7 +372,7 @@ class Supervisor:
         return self._supervise(procs)
 
     def run(self) -> int:
-        self._install_signals()
+        self._wakeup.install(self._on_signal)
         self._subreaper = become_subreaper()
         os.chdir(self.jobdir)
         self.log_fd = os.open(self.jobdir / LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

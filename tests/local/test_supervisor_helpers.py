@@ -1,0 +1,74 @@
+"""The small process helpers both local supervisors share: Wakeup, reap_zombies, detach."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jupyter_tiers.local import processes
+from jupyter_tiers.local.wakeup import Wakeup
+
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
+
+
+def test_wakeup_reports_whether_it_was_woken() -> None:
+    wakeup = Wakeup()
+    os.set_blocking(wakeup.read_fd, False)
+    assert wakeup.wait(0) is False
+    wakeup.wake()
+    wakeup.wake()
+    assert wakeup.wait(0) is True  # both bytes drained at once
+    assert wakeup.wait(0) is False
+
+
+def _zombie() -> int:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    while pid not in processes.zombie_children():  # bounded by the child's exit, not a clock
+        time.sleep(0.01)
+    return pid
+
+
+def test_reap_zombies_leaves_tracked_children() -> None:
+    pid = _zombie()
+    try:
+        processes.reap_zombies({pid})
+        assert pid in processes.zombie_children()
+        processes.reap_zombies()
+        assert pid not in processes.zombie_children()
+    finally:
+        if pid in processes.zombie_children():
+            os.waitpid(pid, 0)
+
+
+def test_detach_writes_the_child_pid_in_every_directory(tmp_path: Path) -> None:
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    for d in dirs:
+        d.mkdir()
+    runner = (
+        "import sys, time; from pathlib import Path; from jupyter_tiers.local import processes\n"
+        "dirs = [Path(p) for p in sys.argv[1:]]\n"
+        "processes.detach(dirs, 'supervisor.pid')\n"
+        "import os; (dirs[0] / 'child.tmp').write_text(f'{os.getpid()} {os.getsid(0)}')\n"
+        "os.replace(dirs[0] / 'child.tmp', dirs[0] / 'child')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", runner, *map(str, dirs)], timeout=60, check=True)
+    assert done.returncode == 0
+    lines = [(d / "supervisor.pid").read_text() for d in dirs]
+    assert lines[0] == lines[1]
+    pid_text, start_text = lines[0].split()
+    assert int(pid_text) > 0 and int(start_text) > 0
+    for _ in range(3000):  # the detached child writes its own pid and session when it runs
+        if (dirs[0] / "child").exists():
+            break
+        time.sleep(0.01)
+    child_pid, child_sid = (int(x) for x in (dirs[0] / "child").read_text().split())
+    assert child_pid == int(pid_text)
+    assert child_sid == child_pid  # a session of its own
+    assert not list(tmp_path.glob("*/.supervisor.pid.tmp"))

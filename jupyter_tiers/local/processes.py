@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 
 KILL_WAIT = 5.0  # seconds from SIGTERM to SIGKILL (Slurm's KillWait)
@@ -75,19 +75,25 @@ def job_processes(jobdir: Path | str) -> list[int]:
 
 
 
-def kill_job_processes(jobdir: Path | str, rounds: int = 40) -> int:
-    """SIGKILL every process of the job until none is left (bounded); returns how many."""
+def kill_until_gone(find: Callable[[], list[int]], pause: Callable[[], None], rounds: int) -> int:
+    """SIGKILL every pid ``find()`` returns, ``pause()``, and again until it finds none (at most
+    ``rounds`` times); returns how many signals were sent."""
     killed = 0
     for _ in range(rounds):
-        pids = job_processes(jobdir)
+        pids = find()
         if not pids:
             break
         for pid in pids:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signal.SIGKILL)
                 killed += 1
-        time.sleep(0.05)
+        pause()
     return killed
+
+
+def kill_job_processes(jobdir: Path | str, rounds: int = 40) -> int:
+    """SIGKILL every process of the job until none is left (bounded); returns how many."""
+    return kill_until_gone(lambda: job_processes(jobdir), lambda: time.sleep(0.05), rounds)
 
 
 

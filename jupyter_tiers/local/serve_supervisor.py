@@ -469,14 +469,7 @@ class ServeSupervisor:
         replicas' orphans, so this also finds a daemon that left its session and cleared its
         environment (which the JT_JOB_DIR scan cannot see)."""
         me = os.getpid()
-        for _ in range(rounds):
-            pids = processes.descendants(me)
-            if not pids:
-                return
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
-            self._wait(0.02)
+        processes.kill_until_gone(lambda: processes.descendants(me), lambda: self._wait(0.02), rounds)
 
     def _kill_late(self) -> None:
         now = time.monotonic()

@@ -66,6 +66,7 @@ from .processes import (
     descendants,
     detach,
     kill_job_processes,
+    kill_until_gone,
     proc_start_time,
     reap_zombies,
     zombie_children,
@@ -137,15 +138,12 @@ class Supervisor:
         the job's orphans, so this also finds a daemon that left its session and cleared its
         environment (which the JT_JOB_DIR scan cannot see)."""
         me = os.getpid()
-        for _ in range(rounds):
-            pids = descendants(me)
-            if not pids:
-                return
-            for pid in pids:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+
+        def pause() -> None:
             time.sleep(0.02)
             self._reap_strays()
+
+        kill_until_gone(lambda: descendants(me), pause, rounds)
 
     def _cancel_requested(self) -> bool:
         return self.signalled is not None or (self.jobdir / CANCEL_FILE).exists()

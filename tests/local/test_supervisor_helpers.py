@@ -72,3 +72,18 @@ def test_detach_writes_the_child_pid_in_every_directory(tmp_path: Path) -> None:
     assert child_pid == int(pid_text)
     assert child_sid == child_pid  # a session of its own
     assert not list(tmp_path.glob("*/.supervisor.pid.tmp"))
+
+
+def test_kill_until_gone_kills_what_it_finds_and_stops_when_none_is_left() -> None:
+    child = subprocess.Popen(["sleep", "600"])
+    pauses: list[int] = []
+
+    def find() -> list[int]:
+        return [child.pid] if child.poll() is None else []
+
+    def pause() -> None:
+        pauses.append(child.wait(timeout=60))
+
+    assert processes.kill_until_gone(find, pause, rounds=5) == 1
+    assert pauses == [-9]  # SIGKILL, and one round was enough
+    assert processes.kill_until_gone(find, pause, rounds=5) == 0

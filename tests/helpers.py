@@ -1,7 +1,8 @@
 """Small helpers shared by several test folders: bounded waits, a free port, a skip that says
-so loudly, leftovers cancelled, a dropped SSH link, IPython's test shell (with the extension
-loaded), the isolation every local-tier magic test starts from, a recorder of a widget view's
-messages, and the pieces both magic-line fuzzers share."""
+so loudly, the local profile, the processes under a directory, leftovers cancelled, a dropped SSH
+link, IPython's test shell (with the extension loaded), the isolation every local-tier magic test
+starts from, a recorder of a widget view's messages, and the pieces both magic-line fuzzers
+share."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any, NoReturn, TypeVar
 import pytest
 
 from jupyter_tiers import api
+from jupyter_tiers.config import Profile
 from jupyter_tiers.registry import Registry
 
 T = TypeVar("T")
@@ -79,6 +81,32 @@ def isolate_tiers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("JUPYTER_TIERS_DISPLAY", "text")
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
     monkeypatch.chdir(tmp_path)
+
+
+def local_profile(workdir: Path, **settings: object) -> Profile:
+    """The local tier's profile with its jobs and services under ``workdir`` (and ``settings``)."""
+    return Profile(name="local", tier="local", settings={"workdir": str(workdir), **settings})
+
+
+def processes_mentioning(root: Path | str, *, skip_zombies: bool = False) -> list[tuple[int, str]]:
+    """Every live process (pid, command line) whose command line or environment mentions ``root``;
+    with ``skip_zombies``, not the exited ones their parent has yet to reap."""
+    needle = os.fsencode(str(root))
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit() or int(name) == os.getpid():
+            continue
+        try:
+            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
+            environ = Path(f"/proc/{name}/environ").read_bytes()
+            stat = Path(f"/proc/{name}/stat").read_bytes() if skip_zombies else b""
+        except OSError:
+            continue
+        if skip_zombies and stat.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]:
+            continue
+        if needle in cmdline or needle in environ:
+            found.append((int(name), cmdline.replace(b"\0", b" ").decode(errors="replace")))
+    return found
 
 
 def tiers_shell() -> Any:

@@ -25,43 +25,20 @@ from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.model import JobState, LogLine, RankPhase
 from jupyter_tiers.registry import JobRecord, Registry
 from jupyter_tiers.status import summary_line
-from tests.helpers import loud_skip, wait_for
+from tests.helpers import local_profile, loud_skip, processes_mentioning, wait_for
 
 FAST = {"status_interval": 0.5, "rank_interval": 0.2, "first_poll": 0.1}
 GUARD = 120.0  # seconds; bounds every wait so a broken tier fails instead of hanging
 
 
-def job_processes(jobdir: str) -> list[tuple[int, str]]:
-    """Every live process whose command line or environment mentions ``jobdir``."""
-    needle = os.fsencode(jobdir)
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
-            environ = Path(f"/proc/{name}/environ").read_bytes()
-        except OSError:
-            continue
-        if needle in cmdline or needle in environ:
-            found.append((int(name), cmdline.replace(b"\0", b" ").decode(errors="replace")))
-    return found
-
-
 def wait_no_processes(jobdir: str, timeout: float = GUARD) -> list[tuple[int, str]]:
     """Wait (bounded) until no process of the job is left; returns what is left then."""
     deadline = time.monotonic() + timeout
-    left = job_processes(jobdir)
+    left = processes_mentioning(jobdir)
     while left and time.monotonic() < deadline:
         time.sleep(0.1)
-        left = job_processes(jobdir)
+        left = processes_mentioning(jobdir)
     return left
-
-
-
-
-def local_profile(workdir: Path, **settings: object) -> Profile:
-    return Profile(name="local", tier="local", settings={"workdir": str(workdir), **settings})
 
 
 @pytest.fixture

@@ -12,11 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config import Profile
 from jupyter_tiers.local import serve_supervisor as ssv
 from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.registry import Registry
-from tests.helpers import wait_for
+from tests.helpers import local_profile, processes_mentioning, wait_for
 
 GUARD = 120.0  # seconds; bounds every wait so a broken tier fails instead of hanging
 
@@ -40,29 +39,9 @@ CRASH_BODY = "import sys\nprint('about to fail', flush=True)\nsys.exit(3)\n"
 
 
 def service_processes(root: Path | str) -> list[tuple[int, str]]:
-    """Every live process whose command line or environment mentions ``root``."""
-    needle = os.fsencode(str(root))
-    found = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit() or int(name) == os.getpid():
-            continue
-        try:
-            cmdline = Path(f"/proc/{name}/cmdline").read_bytes()
-            environ = Path(f"/proc/{name}/environ").read_bytes()
-            stat = Path(f"/proc/{name}/stat").read_bytes()
-        except OSError:
-            continue
-        if stat.rsplit(b")", 1)[-1].split()[:1] == [b"Z"]:
-            continue  # a zombie is not running; its parent reaps it
-        if needle in cmdline or needle in environ:
-            found.append((int(name), cmdline.replace(b"\0", b" ").decode(errors="replace")))
-    return found
-
-
-
-
-def local_profile(workdir: Path, **settings: object) -> Profile:
-    return Profile(name="local", tier="local", settings={"workdir": str(workdir), **settings})
+    """Every live process whose command line or environment mentions ``root`` (a zombie is not
+    running: its parent reaps it)."""
+    return processes_mentioning(root, skip_zombies=True)
 
 
 @pytest.fixture

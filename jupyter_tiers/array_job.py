@@ -133,10 +133,11 @@ class ArrayJob(Job):
             parts.append(f"== task {task_index(job.id)} ({label}) ==\n" + job.logs(rank=rank, tail=tail))
         return "".join(parts)
 
-    def task_results(self, tasks: dict[int, JobStatus]
+    def task_results(self, tasks: dict[int, JobStatus], tails: dict[int, str] | None = None
                      ) -> tuple[dict[int, str], dict[int, tuple[str, float]]]:
         """(failures, metrics) of the ended tasks, from the end of each task's log: what failed
-        (the first failed rank and the first error line) and the main metric's last value."""
+        (the first failed rank and the first error line) and the main metric's last value.
+        ``tails``: the ends of the tasks' logs already read (a task absent from it has none)."""
         from .metrics import MetricsTracker
         from .status import describe_rank
 
@@ -149,7 +150,8 @@ class ArrayJob(Job):
                 continue
             tracker = MetricsTracker(self.metric_patterns())
             try:
-                tracker.feed_text(self.tier.tail_log(job.record, TAIL_LINES).decode("utf-8", "replace"))
+                tracker.feed_text(tails.get(i, "") if tails is not None else
+                                  self.tier.tail_log(job.record, TAIL_LINES).decode("utf-8", "replace"))
             except Exception:  # a log that cannot be read leaves the row without a metric
                 continue
             main = tracker.main()

@@ -8,6 +8,10 @@ its path into the serving profile's view: on Kubernetes through ``model_volume``
 ``path_map`` (training-side prefix -> path inside the volume, mounted read-only at /models), on
 the local tier directly (or through the local profile's ``path_map`` for another machine's path).
 
+A sweep's task (``51_7``, ``NAME_7``, a task handle) or a whole array (its best task) is resolved
+through :func:`split_task_ref`, :func:`task_checkpoint` and :func:`pick_best_task` here (pure) and
+task_handoff.py (the I/O: the tasks' states, checkpoint listings and log tails).
+
 Everything here is pure except :func:`attach_checkpoints` (records what a tier listed in the
 registry), :func:`find_job` and :func:`resolve` (read the registry, and ask the training tier once
 when the record is not final yet). The listing itself is the tiers' I/O (slurm/commands.py).
@@ -38,6 +42,8 @@ _DIR_RE = re.compile(r"^(~/)?[A-Za-z0-9_./+@=,-]+$")
 _SAFE_PATH_RE = re.compile(r"^[A-Za-z0-9_./+@=,:-]+$")
 # Entries being written or not meant as checkpoints.
 _SKIP_SUFFIXES = (".tmp", ".part", ".partial", ".lock", "~", ".swp")
+#: The largest array task index a reference may name (arrays.MAX_INDEX has 7 digits).
+_MAX_TASK_DIGITS = 7
 
 
 class HandoffError(TiersError):
@@ -398,3 +404,107 @@ def resolve(ref: str, registry: Any, user_ns: Mapping[str, Any] | None = None,
         except TiersError:
             pass  # the recorded state stands; the refusal below says what it is
     return checkpoint_of(record)
+
+
+# --- a sweep's tasks (pure; the I/O is in task_handoff.py) -------------------------------------
+
+
+def split_task_ref(ref: str) -> tuple[str, int] | None:
+    """``51_7``, ``hpc/51_7`` or ``NAME_7`` -> (the array's reference, task index 7); None when
+    ``ref`` does not end in ``_`` and 1 to 7 ASCII digits after a non-empty reference."""
+    if not isinstance(ref, str):
+        return None
+    base, sep, index = ref.rpartition("_")
+    if not sep or not base or base.endswith("/") or not index.isascii() or not index.isdigit() \
+            or len(index) > _MAX_TASK_DIGITS:
+        return None
+    return base, int(index)
+
+
+def task_who(array: Any, index: int) -> str:
+    """``job 51_7 (lr-sweep)``: how a refusal names a task."""
+    return f"job {array.job_id}_{index} ({array.name})"
+
+
+def task_checkpoint(array: Any, index: int, state: str | None,
+                    listed: tuple[str, str | None] | None) -> Checkpoint:
+    """Task ``index`` of the array record ``array`` -> its newest checkpoint, or the same
+    one-line refusals as a job's (not COMPLETED, no checkpoint, unsafe path).
+
+    ``state`` is the task's state now (None: the scheduler does not know the task), ``listed``
+    its checkpoint directory and newest entry (None: its directory could not be found).
+    """
+    from dataclasses import replace
+
+    from .arrays import plan_of
+
+    plan = plan_of(array.spec)
+    if plan is None or index not in plan.indices:
+        tasks = plan.slurm_spec if plan is not None else "none"
+        raise HandoffError(f"--model-from {array.job_id}_{index}: array {array.job_id} ({array.name}) "
+                           f"has no task {index}; its tasks: {tasks}")
+    shared = array.spec.get("checkpoint_dir") if isinstance(array.spec, Mapping) else None
+    if shared:
+        raise HandoffError(f"--model-from: {task_who(array, index)}: its array was submitted with "
+                           f"--checkpoint-dir {shared}, which every task shares, so no checkpoint "
+                           "there is one task's; serve a sweep's task from an array submitted "
+                           "without --checkpoint-dir")
+    if state == "COMPLETED" and listed is None:
+        raise HandoffError(f"--model-from: {task_who(array, index)} completed, but the scheduler no "
+                           "longer says which job id it ran as, so its checkpoint directory "
+                           "({workdir}/NAME/JOB_ID/checkpoints) is unknown")
+    directory, newest = listed if listed is not None else ("", None)
+    record = replace(array, job_id=f"{array.job_id}_{index}", state=state or "UNKNOWN",
+                     detail=encode_detail(directory, posixpath.join(directory, newest) if newest else None))
+    return checkpoint_of(record)
+
+
+@dataclass(frozen=True)
+class BestTask:
+    """The task a whole array's ``--model-from`` chose, and the line that says why."""
+
+    index: int
+    checkpoint: Checkpoint
+    line: str  # "model from array 51 task 7 (best loss 0.0123 at lr=3e-4 bs=64)"
+
+
+def pick_best_task(array: Any, states: Mapping[int, str], listed: Mapping[int, tuple[str, str | None]],
+                   metrics: Mapping[int, tuple[str, float]]) -> BestTask:
+    """The task of a whole array to serve: the best main-metric value (arrays.best_task, the
+    ranking the array's summary line prints) among COMPLETED tasks with a checkpoint; a
+    one-line refusal naming what is missing when no task qualifies."""
+    from .arrays import best_task, plan_of
+    from .metrics import format_value
+
+    plan = plan_of(array.spec)
+    who = f"--model-from {array.job_id}: array {array.job_id} ({array.name})"
+    if plan is None:
+        raise HandoffError(f"{who} is not an array")
+    if isinstance(array.spec, Mapping) and array.spec.get("checkpoint_dir"):
+        task_checkpoint(array, plan.indices[0], "COMPLETED", None)  # raises: the shared directory
+    completed = [i for i in plan.indices if states.get(i) == "COMPLETED"]
+    with_ckpt = [i for i in completed if (listed.get(i) or ("", None))[1] is not None]
+    if not completed:
+        raise HandoffError(f"{who} has no COMPLETED task ({_counts(plan.indices, states)}); a model is "
+                           "served from a task that completed")
+    if not with_ckpt:
+        raise HandoffError(f"{who}: none of its {len(completed)} COMPLETED tasks left a checkpoint "
+                           "(save one under $JT_CHECKPOINT_DIR)")
+    best = best_task({i: metrics[i] for i in with_ckpt if i in metrics})
+    if best is None:
+        raise HandoffError(f"{who}: none of its {len(with_ckpt)} COMPLETED tasks with a checkpoint "
+                           f"reported a metric to rank them by; name one task: --model-from "
+                           f"{array.job_id}_{with_ckpt[0]}")
+    index, key, value = best
+    ckpt = task_checkpoint(array, index, "COMPLETED", listed[index])
+    where = f" at {plan.label(index)}" if plan.sweep else ""
+    line = f"model from array {array.job_id} task {index} (best {key} {format_value(value)}{where})"
+    return BestTask(index, ckpt, line)
+
+
+def _counts(indices: Sequence[int], states: Mapping[int, str]) -> str:
+    counts: dict[str, int] = {}
+    for i in indices:
+        state = states.get(i, "UNKNOWN")
+        counts[state] = counts.get(state, 0) + 1
+    return ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))

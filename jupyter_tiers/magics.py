@@ -272,15 +272,19 @@ class TiersMagics(Magics):
     def _model_from(self, ref: str, tier: Any, cell: str, options: dict[str, Any]) -> str:
         """Resolve ``--model-from`` to the serving tier's view of the job's checkpoint: set the
         spec's model path and source in ``options``; returns the body with {model_path} filled."""
-        from . import handoff
+        from . import handoff, task_handoff
         from .api import connect
 
         def refresh(record: Any) -> None:
             connect(record.profile).refresh([record])
 
         namespace = self.shell.user_ns if self.shell is not None else {}
-        ckpt = handoff.resolve(ref, tier.registry, namespace, refresh=refresh)
+        # A sweep's task (51_7, NAME_7, a task handle) or a whole array (its best task), else a job.
+        resolved = task_handoff.resolve(ref, tier.registry, namespace, connect, refresh=refresh)
+        ckpt = resolved.checkpoint
         path = handoff.serving_model_path(ckpt, tier.profile)
+        if resolved.line:  # the cell's first line: which task, and why
+            print(resolved.line, flush=True)
         options["model_path"] = path
         options["model_source"] = ckpt.source
         return handoff.substitute_model_path(cell, path)

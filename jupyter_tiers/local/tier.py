@@ -521,6 +521,20 @@ class LocalTier(BatchTier):
         except FileNotFoundError:
             return
 
+    def task_checkpoints(self, record: JobRecord, tail_lines: int = 0
+                         ) -> tuple[dict[int, tuple[str, str | None]], dict[int, str] | None]:
+        """Every task's checkpoint directory and newest entry of the array ``record``: task ``i``
+        writes to ``{workdir}/{name}/{ID}_{i}/checkpoints`` (see _submit_array). No log tails:
+        the caller reads them itself (no round trip to save here)."""
+        from ..arrays import task_index, task_records
+        from ..handoff import default_checkpoint_dir
+
+        listed: dict[int, tuple[str, str | None]] = {}
+        for rec in task_records(record):
+            directory = default_checkpoint_dir(record.jobdir, record.name, rec.job_id)
+            listed[task_index(rec.job_id)] = (directory, _newest_checkpoint(directory))
+        return listed, None
+
     def tail_log(self, record: JobRecord, lines: int) -> bytes:
         """The last ``lines`` lines, read backwards from the end (as ``tail -n``: memory for those
         lines only, however long the log)."""

@@ -268,6 +268,24 @@ class SlurmTier(BatchTier):
         """Cancel every task of an array: one ``scancel`` of the array's id."""
         self.cancel(record)
 
+    def task_checkpoints(self, record: JobRecord, tail_lines: int = 0
+                         ) -> tuple[dict[int, tuple[str, str | None]], dict[int, str] | None]:
+        """Every task's checkpoint directory and newest entry of the array ``record`` (with
+        ``tail_lines``, also the end of each task's log) in one remote command, whatever the
+        number of tasks (slurm/task_listing.py). Tasks the scheduler no longer knows are absent."""
+        import posixpath
+
+        from .task_listing import parse_task_checkpoints, task_checkpoints_argv
+
+        root = f"{posixpath.dirname(record.jobdir.rstrip('/'))}/{record.name}"
+        try:
+            argv = task_checkpoints_argv(record.job_id, root, record.jobdir, tail_lines)
+        except (ValueError, TiersError) as exc:
+            raise TiersError(f"array {record.job_id}: {exc}") from None
+        result = self.transport.run(argv, check=False, timeout=300)
+        listed, tails = parse_task_checkpoints(result.text())
+        return listed, (tails if tail_lines > 0 else None)
+
     def close(self) -> None:
         super().close()
         if self._transport is not None:

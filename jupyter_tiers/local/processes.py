@@ -15,7 +15,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 
 KILL_WAIT = 5.0  # seconds from SIGTERM to SIGKILL (Slurm's KillWait)
@@ -23,14 +23,33 @@ KILL_WAIT = 5.0  # seconds from SIGTERM to SIGKILL (Slurm's KillWait)
 _HAVE_PROC = os.path.exists("/proc/self/stat")
 
 
-def proc_start_time(pid: int) -> int | None:
-    """Start time (clock ticks since boot) of a live process; None if gone or a zombie."""
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """The fields of ``/proc/<pid>/stat`` after the command name (state, ppid, ...); None if gone."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_bytes()
     except OSError:
         return None
-    fields = raw.rsplit(b")", 1)[-1].split()
-    if len(fields) < 20 or fields[0] in (b"Z", b"X"):
+    return raw.rsplit(b")", 1)[-1].split()  # the name, in parentheses, may hold spaces and ")"
+
+
+def _proc_parents() -> Iterator[tuple[int, bytes, int]]:
+    """(pid, state, parent pid) of every process in /proc; one that ends meanwhile is passed over."""
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return
+    for name in names:
+        if not name.isdigit():
+            continue
+        fields = _stat_fields(name)
+        if fields is not None and len(fields) > 1:
+            yield int(name), fields[0], int(fields[1])
+
+
+def proc_start_time(pid: int) -> int | None:
+    """Start time (clock ticks since boot) of a live process; None if gone or a zombie."""
+    fields = _stat_fields(pid)
+    if fields is None or len(fields) < 20 or fields[0] in (b"Z", b"X"):
         return None
     return int(fields[19])
 
@@ -100,20 +119,9 @@ def kill_job_processes(jobdir: Path | str, rounds: int = 40) -> int:
 def descendants(root: int) -> list[int]:
     """Live (not zombie) processes below ``root``: its children, theirs, and so on (/proc)."""
     children: dict[int, list[int]] = {}
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{name}/stat").read_bytes()
-        except OSError:
-            continue
-        fields = raw.rsplit(b")", 1)[-1].split()
-        if len(fields) > 1 and fields[0] not in (b"Z", b"X"):
-            children.setdefault(int(fields[1]), []).append(int(name))
+    for pid, state, parent in _proc_parents():
+        if state not in (b"Z", b"X"):
+            children.setdefault(parent, []).append(pid)
     found: list[int] = []
     stack = [root]
     while stack:
@@ -126,23 +134,8 @@ def descendants(root: int) -> list[int]:
 
 def zombie_children() -> list[int]:
     """Pids of this process's children that ended and wait to be reaped."""
-    me = str(os.getpid()).encode()
-    found = []
-    try:
-        names = os.listdir("/proc")
-    except OSError:
-        return []
-    for name in names:
-        if not name.isdigit():
-            continue
-        try:
-            raw = Path(f"/proc/{name}/stat").read_bytes()
-        except OSError:
-            continue
-        fields = raw.rsplit(b")", 1)[-1].split()
-        if len(fields) > 1 and fields[0] == b"Z" and fields[1] == me:
-            found.append(int(name))
-    return found
+    me = os.getpid()
+    return [pid for pid, state, parent in _proc_parents() if state == b"Z" and parent == me]
 
 
 

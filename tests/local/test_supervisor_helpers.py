@@ -87,3 +87,27 @@ def test_kill_until_gone_kills_what_it_finds_and_stops_when_none_is_left() -> No
     assert processes.kill_until_gone(find, pause, rounds=5) == 1
     assert pauses == [-9]  # SIGKILL, and one round was enough
     assert processes.kill_until_gone(find, pause, rounds=5) == 0
+
+
+def test_proc_scans_read_stat_past_a_command_name_with_parentheses(tmp_path: Path) -> None:
+    ready = tmp_path / "ready"
+    script = (
+        "import pathlib, sys, time\n"
+        "pathlib.Path('/proc/self/comm').write_text('x) Z 1 (y')\n"  # a name that looks like fields
+        "pathlib.Path(sys.argv[1]).write_text('')\n"
+        "time.sleep(600)\n"
+    )
+    child = subprocess.Popen(["bash", "-c", f'"{sys.executable}" -c "$0" "$1"; true', script, str(ready)])
+    try:
+        while not ready.exists():
+            assert child.poll() is None, "the child ended before it renamed itself"
+            time.sleep(0.01)
+        below = processes.descendants(os.getpid())
+        assert child.pid in below
+        grandchild = [pid for pid in below if Path(f"/proc/{pid}/comm").read_text() == "x) Z 1 (y\n"]
+        assert len(grandchild) == 1
+        assert processes.proc_start_time(grandchild[0]) is not None  # not taken for a zombie
+        assert processes.process_alive(grandchild[0], processes.proc_start_time(grandchild[0]))
+    finally:
+        processes.kill_until_gone(lambda: processes.descendants(os.getpid()), lambda: time.sleep(0.05), 100)
+        child.wait(timeout=60)

@@ -9,12 +9,13 @@ import {
 import { ICommandPalette, MainAreaWidget, showErrorMessage } from '@jupyterlab/apputils';
 import { ILauncher } from '@jupyterlab/launcher';
 import { INotebookTracker, NotebookActions, NotebookPanel } from '@jupyterlab/notebook';
-import { LabIcon, ToolbarButton, refreshIcon } from '@jupyterlab/ui-components';
+import { LabIcon } from '@jupyterlab/ui-components';
 
 import { TiersApi } from './api';
 import { TiersDetail } from './detail';
 import { HistoryRow } from './history';
 import { HistoryDetail } from './historyDetail';
+import { IPanelKind, showPanel } from './panels';
 import { TiersSidebar } from './sidebar';
 import { Item } from './state';
 import { CellKind, cellTemplate, pickProfile } from './templates';
@@ -33,6 +34,21 @@ const CMD = {
   k8s: 'jupyter-tiers:insert-k8s-serve'
 };
 
+const DETAIL_PANEL: IPanelKind<TiersDetail> = {
+  className: 'jt-detail-panel',
+  refreshClassName: 'jt-detail-refresh',
+  // The panel re-reads from the server's shared watch; this asks the cluster itself.
+  refreshTooltip: 'Ask the cluster for this item now',
+  refresh: content => void content.reload(true)
+};
+
+const HISTORY_PANEL: IPanelKind<HistoryDetail> = {
+  className: 'jt-hist-detail-panel',
+  refreshClassName: 'jt-hist-detail-refresh',
+  refreshTooltip: 'Read its accounting row and output again',
+  refresh: content => void content.reload()
+};
+
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'jupyter-tiers:plugin',
   description: 'The Tiers sidebar: Slurm jobs and Kubernetes services, live.',
@@ -48,67 +64,17 @@ const plugin: JupyterFrontEndPlugin<void> = {
     const api = new TiersApi(app.serviceManager.serverSettings);
     const details = new Map<string, MainAreaWidget<TiersDetail>>();
 
-    const open = (item: Item): void => {
-      let panel = details.get(item.key);
-      if (!panel || panel.isDisposed) {
-        const content = new TiersDetail(api, item, open);
-        panel = new MainAreaWidget({ content });
-        panel.id = content.id;
-        panel.title.icon = tiersIcon;
-        panel.addClass('jt-detail-panel');
-        // The panel re-reads from the server's shared watch; this asks the cluster itself.
-        panel.toolbar.addItem(
-          'refresh',
-          new ToolbarButton({
-            icon: refreshIcon,
-            label: 'Refresh',
-            tooltip: 'Ask the cluster for this item now',
-            className: 'jt-detail-refresh',
-            onClick: () => void content.reload(true)
-          })
-        );
-        details.set(item.key, panel);
-        panel.disposed.connect(() => details.delete(item.key));
-        app.shell.add(panel, 'main');
-        // Notebook 7 keeps one widget in its main area (the tree or the notebook): use its
-        // right side panel there.
-        if (!panel.isAttached) {
-          app.shell.add(panel, 'right', { rank: 600 });
-        }
-      }
-      app.shell.activateById(panel.id);
-    };
+    const open = (item: Item): void =>
+      showPanel(app, details, item.key, tiersIcon, DETAIL_PANEL, () =>
+        new TiersDetail(api, item, open)
+      );
 
     // A History row of a job jupyter-tiers did not submit: a read-only panel (its row, its output).
     const readonly = new Map<string, MainAreaWidget<HistoryDetail>>();
-    const openHistoryJob = (profile: string, row: HistoryRow): void => {
-      const key = `${profile}/${row.job_id}`;
-      let panel = readonly.get(key);
-      if (!panel || panel.isDisposed) {
-        const content = new HistoryDetail(api, profile, row);
-        panel = new MainAreaWidget({ content });
-        panel.id = content.id;
-        panel.title.icon = tiersIcon;
-        panel.addClass('jt-hist-detail-panel');
-        panel.toolbar.addItem(
-          'refresh',
-          new ToolbarButton({
-            icon: refreshIcon,
-            label: 'Refresh',
-            tooltip: 'Read its accounting row and output again',
-            className: 'jt-hist-detail-refresh',
-            onClick: () => void content.reload()
-          })
-        );
-        readonly.set(key, panel);
-        panel.disposed.connect(() => readonly.delete(key));
-        app.shell.add(panel, 'main');
-        if (!panel.isAttached) {
-          app.shell.add(panel, 'right', { rank: 600 }); // Notebook 7, as for the detail panels
-        }
-      }
-      app.shell.activateById(panel.id);
-    };
+    const openHistoryJob = (profile: string, row: HistoryRow): void =>
+      showPanel(app, readonly, `${profile}/${row.job_id}`, tiersIcon, HISTORY_PANEL, () =>
+        new HistoryDetail(api, profile, row)
+      );
 
     const sidebar = new TiersSidebar(api, open, openHistoryJob);
     sidebar.title.icon = tiersIcon;

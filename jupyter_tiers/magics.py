@@ -207,7 +207,8 @@ class TiersMagics(Magics):
     @argument("--delete", action="store_true", help="delete the --name service and everything it made")
     @argument("--model-from", metavar="JOB",
               help="serve this training job's newest checkpoint (a job id, a job name or a Job "
-              "variable): the body sees its path as {model_path} and $JT_MODEL_PATH")
+              "variable; ID_7 or NAME_7 for a sweep's task 7, a whole array for its best task): "
+              "the body sees its path as {model_path} and $JT_MODEL_PATH")
     @argument("--force", action="store_true", help="serve even a cell that looks like training")
     @no_var_expand
     @line_cell_magic

@@ -4,13 +4,22 @@ elsewhere."""
 from __future__ import annotations
 
 import os
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
 
 from .handles import Handle, Job, Service
 from .model import JobStatus, ServiceStatus
 from .status import summary_line
 
 DISPLAY_ENV = "JUPYTER_TIERS_DISPLAY"  # "text" forces the text fallback
+
+S = TypeVar("S")
+S_co = TypeVar("S_co", covariant=True)
+
+
+class _TextView(Protocol[S_co]):
+    def header(self) -> str: ...
+    def run(self, timeout: float | None = None) -> S_co | None: ...
 
 
 def widgets_available() -> bool:
@@ -23,6 +32,28 @@ def widgets_available() -> bool:
         return False
     shell = get_ipython()
     return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+def _show_text(view: _TextView[S], handle_id: str, wait: bool, timeout: float | None) -> S | None:
+    """Run a text view until the end (``wait``), or print its header and how to follow it."""
+    if wait:
+        return view.run(timeout)
+    print(view.header() + f" — follow it with %tiers attach {handle_id}")
+    return None
+
+
+def _show_widget(widget: Any, wait: Callable[[float | None], S | None] | None, timeout: float | None,
+                 summary: Callable[[S], str]) -> S | None:
+    """Display ``widget``; with ``wait``, block on it and print ``summary`` of what it returns."""
+    from IPython.display import display
+
+    display(widget)
+    if wait is None:
+        return None
+    status = wait(timeout)
+    if status is not None:
+        print(summary(status))
+    return status
 
 
 def show_job(job: Job, *, wait: bool = False, text: bool = False, attach: bool = False,
@@ -39,25 +70,14 @@ def show_job(job: Job, *, wait: bool = False, text: bool = False, attach: bool =
     if text or not widgets_available():
         from .widgets.text import TextView
 
-        view = TextView(job, attach=attach)
-        if wait:
-            return view.run(timeout)
-        print(view.header() + f" — follow it with %tiers attach {job.id}")
-        return None
-    from IPython.display import display
-
+        return _show_text(TextView(job, attach=attach), job.id, wait, timeout)
     from .widgets.job_view import JobView
 
     widget = JobView(job, log_offset=None if attach else 0)
-    display(widget)
-    if not wait:
-        return None
-    status = widget.wait(timeout)
-    if status is not None:
-        # The widget's summary carries the main metric and a failed job's first error line; it is
-        # set just after final_status, so a wait that timed out in between falls back.
-        print(widget.summary if widget.ended.is_set() and widget.summary else summary_line(status))
-    return status
+    # The widget's summary carries the main metric and a failed job's first error line; it is
+    # set just after final_status, so a wait that timed out in between falls back.
+    return _show_widget(widget, widget.wait if wait else None, timeout, lambda status: (
+        widget.summary if widget.ended.is_set() and widget.summary else summary_line(status)))
 
 
 def show_array(job: Any, *, wait: bool = False, text: bool = False, attach: bool = False,
@@ -70,21 +90,10 @@ def show_array(job: Any, *, wait: bool = False, text: bool = False, attach: bool
     if text or not widgets_available():
         from .widgets.array_text import ArrayTextView
 
-        view = ArrayTextView(job, attach=attach)
-        if wait:
-            return view.run(timeout)
-        print(view.header() + f" — follow it with %tiers attach {job.id}")
-        return None
-    from IPython.display import display
-
+        return _show_text(ArrayTextView(job, attach=attach), job.id, wait, timeout)
     widget = ArrayView(job)
-    display(widget)
-    if not wait:
-        return None
-    status = widget.wait(timeout)
-    if status is not None:
-        print(widget.summary or job.summary())
-    return status
+    return _show_widget(widget, widget.wait if wait else None, timeout,
+                        lambda status: widget.summary or job.summary())
 
 
 def show_service(service: Service, *, wait: bool = False, text: bool = False,
@@ -94,23 +103,12 @@ def show_service(service: Service, *, wait: bool = False, text: bool = False,
     if text or not widgets_available():
         from .widgets.serve_text import ServiceTextView
 
-        view = ServiceTextView(service)
-        if wait:
-            return view.run(timeout)
-        print(view.header() + f" — follow it with %tiers attach {service.id}")
-        return None
-    from IPython.display import display
-
+        return _show_text(ServiceTextView(service), service.id, wait, timeout)
     from .widgets.serve_view import ServeView
 
     widget = ServeView(service)
-    display(widget)
-    if not wait:
-        return None
-    status = widget.wait_ready(timeout)
-    if status is not None:
-        print(widget.summary)
-    return status
+    return _show_widget(widget, widget.wait_ready if wait else None, timeout,
+                        lambda status: widget.summary)
 
 
 def show_handle(handle: Handle, **options: Any) -> Any:

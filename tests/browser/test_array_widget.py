@@ -12,29 +12,15 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import JOB_TIMEOUT_MS, OUTPUT, Lab
-from .test_job_widget import HOSTILE_IMG, no_page_errors, open_notebook, run_cell, write_notebook
+from .sweep_notebook import run_sweep_cell
+from .test_job_widget import HOSTILE_IMG, no_page_errors
 
 pytestmark = [pytest.mark.browser]
 
 
 def test_sweep_widget_rows_failure_task_view_and_cancel(page: Any, lab: Lab) -> None:
-    name = write_notebook(
-        lab,
-        "ui-sweep.ipynb",
-        "%load_ext jupyter_tiers",
-        f"""
-        %%slurm_train --profile local --name ui-sweep --sweep "lr=0.1,0.2,0.3,0.4" --array %4
-        import time
-        print(f"step=1 loss={{params['lr'] * 2:.3f}}", flush=True)
-        if params["lr"] == 0.3:
-            raise ValueError({HOSTILE_IMG!r})
-        if params["lr"] == 0.4:
-            time.sleep(300)
-        """,
-    )
-    cells = open_notebook(page, lab, name)
-    run_cell(page, cells, 0)
-    cell = run_cell(page, cells, 1)
+    cell = run_sweep_cell(page, lab, "ui-sweep", "0.1,0.2,0.3,0.4", fails="0.3", sleeps="0.4",
+                          options="--array %4")
     widget = cell.locator(".jt-array")
     expect(widget).to_be_visible()
     title = re.compile(r"^sweep \d+ · ui-sweep · at most 4 at once$")

@@ -16,7 +16,8 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import JOB_TIMEOUT_MS, OUTPUT, Lab
-from .test_job_widget import HOSTILE_IMG, no_page_errors, open_notebook, run_cell, write_notebook
+from .sweep_notebook import run_sweep_cell
+from .test_job_widget import HOSTILE_IMG, no_page_errors
 
 pytestmark = [pytest.mark.browser]
 
@@ -24,23 +25,7 @@ SIDEBAR_ID = "jupyter-tiers-sidebar"
 
 
 def test_sweep_in_the_sidebar_task_table_cancel_one_and_open_a_task(page: Any, lab: Lab) -> None:
-    name = write_notebook(
-        lab,
-        "side-sweep.ipynb",
-        "%load_ext jupyter_tiers",
-        f"""
-        %%slurm_train --profile local --name side-sweep --sweep "lr=0.1,0.2,0.3"
-        import time
-        print(f"step=1 loss={{params['lr'] * 2:.3f}}", flush=True)
-        if params["lr"] == 0.2:
-            raise ValueError({HOSTILE_IMG!r})
-        if params["lr"] == 0.3:
-            time.sleep(300)
-        """,
-    )
-    cells = open_notebook(page, lab, name)
-    run_cell(page, cells, 0)
-    cell = run_cell(page, cells, 1)
+    cell = run_sweep_cell(page, lab, "side-sweep", "0.1,0.2,0.3", fails="0.2", sleeps="0.3")
     title = cell.locator(".jt-array .jt-title")
     expect(title).to_have_text(re.compile(r"^sweep \d+ · side-sweep$"))
     array_id = (title.text_content() or "").split()[1]

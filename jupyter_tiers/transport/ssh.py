@@ -24,10 +24,10 @@ import time
 import weakref
 from collections.abc import Sequence
 from dataclasses import replace
-from types import TracebackType
 from typing import TYPE_CHECKING
 
 from . import sshconfig
+from .closing import ClosedOnExit
 from .connection import Connection, connect_once
 from .errors import (
     AuthenticationError,
@@ -70,7 +70,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class SSHTransport:
+class SSHTransport(ClosedOnExit):
     """One shared, self-healing SSH connection to a target; thread-safe.
 
     ``connect()`` is implicit. If the connection has dropped, the next :meth:`run` or
@@ -134,17 +134,6 @@ class SSHTransport:
             conn, self._conn = self._conn, None
         if conn is not None:
             conn.close()
-
-    def __enter__(self) -> SSHTransport:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def _delay(self, attempt: int) -> float:
         return float(min(self.max_backoff, self.backoff * (2**attempt)))

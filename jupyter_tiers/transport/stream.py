@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import contextlib
 import time
-from types import TracebackType
 from typing import TYPE_CHECKING
 
+from .closing import ClosedOnExit
 from .errors import BUFSIZE, POLL, CommandTimeout, ConnectError, reason, short_argv
 
 if TYPE_CHECKING:
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 _STDERR_KEEP = 65536  # bytes of a stream's stderr kept for diagnostics
 
 
-class RemoteStream:
+class RemoteStream(ClosedOnExit):
     """Output of a long-running remote command, as an iterator of ``bytes`` chunks.
 
     Chunks are delivered as they arrive (no line buffering). Iteration ends at EOF, after which
@@ -136,14 +136,3 @@ class RemoteStream:
         self._closed = True
         with contextlib.suppress(Exception):
             self._chan.close()
-
-    def __enter__(self) -> RemoteStream:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()

@@ -224,8 +224,11 @@ class _Session:
         if self.closed.is_set():
             return
         # Give the client's proxy a moment to hand the last bytes to the application first.
-        self.closed.wait(0.3)
-        self.send(OP_CLOSE, struct.pack("!H", 1000))
+        if self.closed.wait(0.3):
+            return  # the client closed meanwhile
+        # ValueError: the client loop's finally may close the stream between the check and here.
+        with contextlib.suppress(OSError, ValueError):
+            self.send(OP_CLOSE, struct.pack("!H", 1000))
         self.closed.set()
         with contextlib.suppress(OSError):
             self.h.connection.shutdown(socket.SHUT_WR)

@@ -1,6 +1,6 @@
 // jupyter-tiers JobView front end. Everything from the cluster is set with textContent, never
 // as HTML. Log lines arrive in batches as custom messages; the buffer is bounded by log_limit.
-// h() and fmt() come from view_common.js, which job_view.py puts in front of this module, and
+// h(), fmt() and jtLogPane() come from view_common.js, which job_view.py puts in front of this module, and
 // jtRankGrid() (the node rows and legend) from rank_grid.js, put in front of it too.
 
 const PHASE_NAMES = { w: "waiting", r: "running", x: "exited", f: "failed", s: "stopped" };
@@ -82,9 +82,7 @@ function render({ model, el }) {
       : "";
   }
 
-  let lines = []; // [rank, text, isError]
   let filter = -1;
-  let following = true;
   let skipped = 0;
   let lastElapsedAt = Date.now();
   let confirmTimer = null;
@@ -204,40 +202,16 @@ function render({ model, el }) {
     return filter < 0 || row[0] === filter;
   }
 
-  function redrawLog() {
-    logBox.replaceChildren(...lines.filter(visible).map(lineNode));
-    markFirstError();
-    if (following) logBox.scrollTop = logBox.scrollHeight;
-  }
-
-  function markFirstError() {
-    const first = logBox.querySelector(".jt-error");
-    errorBtn.disabled = !first;
-  }
-
-  function appendLines(rows) {
-    const limit = model.get("log_limit");
-    lines.push(...rows);
-    let dropped = 0;
-    if (lines.length > limit) {
-      dropped = lines.length - limit;
-      lines = lines.slice(dropped);
-    }
-    const frag = document.createDocumentFragment();
-    for (const row of rows) if (visible(row)) frag.appendChild(lineNode(row));
-    logBox.appendChild(frag);
-    while (logBox.childElementCount > limit) logBox.firstChild.remove();
-    if (dropped && filter >= 0) redrawLog();
-    markFirstError();
-    if (following) logBox.scrollTop = logBox.scrollHeight;
-  }
+  // Rows are [rank, text, isError] (rank null for the batch script's own lines).
+  const logPane = jtLogPane({ model, logBox, followBtn, errorBtn, lineNode, visible,
+                              filtered: () => filter >= 0 });
 
   function setFilter(rank) {
     filter = rank;
     rankSelect.value = String(rank);
     chartsFollow(rank);
     refreshGrid();
-    redrawLog();
+    logPane.redraw();
   }
 
   // A lines message carries raw log lines as one string ("R: " prefixes kept) and the indices
@@ -258,33 +232,14 @@ function render({ model, el }) {
   model.on("msg:custom", (msg) => {
     if (!msg || msg.kind !== "lines") return;
     if (typeof msg.text === "string") msg.lines = rowsFromText(msg.text, msg.errors);
-    if (msg.reset) lines = [];
     skipped += msg.skipped || 0;
     skippedNote.textContent = skipped
       ? `${skipped} lines were not sent to the browser (too fast); %tiers logs ${model.get("job_id")} has them all`
       : "";
-    if (msg.reset) {
-      lines = msg.lines.slice(-model.get("log_limit"));
-      redrawLog();
-    } else {
-      appendLines(msg.lines);
-    }
+    logPane.receive(msg.lines, msg.reset);
   });
 
   rankSelect.addEventListener("change", () => setFilter(Number(rankSelect.value)));
-  followBtn.addEventListener("click", () => {
-    following = !following;
-    followBtn.textContent = following ? "Pause" : "Follow";
-    if (following) logBox.scrollTop = logBox.scrollHeight;
-  });
-  errorBtn.addEventListener("click", () => {
-    const first = logBox.querySelector(".jt-error");
-    if (!first) return;
-    following = false;
-    followBtn.textContent = "Follow";
-    first.scrollIntoView({ block: "center" });
-    first.classList.add("jt-flash");
-  });
   cancelBtn.addEventListener("click", () => {
     if (cancelBtn.dataset.confirm !== "1") {
       cancelBtn.dataset.confirm = "1";

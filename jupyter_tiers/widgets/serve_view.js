@@ -1,6 +1,6 @@
 // jupyter-tiers ServeView front end. Everything from the cluster is set with textContent, never
 // as HTML. Pod log lines arrive in batches as custom messages; the buffer is bounded by log_limit.
-// h() and fmt() come from view_common.js, which serve_view.py puts in front of this module.
+// h(), fmt() and jtLogPane() come from view_common.js, which serve_view.py puts in front of this module.
 
 const MAX_SCALE = 100;
 const CONFIRM_MS = 5000;
@@ -106,9 +106,7 @@ function render({ model, el }) {
   root.append(header, banner, reason, message, controls, rollout, podTable, eventsBox,
               logControls, logBox, skippedNote, summary);
 
-  let lines = []; // [pod, text, isError]
   let filter = ""; // a pod name, or "" for all
-  let following = true;
   let skipped = 0;
   let ageAt = Date.now(); // when age_s arrived (the browser ticks on from there)
   let podsAt = Date.now(); // when the pod rows (and their ages) arrived
@@ -272,15 +270,9 @@ function render({ model, el }) {
     return !filter || row[0] === filter;
   }
 
-  function markFirstError() {
-    errorBtn.disabled = !logBox.querySelector(".jt-error");
-  }
-
-  function redrawLog() {
-    logBox.replaceChildren(...lines.filter(visible).map(lineNode));
-    markFirstError();
-    if (following) logBox.scrollTop = logBox.scrollHeight;
-  }
+  // Rows are [pod, text, isError].
+  const logPane = jtLogPane({ model, logBox, followBtn, errorBtn, lineNode, visible,
+                              filtered: () => filter !== "" });
 
   function notePods(rows) {
     let added = false;
@@ -290,28 +282,11 @@ function render({ model, el }) {
     if (added) refreshPodSelect();
   }
 
-  function appendLines(rows) {
-    const limit = model.get("log_limit");
-    lines.push(...rows);
-    let dropped = 0;
-    if (lines.length > limit) {
-      dropped = lines.length - limit;
-      lines = lines.slice(dropped);
-    }
-    const frag = document.createDocumentFragment();
-    for (const row of rows) if (visible(row)) frag.appendChild(lineNode(row));
-    logBox.appendChild(frag);
-    while (logBox.childElementCount > limit) logBox.firstChild.remove();
-    if (dropped && filter) redrawLog();
-    markFirstError();
-    if (following) logBox.scrollTop = logBox.scrollHeight;
-  }
-
   function setFilter(pod) {
     filter = pod;
     for (const row of podBody.children) row.classList.toggle("jt-selected", row.dataset.pod === filter);
     refreshPodSelect();
-    redrawLog();
+    logPane.redraw();
   }
 
   model.on("msg:custom", (msg) => {
@@ -321,12 +296,7 @@ function render({ model, el }) {
       ? `${skipped} lines were not sent to the browser (too fast); service.logs() has them`
       : "";
     notePods(msg.lines);
-    if (msg.reset) {
-      lines = msg.lines.slice(-model.get("log_limit"));
-      redrawLog();
-    } else {
-      appendLines(msg.lines);
-    }
+    logPane.receive(msg.lines, msg.reset);
   });
 
   // --- actions --------------------------------------------------------------------------------
@@ -371,19 +341,6 @@ function render({ model, el }) {
   endpointBtn.addEventListener("click", () => copyText(endpointBtn, model.get("endpoint"), "Copy endpoint"));
 
   podSelect.addEventListener("change", () => setFilter(podSelect.value));
-  followBtn.addEventListener("click", () => {
-    following = !following;
-    followBtn.textContent = following ? "Pause" : "Follow";
-    if (following) logBox.scrollTop = logBox.scrollHeight;
-  });
-  errorBtn.addEventListener("click", () => {
-    const first = logBox.querySelector(".jt-error");
-    if (!first) return;
-    following = false;
-    followBtn.textContent = "Follow";
-    first.scrollIntoView({ block: "center" });
-    first.classList.add("jt-flash");
-  });
 
   model.on("change:age_s", () => { ageAt = Date.now(); });
   model.on("change:pods", () => { podsAt = Date.now(); });

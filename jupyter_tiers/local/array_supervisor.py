@@ -18,7 +18,6 @@ This module imports only the standard library and small pure modules, to start f
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import signal
@@ -28,7 +27,7 @@ import time
 from pathlib import Path
 
 from .jobstate import CANCEL_FILE, PID_FILE, SUPERVISOR_LOG
-from .processes import detach
+from .processes import detach, supervisor_argv
 
 ARRAY_FILE = "array.json"
 POLL = 0.05
@@ -81,14 +80,9 @@ def run(arraydir: Path) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jupyter_tiers.local.array_supervisor")
-    parser.add_argument("--detach", action="store_true",
-                        help="fork; the parent records the supervisor's pid and exits at once")
-    parser.add_argument("arraydir")
-    args = parser.parse_args(argv)
-    arraydir = Path(os.path.abspath(args.arraydir))
+    arraydir, detached = supervisor_argv("jupyter_tiers.local.array_supervisor", "arraydir", argv)
     os.umask(0o077)
-    if args.detach:
+    if detached:
         dirs, _limit = task_dirs(arraydir)
         detach([*dirs, arraydir], PID_FILE)  # the array's own last: the tier waits for it
     return run(arraydir)

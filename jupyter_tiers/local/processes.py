@@ -10,6 +10,7 @@ This module imports only the standard library, to start fast.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import os
 import signal
@@ -137,6 +138,17 @@ def zombie_children() -> list[int]:
     me = os.getpid()
     return [pid for pid, state, parent in _proc_parents() if state == b"Z" and parent == me]
 
+
+
+def supervisor_argv(module: str, dir_name: str, argv: list[str] | None = None) -> tuple[Path, bool]:
+    """Parse a supervisor's command line, ``python -m MODULE [--detach] DIR``: DIR made absolute,
+    and whether to ``detach()``. Bad arguments exit with argparse's usage message (status 2)."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}")
+    parser.add_argument("--detach", action="store_true",
+                        help="fork; the parent records the supervisor's pid and exits at once")
+    parser.add_argument(dir_name)
+    args = parser.parse_args(argv)
+    return Path(os.path.abspath(getattr(args, dir_name))), bool(args.detach)
 
 
 def detach(pid_dirs: Sequence[Path], pid_file: str) -> None:

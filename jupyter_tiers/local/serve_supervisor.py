@@ -31,7 +31,6 @@ This module imports only the standard library and small pure modules, to start f
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import fcntl
 import http.client
@@ -560,13 +559,8 @@ class ServeSupervisor:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jupyter_tiers.local.serve_supervisor")
-    parser.add_argument("--detach", action="store_true",
-                        help="fork; the parent records the supervisor's pid and exits at once")
-    parser.add_argument("svcdir")
-    args = parser.parse_args(argv)
-    svcdir = Path(os.path.abspath(args.svcdir))
-    if args.detach:
+    svcdir, detached = processes.supervisor_argv("jupyter_tiers.local.serve_supervisor", "svcdir", argv)
+    if detached:
         processes.detach([svcdir], PID_FILE)
     return ServeSupervisor(svcdir).run()
 

@@ -43,7 +43,6 @@ This module imports only the standard library and small pure modules, to start f
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import os
@@ -69,6 +68,7 @@ from .processes import (
     kill_until_gone,
     proc_start_time,
     reap_zombies,
+    supervisor_argv,
     zombie_children,
 )
 from .slurmenv import MASTER_ADDR, clean_env, free_port, node_names, nodelist
@@ -434,15 +434,10 @@ def _iso(ts: float) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jupyter_tiers.local.supervisor")
-    parser.add_argument("--detach", action="store_true",
-                        help="fork; the parent records the supervisor's pid and exits at once")
-    parser.add_argument("jobdir")
-    args = parser.parse_args(argv)
-    jobdir = Path(os.path.abspath(args.jobdir))
+    jobdir, detached = supervisor_argv("jupyter_tiers.local.supervisor", "jobdir", argv)
     # As on Slurm: the job's files are private; rank.sh gives the ranks umask 027 (checkpoints).
     os.umask(0o077)
-    if args.detach:
+    if detached:
         detach([jobdir], PID_FILE)
     return Supervisor(jobdir).run()
 

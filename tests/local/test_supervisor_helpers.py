@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import random
 import subprocess
 import sys
 import time
@@ -111,3 +112,26 @@ def test_proc_scans_read_stat_past_a_command_name_with_parentheses(tmp_path: Pat
     finally:
         processes.kill_until_gone(lambda: processes.descendants(os.getpid()), lambda: time.sleep(0.05), 100)
         child.wait(timeout=60)
+
+
+def test_supervisor_argv_makes_the_directory_absolute(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert processes.supervisor_argv("m", "jobdir", ["--detach", "jobs/1"]) == (tmp_path / "jobs" / "1", True)
+    assert processes.supervisor_argv("m", "jobdir", ["/x/y"]) == (Path("/x/y"), False)
+
+
+def test_supervisor_argv_fuzz_gives_a_directory_or_a_usage_exit(capsys: pytest.CaptureFixture[str]) -> None:
+    rng = random.Random(20261203)
+    words = ["--detach", "-d", "--", "-h", "dir", "a b", "", "--detach=1", "-", "../x", "\x00", "ü"]
+    for _ in range(300):
+        argv = [rng.choice(words) for _ in range(rng.randint(0, 4))]
+        try:
+            directory, detached = processes.supervisor_argv("m", "svcdir", argv)
+        except SystemExit as exc:
+            assert exc.code in (0, 2), argv  # -h prints the help; anything else is a usage error
+            continue
+        assert directory.is_absolute() and isinstance(detached, bool), argv
+        assert detached == ("--detach" in argv[: argv.index("--")] if "--" in argv else "--detach" in argv)
+    err = capsys.readouterr().err
+    assert "usage: python -m m [-h] [--detach] svcdir" in err

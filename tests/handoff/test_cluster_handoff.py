@@ -26,7 +26,7 @@ from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.status import summary_line
 from tests.cluster.conftest import profile_yaml
-from tests.handoff.conftest import TRAIN
+from tests.handoff.conftest import TRAIN, weights_server
 from tests.helpers import cancel_registered_jobs, ipython_test_shell
 
 pytestmark = pytest.mark.cluster
@@ -34,22 +34,7 @@ pytestmark = pytest.mark.cluster
 GUARD = 300.0
 WORKDIR = "/var/lib/jupyter-tiers-jobs/box"  # the box profile's workdir (tests/cluster/conftest.py)
 
-SERVE = """\
-import http.server, os
-path = os.environ["JT_MODEL_PATH"]
-weights = open(path).read()
-print("loaded", len(weights), "bytes", flush=True)
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = weights.encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ["JT_PORT"])), H).serve_forever()
-"""
+SERVE = weights_server("0.0.0.0", "JT_PORT", announce=True)
 
 
 def counting(tier: SlurmTier) -> list[list[str]]:

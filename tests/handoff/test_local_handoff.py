@@ -4,21 +4,18 @@ a broken tier fails instead of hanging; no assertion is on time."""
 
 from __future__ import annotations
 
-import contextlib
 import re
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_tiers import api
 from jupyter_tiers.handoff import decode_detail
 from jupyter_tiers.registry import Registry
 from tests.handoff.conftest import TRAIN
-from tests.helpers import cancel_registered_jobs, isolate_tiers, tiers_shell
+from tests.helpers import tiers_shell
 
 # Reads the model at start (as a model server loads weights) and answers every GET with it.
 SERVE = """\
@@ -44,15 +41,7 @@ def ip() -> InteractiveShell:
     return tiers_shell()
 
 
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Only the built-in local profile, jobs and services under tmp_path, text display."""
-    isolate_tiers(tmp_path, monkeypatch)
-    yield
-    for rec in Registry().list(limit=1000, kind="service"):
-        with contextlib.suppress(Exception):
-            api.connect(rec.profile, kind="serve").delete(rec)  # type: ignore[attr-defined]
-    cancel_registered_jobs()
+pytestmark = pytest.mark.usefixtures("isolated_local")
 
 
 def cell(ip: InteractiveShell, capsys: pytest.CaptureFixture[str], magic: str, line: str,

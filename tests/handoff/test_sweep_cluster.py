@@ -14,6 +14,7 @@ import yaml
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_tiers import api
+from tests.handoff.conftest import weights_server
 from tests.handoff.test_cluster_handoff import WORKDIR, both, cell, counting, ip, refusal  # noqa: F401
 
 pytestmark = pytest.mark.cluster
@@ -27,20 +28,7 @@ print(f"ckpt {d} job {os.environ['SLURM_JOB_ID']} task {os.environ['SLURM_ARRAY_
 print(f"loss={abs(lr - 0.2) + 0.01:.4f}", flush=True)
 """
 
-SERVE = """\
-import http.server, os
-weights = open(os.environ["JT_MODEL_PATH"]).read()
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = weights.encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ["JT_PORT"])), H).serve_forever()
-"""
+SERVE = weights_server("0.0.0.0", "JT_PORT")
 
 
 def _model_path(shown: str) -> str:

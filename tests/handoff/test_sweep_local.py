@@ -5,18 +5,16 @@ fails instead of hanging; no assertion is on time."""
 
 from __future__ import annotations
 
-import contextlib
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_tiers import api
 from jupyter_tiers.registry import Registry
+from tests.handoff.conftest import weights_server
 from tests.handoff.test_local_handoff import cell, refused
-from tests.helpers import cancel_registered_jobs, isolate_tiers, tiers_shell
+from tests.helpers import tiers_shell
 
 # Each task saves a checkpoint naming its learning rate and reports a loss that is lowest at
 # lr=0.2 (the middle task, so neither the first nor the last wins by accident).
@@ -27,20 +25,7 @@ pathlib.Path(os.environ["JT_CHECKPOINT_DIR"], "model.pt").write_text(f"weights l
 print(f"loss={abs(lr - 0.2) + 0.01:.4f}", flush=True)
 """
 
-SERVE = """\
-import http.server, os
-weights = open(os.environ["JT_MODEL_PATH"]).read()
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = weights.encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
-"""
+SERVE = weights_server("127.0.0.1", "PORT")
 
 
 @pytest.fixture(scope="module")
@@ -48,14 +33,7 @@ def ip() -> InteractiveShell:
     return tiers_shell()
 
 
-@pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    isolate_tiers(tmp_path, monkeypatch)
-    yield
-    for rec in Registry().list(limit=1000, kind="service"):
-        with contextlib.suppress(Exception):
-            api.connect(rec.profile, kind="serve").delete(rec)  # type: ignore[attr-defined]
-    cancel_registered_jobs()
+pytestmark = pytest.mark.usefixtures("isolated_local")
 
 
 def _ckpt(job: object, index: int) -> str:

@@ -96,9 +96,15 @@ def checkpoint_dir_shell(spec_dir: str | None, name: str) -> str:
     return path
 
 
+def checkpoint_root(jobdir: str, name: str) -> str:
+    """``{workdir}/{name}``: where the default checkpoint directories of the jobs named ``name``
+    whose directory is ``jobdir`` (absolute) live, one ``{job id}/checkpoints`` each."""
+    return f"{posixpath.dirname(jobdir.rstrip('/'))}/{name}"
+
+
 def default_checkpoint_dir(jobdir: str, name: str, job_id: str) -> str:
     """What the default expands to for a job whose directory is ``jobdir`` (absolute)."""
-    return f"{posixpath.dirname(jobdir.rstrip('/'))}/{name}/{job_id}/{CHECKPOINTS}"
+    return f"{checkpoint_root(jobdir, name)}/{job_id}/{CHECKPOINTS}"
 
 
 def expected_checkpoint_dir(spec_dir: str | None, jobdir: str, name: str, job_id: str) -> str:
@@ -443,12 +449,7 @@ def task_checkpoint(array: Any, index: int, state: str | None,
         tasks = plan.slurm_spec if plan is not None else "none"
         raise HandoffError(f"--model-from {array.job_id}_{index}: array {array.job_id} ({array.name}) "
                            f"has no task {index}; its tasks: {tasks}")
-    shared = array.spec.get("checkpoint_dir") if isinstance(array.spec, Mapping) else None
-    if shared:
-        raise HandoffError(f"--model-from: {task_who(array, index)}: its array was submitted with "
-                           f"--checkpoint-dir {shared}, which every task shares, so no checkpoint "
-                           "there is one task's; serve a sweep's task from an array submitted "
-                           "without --checkpoint-dir")
+    _refuse_shared_dir(array, index)
     if state == "COMPLETED" and listed is None:
         raise HandoffError(f"--model-from: {task_who(array, index)} completed, but the scheduler no "
                            "longer says which job id it ran as, so its checkpoint directory "
@@ -457,6 +458,17 @@ def task_checkpoint(array: Any, index: int, state: str | None,
     record = replace(array, job_id=f"{array.job_id}_{index}", state=state or "UNKNOWN",
                      detail=encode_detail(directory, posixpath.join(directory, newest) if newest else None))
     return checkpoint_of(record)
+
+
+def _refuse_shared_dir(array: Any, index: int) -> None:
+    """Refuse an array submitted with ``--checkpoint-dir``: its tasks share that directory, so
+    no checkpoint in it is one task's."""
+    shared = array.spec.get("checkpoint_dir") if isinstance(array.spec, Mapping) else None
+    if shared:
+        raise HandoffError(f"--model-from: {task_who(array, index)}: its array was submitted with "
+                           f"--checkpoint-dir {shared}, which every task shares, so no checkpoint "
+                           "there is one task's; serve a sweep's task from an array submitted "
+                           "without --checkpoint-dir")
 
 
 @dataclass(frozen=True)
@@ -480,8 +492,7 @@ def pick_best_task(array: Any, states: Mapping[int, str], listed: Mapping[int, t
     who = f"--model-from {array.job_id}: array {array.job_id} ({array.name})"
     if plan is None:
         raise HandoffError(f"{who} is not an array")
-    if isinstance(array.spec, Mapping) and array.spec.get("checkpoint_dir"):
-        task_checkpoint(array, plan.indices[0], "COMPLETED", None)  # raises: the shared directory
+    _refuse_shared_dir(array, plan.indices[0])
     completed = [i for i in plan.indices if states.get(i) == "COMPLETED"]
     with_ckpt = [i for i in completed if (listed.get(i) or ("", None))[1] is not None]
     if not completed:

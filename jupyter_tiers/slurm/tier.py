@@ -273,11 +273,10 @@ class SlurmTier(BatchTier):
         """Every task's checkpoint directory and newest entry of the array ``record`` (with
         ``tail_lines``, also the end of each task's log) in one remote command, whatever the
         number of tasks (slurm/task_listing.py). Tasks the scheduler no longer knows are absent."""
-        import posixpath
-
+        from ..handoff import checkpoint_root
         from .task_listing import parse_task_checkpoints, task_checkpoints_argv
 
-        root = f"{posixpath.dirname(record.jobdir.rstrip('/'))}/{record.name}"
+        root = checkpoint_root(record.jobdir, record.name)
         try:
             argv = task_checkpoints_argv(record.job_id, root, record.jobdir, tail_lines)
         except (ValueError, TiersError) as exc:

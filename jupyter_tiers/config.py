@@ -578,7 +578,7 @@ def _project_refusals(name: str, prof: Mapping[str, Any], trusted_from: str | No
     for key in sorted(prof):
         if key in COMMAND_KEYS:
             out.append(Refusal(f"{base}.{key}", _tried(prof[key]),
-                               "can run commands, never from a project file"))
+                               "can run commands; never from a project file"))
         elif trusted_from is not None and key in CONNECTION_KEYS and current.get(key) != prof[key]:
             shown = "" if key == "object_store" else _tried(prof[key])  # may hold credentials
             out.append(Refusal(f"{base}.{key}", shown, f"decides {CONNECTION_KEYS[key]}{where}"))
@@ -591,8 +591,8 @@ def _project_refusals(name: str, prof: Mapping[str, Any], trusted_from: str | No
     had_env = current.get("env") or {}
     for key, value in sorted(prof.get("env", {}).items()):
         if hijacking_env_name(key) and had_env.get(key) != value:  # the value is never shown
-            out.append(Refusal(f"{base}.env.{_shown(key)}", "", "an environment name that decides which "
-                               "code loaders, interpreters or shells run, never from a project file"))
+            out.append(Refusal(f"{base}.env.{_shown(key)}", "", "decides which code runs (loader, "
+                               "interpreter, shell); never from a project file"))
     return out
 
 

@@ -425,7 +425,8 @@ def test_project_cannot_set_a_loader_hijacking_env_name(home: Path, name: str, p
     err = _refused(f"profiles:\n  {profile}:\n{body}    env: {{{name}: s3cr3t-value}}\n")
     assert err.key == f"profiles.{profile}.env.{name}"
     assert "s3cr3t" not in str(err)
-    assert "which code loaders, interpreters or shells run" in str(err)
+    assert f"{err.key}: decides which code runs (loader, interpreter, shell); never from a project file" \
+        in str(err)
 
 
 @pytest.mark.parametrize("name", ["NCCL_DEBUG", "OMP_NUM_THREADS", "HF_TOKEN", "CUDA_VISIBLE_DEVICES",
@@ -472,7 +473,7 @@ def test_all_refusals_at_once_one_line_each(home: Path) -> None:
     assert ('  profiles.serving.model_volume = {"host_path": "/"}: decides where files go; '
             'serving is defined in') in str(err)
     assert '  profiles.serving.service_type = "LoadBalancer": decides who can reach it;' in str(err)
-    assert "  profiles.hpc.env.LD_PRELOAD: an environment name" in str(err)  # no value shown
+    assert "  profiles.hpc.env.LD_PRELOAD: decides which code runs" in str(err)  # no value shown
     assert lines[-1].startswith("to allow it, set trust_project_config: true")
 
 

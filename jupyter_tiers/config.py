@@ -604,7 +604,7 @@ def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]], *,
     """
     merged: dict[str, dict[str, Any]] = {}
     origins: dict[str, list[str]] = {}
-    trusted_origin: dict[str, str] = {BUILTIN_LOCAL: "the built-in local profile"}
+    trusted_origin: dict[str, str] = {BUILTIN_LOCAL: "jupyter-tiers (built in)"}
     default_profile: str | None = None
     default_source = ""
     refusals: list[Refusal] = []

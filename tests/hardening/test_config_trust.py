@@ -373,7 +373,7 @@ def test_project_cannot_redirect_a_trusted_profile(home: Path, object_store_key:
         assert "can run commands" in line
     else:
         assert f"decides {config.CONNECTION_KEYS[key]}" in line
-        trusted = "the built-in local profile" if name == "local" else str(home / ".jupyter" / "tiers.yaml")
+        trusted = "jupyter-tiers (built in)" if name == "local" else str(home / ".jupyter" / "tiers.yaml")
         assert line.endswith(f"{name} is defined in {trusted}")
     if key == "object_store":
         assert "evil.example" not in str(err) and "s3cr3t" not in str(err)  # credentials never shown
@@ -556,3 +556,31 @@ def config_cache_clear() -> None:
     from jupyter_tiers import config_cache
 
     config_cache.clear()
+
+
+def test_the_magic_shows_every_refused_key_as_one_usage_error(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the user meets it: the magic's own error, one line per key, nothing run."""
+    from IPython.core.error import UsageError
+
+    from tests import helpers
+
+    helpers.isolate_tiers(tmp_path, monkeypatch)  # the built-in local profile is the trusted one
+    (tmp_path / "tiers.yaml").write_text(
+        "profiles:\n  local:\n    workdir: /tmp/shared\n    defaults: {python: ./evil-python}\n"
+        "    env: {LD_PRELOAD: ./evil.so}\n", encoding="utf-8")
+    ip = helpers.tiers_shell()
+    with pytest.raises(UsageError) as info:
+        ip.run_cell_magic("slurm_train", "--dry-run", "print(1)\n")
+    lines = str(info.value).splitlines()
+    assert lines[0].endswith("tiers.yaml: refused 3 settings of this project file "
+                             "(it may have come with a cloned repository):")
+    assert lines[1:4] == [
+        '  profiles.local.workdir = "/tmp/shared": decides where files go; local is defined in '
+        "jupyter-tiers (built in)",
+        '  profiles.local.defaults.python = "./evil-python": decides which code runs; local is defined '
+        "in jupyter-tiers (built in)",
+        "  profiles.local.env.LD_PRELOAD: decides which code runs (loader, interpreter, shell); never "
+        "from a project file",
+    ]
+    assert lines[4].startswith("to allow it, set trust_project_config: true")

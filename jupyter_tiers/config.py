@@ -54,7 +54,6 @@ _USER_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@-]{0,63}")
 _JUMP_RE = re.compile(r"[A-Za-z0-9_.:%@/\[\]][A-Za-z0-9_.:%@/\[\]-]{0,299}")  # [user@]host[:port], ssh://
 
 
-
 def _deciding(what: str, *keys: str) -> dict[str, str]:
     return dict.fromkeys(keys, what)
 

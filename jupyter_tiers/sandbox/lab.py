@@ -201,20 +201,33 @@ def lab_python(check: Callable[[Path, str], str | None] = trusted_path_problem,
     """(python, setup, note) for the lab profile: this Python (and its venv, the ``source`` line
     quoted) when ``check`` (:func:`trusted_path_problem`) finds nothing wrong with any of
     :func:`lab_python_paths`, else ``python3`` from the nodes' PATH with a note saying why."""
+    from ..errors import SpecError
+    from ..jobspec import validate_spec
+    from ..model import JobSpec
+
+    try:  # the path as a job's --python takes it, or every student's job would be refused
+        validate_spec(JobSpec("pass", python=sys.executable))
+        problem = None
+    except SpecError as exc:
+        problem = exc.problem
     for path, want in lab_python_paths():
-        problem = check(path, want)
-        if problem is not None:
-            return "python3", [], (f"{sys.executable} is not safe for every student to use ({problem}), "
-                                   "so the students' jobs run python3 from the nodes' PATH")
-    setup = ([f"source {shlex.quote(str(Path(sys.prefix) / 'bin' / 'activate'))}"]
-             if sys.prefix != sys.base_prefix else [])
-    return sys.executable, setup, None
+        problem = problem or check(path, want)
+    if problem is not None:
+        return "python3", [], (f"{sys.executable} is not safe for every student to use ({problem}), "
+                               "so the students' jobs run python3 from the nodes' PATH")
+    return sys.executable, venv_setup(sys.prefix) if sys.prefix != sys.base_prefix else [], None
+
+
+def venv_setup(prefix: str) -> list[str]:
+    """The setup line that activates the venv at ``prefix``, as one quoted shell word."""
+    return [f"source {shlex.quote(str(Path(prefix) / 'bin' / 'activate'))}"]
 
 
 def group_sharers(name: str, gid: int, users: Iterable[tuple[str, int, int]],
                   members: Iterable[str]) -> list[str]:
     """The other non-root users who can read what ``name``'s primary group ``gid`` may: those
     whose primary group it is too (``users``: name, uid, gid) and its listed members."""
+    users = list(users)
     root = {user for user, uid, _ in users if uid == 0}
     found = {user for user, uid, ugid in users if ugid == gid and uid != 0}
     found.update(members)

@@ -270,7 +270,7 @@ def _fake_python(top: Path, venv_name: str = "venv") -> tuple[Path, Path]:
     return base, venv
 
 
-@pytest.mark.parametrize("venv_name", ["venv", "my venv", "v$(touch x);'"])
+@pytest.mark.parametrize("venv_name", ["venv", "v+1.0_x-y"])
 def test_lab_python_is_this_one_only_when_every_path_is_roots_alone(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, venv_name: str) -> None:
     top = tmp_path / "top"
@@ -300,6 +300,25 @@ def test_lab_python_is_this_one_only_when_every_path_is_roots_alone(
     assert lab.lab_python(check)[0] == str(exe)
 
 
+@pytest.mark.parametrize("venv_name", ["my venv", "v$(touch x);'", "v`id`"])
+def test_lab_python_refuses_a_path_a_job_would_refuse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      venv_name: str) -> None:
+    top = tmp_path / "top"
+    base, venv = _fake_python(top, venv_name)
+    monkeypatch.setattr(sys, "executable", str(venv / "bin" / "python"))
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    monkeypatch.setattr(sys, "base_prefix", str(base))
+    python, setup, note = lab.lab_python(lambda path, want: None)
+    assert (python, setup) == ("python3", []) and note and "without spaces" in note
+
+
+@pytest.mark.parametrize("prefix", ["/opt/venv", "/opt/my venv", "/opt/v$(touch x);'", "/opt/v`id`\nx"])
+def test_the_venv_setup_line_is_one_quoted_word(prefix: str) -> None:
+    (line,) = lab.venv_setup(prefix)
+    assert shlex.split(line) == ["source", f"{prefix}/bin/activate"]
+    assert line == f"source {shlex.quote(prefix + '/bin/activate')}"
+
+
 def test_group_sharers() -> None:
     users = [("root", 0, 0), ("alice", 1001, 1001), ("bob", 1002, 100), ("carol", 1003, 100),
              ("dave", 1004, 1004), ("toor", 0, 100)]
@@ -307,6 +326,7 @@ def test_group_sharers() -> None:
     assert lab.group_sharers("bob", 100, users, []) == ["carol"]  # root (and uid 0) can read anyway
     assert lab.group_sharers("alice", 1001, users, ["dave", "alice", "root"]) == ["dave"]
     assert lab.group_sharers("bob", 100, users, ["carol", "erin"]) == ["carol", "erin"]
+    assert lab.group_sharers("bob", 100, iter(users), iter(["erin"])) == ["carol", "erin"]  # read once
 
 
 def test_add_user_refuses_a_shared_primary_group_unless_allowed(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -9,7 +9,6 @@ file and, after ``up``, writes a ready ``sandbox`` profile into ``~/.jupyter/tie
 from __future__ import annotations
 
 import os
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -53,7 +52,9 @@ def sandbox_profile(env: dict[str, str]) -> dict[str, Any]:
         "defaults": {"partition": "debug", "time": "00:30:00", "python": sys.executable},
     }
     if sys.prefix != sys.base_prefix:  # a venv: put its tools (torchrun) on the nodes' PATH
-        profile["setup"] = [f"source {shlex.quote(str(Path(sys.prefix) / 'bin' / 'activate'))}"]
+        from .lab import venv_setup
+
+        profile["setup"] = venv_setup(sys.prefix)
     return profile
 
 

@@ -260,12 +260,18 @@ def attach(ref: str, kind: str | None = None) -> Handle:
         array = record(task[0])
         if not is_array(array):
             raise
+        _check_kind(ref, array.kind, kind)  # a task is a job of its own: cancel, never scale
         handle = _connect(array.profile, array.kind).handle(array)
         return handle.task(task[1])  # type: ignore[attr-defined]
-    if kind is not None and rec.kind != kind:
-        other = {"job": "cancel", "service": "delete"}[rec.kind]
-        raise WrongKind(f"{ref} is a {rec.kind}, not a {kind}; use {other}")
+    _check_kind(ref, rec.kind, kind)
     return _connect(rec.profile, rec.kind).handle(rec)
+
+
+def _check_kind(ref: str, actual: str, wanted: str | None) -> None:
+    """A :class:`WrongKind` naming the verb that applies when ``actual`` is not ``wanted``."""
+    if wanted is not None and actual != wanted:
+        other = {"job": "cancel", "service": "delete"}[actual]
+        raise WrongKind(f"{ref} is a {actual}, not a {wanted}; use {other}")
 
 
 def fetch_statuses(profile: str, records: Sequence[JobRecord]

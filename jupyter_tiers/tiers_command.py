@@ -8,6 +8,7 @@ import time
 from typing import Any, NoReturn
 
 from .options import bare_dash_option
+from .plaintext import printable
 from .registry import JobRecord, Registry
 
 
@@ -127,7 +128,7 @@ def _history_output(row: Any, output: str | None, path: str, tail: int) -> str:
         where = path or "(no working directory in accounting)"
         return (f"(read-only; its output is not readable at {where}: removed, written elsewhere "
                 "with --output after slurmctld forgot the job, or another user's file)")
-    text = "".join(ch if ch.isprintable() or ch in "\n\t" else "?" for ch in output)
+    text = printable(output, keep="\n\t")
     return f"--- last {tail} lines of {path} (read-only) ---\n{text.rstrip()}"
 
 
@@ -193,7 +194,7 @@ def run(argv: list[str], shell: Any = None) -> Any:
         listing = service.list_items(limit=args.limit, profile=args.profile, kind=args.kind)
         print(format_jobs(listing.records) if listing.records else "no jobs yet")
         for error in listing.errors:
-            print(f"({error.profile}: states as last recorded — {error.message})")
+            print(printable(f"({error.profile}: states as last recorded — {error.message})"))
     elif args.command == "profiles":
         from . import service
 

@@ -43,7 +43,7 @@ from . import jobstate, processes
 from . import serve_supervisor as ssv
 from .router import FrontPort
 from .serve_status import service_status
-from .tier import check_workdir_owner, local_workdir
+from .tier import check_private_dir, check_workdir_owner, local_workdir
 
 MAX_REPLICAS = 64  # every replica is a process on this machine
 LAUNCH_TIMEOUT = 60.0
@@ -187,14 +187,17 @@ class LocalServeTier(ServeTier):
         and closed to others; a symlink planted in its place is refused."""
         root = self.workdir.parent
         try:
-            root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not os.path.lexists(root):
+                root.mkdir(parents=True, exist_ok=True, mode=0o700)
             check_workdir_owner(root)
             svcdir = self.workdir / name
-            for path in (self.workdir, svcdir):
-                if path.is_symlink():
-                    raise SubmitError(f"{path} is a symlink; remove it (services are kept in real "
-                                      "directories of your own)")
-                path.mkdir(exist_ok=True, mode=0o700)
+            # Each component checked with lstat (a symlink refused, never followed), then its
+            # owner and mode: another user's directory here would hold our code and log.
+            for path, what in ((self.workdir, "the services directory"),
+                               (svcdir, f"the directory of service {name}")):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(path, 0o700)
+                check_private_dir(path, what)
         except OSError as exc:
             raise SubmitError(f"cannot prepare {self.workdir / name}: {exc.strerror or exc}") from None
         return svcdir

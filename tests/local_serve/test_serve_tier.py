@@ -21,6 +21,7 @@ from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.model import ServiceState, ServiceStatus
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.tier import Service
+from tests.helpers import loud_skip
 
 from .conftest import CRASH_BODY, GUARD, HTTP_BODY, local_profile, service_processes, wait_for
 
@@ -490,3 +491,35 @@ def test_a_replica_that_never_answers_is_unhealthy_and_holds_up_nothing(tier: Lo
     wait_for(one_ready_one_timing_out, "one ready replica and one whose probe times out")
     good = next(p.name for p in svc.status().pods if p.ready)
     assert get(svc.url or "") == good
+
+
+def test_services_dirs_are_checked_with_lstat_and_their_owner(tier: LocalServeTier, workdir: Path,
+                                                              tmp_path: Path) -> None:
+    """``services/`` and ``services/NAME`` are each checked like the workdir (issue 20 item 13):
+    a symlinked ``services/`` is refused unfollowed; one owned by another uid is refused."""
+    import pwd
+
+    from jupyter_tiers.errors import SubmitError
+
+    if os.geteuid() != 0:
+        loud_skip("another user's services directory", "chown to nobody needs root")
+    nobody = pwd.getpwnam("nobody").pw_uid
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    workdir.mkdir(mode=0o700)
+    (workdir / "services").symlink_to(elsewhere)
+    with pytest.raises(SubmitError, match=r"the services directory .*services is a symlink"):
+        tier.apply(tier.make_spec(HTTP_BODY, name="linked"))
+    assert list(elsewhere.iterdir()) == []
+    (workdir / "services").unlink()
+    (workdir / "services").mkdir(mode=0o700)
+    os.chown(workdir / "services", nobody, -1)
+    with pytest.raises(SubmitError, match=r"the services directory .* belongs to uid \d+, not to you"):
+        tier.apply(tier.make_spec(HTTP_BODY, name="foreign"))
+    assert list((workdir / "services").iterdir()) == []
+    os.chown(workdir / "services", os.getuid(), -1)
+    (workdir / "services" / "theirs").mkdir(mode=0o700)
+    os.chown(workdir / "services" / "theirs", nobody, -1)
+    with pytest.raises(SubmitError, match=r"the directory of service theirs .* belongs to uid"):
+        tier.apply(tier.make_spec(HTTP_BODY, name="theirs"))
+    assert list((workdir / "services" / "theirs").iterdir()) == []

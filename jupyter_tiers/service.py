@@ -454,8 +454,12 @@ def log_range(ref: str, *, rank: int | None = None, pod: str | None = None, offs
         raise SpecError("rank", f"{ref} is a service; filter by pod, not rank")
     text = handle.logs(pod=pod)  # type: ignore[call-arg]
     pairs: list[tuple[int | str | None, str]] = []
+    from .tier import CUT_PREFIX
+
     for raw in text.splitlines():
-        if pod is not None:
+        if raw.startswith(CUT_PREFIX):  # a bounded read left earlier output out: say so
+            pairs.append((None, raw))
+        elif pod is not None:
             pairs.append((pod, raw))
         else:
             name, _, rest = raw.partition(": ")

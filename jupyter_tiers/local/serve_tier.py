@@ -424,10 +424,11 @@ class LocalServeTier(ServeTier):
         return {str(r.get("name")) for r in state.get("replicas") or [] if isinstance(r, dict)}
 
     def service_logs(self, record: JobRecord, pod: str | None = None, tail: int | None = None) -> str:
-        data = b""
-        for name in (ssv.ROTATED_LOG, ssv.LOG_FILE):  # the rotated part first
-            with contextlib.suppress(FileNotFoundError):
-                data += (Path(record.jobdir) / name).read_bytes()
+        from .. import tier as tier_module
+
+        limit = tier_module.MAX_SERVICE_LOG_BYTES
+        data, cut = tail_bytes([Path(record.jobdir) / name for name in (ssv.ROTATED_LOG, ssv.LOG_FILE)],
+                               limit)
         lines = data.decode("utf-8", errors="replace").splitlines()
         if pod is not None:
             prefix = f"{pod}: "
@@ -437,6 +438,9 @@ class LocalServeTier(ServeTier):
             lines = mine
         if tail is not None:
             lines = lines[-tail:] if tail > 0 else []
+        if cut and (tail is None or len(lines) < tail):
+            shown = f"the last {limit / (1 << 20):g} MiB of the log are shown"
+            lines.insert(0, tier_module.cut_marker(shown))
         return "".join(line + "\n" for line in lines)
 
     # --- actions ---------------------------------------------------------------------------
@@ -642,3 +646,29 @@ def _tail(path: Path, limit: int = 800) -> str:
         return ""
 
 
+
+
+def tail_bytes(paths: Sequence[Path], limit: int) -> tuple[bytes, bool]:
+    """The last ``limit`` bytes of ``paths`` read one after the other (a missing one is empty),
+    from the first line that starts in them, and whether earlier bytes were left out."""
+    sizes = []
+    for path in paths:
+        try:
+            sizes.append(path.stat().st_size)
+        except FileNotFoundError:
+            sizes.append(0)
+    skip = max(0, sum(sizes) - limit)
+    cut = skip > 0
+    parts = []
+    for path, size in zip(paths, sizes, strict=True):
+        if skip >= size:
+            skip -= size
+            continue
+        with contextlib.suppress(FileNotFoundError), open(path, "rb") as f:
+            f.seek(skip)
+            parts.append(f.read(size - skip))  # bounded: a file that grew meanwhile is read to here
+        skip = 0
+    data = b"".join(parts)
+    if cut:
+        data = data[data.find(b"\n") + 1:] if b"\n" in data else b""
+    return data, cut

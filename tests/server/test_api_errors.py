@@ -286,3 +286,13 @@ def test_public_text_drops_server_paths_but_keeps_urls_and_ratios() -> None:
         out = public_text(text)
         assert "/srv/secret" not in out, (text, out)
         assert out.count("http://h:1/a/b") == text.count("http://h:1/a/b"), (text, out)
+
+
+async def test_a_broken_config_is_reported_without_its_path(jp_fetch: Any, tiers_config: Any,
+                                                            tmp_path: Path) -> None:
+    path = tiers_config({"profiles": {"laptop": {"tier": "local"}}})
+    path.write_text("profiles: [unclosed\n")
+    for parts in (("profiles",), ("history",)):
+        code, message = await _error(jp_fetch, "jupyter-tiers", "api", *parts)
+        assert code == 400 and str(tmp_path) not in message, (parts, message)
+        assert "tiers.yaml" in message, (parts, message)  # the file is still named

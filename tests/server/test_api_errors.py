@@ -296,3 +296,14 @@ async def test_a_broken_config_is_reported_without_its_path(jp_fetch: Any, tiers
         code, message = await _error(jp_fetch, "jupyter-tiers", "api", *parts)
         assert code == 400 and str(tmp_path) not in message, (parts, message)
         assert "tiers.yaml" in message, (parts, message)  # the file is still named
+
+
+async def test_profile_errors_in_a_listing_name_no_server_path(jp_fetch: Any, tiers_config: Any,
+                                                               tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "kubeconfig.yaml"
+    tiers_config({"profiles": {"kube": {"tier": "kubernetes", "kubeconfig": str(missing)}}})
+    _add("kube", "web", kind="service")
+    data = body(await jp_fetch("jupyter-tiers", "api", "jobs"))
+    assert [e["profile"] for e in data["errors"]] == ["kube"], data
+    message = data["errors"][0]["message"]
+    assert str(tmp_path) not in message and "kubeconfig" in message, message

@@ -100,7 +100,7 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
     how many times it started again."""
     now = now or time.time()
     header = ("ID", "KIND", "NAME", "PROFILE", "TIER", "STATE", "SIZE", "WHERE", "STARTED")
-    rows = [header]
+    rows: list[tuple[str, ...]] = [header]
     for r in records:
         age = int(now - r.submitted_at)
         ago = f"{age // 3600}h ago" if age >= 3600 else f"{age // 60}m ago" if age >= 60 else f"{age}s ago"
@@ -114,7 +114,9 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
         state = r.state
         if r.kind != "service" and r.restarts:
             state += f" ({r.restarts} restart{'s' if r.restarts > 1 else ''})"
-        rows.append((r.job_id, r.kind, r.name, r.profile, r.tier, state, size, where, ago))
+        # Recorded cluster text (nodelist, state detail) is shown as text, like every cell.
+        rows.append(tuple(printable(c) for c in (r.job_id, r.kind, r.name, r.profile, r.tier, state, size,
+                                                 where, ago)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                      for row in rows)

@@ -106,3 +106,13 @@ def test_cli_prints_errors_and_profile_trouble_as_text(monkeypatch: pytest.Monke
 
 def test_the_history_table_uses_the_same_sanitiser() -> None:
     assert history._cell(NASTY, width=100) == printable(NASTY)
+
+
+def test_the_jobs_table_shows_recorded_cluster_text_as_text() -> None:
+    from jupyter_tiers.registry import JobRecord
+
+    rec = JobRecord(profile="hpc", tier="slurm", job_id="41", name="train", kind="job", world_size=2,
+                    state="RUNNING", nodelist=f"node[1-2]{NASTY}", submitted_at=0.0)
+    table = tiers_command.format_jobs([rec], now=10.0)
+    _clean(table)
+    assert "node[1-2]a?]52;c;" in table

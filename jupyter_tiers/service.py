@@ -47,7 +47,12 @@ refresh_queries: dict[str, int] = {}
 
 
 class WrongKind(TiersError):
-    """The verb does not apply to this kind (cancel a service, scale a job)."""
+    """The verb does not apply to this kind (cancel a service, scale a job): ``kind`` is what
+    the reference is, ``verb`` what applies to it."""
+
+    def __init__(self, message: str, kind: str = "", verb: str = "") -> None:
+        super().__init__(message)
+        self.kind, self.verb = kind, verb
 
 
 class ProfileNotFound(TiersError):
@@ -271,7 +276,7 @@ def _check_kind(ref: str, actual: str, wanted: str | None) -> None:
     """A :class:`WrongKind` naming the verb that applies when ``actual`` is not ``wanted``."""
     if wanted is not None and actual != wanted:
         other = {"job": "cancel", "service": "delete"}[actual]
-        raise WrongKind(f"{ref} is a {actual}, not a {wanted}; use {other}")
+        raise WrongKind(f"{ref} is a {actual}, not a {wanted}; use {other}", actual, other)
 
 
 def fetch_statuses(profile: str, records: Sequence[JobRecord]

@@ -9,7 +9,7 @@ from typing import Any, NoReturn
 
 from .options import bare_dash_option
 from .plaintext import printable
-from .registry import JobRecord, Registry
+from .registry import JobRecord
 
 
 class CommandUsage(Exception):
@@ -140,11 +140,9 @@ def _handle(ref: str, kind: str | None = None) -> Any:
 
     try:
         return service.attach(ref, kind)
-    except service.WrongKind:
-        record = Registry().get(ref)
-        other = {"job": "cancel", "service": "delete"}[record.kind]
+    except service.WrongKind as exc:  # also an array's task (ID_i), which has no record
         raise CommandUsage(
-            f"%tiers: {ref} is a {record.kind}, not a {kind}; use %tiers {other} {ref}") from None
+            f"%tiers: {ref} is a {exc.kind}, not a {kind}; use %tiers {exc.verb} {ref}") from None
 
 
 def _login(profile: str | None) -> str:

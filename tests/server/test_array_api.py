@@ -158,4 +158,11 @@ async def test_a_task_is_a_job_for_the_service_verbs(jp_fetch: Any, local: Any) 
     for verb in (service.delete, service.restart, lambda ref: service.scale(ref, 1)):
         with pytest.raises(WrongKind):
             verb(task)
+    # The same for `jupyter tiers` / %tiers (a task has no record of its own to name its kind).
+    from jupyter_tiers import tiers_command
+
+    for argv in (["delete", task], ["scale", task, "2"], ["restart", task]):
+        with pytest.raises(tiers_command.CommandUsage) as usage:
+            tiers_command.run(argv)
+        assert str(usage.value) == f"%tiers: {task} is a job, not a service; use %tiers cancel {task}"
     assert body(await jp_fetch(*API, "jobs", "laptop", task))["state"] == "RUNNING", "the task was left alone"

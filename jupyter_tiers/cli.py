@@ -44,7 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc).replace("%tiers", "jupyter tiers"), file=sys.stderr)
         return 2
     except (ConfigError, TiersError) as exc:
-        print(f"jupyter tiers: {exc}", file=sys.stderr)
+        from .plaintext import printable
+
+        print(printable(f"jupyter tiers: {exc}", keep="\n"), file=sys.stderr)
         return 1
     return 0
 

@@ -9,6 +9,7 @@ from typing import Any, Protocol, TypeVar
 
 from .handles import Handle, Job, Service
 from .model import JobStatus, ServiceStatus
+from .plaintext import printable
 from .status import summary_line
 
 DISPLAY_ENV = "JUPYTER_TIERS_DISPLAY"  # "text" forces the text fallback
@@ -38,7 +39,7 @@ def _show_text(view: _TextView[S], handle_id: str, wait: bool, timeout: float | 
     """Run a text view until the end (``wait``), or print its header and how to follow it."""
     if wait:
         return view.run(timeout)
-    print(view.header() + f" — follow it with %tiers attach {handle_id}")
+    print(printable(view.header() + f" — follow it with %tiers attach {handle_id}"))
     return None
 
 
@@ -52,7 +53,7 @@ def _show_widget(widget: Any, wait: Callable[[float | None], S | None] | None, t
         return None
     status = wait(timeout)
     if status is not None:
-        print(summary(status))
+        print(printable(summary(status)))
     return status
 
 

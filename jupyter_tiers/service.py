@@ -47,7 +47,12 @@ refresh_queries: dict[str, int] = {}
 
 
 class WrongKind(TiersError):
-    """The verb does not apply to this kind (cancel a service, scale a job)."""
+    """The verb does not apply to this kind (cancel a service, scale a job): ``kind`` is what
+    the reference is, ``verb`` what applies to it."""
+
+    def __init__(self, message: str, kind: str = "", verb: str = "") -> None:
+        super().__init__(message)
+        self.kind, self.verb = kind, verb
 
 
 class ProfileNotFound(TiersError):
@@ -260,12 +265,18 @@ def attach(ref: str, kind: str | None = None) -> Handle:
         array = record(task[0])
         if not is_array(array):
             raise
+        _check_kind(ref, array.kind, kind)  # a task is a job of its own: cancel, never scale
         handle = _connect(array.profile, array.kind).handle(array)
         return handle.task(task[1])  # type: ignore[attr-defined]
-    if kind is not None and rec.kind != kind:
-        other = {"job": "cancel", "service": "delete"}[rec.kind]
-        raise WrongKind(f"{ref} is a {rec.kind}, not a {kind}; use {other}")
+    _check_kind(ref, rec.kind, kind)
     return _connect(rec.profile, rec.kind).handle(rec)
+
+
+def _check_kind(ref: str, actual: str, wanted: str | None) -> None:
+    """A :class:`WrongKind` naming the verb that applies when ``actual`` is not ``wanted``."""
+    if wanted is not None and actual != wanted:
+        other = {"job": "cancel", "service": "delete"}[actual]
+        raise WrongKind(f"{ref} is a {actual}, not a {wanted}; use {other}", actual, other)
 
 
 def fetch_statuses(profile: str, records: Sequence[JobRecord]
@@ -448,8 +459,12 @@ def log_range(ref: str, *, rank: int | None = None, pod: str | None = None, offs
         raise SpecError("rank", f"{ref} is a service; filter by pod, not rank")
     text = handle.logs(pod=pod)  # type: ignore[call-arg]
     pairs: list[tuple[int | str | None, str]] = []
+    from .tier import CUT_PREFIX
+
     for raw in text.splitlines():
-        if pod is not None:
+        if raw.startswith(CUT_PREFIX):  # a bounded read left earlier output out: say so
+            pairs.append((None, raw))
+        elif pod is not None:
             pairs.append((pod, raw))
         else:
             name, _, rest = raw.partition(": ")

@@ -30,6 +30,20 @@ if TYPE_CHECKING:
 __all__ = ["BatchTier", "ByteStream", "Handle", "Job", "ServeTier", "Service", "Tier"]
 
 # Mapping-valued options merge key by key over the profile's; passthrough lists extend it.
+#: Most bytes one ``ServeTier.service_logs`` read keeps (every pod's together): the end of the
+#: log; what came before is left out and a :func:`cut_marker` line says so.
+MAX_SERVICE_LOG_BYTES = 4 << 20
+#: Most lines asked of one pod's log when no ``tail`` is given (Kubernetes ``tailLines``).
+MAX_SERVICE_LOG_LINES = 20_000
+CUT_PREFIX = "[earlier output cut"
+
+
+def cut_marker(what: str) -> str:
+    """The first line of a bounded log read that left earlier output out (no ``: ``, so it is
+    never taken for a ``pod: text`` line)."""
+    return f"{CUT_PREFIX} — {what}]"
+
+
 _UPDATED = ("env", "node_selector")
 _EXTENDED = ("sbatch_options", "setup")
 _STAND_INS = {"script": "", "body": "pass\n", "image": "stand-in:1"}
@@ -294,7 +308,9 @@ class ServeTier(Tier):
 
     @abc.abstractmethod
     def service_logs(self, record: JobRecord, pod: str | None = None, tail: int | None = None) -> str:
-        """Every pod's log merged with a ``pod: `` prefix, or one pod's."""
+        """Every pod's log merged with a ``pod: `` prefix, or one pod's: at most its last
+        ``tail`` lines and MAX_SERVICE_LOG_BYTES, led by a :func:`cut_marker` line when earlier
+        output was left out."""
 
     @abc.abstractmethod
     def endpoint(self, record: JobRecord) -> str | None:

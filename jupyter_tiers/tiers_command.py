@@ -8,7 +8,8 @@ import time
 from typing import Any, NoReturn
 
 from .options import bare_dash_option
-from .registry import JobRecord, Registry
+from .plaintext import printable
+from .registry import JobRecord
 
 
 class CommandUsage(Exception):
@@ -99,7 +100,7 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
     how many times it started again."""
     now = now or time.time()
     header = ("ID", "KIND", "NAME", "PROFILE", "TIER", "STATE", "SIZE", "WHERE", "STARTED")
-    rows = [header]
+    rows: list[tuple[str, ...]] = [header]
     for r in records:
         age = int(now - r.submitted_at)
         ago = f"{age // 3600}h ago" if age >= 3600 else f"{age // 60}m ago" if age >= 60 else f"{age}s ago"
@@ -113,7 +114,9 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
         state = r.state
         if r.kind != "service" and r.restarts:
             state += f" ({r.restarts} restart{'s' if r.restarts > 1 else ''})"
-        rows.append((r.job_id, r.kind, r.name, r.profile, r.tier, state, size, where, ago))
+        # Recorded cluster text (nodelist, state detail) is shown as text, like every cell.
+        rows.append(tuple(printable(c) for c in (r.job_id, r.kind, r.name, r.profile, r.tier, state, size,
+                                                 where, ago)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                      for row in rows)
@@ -127,7 +130,7 @@ def _history_output(row: Any, output: str | None, path: str, tail: int) -> str:
         where = path or "(no working directory in accounting)"
         return (f"(read-only; its output is not readable at {where}: removed, written elsewhere "
                 "with --output after slurmctld forgot the job, or another user's file)")
-    text = "".join(ch if ch.isprintable() or ch in "\n\t" else "?" for ch in output)
+    text = printable(output, keep="\n\t")
     return f"--- last {tail} lines of {path} (read-only) ---\n{text.rstrip()}"
 
 
@@ -137,11 +140,9 @@ def _handle(ref: str, kind: str | None = None) -> Any:
 
     try:
         return service.attach(ref, kind)
-    except service.WrongKind:
-        record = Registry().get(ref)
-        other = {"job": "cancel", "service": "delete"}[record.kind]
+    except service.WrongKind as exc:  # also an array's task (ID_i), which has no record
         raise CommandUsage(
-            f"%tiers: {ref} is a {record.kind}, not a {kind}; use %tiers {other} {ref}") from None
+            f"%tiers: {ref} is a {exc.kind}, not a {kind}; use %tiers {exc.verb} {ref}") from None
 
 
 def _login(profile: str | None) -> str:
@@ -193,7 +194,7 @@ def run(argv: list[str], shell: Any = None) -> Any:
         listing = service.list_items(limit=args.limit, profile=args.profile, kind=args.kind)
         print(format_jobs(listing.records) if listing.records else "no jobs yet")
         for error in listing.errors:
-            print(f"({error.profile}: states as last recorded — {error.message})")
+            print(printable(f"({error.profile}: states as last recorded — {error.message})"))
     elif args.command == "profiles":
         from . import service
 

@@ -259,27 +259,59 @@ class K8sTier(ServeTier):
         pods = [pod] if pod else self._pod_names(record)
         if pod is not None and pod not in self._pod_names(record):
             raise JobNotFound(f"service {record.name} has no pod {pod!r}")
+        from .. import tier as tier_module
+
+        # Bounded: each pod's last lines (tailLines) within its share of the bytes (limitBytes).
+        budget = max(64 << 10, tier_module.MAX_SERVICE_LOG_BYTES // max(1, len(pods)))
+        want = tail if tail is not None else tier_module.MAX_SERVICE_LOG_LINES
         lines: list[tuple[tuple[str, int], str, str]] = []
+        cut = False
         for name in pods:
-            kwargs: dict[str, Any] = {"timestamps": True, "_preload_content": False}
-            if tail is not None:
-                kwargs["tail_lines"] = tail
-            try:
-                resp = self.client.call(self.client.core().read_namespaced_pod_log, name, ns,
-                                        verb="get", resource="pods/log", namespace=ns, **kwargs)
-            except ApiError as exc:
-                if exc.status in (400, 404):  # waiting to start, or gone: no log yet
-                    continue
-                raise
-            for raw in resp.data.decode("utf-8", errors="replace").splitlines():
+            got = self._pod_log_tail(name, ns, want, budget, tail is None)
+            if got is None:
+                continue
+            data, pod_cut = got
+            cut = cut or pod_cut
+            for raw in data.decode("utf-8", errors="replace").splitlines():
                 ts, text = split_timestamp(raw)
                 lines.append((timestamp_key(ts), name, text))
         lines.sort(key=lambda x: x[0])
         if tail is not None:
             lines = lines[-tail:] if tail > 0 else []
+        head = ""
+        if cut and (tail is None or len(lines) < tail):
+            head = tier_module.cut_marker(f"at most the last {want} lines and {budget / (1 << 20):g} MiB "
+                                          "of each pod's log are shown") + "\n"
         if pod is not None:
-            return "".join(text + "\n" for _, _, text in lines)
-        return "".join(f"{name}: {text}\n" for _, name, text in lines)
+            return head + "".join(text + "\n" for _, _, text in lines)
+        return head + "".join(f"{name}: {text}\n" for _, name, text in lines)
+
+    def _pod_log_tail(self, name: str, ns: str, want: int, budget: int, bounded: bool
+                      ) -> tuple[bytes, bool] | None:
+        """The end of one pod's log: its last ``want`` lines (``tailLines``) in at most
+        ``budget`` bytes (``limitBytes``). ``limitBytes`` keeps the *start* of what it limits, so
+        a window too large for it is asked again with fewer lines, until the newest lines fit.
+        Returns the bytes and whether earlier output was left out (``bounded``: ``want`` is the
+        reader's bound, not a ``tail`` asked for); None when the pod has no log yet."""
+        lines = max(0, want)
+        for _ in range(8):
+            try:
+                resp = self.client.call(self.client.core().read_namespaced_pod_log, name, ns,
+                                        verb="get", resource="pods/log", namespace=ns, timestamps=True,
+                                        tail_lines=lines, limit_bytes=budget, _preload_content=False)
+            except ApiError as exc:
+                if exc.status in (400, 404):  # waiting to start, or gone: no log yet
+                    return None
+                raise
+            data = bytes(resp.data)
+            if len(data) < budget:
+                full = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+                return data, lines < want or (bounded and full >= lines)
+            if lines <= 1:
+                break
+            # The window did not fit: ask again for about as many lines as did fit.
+            lines = max(1, min(lines - 1, data.count(b"\n") * 3 // 4))
+        return data[: data.rfind(b"\n") + 1] if b"\n" in data else data, True
 
     # --- actions -------------------------------------------------------------------------
     def scale(self, record: JobRecord, replicas: int) -> None:

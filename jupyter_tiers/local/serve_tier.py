@@ -43,7 +43,7 @@ from . import jobstate, processes
 from . import serve_supervisor as ssv
 from .router import FrontPort
 from .serve_status import service_status
-from .tier import check_workdir_owner, local_workdir
+from .tier import check_private_dir, check_workdir_owner, local_workdir
 
 MAX_REPLICAS = 64  # every replica is a process on this machine
 LAUNCH_TIMEOUT = 60.0
@@ -187,14 +187,17 @@ class LocalServeTier(ServeTier):
         and closed to others; a symlink planted in its place is refused."""
         root = self.workdir.parent
         try:
-            root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not os.path.lexists(root):
+                root.mkdir(parents=True, exist_ok=True, mode=0o700)
             check_workdir_owner(root)
             svcdir = self.workdir / name
-            for path in (self.workdir, svcdir):
-                if path.is_symlink():
-                    raise SubmitError(f"{path} is a symlink; remove it (services are kept in real "
-                                      "directories of your own)")
-                path.mkdir(exist_ok=True, mode=0o700)
+            # Each component checked with lstat (a symlink refused, never followed), then its
+            # owner and mode: another user's directory here would hold our code and log.
+            for path, what in ((self.workdir, "the services directory"),
+                               (svcdir, f"the directory of service {name}")):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(path, 0o700)
+                check_private_dir(path, what)
         except OSError as exc:
             raise SubmitError(f"cannot prepare {self.workdir / name}: {exc.strerror or exc}") from None
         return svcdir
@@ -421,10 +424,11 @@ class LocalServeTier(ServeTier):
         return {str(r.get("name")) for r in state.get("replicas") or [] if isinstance(r, dict)}
 
     def service_logs(self, record: JobRecord, pod: str | None = None, tail: int | None = None) -> str:
-        data = b""
-        for name in (ssv.ROTATED_LOG, ssv.LOG_FILE):  # the rotated part first
-            with contextlib.suppress(FileNotFoundError):
-                data += (Path(record.jobdir) / name).read_bytes()
+        from .. import tier as tier_module
+
+        limit = tier_module.MAX_SERVICE_LOG_BYTES
+        data, cut = tail_bytes([Path(record.jobdir) / name for name in (ssv.ROTATED_LOG, ssv.LOG_FILE)],
+                               limit)
         lines = data.decode("utf-8", errors="replace").splitlines()
         if pod is not None:
             prefix = f"{pod}: "
@@ -434,6 +438,9 @@ class LocalServeTier(ServeTier):
             lines = mine
         if tail is not None:
             lines = lines[-tail:] if tail > 0 else []
+        if cut and (tail is None or len(lines) < tail):
+            shown = f"the last {limit / (1 << 20):g} MiB of the log are shown"
+            lines.insert(0, tier_module.cut_marker(shown))
         return "".join(line + "\n" for line in lines)
 
     # --- actions ---------------------------------------------------------------------------
@@ -639,3 +646,29 @@ def _tail(path: Path, limit: int = 800) -> str:
         return ""
 
 
+
+
+def tail_bytes(paths: Sequence[Path], limit: int) -> tuple[bytes, bool]:
+    """The last ``limit`` bytes of ``paths`` read one after the other (a missing one is empty),
+    from the first line that starts in them, and whether earlier bytes were left out."""
+    sizes = []
+    for path in paths:
+        try:
+            sizes.append(path.stat().st_size)
+        except FileNotFoundError:
+            sizes.append(0)
+    skip = max(0, sum(sizes) - limit)
+    cut = skip > 0
+    parts = []
+    for path, size in zip(paths, sizes, strict=True):
+        if skip >= size:
+            skip -= size
+            continue
+        with contextlib.suppress(FileNotFoundError), open(path, "rb") as f:
+            f.seek(skip)
+            parts.append(f.read(size - skip))  # bounded: a file that grew meanwhile is read to here
+        skip = 0
+    data = b"".join(parts)
+    if cut:
+        data = data[data.find(b"\n") + 1:] if b"\n" in data else b""
+    return data, cut

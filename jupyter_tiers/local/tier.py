@@ -20,6 +20,7 @@ import fcntl
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -80,16 +81,28 @@ def _open_private(path: Path, flags: int) -> int:
     return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
 
 
-def check_workdir_owner(workdir: Path) -> None:
-    """The local workdir must be the user's own and closed to others: jobs, counter and env.sh
-    live there, and another user's files (a planted symlink) must not be written through."""
-    info = workdir.stat()
+def check_private_dir(path: Path, what: str = "the local workdir") -> None:
+    """``path`` itself (``lstat``: a symlink is refused, never followed) is a directory of the
+    user's own that group and others cannot write: jobs, services, the counter and env.sh live
+    there, and another user's files (a planted symlink, their own directory) must not be
+    written through."""
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise SubmitError(f"{what} {path} is a symlink; use a real directory of your own (the "
+                          "link's target is not checked or followed)")
+    if not stat.S_ISDIR(info.st_mode):
+        raise SubmitError(f"{what} {path} is not a directory")
     if info.st_uid != os.getuid():
-        raise SubmitError(f"the local workdir {workdir} belongs to uid {info.st_uid}, not to you; "
+        raise SubmitError(f"{what} {path} belongs to uid {info.st_uid}, not to you; "
                           "set the profile's workdir to a directory of your own")
     if info.st_mode & 0o022:
-        raise SubmitError(f"the local workdir {workdir} is writable by group or others (mode "
+        raise SubmitError(f"{what} {path} is writable by group or others (mode "
                           f"{info.st_mode & 0o777:o}); chmod go-w it or use a private directory")
+
+
+def check_workdir_owner(workdir: Path) -> None:
+    """The local workdir must be the user's own real directory, closed to others."""
+    check_private_dir(workdir, "the local workdir")
 
 
 def _program(spec: JobSpec, jobdir: Path | str) -> list[str]:
@@ -256,9 +269,10 @@ class LocalTier(BatchTier):
                               f"{exc.strerror or exc} ({exc.filename})") from None
 
     def _next_jobdir(self, name: str) -> tuple[str, Path]:
-        if not self.workdir.is_dir():
+        if not os.path.lexists(self.workdir):  # a symlink there is refused below, not followed
             # 0710: the user's group may traverse to the checkpoints, not list the jobs.
             self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            check_workdir_owner(self.workdir)
             self.workdir.chmod(0o710)
         check_workdir_owner(self.workdir)
         with os.fdopen(_open_private(self.workdir / _COUNTER_LOCK, os.O_RDWR | os.O_CREAT), "r+") as lock:

@@ -117,13 +117,35 @@ password required pam_deny.so
 EOF
 }
 
-# The current TOTP code (RFC 6238: HMAC-SHA1, 30 s, 6 digits) for the health check's SSH_ASKPASS.
+# The options after the secret's line, read by pam_google_authenticator at each login (so a
+# change needs no sshd restart): a time-based code; each code accepted once (DISALLOW_REUSE: a
+# second login within the same 30 s needs the next code, and a code seen by someone else is
+# spent); at most 10 attempts per 30 s (RATE_LIMIT: a 6-digit code is not guessed by brute force;
+# 10, not 3, because the test suite logs in several times in a row).
+gen_secret_options() {
+    printf '%s\n' '" RATE_LIMIT 10 30' '" DISALLOW_REUSE' '" TOTP_AUTH'
+}
+
+# A TOTP code (RFC 6238: HMAC-SHA1, 30 s, 6 digits) for the health check's SSH_ASKPASS: the
+# current step's, or the next one's when the current was used (DISALLOW_REUSE lists used steps);
+# when both were used, it waits for the next step.
 gen_askpass() {
     cat <<EOF
 #!/usr/bin/python3
 import base64, hashlib, hmac, struct, time
-secret = open("$TF/totp-secret").readline().strip()
-mac = hmac.new(base64.b32decode(secret), struct.pack(">Q", int(time.time()) // 30), hashlib.sha1).digest()
+lines = open("$TF/totp-secret").read().splitlines()
+key = base64.b32decode(lines[0].strip())
+used = set()
+for line in lines[1:]:
+    if line.startswith('" DISALLOW_REUSE'):
+        used = {int(w) for w in line.split()[2:] if w.isdigit()}
+while True:
+    now = int(time.time()) // 30
+    step = next((s for s in (now, now + 1) if s not in used), None)
+    if step is not None:
+        break
+    time.sleep(30 - time.time() % 30 + 0.5)
+mac = hmac.new(key, struct.pack(">Q", step), hashlib.sha1).digest()
 o = mac[-1] & 15
 print("%06d" % ((struct.unpack(">I", mac[o:o + 4])[0] & 0x7FFFFFFF) % 1000000))
 EOF
@@ -132,7 +154,7 @@ EOF
 ssh_2fa() {
     local askpass="$1"; shift
     SSH_ASKPASS="$askpass" SSH_ASKPASS_REQUIRE=force DISPLAY=none \
-        timeout 20 ssh -n -F /dev/null -i "$SSHDIR/id_ed25519" \
+        timeout 60 ssh -n -F /dev/null -i "$SSHDIR/id_ed25519" \
         -o UserKnownHostsFile="$TF/known_hosts" -o StrictHostKeyChecking=yes \
         -o IdentitiesOnly=yes -o IdentityAgent=none -o ConnectTimeout=5 \
         -o PreferredAuthentications=publickey,keyboard-interactive \
@@ -165,8 +187,8 @@ cmd_up() {
     flock -w 300 9 || fail "another $PROG runs"
     ensure_package
     if [ ! -s "$TF/totp-secret" ]; then
-        # 80 random bits in base32 (16 characters), then the options line the module reads.
-        if ! (umask 077; { head -c 10 /dev/urandom | base32; printf '" TOTP_AUTH\n'; } >"$TF/totp-secret.new") ||
+        # 80 random bits in base32 (16 characters), then the options lines the module reads.
+        if ! (umask 077; { head -c 10 /dev/urandom | base32; gen_secret_options; } >"$TF/totp-secret.new") ||
             ! mv -f "$TF/totp-secret.new" "$TF/totp-secret"; then
             fail "cannot write the TOTP secret"
         fi

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -46,9 +47,37 @@ async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await IOLoop.current().run_in_executor(_executor, lambda: fn(*args, **kwargs))
 
 
+# An absolute path of two or more components (not a URL's path: no word, ':' or '/' before it).
+_PATH_RE = re.compile(r"(?<![\w.:/~-])/(?:[^\s/'\"()<>\[\]{},;]+/)+([^\s/'\"()<>\[\]{},;]*)")
+
+
+def public_text(text: str) -> str:
+    """``text`` without absolute paths of this server (a registry, a workdir, a config file):
+    a path aside in parentheses is dropped, any other becomes ``…/NAME`` (pure)."""
+    text = re.sub(r" \(" + _PATH_RE.pattern + r"\)", "", text)
+    return _PATH_RE.sub(lambda m: f"…/{m.group(1)}" if m.group(1) else "…", text)
+
+
 def error_message(exc: BaseException) -> str:
+    """The one line an API error shows: no traceback, no server paths, at most 1000 characters."""
     text = str(exc).strip() or type(exc).__name__
-    return " ".join(text.split())[:1000]
+    return public_text(" ".join(text.split()))[:1000]
+
+
+def public_errors(message: dict[str, Any]) -> dict[str, Any]:
+    """A listing or hub message with its profile errors through :func:`public_text`."""
+    out = dict(message)
+    if isinstance(out.get("errors"), list):
+        out["errors"] = [{**e, "message": public_text(str(e.get("message", "")))} for e in out["errors"]]
+    if out.get("type") == "error" and "message" in out:
+        out["message"] = public_text(str(out["message"]))
+    return out
+
+
+def api_error(status: int, message: str) -> web.HTTPError:
+    """An HTTPError whose JSON ``error`` is ``message`` as is (tornado %-formats a log message
+    with its args, so the message is an arg: a ``%%tiers`` in it stays ``%%tiers``)."""
+    return web.HTTPError(status, "%s", message)
 
 
 class TiersAPIHandler(APIHandler):
@@ -83,14 +112,14 @@ class TiersAPIHandler(APIHandler):
         try:
             return await blocking(fn, *args, **kwargs)
         except (TiersError, ValueError) as exc:
-            raise web.HTTPError(service.http_status(exc), error_message(exc).replace("%", "%%")) from None
+            raise api_error(service.http_status(exc), error_message(exc)) from None
 
     def parsed(self, fn: Callable[..., T], *args: Any) -> T:
         """A pure parser's result; its SpecError is a 400."""
         try:
             return fn(*args)
         except SpecError as exc:
-            raise web.HTTPError(400, error_message(exc).replace("%", "%%")) from None
+            raise api_error(400, error_message(exc)) from None
 
 
 class JobsHandler(TiersAPIHandler):
@@ -104,10 +133,10 @@ class JobsHandler(TiersAPIHandler):
             items, errors = await self.run(self.hub.items)
             items = [i for i in items if (q.profile is None or i["profile"] == q.profile)
                      and (q.kind is None or i["kind"] == q.kind)][:q.limit]
-            self.write_json({"items": items, "errors": errors})
+            self.write_json(public_errors({"items": items, "errors": errors}))
             return
         listing = await self.run(service.list_items, limit=q.limit, profile=q.profile, kind=q.kind)
-        self.write_json(listing.to_json())
+        self.write_json(public_errors(listing.to_json()))
 
 
 class ItemHandler(TiersAPIHandler):
@@ -201,7 +230,7 @@ class HistoryHandler(TiersAPIHandler):
             self.write_json({"error": error_message(exc), "accounting": False}, 409)
             return
         except (TiersError, ValueError) as exc:
-            raise web.HTTPError(service.http_status(exc), error_message(exc).replace("%", "%%")) from None
+            raise api_error(service.http_status(exc), error_message(exc)) from None
         self.write_json({**found.to_json(), "days": q.days, "user": q.user, "states": list(q.states)})
 
 
@@ -272,12 +301,12 @@ class EventsHandler(TiersWebSocket):
     async def open(self, *args: Any, **kwargs: Any) -> None:
         super().open()
         self._held = []  # updates that arrive before the snapshot is written wait for it
-        token, snapshot = await blocking(self.hub.listen, self.send_soon)
+        token, snapshot = await blocking(self.hub.listen, lambda m: self.send_soon(public_errors(m)))
         if self.ws_connection is None:  # closed while we were subscribing
             self.hub.unlisten(token)
             return
         self._token = token
-        self._release(json.dumps(snapshot))
+        self._release(json.dumps(public_errors(snapshot)))
 
     def on_close(self) -> None:
         if self._token is not None:

@@ -10,6 +10,7 @@ from typing import TextIO
 from ..handles import Job
 from ..metrics import MetricsTracker, format_last_values
 from ..model import JobStatus, LogLine
+from ..plaintext import printable
 from ..status import summary_line
 
 
@@ -30,8 +31,9 @@ class TextView:
         self.metrics = MetricsTracker(job.metric_patterns())
 
     def _print(self, text: str) -> None:
+        """One status line (states, reasons, pod events, the summary): cluster text as text."""
         with self._lock:
-            self.out.write(text + "\n")
+            self.out.write(printable(text) + "\n")
             self.out.flush()
 
     def header(self) -> str:

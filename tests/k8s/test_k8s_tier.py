@@ -563,3 +563,43 @@ def test_port_forward_without_a_ready_pod_is_a_clear_error(tier: K8sTier) -> Non
     service = apply_server(tier, name="nopf", node_selector=("disktype=ssd",))
     with pytest.raises(TiersError, match="no ready pod"):
         service.port_forward()
+
+
+# --- bounded log reads (issue 20 item 10) --------------------------------------------------------
+CHATTY = """\
+import os, time
+for i in range(3000):
+    print(f"line {i:05d} " + "x" * 90, flush=i == 2999)
+print("last line", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_log_read_is_bounded_and_keeps_the_newest_lines(
+        tier: K8sTier, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``service_logs`` asks each pod for its last lines within a byte budget (tailLines +
+    limitBytes); limitBytes keeps the window's start, so a window too big is asked again with
+    fewer lines: the newest line is always there, and a marker says earlier output was cut."""
+    from jupyter_tiers import tier as tier_module
+
+    service = tier.apply(tier.make_spec(CHATTY, name="chatty"))
+    wait_for(lambda: "last line" in service.logs(tail=1), what="the pod's last line")
+    monkeypatch.setattr(tier_module, "MAX_SERVICE_LOG_BYTES", 64 << 10)  # under the log's 300 kB
+    text = service.logs()
+    lines = text.splitlines()
+    assert lines[0].startswith("[earlier output cut — at most the last 20000 lines"), lines[:2]
+    assert lines[-1].endswith(": last line") and lines[-2].endswith("line 02999 " + "x" * 90)
+    assert len(text.encode()) < 64 << 10
+    numbers = [int(ln.split()[2]) for ln in lines[1:-1]]
+    assert numbers == list(range(numbers[0], 3000)), "a contiguous tail, no line cut in two"
+    # The line bound alone (no tail asked): the last N lines and the marker.
+    monkeypatch.setattr(tier_module, "MAX_SERVICE_LOG_BYTES", 4 << 20)
+    monkeypatch.setattr(tier_module, "MAX_SERVICE_LOG_LINES", 100)
+    lines = service.logs().splitlines()
+    assert len(lines) == 101 and lines[0].startswith("[earlier output cut — at most the last 100 lines")
+    assert lines[-1].endswith(": last line")
+    # A tail the read can give in full needs no marker; one pod's log has the marker too.
+    assert service.logs(tail=5).splitlines()[-1].endswith(": last line")
+    assert not service.logs(tail=5).startswith("[earlier")
+    pod = lines[-1].split(": ", 1)[0]
+    assert service.logs(pod=pod).splitlines()[0].startswith("[earlier output cut")

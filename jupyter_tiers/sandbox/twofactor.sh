@@ -119,16 +119,18 @@ EOF
 
 # The options after the secret's line, read by pam_google_authenticator at each login (so a
 # change needs no sshd restart): a time-based code; each code accepted once (DISALLOW_REUSE: a
-# second login within the same 30 s needs the next code, and a code seen by someone else is
-# spent); at most 10 attempts per 30 s (RATE_LIMIT: a 6-digit code is not guessed by brute force;
-# 10, not 3, because the test suite logs in several times in a row).
+# second login within the same 30 s needs another step's code, and a code seen by someone else is
+# spent); at most 30 attempts per 30 s (RATE_LIMIT: a 6-digit code is not guessed by brute force;
+# 30, not 3, because a test module and the health check log in many times in a row); the steps from 4 before to 4
+# after now are accepted (WINDOW_SIZE 9, the default is 3), so a burst of test logins finds unused
+# codes without waiting out 30 s steps, as DISALLOW_REUSE would otherwise make it.
 gen_secret_options() {
-    printf '%s\n' '" RATE_LIMIT 10 30' '" DISALLOW_REUSE' '" TOTP_AUTH'
+    printf '%s\n' '" RATE_LIMIT 30 30' '" WINDOW_SIZE 9' '" DISALLOW_REUSE' '" TOTP_AUTH'
 }
 
 # A TOTP code (RFC 6238: HMAC-SHA1, 30 s, 6 digits) for the health check's SSH_ASKPASS: the
-# current step's, or the next one's when the current was used (DISALLOW_REUSE lists used steps);
-# when both were used, it waits for the next step.
+# first unused step (DISALLOW_REUSE lists used steps) of now, 1..3 after, 1..3 before (inside the
+# window of 4 either side, with a step to spare); when all were used, it waits for the next step.
 gen_askpass() {
     cat <<EOF
 #!/usr/bin/python3
@@ -141,7 +143,7 @@ for line in lines[1:]:
         used = {int(w) for w in line.split()[2:] if w.isdigit()}
 while True:
     now = int(time.time()) // 30
-    step = next((s for s in (now, now + 1) if s not in used), None)
+    step = next((now + k for k in (0, 1, 2, 3, -1, -2, -3) if now + k not in used), None)
     if step is not None:
         break
     time.sleep(30 - time.time() % 30 + 0.5)
@@ -217,9 +219,12 @@ cmd_up() {
     # sshd daemonizes itself; keep our descriptors (the lock, callers' pipes) out of it.
     ( exec </dev/null >>"$SSHD_LOG" 2>&1 9>&-; exec "$TF/$SERVICE" -f "$TF/sshd_config" -E "$SSHD_LOG" ) ||
         fail "sshd refused to start"
+    # Wait for the port, then try the login at most three times: each try spends two of the
+    # RATE_LIMIT attempts and one code (DISALLOW_REUSE), so a tight retry loop would lock us out.
+    for ((i = 0; i < 100; i++)); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.2; done
     CHECK_DETAIL=""
-    for ((i = 0; i < 100; i++)); do check_login && break; sleep 0.2; done
-    check_login || fail "the two-factor login does not work: $CHECK_DETAIL"
+    for ((i = 0; i < 3; i++)); do check_login && break; sleep 2; done
+    [ "$i" -lt 3 ] || fail "the two-factor login does not work: $CHECK_DETAIL"
     write_env
     say "running (pid $(pid_alive || echo '?')) on 127.0.0.1:$PORT: key, then a one-time code; settings in $TF/twofactor.env"
 }

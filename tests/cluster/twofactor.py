@@ -63,13 +63,17 @@ def used_steps(secret_file: str) -> set[int]:
     return set()
 
 
+NEAR_STEPS = (0, 1, 2, 3, -1, -2, -3)
+
+
 def next_code(secret_file: str, guard: float = 120.0) -> str:
-    """A code the server accepts now: the current step's, or the next step's when the current
-    one was used; when both were, wait (at most ``guard`` s) for a step that was not."""
+    """A code the server accepts now: the first step not yet used of now, 1..3 after, 1..3 before
+    (the test secret's WINDOW_SIZE 9 accepts 4 either side; one to spare for a slow login); when
+    all were used, wait (at most ``guard`` s) for a step that was not."""
     deadline = time.monotonic() + guard
     while True:
         used, now = used_steps(secret_file), int(time.time()) // 30
-        step = next((s for s in (now, now + 1) if s not in used), None)
+        step = next((now + k for k in NEAR_STEPS if now + k not in used), None)
         if step is not None:
             return totp(secret_file, step * 30)
         if time.monotonic() > deadline:

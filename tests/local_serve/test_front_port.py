@@ -1,0 +1,307 @@
+"""The front port (router.py) and who may receive its traffic (listeners.py): the kernel's socket
+tables parsed, a bound on concurrent connections, a thread that cannot start, and a process of
+another user (``nobody``, started with setpriv; the tests run as root) that took a replica's
+port first. Real sockets and processes throughout; waits are bounded only against hanging."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import random
+import shutil
+import socket
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jupyter_tiers.local import listeners
+from jupyter_tiers.local import serve_supervisor as ssv
+from jupyter_tiers.local.listeners import Listener, parse_tcp_table, verify_listener
+from jupyter_tiers.local.router import FrontPort
+from jupyter_tiers.local.serve_tier import LocalServeTier
+from jupyter_tiers.model import ServiceState
+
+from .conftest import GUARD, HTTP_BODY, wait_for
+
+SECRET = "Bearer sq-7Hq2SECRET"
+
+TAIL = "00000000:00000000 00:00000000 00000000"  # tx_queue:rx_queue, timer, retransmits
+TABLE = f"""\
+  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000002 00:00000000 00000000  1000        0 4242 1 0
+   1: 00000000:0016 00000000:0000 0A {TAIL}     0        0 17 1 0 100 0 0 10 0
+   2: 0100007F:1F90 0100007F:A2C4 01 {TAIL}  1000        0 4300 1 0 20 4 30 10 -1
+"""
+ANY6 = "0" * 32
+TABLE6 = f"""\
+  sl  local_address                         remote_address                        st tx_queue ...
+   0: {ANY6}:1F90 {ANY6}:0000 0A {TAIL}    65534        0 999 1 0 100 0 0 10 0
+   1: {"0" * 24}01000000:1F91 {ANY6}:0000 0A {TAIL}     0        0 998 1 0 100 0 0 10 0
+   2: {"0" * 16}FFFF00000100007F:1F92 {ANY6}:0000 0A {TAIL}     0        0 997 1 0 100 0 0 10 0
+"""
+
+
+# --- the socket tables (pure) -----------------------------------------------------------------
+def test_the_tables_give_listeners_with_address_port_uid_inode_and_queue() -> None:
+    assert parse_tcp_table(TABLE) == [Listener("127.0.0.1", 8080, 1000, 4242, 2),
+                                      Listener("0.0.0.0", 22, 0, 17, 0)]  # not the connection
+    assert parse_tcp_table(TABLE6) == [Listener("::", 8080, 65534, 999, 0), Listener("::1", 8081, 0, 998, 0),
+                                       Listener("::ffff:127.0.0.1", 8082, 0, 997, 0)]
+
+
+def test_the_tables_fuzz_never_raise() -> None:
+    rng = random.Random(20261203)
+    lines = (TABLE + TABLE6).splitlines()
+    alphabet = "0123456789ABCDEF:xz -\t\n"
+    for _ in range(3000):
+        text = "\n".join(rng.choice(lines) for _ in range(rng.randint(0, 5)))
+        chars = list(text)
+        for _ in range(rng.randint(0, 8)):
+            if chars:
+                chars[rng.randrange(len(chars))] = rng.choice(alphabet)
+        for found in parse_tcp_table("".join(chars)):
+            assert 0 <= found.port <= 0xFFFF and found.inode >= 0 and found.uid >= 0
+
+
+def test_a_real_listener_is_found_with_our_uid_and_our_socket() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        found = listeners.loopback_listeners(port)
+        assert [(f.address, f.port, f.uid) for f in found] == [("127.0.0.1", port, os.geteuid())]
+        assert found[0].inode in listeners.socket_inodes([os.getpid()])
+        inodes, problem = verify_listener(port, lambda: [os.getpid()])
+        assert problem is None and inodes == {found[0].inode}
+    assert verify_listener(port, lambda: [os.getpid()]) == (None, f"nothing listens on 127.0.0.1:{port}")
+
+
+def test_verify_names_a_foreign_owner_and_trusts_known_sockets_without_a_scan() -> None:
+    own = [Listener("127.0.0.1", 9, 0, 11, 0)]
+    foreign = [Listener("0.0.0.0", 9, 65534, 12, 0)]
+
+    def never() -> list[int]:
+        raise AssertionError("known inodes need no scan")
+
+    assert verify_listener(9, never, frozenset({11}), listeners=lambda _p: own) == (frozenset({11}), None)
+    inodes, problem = verify_listener(9, lambda: [], frozenset({11}), listeners=lambda _p: own + foreign)
+    assert inodes is None and problem is not None and "outside the replica (uid 65534)" in problem
+
+
+# --- the front port ---------------------------------------------------------------------------
+class Backend:
+    """A TCP server that answers each connection's first message and holds the connection open
+    until the client is done."""
+
+    def __init__(self) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.conns: list[socket.socket] = []
+        self.got: list[bytes] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = self.server.accept()
+                with self.lock:
+                    self.conns.append(conn)
+                threading.Thread(target=self._read, args=(conn,), daemon=True).start()
+
+    def _read(self, conn: socket.socket) -> None:
+        with contextlib.suppress(OSError):
+            data = conn.recv(65536)
+            with self.lock:
+                self.got.append(data)
+            conn.sendall(b"echo " + data)
+            while conn.recv(65536):  # held open until the client is done
+                pass
+            conn.close()
+
+    def close(self) -> None:
+        self.server.close()
+        for conn in self.conns:
+            conn.close()
+
+
+@pytest.fixture
+def backend() -> Iterator[Backend]:
+    b = Backend()
+    yield b
+    b.close()
+
+
+def ask(port: int, data: bytes) -> socket.socket:
+    client = socket.create_connection(("127.0.0.1", port), timeout=GUARD)
+    client.sendall(data)
+    return client
+
+
+def closed_on_us(sock: socket.socket) -> bool:
+    """Whether the other side closed the connection (a close with our data unread is a reset)
+    without sending anything; closes ``sock``."""
+    with sock:
+        try:
+            return sock.recv(100) == b""
+        except ConnectionResetError:
+            return True
+
+
+def test_connections_past_the_bound_wait_in_the_accept_queue_until_a_slot_frees(backend: Backend) -> None:
+    front = FrontPort(lambda: [backend.port], max_connections=2).start()
+    try:
+        first, second = ask(front.port, b"one"), ask(front.port, b"two")
+        assert {first.recv(100), second.recv(100)} == {b"echo one", b"echo two"}
+        third = ask(front.port, b"three")
+        # Not accepted by the front port: the kernel holds it in the listener's queue.
+        wait_for(lambda: any(f.queued for f in listeners.loopback_listeners(front.port)),
+                 "the third connection to wait in the front port's accept queue")
+        assert sorted(backend.got) == [b"one", b"two"]
+        first.close()  # its relay ends, and with it the slot it held
+        assert third.recv(100) == b"echo three"
+        for sock in (second, third):
+            sock.close()
+    finally:
+        front.close()
+
+
+def test_a_thread_that_cannot_start_costs_one_connection_and_is_logged(backend: Backend) -> None:
+    logged: list[str] = []
+    failures = [RuntimeError("can't start new thread")]
+
+    def start(thread: threading.Thread) -> None:
+        if failures:
+            raise failures.pop()
+        thread.start()
+
+    front = FrontPort(lambda: [backend.port], max_connections=1, start_thread=start,
+                      log=logged.append).start()
+    try:
+        assert closed_on_us(ask(front.port, b"lost"))  # closed at once, not left hanging
+        # The slot of the lost connection was given back (the bound is 1) and the loop goes on.
+        kept = ask(front.port, b"kept")
+        assert kept.recv(100) == b"echo kept"
+        kept.close()
+        assert logged == [f"front port {front.port}: cannot start a thread for a connection "
+                          "(can't start new thread); closed it"]
+    finally:
+        front.close()
+
+
+def test_nothing_is_relayed_to_an_unverified_or_changing_listener(backend: Backend) -> None:
+    answers: list[object] = []
+    front = FrontPort(lambda: [backend.port], verify=lambda _port: answers.pop(0)).start()
+    try:
+        for answer in ([None], ["a", "b"]):  # refused; changed while connecting
+            answers[:] = answer
+            assert closed_on_us(ask(front.port, b"secret"))
+        answers[:] = ["a", "a"]
+        client = ask(front.port, b"hello")
+        assert client.recv(100) == b"echo hello"
+        client.close()
+        wait_for(lambda: len(backend.got) == 2, "the backend to see both connections end or speak")
+        assert sorted(backend.got) == [b"", b"hello"]  # the changed one was connected to, sent nothing
+    finally:
+        front.close()
+
+
+# --- another user took the port ---------------------------------------------------------------
+SQUATTER = r"""
+import socket, sys
+server = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+print("listening", flush=True)
+while True:
+    conn, _ = server.accept()
+    data = conn.recv(65536)
+    print(repr(data), flush=True)
+    conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok")
+    conn.close()
+"""
+
+
+class Squatter:
+    """A process of user ``nobody`` listening on ``port``, printing what each connection sent."""
+
+    def __init__(self, port: int) -> None:
+        setpriv, python = shutil.which("setpriv"), shutil.which("python3", path="/usr/bin:/bin")
+        if os.geteuid() != 0 or setpriv is None or python is None:
+            pytest.skip("needs root, setpriv and /usr/bin/python3 to run a process as nobody")
+        self.proc = subprocess.Popen(
+            [setpriv, "--reuid=nobody", "--regid=nogroup", "--clear-groups", python, "-c", SQUATTER,
+             str(port)], stdout=subprocess.PIPE, text=True)
+        assert self.proc.stdout is not None
+        assert self.proc.stdout.readline() == "listening\n"
+        self.got: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.got.append(line)
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.wait(30)
+
+
+def free_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as s:
+        return int(s.getsockname()[1])
+
+
+def test_the_router_never_relays_to_a_port_another_user_holds() -> None:
+    """The race the supervisor's readiness check cannot close: the port is a backend (as when a
+    replica died a moment ago) but another user's process listens on it now."""
+    port = free_port()
+    squatter = Squatter(port)
+    logged: list[str] = []
+    front = FrontPort(lambda: [port], log=logged.append,
+                      verify=lambda p: verify_listener(p, lambda: [os.getpid()])[0]).start()
+    try:
+        assert closed_on_us(ask(front.port, f"GET / HTTP/1.0\r\nAuthorization: {SECRET}\r\n\r\n".encode()))
+        with socket.create_connection(("127.0.0.1", port), timeout=GUARD) as direct:  # it does answer
+            direct.sendall(b"direct")
+            assert direct.recv(100).startswith(b"HTTP/1.0 200")
+        wait_for(lambda: squatter.got, "the squatter to print what it got")
+        assert squatter.got == ["b'direct'\n"]
+    finally:
+        front.close()
+        squatter.stop()
+
+
+def test_a_replica_whose_port_another_user_took_is_never_ready_nor_relayed_to(tier: LocalServeTier) -> None:
+    # The replica loads for a while before it binds its port (as a model server does): the
+    # squatter binds it first and answers every probe with 200.
+    body = HTTP_BODY.replace("print(", "import time\nwhile not os.path.exists('go'):\n    time.sleep(0.05)\n"
+                             "print(", 1)
+    svc = tier.apply(tier.make_spec(body, name="squat", readiness="/health"))
+    svcdir = Path(svc.record.jobdir)
+
+    def replica() -> dict[str, object] | None:
+        reps = (ssv.read_json(svcdir / ssv.STATE_FILE) or {}).get("replicas") or []
+        return reps[0] if reps and reps[0].get("pid") else None
+
+    rep = wait_for(replica, "the replica to start")
+    squatter = Squatter(int(str(rep["port"])))
+    try:
+        def refused() -> bool:
+            status = svc.status()
+            assert status.ready == 0, status  # never ready, at any poll
+            pod = status.pods[0] if status.pods else None
+            return pod is not None and "outside the replica (uid 65534)" in (pod.message or "")
+
+        wait_for(refused, "the probe to name the process of another user")
+        assert svc.status().state is not ServiceState.READY
+        front = int(str(svc.url).rsplit(":", 1)[1])
+        assert closed_on_us(ask(front, f"GET / HTTP/1.0\r\nAuthorization: {SECRET}\r\n\r\n".encode()))
+        assert squatter.got and not any("sq-7Hq2SECRET" in line for line in squatter.got)
+    finally:
+        squatter.stop()
+    (svcdir / "go").touch()  # the squatter is gone: the replica binds its port and serves
+    status = svc.wait_ready(GUARD)
+    assert status.state is ServiceState.READY, status
+    with socket.create_connection(("127.0.0.1", int(str(svc.url).rsplit(":", 1)[1])), timeout=GUARD) as c:
+        c.sendall(f"GET / HTTP/1.0\r\nAuthorization: {SECRET}\r\n\r\n".encode())
+        assert status.pods[0].name.encode() in b"".join(iter(lambda: c.recv(65536), b""))

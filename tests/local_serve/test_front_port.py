@@ -305,3 +305,20 @@ def test_a_replica_whose_port_another_user_took_is_never_ready_nor_relayed_to(ti
     with socket.create_connection(("127.0.0.1", int(str(svc.url).rsplit(":", 1)[1])), timeout=GUARD) as c:
         c.sendall(f"GET / HTTP/1.0\r\nAuthorization: {SECRET}\r\n\r\n".encode())
         assert status.pods[0].name.encode() in b"".join(iter(lambda: c.recv(65536), b""))
+
+
+def test_a_service_past_its_connection_bound_queues_then_serves(tier: LocalServeTier,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUPYTER_TIERS_FRONT_MAX_CONNECTIONS", "2")
+    svc = tier.apply(tier.make_spec(HTTP_BODY, name="bounded", readiness="/health"))
+    status = svc.wait_ready(GUARD)
+    assert status.state is ServiceState.READY, status
+    front = int(str(svc.url).rsplit(":", 1)[1])
+    idle = [socket.create_connection(("127.0.0.1", front), timeout=GUARD) for _ in range(2)]  # both slots
+    waiting = ask(front, b"GET / HTTP/1.0\r\n\r\n")
+    wait_for(lambda: any(f.queued for f in listeners.loopback_listeners(front)),
+             "the third connection to wait in the front port's accept queue")
+    idle[0].close()  # a slot frees: the waiting request is relayed and answered
+    with waiting:
+        assert status.pods[0].name.encode() in b"".join(iter(lambda: waiting.recv(65536), b""))
+    idle[1].close()

@@ -143,9 +143,10 @@ class JobView(anywidget.AnyWidget):
                 self.fold_label = failure.label(status.count(RankPhase.STOPPED))
         if failure is not None and failure != self._failure:
             with self._send_lock:
-                self._failure = failure
+                before, self._failure = self._failure, failure
                 text = "".join(t for t, _n in list(self._buffer))
-                if fold_text(text, failure).lines:  # lines sent before to fold now: send again
+                # Lines sent before to fold now (or folded for another rank): send them again.
+                if before is not None or fold_text(text, failure).lines:
                     self.send(text_message(text, reset=True, failure=failure))
 
     def _send_all(self) -> None:

@@ -322,3 +322,29 @@ def test_a_service_past_its_connection_bound_queues_then_serves(tier: LocalServe
     with waiting:
         assert status.pods[0].name.encode() in b"".join(iter(lambda: waiting.recv(65536), b""))
     idle[1].close()
+
+
+def test_a_port_forward_relays_only_to_its_supervisors_front_port(tier: LocalServeTier) -> None:
+    """The supervisor is gone (killed) and another user took its front port: the port-forward
+    relay, still listening in this process, sends it nothing."""
+    svc = tier.apply(tier.make_spec(HTTP_BODY, name="fwdsquat", readiness="/"))
+    status = svc.wait_ready(GUARD)
+    assert status.state is ServiceState.READY, status
+    relay = int(svc.port_forward(free_port()).rsplit(":", 1)[1])
+    request = f"GET / HTTP/1.0\r\nAuthorization: {SECRET}\r\n\r\n".encode()
+    with ask(relay, request) as c:  # relayed while the front port is the supervisor's
+        assert status.pods[0].name.encode() in b"".join(iter(lambda: c.recv(65536), b""))
+    svcdir = Path(svc.record.jobdir)
+    front = int(str(svc.url).rsplit(":", 1)[1])
+    os.kill(int((ssv.read_json(svcdir / ssv.STATE_FILE) or {})["pid"]), 9)
+    wait_for(lambda: not listeners.loopback_listeners(front), "the dead supervisor's front port to close")
+    squatter = Squatter(front)
+    try:
+        assert closed_on_us(ask(relay, request))
+        with socket.create_connection(("127.0.0.1", front), timeout=GUARD) as direct:
+            direct.sendall(b"direct")
+            assert direct.recv(100).startswith(b"HTTP/1.0 200")
+        wait_for(lambda: squatter.got, "the squatter to print what it got")
+        assert squatter.got == ["b'direct'\n"]
+    finally:
+        squatter.stop()

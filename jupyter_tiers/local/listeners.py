@@ -1,5 +1,6 @@
-"""Who listens on a loopback port: the kernel's socket tables (``/proc/net/tcp``, ``tcp6``) read
-by a pure parser, and a listener's socket matched to the open files of a process tree.
+"""Who listens on a loopback port: the kernel's listening sockets (from sock_diag netlink, or the
+``/proc/net/tcp{,6}`` tables), each read by a pure parser, and a listener's socket matched to the
+open files of a process tree.
 
 A local service's replica is told a free port; any local user can read that port (``/proc``)
 and bind it first. So the serving supervisor and its front port (router.py) use
@@ -66,18 +67,87 @@ def parse_tcp_table(text: str) -> list[Listener]:
     return found
 
 
-def loopback_listeners(port: int, tables: Iterable[str] = TCP_TABLES) -> list[Listener]:
-    """Every listening socket that would accept a connection to ``127.0.0.1:port``."""
+NETLINK_SOCK_DIAG = 4
+SOCK_DIAG_BY_FAMILY = 20
+NLMSG_ERROR, NLMSG_DONE = 2, 3
+NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+TCP_LISTEN = 10
+_NLMSG = struct.Struct("=IHHII")  # nlmsghdr: length, type, flags, sequence, port id
+_DIAG_REQ = struct.Struct("=BBBBI48x")  # inet_diag_req_v2: family, protocol, ext, pad, states; the sockid
+# inet_diag_msg: family, state, timer, retrans, sockid (ports, addresses, if, cookie), expires,
+# rqueue (a listener's accept queue), wqueue, uid, inode
+_DIAG_MSG = struct.Struct("=BBBB2s2s16s16s4x8xIIIII")
+
+
+def diag_request(family: int, seq: int = 1) -> bytes:
+    """A sock_diag dump request for the listening TCP sockets of ``family`` (AF_INET/AF_INET6)."""
+    body = _DIAG_REQ.pack(family, socket.IPPROTO_TCP, 0, 0, 1 << TCP_LISTEN)
+    head = _NLMSG.pack(_NLMSG.size + len(body), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, seq, 0)
+    return head + body
+
+
+def parse_diag_reply(data: bytes) -> tuple[list[Listener], bool]:
+    """The listening sockets in a chunk of a sock_diag dump's reply (pure), and whether the dump
+    is done (its NLMSG_DONE seen). A message too short for what it says it is ends the chunk;
+    an error message raises OSError."""
+    found: list[Listener] = []
+    pos = 0
+    while pos + _NLMSG.size <= len(data):
+        length, kind, _flags, _seq, _pid = _NLMSG.unpack_from(data, pos)
+        if length < _NLMSG.size or pos + length > len(data):
+            break
+        if kind == NLMSG_DONE:
+            return found, True
+        if kind == NLMSG_ERROR:
+            errno = -int.from_bytes(data[pos + 16:pos + 20], "little", signed=True) if length >= 20 else 0
+            raise OSError(errno, "sock_diag dump refused")
+        if kind == SOCK_DIAG_BY_FAMILY and length >= _NLMSG.size + _DIAG_MSG.size:
+            family, state, _t, _r, sport, _dport, src, _dst, _exp, queued, _backlog, uid, inode = \
+                _DIAG_MSG.unpack_from(data, pos + _NLMSG.size)
+            if state == TCP_LISTEN and family in (socket.AF_INET, socket.AF_INET6):
+                addr = socket.inet_ntop(family, src[:4] if family == socket.AF_INET else src)
+                found.append(Listener(addr, int.from_bytes(sport, "big"), uid, inode, queued))
+        pos += (length + 3) & ~3  # messages are 4-byte aligned
+    return found, False
+
+
+def _diag_listeners() -> list[Listener]:
+    """Every listening TCP socket, from the kernel's sock_diag: asked for listeners only, it
+    walks only the listening sockets (reading /proc/net/tcp walks every connection: tens of ms
+    on a busy machine)."""
+    found: list[Listener] = []
+    with socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM | socket.SOCK_CLOEXEC, NETLINK_SOCK_DIAG) as nl:
+        nl.settimeout(5.0)
+        for seq, family in enumerate((socket.AF_INET, socket.AF_INET6), 1):
+            nl.sendall(diag_request(family, seq))
+            while True:
+                part, done = parse_diag_reply(nl.recv(1 << 16))
+                found += part
+                if done:
+                    break
+    return found
+
+
+def _table_listeners(tables: Iterable[str]) -> list[Listener]:
     found: list[Listener] = []
     for path in tables:
         try:
             with open(path, encoding="ascii", errors="replace") as f:
-                text = f.read()
+                found += parse_tcp_table(f.read())
         except FileNotFoundError:  # no IPv6 on this machine
             continue
-        found += [entry for entry in parse_tcp_table(text)
-                  if entry.port == port and entry.address in LOOPBACK_ACCEPTING]
     return found
+
+
+def loopback_listeners(port: int, tables: Iterable[str] | None = None) -> list[Listener]:
+    """Every listening socket that would accept a connection to ``127.0.0.1:port``: from
+    sock_diag, or from the ``tables`` (``/proc/net/tcp{,6}``) where netlink is not there or
+    when they are given."""
+    try:
+        every = _table_listeners(tables) if tables is not None else _diag_listeners()
+    except OSError:
+        every = _table_listeners(TCP_TABLES)
+    return [entry for entry in every if entry.port == port and entry.address in LOOPBACK_ACCEPTING]
 
 
 def socket_inodes(pids: Iterable[int]) -> set[int]:

@@ -1,7 +1,8 @@
-"""The front port (router.py) and who may receive its traffic (listeners.py): the kernel's socket
-tables parsed, a bound on concurrent connections, a thread that cannot start, and a process of
-another user (``nobody``, started with setpriv; the tests run as root) that took a replica's
-port first. Real sockets and processes throughout; waits are bounded only against hanging."""
+"""The front port (router.py) and who may receive its traffic (listeners.py): the kernel's
+listening sockets read (sock_diag, /proc/net/tcp{,6}), a bound on concurrent connections, a
+thread that cannot start, and a process of another user (``nobody``, started with setpriv; the
+tests run as root) that took a replica's port first. Real sockets and processes throughout;
+waits are bounded only against hanging."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import os
 import random
 import shutil
 import socket
+import struct
 import subprocess
 import threading
 from collections.abc import Iterator
@@ -64,6 +66,56 @@ def test_the_tables_fuzz_never_raise() -> None:
                 chars[rng.randrange(len(chars))] = rng.choice(alphabet)
         for found in parse_tcp_table("".join(chars)):
             assert 0 <= found.port <= 0xFFFF and found.inode >= 0 and found.uid >= 0
+
+
+def _diag_msg(family: int, state: int, port: int, addr: str, uid: int, inode: int, queued: int = 0) -> bytes:
+    raw = socket.inet_pton(family, addr)
+    body = struct.pack("=BBBB2s2s16s16s4x8xIIIII", family, state, 0, 0, port.to_bytes(2, "big"), b"\0\0",
+                       raw.ljust(16, b"\0"), b"\0" * 16, 0, queued, 128, uid, inode)
+    return struct.pack("=IHHII", 16 + len(body), listeners.SOCK_DIAG_BY_FAMILY, 2, 1, 0) + body
+
+
+DONE = struct.pack("=IHHII", 20, listeners.NLMSG_DONE, 2, 1, 0) + b"\0" * 4
+
+
+def test_the_sock_diag_reply_gives_the_listeners_and_says_when_it_is_done() -> None:
+    reply = (_diag_msg(socket.AF_INET, 10, 8080, "127.0.0.1", 1000, 4242, 2)
+             + _diag_msg(socket.AF_INET6, 10, 8081, "::", 65534, 999)
+             + _diag_msg(socket.AF_INET, 1, 8082, "127.0.0.1", 0, 5))  # not listening
+    assert listeners.parse_diag_reply(reply) == ([Listener("127.0.0.1", 8080, 1000, 4242, 2),
+                                                  Listener("::", 8081, 65534, 999, 0)], False)
+    assert listeners.parse_diag_reply(reply + DONE)[1] is True
+    request = listeners.diag_request(socket.AF_INET6, 7)
+    assert len(request) == 16 + 56 and struct.unpack_from("=IHHII", request) == (72, 20, 0x301, 7, 0)
+    error = struct.pack("=IHHIIi", 20, listeners.NLMSG_ERROR, 0, 1, 0, -13)
+    with pytest.raises(OSError, match="sock_diag"):
+        listeners.parse_diag_reply(error)
+
+
+def test_the_sock_diag_reply_fuzz_never_raises_but_oserror() -> None:
+    rng = random.Random(20261204)
+    parts = [_diag_msg(socket.AF_INET, 10, 80, "127.0.0.1", 0, 1),
+             _diag_msg(socket.AF_INET6, 10, 81, "::1", 0, 2), DONE,
+             struct.pack("=IHHIIi", 20, listeners.NLMSG_ERROR, 0, 1, 0, -1)]
+    for _ in range(3000):
+        data = bytearray(b"".join(rng.choice(parts) for _ in range(rng.randint(0, 4))))
+        for _ in range(rng.randint(0, 6)):
+            if data:
+                data[rng.randrange(len(data))] = rng.randrange(256)
+        if data and rng.random() < 0.3:
+            del data[rng.randrange(len(data)):]
+        try:
+            found, _done = listeners.parse_diag_reply(bytes(data))
+        except OSError:
+            continue
+        assert all(0 <= f.port <= 0xFFFF and f.inode >= 0 for f in found)
+
+
+def test_sock_diag_and_the_proc_tables_agree() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        assert listeners.loopback_listeners(port) == listeners.loopback_listeners(port, listeners.TCP_TABLES)
+        assert len(listeners.loopback_listeners(port)) == 1
 
 
 def test_a_real_listener_is_found_with_our_uid_and_our_socket() -> None:

@@ -11,7 +11,8 @@ accepting until one ends, so new connections wait in the kernel's accept queue: 
 plain TCP (HTTP, gRPC, websockets, anything), so it cannot answer a protocol's "busy" (an HTTP
 503 would corrupt every other protocol), and a waiting client is served as soon as a slot frees.
 A thread that cannot be started (the process is out of threads or memory) costs that one
-connection, which is closed and logged; the front port goes on accepting.
+connection, which is closed and logged (a repeating failure once a minute, with a count); the
+front port goes on accepting.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import contextlib
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
@@ -29,6 +31,7 @@ HOST = "127.0.0.1"
 CONNECT_TIMEOUT = 5.0
 MAX_CONNECTIONS = 256
 ACCEPT_PAUSE_S = 0.05  # after an accept or thread start failed: not a busy loop (EMFILE)
+LOG_EVERY_S = 60.0  # a failure that repeats is logged once a minute, with how many were not
 
 
 def _pump(src: socket.socket, dst: socket.socket) -> None:
@@ -96,6 +99,9 @@ class FrontPort:
         self.port: int = self._server.getsockname()[1]
         self._closed = threading.Event()
         self._thread = threading.Thread(target=self._accept, name=f"jt-front-{self.port}", daemon=True)
+        self._complained = float("-inf")
+        self._quiet = 0
+        self._complain_lock = threading.Lock()
 
     @classmethod
     def round_robin(cls, balancer: RoundRobin, port: int = 0, *, fallback: bool = False,
@@ -110,6 +116,17 @@ class FrontPort:
         self._thread.start()
         return self
 
+    def _complain(self, message: str) -> None:
+        with self._complain_lock:
+            now = time.monotonic()
+            if now - self._complained < LOG_EVERY_S:
+                self._quiet += 1
+                return
+            if self._quiet:
+                message += f" (and {self._quiet} more failures since the last such line)"
+            self._complained, self._quiet = now, 0
+        self._log(message)
+
     def _accept(self) -> None:
         while not self._closed.is_set():
             # A slot first: past the bound, connections wait in the kernel's accept queue.
@@ -121,15 +138,15 @@ class FrontPort:
                 self._slots.release()
                 if self._closed.is_set():
                     return
-                self._log(f"front port {self.port}: accept failed: {exc}")
+                self._complain(f"front port {self.port}: accept failed: {exc}")
                 self._closed.wait(ACCEPT_PAUSE_S)
                 continue
             try:
                 self._start_thread(threading.Thread(target=self._serve, args=(conn,), daemon=True,
                                                     name=f"jt-front-{self.port}-conn"))
             except Exception as exc:  # RuntimeError: can't start new thread
-                self._log(f"front port {self.port}: cannot start a thread for a connection ({exc}); "
-                          "closed it")
+                self._complain(f"front port {self.port}: cannot start a thread for a connection ({exc}); "
+                               "closed it")
                 with contextlib.suppress(OSError):
                     conn.close()
                 self._slots.release()
@@ -139,7 +156,7 @@ class FrontPort:
         try:
             self._relay_to_backend(conn)
         except Exception as exc:  # a failed relay thread start: that connection only
-            self._log(f"front port {self.port}: connection dropped: {exc}")
+            self._complain(f"front port {self.port}: connection dropped: {exc}")
         finally:
             with contextlib.suppress(OSError):
                 conn.close()

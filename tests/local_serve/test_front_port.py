@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.local import listeners
+from jupyter_tiers.local import listeners, router
 from jupyter_tiers.local import serve_supervisor as ssv
 from jupyter_tiers.local.listeners import Listener, parse_tcp_table, verify_listener
 from jupyter_tiers.local.router import FrontPort
@@ -219,7 +219,8 @@ def test_connections_past_the_bound_wait_in_the_accept_queue_until_a_slot_frees(
         front.close()
 
 
-def test_a_thread_that_cannot_start_costs_one_connection_and_is_logged(backend: Backend) -> None:
+def test_a_thread_that_cannot_start_costs_one_connection_and_is_logged(
+        backend: Backend, monkeypatch: pytest.MonkeyPatch) -> None:
     logged: list[str] = []
     failures = [RuntimeError("can't start new thread")]
 
@@ -230,14 +231,23 @@ def test_a_thread_that_cannot_start_costs_one_connection_and_is_logged(backend: 
 
     front = FrontPort(lambda: [backend.port], max_connections=1, start_thread=start,
                       log=logged.append).start()
+    said = (f"front port {front.port}: cannot start a thread for a connection (can't start new thread); "
+            "closed it")
     try:
         assert closed_on_us(ask(front.port, b"lost"))  # closed at once, not left hanging
         # The slot of the lost connection was given back (the bound is 1) and the loop goes on.
         kept = ask(front.port, b"kept")
         assert kept.recv(100) == b"echo kept"
         kept.close()
-        assert logged == [f"front port {front.port}: cannot start a thread for a connection "
-                          "(can't start new thread); closed it"]
+        assert logged == [said]
+        # Failing again and again: one line a minute, saying how many it did not log.
+        failures[:] = [RuntimeError("can't start new thread")] * 3
+        for _ in range(2):
+            assert closed_on_us(ask(front.port, b"lost"))
+        assert logged == [said]
+        monkeypatch.setattr(router, "LOG_EVERY_S", 0.0)
+        assert closed_on_us(ask(front.port, b"lost"))
+        assert logged == [said, said + " (and 2 more failures since the last such line)"]
     finally:
         front.close()
 

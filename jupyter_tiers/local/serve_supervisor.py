@@ -378,18 +378,23 @@ class ServeSupervisor:
                 self.replicas.remove(replica)
 
     @staticmethod
-    def _group_members(group: int) -> list[int]:
-        """The processes below the supervisor (a subreaper: the replicas' orphans are ours) in
-        process group ``group`` (a replica's: its main process leads it)."""
+    def _below() -> list[tuple[int, bytes, bytes]]:
+        """(pid, parent, process group) of every process below the supervisor (a subreaper: the
+        replicas' orphans are ours)."""
         found = []
         for pid in processes.descendants(os.getpid()):
             try:
                 fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1].split()
             except OSError:
                 continue
-            if len(fields) > 2 and fields[2] == str(group).encode():
-                found.append(pid)
+            if len(fields) > 2:
+                found.append((pid, fields[1], fields[2]))
         return found
+
+    def _group_members(self, group: int) -> list[int]:
+        """The processes below the supervisor in process group ``group`` (a replica's: its main
+        process leads it)."""
+        return [pid for pid, _parent, pgrp in self._below() if pgrp == str(group).encode()]
 
     def _kill_leftovers(self, group: int) -> None:
         """SIGKILL what is left of a replica whose main process ended (its process group), as a
@@ -399,11 +404,21 @@ class ServeSupervisor:
                 os.kill(pid, signal.SIGKILL)
 
     def _replica_tree(self, replica: Replica) -> set[int]:
-        """The replica's processes: its main process, what runs below it, and its process group."""
+        """The replica's processes: its main process, what runs below it, its process group, and
+        the orphans the supervisor adopted (a server that daemonized: setsid and its parent gone)
+        with what runs below them. All are this service's own processes."""
         proc = replica.proc
         if proc is None or proc.returncode is not None:
             return set()
-        return {proc.pid, *processes.descendants(proc.pid), *self._group_members(proc.pid)}
+        me, group = str(os.getpid()).encode(), str(proc.pid).encode()
+        mains = {r.proc.pid for r in list(self.replicas) if r.proc is not None}
+        below = self._below()
+        tree = {proc.pid, *processes.descendants(proc.pid)}
+        tree |= {pid for pid, _parent, pgrp in below if pgrp == group}
+        for pid, parent, _pgrp in below:
+            if parent == me and pid not in mains:
+                tree |= {pid, *processes.descendants(pid)}
+        return tree
 
     def _verify(self, replica: Replica) -> tuple[frozenset[int] | None, str | None]:
         """Whether the sockets listening on the replica's port are its own (listeners.py)."""

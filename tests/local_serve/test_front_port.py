@@ -287,6 +287,7 @@ class Squatter:
     """A process of user ``nobody`` listening on ``port``, printing what each connection sent."""
 
     def __init__(self, port: int) -> None:
+        self.port = port
         setpriv, python = shutil.which("setpriv"), shutil.which("python3", path="/usr/bin:/bin")
         if os.geteuid() != 0 or setpriv is None or python is None:
             pytest.skip("needs root, setpriv and /usr/bin/python3 to run a process as nobody")
@@ -302,6 +303,14 @@ class Squatter:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.got.append(line)
+
+    def saw_only_a_direct_connection(self) -> None:
+        """Connect to it directly (it answers), then check that this was all it ever got."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=GUARD) as direct:
+            direct.sendall(b"direct")
+            assert direct.recv(100).startswith(b"HTTP/1.0 200")
+        wait_for(lambda: self.got, "the squatter to print what it got")
+        assert self.got == ["b'direct'\n"]
 
     def stop(self) -> None:
         self.proc.kill()
@@ -323,11 +332,7 @@ def test_the_router_never_relays_to_a_port_another_user_holds() -> None:
                       verify=lambda p: verify_listener(p, lambda: [os.getpid()])[0]).start()
     try:
         assert closed_on_us(ask(front.port, f"GET / HTTP/1.0\r\nAuthorization: {SECRET}\r\n\r\n".encode()))
-        with socket.create_connection(("127.0.0.1", port), timeout=GUARD) as direct:  # it does answer
-            direct.sendall(b"direct")
-            assert direct.recv(100).startswith(b"HTTP/1.0 200")
-        wait_for(lambda: squatter.got, "the squatter to print what it got")
-        assert squatter.got == ["b'direct'\n"]
+        squatter.saw_only_a_direct_connection()
     finally:
         front.close()
         squatter.stop()
@@ -403,10 +408,20 @@ def test_a_port_forward_relays_only_to_its_supervisors_front_port(tier: LocalSer
     squatter = Squatter(front)
     try:
         assert closed_on_us(ask(relay, request))
-        with socket.create_connection(("127.0.0.1", front), timeout=GUARD) as direct:
-            direct.sendall(b"direct")
-            assert direct.recv(100).startswith(b"HTTP/1.0 200")
-        wait_for(lambda: squatter.got, "the squatter to print what it got")
-        assert squatter.got == ["b'direct'\n"]
+        squatter.saw_only_a_direct_connection()
     finally:
         squatter.stop()
+
+
+def test_a_server_that_daemonized_is_still_the_replicas_own(tier: LocalServeTier) -> None:
+    """The body starts its server in a new session and its parent exits (a daemon): the
+    supervisor adopted it, so its socket counts as the replica's."""
+    body = ("import os, subprocess, sys, time\n"
+            f"open('server.py', 'w').write({HTTP_BODY!r})\n"
+            "subprocess.run(['setsid', '-f', sys.executable, 'server.py'], check=True)\n"
+            "time.sleep(3600)\n")
+    svc = tier.apply(tier.make_spec(body, name="daemon", readiness="/health"))
+    status = svc.wait_ready(GUARD)
+    assert status.state is ServiceState.READY, status
+    with ask(int(str(svc.url).rsplit(":", 1)[1]), b"GET / HTTP/1.0\r\n\r\n") as c:
+        assert status.pods[0].name.encode() in b"".join(iter(lambda: c.recv(65536), b""))

@@ -125,7 +125,8 @@ class FrontPort:
             if self._quiet:
                 message += f" (and {self._quiet} more failures since the last such line)"
             self._complained, self._quiet = now, 0
-        self._log(message)
+        with contextlib.suppress(Exception):  # a full disk must not end the accept loop either
+            self._log(message)
 
     def _accept(self) -> None:
         while not self._closed.is_set():

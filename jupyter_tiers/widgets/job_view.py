@@ -144,15 +144,16 @@ class JobView(anywidget.AnyWidget):
         if failure is not None and failure != self._failure:
             with self._send_lock:
                 before, self._failure = self._failure, failure
-                text = "".join(t for t, _n in list(self._buffer))
                 # Lines sent before to fold now (or folded for another rank): send them again.
-                if before is not None or fold_text(text, failure).lines:
-                    self.send(text_message(text, reset=True, failure=failure))
+                if before is not None or fold_text(self._kept_text(), failure).lines:
+                    self._send_all()
+
+    def _kept_text(self) -> str:
+        return "".join(t for t, _n in list(self._buffer))
 
     def _send_all(self) -> None:
         """Send every kept line again as a reset (a reloaded page; a first failure to fold)."""
-        text = "".join(t for t, _n in list(self._buffer))
-        self.send(text_message(text, reset=True, failure=self._failure))
+        self.send(text_message(self._kept_text(), reset=True, failure=self._failure))
 
     def _send_lines(self, parts: list[LogBatch], skipped: int) -> None:
         with self._send_lock:

@@ -169,6 +169,11 @@ def socket_inodes(pids: Iterable[int]) -> set[int]:
     return inodes
 
 
+def nothing_listens(port: int) -> str:
+    """:func:`verify_listener`'s answer when no socket listens on the port."""
+    return f"nothing listens on 127.0.0.1:{port}"
+
+
 def verify_listener(port: int, tree: Callable[[], Iterable[int]], known: frozenset[int] = frozenset(),
                     *, listeners: Callable[[int], list[Listener]] = loopback_listeners,
                     ) -> tuple[frozenset[int] | None, str | None]:
@@ -181,7 +186,7 @@ def verify_listener(port: int, tree: Callable[[], Iterable[int]], known: frozens
     """
     found = listeners(port)
     if not found:
-        return None, f"nothing listens on 127.0.0.1:{port}"
+        return None, nothing_listens(port)
     inodes = frozenset(entry.inode for entry in found)
     if inodes <= known:
         return inodes, None

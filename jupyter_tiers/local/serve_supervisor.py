@@ -478,9 +478,13 @@ class ServeSupervisor:
 
     def _probe_one(self, replica: Replica, incarnation: int, path: str | None) -> None:
         try:
-            problem = probe(replica.port, path)
-            if problem is None:  # it answered: but was it the replica?
-                problem = self._verify(replica)[1]
+            # Not even a probe for a socket of another process; a port still closed is the
+            # probe's to report (the kubelet's words).
+            inodes, problem = self._verify(replica)
+            if inodes is not None or problem == listeners.nothing_listens(replica.port):
+                problem = probe(replica.port, path)
+                if problem is None:  # it answered: but was it the replica, still?
+                    problem = self._verify(replica)[1]
         except Exception as exc:  # a probe never takes the supervisor down
             problem = f"probe error: {exc!r}"
         replica.probed = (incarnation, problem)

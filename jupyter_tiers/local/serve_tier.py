@@ -39,7 +39,7 @@ from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from ..options import SERVE_OPTIONS, profile_keys
 from ..registry import JobRecord, Registry
 from ..tier import ServeTier
-from . import jobstate, processes
+from . import jobstate, listeners, processes
 from . import serve_supervisor as ssv
 from .router import FrontPort
 from .serve_status import service_status
@@ -497,8 +497,18 @@ class LocalServeTier(ServeTier):
         front_port = int(front.rsplit(":", 1)[1])
         if local_port in (0, front_port):
             return front
+        state = ssv.read_json(Path(record.jobdir) / ssv.STATE_FILE) or {}
+        pid, start = state.get("pid"), state.get("pid_start")
+
+        def supervisor() -> list[int]:
+            alive = isinstance(pid, int) and processes.process_alive(pid, start)
+            return [pid] if alive and isinstance(pid, int) else []
+
+        def verify(port: int) -> frozenset[int] | None:  # the front port is still the supervisor's
+            return listeners.verify_listener(port, supervisor)[0]
+
         try:
-            forward = FrontPort(lambda: [front_port], local_port).start()
+            forward = FrontPort(lambda: [front_port], local_port, verify=verify).start()
         except OSError as exc:
             raise TiersError(f"cannot listen on 127.0.0.1:{local_port}: {exc.strerror or exc}") from None
         self._forwards.append(forward)

@@ -202,9 +202,10 @@ function render({ model, el }) {
     return filter < 0 || row[0] === filter;
   }
 
-  // Rows are [rank, text, isError] (rank null for the batch script's own lines).
+  // Rows are [rank, text, isError, folded, mark] (rank null for the batch script's own lines;
+  // folded: one of the fail-stop's kill lines, mark: the failing rank's traceback starts).
   const logPane = jtLogPane({ model, logBox, followBtn, errorBtn, lineNode, visible,
-                              filtered: () => filter >= 0 });
+                              filtered: () => filter >= 0, foldLabel: () => model.get("fold_label") });
 
   function setFilter(rank) {
     filter = rank;
@@ -218,20 +219,24 @@ function render({ model, el }) {
   // of the lines the kernel flagged as errors; rows are built here, not one object per line in
   // the kernel. Same split as the kernel's split_log_line.
   const RANK_RE = /^(\d{1,7}): ?([\s\S]*)$/;
-  function rowsFromText(text, errors) {
+  function rowsFromText(text, errors, fold, marks) {
     const parts = text.split("\n");
     if (parts.length && parts[parts.length - 1] === "") parts.pop();
     const err = new Set(errors || []);
+    const folded = new Set(fold || []);
+    const marked = new Set(marks || []);
     return parts.map((raw, i) => {
       const line = raw.replace(/\r+$/, "");
       const m = RANK_RE.exec(line);
-      return m ? [Number(m[1]), m[2], err.has(i)] : [null, line, err.has(i)];
+      const row = m ? [Number(m[1]), m[2], err.has(i)] : [null, line, err.has(i)];
+      if (folded.has(i) || marked.has(i)) row.push(folded.has(i), marked.has(i));
+      return row;
     });
   }
 
   model.on("msg:custom", (msg) => {
     if (!msg || msg.kind !== "lines") return;
-    if (typeof msg.text === "string") msg.lines = rowsFromText(msg.text, msg.errors);
+    if (typeof msg.text === "string") msg.lines = rowsFromText(msg.text, msg.errors, msg.fold, msg.marks);
     skipped += msg.skipped || 0;
     skippedNote.textContent = skipped
       ? `${skipped} lines were not sent to the browser (too fast); %tiers logs ${model.get("job_id")} has them all`
@@ -284,6 +289,7 @@ function render({ model, el }) {
   model.on("change:world_size", refreshRankSelect);
   model.on("change:script", refreshScript);
   model.on("change:log_skipped_bytes", refreshEarlier);
+  model.on("change:fold_label", () => logPane.redraw());
   for (const name of ["metrics", "metrics_rank", "metrics_note"]) model.on(`change:${name}`, refreshCharts);
 
   refreshHeader();

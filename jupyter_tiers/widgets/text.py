@@ -136,7 +136,7 @@ class TextView:
             if self.final_status is not None:
                 self._print_lines(self.fold.status(self.final_status))
             self._print_lines(self.fold.end())
-        folded = self.fold.summary(self.job.id)
+        folded = self.fold.summary(self.job.record.job_id)
         if folded:
             self._print(folded)
         if self.final_status is not None:

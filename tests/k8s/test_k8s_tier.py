@@ -281,6 +281,13 @@ def test_reason_crashloop_exit_1_with_last_line(tier: K8sTier) -> None:
     assert pod.exit_code == 1
     line = check_reason_everywhere(tier, service, status, "CrashLoopBackOff")
     assert "last line: ModuleNotFoundError: No module named 'no_such_module_here'" in line, line
+    # The emulator shows `terminated: Error` for most of each back-off, as a real kubelet does:
+    # the summary, the pod row and the widget still say CrashLoopBackOff with the restarts.
+    restarts = f"{pod.restarts} restart{'s' if pod.restarts != 1 else ''}"
+    assert f"pod {pod.name} CrashLoopBackOff (exit 1, {restarts})" in line, line
+    if serve_state is not None:
+        problems = [row[6] for row in serve_state.status_traits(status, 0.0)["pods"]]
+        assert f"CrashLoopBackOff (exit 1, {restarts})" in problems, problems
     later = settle(tier, service, lambda s: max((p.restarts for p in s.pods), default=0) > pod.restarts,
                    "restarts growing")
     assert max(p.restarts for p in later.pods) > pod.restarts

@@ -69,6 +69,9 @@ Obj = dict[str, Any]
 DEFAULT_IMAGES = frozenset({"python:3.11-slim", "jupyter-tiers/test:latest"})
 MAX_BACKOFF = 300.0
 _TICK = 0.1
+# How long before a back-off ends its container shows `waiting: CrashLoopBackOff` (at most a
+# quarter of the back-off); before that it stays `terminated` (the real kubelet's next sync).
+CRASHLOOP_SHOWN_S = 1.0
 _SCHED_RETRY = 1.0
 _NS_PER_S = 1_000_000_000
 _DEADLINE = "context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
@@ -997,7 +1000,9 @@ class _PodWorker(threading.Thread):
                         cst.backoff = self.k.backoff_base
                     else:
                         cst.next_attempt = (cur.finished_at or now) + cst.backoff
-                        cst.crashloop_shown_at = (cur.finished_at or now) + min(1.0, cst.backoff / 4)
+                        # As a real kubelet (05b): `terminated: Error` for most of the back-off,
+                        # `waiting: CrashLoopBackOff` only from the sync shortly before the restart.
+                        cst.crashloop_shown_at = cst.next_attempt - min(CRASHLOOP_SHOWN_S, cst.backoff / 4)
                         cst.waiting_message = (
                             f"back-off {go_duration(cst.backoff)} restarting failed "
                             f"container={cst.name} pod={self.name}_{self.ns}({self.uid})"

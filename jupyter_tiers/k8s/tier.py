@@ -72,28 +72,52 @@ class K8sTier(ServeTier):
         return render_yaml(self._manifests(spec, "blue" if spec.strategy == "bluegreen" else None))
 
     # --- apply ---------------------------------------------------------------------------
-    def _apply_object(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Server-side apply of one object under our field manager (force: the cell wins)."""
+    def _apply_object(self, obj: dict[str, Any], *, dry_run: bool = False) -> Any:
+        """Server-side apply of one object under our field manager (force: the cell wins); with
+        ``dry_run``, the API server's own dry run (``dryRun=All``): checked, stored nowhere.
+        Returns the raw response (``.status`` 201 created, 200 updated; ``.data`` the object)."""
         kind, name, ns = obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"]
         fn = _patch_fn(self.client, kind)
-        resp = self.client.call(
+        extra = {"dry_run": "All"} if dry_run else {}
+        return self.client.call(
             fn, name, ns, obj, field_manager=FIELD_MANAGER, force=True,
             _content_type=APPLY_CONTENT_TYPE, _preload_content=False,
-            verb="apply", resource=_resource(kind), namespace=ns)
-        return dict(json.loads(resp.data))
+            verb="apply", resource=_resource(kind), namespace=ns, **extra)
+
+    def dry_run_server(self, spec: ServeSpec) -> str:
+        """``--dry-run=server``: every object goes to the API server's dry run (schema
+        validation, admission, defaulting) and nothing is created or changed. Returns one line
+        per object, as kubectl prints them, then a closing line (never an object's content: the
+        server answers a Secret with its values); a refusal raises the usual one-line ApiError."""
+        color, _ = self._color_for(spec)
+        objects = self._manifests(spec, color)
+        lines = []
+        for obj in objects:
+            resp = self._apply_object(obj, dry_run=True)
+            verb = "created" if getattr(resp, "status", 200) == 201 else "configured"
+            lines.append(f"{_resource(obj['kind'])}/{obj['metadata']['name']} {verb} (server dry run)")
+        lines.append(f"the API server accepted all {len(objects)} objects in namespace {self.namespace}; "
+                     "nothing was created or changed (--dry-run=server)")
+        return "\n".join(lines) + "\n"
+
+    def _color_for(self, spec: ServeSpec) -> tuple[str | None, bool]:
+        """Blue-green: (the color to apply, whether the Service switches to it once ready)."""
+        if spec.strategy != "bluegreen":
+            return None, False
+        existing = self.registry.find_by_name(self.name, spec.name)
+        live = self._live_color(spec.name)
+        color = "blue" if live is None else ("green" if live == "blue" else "blue")
+        unchanged = existing is not None and existing.spec.get("applied_spec") == _spec_for_record(spec)
+        if live is not None and unchanged:
+            color = live  # unchanged cell: nothing to switch
+        return color, live is not None and color != live
 
     def apply(self, spec: ServeSpec) -> Service:
         """Create or update the service; returns its handle at once (the rollout goes on)."""
         existing = self.registry.find_by_name(self.name, spec.name)
         stored = _spec_for_record(spec)
-        color = None
-        switching = False  # blue-green: the Service moves to the new colour once it is ready
-        if spec.strategy == "bluegreen":
-            live = self._live_color(spec.name)
-            color = "blue" if live is None else ("green" if live == "blue" else "blue")
-            if live is not None and existing is not None and existing.spec.get("applied_spec") == stored:
-                color = live  # unchanged cell: nothing to switch
-            switching = live is not None and color != live
+        # blue-green: the Service moves to the new colour once it is ready (switching)
+        color, switching = self._color_for(spec)
         objects = self._manifests(spec, color)
         by_kind = {o["kind"]: o for o in objects}
         for obj in objects:

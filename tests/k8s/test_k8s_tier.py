@@ -86,7 +86,7 @@ def test_apply_creates_objects_and_keeps_env_values_out_of_everything(
     rendered = tier.render(spec)
     assert SECRET_VALUE not in rendered
     assert base64.b64encode(SECRET_VALUE.encode()).decode() not in rendered
-    assert "<redacted>" in rendered
+    assert "# Secret web-env" in rendered and "# Keys: API_TOKEN." in rendered
 
     service = tier.apply(spec)
     assert [o["metadata"]["name"] for o in objects(emulator, "configmaps", ns, "web")] == ["web-code"]
@@ -107,6 +107,13 @@ def test_apply_creates_objects_and_keeps_env_values_out_of_everything(
     status = wait_ready(service)
     assert (status.ready, status.desired, status.available) == (2, 2, 2)
     assert len(status.pods) == 2 and all(p.ready for p in status.pods)
+    # Hardened by default (13e), and such pods run: no API token, no privilege escalation,
+    # no capabilities, the runtime's seccomp profile.
+    for pod in objects(emulator, "pods", ns, "web"):
+        assert pod["spec"]["automountServiceAccountToken"] is False
+        assert pod["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+        assert pod["spec"]["containers"][0]["securityContext"] == {
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     assert service.url == f"http://web.{ns}.svc:8000"
     assert status.endpoint == service.url
     line = tier.summary(service.record, status)

@@ -200,7 +200,8 @@ def test_a_patch_may_add_labels_annotations_and_pod_settings() -> None:
     })
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     assert deployment["metadata"]["labels"]["team"] == "nlp"
-    assert deployment["spec"]["template"]["spec"]["securityContext"] == {"runAsNonRoot": True}
+    assert deployment["spec"]["template"]["spec"]["securityContext"] == {  # merged over the default
+        "seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True}
 
 
 # --- closing the tier ------------------------------------------------------------------------

@@ -28,8 +28,8 @@ from ..registry import JobRecord, Registry
 from ..tier import ServeTier
 from .client import APPLY_CONTENT_TYPE, FIELD_MANAGER, KubeClient
 from .parse import service_status, summary_line
-from .render import body_hash, env_hash, render_manifests, render_yaml
-from .watch import NamespaceWatch, PodLogFollower, split_timestamp, timestamp_key
+from .render import CONTAINER_NAME, body_hash, env_hash, render_manifests, render_yaml
+from .watch import NamespaceWatch, PodLogFollower, container_instance, split_timestamp, timestamp_key
 
 BLUEGREEN_TIMEOUT = 900.0  # seconds a new color may take to become ready before the switch is dropped
 
@@ -285,7 +285,9 @@ class K8sTier(ServeTier):
             raise JobNotFound(f"service {record.name} has no pod {pod!r}")
         lines: list[tuple[tuple[str, int], str, str]] = []
         for name in pods:
-            kwargs: dict[str, Any] = {"timestamps": True, "_preload_content": False}
+            # container: a --patch may add a sidecar, and then the API wants a name
+            kwargs: dict[str, Any] = {"timestamps": True, "_preload_content": False,
+                                      "container": CONTAINER_NAME}
             if tail is not None:
                 kwargs["tail_lines"] = tail
             try:
@@ -444,7 +446,10 @@ class _Subscription:
 
 
 class _ServiceLogs:
-    """One PodLogFollower per pod of a service: started when a pod appears, stopped when it goes."""
+    """One PodLogFollower per pod of a service: started when a pod appears, drained when it
+    goes. Each follower is told the server container's state by the pod watch, so it opens a
+    stream only once the container has started and reopens only after a restart (or a dropped
+    stream): one log request per container start."""
 
     def __init__(self, client: KubeClient, namespace: str, service: str,
                  on_lines: Callable[[list[PodLogLine]], None]) -> None:
@@ -453,6 +458,7 @@ class _ServiceLogs:
         self.service = service
         self.on_lines = on_lines
         self.followers: dict[str, PodLogFollower] = {}
+        self._draining: list[PodLogFollower] = []
         self._lock = threading.Lock()
         self._stopped = False
 
@@ -475,19 +481,25 @@ class _ServiceLogs:
                 if follower is not None:
                     # Let it drain: the stream ends by itself once the container has stopped.
                     self.followers.pop(name)
+                    follower.drain()
+                    self._draining = [f for f in self._draining if f.alive] + [follower]
                 return
+            instance = container_instance(obj, CONTAINER_NAME)
             if follower is None:
-                follower = PodLogFollower(self.client, self.namespace, name, self.on_lines)
+                follower = PodLogFollower(self.client, self.namespace, name, self.on_lines,
+                                          container=CONTAINER_NAME)
+                follower.update(instance)
                 self.followers[name] = follower
                 follower.start()
             else:
-                follower.kick()
+                follower.update(instance)
 
     def stop(self) -> None:
         with self._lock:
             self._stopped = True
-            followers = list(self.followers.values())
+            followers = list(self.followers.values()) + self._draining
             self.followers.clear()
+            self._draining = []
         for follower in followers:
             follower.stop()
 

@@ -7,7 +7,9 @@ when the server answers 410 Gone. :class:`NamespaceWatch` holds the three kinds 
 recomputes the status of the services an event touches and delivers it to their subscribers.
 :class:`PodLogFollower` follows one pod's log across container restarts with timestamps, reopening
 from shortly before the last line it delivered and skipping what it already delivered, so nothing
-is lost or repeated.
+is lost or repeated. Told the container's state by the pod watch, it opens a stream only once the
+container has started and reopens only for a new container instance or a dropped stream: one log
+request per container start (``kubectl logs -f`` makes one per pod).
 """
 
 from __future__ import annotations
@@ -380,6 +382,29 @@ def _safe(fn: Callable[..., Any], *args: Any) -> None:
 
 # --- pod logs ------------------------------------------------------------------------------------
 
+Instance = tuple[str, int, bool]  # a container instance: (containerID, restartCount, running)
+_UNKNOWN: Any = object()
+# A stream that ended while the pod watch still says its container runs is taken for dropped
+# (and reopened) after this long: the watch reports an exit a moment after the stream ends.
+RECHECK_S = 5.0
+
+
+def container_instance(pod: dict[str, Any], container: str | None = None) -> Instance | None:
+    """The pod's container ``container`` (default: the first) as the pod watch sees it:
+    ``(containerID, restartCount, running)``; None until it has been created (no containerID:
+    still ContainerCreating, so there is no log to read yet)."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    statuses = [c for c in statuses if isinstance(c, dict)]
+    chosen = next((c for c in statuses if c.get("name") == container), None) if container else None
+    if chosen is None:
+        chosen = statuses[0] if statuses and container is None else None
+    if chosen is None or not chosen.get("containerID"):
+        return None
+    restarts = chosen.get("restartCount")
+    running = isinstance((chosen.get("state") or {}).get("running"), dict)
+    return str(chosen["containerID"]), restarts if isinstance(restarts, int) else 0, running
+
+
 def split_timestamp(line: str) -> tuple[str, str]:
     """``"2026-12-02T17:06:12.452000816Z text"`` -> (timestamp, text)."""
     ts, sep, text = line.partition(" ")
@@ -412,14 +437,23 @@ class PodLogFollower:
     at or before the last delivered timestamp are skipped (counting lines that share that exact
     timestamp), so a reopened stream, or the previous instance's log that a follow returns
     during CrashLoopBackOff, repeats nothing.
+
+    Once :meth:`update` has told it the container's state (the pod watch's), it opens a stream
+    only when the container has been created, and after a stream ends with its container it
+    waits for the next instance (a restart) instead of reopening; an error or a stream that ended
+    while the container still runs (after RECHECK_S) is reopened with back-off. Without
+    :meth:`update` it opens at once and reopens whenever a stream ends.
     """
 
     def __init__(self, client: KubeClient, namespace: str, pod: str,
                  on_lines: Callable[[list[PodLogLine]], None], *, since: str | None = None,
-                 tail: int | None = None, max_backoff: float = 5.0, idle_timeout: float = 300.0) -> None:
+                 tail: int | None = None, max_backoff: float = 5.0, idle_timeout: float = 300.0,
+                 container: str | None = None, recheck: float = RECHECK_S) -> None:
         self.client = client
         self.namespace = namespace
         self.pod = pod
+        self.container = container
+        self.recheck = recheck
         self.on_lines = on_lines
         self.last_ts = since or ""
         self.same_ts_count = 0
@@ -429,6 +463,8 @@ class PodLogFollower:
         # last timestamp, which loses nothing.
         self.idle_timeout = idle_timeout
         self.streams = 0
+        self._instance: Instance | None = _UNKNOWN
+        self._draining = False
         self._skip_same = 0
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -438,9 +474,27 @@ class PodLogFollower:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def kick(self) -> None:
         """The pod changed (a container started): reopen soon."""
         self._wake.set()
+
+    def update(self, instance: Instance | None) -> None:
+        """The pod watch's view of the container (see :func:`container_instance`)."""
+        self._instance = instance
+        self._wake.set()
+
+    def drain(self) -> None:
+        """The pod is gone: finish the stream that is open (its last lines), open no other."""
+        self._draining = True
+        self._wake.set()
+
+    def _idle(self, timeout: float | None) -> None:
+        self._wake.wait(timeout)
+        self._wake.clear()
 
     def stop(self) -> None:
         self._stop.set()
@@ -460,6 +514,8 @@ class PodLogFollower:
 
     def _open(self) -> Any:
         kwargs: dict[str, Any] = {"follow": True, "timestamps": True, "_preload_content": False}
+        if self.container:
+            kwargs["container"] = self.container
         if self.last_ts:
             # The client has no sinceTime (only sinceSeconds): go back from now to a little
             # before the last delivered line; _accept drops what was already delivered.
@@ -471,9 +527,36 @@ class PodLogFollower:
             _request_timeout=(self.client.request_timeout, self.idle_timeout),
             verb="get", resource="pods/log", namespace=self.namespace, **kwargs)
 
+    def _ready(self, ended: tuple[str, int] | None, ended_at: float) -> tuple[str, int] | bool:
+        """Whether to open a stream now: the instance to open it for (or True, no pod state
+        known); False after waiting a little for the pod watch to say more."""
+        instance = self._instance
+        if instance is _UNKNOWN:
+            return True
+        if instance is None:  # not created yet: the watch says when it is
+            self._idle(60.0)
+            return False
+        cid, restarts, running = instance
+        if (cid, restarts) == ended:
+            if not running:  # that instance is over: wait for the next one
+                self._idle(60.0)
+                return False
+            left = self.recheck - (time.monotonic() - ended_at)
+            if left > 0:  # most likely the watch has not yet reported the exit
+                self._idle(left)
+                return False
+        return cid, restarts
+
     def _run(self) -> None:
         backoff = 0.5
+        ended: tuple[str, int] | None = None  # the instance whose stream ended with it
+        ended_at = 0.0
         while not self._stop.is_set():
+            if self._draining:
+                return
+            opening = self._ready(ended, ended_at)
+            if opening is False:
+                continue
             delivered = False
             try:
                 resp = self._open()
@@ -498,6 +581,10 @@ class PodLogFollower:
                 finally:
                     self._resp = None
                     resp.release_conn()
+                if isinstance(opening, tuple) and not self._stop.is_set():
+                    # The stream ended with its container: read the next instance when it starts.
+                    ended, ended_at, backoff = opening, time.monotonic(), 0.5
+                    continue
             except ApiError as exc:
                 if exc.status == 404:
                     return  # the pod is gone
@@ -507,5 +594,4 @@ class PodLogFollower:
                     return
                 log.debug("log of %s dropped: %r", self.pod, exc)
             backoff = 0.5 if delivered else min(self.max_backoff, backoff * 2)
-            self._wake.wait(backoff)
-            self._wake.clear()
+            self._idle(backoff)

@@ -10,6 +10,7 @@ import base64
 import json
 import re
 import socket
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -352,6 +353,30 @@ def test_reason_readiness_never_passes_progress_deadline(tier: K8sTier) -> None:
 
 
 # --- 5. logs across restarts and replacement --------------------------------------------------
+LOG_FOLLOWS = ("GET", "pods/{name}/log", True)  # the emulator's count of log follow requests
+
+
+def test_one_log_request_per_container_start(tier: K8sTier, emulator: Emulator, k8s_namespace: str) -> None:
+    """Following 2 replicas from before they exist until they are ready and steady makes one log
+    request per pod, as ``kubectl logs -f`` would: none while a container is being created."""
+    before = emulator.server.requests_snapshot()
+    service = apply_server(tier, name="quiet", replicas=2)
+    got: list[PodLogLine] = []
+    statuses = StatusLog()
+    sub = tier.watch(service.record, on_status=statuses, on_lines=got.extend)
+    try:
+        statuses.wait(lambda s: s.state is ServiceState.READY, GUARD, "READY")
+        wait_for(lambda: len({ln.pod for ln in list(got) if ln.text.startswith("serving on")}) == 2,
+                 what="the first line of both pods", show=lambda: got)
+        time.sleep(3.0)  # steady for a moment: a follower that reopened would show in the count
+        sent = (emulator.server.requests_snapshot() - before)[LOG_FOLLOWS]
+    finally:
+        tier.unwatch(sub)
+    assert sent == 2, sent
+    pods = objects(emulator, "pods", k8s_namespace, "quiet")
+    assert all(p["status"]["containerStatuses"][0]["restartCount"] == 0 for p in pods)
+
+
 COUNTER = """\
 import os, time
 for i in range(5):
@@ -363,6 +388,7 @@ time.sleep(0.5)
 
 def test_logs_survive_restarts_and_replacement(tier: K8sTier, emulator: Emulator, k8s_namespace: str) -> None:
     ns = k8s_namespace
+    before = emulator.server.requests_snapshot()
     service = tier.apply(tier.make_spec(COUNTER, name="counter"))
     got: list[PodLogLine] = []
     sub = tier.watch(service.record, on_lines=got.extend)
@@ -380,8 +406,13 @@ def test_logs_survive_restarts_and_replacement(tier: K8sTier, emulator: Emulator
         first = wait_for(lambda: next((p.pod for p in got), None), what="first line")
         wait_for(lambda: len(instances(first)) >= 3 and instances(first)[-1] == list(range(5)),
                  what="three container instances of the first pod", show=lambda: (instances(first), got))
-        pod = get(emulator, "pods", ns, first)
+        sent = (emulator.server.requests_snapshot() - before)[LOG_FOLLOWS]
+        pod = get(emulator, "pods", ns, first)  # read after the count: restarts only grow
         assert pod is not None and pod["status"]["containerStatuses"][0]["restartCount"] >= 2
+        # One log stream per container start, none while the container is being created and
+        # none again while it waits out a back-off (the follow would repeat the last instance).
+        starts = pod["status"]["containerStatuses"][0]["restartCount"] + 1
+        assert 3 <= sent <= starts, (sent, starts)
         for ln in got:
             assert ln.text.split()[2] == ln.pod
             assert ln.at  # timestamped

@@ -326,10 +326,12 @@ class Kubelet:
     """Scheduler and kubelet of a one-node emulated cluster (see the module docstring).
 
     ``Kubelet(store, workdir, node_name=..., node_labels=..., gpus=..., images=..., backoff_base=...,
-    probe_period=...)``; :meth:`start` registers with the store (subscription + pod terminator),
-    :meth:`stop` kills every process.  ``backoff_base`` is the first CrashLoopBackOff delay (10 s on a
-    real node, doubled per restart up to 300 s).  ``probe_period`` scales ``periodSeconds`` and
-    ``initialDelaySeconds`` of probes (1.0 = real seconds).
+    probe_period=..., create_delay=...)``; :meth:`start` registers with the store (subscription +
+    pod terminator), :meth:`stop` kills every process.  ``backoff_base`` is the first
+    CrashLoopBackOff delay (10 s on a real node, doubled per restart up to 300 s).  ``probe_period``
+    scales ``periodSeconds`` and ``initialDelaySeconds`` of probes (1.0 = real seconds).
+    ``create_delay`` keeps a new pod's containers in ``waiting: ContainerCreating`` that long
+    before the first start (0.8 s on the golden record's node, which had its images; 0 default).
     """
 
     def __init__(
@@ -344,6 +346,7 @@ class Kubelet:
         backoff_base: float = 10.0,
         probe_period: float = 1.0,
         host_ip: str = "192.0.2.2",
+        create_delay: float = 0.0,
     ) -> None:
         self.store = store
         self.workdir = Path(workdir)
@@ -361,6 +364,7 @@ class Kubelet:
         self.images = {normalize_image(i) for i in (DEFAULT_IMAGES if images is None else images)}
         self.backoff_base = backoff_base
         self.probe_period = probe_period
+        self.create_delay = create_delay
         self.host_ip = host_ip
         self.use_netns = (
             os.geteuid() == 0 and shutil.which("unshare") is not None and shutil.which("nsenter") is not None
@@ -741,6 +745,7 @@ class _PodWorker(threading.Thread):
         self.dir.mkdir(parents=True, exist_ok=True)
         for c in self.pod["spec"].get("containers") or []:
             self.containers[c["name"]] = _Container(c)
+            self.containers[c["name"]].next_attempt = time.time() + self.k.create_delay
         self.start_time = _now_rfc3339()
         self.set_condition("Initialized", "True")
         self._update_readiness()

@@ -484,3 +484,23 @@ def test_host_path_directory_is_type_checked_and_seen_through_env(
     )
     wait_for(lambda: store.get("pods", NS, "reader")["status"].get("phase") == "Succeeded", what="Succeeded")
     assert read(kubelet, "reader").decode().strip() == "weights"
+
+
+def test_create_delay_keeps_new_containers_creating(store: Store, tmp_path: Path) -> None:
+    """``create_delay``: a new pod's container waits in ContainerCreating (no containerID, its
+    log refused with 400) before it starts, as on a real node (0.8 s in the golden record)."""
+    k = Kubelet(store, tmp_path / "slow", backoff_base=0.5, create_delay=4.0,
+                node_labels={"kubernetes.io/hostname": "n1"})
+    k.start()
+    try:
+        make_pod(store, "slow", ["sh", "-c", "echo up; sleep 600"])
+        cs = wait_for(lambda: cstatus(store, "slow").get("state") and cstatus(store, "slow"),
+                      what="a container status")
+        assert cs["state"] == {"waiting": {"reason": "ContainerCreating"}} and "containerID" not in cs
+        with pytest.raises(ApiError) as err:
+            read(k, "slow")
+        assert err.value.code == 400 and "is waiting to start: ContainerCreating" in err.value.message
+        wait_for(lambda: read_soon(k, "slow") == b"up\n", what="started after the delay")
+        assert cstatus(store, "slow")["containerID"]
+    finally:
+        k.stop()

@@ -96,9 +96,14 @@ class KindWatch:
 
     def __init__(self, client: KubeClient, kind: str, namespace: str, on_event: Listener, *,
                  label_selector: str | None = None, watch_timeout: int = 290,
-                 max_backoff: float = 30.0) -> None:
+                 max_backoff: float = 30.0, list_first: bool = True) -> None:
         self.client = client
         self.kind = kind
+        # Without list_first the kind is synced by one watch from resourceVersion 0, which the
+        # server opens with a synthetic ADDED per existing object (one request instead of two).
+        # Its end is not marked, and objects deleted while it was down are never reported
+        # DELETED: fine for Events, which only add detail and age out.
+        self.list_first = list_first
         self.namespace = namespace
         self.label_selector = label_selector
         self.on_event = on_event
@@ -156,7 +161,7 @@ class KindWatch:
         """One watch request; returns False when the server said 410 Gone (list again)."""
         self.watches += 1
         resp = self.client.call(
-            self._list_fn(), self.namespace, watch=True, resource_version=self.resource_version,
+            self._list_fn(), self.namespace, watch=True, resource_version=self.resource_version or "0",
             allow_watch_bookmarks=True, timeout_seconds=self.watch_timeout, _preload_content=False,
             _request_timeout=(self.client.request_timeout, self.watch_timeout + 30),
             verb="watch", resource=self.kind, namespace=self.namespace, **self._selector())
@@ -164,6 +169,9 @@ class KindWatch:
         if self._stop.is_set():  # stopped while this request was opening: stop() missed it
             _close_quietly(resp)
         self._recovered()
+        if not self.synced.is_set():  # a watch from 0 (list_first False): its ADDED events follow
+            self.synced.set()
+            self.attempted.set()
         try:
             for line in _lines(resp):
                 if self._stop.is_set():
@@ -199,7 +207,10 @@ class KindWatch:
         need_list = True
         while not self._stop.is_set():
             try:
-                if need_list:
+                if need_list and not self.list_first:
+                    self.resource_version = None  # watch from 0: every object again, as ADDED
+                    need_list = False
+                elif need_list:
                     self._list()
                     need_list = False
                     self._recovered()
@@ -257,7 +268,10 @@ class NamespaceWatch:
         self._ids = itertools.count(1)
         self._started = False
         selectors = {"deployments": MANAGED, "pods": MANAGED, "events": None}
-        self.kinds = {k: KindWatch(client, k, namespace, self._on_event, label_selector=selectors[k])
+        # Deployments and pods are listed first (a service's state needs all of them known);
+        # Events only add detail, so one watch from 0 syncs them (see KindWatch.list_first).
+        self.kinds = {k: KindWatch(client, k, namespace, self._on_event, label_selector=selectors[k],
+                                   list_first=k != "events")
                       for k in self.KINDS}
 
     # --- what the tier reads -------------------------------------------------------------

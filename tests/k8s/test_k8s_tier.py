@@ -369,10 +369,13 @@ def test_one_log_request_per_container_start(tier: K8sTier, emulator: Emulator, 
         wait_for(lambda: len({ln.pod for ln in list(got) if ln.text.startswith("serving on")}) == 2,
                  what="the first line of both pods", show=lambda: got)
         time.sleep(3.0)  # steady for a moment: a follower that reopened would show in the count
-        sent = (emulator.server.requests_snapshot() - before)[LOG_FOLLOWS]
+        counts = emulator.server.requests_snapshot() - before
     finally:
         tier.unwatch(sub)
-    assert sent == 2, sent
+    assert counts[LOG_FOLLOWS] == 2, counts
+    # Status: Deployments and pods listed then watched; Events synced by one watch from 0.
+    assert [counts[("GET", kind, False)] for kind in ("deployments", "pods", "events")] == [1, 1, 0], counts
+    assert [counts[("GET", kind, True)] for kind in ("deployments", "pods", "events")] == [1, 1, 1], counts
     pods = objects(emulator, "pods", k8s_namespace, "quiet")
     assert all(p["status"]["containerStatuses"][0]["restartCount"] == 0 for p in pods)
 

@@ -26,6 +26,7 @@ import json
 import queue
 import re
 import socket
+import sys
 import threading
 import time
 import urllib.parse
@@ -260,7 +261,7 @@ class ApiServer:
         class Handler(_Handler):
             api = server
 
-        httpd = ThreadingHTTPServer((self.host, self.port), Handler)
+        httpd = _HTTPServer((self.host, self.port), Handler)
         httpd.daemon_threads = True
         self._httpd = httpd
         self.port = httpd.server_address[1]
@@ -1116,6 +1117,17 @@ class _Handler(BaseHTTPRequestHandler):
             200,
             {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details},
         )
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """A client that closes its connection (a stopped watch or log stream, shut down from
+    another thread) is normal, not an error: no traceback on stderr, where it lands in whatever
+    a test is capturing at that moment."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+            return
+        super().handle_error(request, client_address)
 
 
 def _dry_run(method: str, q: dict[str, str]) -> bool:

@@ -283,7 +283,7 @@ class Service(Handle):
 
     @property
     def yaml(self) -> str:
-        """Every object as applied, as YAML (Secret values redacted)."""
+        """Every object as applied, as YAML (no Secret values)."""
         return self.record.script
 
 

@@ -7,6 +7,7 @@ to a view (the live widget, or plain text where no widget front end exists).
 
 from __future__ import annotations
 
+import argparse
 import keyword
 import os
 import re
@@ -67,6 +68,21 @@ def parse_env(pairs: list[str] | None,
                                  f"write --env {key}=VALUE") from None
         out.append((key, value))
     return tuple(out)
+
+
+DRY_RUN_MODES = ("client", "server")
+
+
+def dry_run_mode(value: str) -> str:
+    """The value of ``--dry-run[=client|server]`` (a bare ``--dry-run`` is ``client``): print the
+    objects, or have the API server check them. Anything else is an ArgumentTypeError naming
+    what is allowed (the magic shows it as a one-line UsageError)."""
+    if value in DRY_RUN_MODES:
+        return value
+    shown = repr(value) if len(value) <= 40 else repr(value[:40]) + "…"
+    raise argparse.ArgumentTypeError(
+        f"{shown} is not a dry-run mode; use --dry-run (print every object as YAML) or "
+        "--dry-run=server (the API server validates them; nothing is created)")
 
 
 def _check_out(name: str | None) -> None:
@@ -200,7 +216,9 @@ class TiersMagics(Magics):
     @argument("--profile", "-p", help="a kubernetes or local profile from tiers.yaml (default: "
               "default_profile, else local)")
     @_SpecArguments(SERVE_OPTIONS)
-    @argument("--dry-run", action="store_true", help="print every object as YAML; apply nothing")
+    @argument("--dry-run", nargs="?", const="client", type=dry_run_mode, metavar="client|server",
+              help="print every object as YAML (Secret keys only), apply nothing; =server: the "
+              "API server validates, admits and defaults every object (dryRun=All), nothing is created")
     @argument("--wait", action="store_true", help="block until ready or failed, then print a summary line")
     @argument("--out", metavar="VAR", help="store the Service handle in this notebook variable")
     @argument("--text", action="store_true", help="plain text output instead of the widget")
@@ -257,6 +275,9 @@ class TiersMagics(Magics):
             notebook = os.environ.get("JPY_SESSION_NAME")
             if notebook:
                 spec = replace(spec, metadata=(("notebook", notebook),))
+            if args.dry_run == "server":
+                print(tier.dry_run_server(spec), end="")
+                return None
             if args.dry_run:
                 print(tier.render(spec), end="")
                 return None

@@ -17,7 +17,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from .config import Profile
-from .errors import ConfigError, SpecError
+from .errors import ConfigError, SpecError, TiersError
 from .handles import Handle, Job, Service, handle_for
 from .logs import ByteStream, LogDecoder
 from .model import JobSpec, JobStatus, LogLine, RankState, SchedulerInfo, ServeSpec, ServiceStatus
@@ -296,7 +296,13 @@ class ServeTier(Tier):
 
     @abc.abstractmethod
     def render(self, spec: ServeSpec) -> str:
-        """Every object that would be applied, as YAML (Secret values redacted)."""
+        """Every object that would be applied, as YAML (never a Secret's values)."""
+
+    def dry_run_server(self, spec: ServeSpec) -> str:
+        """``--dry-run=server``: the cluster's own check of every object, creating nothing.
+        Only a Kubernetes tier has an API server to ask."""
+        raise TiersError(f"--dry-run=server needs a kubernetes profile; {self.name!r} is a {self.kind} "
+                         "profile (plain --dry-run prints what would run)")
 
     @abc.abstractmethod
     def apply(self, spec: ServeSpec) -> Service:

@@ -28,8 +28,8 @@ from ..registry import JobRecord, Registry
 from ..tier import ServeTier
 from .client import APPLY_CONTENT_TYPE, FIELD_MANAGER, KubeClient
 from .parse import service_status, summary_line
-from .render import body_hash, env_hash, render_manifests, render_yaml
-from .watch import NamespaceWatch, PodLogFollower, split_timestamp, timestamp_key
+from .render import CONTAINER_NAME, body_hash, env_hash, render_manifests, render_yaml
+from .watch import NamespaceWatch, PodLogFollower, container_instance, split_timestamp, timestamp_key
 
 BLUEGREEN_TIMEOUT = 900.0  # seconds a new color may take to become ready before the switch is dropped
 
@@ -72,28 +72,52 @@ class K8sTier(ServeTier):
         return render_yaml(self._manifests(spec, "blue" if spec.strategy == "bluegreen" else None))
 
     # --- apply ---------------------------------------------------------------------------
-    def _apply_object(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Server-side apply of one object under our field manager (force: the cell wins)."""
+    def _apply_object(self, obj: dict[str, Any], *, dry_run: bool = False) -> Any:
+        """Server-side apply of one object under our field manager (force: the cell wins); with
+        ``dry_run``, the API server's own dry run (``dryRun=All``): checked, stored nowhere.
+        Returns the raw response (``.status`` 201 created, 200 updated; ``.data`` the object)."""
         kind, name, ns = obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"]
         fn = _patch_fn(self.client, kind)
-        resp = self.client.call(
+        extra = {"dry_run": "All"} if dry_run else {}
+        return self.client.call(
             fn, name, ns, obj, field_manager=FIELD_MANAGER, force=True,
             _content_type=APPLY_CONTENT_TYPE, _preload_content=False,
-            verb="apply", resource=_resource(kind), namespace=ns)
-        return dict(json.loads(resp.data))
+            verb="apply", resource=_resource(kind), namespace=ns, **extra)
+
+    def dry_run_server(self, spec: ServeSpec) -> str:
+        """``--dry-run=server``: every object goes to the API server's dry run (schema
+        validation, admission, defaulting) and nothing is created or changed. Returns one line
+        per object, as kubectl prints them, then a closing line (never an object's content: the
+        server answers a Secret with its values); a refusal raises the usual one-line ApiError."""
+        color, _ = self._color_for(spec)
+        objects = self._manifests(spec, color)
+        lines = []
+        for obj in objects:
+            resp = self._apply_object(obj, dry_run=True)
+            verb = "created" if getattr(resp, "status", 200) == 201 else "configured"
+            lines.append(f"{_resource(obj['kind'])}/{obj['metadata']['name']} {verb} (server dry run)")
+        lines.append(f"the API server accepted all {len(objects)} objects in namespace {self.namespace}; "
+                     "nothing was created or changed (--dry-run=server)")
+        return "\n".join(lines) + "\n"
+
+    def _color_for(self, spec: ServeSpec) -> tuple[str | None, bool]:
+        """Blue-green: (the color to apply, whether the Service switches to it once ready)."""
+        if spec.strategy != "bluegreen":
+            return None, False
+        existing = self.registry.find_by_name(self.name, spec.name)
+        live = self._live_color(spec.name)
+        color = "blue" if live is None else ("green" if live == "blue" else "blue")
+        unchanged = existing is not None and existing.spec.get("applied_spec") == _spec_for_record(spec)
+        if live is not None and unchanged:
+            color = live  # unchanged cell: nothing to switch
+        return color, live is not None and color != live
 
     def apply(self, spec: ServeSpec) -> Service:
         """Create or update the service; returns its handle at once (the rollout goes on)."""
         existing = self.registry.find_by_name(self.name, spec.name)
         stored = _spec_for_record(spec)
-        color = None
-        switching = False  # blue-green: the Service moves to the new colour once it is ready
-        if spec.strategy == "bluegreen":
-            live = self._live_color(spec.name)
-            color = "blue" if live is None else ("green" if live == "blue" else "blue")
-            if live is not None and existing is not None and existing.spec.get("applied_spec") == stored:
-                color = live  # unchanged cell: nothing to switch
-            switching = live is not None and color != live
+        # blue-green: the Service moves to the new colour once it is ready (switching)
+        color, switching = self._color_for(spec)
         objects = self._manifests(spec, color)
         by_kind = {o["kind"]: o for o in objects}
         for obj in objects:
@@ -298,7 +322,9 @@ class K8sTier(ServeTier):
             try:
                 resp = self.client.call(self.client.core().read_namespaced_pod_log, name, ns,
                                         verb="get", resource="pods/log", namespace=ns, timestamps=True,
-                                        tail_lines=lines, limit_bytes=budget, _preload_content=False)
+                                        tail_lines=lines, limit_bytes=budget, _preload_content=False,
+                                        # a --patch may add a sidecar, and then the API wants a name
+                                        container=CONTAINER_NAME)
             except ApiError as exc:
                 if exc.status in (400, 404):  # waiting to start, or gone: no log yet
                     return None
@@ -452,7 +478,10 @@ class _Subscription:
 
 
 class _ServiceLogs:
-    """One PodLogFollower per pod of a service: started when a pod appears, stopped when it goes."""
+    """One PodLogFollower per pod of a service: started when a pod appears, drained when it
+    goes. Each follower is told the server container's state by the pod watch, so it opens a
+    stream only once the container has started and reopens only after a restart (or a dropped
+    stream): one log request per container start."""
 
     def __init__(self, client: KubeClient, namespace: str, service: str,
                  on_lines: Callable[[list[PodLogLine]], None]) -> None:
@@ -461,6 +490,7 @@ class _ServiceLogs:
         self.service = service
         self.on_lines = on_lines
         self.followers: dict[str, PodLogFollower] = {}
+        self._draining: list[PodLogFollower] = []
         self._lock = threading.Lock()
         self._stopped = False
 
@@ -483,19 +513,25 @@ class _ServiceLogs:
                 if follower is not None:
                     # Let it drain: the stream ends by itself once the container has stopped.
                     self.followers.pop(name)
+                    follower.drain()
+                    self._draining = [f for f in self._draining if f.alive] + [follower]
                 return
+            instance = container_instance(obj, CONTAINER_NAME)
             if follower is None:
-                follower = PodLogFollower(self.client, self.namespace, name, self.on_lines)
+                follower = PodLogFollower(self.client, self.namespace, name, self.on_lines,
+                                          container=CONTAINER_NAME)
+                follower.update(instance)
                 self.followers[name] = follower
                 follower.start()
             else:
-                follower.kick()
+                follower.update(instance)
 
     def stop(self) -> None:
         with self._lock:
             self._stopped = True
-            followers = list(self.followers.values())
+            followers = list(self.followers.values()) + self._draining
             self.followers.clear()
+            self._draining = []
         for follower in followers:
             follower.stop()
 

@@ -69,6 +69,9 @@ Obj = dict[str, Any]
 DEFAULT_IMAGES = frozenset({"python:3.11-slim", "jupyter-tiers/test:latest"})
 MAX_BACKOFF = 300.0
 _TICK = 0.1
+# How long before a back-off ends its container shows `waiting: CrashLoopBackOff` (at most a
+# quarter of the back-off); before that it stays `terminated` (the real kubelet's next sync).
+CRASHLOOP_SHOWN_S = 1.0
 _SCHED_RETRY = 1.0
 _NS_PER_S = 1_000_000_000
 _DEADLINE = "context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
@@ -323,10 +326,12 @@ class Kubelet:
     """Scheduler and kubelet of a one-node emulated cluster (see the module docstring).
 
     ``Kubelet(store, workdir, node_name=..., node_labels=..., gpus=..., images=..., backoff_base=...,
-    probe_period=...)``; :meth:`start` registers with the store (subscription + pod terminator),
-    :meth:`stop` kills every process.  ``backoff_base`` is the first CrashLoopBackOff delay (10 s on a
-    real node, doubled per restart up to 300 s).  ``probe_period`` scales ``periodSeconds`` and
-    ``initialDelaySeconds`` of probes (1.0 = real seconds).
+    probe_period=..., create_delay=...)``; :meth:`start` registers with the store (subscription +
+    pod terminator), :meth:`stop` kills every process.  ``backoff_base`` is the first
+    CrashLoopBackOff delay (10 s on a real node, doubled per restart up to 300 s).  ``probe_period``
+    scales ``periodSeconds`` and ``initialDelaySeconds`` of probes (1.0 = real seconds).
+    ``create_delay`` keeps a new pod's containers in ``waiting: ContainerCreating`` that long
+    before the first start (0.8 s on the golden record's node, which had its images; 0 default).
     """
 
     def __init__(
@@ -341,6 +346,7 @@ class Kubelet:
         backoff_base: float = 10.0,
         probe_period: float = 1.0,
         host_ip: str = "192.0.2.2",
+        create_delay: float = 0.0,
     ) -> None:
         self.store = store
         self.workdir = Path(workdir)
@@ -358,6 +364,7 @@ class Kubelet:
         self.images = {normalize_image(i) for i in (DEFAULT_IMAGES if images is None else images)}
         self.backoff_base = backoff_base
         self.probe_period = probe_period
+        self.create_delay = create_delay
         self.host_ip = host_ip
         self.use_netns = (
             os.geteuid() == 0 and shutil.which("unshare") is not None and shutil.which("nsenter") is not None
@@ -738,6 +745,7 @@ class _PodWorker(threading.Thread):
         self.dir.mkdir(parents=True, exist_ok=True)
         for c in self.pod["spec"].get("containers") or []:
             self.containers[c["name"]] = _Container(c)
+            self.containers[c["name"]].next_attempt = time.time() + self.k.create_delay
         self.start_time = _now_rfc3339()
         self.set_condition("Initialized", "True")
         self._update_readiness()
@@ -997,7 +1005,9 @@ class _PodWorker(threading.Thread):
                         cst.backoff = self.k.backoff_base
                     else:
                         cst.next_attempt = (cur.finished_at or now) + cst.backoff
-                        cst.crashloop_shown_at = (cur.finished_at or now) + min(1.0, cst.backoff / 4)
+                        # As a real kubelet (05b): `terminated: Error` for most of the back-off,
+                        # `waiting: CrashLoopBackOff` only from the sync shortly before the restart.
+                        cst.crashloop_shown_at = cst.next_attempt - min(CRASHLOOP_SHOWN_S, cst.backoff / 4)
                         cst.waiting_message = (
                             f"back-off {go_duration(cst.backoff)} restarting failed "
                             f"container={cst.name} pod={self.name}_{self.ns}({self.uid})"

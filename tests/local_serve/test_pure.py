@@ -143,7 +143,7 @@ def test_crash_loop_is_failed_naming_the_replica_and_its_exit() -> None:
     s = status(st=state(replica("web-a"), replica("web-b", ready=False, reason="CrashLoopBackOff",
                                                      exit_code=3, restarts=2, message="back-off 20s")))
     assert s.state is ServiceState.FAILED
-    assert s.reason == "pod web-b CrashLoopBackOff (exit 3)"
+    assert s.reason == "pod web-b CrashLoopBackOff (exit 3, 2 restarts)"
     assert s.pods[1].restarts == 2
 
 

@@ -12,9 +12,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# Programs run by another interpreter (the login node's python), whose imports that python needs:
+# the checkpoint uploader's boto3 (README "Across clusters"; the `s3` extra for the local tier).
+OTHER_INTERPRETER = {"s3_upload.py"}
+
+
 def _imported_top_level_modules() -> set[str]:
     names: set[str] = set()
     for path in (ROOT / "jupyter_tiers").rglob("*.py"):
+        if path.name in OTHER_INTERPRETER:
+            continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):
                 names.update(alias.name.split(".")[0] for alias in node.names)

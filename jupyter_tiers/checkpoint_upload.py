@@ -225,7 +225,12 @@ def upload_checkpoint(tier: Any, record: Any, on_progress: Callable[[UploadRepor
     if report.busy:
         raise UploadError(f"upload to {plan.uri}: another upload of this checkpoint is running",
                           retry=True)
-    error = report.error or "the uploader ended without saying why"
+    if report.error is None:  # the uploader always says done or error: its output was cut
+        _record(tier, record, {"state": "interrupted", "uri": plan.uri, "sent": report.sent,
+                               "total": report.total})
+        raise UploadError(f"upload to {plan.uri} interrupted at {progress_text(report.sent, report.total)}"
+                          " (run job.upload() to resume): its output ended", retry=True)
+    error = report.error
     _record(tier, record, {"state": "failed", "uri": plan.uri, "sent": report.sent,
                            "total": report.total, "error": error})
     raise UploadError(f"upload to {plan.uri} failed: {error}")

@@ -267,6 +267,7 @@ class ServeSpec:
     patch: str | None = None  # JSON text of {Kind: partial object}, merged over the generated ones
     model_path: str | None = None  # the served checkpoint as the server sees it (JT_MODEL_PATH)
     model_source: str | None = None  # the job it came from: "profile/job_id (name)"
+    model_uri: str | None = None  # s3:// object or prefix an init container copies to /models (k8s/fetch.py)
     metadata: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # e.g. notebook path
 
 

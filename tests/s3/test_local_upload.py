@@ -110,6 +110,9 @@ def test_a_completed_jobs_checkpoint_directory_is_uploaded_multipart_with_a_mani
     assert manifest.total_bytes == size + len('{"w": 3}')
     upload = upload_of(tier.registry.get(job.key).detail)
     assert upload is not None and upload["state"] == "done" and upload["uri"] == uri
+    # A later status query (a new kernel's attach) shows the URI and keeps the upload's record.
+    assert tier.status([tier.registry.get(job.key)])[job.id].checkpoint == uri
+    assert upload_of(tier.registry.get(job.key).detail) == upload
     assert "AWS_SECRET_ACCESS_KEY" not in (Path(job.record.jobdir) / "upload-state.json").read_text()
 
 

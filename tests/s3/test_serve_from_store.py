@@ -152,3 +152,48 @@ def test_slurm_checkpoint_uploaded_then_served_on_kubernetes_through_an_init_con
     assert isinstance(result.error_in_exec, UsageError)
     assert f"--model-from: job {job.id} (s3ft): profile 'serving-nostore' has no model_volume" in str(
         result.error_in_exec)
+
+
+SERVE_FILE = """\
+import http.server, os
+weights = open(os.environ["JT_MODEL_PATH"]).read()
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = weights.encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
+"""
+
+
+def test_model_from_an_s3_object_and_a_missing_key_shown_as_the_init_containers_failure(
+        clusters: dict[str, Any], s3_server: S3Server, ip: InteractiveShell,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    import time
+
+    bucket = clusters["bucket"]
+    s3_server.client().put_object(Bucket=bucket, Key="elsewhere/model.txt", Body=b"trained elsewhere")
+    port = free_port()
+    out = cell(ip, capsys, "k8s_serve", f"--profile serving --name direct --port {port} --wait "
+               f"--model-from s3://{bucket}/elsewhere/model.txt", SERVE_FILE)
+    assert " READY 1/1" in out, out
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as resp:
+        assert resp.read() == b"trained elsewhere"
+
+    cell(ip, capsys, "k8s_serve", f"--profile serving --name missing --port {free_port()} --out bad "
+         f"--model-from s3://{bucket}/elsewhere/nope.txt", SERVE_FILE)
+    bad = ip.user_ns["bad"]
+    deadline = time.monotonic() + 120
+    while True:
+        pods = bad.pods()
+        if pods and pods[0].reason == "CrashLoopBackOff":
+            break
+        assert time.monotonic() < deadline, pods
+        time.sleep(0.5)
+    # As on a real cluster (golden 13b): the pod stays Pending, its init container in a crash loop.
+    assert pods[0].phase == "Pending" and pods[0].exit_code == 1
+    assert "restarting failed container=fetch-model" in str(pods[0].message)

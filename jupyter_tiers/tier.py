@@ -154,6 +154,10 @@ class BatchTier(Tier):
         ``env`` in options is merged over the profile's env; ``setup`` is appended to it.
         """
         spec: JobSpec = self._build_spec(JobSpec, JOB_OPTIONS, "script", self.validate, script, options)
+        if spec.checkpoint_to:  # "store" needs this profile's object_store
+            from .checkpoint_upload import check_checkpoint_to
+
+            check_checkpoint_to(spec.checkpoint_to, self.profile)
         return spec
 
     def validate(self, spec: JobSpec) -> None:

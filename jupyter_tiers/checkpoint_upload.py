@@ -38,9 +38,9 @@ from .objectstore import (
 #: Multipart settings (bytes): files of at least THRESHOLD go in parts of PART_SIZE, CONCURRENCY
 #: at a time. A profile may set ``object_store_part_mb`` only through the environment below (the
 #: tests use small parts so that a multipart upload stays fast).
-PART_SIZE = 64 * 1024 * 1024
-THRESHOLD = 64 * 1024 * 1024
-CONCURRENCY = 4
+PART_SIZE = 16 * 1024 * 1024
+THRESHOLD = 16 * 1024 * 1024
+CONCURRENCY = 8
 PART_ENV = "JT_UPLOAD_PART_BYTES"
 STATE_NAME = "upload-state.json"
 

@@ -141,6 +141,8 @@ def _upload_file(client: Any, req: dict[str, Any], state: State, rel: str, path:
                  key: str, progress: Any) -> int:
     """Send one file (multipart above the threshold); returns the bytes sent in this run."""
     bucket, part_size = req["bucket"], int(req["part_size"])
+    # S3 takes at most 10,000 parts: a bigger file gets bigger parts (whole MiB).
+    part_size = max(part_size, -(-size // (10_000 << 20)) << 20)
     rec = state.file(rel)
     if size < int(req["threshold"]) or size <= part_size:
         with open(path, "rb") as f:

@@ -158,6 +158,9 @@ class BatchTier(Tier):
             from .checkpoint_upload import check_checkpoint_to
 
             check_checkpoint_to(spec.checkpoint_to, self.profile)
+            if spec.array or spec.sweep:  # refused rather than silently not uploaded
+                raise SpecError("checkpoint_to", "is not available for job arrays yet; upload a task's "
+                                "checkpoint by submitting it as a single job")
         return spec
 
     def validate(self, spec: JobSpec) -> None:

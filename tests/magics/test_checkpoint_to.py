@@ -44,6 +44,7 @@ def refusal(ip, capsys: pytest.CaptureFixture[str], line: str) -> str:  # type: 
     ("--profile plain --checkpoint-to s3://Team/x", "lower-case letters"),
     ("--profile plain --checkpoint-to /scratch/x", "not an s3:// URI"),
     ("--profile plain --checkpoint-to 's3://team-ckpt/a b'", "letters, digits"),
+    ("--profile stored --array 0-3", "not available for job arrays yet"),
 ])
 def test_bad_checkpoint_to_is_one_usage_error_naming_the_option(ip, capsys: pytest.CaptureFixture[str],  # type: ignore[no-untyped-def]
                                                                 line: str, says: str) -> None:

@@ -110,7 +110,20 @@ def shown_checkpoint(path: str | None, report: UploadReport | None, uri: str) ->
         return report.done_uri
     if report.error:
         return f"{path} (upload to {uri} failed: {report.error})"
+    if report.total <= 0:  # not started yet: no size known
+        return f"{path} (uploading to {uri})"
     return f"{path} (uploading to {uri} {progress_text(report.sent, report.total)})"
+
+
+def target_uri(profile: Any, record: Any, path: str | None) -> str:
+    """Where ``record``'s checkpoint ``path`` goes (for display; ``--checkpoint-to`` as given
+    when it cannot be resolved)."""
+    value = str(record.spec.get("checkpoint_to")) if isinstance(record.spec, Mapping) else ""
+    try:
+        root = checkpoint_to_uri(value, store_of(profile))
+        return str(root.join(record.name, record.job_id, posixpath.basename(path or "")))
+    except (ValueError, UploadError):
+        return value
 
 
 # --- the request ---------------------------------------------------------------------------------

@@ -409,24 +409,24 @@ class Watcher:
 
     # --- --checkpoint-to: the upload between COMPLETED and the end of the watch -------------
     def _upload_started(self, rec: JobRecord, status: JobStatus) -> JobStatus:
-        from .checkpoint_upload import UploadReport, shown_checkpoint
+        from .checkpoint_upload import UploadReport, shown_checkpoint, target_uri
 
         with self._lock:
             self._uploading.add(rec.key)
-        target = rec.spec.get("checkpoint_to")
-        return replace(status, checkpoint=shown_checkpoint(status.checkpoint, UploadReport(), str(target)))
+        target = target_uri(self.tier.profile, rec, status.checkpoint)
+        return replace(status, checkpoint=shown_checkpoint(status.checkpoint, UploadReport(), target))
 
     def _upload_then_end(self, watched: _Watched, status: JobStatus) -> None:
         """Upload the job's checkpoint (checkpoint_upload.py), delivering progress as statuses;
         an interrupted upload (an SSH cut) is resumed with back-off; then end every subscriber
         with the final status (its checkpoint is the URI, or why the upload failed)."""
-        from .checkpoint_upload import UploadError, shown_checkpoint, upload_checkpoint
+        from .checkpoint_upload import UploadError, shown_checkpoint, target_uri, upload_checkpoint
         from .handoff import decode_detail
         from .objectstore import UploadReport
 
         rec = watched.record
         path = decode_detail(self.tier.registry.get(rec.key).detail)[1]
-        target = str(rec.spec.get("checkpoint_to"))
+        target = target_uri(self.tier.profile, rec, path)
 
         def deliver(report: UploadReport) -> None:
             shown = replace(status, checkpoint=shown_checkpoint(path, report, target))

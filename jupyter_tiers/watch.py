@@ -378,7 +378,11 @@ class Watcher:
                 continue
             upload = status.state is JobState.COMPLETED and _wants_upload(rec)
             if upload:
-                status = self._upload_started(rec, status)
+                uploaded = self._uploaded_uri(rec)  # attached after the upload ended: show it
+                if uploaded is not None:
+                    upload, status = False, replace(status, checkpoint=uploaded)
+                else:
+                    status = self._upload_started(rec, status)
             if status != prev:
                 # Heartbeats and elapsed time change on every poll; only a new job or rank state
                 # is news that should bring the next scheduler query forward.
@@ -408,6 +412,16 @@ class Watcher:
         return changed_any, finishing
 
     # --- --checkpoint-to: the upload between COMPLETED and the end of the watch -------------
+    def _uploaded_uri(self, rec: JobRecord) -> str | None:
+        from .checkpoint_upload import upload_of
+
+        try:
+            upload = upload_of(self.tier.registry.get(rec.key).detail)
+        except TiersError:
+            return None
+        uri = upload.get("uri") if upload is not None and upload.get("state") == "done" else None
+        return uri if isinstance(uri, str) else None
+
     def _upload_started(self, rec: JobRecord, status: JobStatus) -> JobStatus:
         from .checkpoint_upload import UploadReport, shown_checkpoint, target_uri
 

@@ -76,3 +76,20 @@ def test_a_refusal_is_not_retried_and_ends_the_job_with_the_reason(monkeypatch: 
     _, ends, calls = run(monkeypatch, [refusal, UploadReport(done_uri=URI)])
     assert calls == 1
     assert [e.checkpoint for e in ends] == [f"{PATH} (not uploaded: {refusal})"]
+
+
+def test_a_job_attached_after_its_upload_ended_is_not_uploaded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jupyter_tiers.checkpoint_upload import with_upload
+    from jupyter_tiers.model import SchedulerInfo
+
+    done = JobRecord(**{**REC.__dict__, "detail": with_upload(REC.detail, {"state": "done", "uri": URI})})
+    monkeypatch.setattr(checkpoint_upload, "upload_checkpoint", lambda *a, **k: pytest.fail("uploaded again"))
+    tier = FakeTier()
+    tier.registry = SimpleNamespace(get=lambda key: done, update=lambda key, **kw: None)
+    statuses: list[JobStatus] = []
+    w = Watcher(tier)  # type: ignore[arg-type]
+    watched = _Watched(done, subs=[Subscription(done, on_status=statuses.append)])
+    w._jobs[done.key] = watched
+    w._apply([watched], {"7": SchedulerInfo(job_id="7", state=JobState.COMPLETED, checkpoint=PATH)}, {}, True,
+             None)
+    assert statuses[-1].checkpoint == URI and not w._uploading

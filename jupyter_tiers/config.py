@@ -75,8 +75,9 @@ CONNECTION_KEYS: Mapping[str, str] = MappingProxyType({
                 "storage_class"),
     # Object storage: where checkpoints go and which credentials are sent there.
     **_deciding("where files and credentials go", "object_store"),
-    # Which code runs: setup lines before every job, the container image, the interpreter.
-    **_deciding("which code runs", "setup", "defaults.image", "defaults.python"),
+    # Which code runs: setup lines before every job, the container image, the interpreter, the
+    # image of the init container that fetches a model (it is handed the object store credentials).
+    **_deciding("which code runs", "setup", "defaults.image", "defaults.python", "fetch_image"),
     # Where secrets go: registry credentials, environment variables read from Secrets.
     **_deciding("where secrets go", "image_pull_secrets", "defaults.secret_env"),
 })
@@ -161,6 +162,8 @@ _COMMON_KEYS: dict[str, type | tuple[type, ...]] = {
     "setup": list,
     "env": dict,
     "defaults": dict,
+    # object_store: where the profile's jobs or pods reach S3 (objectstore.parse_object_store).
+    "object_store": dict,
 }
 TIER_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "slurm": {
@@ -188,6 +191,7 @@ TIER_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
         "image_pull_secrets": list,
         "storage_class": str,
         "model_volume": dict,
+        "fetch_image": str,  # the init container that fetches a model from the object store
         "request_timeout": (int, float),
     },
 }
@@ -306,7 +310,24 @@ def validate_profile(name: str, raw: Any, source: str) -> dict[str, Any]:
     if "defaults" in out:
         out["defaults"] = check_defaults(out["defaults"], default_keys(tier), source, base)
     _check_kubernetes_keys(out, source, base)
+    _check_object_store(out, tier, source, base)
     return out
+
+
+def _check_object_store(out: Mapping[str, Any], tier: str | None, source: str, base: str) -> None:
+    """``object_store`` (objectstore.parse_object_store) and ``fetch_image`` (an image name)."""
+    if "object_store" in out:
+        from .objectstore import parse_object_store
+
+        try:
+            parse_object_store(out["object_store"], tier)
+        except ValueError as exc:
+            sub, message = exc.args[0]
+            raise ConfigError(source, f"{base}.object_store" + (f".{sub}" if sub else ""), message) from None
+    image = out.get("fetch_image")
+    if image is not None and (not image or any(c.isspace() or not c.isprintable() for c in image)):
+        raise ConfigError(source, f"{base}.fetch_image", "an image name without spaces, e.g. "
+                          "amazon/aws-cli:2.15.0")
 
 
 def check_defaults(raw: Mapping[str, Any], keys: Mapping[str, type | tuple[type, ...]], source: str,

@@ -157,7 +157,15 @@ class Job(Handle):
             if status.state.terminal:
                 done.set()
 
-        sub = self.tier.watcher.watch(self.record, on_status=on_status, follow_logs=False)
+        def on_end(status: JobStatus) -> None:
+            last[:] = [status]
+            done.set()
+
+        # --checkpoint-to: the job's end is after its checkpoint's upload (the watcher's on_end).
+        if isinstance(self.record.spec, dict) and self.record.spec.get("checkpoint_to"):
+            sub = self.tier.watcher.watch(self.record, on_end=on_end, follow_logs=False)
+        else:
+            sub = self.tier.watcher.watch(self.record, on_status=on_status, follow_logs=False)
         try:
             done.wait(timeout)
         finally:
@@ -194,6 +202,14 @@ class Job(Handle):
     def cancel(self) -> None:
         self.tier.cancel(self.record)
         self.tier.watcher.kick()
+
+    def upload(self) -> str:
+        """Upload (or finish uploading: finished files and parts are not sent again) the newest
+        checkpoint of this COMPLETED job to its ``--checkpoint-to``; returns the checkpoint's
+        URI. Raises a one-line TiersError (missing bucket, access denied, no boto3 on the
+        cluster) otherwise."""
+        report = self.tier.upload_checkpoint(self.record)
+        return str(report.done_uri)
 
     def stop(self) -> str:
         self.cancel()

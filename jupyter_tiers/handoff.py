@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -62,6 +63,8 @@ class Checkpoint:
     tier: str  # the training tier: slurm or local
     directory: str
     path: str  # directory/newest entry
+    uri: str | None = None  # where --checkpoint-to uploaded it (complete), if it did
+    upload: str | None = None  # an upload not complete: "uploading to s3://... 40% (...)", "failed: ..."
 
     @property
     def source(self) -> str:
@@ -205,8 +208,17 @@ def attach_checkpoints(records: Sequence[Any], found: dict[str, Any],
             continue
         directory, newest = got
         path = posixpath.join(directory, newest) if newest else None
-        found[rec.job_id] = replace(info, checkpoint=path)
         detail = encode_detail(directory, path)
+        uploaded = None
+        if '"upload"' in (rec.detail or ""):  # --checkpoint-to: keep its record, show its URI
+            from .checkpoint_upload import upload_of, with_upload
+
+            upload = upload_of(rec.detail)
+            if upload is not None:
+                detail = with_upload(detail, upload)
+                if upload.get("state") == "done" and decode_detail(rec.detail)[1] == path:
+                    uploaded = upload.get("uri")
+        found[rec.job_id] = replace(info, checkpoint=uploaded if isinstance(uploaded, str) else path)
         if noted.get(rec.key) != detail:
             try:
                 registry.update(rec.key, state=info.state.value, detail=detail)
@@ -261,8 +273,54 @@ def checkpoint_of(record: Any) -> Checkpoint:
         raise HandoffError(f"--model-from: {who}: the checkpoint path {path!r} has characters that "
                            "are unsafe in a shell or a string literal; use letters, digits and "
                            "_ . / + @ = , : -")
+    uri, upload = _upload_state(record.detail)
     return Checkpoint(job_key=record.key, job_id=record.job_id, job_name=record.name,
-                      profile=record.profile, tier=record.tier, directory=directory, path=path)
+                      profile=record.profile, tier=record.tier, directory=directory, path=path,
+                      uri=uri, upload=upload)
+
+
+def _upload_state(detail: str | None) -> tuple[str | None, str | None]:
+    """(the URI of a complete upload, or a note on one that is not) from a job's ``detail``."""
+    from .checkpoint_upload import upload_of
+    from .objectstore import progress_text
+
+    up = upload_of(detail)
+    if up is None:
+        return None, None
+    uri = up.get("uri") if isinstance(up.get("uri"), str) else None
+    if up.get("state") == "done" and uri:
+        return uri, None
+    sent, total = up.get("sent"), up.get("total")
+    done = progress_text(sent, total) if isinstance(sent, int) and isinstance(total, int) else ""
+    note = f"{up.get('state')} ({uri} {done})".replace(" )", ")")
+    if up.get("error"):
+        note += f": {up['error']}"
+    return None, note
+
+
+def serving_model(ckpt: Checkpoint, serve_profile: Any) -> tuple[str | None, str | None]:
+    """``(path, uri)``: where the serving profile sees ``ckpt`` through shared storage (uri
+    None), else, when the profile has an ``object_store``, the URI of its upload (path: where a
+    Kubernetes init container puts it; None on the local tier, which downloads it into a
+    cache). A one-line refusal when neither reaches it (the upload's progress, if it runs)."""
+    try:
+        return serving_model_path(ckpt, serve_profile), None
+    except HandoffError:
+        if serve_profile.get("object_store") is None:
+            raise
+        shared = sys.exc_info()[1]
+    who = f"--model-from: job {ckpt.job_id} ({ckpt.job_name})"
+    if ckpt.uri is None:
+        if ckpt.upload:
+            raise HandoffError(f"{who}: its checkpoint is not in the object store yet: {ckpt.upload}; "
+                               "wait for the upload or run job.upload()")
+        raise HandoffError(f"{who}: its checkpoint {ckpt.path} was not uploaded (submit with "
+                           f"--checkpoint-to store) and {str(shared).split(': ', 1)[-1]}")
+    if serve_profile.tier == "kubernetes":
+        from .k8s.fetch import fetched_model_path
+
+        return fetched_model_path(ckpt.uri), ckpt.uri
+    return None, ckpt.uri
 
 
 # --- path maps --------------------------------------------------------------------------------

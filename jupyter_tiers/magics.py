@@ -297,19 +297,49 @@ class TiersMagics(Magics):
         from . import handoff, task_handoff
         from .api import connect
 
-        def refresh(record: Any) -> None:
-            connect(record.profile).refresh([record])
+        path: str | None
+        uri: str | None
+        if ref.startswith("s3://"):  # a model in the object store, trained anywhere
+            path, uri, source = None, ref, ref
+        else:
+            def refresh(record: Any) -> None:
+                connect(record.profile).refresh([record])
 
-        namespace = self.shell.user_ns if self.shell is not None else {}
-        # A sweep's task (51_7, NAME_7, a task handle) or a whole array (its best task), else a job.
-        resolved = task_handoff.resolve(ref, tier.registry, namespace, connect, refresh=refresh)
-        ckpt = resolved.checkpoint
-        path = handoff.serving_model_path(ckpt, tier.profile)
-        if resolved.line:  # the cell's first line: which task, and why
-            print(resolved.line, flush=True)
+            namespace = self.shell.user_ns if self.shell is not None else {}
+            # A sweep's task (51_7, NAME_7, a task handle) or a whole array (its best task), else a job.
+            resolved = task_handoff.resolve(ref, tier.registry, namespace, connect, refresh=refresh)
+            ckpt = resolved.checkpoint
+            path, uri = handoff.serving_model(ckpt, tier.profile)
+            source = ckpt.source
+            if resolved.line:  # the cell's first line: which task, and why
+                print(resolved.line, flush=True)
+        if uri is not None:
+            path = self._model_from_store(uri, tier, options)
         options["model_path"] = path
-        options["model_source"] = ckpt.source
-        return handoff.substitute_model_path(cell, path)
+        options["model_source"] = source
+        return handoff.substitute_model_path(cell, str(path))
+
+    @staticmethod
+    def _model_from_store(uri: str, tier: Any, options: dict[str, Any]) -> str:
+        """A model in the object store: on Kubernetes an init container fetches it (the spec's
+        model_uri); on the local tier it is downloaded into the cache (nothing if cached)."""
+        from .checkpoint_upload import store_of
+        from .objectstore import parse_uri
+
+        try:
+            parse_uri(uri)
+        except ValueError as exc:
+            raise UsageError(f"--model-from {exc}") from None
+        if tier.profile.tier == "kubernetes":
+            from .k8s.fetch import fetched_model_path
+
+            options["model_uri"] = uri
+            return fetched_model_path(uri)
+        from .model_cache import fetch_model
+
+        path, downloaded = fetch_model(uri, store_of(tier.profile))
+        print(f"model {uri} {'downloaded to' if downloaded else 'cached at'} {path}", flush=True)
+        return str(path)
 
     def _notebook_dict(self, name: str) -> dict[str, Any]:
         namespace = self.shell.user_ns if self.shell is not None else {}

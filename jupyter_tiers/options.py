@@ -114,6 +114,19 @@ def _metric_patterns(value: Any) -> tuple[tuple[str, str], ...]:
     return parse_patterns(value)
 
 
+def _checkpoint_to(value: Any) -> str | None:
+    """``store`` or a valid ``s3://`` URI (whether the profile has a store: BatchTier.validate)."""
+    if value is None or value == "store":
+        return value
+    from .objectstore import parse_uri
+
+    try:
+        parse_uri(value)
+    except ValueError as exc:
+        raise SpecError("checkpoint_to", f"{exc}; or store (the profile's object_store)") from None
+    return str(value)
+
+
 def _signal(value: Any) -> str | None:
     from .signals import canonical_signal
 
@@ -154,6 +167,10 @@ JOB_OPTIONS: tuple[Option, ...] = (
     Option("checkpoint_dir", ("--checkpoint-dir",),
            "JT_CHECKPOINT_DIR of every rank (default {workdir}/{name}/{job_id}/checkpoints)",
            metavar="PATH"),
+    Option("checkpoint_to", ("--checkpoint-to",),
+           "when the job COMPLETES, upload its newest checkpoint to s3://BUCKET/PREFIX/{name}/{job_id}/"
+           " (store: the profile's object_store), from the cluster side", metavar="s3://BUCKET/PREFIX|store",
+           convert=_checkpoint_to, from_yaml=_checkpoint_to),
     Option("metrics", ("--metrics",),
            "a metric read from rank 0's log: KEY=REGEX, the regex's first group is the number "
            "(repeatable; common keys such as loss, lr, step are read without it)", kind="multi",

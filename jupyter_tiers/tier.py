@@ -168,6 +168,13 @@ class BatchTier(Tier):
         ``env`` in options is merged over the profile's env; ``setup`` is appended to it.
         """
         spec: JobSpec = self._build_spec(JobSpec, JOB_OPTIONS, "script", self.validate, script, options)
+        if spec.checkpoint_to:  # "store" needs this profile's object_store
+            from .checkpoint_upload import check_checkpoint_to
+
+            check_checkpoint_to(spec.checkpoint_to, self.profile)
+            if spec.array or spec.sweep:  # refused rather than silently not uploaded
+                raise SpecError("checkpoint_to", "is not available for job arrays yet; upload a task's "
+                                "checkpoint by submitting it as a single job")
         return spec
 
     def validate(self, spec: JobSpec) -> None:
@@ -175,6 +182,25 @@ class BatchTier(Tier):
         from .jobspec import validate_spec
 
         validate_spec(spec)
+        if spec.checkpoint_to:
+            from .checkpoint_upload import check_checkpoint_to
+
+            check_checkpoint_to(spec.checkpoint_to, self.profile)
+
+    def run_uploader(self, python: str, data: bytes) -> Iterator[bytes]:
+        """Run the checkpoint uploader (s3_upload.py) where the checkpoints are, with ``data``
+        (the request) on its stdin; yields its stdout. Default: on this machine."""
+        import sys
+
+        from .checkpoint_upload import local_uploader
+
+        yield from local_uploader(sys.executable, data)
+
+    def upload_checkpoint(self, record: JobRecord, on_progress: Any = None) -> Any:
+        """Upload (or resume uploading) a COMPLETED job's newest checkpoint (--checkpoint-to)."""
+        from .checkpoint_upload import upload_checkpoint
+
+        return upload_checkpoint(self, self.registry.get(record.key), on_progress)
 
     def log_decoder(self, offset: int, *, skip_partial: bool = False) -> LogDecoder:
         """A decoder of this tier's merged log from a byte offset (rank-prefixed lines)."""

@@ -129,7 +129,13 @@ def _container_statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     assert isinstance(status, Mapping)
     out: list[Mapping[str, Any]] = []
     for key in ("initContainerStatuses", "containerStatuses"):
-        out.extend(c for c in status.get(key) or () if isinstance(c, Mapping))
+        for c in status.get(key) or ():
+            if not isinstance(c, Mapping):
+                continue
+            term = _get(c, "state", "terminated")
+            if key == "initContainerStatuses" and isinstance(term, Mapping) and _exit_of(term) == 0:
+                continue  # an init container that completed (golden 13a) is no reason for anything
+            out.append(c)
     return out
 
 

@@ -60,13 +60,20 @@ class K8sTier(ServeTier):
 
     def _manifests(self, spec: ServeSpec, color: str | None = None) -> list[dict[str, Any]]:
         notebook = dict(spec.metadata).get("notebook")
-        return render_manifests(
+        objects = render_manifests(
             spec, namespace=self.namespace,
             service_type=self.profile.get("service_type", "ClusterIP"),
             image_pull_secrets=tuple(self.profile.get("image_pull_secrets", ())),
             model_volume=self.profile.get("model_volume"), color=color, notebook=notebook,
             env_key=_env_key(),
         )
+        if spec.model_uri:  # --model-from through the object store: an init container fetches it
+            from ..checkpoint_upload import store_of
+            from .fetch import add_model_fetch
+
+            objects = add_model_fetch(objects, spec.model_uri, store_of(self.profile),
+                                      self.profile.get("fetch_image"))
+        return objects
 
     def render(self, spec: ServeSpec) -> str:
         return render_yaml(self._manifests(spec, "blue" if spec.strategy == "bluegreen" else None))

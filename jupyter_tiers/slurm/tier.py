@@ -285,6 +285,15 @@ class SlurmTier(BatchTier):
         listed, tails = parse_task_checkpoints(result.text())
         return listed, (tails if tail_lines > 0 else None)
 
+    def run_uploader(self, python: str, data: bytes) -> Iterator[bytes]:
+        """The checkpoint uploader as one command on the login node, over this tier's connection
+        (the checkpoint never passes through the notebook); its stdout as it comes."""
+        from ..checkpoint_upload import uploader_source
+
+        with self.transport.stream(commands.upload_argv(python, uploader_source()), timeout=900,
+                                   stdin=data) as stream:
+            yield from stream
+
     def close(self) -> None:
         super().close()
         if self._transport is not None:

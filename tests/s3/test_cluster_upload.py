@@ -121,7 +121,10 @@ def test_an_ssh_cut_mid_upload_resumes_without_resending_finished_parts(
     assert 1 <= held < parts and not state.get("complete")
     report = tier.upload_checkpoint(record)
     assert report.done_uri == f"s3://{bucket}/jt/s3cut/{job.id}/ckpt-000100/"
-    assert report.sent_this_run == size - held * PART  # only the parts the server did not hold
+    # Only parts the server did not hold: none of the `held` is sent again. A part the killed
+    # uploader had fully sent may still complete on the server after `held` was read, and the
+    # resumed run then skips it too, so the figure is at most, not exactly, the rest.
+    assert report.sent_this_run % PART == 0 and PART <= report.sent_this_run <= size - held * PART
     state = json.loads((Path(record.jobdir) / "upload-state.json").read_text())
     assert state["complete"] and state["files"]["model.bin"]["done"]
     body = objects(s3_server, bucket)[key]

@@ -99,6 +99,7 @@ _COMMON_KEYS: dict[str, type | tuple[type, ...]] = {
     "setup": list,
     "env": dict,
     "defaults": dict,
+    "sync_max_mb": (int, float),  # --sync's size cap (sync.py)
 }
 TIER_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "slurm": {

@@ -434,3 +434,19 @@ def shell_lines(tree: str) -> list[str]:
         'cd -- "$JT_SYNC_DIR"',
         'export PYTHONPATH="$JT_SYNC_DIR${PYTHONPATH:+:$PYTHONPATH}"',
     ]
+
+
+def max_mb(settings: Mapping[str, Any] | Any) -> float:
+    """The profile's ``sync_max_mb`` (default 100); SyncError if it is not a positive number."""
+    value = settings.get("sync_max_mb", DEFAULT_MAX_MB)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1e6:
+        raise SyncError(f"profile sync_max_mb {value!r}: give a number of megabytes above 0 "
+                        f"(default {DEFAULT_MAX_MB})")
+    return float(value)
+
+
+def notebook_manifest(paths: Sequence[str], profile: Any,
+                      root: str | os.PathLike[str] | None = None) -> tuple[Manifest, dict[str, str]]:
+    """The manifest of ``paths`` in the notebook's directory (``root``, default the kernel's
+    working directory) under ``profile``'s size cap."""
+    return build_manifest(os.getcwd() if root is None else root, paths, max_mb(profile))

@@ -58,12 +58,16 @@ if [ -z "$changes" ]; then snapshot "$2"; else printf '%s\n' "$changes"; fi
 # $1 the sync root, $2 the snapshot token; stdin: a tar of m/before (the stored manifest less
 # every entry about to change, written first so a cut mid-way re-sends them), m/delete (NUL-
 # separated paths), m/after (the new manifest, written last) and t/PATH for each changed file.
+# A changed file is removed before its new copy lands: a new inode, so snapshots keep the old.
 APPLY_SH = _PRELUDE + r"""in=$(mktemp -d -- "$d/.in.XXXXXX")
 trap 'rm -rf -- "$in"' EXIT
 tar -x -f - -C "$in"
 cp -- "$in/m/before" "$d/manifest.new" && mv -f -- "$d/manifest.new" "$d/manifest"
 if [ -s "$in/m/delete" ]; then (cd -- "$d/tree" && xargs -0 rm -f -- < "$in/m/delete"); fi
-if [ -d "$in/t" ]; then tar -C "$in/t" -c -f - . | tar -C "$d/tree" -x --unlink-first -f -; fi
+if [ -d "$in/t" ]; then
+  (cd -- "$in/t" && find . -type f -print0) | (cd -- "$d/tree" && xargs -0 rm -f --)
+  cp -a -- "$in/t/." "$d/tree/"
+fi
 find "$d/tree" -mindepth 1 -type d -empty -delete
 cp -- "$in/m/after" "$d/manifest.new" && mv -f -- "$d/manifest.new" "$d/manifest"
 snapshot "$2"

@@ -60,13 +60,16 @@ class K8sTier(ServeTier):
 
     def _manifests(self, spec: ServeSpec, color: str | None = None) -> list[dict[str, Any]]:
         notebook = dict(spec.metadata).get("notebook")
-        return render_manifests(
+        objects = render_manifests(
             spec, namespace=self.namespace,
             service_type=self.profile.get("service_type", "ClusterIP"),
             image_pull_secrets=tuple(self.profile.get("image_pull_secrets", ())),
             model_volume=self.profile.get("model_volume"), color=color, notebook=notebook,
             env_key=_env_key(),
         )
+        if spec.sync:  # the notebook's files in a D-sync ConfigMap (k8s/sync_render.py)
+            objects = _with_synced_files(spec, objects, self.profile)
+        return objects
 
     def render(self, spec: ServeSpec) -> str:
         return render_yaml(self._manifests(spec, "blue" if spec.strategy == "bluegreen" else None))
@@ -548,6 +551,22 @@ def _delete_fn(client: KubeClient, kind: str) -> Callable[..., Any]:
         "HorizontalPodAutoscaler": client.autoscaling().delete_namespaced_horizontal_pod_autoscaler,
     }
     return fns[kind]
+
+
+def _with_synced_files(spec: ServeSpec, objects: list[dict[str, Any]], profile: Profile
+                       ) -> list[dict[str, Any]]:
+    from ..sync import notebook_manifest
+    from .sync_render import with_synced_files
+
+    manifest, sources = notebook_manifest(spec.sync, profile.settings)
+    if manifest.total > 2_000_000:  # far over a ConfigMap: refuse before reading it all
+        return with_synced_files(objects, [(e.path, b"\0" * e.size, e.mode) for e in manifest.entries],
+                                 manifest.digest())
+    files = []
+    for e in manifest.entries:
+        with open(sources[e.path], "rb") as f:
+            files.append((e.path, f.read(), e.mode))
+    return with_synced_files(objects, files, manifest.digest())
 
 
 def _spec_for_record(spec: ServeSpec) -> dict[str, Any]:

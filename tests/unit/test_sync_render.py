@@ -57,3 +57,22 @@ def test_programs_are_shellcheck_clean(program: str) -> None:
                             input="#!/bin/bash\n" + program, capture_output=True, text=True,
                             timeout=120, check=False)
     assert result.returncode == 0, result.stdout
+
+
+def test_k8s_items_and_refusals() -> None:
+    from jupyter_tiers.k8s.render import render_manifests
+    from jupyter_tiers.k8s.sync_render import with_synced_files
+    from jupyter_tiers.model import ServeSpec
+
+    objects = render_manifests(ServeSpec(body="import m\n", name="web", image="python:3.11-slim"),
+                               namespace="ns")
+    out = with_synced_files(objects, [("m.py", b"A = 1\n", 0o644), ("bin/run", b"#!", 0o755)], "d1")
+    cm = next(o for o in out if o["metadata"]["name"] == "web-sync")
+    assert cm["binaryData"] == {"f0": "QSA9IDEK", "f1": "IyE="}
+    dep = next(o for o in out if o["kind"] == "Deployment")
+    vol = next(v for v in dep["spec"]["template"]["spec"]["volumes"] if v["name"] == "sync")
+    assert vol["configMap"]["items"] == [{"key": "f0", "path": "m.py", "mode": 0o644},
+                                         {"key": "f1", "path": "bin/run", "mode": 0o755}]
+    assert objects != out and "web-sync" not in str(objects)  # the input is not changed
+    with pytest.raises(SyncError, match=r"starting with '\.\.'"):
+        with_synced_files(objects, [("..data/x", b"", 0o644)], "d")

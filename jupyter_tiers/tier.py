@@ -17,7 +17,7 @@ from dataclasses import fields
 from typing import TYPE_CHECKING, Any
 
 from .config import Profile
-from .errors import ConfigError, SpecError
+from .errors import ConfigError, SpecError, TiersError
 from .handles import Handle, Job, Service, handle_for
 from .logs import ByteStream, LogDecoder
 from .model import JobSpec, JobStatus, LogLine, RankState, SchedulerInfo, ServeSpec, ServiceStatus
@@ -213,6 +213,14 @@ class BatchTier(Tier):
     @abc.abstractmethod
     def cancel(self, record: JobRecord) -> None:
         """Cancel a job (no error if it already ended)."""
+
+    def list_files(self, record: JobRecord) -> list[Any]:
+        """Every file the job left in its job and checkpoint directories (files.FileInfo)."""
+        raise TiersError(f"profile {self.name!r}: this tier cannot list a job's files")
+
+    def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
+        """One listed file's bytes from ``offset``, in chunks (streamed)."""
+        raise TiersError(f"profile {self.name!r}: this tier cannot fetch a job's files")
 
     def close(self) -> None:
         """Stop the watcher and drop the connection."""

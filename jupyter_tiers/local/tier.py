@@ -604,6 +604,12 @@ class LocalTier(BatchTier):
         return list(lines)
 
     # --- cancel --------------------------------------------------------------------------
+    def list_files(self, record: JobRecord) -> list[Any]:
+        return _list_files(record)
+
+    def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
+        return _file_chunks(record, name, offset)
+
     def cancel(self, record: JobRecord) -> None:
         """Ask the supervisor to stop every rank (no error if the job already ended)."""
         jobdir = Path(record.jobdir)
@@ -620,6 +626,18 @@ class LocalTier(BatchTier):
                 os.kill(pid, signal.SIGTERM)
         else:
             self._scheduler_info(record)  # a lost supervisor: stop what is left, record it
+
+
+def _list_files(record: JobRecord) -> list[Any]:
+    from ..files import list_local
+
+    return list_local(record.jobdir, decode_detail(record.detail)[0])
+
+
+def _file_chunks(record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
+    from ..files import local_chunks, remote_path
+
+    return local_chunks(remote_path(name, record.jobdir, decode_detail(record.detail)[0]), offset)
 
 
 def _newest_checkpoint(directory: str) -> str | None:

@@ -283,6 +283,23 @@ class SlurmTier(BatchTier):
         if refusal is not None:
             raise TiersError(f"cannot cancel job {record.job_id} on {self.profile.name}: scancel: {refusal}")
 
+    def list_files(self, record: JobRecord) -> list[Any]:
+        """The job's files in one remote command (files.py, slurm/files_remote.py)."""
+        from ..files import MAX_FILES, parse_listing
+        from .files_remote import list_argv
+
+        argv = list_argv(record.jobdir, decode_detail(record.detail)[0], MAX_FILES)
+        return parse_listing(self.transport.run(argv, check=False, timeout=300).stdout)
+
+    def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
+        """One file from ``offset``, streamed over the shared connection (``tail -c``)."""
+        from ..files import remote_path
+        from .files_remote import cat_argv
+
+        path = remote_path(name, record.jobdir, decode_detail(record.detail)[0])
+        with self.transport.stream(cat_argv(path, offset), timeout=300) as stream:
+            yield from stream
+
     def cancel_array(self, record: JobRecord, tasks: Sequence[JobRecord]) -> None:
         """Cancel every task of an array: one ``scancel`` of the array's id."""
         self.cancel(record)

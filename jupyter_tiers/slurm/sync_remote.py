@@ -14,11 +14,12 @@ round trip and no file bytes. Everything here but :func:`sync_to_cluster` is pur
 
 from __future__ import annotations
 
+import gzip
 import io
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING, cast
 
 from ..sync import Manifest, SyncError, SyncPlan, check_relpath, format_manifest, write_tar
 from .commands import BASH, check_workdir
@@ -41,35 +42,48 @@ snapshot() {
 }
 """
 
-# $1 the sync root, $2 the snapshot token; stdin: the notebook's manifest. A stored entry counts
-# only while the file in tree/ still has its size (a file removed or truncated there is re-sent).
+# $1 the sync root, $2 the snapshot token; stdin: the notebook's manifest, kept as
+# .pending.TOKEN for the apply step when something changed (so it is sent once). A stored entry
+# counts only while the file in tree/ still has its size (one removed or truncated there is
+# re-sent).
 CHECK_SH = _PRELUDE + r"""sizes="$d/.sizes.$$"
+pending="$d/.pending.$2"
 trap 'rm -f -- "$sizes"' EXIT
+find "$d" -maxdepth 1 -name '.pending.*' -mmin +120 -delete 2>/dev/null || true
+cat > "$pending"
 (cd -- "$d/tree" && find . -type f -printf '%s\t%P\n') > "$sizes"
 changes=$(awk -F'\t' -v m="$d/manifest" -v s="$sizes" '
   FILENAME == m { old[$4] = $0; next }
   FILENAME == s { size[$2] = $1; next }
   { seen[$4] = 1; if (old[$4] != $0 || size[$4] != $2) print "+\t" $4 }
   END { for (p in old) if (!(p in seen)) print "-\t" p }
-' "$d/manifest" "$sizes" -)
-if [ -z "$changes" ]; then snapshot "$2"; else printf '%s\n' "$changes"; fi
+' "$d/manifest" "$sizes" "$pending")
+if [ -z "$changes" ]; then rm -f -- "$pending"; snapshot "$2"; else printf '%s\n' "$changes"; fi
 """
 
-# $1 the sync root, $2 the snapshot token; stdin: a tar of m/before (the stored manifest less
-# every entry about to change, written first so a cut mid-way re-sends them), m/delete (NUL-
-# separated paths), m/after (the new manifest, written last) and t/PATH for each changed file.
-# A changed file is removed before its new copy lands: a new inode, so snapshots keep the old.
-APPLY_SH = _PRELUDE + r"""in=$(mktemp -d -- "$d/.in.XXXXXX")
+# $1 the sync root, $2 the snapshot token; stdin: a gzipped tar of m/changed (every path sent
+# or deleted, one a line), m/delete (the deleted ones, NUL-separated) and t/PATH per file sent.
+# The stored manifest first loses every changed entry (so a cut mid-way re-sends them); the
+# check's pending manifest replaces it last. A changed file is removed before its new copy
+# lands: a new inode, so the snapshots keep the old one.
+APPLY_SH = _PRELUDE + r"""pending="$d/.pending.$2"
+if [ ! -f "$pending" ]; then
+  echo "the manifest of this sync's check is gone (another sync, or over 2 hours old): submit again" >&2
+  exit 3
+fi
+in=$(mktemp -d -- "$d/.in.XXXXXX")
 trap 'rm -rf -- "$in"' EXIT
-tar -x -f - -C "$in"
-cp -- "$in/m/before" "$d/manifest.new" && mv -f -- "$d/manifest.new" "$d/manifest"
+tar -x -z -f - -C "$in"
+awk -F'\t' -v c="$in/m/changed" 'FILENAME == c { skip[$0] = 1; next } !($4 in skip)' \
+  "$in/m/changed" "$d/manifest" > "$d/manifest.new"
+mv -f -- "$d/manifest.new" "$d/manifest"
 if [ -s "$in/m/delete" ]; then (cd -- "$d/tree" && xargs -0 rm -f -- < "$in/m/delete"); fi
 if [ -d "$in/t" ]; then
   (cd -- "$in/t" && find . -type f -print0) | (cd -- "$d/tree" && xargs -0 rm -f --)
   cp -a -- "$in/t/." "$d/tree/"
 fi
 find "$d/tree" -mindepth 1 -type d -empty -delete
-cp -- "$in/m/after" "$d/manifest.new" && mv -f -- "$d/manifest.new" "$d/manifest"
+mv -f -- "$pending" "$d/manifest"
 snapshot "$2"
 """
 
@@ -138,18 +152,18 @@ def parse_check(text: str, local: Manifest) -> tuple[SyncPlan, str | None]:
 
 
 def apply_payload(local: Manifest, sources: Mapping[str, str], plan: SyncPlan) -> bytes:
-    """The apply round trip's stdin: a tar of the manifests, the delete list and the files."""
-    changed = set(plan.send)
-    before = Manifest(tuple(e for e in local.entries if e.path not in changed))
+    """The apply round trip's stdin: a gzipped tar (level 1: small files and tar headers shrink
+    several times; fast on big binaries) of the changed paths, the delete list and the files.
+    The new manifest is not in it: the check left it on the cluster."""
     by = local.by_path()
     members: list[tuple[str, str | bytes, int]] = [
-        ("m/before", format_manifest(before).encode("utf-8"), 0o600),
+        ("m/changed", "".join(p + "\n" for p in (*plan.send, *plan.delete)).encode("utf-8"), 0o600),
         ("m/delete", b"".join(p.encode("utf-8") + b"\0" for p in plan.delete), 0o600),
-        ("m/after", format_manifest(local).encode("utf-8"), 0o600),
     ]
     members += [(f"t/{p}", sources[p], by[p].mode & 0o700) for p in plan.send]
     buf = io.BytesIO()
-    write_tar(buf, members)
+    with gzip.GzipFile(fileobj=buf, mode="wb", compresslevel=1, mtime=0) as gz:
+        write_tar(cast(IO[bytes], gz), members)  # a GzipFile is a binary file object
     return buf.getvalue()
 
 

@@ -59,6 +59,7 @@ def test_unchanged_costs_one_round_trip_and_no_file_bytes(project: Path, tmp_pat
     assert (tree / "pkg3/m13.py").read_text().startswith("VALUE = 13\n")
     assert (tree / "run.sh").stat().st_mode & 0o100
     assert (work / ".sync/proj/manifest").read_text() == format_manifest(manifest)
+    assert not list((work / ".sync/proj").glob(".pending.*"))
     snap1 = Path(first.snapshot)
     assert snap1.parent == (work / ".sync/proj/snap").resolve()
     assert (snap1 / "pkg3/m13.py").read_text() == (tree / "pkg3/m13.py").read_text()
@@ -76,13 +77,37 @@ def test_unchanged_costs_one_round_trip_and_no_file_bytes(project: Path, tmp_pat
     changed, manifest = sync(t, project, work)
     assert changed.sent_files == ("pkg3/m13.py",) and changed.deleted == ("pkg4/m14.py",)
     assert t.round_trips == 2
-    assert t.stdin_bytes < 4 * manifest_bytes + 10 * 1024  # 3 manifests in all, not 1,000 files
+    # The manifest once (the check keeps it for the apply), then a small gzipped tar: one file.
+    assert manifest_bytes < t.stdin_bytes < manifest_bytes + 4 * 1024
     assert (tree / "pkg3/m13.py").read_text() == "VALUE = 'changed'\n"
     assert not (tree / "pkg4/m14.py").exists()
     # The earlier jobs' snapshots keep the code they were submitted with.
     assert (snap1 / "pkg3/m13.py").read_text().startswith("VALUE = 13\n")
     assert (snap1 / "pkg4/m14.py").exists()
     assert (Path(changed.snapshot) / "pkg3/m13.py").read_text() == "VALUE = 'changed'\n"
+    assert (work / ".sync/proj/manifest").read_text() == format_manifest(manifest)
+
+
+def test_a_cut_before_apply_resends_on_the_next_sync(project: Path, tmp_path: Path) -> None:
+    """The check keeps the manifest pending; without the apply the stored one is unchanged, so
+    the next sync finds the same changes and an apply without its check is refused."""
+    from jupyter_tiers.slurm import sync_remote
+
+    t = CountingTransport()
+    work = tmp_path / "work"
+    sync(t, project, work)
+    (project / "pkg0/m0.py").write_text("VALUE = 'new'\n")
+    manifest, sources = build_manifest(project)
+    root = sync_remote.sync_root(str(work), "proj")
+    answer = t.run(sync_remote.check_argv(root, "tok1"), stdin=format_manifest(manifest).encode())
+    plan, snapshot = sync_remote.parse_check(answer.stdout.decode(), manifest)
+    assert plan.send == ("pkg0/m0.py",) and snapshot is None  # ... and the connection drops here
+    payload = sync_remote.apply_payload(manifest, sources, plan)
+    refused = t.run(sync_remote.apply_argv(root, "other"), stdin=payload)
+    assert refused.exit_status == 3 and b"submit again" in refused.stderr
+    again, _ = sync(t, project, work)
+    assert again.sent_files == ("pkg0/m0.py",)
+    assert (Path(again.snapshot) / "pkg0/m0.py").read_text() == "VALUE = 'new'\n"
 
 
 def test_file_damaged_on_the_cluster_is_resent(project: Path, tmp_path: Path) -> None:

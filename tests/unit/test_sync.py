@@ -248,3 +248,32 @@ def test_ignore_matches_git_check_ignore(tmp_path: Path) -> None:
         listed = subprocess.run(["git", "-C", str(root), "ls-files", "--others", "--exclude-standard"],
                                 check=True, capture_output=True, text=True).stdout.split()
         assert paths(root) == sorted(listed), files
+
+
+def test_profile_default_and_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``defaults: {sync: [.]}`` turns it on for a profile (a bad path names the profile key);
+    ``sync_max_mb`` must be a positive number."""
+    from jupyter_tiers import config
+    from jupyter_tiers.errors import ConfigError
+    from jupyter_tiers.local.tier import LocalTier
+    from jupyter_tiers.registry import Registry
+
+    monkeypatch.setattr(config, "SYSTEM_PATH", tmp_path / "none.yaml")
+    monkeypatch.setattr(config, "USER_PATH", tmp_path / "none2.yaml")
+    path = tmp_path / "tiers.yaml"
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
+    path.write_text(f"profiles:\n  loc: {{tier: local, workdir: {tmp_path}/jobs, sync_max_mb: 5,"
+                    " defaults: {sync: ['.', './src/']}}\n")
+    tier = LocalTier(config.load_config(tmp_path).profile("loc"), Registry(tmp_path / "r.sqlite"))
+    assert tier.make_spec("x").sync == (".", "src")
+    assert tier.make_spec("x", sync=["conf"]).sync == ("conf",)  # the magic's value replaces it
+    assert sync.max_mb(tier.profile.settings) == 5.0
+    path.write_text(f"profiles:\n  loc: {{tier: local, workdir: {tmp_path}/jobs,"
+                    " defaults: {sync: ['../up']}}\n")
+    bad = LocalTier(config.load_config(tmp_path).profile("loc"), Registry(tmp_path / "r.sqlite"))
+    with pytest.raises(ConfigError, match=r"profiles\.loc\.defaults\.sync.*leaves the notebook"):
+        bad.make_spec("x")
+    for value in (0, -1, True, "10"):
+        with pytest.raises(SyncError, match="sync_max_mb"):
+            sync.max_mb({"sync_max_mb": value})
+    assert sync.max_mb({}) == 100.0

@@ -106,6 +106,8 @@ class K8sTier(ServeTier):
         if "HorizontalPodAutoscaler" not in by_kind:
             self._delete_quietly("HorizontalPodAutoscaler", spec.name)
         deployment = by_kind["Deployment"]["metadata"]["name"]
+        if not spec.sync and existing is not None and existing.spec.get("sync"):
+            self._delete_quietly("ConfigMap", f"{deployment}-sync")  # it stopped using --sync
         record = JobRecord(
             profile=self.name, tier=self.kind, job_id=spec.name, name=spec.name, kind="service",
             state=ServiceState.DEPLOYING.value,
@@ -146,8 +148,8 @@ class K8sTier(ServeTier):
             if status is None or status.state is not ServiceState.READY:
                 return
             self._apply_object(service_obj)
-            for kind in ("Deployment", "ConfigMap", "Secret"):
-                suffix = {"Deployment": "", "ConfigMap": "-code", "Secret": "-env"}[kind]
+            for kind, suffix in (("Deployment", ""), ("ConfigMap", "-code"), ("Secret", "-env"),
+                                 ("ConfigMap", "-sync")):
                 self._delete_quietly(kind, f"{name}-{old}{suffix}")
 
         thread = threading.Thread(target=switch, name=f"jt-bluegreen-{name}", daemon=True)

@@ -82,7 +82,10 @@ def test_module_served_from_the_synced_configmap(tier: K8sTier, notebook: Path, 
             return False
 
     wait_for(answers_v2, what="the rolled pods answering v2")
-    tier.delete(changed.record)
+    # Without --sync again: the D-sync ConfigMap goes, the pods lose the mount.
+    plain = tier.apply(tier.make_spec(SERVER.replace("import mymodel", "mymodel = None"), name="synced"))
+    assert emulator.store.get("configmaps", ns, "synced-sync") is None
+    tier.delete(plain.record)
     assert emulator.store.get("configmaps", ns, "synced-sync") is None
 
 

@@ -99,3 +99,14 @@ def test_bad_paths_refused(ip: Any, line: str, wanted: str) -> None:
     with pytest.raises(UsageError, match=None) as err:
         ip.run_cell_magic("slurm_train", f"{line} --name bad", BODY)
     assert wanted in str(err.value)
+
+
+def test_array_tasks_share_one_copy(ip: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    run(ip, capsys, "--sync . --name swept --sweep 'lr=1,2' --wait",
+        "import mymodel\nprint('task', params['lr'], mymodel.VALUE)\n")
+    arraydir = last_jobdir()
+    assert (arraydir / "code/mymodel.py").read_text() == "VALUE = 41\n"
+    logs = sorted((arraydir / "tasks").glob("*/job.log"))
+    assert len(logs) == 2
+    assert {next(x for x in p.read_text().splitlines() if "task" in x) for p in logs} == {
+        "0: task 1 41", "0: task 2 41"}

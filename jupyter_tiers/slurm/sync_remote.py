@@ -32,6 +32,8 @@ umask 077
 d="$1"
 case "$d" in "~/"*) d="$HOME/${d#"~/"}";; esac
 mkdir -p -- "$d/tree" "$d/snap"
+# Two kernels syncing the same name take turns (util-linux flock; without it, no lock).
+if command -v flock >/dev/null 2>&1; then exec 9>"$d/.lock"; flock -w 600 9 || true; fi
 [ -f "$d/manifest" ] || : > "$d/manifest"
 snapshot() {
   s="$d/snap/$1"

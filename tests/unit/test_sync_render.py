@@ -76,3 +76,12 @@ def test_k8s_items_and_refusals() -> None:
     assert objects != out and "web-sync" not in str(objects)  # the input is not changed
     with pytest.raises(SyncError, match=r"starting with '\.\.'"):
         with_synced_files(objects, [("..data/x", b"", 0o644)], "d")
+
+
+def test_slurm_dry_run_names_the_snapshot_to_come() -> None:
+    from jupyter_tiers.config import Profile
+    from jupyter_tiers.slurm.tier import SlurmTier
+
+    tier = SlurmTier(Profile(name="hpc", tier="slurm", settings={"host": "h", "workdir": "~/jt"}))
+    script = tier.render(JobSpec(script="import m\n", name="ft", sync=(".",)))
+    assert 'export JT_SYNC_DIR="$HOME"/jt/.sync/ft/snap/TOKEN-AT-SUBMIT' in script

@@ -89,6 +89,10 @@ class K8sTier(ServeTier):
         """Create or update the service; returns its handle at once (the rollout goes on)."""
         existing = self.registry.find_by_name(self.name, spec.name)
         stored = _spec_for_record(spec)
+        if spec.sync:  # a changed module is a changed cell (blue-green then switches colour)
+            from ..sync import notebook_manifest
+
+            stored["sync_sha"] = notebook_manifest(spec.sync, self.profile.settings)[0].digest()
         color = None
         switching = False  # blue-green: the Service moves to the new colour once it is ready
         if spec.strategy == "bluegreen":

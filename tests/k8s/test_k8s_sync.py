@@ -113,3 +113,27 @@ def test_dry_run_lists_synced_files(ip: InteractiveShell, notebook: Path,
     assert "name: dry-sync" in out and "mountPath: /jt/sync" in out and "workingDir: /jt/sync" in out
     assert "# --sync .: 3 files" in out and "#   mymodel.py  (" in out and "weights.bin" not in out
     assert Registry().list() == []
+
+
+def test_bluegreen_switches_colour_on_a_changed_module(tier: K8sTier, notebook: Path,
+                                                       emulator: Emulator, k8s_namespace: str) -> None:
+    ns = k8s_namespace
+    blue = tier.apply(tier.make_spec(SERVER, name="bgs", strategy="bluegreen", sync=["."]))
+    assert blue.record.spec["deployment"] == "bgs-blue"
+    assert blue.wait_ready(GUARD).state is ServiceState.READY, blue.logs()
+    (notebook / "mymodel.py").write_text("def answer():\n    return 'green'\n")
+    green = tier.apply(tier.make_spec(SERVER, name="bgs", strategy="bluegreen", sync=["."]))
+    assert green.record.spec["deployment"] == "bgs-green"
+    assert green.record.spec["sync_sha"] != blue.record.spec["sync_sha"]  # the record tells them apart
+    tier.wait_switched("bgs", GUARD)
+    assert emulator.store.get("configmaps", ns, "bgs-blue-sync") is None
+    assert emulator.store.get("configmaps", ns, "bgs-green-sync") is not None
+    wait_for(lambda: get_or_none(green.port_forward) == "green hello", what="green answering")
+    tier.delete(green.record)
+
+
+def get_or_none(port_forward: object) -> str | None:
+    try:
+        return get(port_forward())  # type: ignore[operator]  # a bound method of a Service
+    except Exception:
+        return None

@@ -6,6 +6,7 @@ rolls the pods; over a ConfigMap's size the magic refuses in one line; --dry-run
 from __future__ import annotations
 
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -132,8 +133,8 @@ def test_bluegreen_switches_colour_on_a_changed_module(tier: K8sTier, notebook: 
     tier.delete(green.record)
 
 
-def get_or_none(port_forward: object) -> str | None:
+def get_or_none(port_forward: Callable[[], str]) -> str | None:
     try:
-        return get(port_forward())  # type: ignore[operator]  # a bound method of a Service
-    except Exception:
+        return get(port_forward())
+    except OSError:
         return None

@@ -73,6 +73,7 @@ def test_files_download_bounded_and_resumable(box: SlurmTier, tmp_path: Path,
         while chunk := f.read(1 << 20):
             h.update(chunk)
     assert h.hexdigest() == remote_sum
+    box.transport.run(["rm", "-f", "--", f"{job.record.jobdir}/big.bin"])  # 256 MiB on a shared disk
 
 
 def test_files_of_a_job_whose_directory_is_gone(box: SlurmTier) -> None:

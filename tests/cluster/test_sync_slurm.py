@@ -60,9 +60,11 @@ def rank_lines(job: Any) -> list[str]:
     return log.splitlines()
 
 
-def test_synced_module_on_two_nodes(box: SlurmTier, notebook: Path,
-                                    counted: list[tuple[str, int]]) -> None:
+def test_synced_module_on_two_nodes(box: SlurmTier, notebook: Path, counted: list[tuple[str, int]],
+                                    request: pytest.FixtureRequest) -> None:
     name = f"sync-{secrets.token_hex(3)}"
+    request.addfinalizer(lambda: box.transport.run(
+        ["rm", "-rf", "--", f"{box.profile.workdir}/.sync/{name}"], check=False))
     spec = box.make_spec(BODY, name=name, nodes=2, sync=["."])
     job1 = box.submit(spec)
     assert [c[0] for c in counted[:3]] == ["jt-sync-check", "jt-sync-apply", "jt-submit"]

@@ -14,8 +14,8 @@ Rules, decided here once for every tier:
 - ``.gitignore`` and ``.tiersignore`` files (in the notebook's directory and below) are honoured
   with git's semantics (``pathspec``'s GitIgnoreSpec: negation, dir-only ``x/``, anchored ``/x``,
   ``**``); a deeper file's rules win over a shallower one's. ``.git/``, ``__pycache__/``,
-  ``.ipynb_checkpoints/`` and ``*.pyc`` are never synced. A file named on ``--sync`` itself is
-  synced even if an ignore file lists it (as ``git add -f``).
+  ``.ipynb_checkpoints/``, ``*.pyc`` and the project's ``tiers.yaml`` are never synced. A file
+  named on ``--sync`` itself is synced even if an ignore file lists it (as ``git add -f``).
 - A symbolic link to a regular file inside the notebook's directory is synced as a copy of that
   file; any other symbolic link (to a directory, outside the directory, dangling) is refused in
   one line naming it, so nothing outside the notebook's directory leaves the machine by
@@ -43,6 +43,9 @@ DEFAULT_MAX_MB = 100
 IGNORE_FILES = (".gitignore", ".tiersignore")
 NEVER_SYNCED_DIRS = frozenset({".git", "__pycache__", ".ipynb_checkpoints"})
 NEVER_SYNCED_SUFFIXES = (".pyc",)
+# The project's own tiers.yaml may hold profile env values (tokens): it configures the notebook's
+# side and no job reads it. Named on --sync it still travels.
+NEVER_SYNCED_FILES = frozenset({"tiers.yaml"})
 MAX_PATH = 1024  # characters of one relative path
 MAX_FILES = 50_000
 MAX_IGNORE_BYTES = 1 << 20
@@ -174,7 +177,9 @@ def is_ignored(rules: Rules, path: str, is_dir: bool) -> bool:
     """Whether ``path`` (relative to the root) is ignored: the deepest ignore file with a
     pattern matching it decides (git's precedence); within a file the last match wins."""
     name = path.rsplit("/", 1)[-1]
-    if (is_dir and name in NEVER_SYNCED_DIRS) or (not is_dir and name.endswith(NEVER_SYNCED_SUFFIXES)):
+    if is_dir and name in NEVER_SYNCED_DIRS:
+        return True
+    if not is_dir and (name.endswith(NEVER_SYNCED_SUFFIXES) or path in NEVER_SYNCED_FILES):
         return True
     for base, spec in reversed(rules):
         sub = path[len(base) + 1:] if base else path

@@ -49,10 +49,10 @@ def test_gitignore_semantics(tmp_path: Path) -> None:
         "build/out.o": "", "sub/build/out.o": "", "buildfile": "",
         "deep/1/2/x.bin": "", "deep/y.bin": "",
         ".git/config": "", "pkg/__pycache__/m.pyc": "", "pkg/m.py": "", "pkg/old.pyc": "",
-        ".ipynb_checkpoints/n.ipynb": "",
+        ".ipynb_checkpoints/n.ipynb": "", "tiers.yaml": "env: {TOKEN: x}", "sub/tiers.yaml": "",
     })
     assert paths(tmp_path) == [".gitignore", "a.py", "buildfile", "deep/y.bin", "keep.log",
-                               "pkg/m.py", "sub/top.txt"]
+                               "pkg/m.py", "sub/tiers.yaml", "sub/top.txt"]
 
 
 def test_nested_ignore_files_and_tiersignore(tmp_path: Path) -> None:

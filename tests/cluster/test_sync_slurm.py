@@ -104,3 +104,26 @@ def test_size_refusal_before_any_round_trip(box: SlurmTier, notebook: Path,
     with pytest.raises(SyncError, match=r"over the 1 MB limit .*weights\.bin \(1\.2 MB\)"):
         box.submit(box.make_spec(BODY, name="sync-big", sync=["."]))
     assert counted == []
+
+
+def test_magic_sync_on_slurm(tiers_yaml: Path, notebook: Path, capsys: pytest.CaptureFixture[str],
+                             cluster_env: dict[str, str]) -> None:
+    """The user's path: %%slurm_train --sync . --profile box, then the job imports the module."""
+    from jupyter_tiers import api
+    from jupyter_tiers.registry import Registry
+    from tests.helpers import tiers_shell
+
+    ip = tiers_shell()
+    name = f"sync-magic-{secrets.token_hex(3)}"
+    try:
+        ip.run_cell_magic("slurm_train", f"--profile box --sync . --name {name} --wait --text", BODY)
+        out = capsys.readouterr().out
+        assert "COMPLETED" in out, out
+        rec = Registry().list(limit=1)[0]
+        tier = api.connect("box")
+        log = tier.read_log(rec).decode()
+        assert "0: value first conf lr=0.1 cwd " in log and "0: ignored-present False" in log
+    finally:
+        tier = api.connect("box")
+        tier.transport.run(["rm", "-rf", "--", f"{tier.profile.workdir}/.sync/{name}"], check=False)
+        api.close_all()

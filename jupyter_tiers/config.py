@@ -164,6 +164,7 @@ _COMMON_KEYS: dict[str, type | tuple[type, ...]] = {
     "defaults": dict,
     # object_store: where the profile's jobs or pods reach S3 (objectstore.parse_object_store).
     "object_store": dict,
+    "sync_max_mb": (int, float),  # --sync's size cap (sync.py)
 }
 TIER_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "slurm": {

@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .model import JobStatus, LogLine, PodInfo, ServiceStatus
@@ -198,6 +198,29 @@ class Job(Handle):
                 yield item
         finally:
             self.tier.watcher.unwatch(sub)
+
+    def files(self, pattern: str = "*") -> list[Any]:
+        """What the job left in its job directory and checkpoint directory (``checkpoints/...``),
+        matching the glob ``pattern`` (on the name or the base name): ``FileInfo(name, size,
+        mtime)`` in one remote command, e.g. ``job.files("*.png")``."""
+        from .files import select
+
+        return select(self.tier.list_files(self.record), pattern)
+
+    def download(self, pattern: str = "*", dest: str = ".", *,
+                 progress: Callable[[str, int, int], None] | None = None) -> list[Any]:
+        """Fetch the files matching ``pattern`` into ``dest`` (default: the notebook's
+        directory) over the tier's connection: streamed (bounded memory), resumable (a cut
+        leaves NAME.part, the next call continues from its size), never outside ``dest``.
+        Returns the local paths; TiersError when nothing matches."""
+        from .errors import TiersError
+        from .files import download
+
+        matching = self.files(pattern)
+        if not matching:
+            raise TiersError(f"job {self.id}: no file matches {pattern!r}; job.files() lists them")
+        return download(matching, dest,
+                        lambda name, offset: self.tier.file_chunks(self.record, name, offset), progress)
 
     def cancel(self) -> None:
         self.tier.cancel(self.record)

@@ -122,6 +122,10 @@ def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageErro
 
     if isinstance(exc, HandoffError):
         return UsageError(str(exc))
+    from .sync import SyncError
+
+    if isinstance(exc, SyncError):  # its message names --sync and what is allowed
+        return UsageError(str(exc))
     from .transport.errors import OneTimeCodeRequired
 
     if isinstance(exc, OneTimeCodeRequired):  # its message says who asks and why not here
@@ -191,6 +195,7 @@ class TiersMagics(Magics):
             if args.dry_run:
                 warn_if_server()
                 print(tier.render(spec), end="")
+                _print_sync_listing(tier, spec)
                 return None
             job = None
             attached = False
@@ -280,6 +285,7 @@ class TiersMagics(Magics):
                 return None
             if args.dry_run:
                 print(tier.render(spec), end="")
+                _print_sync_listing(tier, spec)
                 return None
             service = tier.apply(spec)
         except TiersError as exc:
@@ -479,6 +485,15 @@ def _fix_dash_values(words: list[str]) -> list[str]:
         out.append(word)
         i += 1
     return out
+
+
+def _print_sync_listing(tier: Any, spec: Any) -> None:
+    """--dry-run with --sync: what would be synced, and its size (sync.py)."""
+    if getattr(spec, "sync", ()):
+        from .sync import describe, notebook_manifest
+
+        manifest, _ = notebook_manifest(spec.sync, tier.profile.settings)
+        print(describe(manifest, spec.sync), end="")
 
 
 def _live_job_named(tier: Any, name: str) -> Any:

@@ -126,6 +126,24 @@ def _checkpoint_to(value: Any) -> str | None:
         raise SpecError("checkpoint_to", f"{exc}; or store (the profile's object_store)") from None
     return str(value)
 
+def _sync(value: Any) -> tuple[str, ...]:
+    from .errors import TiersError
+    from .sync import check_sync_paths
+
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise SpecError("sync", f"expected a list of paths such as [.], got {type(value).__name__}")
+    try:
+        return check_sync_paths(value)
+    except TiersError as exc:
+        raise SpecError("sync", str(exc).removeprefix("--sync").lstrip(": ")) from None
+
+
+_SYNC_HELP = ("send this file or directory of the notebook's directory along (repeatable; . for all "
+              "of it); .gitignore and .tiersignore are honoured; the job runs in the synced copy, "
+              "which is on PYTHONPATH")
+
 
 def _signal(value: Any) -> str | None:
     from .signals import canonical_signal
@@ -182,6 +200,8 @@ JOB_OPTIONS: tuple[Option, ...] = (
            "a grid of parameters, one array task per combination: \"lr=1e-4,3e-4 bs=32,64\"; task "
            "i gets them as JSON in $JT_PARAMS and, in a Python body, as the dict params",
            metavar="GRID", yaml=None),
+    Option("sync", ("--sync",), _SYNC_HELP, kind="multi", metavar="PATH", yaml=(list, str),
+           convert=_sync, from_yaml=_sync),
 )
 
 SERVE_OPTIONS: tuple[Option, ...] = (
@@ -215,6 +235,9 @@ SERVE_OPTIONS: tuple[Option, ...] = (
            from_yaml=_tolerations),
     Option("patch", ("--patch",), "notebook dict {Kind: partial object} merged over the generated objects",
            metavar="VAR", yaml=None, convert=_patch),
+    Option("sync", ("--sync",), _SYNC_HELP.replace("the job runs", "the server runs") +
+           " (sent in the ConfigMap: at most about 1 MiB)", kind="multi", metavar="PATH",
+           yaml=(list, str), convert=_sync, from_yaml=_sync),
 )
 
 

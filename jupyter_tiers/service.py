@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -600,3 +600,29 @@ def http_status(exc: BaseException) -> int:
     if isinstance(exc, ValueError):
         return 400
     return 500
+
+
+
+def _job(ref: str) -> Any:
+    from .handles import Job
+
+    handle = attach(ref, "job")
+    if not isinstance(handle, Job):
+        raise WrongKind(f"{ref} is not a job")
+    return handle
+
+
+def job_files(ref: str, pattern: str = "*") -> list[dict[str, Any]]:
+    """What job ``ref`` left in its job and checkpoint directories: ``{name, size, mtime}``
+    (files.py), in one remote command."""
+    return [{"name": f.name, "size": f.size, "mtime": f.mtime} for f in _job(ref).files(pattern)]
+
+
+def job_file(ref: str, name: str) -> tuple[Any, Iterator[bytes]]:
+    """One listed file of job ``ref``: its FileInfo and its bytes, streamed. JobNotFound if the
+    job left no file of that name (only listed names are read)."""
+    job = _job(ref)
+    info = {f.name: f for f in job.tier.list_files(job.record)}.get(name)
+    if info is None:
+        raise JobNotFound(f"{ref} left no file named {name!r}")
+    return info, job.tier.file_chunks(job.record, name, 0)

@@ -254,6 +254,14 @@ class BatchTier(Tier):
     def cancel(self, record: JobRecord) -> None:
         """Cancel a job (no error if it already ended)."""
 
+    def list_files(self, record: JobRecord) -> list[Any]:
+        """Every file the job left in its job and checkpoint directories (files.FileInfo)."""
+        raise TiersError(f"profile {self.name!r}: this tier cannot list a job's files")
+
+    def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
+        """One listed file's bytes from ``offset``, in chunks (streamed)."""
+        raise TiersError(f"profile {self.name!r}: this tier cannot fetch a job's files")
+
     def close(self) -> None:
         """Stop the watcher and drop the connection."""
         if self._watcher is not None:

@@ -73,6 +73,8 @@ class K8sTier(ServeTier):
 
             objects = add_model_fetch(objects, spec.model_uri, store_of(self.profile),
                                       self.profile.get("fetch_image"))
+        if spec.sync:  # the notebook's files in a D-sync ConfigMap (k8s/sync_render.py)
+            objects = _with_synced_files(spec, objects, self.profile)
         return objects
 
     def render(self, spec: ServeSpec) -> str:
@@ -107,6 +109,15 @@ class K8sTier(ServeTier):
                      "nothing was created or changed (--dry-run=server)")
         return "\n".join(lines) + "\n"
 
+    def _applied_spec(self, spec: ServeSpec) -> dict[str, Any]:
+        """What the registry keeps of an applied cell; a changed synced module changes it too."""
+        stored = _spec_for_record(spec)
+        if spec.sync:  # a changed module is a changed cell (blue-green then switches colour)
+            from ..sync import notebook_manifest
+
+            stored["sync_sha"] = notebook_manifest(spec.sync, self.profile.settings)[0].digest()
+        return stored
+
     def _color_for(self, spec: ServeSpec) -> tuple[str | None, bool]:
         """Blue-green: (the color to apply, whether the Service switches to it once ready)."""
         if spec.strategy != "bluegreen":
@@ -114,7 +125,9 @@ class K8sTier(ServeTier):
         existing = self.registry.find_by_name(self.name, spec.name)
         live = self._live_color(spec.name)
         color = "blue" if live is None else ("green" if live == "blue" else "blue")
-        unchanged = existing is not None and existing.spec.get("applied_spec") == _spec_for_record(spec)
+        # The registry gives back JSON (lists where the spec has tuples): compare in that form.
+        applied = json.loads(json.dumps(self._applied_spec(spec)))
+        unchanged = existing is not None and existing.spec.get("applied_spec") == applied
         if live is not None and unchanged:
             color = live  # unchanged cell: nothing to switch
         return color, live is not None and color != live
@@ -122,7 +135,7 @@ class K8sTier(ServeTier):
     def apply(self, spec: ServeSpec) -> Service:
         """Create or update the service; returns its handle at once (the rollout goes on)."""
         existing = self.registry.find_by_name(self.name, spec.name)
-        stored = _spec_for_record(spec)
+        stored = self._applied_spec(spec)
         # blue-green: the Service moves to the new colour once it is ready (switching)
         color, switching = self._color_for(spec)
         objects = self._manifests(spec, color)
@@ -134,6 +147,8 @@ class K8sTier(ServeTier):
         if "HorizontalPodAutoscaler" not in by_kind:
             self._delete_quietly("HorizontalPodAutoscaler", spec.name)
         deployment = by_kind["Deployment"]["metadata"]["name"]
+        if not spec.sync and existing is not None and existing.spec.get("sync"):
+            self._delete_quietly("ConfigMap", f"{deployment}-sync")  # it stopped using --sync
         record = JobRecord(
             profile=self.name, tier=self.kind, job_id=spec.name, name=spec.name, kind="service",
             state=ServiceState.DEPLOYING.value,
@@ -174,8 +189,8 @@ class K8sTier(ServeTier):
             if status is None or status.state is not ServiceState.READY:
                 return
             self._apply_object(service_obj)
-            for kind in ("Deployment", "ConfigMap", "Secret"):
-                suffix = {"Deployment": "", "ConfigMap": "-code", "Secret": "-env"}[kind]
+            for kind, suffix in (("Deployment", ""), ("ConfigMap", "-code"), ("Secret", "-env"),
+                                 ("ConfigMap", "-sync")):
                 self._delete_quietly(kind, f"{name}-{old}{suffix}")
 
         thread = threading.Thread(target=switch, name=f"jt-bluegreen-{name}", daemon=True)
@@ -623,6 +638,22 @@ def _delete_fn(client: KubeClient, kind: str) -> Callable[..., Any]:
         "HorizontalPodAutoscaler": client.autoscaling().delete_namespaced_horizontal_pod_autoscaler,
     }
     return fns[kind]
+
+
+def _with_synced_files(spec: ServeSpec, objects: list[dict[str, Any]], profile: Profile
+                       ) -> list[dict[str, Any]]:
+    from ..sync import notebook_manifest
+    from .sync_render import with_synced_files
+
+    manifest, sources = notebook_manifest(spec.sync, profile.settings)
+    if manifest.total > 2_000_000:  # far over a ConfigMap: refuse before reading it all
+        return with_synced_files(objects, [(e.path, b"\0" * e.size, e.mode) for e in manifest.entries],
+                                 manifest.digest())
+    files = []
+    for e in manifest.entries:
+        with open(sources[e.path], "rb") as f:
+            files.append((e.path, f.read(), e.mode))
+    return with_synced_files(objects, files, manifest.digest())
 
 
 def _spec_for_record(spec: ServeSpec) -> dict[str, Any]:

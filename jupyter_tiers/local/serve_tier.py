@@ -56,7 +56,7 @@ PORT_TOKEN = "{port}"
 
 # ServeSpec fields that only mean something on a cluster: accepted, shown as not applied.
 NOT_APPLIED = ("image", "gpus", "cpu", "memory", "secret_env", "autoscale", "image_pull_policy",
-               "node_selector", "tolerations", "patch")
+               "node_selector", "tolerations", "patch", "sync")
 _SERVE_DEFAULTS = frozenset(profile_keys(SERVE_OPTIONS))
 
 
@@ -77,6 +77,8 @@ def not_applied(spec: ServeSpec) -> list[str]:
             value = f"{len(value)} toleration{'s' if len(value) != 1 else ''}"
         elif name == "patch":
             value = "(a patch)"
+        elif name == "sync":  # the replicas run on this machine; nothing is copied for them
+            value = ",".join(value)
         out.append(f"{name}={value}")
     if spec.strategy != "rolling":
         out.append(f"strategy={spec.strategy} (rolled one replica at a time)")

@@ -189,6 +189,49 @@ class LogsHandler(TiersAPIHandler):
         self.write_json(result.to_json())
 
 
+class FilesHandler(TiersAPIHandler):
+    """``GET jobs/{profile}/{id}/files?pattern=``: what the job left (files.py)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, profile: str, job_id: str) -> None:
+        ref = self.parsed(params.ref, profile, job_id)
+        pattern = self.parsed(params.file_pattern, self.request.query_arguments)
+        self.write_json({"files": await self.run(service.job_files, ref, pattern)})
+
+
+class FileHandler(TiersAPIHandler):
+    """``GET jobs/{profile}/{id}/files/{name}``: one listed file's bytes, streamed as an
+    attachment (the browser saves it; flushed chunk by chunk, so memory stays bounded)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, profile: str, job_id: str, name: str) -> None:
+        ref = self.parsed(params.ref, profile, job_id)
+        name = self.parsed(params.file_name, name)
+        info, chunks = await self.run(service.job_file, ref, name)
+        base = name.rsplit("/", 1)[-1]
+        self.set_header("Content-Type", "application/octet-stream")
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Content-Length", str(info.size))
+        self.set_header("Content-Disposition", params.attachment(base))
+        sent = 0
+        try:
+            while sent < info.size:
+                chunk = await blocking(next, chunks, b"")
+                if not chunk:
+                    break
+                chunk = chunk[: info.size - sent]  # the file grew since it was listed
+                sent += len(chunk)
+                self.write(chunk)
+                await self.flush()
+        finally:
+            await blocking(getattr(chunks, "close", lambda: None))
+        if sent < info.size:  # it shrank, or the cluster went away: a short body, not a lie
+            raise web.HTTPError(502, "the file ended early")
+        self.finish(set_content_type="application/octet-stream")
+
+
 class ProfilesHandler(TiersAPIHandler):
     """``GET profiles``: names, tiers, hosts — nothing secret."""
 
@@ -455,6 +498,8 @@ def handler_table(base_url: str) -> list[tuple[str, type]]:
         (url_path_join(base, item, "logs"), LogsHandler),
         (url_path_join(base, item, "logs", "stream"), LogStreamHandler),
         (url_path_join(base, item, "(cancel|scale|restart)"), ActionHandler),
+        (url_path_join(base, item, "files"), FilesHandler),
+        (url_path_join(base, item, "files", "(.+)"), FileHandler),
         (url_path_join(base, "events"), EventsHandler),
         (url_path_join(base, "profiles"), ProfilesHandler),
         (url_path_join(base, "stats"), StatsHandler),

@@ -212,3 +212,27 @@ def history_query(query: Query) -> HistoryParams:
         raise SpecError("tail", "give it with job=ID (the end of one job's output)")
     return HistoryParams(profile=profile, days=days, user=user, states=states, limit=limit, job=job,
                          tail=tail)
+
+
+def file_pattern(query: Query) -> str:
+    """``?pattern=``: a glob (default ``*``)."""
+    return _one(query, "pattern") or "*"
+
+
+def file_name(text: str) -> str:
+    """A listed file's name from the URL path: a safe relative path (sync.check_relpath)."""
+    from ..errors import TiersError
+    from ..sync import check_relpath
+
+    try:
+        return check_relpath(text, "name")
+    except TiersError as exc:
+        raise SpecError("name", str(exc)) from None
+
+
+def attachment(name: str) -> str:
+    """A Content-Disposition header for ``name`` (RFC 6266: an ASCII fallback, then UTF-8)."""
+    from urllib.parse import quote
+
+    fallback = "".join(c if c.isascii() and c.isprintable() and c not in '"\\;' else "_" for c in name)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"

@@ -31,11 +31,17 @@ function render({ model, el }) {
   const cancelBtn = h("button", "jt-cancel", "Cancel");
   const copyBtn = h("button", "jt-copy", "Copy job id");
   const scriptBtn = h("button", "jt-script-toggle", "Show script");
+  // The Files tab (files_pane.js, put in front of this module; the lab panel runs without it).
+  const filesBtn = h("button", "jt-files-toggle", "Files");
+  const filesBox = h("div", "jt-files-box");
+  filesBox.hidden = true;
+  const filesPane = typeof jtFilesPane === "function" ? jtFilesPane({ model, box: filesBox }) : null;
+  filesBtn.hidden = !filesPane;
   const followBtn = h("button", "jt-follow", "Pause");
   const errorBtn = h("button", "jt-jump-error", "Jump to first error");
   errorBtn.disabled = true;
   const rankSelect = h("select", "jt-rank-filter");
-  controls.append(cancelBtn, copyBtn, scriptBtn, h("span", "jt-spacer"), rankSelect, followBtn, errorBtn);
+  controls.append(cancelBtn, copyBtn, scriptBtn, filesBtn, h("span", "jt-spacer"), rankSelect, followBtn, errorBtn);
 
   const scriptPre = h("pre", "jt-script");
   scriptPre.hidden = true;
@@ -72,7 +78,7 @@ function render({ model, el }) {
     model.send({ kind: "metrics_rank", rank: want });
     refreshCharts();
   }
-  root.append(header, message, controls, scriptPre, legend, grid, tip, charts, earlierNote, logBox, skippedNote, summary);
+  root.append(header, message, controls, scriptPre, filesBox, legend, grid, tip, charts, earlierNote, logBox, skippedNote, summary);
 
   function refreshEarlier() {
     const bytes = model.get("log_skipped_bytes");
@@ -273,6 +279,12 @@ function render({ model, el }) {
   scriptBtn.addEventListener("click", () => {
     scriptPre.hidden = !scriptPre.hidden;
     scriptBtn.textContent = scriptPre.hidden ? "Show script" : "Hide script";
+  });
+
+  filesBtn.addEventListener("click", () => {
+    filesBox.hidden = !filesBox.hidden;
+    filesBtn.textContent = filesBox.hidden ? "Files" : "Hide files";
+    if (!filesBox.hidden) filesPane.shown();
   });
 
   function refreshScript() { scriptPre.textContent = model.get("script"); }

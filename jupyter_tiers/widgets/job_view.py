@@ -24,7 +24,7 @@ from .state import lines_message, ranks_per_node, status_traits, text_message
 from .view_common import view_module
 
 _HERE = Path(__file__).parent
-_HELPERS = ("metrics_chart.js", "rank_grid.js")  # put in front of the view's module
+_HELPERS = ("metrics_chart.js", "rank_grid.js", "files_pane.js")  # put in front of the view's module
 
 
 class JobView(anywidget.AnyWidget):
@@ -75,6 +75,10 @@ class JobView(anywidget.AnyWidget):
     #: Why the charted rank's earlier metrics are missing, if they are.
     metrics_note = t.Unicode("").tag(sync=True)
     metrics_interval = 1.0
+    #: The Files tab (files_pane.py): [name, size, mtime] rows, a note, download progress by name.
+    files: t.List[list[Any]] = t.List().tag(sync=True)
+    files_note = t.Unicode("").tag(sync=True)
+    downloads = t.Dict().tag(sync=True)
 
     #: When reattaching (``log_offset=None``), show at most this much of the log's end.
     backlog_bytes = 512 * 1024
@@ -103,6 +107,9 @@ class JobView(anywidget.AnyWidget):
         self._metrics = RankMetrics(job.metric_patterns(), max_points=200)
         self._metrics_sent = 0.0
         self._metrics_parsed = 0.0
+        from .files_pane import FilesPane
+
+        self.files_pane = FilesPane(self)
         self.on_msg(self._on_front_end_msg)
         skip_partial = False
         if log_offset is None:
@@ -205,6 +212,8 @@ class JobView(anywidget.AnyWidget):
             if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < max(1, self.world_size):
                 self._metrics.pick(rank, lambda: self.job.tier.log_chunks(self.job.record, 0),
                                    self._show_metrics)
+        elif self.files_pane.on_message(content):
+            pass
         elif kind == "cancel" and not self.terminal:
             self.cancel_requested = True
             threading.Thread(target=self._cancel, name="jt-cancel", daemon=True).start()

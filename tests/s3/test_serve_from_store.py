@@ -196,4 +196,6 @@ def test_model_from_an_s3_object_and_a_missing_key_shown_as_the_init_containers_
         time.sleep(0.5)
     # As on a real cluster (golden 13b): the pod stays Pending, its init container in a crash loop.
     assert pods[0].phase == "Pending" and pods[0].exit_code == 1
-    assert "restarting failed container=fetch-model" in str(pods[0].message)
+    # The kubelet's back-off text is not shown (issue 20 item 1: the row reads the same in every
+    # phase of the back-off); the restart count says the init container has been retried.
+    assert pods[0].restarts >= 1

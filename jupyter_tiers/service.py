@@ -509,6 +509,15 @@ def restart(ref: str) -> ActionResult:
     return ActionResult(True, f"service {service.name} restarting (rolling update)")
 
 
+def doctor(names: Sequence[str] = (), *, suggest_role: bool = False) -> Any:
+    """``doctor [PROFILE...]``: the first-contact checks of the named profiles (default: the
+    default profile) as a :class:`~jupyter_tiers.doctor.Report` (render it with
+    :mod:`jupyter_tiers.doctor.render`). Read-only; an unknown name is a ConfigError."""
+    from .doctor import run_doctor
+
+    return run_doctor(load_config(), names, suggest_role=suggest_role)
+
+
 @dataclass(frozen=True)
 class History:
     """Jobs from a Slurm profile's accounting, newest first (``HistoryRow``: ``ours`` marks the

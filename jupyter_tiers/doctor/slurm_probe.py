@@ -1,0 +1,244 @@
+"""The doctor's I/O on a Slurm profile: resolve the SSH route, DNS, TCP, the host key and the
+login (with the transport's own connection code), then ONE remote command that reports the
+Slurm tools, configuration, partitions, nodes, associations, the workdir and the profile's
+setup and Python. Each stage returns a small result dataclass; :mod:`.slurm_checks` judges them.
+
+Read-only: the remote command only reads, except one empty test file in the workdir (``mktemp``,
+removed at once). Nothing is added to any known_hosts file.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..config import Profile
+
+# Looks up each tool (NAME PATH FIRST-LINE-OF---version), in the login shell's environment (where
+# the tier runs sbatch) and again after the profile's setup lines (where the job script runs srun).
+# Arguments: $1 workdir, $2 python, $3 the setup lines, $4 the Python probe.
+DOCTOR_SH = r"""lim=()
+if command -v timeout >/dev/null 2>&1; then lim=(timeout 20); fi
+tools() {
+  for t in sbatch squeue sacct scontrol sinfo srun; do
+    p=$(command -v "$t" 2>/dev/null) || p=""
+    v=""
+    if [ -n "$p" ]; then v=$("${lim[@]}" "$t" --version 2>&1 </dev/null | head -n 1); fi
+    printf '%s%s\t%s\t%s\n' "$1" "$t" "$p" "$v"
+  done
+}
+echo '@@jt-doctor tools'
+tools ''
+echo '@@jt-doctor config'
+keys='AccountingStorageType|AccountingStorageEnforce|TopologyPlugin|ClusterName|SLURM_VERSION'
+"${lim[@]}" scontrol show config 2>/dev/null </dev/null | grep -E "^($keys) "
+echo '@@jt-doctor partitions'
+"${lim[@]}" scontrol -o show partition 2>/dev/null </dev/null
+echo '@@jt-doctor nodes'
+"${lim[@]}" sinfo -h -N -o '%N|%c|%m|%G' 2>/dev/null </dev/null
+echo '@@jt-doctor assoc'
+"${lim[@]}" sacctmgr -n -P show assoc where user="$(id -un)" format=account,partition,qos \
+  2>/dev/null </dev/null
+echo '@@jt-doctor groups'
+id -Gn 2>/dev/null
+echo '@@jt-doctor workdir'
+d="$1"
+case "$d" in "~") d="$HOME";; "~/"*) d="$HOME/${d#"~/"}";; esac
+printf 'path\t%s\n' "$d"
+p="$d"
+if [ -d "$d" ]; then
+  printf 'exists\tyes\n'
+  if f=$(mktemp "$d/.jt-doctor.XXXXXX" 2>&1); then rm -f -- "$f"; printf 'writable\tyes\n'
+  else printf 'writable\tno\t%s\n' "$(printf '%s' "$f" | tail -n 1)"; fi
+else
+  printf 'exists\tno\n'
+  while [ ! -d "$p" ]; do p=$(dirname -- "$p"); done
+  if [ -w "$p" ]; then printf 'parent\t%s\twritable\n' "$p"; else printf 'parent\t%s\tnot-writable\n' "$p"; fi
+fi
+df -Pk -- "$p" 2>/dev/null | tail -n 1 | awk '{printf "df\t%s\t%s\n", $4, $6}'
+echo '@@jt-doctor setup'
+(
+  eval "$3" >/dev/null 2>&1 </dev/null
+  printf 'setup\t%s\n' "$?"
+  tools 'tool	'
+  "${lim[@]}" "$2" -c "$4" 2>&1 </dev/null | tail -n 5
+)
+exit 0
+"""
+
+# The profile's Python on the login node: its version, and torch (with NCCL) if importable.
+PY_PROBE = r"""import sys
+print("python", sys.version.split()[0], sys.executable, sep="\t")
+try:
+    import torch
+    import torch.distributed as dist
+    print("torch", torch.__version__, "nccl" if dist.is_nccl_available() else "-", sep="\t")
+except Exception as exc:
+    print("torch", "-", type(exc).__name__, sep="\t")
+"""
+
+
+@dataclass(frozen=True)
+class RouteProbe:
+    """The SSH route as ~/.ssh/config and the profile make it: ``hops`` are (name, host, port,
+    user, proxy_command, first known_hosts file); ``error`` when it cannot be resolved."""
+
+    hops: tuple[tuple[str, str, int, str, str, str], ...] = ()
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class ReachProbe:
+    """DNS and TCP of the first hop (the jump host with ProxyJump)."""
+
+    host: str = ""
+    port: int = 0
+    addresses: tuple[str, ...] = ()
+    dns_error: str = ""
+    tcp_error: str = ""
+    proxy_command: bool = False
+
+
+@dataclass(frozen=True)
+class LoginProbe:
+    """The SSH handshake and login: ``methods`` the server offered per hop name; a host key
+    problem (its attributes), an authentication or connection error, or success."""
+
+    methods: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    agent_keys: int = 0
+    host_key: dict[str, Any] = field(default_factory=dict)  # HostKeyError's attributes
+    host_key_message: str = ""
+    auth_error: str = ""
+    connect_error: str = ""
+    logged_in: bool = False
+
+
+@dataclass(frozen=True)
+class RemoteProbe:
+    """The doctor's one remote command: its output (parsed by :mod:`.slurm_parse`) or why not."""
+
+    output: str = ""
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class SlurmProbe:
+    route: RouteProbe
+    reach: ReachProbe | None = None
+    login: LoginProbe | None = None
+    remote: RemoteProbe | None = None
+
+
+def _target(profile: Profile) -> Any:
+    from ..slurm.tier import transport_for
+
+    return transport_for(profile).target
+
+
+def probe_route(profile: Profile) -> tuple[RouteProbe, Any]:
+    from ..transport import sshconfig
+
+    try:
+        route = sshconfig.resolve_route(_target(profile))
+    except (sshconfig.SSHConfigError, OSError) as exc:
+        return RouteProbe(error=str(exc)[:300]), None
+    hops = tuple((h.name, h.hostname, h.port, h.user, h.proxy_command or "",
+                  h.known_hosts_files[0] if h.known_hosts_files else "~/.ssh/known_hosts")
+                 for h in route.hops)
+    return RouteProbe(hops=hops), route
+
+
+def probe_reach(route: Any) -> ReachProbe:
+    from ..transport.connection import open_socket
+    from ..transport.errors import ConnectError
+
+    hop = route.hops[0]
+    if hop.proxy_command:
+        return ReachProbe(host=hop.hostname, port=hop.port, proxy_command=True)
+    try:
+        infos = socket.getaddrinfo(hop.hostname, hop.port, type=socket.SOCK_STREAM)
+    except socket.gaierror as exc:
+        return ReachProbe(host=hop.hostname, port=hop.port, dns_error=str(exc.strerror))
+    addresses = tuple(dict.fromkeys(str(info[4][0]) for info in infos))
+    try:
+        sock = open_socket(hop, route)
+    except ConnectError as exc:
+        return ReachProbe(hop.hostname, hop.port, addresses, tcp_error=str(exc))
+    sock.close()
+    return ReachProbe(hop.hostname, hop.port, addresses)
+
+
+def probe_login(route: Any) -> LoginProbe:
+    """Connect as the tier would (host keys checked, never added; no one-time code asked),
+    recording the authentication methods each hop offers before any key is tried."""
+    import paramiko
+
+    from ..transport.connection import connect_once
+    from ..transport.errors import AuthenticationError, ConnectError, HostKeyError, TransportError
+
+    methods: dict[str, tuple[str, ...]] = {}
+
+    def offered(t: paramiko.Transport, hop: Any) -> None:
+        try:
+            t.auth_none(hop.user)
+            methods[hop.name] = ("none",)
+        except paramiko.BadAuthenticationType as exc:
+            methods[hop.name] = tuple(exc.allowed_types)
+        except paramiko.SSHException:
+            methods[hop.name] = ()
+
+    agent_keys = 0
+    try:
+        agent = paramiko.Agent()
+        agent_keys = len(agent.get_keys())
+        agent.close()
+    except Exception:  # no agent, or a broken one: the login check says what happens
+        agent_keys = 0
+    common: dict[str, Any] = {"methods": methods, "agent_keys": agent_keys}
+    try:
+        conn = connect_once(route, None, before_auth=offered)
+    except HostKeyError as exc:
+        attrs = {"host": exc.host, "port": exc.port, "key_type": exc.key_type,
+                 "fingerprint": exc.fingerprint, "known_hosts": list(exc.known_hosts),
+                 "changed": exc.changed, "revoked": exc.revoked, "file": exc.file, "line": exc.line}
+        return LoginProbe(**common, host_key=attrs, host_key_message=str(exc))
+    except AuthenticationError as exc:
+        return LoginProbe(**common, auth_error=str(exc))
+    except (ConnectError, TransportError, OSError) as exc:
+        return LoginProbe(**common, connect_error=str(exc)[:300])
+    conn.close()
+    return LoginProbe(**common, logged_in=True)
+
+
+def probe_remote(profile: Profile) -> RemoteProbe:
+    """The doctor's one remote command over the tier's own transport (no retries)."""
+    from ..slurm.commands import BASH
+    from ..slurm.tier import transport_for
+    from ..transport.errors import TransportError
+
+    transport = transport_for(profile)
+    transport.retries = 0
+    python = str(profile.defaults.get("python") or "python3")
+    try:
+        result = transport.run([*BASH, DOCTOR_SH, "jt-doctor", profile.workdir, python,
+                                "\n".join(profile.setup), PY_PROBE], timeout=120, check=False)
+    except TransportError as exc:
+        return RemoteProbe(error=str(exc)[:300])
+    finally:
+        transport.close()
+    return RemoteProbe(output=result.text())
+
+
+def probe(profile: Profile) -> SlurmProbe:
+    """Every stage in order; a stage that cannot go on leaves the later ones None."""
+    route_probe, route = probe_route(profile)
+    if route is None:
+        return SlurmProbe(route_probe)
+    reach = probe_reach(route)
+    if reach.dns_error or reach.tcp_error:
+        return SlurmProbe(route_probe, reach)
+    login = probe_login(route)
+    if not login.logged_in:
+        return SlurmProbe(route_probe, reach, login)
+    return SlurmProbe(route_probe, reach, login, probe_remote(profile))

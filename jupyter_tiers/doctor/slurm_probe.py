@@ -19,12 +19,12 @@ from ..config import Profile
 # the tier runs sbatch) and again after the profile's setup lines (where the job script runs srun).
 # Arguments: $1 workdir, $2 python, $3 the setup lines, $4 the Python probe.
 DOCTOR_SH = r"""lim=()
-if command -v timeout >/dev/null 2>&1; then lim=(timeout 20); fi
+if t=$(command -v timeout 2>/dev/null); then lim=("$t" 20); fi  # a path: setup may change PATH
 tools() {
   for t in sbatch squeue sacct scontrol sinfo srun; do
     p=$(command -v "$t" 2>/dev/null) || p=""
     v=""
-    if [ -n "$p" ]; then v=$("${lim[@]}" "$t" --version 2>&1 </dev/null | head -n 1); fi
+    if [ -n "$p" ]; then IFS= read -r v < <("${lim[@]}" "$t" --version 2>&1 </dev/null); fi
     printf '%s%s\t%s\t%s\n' "$1" "$t" "$p" "$v"
   done
 }
@@ -62,7 +62,7 @@ echo '@@jt-doctor setup'
   eval "$3" >/dev/null 2>&1 </dev/null
   printf 'setup\t%s\n' "$?"
   tools 'tool	'
-  "${lim[@]}" "$2" -c "$4" 2>&1 </dev/null | tail -n 5
+  "${lim[@]}" "$2" -c "$4" 2>&1 </dev/null  # no pipes here: setup may have emptied PATH
 )
 exit 0
 """

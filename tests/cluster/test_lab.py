@@ -194,6 +194,20 @@ def test_the_lab_notebooks_profiles_exist_for_a_student(lab_students: dict[str, 
         assert tier == "local" and path_map.get(home) == home, found
 
 
+def test_doctor_from_a_students_seat(lab_students: dict[str, list[str]]) -> None:
+    """Issue 21: a student runs ``jupyter tiers doctor`` on the notebook's profiles, as themselves:
+    the shared profile logs in with their lab key and every check passes."""
+    wanted = sorted(_notebook_profiles().values())
+    out = as_student("jt-student1", textwrap.dedent(f"""\
+        from jupyter_tiers.cli import main
+        print("EXIT", main(["doctor", *{wanted!r}]))
+    """))
+    assert "EXIT 0" in out.stdout, out.stdout + out.stderr
+    assert "FAIL" not in out.stdout and "login: logged in with a key" in out.stdout
+    assert "workdir: /home/jt-student1/jupyter-tiers" in out.stdout
+    assert "sandbox-serve (local)" in out.stdout
+
+
 def test_a_lab_key_logs_in_as_its_own_user_only(lab_students: dict[str, list[str]],
                                                  cluster_env: dict[str, str]) -> None:
     own = ssh_as("jt-student2", "jt-student2", "id -un", cluster_env)

@@ -149,3 +149,44 @@ def test_the_command_line_exit_status_and_json(cluster_env: dict[str, str], tmp_
     assert host_key["status"] == "FAIL" and host_key["data"]["fingerprint"].startswith("SHA256:")
     unknown = cli("nope")
     assert unknown.returncode == 1 and "no such profile" in unknown.stderr
+
+
+def test_through_a_proxy_jump(cluster_env: dict[str, str], tmp_path: Path,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """The box's sshd as its own jump host: each hop's host key is checked, the route is shown."""
+    jump = f"{cluster_env['JT_SSH_USER']}@{cluster_env['JT_SSH_HOST']}:{cluster_env['JT_SSH_PORT']}"
+    report = _doctor(_write(tmp_path / "tiers.yaml", cluster_env, proxy_jump=jump), monkeypatch)
+    checks = _by_name(report)
+    assert report.exit_status == 0, render_text(report)
+    host, port = cluster_env["JT_SSH_HOST"], cluster_env["JT_SSH_PORT"]
+    assert checks["ssh route"][1] == f"root@{host}:{port} → root@{host}:{port}"
+    assert checks["tcp"][1].endswith(f"(then {host} through it)")
+    assert checks["host key"][1] == f"known ({host}:{port}, {host}:{port})"
+
+
+def test_a_two_factor_host_is_a_warning_pointing_to_login(cluster_env: dict[str, str], tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """The shared cluster's second sshd (key, then a TOTP code), only read here: the doctor never
+    needs the code, it stops where the code would be asked."""
+    import socket
+
+    from tests.cluster.twofactor import PROFILE, SCRIPT
+    from tests.cluster.twofactor import profile_yaml as twofactor_yaml
+
+    said = subprocess.run(["bash", str(SCRIPT), "env"], capture_output=True, text=True, check=False)
+    twofactor = dict(line.split("=", 1) for line in said.stdout.splitlines() if "=" in line)
+    try:
+        socket.create_connection((twofactor["JT_SSH_2FA_HOST"], int(twofactor["JT_SSH_2FA_PORT"])), 5).close()
+    except (KeyError, ValueError, OSError) as exc:
+        loud_skip("doctor two-factor test", f"the two-factor sshd is not running ({exc})")
+    path = tmp_path / "tiers.yaml"
+    path.write_text(twofactor_yaml(cluster_env, twofactor))
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
+    report = run_doctor(load_config(), [PROFILE])
+    checks = _by_name(report)
+    assert checks["auth methods"][0] is Status.OK and "key" in checks["auth methods"][1]
+    status, detail, fix = checks["login"]
+    assert status is Status.WARN and "one-time code" in detail, detail
+    assert f"jupyter tiers login -p {PROFILE}" in fix
+    assert checks["workdir"][0] is Status.SKIP
+    assert report.exit_status == 0  # nothing failed; the checks after login could not run

@@ -25,10 +25,12 @@ def check_profile(profile: Profile, *, suggest_role: bool = False) -> ProfileRep
     """Every check of one profile, by its tier; then its sections' (:data:`SECTION_CHECKS`)."""
     extra = ""
     if profile.tier == "slurm":
+        from ..api import cached
         from . import slurm_probe
         from .slurm_checks import slurm_checks
 
-        probed = slurm_probe.probe(profile)
+        tier = cached(profile)
+        probed = slurm_probe.probe(profile, getattr(tier, "transport", None))
         checks = slurm_checks(probed, profile=profile.name, workdir=profile.workdir,
                               python=str(profile.defaults.get("python") or "python3"),
                               partition=profile.defaults.get("partition"),

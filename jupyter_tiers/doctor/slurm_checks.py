@@ -93,11 +93,14 @@ def auth_checks(login: LoginProbe) -> list[Check]:
 def login_check(login: LoginProbe, profile: str) -> Check:
     if login.logged_in:
         return ok("login", "logged in with a key")
+    if login.auth_error and "keyboard-interactive" in login.auth_error and login.reused:
+        return ok("login", "the key was accepted; the host then asks a one-time code (2FA): the "
+                  "checks below used this kernel's connection from %tiers login")
     if login.auth_error and "keyboard-interactive" in login.auth_error:
         return warn("login", "the key was accepted; the host then asks a one-time code (2FA), "
                     "which the doctor does not ask",
-                    f"run `jupyter tiers login -p {profile}` (or %tiers login -p {profile}) to "
-                    "answer it; the checks on the login node need that connection")
+                    f"in a notebook, run `%tiers login -p {profile}` (it asks the code once), then "
+                    "`%tiers doctor` again: the checks on the login node use that connection")
     if login.auth_error:
         return fail("login", login.auth_error,
                     "set identity_file to a key the cluster knows (its public half in "

@@ -112,6 +112,7 @@ class LoginProbe:
     auth_error: str = ""
     connect_error: str = ""
     logged_in: bool = False
+    reused: bool = False  # the remote checks ran over this process's connection (%tiers login)
 
 
 @dataclass(frozen=True)
@@ -211,14 +212,16 @@ def probe_login(route: Any) -> LoginProbe:
     return LoginProbe(**common, logged_in=True)
 
 
-def probe_remote(profile: Profile) -> RemoteProbe:
-    """The doctor's one remote command over the tier's own transport (no retries)."""
+def probe_remote(profile: Profile, connected: Any = None) -> RemoteProbe:
+    """The doctor's one remote command over a new transport of the profile's (no retries), or
+    over ``connected``, a live transport of this process (left open)."""
     from ..slurm.commands import BASH
     from ..slurm.tier import transport_for
     from ..transport.errors import TransportError
 
-    transport = transport_for(profile)
-    transport.retries = 0
+    transport = connected or transport_for(profile)
+    if connected is None:
+        transport.retries = 0
     python = str(profile.defaults.get("python") or "python3")
     try:
         result = transport.run([*BASH, DOCTOR_SH, "jt-doctor", profile.workdir, python,
@@ -226,12 +229,17 @@ def probe_remote(profile: Profile) -> RemoteProbe:
     except TransportError as exc:
         return RemoteProbe(error=str(exc)[:300])
     finally:
-        transport.close()
+        if connected is None:
+            transport.close()
     return RemoteProbe(output=result.text())
 
 
-def probe(profile: Profile) -> SlurmProbe:
-    """Every stage in order; a stage that cannot go on leaves the later ones None."""
+def probe(profile: Profile, connected: Any = None) -> SlurmProbe:
+    """Every stage in order; a stage that cannot go on leaves the later ones None. ``connected``:
+    this process's live transport of the profile, used for the remote command when a fresh login
+    would need a one-time code (the doctor asks none)."""
+    from dataclasses import replace
+
     route_probe, route = probe_route(profile)
     if route is None:
         return SlurmProbe(route_probe)
@@ -240,5 +248,8 @@ def probe(profile: Profile) -> SlurmProbe:
         return SlurmProbe(route_probe, reach)
     login = probe_login(route)
     if not login.logged_in:
+        if connected is not None and connected.connected and "keyboard-interactive" in login.auth_error:
+            return SlurmProbe(route_probe, reach, replace(login, reused=True),
+                              probe_remote(profile, connected))
         return SlurmProbe(route_probe, reach, login)
     return SlurmProbe(route_probe, reach, login, probe_remote(profile))

@@ -187,6 +187,6 @@ def test_a_two_factor_host_is_a_warning_pointing_to_login(cluster_env: dict[str,
     assert checks["auth methods"][0] is Status.OK and "key" in checks["auth methods"][1]
     status, detail, fix = checks["login"]
     assert status is Status.WARN and "one-time code" in detail, detail
-    assert f"jupyter tiers login -p {PROFILE}" in fix
+    assert f"%tiers login -p {PROFILE}" in fix
     assert checks["workdir"][0] is Status.SKIP
     assert report.exit_status == 0  # nothing failed; the checks after login could not run

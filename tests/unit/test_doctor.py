@@ -179,7 +179,17 @@ def test_host_key_and_login_stages() -> None:
             auth_error="hpc wants more than a key (keyboard-interactive), which cannot be done")),
         profile="hpc", workdir="~", python="python3", partition=None, has_setup=False)}
     assert twofactor["auth methods"].detail == "hpc offers key, keyboard-interactive (codes/2FA)"
-    assert twofactor["login"].status is Status.WARN and "jupyter tiers login -p hpc" in twofactor["login"].fix
+    assert twofactor["login"].status is Status.WARN and "%tiers login -p hpc" in twofactor["login"].fix
+    assert twofactor["workdir"].status is Status.SKIP
+    # After %tiers login in the same kernel, the doctor's remote command uses that connection.
+    reused = {c.name: c for c in slurm_checks(
+        SlurmProbe(RouteProbe(HOPS), ReachProbe("h", 22, ("192.0.2.7",)), LoginProbe(
+            methods={"hpc": ("publickey", "keyboard-interactive")}, reused=True,
+            auth_error="hpc wants more than a key (keyboard-interactive), which cannot be done"),
+            RemoteProbe(OUTPUT)),
+        profile="hpc", workdir="~", python="python3", partition=None, has_setup=False)}
+    assert reused["login"].status is Status.OK and "%tiers login" in reused["login"].detail
+    assert reused["workdir"].status is Status.OK
     passwords = {c.name: c for c in slurm_checks(
         SlurmProbe(RouteProbe(HOPS), ReachProbe("h", 22, ("192.0.2.7",)), LoginProbe(
             methods={"hpc": ("password",)}, auth_error="hpc does not accept public-key authentication")),

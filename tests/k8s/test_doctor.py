@@ -76,3 +76,31 @@ def test_the_magic_prints_the_same_report(k8s_namespace: str, capsys: pytest.Cap
     report = run_doctor(load_config(), [PROFILE])
     assert [line.split(":")[0] for line in out.splitlines()] == \
         [line.split(":")[0] for line in render_text(report).splitlines()]
+
+
+def test_an_exec_plugin_is_named_not_run_for_a_project_files_profile(
+        emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ./tiers.yaml that came with a cloned repository picks a context whose user runs an exec
+    credential plugin: the doctor names it and runs nothing (the plugin would leave a marker)."""
+    marker = tmp_path / "plugin-ran"
+    plugin = tmp_path / "plugin.sh"
+    plugin.write_text(f"#!/bin/sh\ntouch {marker}\necho '{{}}'\n")
+    plugin.chmod(0o755)
+    kubeconfig = tmp_path / "exec.kubeconfig"
+    kubeconfig.write_text(yaml.safe_dump({
+        "apiVersion": "v1", "kind": "Config", "current-context": "mine",
+        "clusters": [{"name": "emu", "cluster": {"server": emulator.server.url}}],
+        "contexts": [{"name": "mine", "context": {"cluster": "emu", "user": "me"}},
+                     {"name": "theirs", "context": {"cluster": "emu", "user": "plugin"}}],
+        "users": [{"name": "me", "user": {"token": emulator.admin_token}},
+                  {"name": "plugin", "user": {"exec": {
+                      "apiVersion": "client.authentication.k8s.io/v1beta1", "command": str(plugin)}}}]}))
+    monkeypatch.setenv("KUBECONFIG", str(kubeconfig))
+    monkeypatch.delenv("JUPYTER_TIERS_CONFIG")
+    (tmp_path / "tiers.yaml").write_text(yaml.safe_dump(  # cwd is tmp_path: a project file
+        {"profiles": {"cloned": {"tier": "kubernetes", "context": "theirs", "namespace": "default"}}}))
+    checks, _ = _checks("cloned")
+    kube = checks["kubeconfig"]
+    assert kube.status is Status.WARN and f"exec plugin {str(plugin)!r}, not run" in kube.detail
+    assert "tiers.yaml" in kube.detail and checks["access"].status is Status.SKIP
+    assert not marker.exists()

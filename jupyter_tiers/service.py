@@ -30,6 +30,7 @@ from .model import JobState, JobStatus, ServiceState, ServiceStatus
 from .registry import JobRecord, Registry
 
 if TYPE_CHECKING:
+    from .doctor.model import Report
     from .handles import Handle
     from .tier import Tier
 
@@ -509,7 +510,7 @@ def restart(ref: str) -> ActionResult:
     return ActionResult(True, f"service {service.name} restarting (rolling update)")
 
 
-def doctor(names: Sequence[str] = (), *, suggest_role: bool = False) -> Any:
+def doctor(names: Sequence[str] = (), *, suggest_role: bool = False) -> Report:
     """``doctor [PROFILE...]``: the first-contact checks of the named profiles (default: the
     default profile) as a :class:`~jupyter_tiers.doctor.Report` (render it with
     :mod:`jupyter_tiers.doctor.render`). Read-only; an unknown name is a ConfigError."""

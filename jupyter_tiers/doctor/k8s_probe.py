@@ -56,12 +56,14 @@ def exec_plugin(text: str, context: str | None) -> tuple[str, str]:
         return "", ""
     if not isinstance(data, dict):
         return "", ""
+    def entries(key: str) -> list[dict[str, Any]]:
+        found = data.get(key)
+        return [e for e in found if isinstance(e, dict)] if isinstance(found, list) else []
+
     name = context or str(data.get("current-context") or "")
-    ctx = next((c.get("context") or {} for c in data.get("contexts") or []
-                if isinstance(c, dict) and c.get("name") == name), {})
+    ctx = next((c.get("context") or {} for c in entries("contexts") if c.get("name") == name), {})
     user_name = ctx.get("user") if isinstance(ctx, dict) else None
-    user = next((u.get("user") or {} for u in data.get("users") or []
-                 if isinstance(u, dict) and u.get("name") == user_name), {})
+    user = next((u.get("user") or {} for u in entries("users") if u.get("name") == user_name), {})
     run = user.get("exec") if isinstance(user, dict) else None
     command = str(run.get("command") or "") if isinstance(run, dict) else ""
     return name, command[:200]

@@ -286,6 +286,26 @@ def test_exec_plugin_is_named_from_the_kubeconfig() -> None:
     assert exec_plugin("[1, 2]", None) == ("", "")
 
 
+def test_fuzz_exec_plugin_reads_any_kubeconfig() -> None:
+    rng = random.Random(SEED + 1)
+    leaves: list[object] = [None, 0, 3.5, True, "a", "", [], {}, "u", "ctx", "plugin"]
+
+    def value(depth: int) -> object:
+        roll = rng.random()
+        if depth > 3 or roll < 0.4:
+            return rng.choice(leaves)
+        if roll < 0.7:
+            return [value(depth + 1) for _ in range(rng.randint(0, 3))]
+        keys = ["name", "context", "user", "users", "contexts", "exec", "command", "current-context", "x"]
+        return {rng.choice(keys): value(depth + 1) for _ in range(rng.randint(0, 4))}
+
+    for _ in range(2000):
+        data = value(0)
+        name, command = exec_plugin(yaml.safe_dump(data), rng.choice([None, "ctx", "a"]))
+        assert isinstance(name, str) and isinstance(command, str) and len(command) <= 200
+    assert exec_plugin("\x00 not: [yaml", None) == ("", "")
+
+
 # --- local ------------------------------------------------------------------------------------
 
 def test_local_workdir_private_or_not(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ USAGE = """usage: jupyter tiers COMMAND
   attach ID [--wait]                               follow a job or service as text
   profiles                                         list the configured profiles
   login [--profile P]                              connect a Slurm profile (asks a login node's one-time code)
-  doctor [PROFILE...] [--json] [--suggest-role]   check profiles: reach, host key, login, Slurm/Kubernetes
+  doctor [PROFILE...] [--json] [--suggest-role] [--compute]
+                                                   check profiles: reach, host key, login, Slurm/Kubernetes
                                                    access, workdir, Python (read-only; exit 1 on any FAIL)
   history [-p P] [--days N] [--user U|all] [--state S] [--limit N] [--job ID [--tail N]]
                                                    jobs from Slurm accounting, any submitter (--job: one

@@ -510,13 +510,14 @@ def restart(ref: str) -> ActionResult:
     return ActionResult(True, f"service {service.name} restarting (rolling update)")
 
 
-def doctor(names: Sequence[str] = (), *, suggest_role: bool = False) -> Report:
+def doctor(names: Sequence[str] = (), *, suggest_role: bool = False, compute: bool = False) -> Report:
     """``doctor [PROFILE...]``: the first-contact checks of the named profiles (default: the
     default profile) as a :class:`~jupyter_tiers.doctor.Report` (render it with
-    :mod:`jupyter_tiers.doctor.render`). Read-only; an unknown name is a ConfigError."""
+    :mod:`jupyter_tiers.doctor.render`). Read-only but for ``compute`` (a one-minute srun job on
+    a Slurm profile); an unknown name is a ConfigError."""
     from .doctor import run_doctor
 
-    return run_doctor(load_config(), names, suggest_role=suggest_role)
+    return run_doctor(load_config(), names, suggest_role=suggest_role, compute=compute)
 
 
 @dataclass(frozen=True)

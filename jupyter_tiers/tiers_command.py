@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--json", action="store_true", help="the report as JSON, for scripts")
     doctor.add_argument("--suggest-role", action="store_true",
                         help="Kubernetes: print the Role that would grant the missing access")
+    doctor.add_argument("--compute", action="store_true",
+                        help="Slurm: also run the setup and Python on one compute node (srun, "
+                        "a one-minute job; waits at most a minute for a free node)")
     return parser
 
 
@@ -106,7 +109,7 @@ def _doctor(args: argparse.Namespace) -> int:
     from . import service
     from .doctor.render import render_json, render_text
 
-    report = service.doctor(args.profiles, suggest_role=args.suggest_role)
+    report = service.doctor(args.profiles, suggest_role=args.suggest_role, compute=args.compute)
     print(render_json(report) if args.json else render_text(report))
     return int(report.exit_status)
 

@@ -21,7 +21,7 @@ from .model import Check, ProfileReport, Report, Status, fail
 SECTION_CHECKS: dict[str, Callable[[Profile], list[Check]]] = {}
 
 
-def check_profile(profile: Profile, *, suggest_role: bool = False) -> ProfileReport:
+def check_profile(profile: Profile, *, suggest_role: bool = False, compute: bool = False) -> ProfileReport:
     """Every check of one profile, by its tier; then its sections' (:data:`SECTION_CHECKS`)."""
     extra = ""
     if profile.tier == "slurm":
@@ -30,7 +30,7 @@ def check_profile(profile: Profile, *, suggest_role: bool = False) -> ProfileRep
         from .slurm_checks import slurm_checks
 
         tier = cached(profile)
-        probed = slurm_probe.probe(profile, getattr(tier, "transport", None))
+        probed = slurm_probe.probe(profile, getattr(tier, "transport", None), compute=compute)
         checks = slurm_checks(probed, profile=profile.name, workdir=profile.workdir,
                               python=str(profile.defaults.get("python") or "python3"),
                               partition=profile.defaults.get("partition"),
@@ -54,14 +54,16 @@ def check_profile(profile: Profile, *, suggest_role: bool = False) -> ProfileRep
     return ProfileReport(profile.name, profile.tier, tuple(checks), extra)
 
 
-def run_doctor(config: Config, names: Sequence[str] = (), *, suggest_role: bool = False) -> Report:
-    """The report on ``names`` (default: the default profile). A check that raised is a FAIL
+def run_doctor(config: Config, names: Sequence[str] = (), *, suggest_role: bool = False,
+               compute: bool = False) -> Report:
+    """The report on ``names`` (default: the default profile); ``compute``: a Slurm profile's
+    setup and Python on one compute node too (srun, a one-minute job). A check that raised is a FAIL
     naming the error, so one broken probe does not hide the other profiles."""
     reports = []
     for name in names or [config.default_profile]:
         profile = config.profile(name)
         try:
-            reports.append(check_profile(profile, suggest_role=suggest_role))
+            reports.append(check_profile(profile, suggest_role=suggest_role, compute=compute))
         except Exception as exc:  # a bug or an unforeseen answer: reported, never a traceback
             reports.append(ProfileReport(profile.name, profile.tier, (fail(
                 "doctor", f"the checks stopped: {type(exc).__name__}: {str(exc)[:200]}",

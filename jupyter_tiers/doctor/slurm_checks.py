@@ -227,6 +227,37 @@ def setup_check(setup: sp.Setup, python: str, has_setup: bool) -> Check:
               "(login node)", **data)
 
 
+def compute_check(output: str, python: str) -> Check:
+    """``--compute``: what srun on one compute node said (:data:`~.slurm_probe.COMPUTE_SH`)."""
+    values: dict[str, str] = {}
+    others: list[str] = []
+    for line in output.splitlines():
+        key, sep, rest = line.partition("\t")
+        if sep and key in ("node", "srun"):
+            values.setdefault(key, rest.strip()[:200])
+        else:
+            others.append(line)
+    setup = sp.parse_setup(others)
+    node = values.get("node", "")
+    data = {"node": node, "python": setup.python, "torch": setup.torch, "nccl": setup.nccl}
+    if not node:
+        said = next((ln.strip() for ln in reversed(output.splitlines())
+                     if ln.strip() and not ln.startswith("srun\t")), "no output")
+        return fail("compute node", f"srun did not start on a node: {said[:200]}",
+                    "check the partition/account in the profile's defaults and that a node is "
+                    "free (sinfo); --compute waits at most a minute for one", **data)
+    if setup.status not in (0, None):
+        return fail("compute node", f"{node}: the setup lines exit with status {setup.status}",
+                    "run them in an interactive job (srun --pty bash) to see which fails", **data)
+    if not setup.python:
+        return fail("compute node", f"{node}: {python!r} does not run"
+                    + (f" ({setup.python_error})" if setup.python_error else ""),
+                    "set defaults.python to an interpreter the compute nodes have", **data)
+    torch = (f"torch {setup.torch}" + (" with NCCL" if setup.nccl else " (no NCCL)")
+             if setup.torch else "torch not importable")
+    return ok("compute node", f"{node}: Python {setup.python}; {torch}", **data)
+
+
 def slurm_checks(probe: SlurmProbe, *, profile: str, workdir: str, python: str,
                  partition: str | None, has_setup: bool) -> list[Check]:
     """Every check of a Slurm profile, judged from its probes; later stages of a failed earlier
@@ -270,4 +301,7 @@ def slurm_checks(probe: SlurmProbe, *, profile: str, workdir: str, python: str,
     checks.append(topology_check(config))
     checks.append(workdir_check(sp.parse_workdir(parts.get("workdir", [])), workdir))
     checks.append(setup_check(setup, python, has_setup))
+    if probe.compute is not None:
+        checks.append(compute_check(probe.compute.output, python) if not probe.compute.error else
+                      fail("compute node", probe.compute.error, "run the doctor again with --compute"))
     return checks

@@ -67,6 +67,19 @@ echo '@@jt-doctor setup'
 exit 0
 """
 
+# --compute: the setup lines and the Python on one compute node, through srun (a one-minute job;
+# --immediate gives up when no node is free within a minute). $1 partition, $2 account (either
+# may be ""), $3 setup lines, $4 python, $5 the Python probe.
+COMPUTE_SH = r"""args=(-N1 -n1 --time=1 --immediate=60 -J jt-doctor)
+if [ -n "$1" ]; then args+=(-p "$1"); fi
+if [ -n "$2" ]; then args+=(-A "$2"); fi
+inner='eval "$1" >/dev/null 2>&1 </dev/null; printf "setup\t%s\n" "$?"
+printf "node\t%s\n" "${SLURMD_NODENAME:-$(hostname)}"
+"$2" -c "$3" 2>&1 </dev/null'
+srun "${args[@]}" bash --norc --noprofile -c "$inner" jt-doctor-compute "$3" "$4" "$5" 2>&1
+printf 'srun\t%s\n' "$?"
+"""
+
 # The profile's Python on the login node: its version, and torch (with NCCL) if importable.
 PY_PROBE = r"""import sys
 print("python", sys.version.split()[0], sys.executable, sep="\t")
@@ -129,6 +142,7 @@ class SlurmProbe:
     reach: ReachProbe | None = None
     login: LoginProbe | None = None
     remote: RemoteProbe | None = None
+    compute: RemoteProbe | None = None  # --compute only
 
 
 def _target(profile: Profile) -> Any:
@@ -212,6 +226,26 @@ def probe_login(route: Any) -> LoginProbe:
     return LoginProbe(**common, logged_in=True)
 
 
+def probe_compute(profile: Profile, connected: Any = None) -> RemoteProbe:
+    """``--compute``: the setup lines and Python on one compute node (srun, a one-minute job)."""
+    from ..slurm.commands import BASH
+    from ..slurm.tier import transport_for
+    from ..transport.errors import TransportError
+
+    transport = connected or transport_for(profile)
+    python = str(profile.defaults.get("python") or "python3")
+    argv = [*BASH, COMPUTE_SH, "jt-doctor", str(profile.defaults.get("partition") or ""),
+            str(profile.defaults.get("account") or ""), "\n".join(profile.setup), python, PY_PROBE]
+    try:
+        result = transport.run(argv, timeout=300, check=False)
+    except TransportError as exc:
+        return RemoteProbe(error=str(exc)[:300])
+    finally:
+        if connected is None:
+            transport.close()
+    return RemoteProbe(output=result.text())
+
+
 def probe_remote(profile: Profile, connected: Any = None) -> RemoteProbe:
     """The doctor's one remote command over a new transport of the profile's (no retries), or
     over ``connected``, a live transport of this process (left open)."""
@@ -234,10 +268,10 @@ def probe_remote(profile: Profile, connected: Any = None) -> RemoteProbe:
     return RemoteProbe(output=result.text())
 
 
-def probe(profile: Profile, connected: Any = None) -> SlurmProbe:
+def probe(profile: Profile, connected: Any = None, *, compute: bool = False) -> SlurmProbe:
     """Every stage in order; a stage that cannot go on leaves the later ones None. ``connected``:
     this process's live transport of the profile, used for the remote command when a fresh login
-    would need a one-time code (the doctor asks none)."""
+    would need a one-time code (the doctor asks none). ``compute``: also one compute node."""
     from dataclasses import replace
 
     route_probe, route = probe_route(profile)
@@ -247,9 +281,11 @@ def probe(profile: Profile, connected: Any = None) -> SlurmProbe:
     if reach.dns_error or reach.tcp_error:
         return SlurmProbe(route_probe, reach)
     login = probe_login(route)
+    use = None
     if not login.logged_in:
-        if connected is not None and connected.connected and "keyboard-interactive" in login.auth_error:
-            return SlurmProbe(route_probe, reach, replace(login, reused=True),
-                              probe_remote(profile, connected))
-        return SlurmProbe(route_probe, reach, login)
-    return SlurmProbe(route_probe, reach, login, probe_remote(profile))
+        if connected is None or not connected.connected or "keyboard-interactive" not in login.auth_error:
+            return SlurmProbe(route_probe, reach, login)
+        login, use = replace(login, reused=True), connected
+    remote = probe_remote(profile, use)
+    return SlurmProbe(route_probe, reach, login, remote,
+                      probe_compute(profile, use) if compute and not remote.error else None)

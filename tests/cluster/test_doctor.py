@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -190,3 +191,18 @@ def test_a_two_factor_host_is_a_warning_pointing_to_login(cluster_env: dict[str,
     assert f"%tiers login -p {PROFILE}" in fix
     assert checks["workdir"][0] is Status.SKIP
     assert report.exit_status == 0  # nothing failed; the checks after login could not run
+
+
+def test_compute_runs_the_setup_and_python_on_a_node(cluster_env: dict[str, str], tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(_write(tmp_path / "tiers.yaml", cluster_env)))
+    report = run_doctor(load_config(), ["box"], compute=True)
+    status, detail, _ = _by_name(report)["compute node"]
+    assert status is Status.OK and re.match(r"node\d: Python 3\.\d+\.\d+; ", detail), detail
+    missing = _write(tmp_path / "bad.yaml", cluster_env,
+                     defaults={"partition": "nosuch", "python": "python3", "time": "00:10:00"})
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(missing))
+    status, detail, fix = _by_name(run_doctor(load_config(), ["box"], compute=True))["compute node"]
+    assert status is Status.FAIL and "srun did not start on a node" in detail, detail
+    assert "invalid partition" in detail.lower(), detail
+    assert "partition/account" in fix

@@ -21,7 +21,7 @@ from jupyter_tiers.doctor.k8s_checks import TIER_ACCESS, k8s_checks, role_yaml, 
 from jupyter_tiers.doctor.k8s_probe import K8sProbe, exec_plugin
 from jupyter_tiers.doctor.model import Check, ProfileReport, Report, Status, fail, ok, skip, warn
 from jupyter_tiers.doctor.render import render_json, render_text, report_data
-from jupyter_tiers.doctor.slurm_checks import slurm_checks
+from jupyter_tiers.doctor.slurm_checks import compute_check, slurm_checks
 from jupyter_tiers.doctor.slurm_probe import LoginProbe, ReachProbe, RemoteProbe, RouteProbe, SlurmProbe
 
 SEED = 20261221
@@ -201,6 +201,18 @@ def test_host_key_and_login_stages() -> None:
     assert [c.status for c in unresolved][:2] == [Status.FAIL, Status.SKIP]
 
 
+def test_compute_node_check() -> None:
+    good = compute_check("setup\t0\nnode\tg1\npython\t3.11.7\t/opt/py\ntorch\t2.3.0\tnccl\nsrun\t0\n",
+                         "python3")
+    assert good.status is Status.OK and good.detail == "g1: Python 3.11.7; torch 2.3.0 with NCCL"
+    queued = compute_check("srun: error: Unable to allocate resources: Invalid account\nsrun\t1\n", "python3")
+    assert queued.status is Status.FAIL
+    assert queued.detail == ("srun did not start on a node: "
+                             "srun: error: Unable to allocate resources: Invalid account")
+    broken = compute_check("setup\t0\nnode\tg1\nbash: python9: command not found\nsrun\t127\n", "python9")
+    assert broken.status is Status.FAIL and "python9: command not found" in broken.detail
+
+
 def test_parsers_read_odd_versions_and_gres() -> None:
     assert sp.slurm_version("slurm-wlm 22.05.8") == "22.05.8"
     assert sp.slurm_version("slurm 24.05.0-0rc1") == "24.05.0-0rc1"
@@ -234,6 +246,8 @@ def test_fuzz_any_remote_output_gives_checks_never_an_exception() -> None:
         for c in checks:
             assert c.status is not Status.FAIL or c.fix
         render_text(Report((ProfileReport("hpc", "slurm", tuple(checks)),)))
+        compute = compute_check(text, "python3")
+        assert compute.status is not Status.FAIL or compute.fix
         for lines in sp.sections(text).values():
             for tool in sp.parse_tools(lines).values():
                 assert "\n" not in tool.path and (tool.path or not tool.version)

@@ -74,6 +74,14 @@ def connect(profile: str | None = None, kind: str = "batch") -> Tier:
         return tier
 
 
+def cached(profile: Profile) -> Tier | None:
+    """The tier already cached for exactly this profile (batch kind), or None; never makes one
+    (``doctor`` reuses a Slurm connection that ``%tiers login`` opened with a one-time code)."""
+    with _lock:
+        tier = _tiers.get((profile.name, "batch"))
+        return tier if tier is not None and tier.profile == profile else None
+
+
 def tier_for(record: JobRecord) -> Tier:
     """The tier that runs a registry record (its profile, and batch or serve by its kind)."""
     return connect(record.profile, kind=record.kind)

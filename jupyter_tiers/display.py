@@ -43,9 +43,17 @@ def _show_text(view: _TextView[S], handle_id: str, wait: bool, timeout: float | 
     return None
 
 
+def plain_only(line: str) -> dict[str, str]:
+    """A display bundle that shows ``line`` only where no widget front end does: as ``text/plain``
+    for a text-only front end (a terminal console, a plain-text export), with an empty
+    ``text/html`` that a rich front end prefers, since the widget there already shows the line."""
+    return {"text/plain": line, "text/html": ""}
+
+
 def _show_widget(widget: Any, wait: Callable[[float | None], S | None] | None, timeout: float | None,
                  summary: Callable[[S], str]) -> S | None:
-    """Display ``widget``; with ``wait``, block on it and print ``summary`` of what it returns."""
+    """Display ``widget``; with ``wait``, block on it and show ``summary`` of what it returns where
+    the widget cannot (:func:`plain_only`: JupyterLab shows it once, in the widget)."""
     from IPython.display import display
 
     display(widget)
@@ -53,7 +61,7 @@ def _show_widget(widget: Any, wait: Callable[[float | None], S | None] | None, t
         return None
     status = wait(timeout)
     if status is not None:
-        print(printable(summary(status)))
+        display(plain_only(printable(summary(status))), raw=True)
     return status
 
 

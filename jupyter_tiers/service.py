@@ -30,6 +30,7 @@ from .model import JobState, JobStatus, ServiceState, ServiceStatus
 from .registry import JobRecord, Registry
 
 if TYPE_CHECKING:
+    from .doctor.model import Report
     from .handles import Handle
     from .tier import Tier
 
@@ -522,6 +523,16 @@ def restart(ref: str) -> ActionResult:
     service = attach(ref, "service")
     service.restart()  # type: ignore[attr-defined]
     return ActionResult(True, f"service {service.name} restarting (rolling update)")
+
+
+def doctor(names: Sequence[str] = (), *, suggest_role: bool = False, compute: bool = False) -> Report:
+    """``doctor [PROFILE...]``: the first-contact checks of the named profiles (default: the
+    default profile) as a :class:`~jupyter_tiers.doctor.Report` (render it with
+    :mod:`jupyter_tiers.doctor.render`). Read-only but for ``compute`` (a one-minute srun job on
+    a Slurm profile); an unknown name is a ConfigError."""
+    from .doctor import run_doctor
+
+    return run_doctor(load_config(), names, suggest_role=suggest_role, compute=compute)
 
 
 @dataclass(frozen=True)

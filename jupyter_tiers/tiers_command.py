@@ -1,5 +1,6 @@
 """``%tiers`` subcommands (also ``jupyter tiers``): jobs, attach, logs, cancel, delete, scale,
-restart, profiles — on training jobs and services alike — and history (Slurm accounting)."""
+restart, profiles — on training jobs and services alike — history (Slurm accounting) and doctor
+(first-contact checks of profiles)."""
 
 from __future__ import annotations
 
@@ -91,7 +92,27 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--job", "-j", help="one job (123 or 123_4), with its output's last lines")
     history.add_argument("--tail", type=_int_up_to(100_000), default=20,
                          help="with --job: lines of output to show (default 20)")
+    doctor = sub.add_parser("doctor", help="check profiles: reach, login, scheduler, permissions, "
+                            "workdir, Python (read-only; one line per check)")
+    doctor.add_argument("profiles", nargs="*", metavar="PROFILE",
+                        help="profiles to check (default: the default profile)")
+    doctor.add_argument("--json", action="store_true", help="the report as JSON, for scripts")
+    doctor.add_argument("--suggest-role", action="store_true",
+                        help="Kubernetes: print the Role that would grant the missing access")
+    doctor.add_argument("--compute", action="store_true",
+                        help="Slurm: also run the setup and Python on one compute node (srun, "
+                        "a one-minute job; waits at most a minute for a free node)")
     return parser
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    """Run the checks and print the report; 1 when any check failed."""
+    from . import service
+    from .doctor.render import render_json, render_text
+
+    report = service.doctor(args.profiles, suggest_role=args.suggest_role, compute=args.compute)
+    print(render_json(report) if args.json else render_text(report))
+    return int(report.exit_status)
 
 
 def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
@@ -253,6 +274,9 @@ def run(argv: list[str], shell: Any = None) -> Any:
                       "%tiers history --job ID shows one with its output)")
     elif args.command == "login":
         print(_login(args.profile))
+    elif args.command == "doctor":
+        status = _doctor(args)
+        return status if shell is None else None  # the command line's exit status
     elif args.command == "attach":
         from .display import show_handle
 

@@ -15,7 +15,10 @@
 - the shared ``sandbox`` profile in ``/etc/jupyter/tiers.yaml`` (no ``user``: ssh logs in as
   whoever runs Jupyter; ``identity_file: ~/.ssh/jupyter_tiers_lab``, ``~`` being theirs), with
   this Python (and a quoted ``source`` of its venv) only if every component of its paths is
-  root's and writable by nobody else (:func:`trusted_path_problem`), else ``python3``.
+  root's and writable by nobody else (:func:`trusted_path_problem`), else ``python3``;
+- the shared ``sandbox-serve`` profile next to it, which the lab notebook serves its trained model
+  from: a local profile whose ``path_map`` covers every added student's home (the box's job
+  directories are on this machine's disk, at the same paths), :func:`lab_serve_profile`.
 
 Everything is idempotent. ``sandbox remove-user NAME`` removes the association and the
 authorisation (the student's own key files are theirs and stay).
@@ -46,6 +49,7 @@ from ..errors import TiersError
 LAB_ACCOUNT = "jtlab"
 LAB_KEY = "~/.ssh/jupyter_tiers_lab"
 LAB_PROFILE = "sandbox"
+LAB_SERVE_PROFILE = "sandbox-serve"  # examples/teaching_lab.ipynb serves its model from it
 SYSTEM_CONFIG = Path("/etc/jupyter/tiers.yaml")
 _KEY_NAME = LAB_KEY.removeprefix("~/")
 # useradd's default NAME_REGEX (Debian's adduser is stricter still): what a login name may be.
@@ -114,6 +118,22 @@ def lab_profile(env: dict[str, str], python: str, setup: Sequence[str] = ()) -> 
     if setup:
         profile["setup"] = list(setup)
     return profile
+
+
+def lab_serve_profile(homes: Iterable[str], old: Any = None) -> dict[str, Any]:
+    """The shared ``sandbox-serve`` local profile: its ``path_map`` maps each student's home (where
+    their ``~/jupyter-tiers`` job directories are, on the box and on this machine alike) to itself,
+    keeping the homes an ``old`` profile already mapped."""
+    path_map: dict[str, str] = {}
+    if isinstance(old, dict) and isinstance(old.get("path_map"), dict):
+        path_map.update({k: v for k, v in old["path_map"].items() if isinstance(k, str)})
+    for home in homes:
+        path_map[home] = home
+    return {
+        "tier": "local",
+        "description": "teaching lab: serve a model trained on the cluster in a box (same disk)",
+        "path_map": dict(sorted(path_map.items())),
+    }
 
 
 # --- this machine -----------------------------------------------------------------------------
@@ -432,13 +452,22 @@ def check_login(pw: pwd.struct_passwd, key: Path, cluster: Cluster) -> str:
     return pw.pw_name
 
 
-def write_lab_config(cluster: Cluster, path: Path = SYSTEM_CONFIG) -> tuple[bool, str | None]:
-    """Write the shared ``sandbox`` profile into ``path`` (0644): (changed, note about python)."""
+def write_lab_config(cluster: Cluster, path: Path = SYSTEM_CONFIG,
+                     home: str | None = None) -> tuple[bool, str | None]:
+    """Write the shared ``sandbox`` profile into ``path`` (0644) and, once a student's ``home``
+    is known, ``sandbox-serve`` with that home added to its path_map: (changed, note about python)."""
+    import yaml
+
     from . import write_profile
 
     python, setup, note = lab_python()
     path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     changed = write_profile(path, lab_profile(cluster.env, python, setup), LAB_PROFILE)
+    if home is not None:
+        data = yaml.safe_load(path.read_text()) or {}
+        old = (data.get("profiles") or {}).get(LAB_SERVE_PROFILE)
+        serve = lab_serve_profile([home], old)
+        changed = write_profile(path, serve, LAB_SERVE_PROFILE) or changed
     os.chmod(path, 0o644)
     return changed, note
 
@@ -466,10 +495,11 @@ def add_user(name: str, say: Callable[[str], None] = print, config: Path = SYSTE
     say(f"{name}: key authorised for ssh {where} (as {name} only): {authorize(name, public, cluster)}")
     check_login(pw, key, cluster)
     say(f"{name}: checked: logs in as {name}, sbatch accepts the association")
-    changed, note = write_lab_config(cluster, config)
-    say(f"profile '{LAB_PROFILE}' in {config}: {'written' if changed else 'kept'}"
-        + (f" ({note})" if note else ""))
-    say(f"{name} can now run %%slurm_train --profile {LAB_PROFILE} in their own Jupyter")
+    changed, note = write_lab_config(cluster, config, home=pw.pw_dir)
+    say(f"profiles '{LAB_PROFILE}' and '{LAB_SERVE_PROFILE}' (serving from {pw.pw_dir}) in {config}: "
+        f"{'written' if changed else 'kept'}" + (f" ({note})" if note else ""))
+    say(f"{name} can now run %%slurm_train --profile {LAB_PROFILE} in their own Jupyter "
+        "(and examples/teaching_lab.ipynb, unchanged)")
 
 
 def remove_user(name: str, say: Callable[[str], None] = print) -> None:

@@ -277,6 +277,22 @@ class HistoryHandler(TiersAPIHandler):
         self.write_json({**found.to_json(), "days": q.days, "user": q.user, "states": list(q.states)})
 
 
+class DoctorHandler(TiersAPIHandler):
+    """``GET profiles/{name}/doctor[?suggest_role=1]``: ``jupyter tiers doctor NAME`` as JSON (the
+    ``--json`` report: ``ok``, and the profile's checks). Read-only; an unknown profile is a 404."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, name: str) -> None:
+        from ..doctor.render import report_data
+
+        if name not in await self.run(service.profile_names):
+            raise web.HTTPError(404, "no profile %r", name[:80])
+        suggest = self.get_query_argument("suggest_role", "0") in ("1", "true", "yes")
+        report = await self.run(service.doctor, [name], suggest_role=suggest)
+        self.write_json(report_data(report))
+
+
 class TiersWebSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
     """Base of the websockets: authenticated like jupyter_server's kernel websocket, then
     authorized for ``read`` on ``tiers``; JSON messages written from any thread."""
@@ -504,5 +520,6 @@ def handler_table(base_url: str) -> list[tuple[str, type]]:
         (url_path_join(base, "profiles"), ProfilesHandler),
         (url_path_join(base, "stats"), StatsHandler),
         (url_path_join(base, "history"), HistoryHandler),
+        (url_path_join(base, "profiles", _SEG, "doctor"), DoctorHandler),
     ]
 

@@ -86,6 +86,11 @@ export class TiersApi {
     return parseProfiles(await this.request<unknown>('profiles'));
   }
 
+  /** `jupyter tiers doctor NAME --json` through the server (parse it with doctor.ts). */
+  async doctor(profile: string): Promise<unknown> {
+    return this.request<unknown>(`profiles/${encodeURIComponent(profile)}/doctor`);
+  }
+
   /** cancel (a job), scale / restart / delete (a service): the server's one-line answer. */
   async act(
     profile: string,

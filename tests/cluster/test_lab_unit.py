@@ -373,3 +373,18 @@ def test_the_admins_own_sandbox_profile_quotes_its_source_line(monkeypatch: pyte
     monkeypatch.setattr(sys, "base_prefix", "/usr")
     env = {**ENV, "JT_SSH_USER": "root", "JT_SSH_KEY": "/var/lib/jupyter-tiers-cluster/ssh/id"}
     assert sandbox_profile(env)["setup"] == ["source '/opt/my venv/bin/activate'"]
+
+
+def test_lab_serve_profile_maps_each_students_home_and_keeps_the_others() -> None:
+    first = lab.lab_serve_profile(["/home/jt-a"])
+    checked = validate_profile(lab.LAB_SERVE_PROFILE, first, "/etc/jupyter/tiers.yaml")
+    assert checked["tier"] == "local" and checked["path_map"] == {"/home/jt-a": "/home/jt-a"}
+    both = lab.lab_serve_profile(["/home/jt-b"], first)
+    assert both["path_map"] == {"/home/jt-a": "/home/jt-a", "/home/jt-b": "/home/jt-b"}
+    assert lab.lab_serve_profile(["/home/jt-b"], both) == both  # idempotent: add-user twice
+    from jupyter_tiers.handoff import map_path, parse_path_map
+
+    pairs = parse_path_map(both["path_map"])
+    assert map_path("/home/jt-b/jupyter-tiers/7-fit/checkpoints/step-00010.json", pairs) == \
+        "/home/jt-b/jupyter-tiers/7-fit/checkpoints/step-00010.json"
+    assert map_path("/home/jt-c/jupyter-tiers/x", pairs) is None

@@ -86,6 +86,7 @@ class User:
 
 
 _READ_VERBS = {"get", "list", "watch"}
+_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 _RETURNS_OBJECT_ON_DELETE = {"services", "pods", "namespaces"}
 _CONTINUE_TOO_OLD = " ".join(
     [
@@ -312,6 +313,44 @@ class ApiServer:
         self.tokens[token] = user
 
     # ------------------------------------------------------------------ helpers used by the handler
+    @staticmethod
+    def may(user: User, verb: str, plural: str, namespace: str | None, subresource: str | None) -> bool:
+        """Whether ``user`` may do ``verb`` on ``plural[/subresource]``: an admin anything; a viewer
+        (the built-in ``view`` ClusterRole bound in its namespace) get/list/watch there, except
+        secrets and subresources other than log/status/scale (so not pods/portforward)."""
+        if not user.read_only and user.namespace is None and user.name != "system:anonymous":
+            return True
+        return (
+            user.name != "system:anonymous"
+            and verb in _READ_VERBS
+            and plural != "secrets"
+            and subresource in (None, "log", "status", "scale")
+            and namespace is not None
+            and namespace == user.namespace
+        )
+
+    def access_review(self, user: User, body: Any) -> Obj:
+        """A SelfSubjectAccessReview answered as the real API does (k8s-golden/13d): the spec
+        echoed with an empty group left out, ``status.allowed``, and for a viewer's allowed
+        request the RBAC reason."""
+        spec = body.get("spec") if isinstance(body, dict) else None
+        attrs = spec.get("resourceAttributes") if isinstance(spec, dict) else None
+        if not isinstance(attrs, dict) or not attrs.get("verb") or not attrs.get("resource"):
+            raise ApiError(400, "BadRequest", 'SelfSubjectAccessReview in version "v1" cannot be handled '
+                           "as a SelfSubjectAccessReview: spec.resourceAttributes.verb and resource "
+                           "are required")
+        echoed = {k: str(v) for k, v in attrs.items() if v not in ("", None)}
+        allowed = self.may(user, str(attrs["verb"]), str(attrs["resource"]), attrs.get("namespace") or None,
+                           attrs.get("subresource") or None)
+        status: Obj = {"allowed": allowed}
+        if allowed and user.read_only:
+            sa = user.name.rsplit(":", 1)[-1]
+            status["reason"] = (f'RBAC: allowed by RoleBinding "{sa}/{user.namespace}" of ClusterRole '
+                                f'"view" to ServiceAccount "{sa}/{user.namespace}"')
+        return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                "metadata": {"creationTimestamp": None}, "spec": {"resourceAttributes": echoed},
+                "status": status}
+
     def authorize(
         self,
         user: User,
@@ -322,19 +361,9 @@ class ApiServer:
         subresource: str | None,
     ) -> None:
         """403 in the API server's words unless ``user`` may do ``verb``."""
-        if not user.read_only and user.namespace is None and user.name != "system:anonymous":
+        if self.may(user, verb, info.plural, namespace, subresource):
             return
         res = info.plural + (f"/{subresource}" if subresource else "")
-        allowed = (
-            user.name != "system:anonymous"
-            and verb in _READ_VERBS
-            and info.plural != "secrets"
-            and subresource in (None, "log", "status", "scale")
-            and namespace is not None
-            and namespace == user.namespace
-        )
-        if allowed:
-            return
         where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
         qual = qualified(info.plural, info.group)
         subject = f'{qual} "{name}"' if name else qual
@@ -489,6 +518,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.api.count_request(method, parsed.path, query)
         try:
             user = self._user()
+            if parsed.path.rstrip("/") == _ACCESS_REVIEWS and method == "POST":
+                self._send_json(201, self.api.access_review(user, self._json_body(raw)))
+                return
             route = self._route(parsed.path)
             if route.discovery is not None:
                 if method != "GET":

@@ -9,11 +9,14 @@ left needs no root, no cluster, no network and starts no supervisor, server or b
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import json
 import os
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -202,3 +205,46 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
                     "`@pytest.mark.local_procs`, or list the fixture that starts it in "
                     "FIXTURE_ENVIRONMENTS (tests/conftest.py)", pytrace=False)
     return result
+
+
+# Where the time goes: every test's setup + call + teardown, summed by group (the folder under
+# tests/), written to test-output/durations.json and printed at the end of a run over several groups.
+_DURATIONS: dict[str, float] = {}
+DURATIONS_FILE = ROOT / "test-output" / "durations.json"
+
+
+def group_of(nodeid: str) -> str:
+    """The group of a test: its folder under tests/ (``tests/cluster/test_x.py::t`` -> ``cluster``)."""
+    parts = nodeid.split("::")[0].split("/")
+    return parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0]
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + report.duration
+
+
+def group_table(durations: dict[str, float]) -> list[tuple[str, int, float]]:
+    """(group, tests, seconds) per group, slowest first."""
+    groups: dict[str, list[float]] = {}
+    for nodeid, seconds in durations.items():
+        groups.setdefault(group_of(nodeid), []).append(seconds)
+    return sorted(((g, len(v), sum(v)) for g, v in groups.items()), key=lambda row: -row[2])
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    durations = _DURATIONS
+    if not durations or hasattr(config, "workerinput"):
+        return
+    table = group_table(durations)
+    with contextlib.suppress(OSError):
+        DURATIONS_FILE.parent.mkdir(exist_ok=True)
+        DURATIONS_FILE.write_text(json.dumps(
+            {"groups": {g: {"tests": n, "seconds": round(s, 1)} for g, n, s in table},
+             "tests": {k: round(v, 2) for k, v in sorted(durations.items())}}, indent=1) + "\n")
+    if len(table) < 2:
+        return
+    terminalreporter.section("time by group (setup + call + teardown; test-output/durations.json)")
+    for group, count, seconds in table:
+        terminalreporter.write_line(f"{group:<22} {count:>5} tests {seconds:>8.1f} s")
+    terminalreporter.write_line(f"{'total':<22} {sum(n for _, n, _ in table):>5} tests "
+                                f"{sum(s for _, _, s in table):>8.1f} s")

@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import os
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 
 from jupyter_tiers import sandbox
+from tests import durations
 from tests.helpers import loud_skip
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -207,44 +208,27 @@ def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
     return result
 
 
-# Where the time goes: every test's setup + call + teardown, summed by group (the folder under
-# tests/), written to test-output/durations.json and printed at the end of a run over several groups.
+# Where the time goes (tests/durations.py): every test's setup + call + teardown, written to
+# $JT_DURATIONS_FILE (default test-output/durations.json) and printed by group at the end of a run
+# over several groups.
 _DURATIONS: dict[str, float] = {}
-DURATIONS_FILE = ROOT / "test-output" / "durations.json"
-
-
-def group_of(nodeid: str) -> str:
-    """The group of a test: its folder under tests/ (``tests/cluster/test_x.py::t`` -> ``cluster``)."""
-    parts = nodeid.split("::")[0].split("/")
-    return parts[1] if len(parts) > 2 and parts[0] == "tests" else parts[0]
+_STARTED_AT = time.monotonic()
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     _DURATIONS[report.nodeid] = _DURATIONS.get(report.nodeid, 0.0) + report.duration
 
 
-def group_table(durations: dict[str, float]) -> list[tuple[str, int, float]]:
-    """(group, tests, seconds) per group, slowest first."""
-    groups: dict[str, list[float]] = {}
-    for nodeid, seconds in durations.items():
-        groups.setdefault(group_of(nodeid), []).append(seconds)
-    return sorted(((g, len(v), sum(v)) for g, v in groups.items()), key=lambda row: -row[2])
-
-
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
-    durations = _DURATIONS
-    if not durations or hasattr(config, "workerinput"):
+    if not _DURATIONS:
         return
-    table = group_table(durations)
+    path = Path(os.environ.get("JT_DURATIONS_FILE") or ROOT / "test-output" / "durations.json")
     with contextlib.suppress(OSError):
-        DURATIONS_FILE.parent.mkdir(exist_ok=True)
-        DURATIONS_FILE.write_text(json.dumps(
-            {"groups": {g: {"tests": n, "seconds": round(s, 1)} for g, n, s in table},
-             "tests": {k: round(v, 2) for k, v in sorted(durations.items())}}, indent=1) + "\n")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(durations.to_json(_DURATIONS, time.monotonic() - _STARTED_AT))
+    table = durations.group_table(_DURATIONS)
     if len(table) < 2:
         return
-    terminalreporter.section("time by group (setup + call + teardown; test-output/durations.json)")
-    for group, count, seconds in table:
-        terminalreporter.write_line(f"{group:<22} {count:>5} tests {seconds:>8.1f} s")
-    terminalreporter.write_line(f"{'total':<22} {sum(n for _, n, _ in table):>5} tests "
-                                f"{sum(s for _, _, s in table):>8.1f} s")
+    terminalreporter.section(f"time by group (setup + call + teardown; {path.name})")
+    for line in durations.format_table(table):
+        terminalreporter.write_line(line)

@@ -109,9 +109,31 @@ else
   echo "[run] WARNING: node is missing: labextension unit tests SKIPPED" >&2
 fi
 phase "labextension tests (vitest)"
-echo "[run] pytest"
 status=0
-"$PY" -m pytest -p no:cacheprovider "$@" || status=$?
-phase "pytest"
+if [ $# -eq 0 ] && [ "${JT_SERIAL:-0}" != 1 ]; then
+  # Two lanes at once: every test of the Slurm test cluster in one pytest (they share the one
+  # cluster, and a few restart or reshape it), all others in a second. Both mostly wait (on Slurm,
+  # the emulator's kubelet, a browser), so they overlap well on 2 cores. JT_SERIAL=1: one pytest.
+  rm -f test-output/durations-slurm.json test-output/durations-rest.json
+  echo "[run] pytest, two lanes at once: -m slurm (below) and -m 'not slurm' (test-output/pytest-rest.log)"
+  JT_DURATIONS_FILE=test-output/durations-rest.json \
+    "$PY" -m pytest -p no:cacheprovider -m "not slurm" >test-output/pytest-rest.log 2>&1 &
+  rest_pid=$!
+  trap 'kill "$rest_pid" 2>/dev/null || true' INT TERM
+  JT_DURATIONS_FILE=test-output/durations-slurm.json \
+    "$PY" -m pytest -p no:cacheprovider -m slurm || status=$?
+  phase "pytest -m slurm"
+  rest_status=0
+  wait "$rest_pid" || rest_status=$?
+  phase "pytest -m 'not slurm' (its rest)"
+  echo "[run] the other lane, pytest -m 'not slurm' (exit $rest_status):"
+  cat test-output/pytest-rest.log
+  [ "$status" != 0 ] || status=$rest_status
+  "$PY" -m tests.durations test-output/durations-slurm.json test-output/durations-rest.json || true
+else
+  echo "[run] pytest"
+  "$PY" -m pytest -p no:cacheprovider "$@" || status=$?
+  phase "pytest"
+fi
 print_phases
 exit "$status"

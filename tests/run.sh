@@ -19,13 +19,13 @@ if [ "${1:-}" = "--fast" ]; then FAST=1; shift; fi
 PHASES=()
 phase_start=$SECONDS
 phase() {  # phase NAME: the time since the previous call was NAME's
-    PHASES+=("$(printf '%-28s %6d s' "$1" $((SECONDS - phase_start)))")
+    PHASES+=("$(printf '%-34s %6d s' "$1" $((SECONDS - phase_start)))")
     phase_start=$SECONDS
 }
 print_phases() {
     echo "[run] time by phase:"
     printf '  %s\n' "${PHASES[@]}"
-    printf '  %-28s %6d s\n' "total" "$SECONDS"
+    printf '  %-34s %6d s\n' "total" "$SECONDS"
 }
 
 if [ "$FAST" = 1 ]; then

@@ -131,9 +131,11 @@ def environments_of(item: pytest.Item) -> set[str]:
     """The environments ``item`` needs: its explicit markers, its fixtures' and its folder's."""
     found = {ALIASES.get(m.name, m.name) for m in item.iter_markers()} & set(ENVIRONMENTS)
     found |= {FIXTURE_ENVIRONMENTS[k] for k in _fixture_keys(item) if k in FIXTURE_ENVIRONMENTS}
-    rel = Path(str(item.path)).resolve().relative_to(TESTS)
-    if len(rel.parts) > 1 and rel.parts[0] in FOLDER_ENVIRONMENTS:
-        found.add(FOLDER_ENVIRONMENTS[rel.parts[0]])
+    path = Path(str(item.path)).resolve()
+    if TESTS in path.parents:
+        folder = path.relative_to(TESTS).parts[0]
+        if folder in FOLDER_ENVIRONMENTS:
+            found.add(FOLDER_ENVIRONMENTS[folder])
     return found
 
 

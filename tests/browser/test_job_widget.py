@@ -23,6 +23,7 @@ from jupyter_tiers.slurm.tier import SlurmTier
 from .conftest import JOB_TIMEOUT_MS, OUTPUT, ROOT, UI_TIMEOUT_MS, Lab
 
 pytestmark = [pytest.mark.cluster, pytest.mark.browser]
+SHARED_LAB = True  # one JupyterLab for this and the other widget modules (conftest.lab)
 
 HOSTILE_IMG = "<img src=x onerror=alert(1)>"
 HOSTILE_B = "<b>bold</b>"

@@ -82,6 +82,7 @@ TRAIN = textwrap.dedent(
 )
 
 
+@pytest.mark.local_procs
 def test_metrics_in_the_text_view_and_job_metrics(ip, capsys) -> None:
     out = _train(ip, capsys, r'--nodes 2 --wait --out job --metrics "ppl=perplexity is (\S+)"', TRAIN)
     lines = out.splitlines()
@@ -108,6 +109,7 @@ def test_metrics_in_the_text_view_and_job_metrics(ip, capsys) -> None:
     assert again.summary().endswith(" — ppl 50")  # a custom metric is the main one
 
 
+@pytest.mark.local_procs
 def test_failed_job_summary_names_its_first_error_line(ip, capsys) -> None:
     body = textwrap.dedent(
         """\
@@ -136,6 +138,7 @@ def test_bad_metrics_option_is_a_usage_error(ip, capsys, line: str, words: str) 
     assert Registry().list() == []  # nothing was submitted
 
 
+@pytest.mark.local_procs
 def test_wait_with_the_live_widget_prints_the_widgets_summary(ip, capsys, monkeypatch) -> None:
     """``--wait`` with the widget shows the same line as its ``summary`` trait (the main metric's
     last value and, for a failed job, its first error line) as plain text for a text-only front

@@ -384,6 +384,7 @@ class Kubelet:
         self._stopped = threading.Event()
         self._wake = threading.Event()
         self._pending: set[tuple[str, str]] = set()
+        self._wake_all = False  # set by store hooks: wake every pod worker (see _on_change)
         self._thread: threading.Thread | None = None
 
     # -- lifecycle
@@ -422,9 +423,10 @@ class Kubelet:
             self._pending.add((md.get("namespace", ""), md["name"]))
             self._wake.set()
         elif resource in ("configmaps", "secrets"):
-            with self._lock:
-                for w in self._workers.values():
-                    w.wake.set()
+            # Not self._lock here: _dispatch holds it while reading the store, and this runs
+            # under the store's lock (the lock-order inversion hung a test's setup for 600 s).
+            self._wake_all = True
+            self._wake.set()
 
     def _on_terminate(self, pod: Obj) -> None:
         md = pod["metadata"]
@@ -439,7 +441,11 @@ class Kubelet:
                 break
             keys = list(self._pending)
             self._pending.difference_update(keys)
+            wake_all, self._wake_all = self._wake_all, False
             with self._lock:
+                if wake_all:  # a ConfigMap or Secret changed: volumes and env may need it
+                    for w in self._workers.values():
+                        w.wake.set()
                 for key in keys:
                     if self._stopped.is_set():
                         break

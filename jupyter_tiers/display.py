@@ -3,6 +3,7 @@ elsewhere."""
 
 from __future__ import annotations
 
+import html
 import os
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
@@ -44,10 +45,12 @@ def _show_text(view: _TextView[S], handle_id: str, wait: bool, timeout: float | 
 
 
 def plain_only(line: str) -> dict[str, str]:
-    """A display bundle that shows ``line`` only where no widget front end does: as ``text/plain``
-    for a text-only front end (a terminal console, a plain-text export), with an empty
-    ``text/html`` that a rich front end prefers, since the widget there already shows the line."""
-    return {"text/plain": line, "text/html": ""}
+    """A display bundle that shows ``line`` only where no widget shows it: ``text/plain`` for a
+    text-only front end (a terminal console), and ``text/html`` that the widgets' own CSS hides
+    when it follows a rendered widget (job_view.css, ``.jt-plain-summary``): JupyterLab shows the
+    line once, in the widget, while a notebook run headless (papermill, nbconvert) and opened or
+    exported later, where no widget renders, still shows it."""
+    return {"text/plain": line, "text/html": f'<pre class="jt-plain-summary">{html.escape(line)}</pre>'}
 
 
 def _show_widget(widget: Any, wait: Callable[[float | None], S | None] | None, timeout: float | None,

@@ -194,7 +194,7 @@ def test_crashing_service_shows_crashloop_and_failed(
     pod = row.locator(".jt-pod-name").text_content()
     assert pod.startswith("broken-"), pod
     expect(row.locator(".jt-pod-problem")).to_contain_text("CrashLoopBackOff", timeout=SERVE_TIMEOUT_MS)
-    expect(row.locator(".jt-pod-problem")).to_contain_text("(exit 1)")
+    expect(row.locator(".jt-pod-problem")).to_contain_text(re.compile(r"\(exit 1, \d+ restarts?\)"))
     expect(row.locator(".jt-pod-ready")).to_have_text("✗")
     expect(row).to_have_class(re.compile(r"\bjt-not-ready\b"))
     expect(row).to_be_visible()

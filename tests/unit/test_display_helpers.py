@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from jupyter_tiers import display as display_module
@@ -56,7 +58,10 @@ def test_widget_is_displayed_and_its_summary_printed_after_wait(
     assert capsys.readouterr().out == ""
 
 
-def test_plain_only_is_text_for_a_console_and_nothing_for_a_rich_front_end() -> None:
-    bundle = display_module.plain_only("job 7 COMPLETED in 00:00:03 on node1")
-    assert bundle["text/plain"] == "job 7 COMPLETED in 00:00:03 on node1"
-    assert bundle["text/html"] == ""  # JupyterLab prefers html to plain text: nothing more shown
+def test_plain_only_is_text_for_a_console_and_html_the_widget_css_hides() -> None:
+    bundle = display_module.plain_only("job 7 <COMPLETED> & on node1")
+    assert bundle["text/plain"] == "job 7 <COMPLETED> & on node1"
+    # Escaped text in the element job_view.css hides after a rendered widget.
+    assert bundle["text/html"] == '<pre class="jt-plain-summary">job 7 &lt;COMPLETED&gt; &amp; on node1</pre>'
+    css = (Path(display_module.__file__).parent / "widgets" / "job_view.css").read_text()
+    assert ".jp-OutputArea-child:has(.jt-job) + .jp-OutputArea-child .jt-plain-summary" in css

@@ -15,6 +15,7 @@ from typing import Any
 
 from .errors import SpecError
 from .model import LAUNCHERS, PULL_POLICIES, SERVE_STRATEGIES
+from .servespec import parse_autoscale
 
 YamlType = type | tuple[type, ...]
 
@@ -83,8 +84,6 @@ def _tolerations(value: Any) -> tuple[tuple[tuple[str, str], ...], ...]:
 def _autoscale(value: Any) -> tuple[int, int, int] | None:
     if value is None or isinstance(value, tuple):
         return value
-    from .k8s.render import parse_autoscale
-
     return parse_autoscale(str(value))
 
 

@@ -23,6 +23,7 @@ from .logs import ByteStream, LogDecoder
 from .model import JobSpec, JobStatus, LogLine, RankState, SchedulerInfo, ServeSpec, ServiceStatus
 from .options import JOB_OPTIONS, SERVE_OPTIONS, Option, convert_values
 from .registry import JobRecord, Registry
+from .servespec import validate_serve_spec
 
 if TYPE_CHECKING:
     from .watch import Watcher
@@ -269,8 +270,6 @@ class ServeTier(Tier):
 
     def validate(self, spec: ServeSpec) -> None:
         """Raise SpecError for a value this tier cannot serve."""
-        from .k8s.render import validate_serve_spec
-
         validate_serve_spec(spec)
 
     def refresh(self, records: Sequence[JobRecord]) -> None:

@@ -38,6 +38,7 @@ from ..handles import Service
 from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from ..options import SERVE_OPTIONS, profile_keys
 from ..registry import JobRecord, Registry
+from ..servespec import validate_serve_spec
 from ..tier import ServeTier
 from . import jobstate, processes
 from . import serve_supervisor as ssv
@@ -92,8 +93,6 @@ def note_for(ignored: Sequence[str]) -> str | None:
 
 def check_local(spec: ServeSpec) -> None:
     """validate_serve_spec plus the local limits."""
-    from ..k8s.render import validate_serve_spec
-
     # No image runs locally; one given is still checked, so the cell also works on a cluster.
     validate_serve_spec(replace(spec, image=spec.image or "local") if isinstance(spec, ServeSpec) else spec)
     if spec.name.isdigit():

@@ -24,7 +24,7 @@ from ..errors import ApiError, JobNotFound, SpecError, TiersError
 from ..handles import Service
 from ..local.router import relay
 from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
-from ..registry import JobRecord, Registry
+from ..registry import JobRecord, Registry, spec_for_record
 from ..tier import ServeTier
 from .client import APPLY_CONTENT_TYPE, FIELD_MANAGER, KubeClient
 from .parse import service_status, summary_line
@@ -551,13 +551,8 @@ def _delete_fn(client: KubeClient, kind: str) -> Callable[..., Any]:
 
 
 def _spec_for_record(spec: ServeSpec) -> dict[str, Any]:
-    """The spec as stored: everything but env values (names only) and the body."""
-    from dataclasses import asdict
-
-    data = asdict(spec)
-    data["env"] = [[k, None] for k, _ in spec.env]
-    data.pop("body", None)
-    data.pop("metadata", None)
+    """The spec as stored (registry.spec_for_record), with the hashes of the body and env."""
+    data = spec_for_record(spec)
     # Enough to tell an unchanged cell from a changed one, without storing the body or env values.
     # The same hashes the pod template carries (render.py).
     data["body_sha"] = body_hash(spec.body)

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from ..errors import JobNotFound, SpecError, SubmitError, TiersError
 from ..handles import Service
 from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from ..options import SERVE_OPTIONS, profile_keys
-from ..registry import JobRecord, Registry
+from ..registry import JobRecord, Registry, spec_for_record
 from ..servespec import validate_serve_spec
 from ..tier import ServeTier
 from . import jobstate, processes
@@ -144,15 +144,6 @@ def render_plan(spec: ServeSpec, setup: Sequence[str] = ()) -> str:
         lines.append("# Not applied locally: " + ", ".join(ignored))
     lines += ["", shell_body(spec.body) if spec.shell else spec.body]
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def spec_for_record(spec: ServeSpec) -> dict[str, Any]:
-    """The spec as stored in the registry: no body, env names only."""
-    data = asdict(spec)
-    data["env"] = [[k, None] for k, _ in spec.env]
-    data.pop("body", None)
-    data.pop("metadata", None)
-    return data
 
 
 class LocalServeTier(ServeTier):

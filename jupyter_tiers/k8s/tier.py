@@ -25,9 +25,10 @@ from ..handles import Service
 from ..local.router import relay
 from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from ..registry import JobRecord, Registry, spec_for_record
+from ..servestatus import summary_line
 from ..tier import ServeTier
 from .client import APPLY_CONTENT_TYPE, FIELD_MANAGER, KubeClient
-from .parse import service_status, summary_line
+from .parse import service_status
 from .render import body_hash, env_hash, render_manifests, render_yaml
 from .watch import NamespaceWatch, PodLogFollower, split_timestamp, timestamp_key
 

@@ -39,6 +39,7 @@ from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from ..options import SERVE_OPTIONS, profile_keys
 from ..registry import JobRecord, Registry, spec_for_record
 from ..servespec import validate_serve_spec
+from ..servestatus import summary_line
 from ..tier import ServeTier
 from . import jobstate, processes
 from . import serve_supervisor as ssv
@@ -397,8 +398,6 @@ class LocalServeTier(ServeTier):
                                  nodelist=status.endpoint or None)  # None keeps the one recorded
 
     def summary(self, record: JobRecord, status: ServiceStatus) -> str:
-        from ..k8s.parse import summary_line
-
         last = None
         if status.state is ServiceState.FAILED:
             lines = self.service_logs(record, tail=1).strip().splitlines()

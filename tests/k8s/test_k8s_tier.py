@@ -19,10 +19,10 @@ import pytest
 from jupyter_tiers.config import Profile
 from jupyter_tiers.errors import ApiError, ApiUnreachable, TiersError
 from jupyter_tiers.handles import Service
-from jupyter_tiers.k8s.parse import summary_line
 from jupyter_tiers.k8s.tier import K8sTier
 from jupyter_tiers.model import PodLogLine, ServiceState, ServiceStatus
 from jupyter_tiers.registry import Registry
+from jupyter_tiers.servestatus import summary_line
 from tests.k8s.conftest import GUARD, IMAGE, SERVER, StatusLog, profile_settings, wait_for
 from tests.k8s_emulator.emulator import Emulator
 

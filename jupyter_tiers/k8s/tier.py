@@ -22,11 +22,11 @@ from typing import Any
 from ..config import Profile
 from ..errors import ApiError, JobNotFound, SpecError, TiersError
 from ..handles import Service
-from ..local.router import relay
 from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from ..registry import JobRecord, Registry, spec_for_record
 from ..servestatus import summary_line
 from ..tier import ServeTier
+from ..transport.relay import relay
 from .client import APPLY_CONTENT_TYPE, FIELD_MANAGER, KubeClient
 from .parse import service_status
 from .render import body_hash, env_hash, render_manifests, render_yaml

@@ -12,36 +12,11 @@ import socket
 import threading
 from collections.abc import Callable
 
+from ..transport.relay import relay
 from .roundrobin import RoundRobin
 
 HOST = "127.0.0.1"
 CONNECT_TIMEOUT = 5.0
-
-
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    try:
-        while True:
-            data = src.recv(65536)
-            if not data:
-                break
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-
-
-def relay(client: socket.socket, upstream: socket.socket, join_timeout: float | None = None) -> None:
-    """Copy both ways until both sides are done (or, once the client is done, ``join_timeout``
-    seconds have passed), then close both. Also the Kubernetes tier's port-forward relay."""
-    back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
-    back.start()
-    _pump(client, upstream)
-    back.join(join_timeout)
-    for sock in (client, upstream):
-        with contextlib.suppress(Exception):  # a port-forward socket may fail to close otherwise
-            sock.close()
 
 
 class FrontPort:

@@ -34,14 +34,17 @@ from ..arrays import PARAMS_FILE, TASKS_DIR, counts_detail, params_json, plan_of
 from ..config import LOCAL_SERVE_DEFAULTS, Profile
 from ..errors import SpecError, SubmitError
 from ..handles import Job
-from ..handoff import (
-    attach_checkpoints,
-    decode_detail,
-    encode_detail,
+from ..handoff import attach_checkpoints, decode_detail, encode_detail
+from ..jobdir import (
+    LOG_NAME,
+    RANKS_DIR,
+    checkpoint_lines,
+    default_checkpoint_dir,
     expected_checkpoint_dir,
+    job_files,
     newest_entry,
+    parse_rank_file,
 )
-from ..jobdir import LOG_NAME, RANKS_DIR, checkpoint_lines, job_files, parse_rank_file
 from ..jobspec import validate_spec
 from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
@@ -527,7 +530,6 @@ class LocalTier(BatchTier):
         writes to ``{workdir}/{name}/{ID}_{i}/checkpoints`` (see _submit_array). No log tails:
         the caller reads them itself (no round trip to save here)."""
         from ..arrays import task_index, task_records
-        from ..handoff import default_checkpoint_dir
 
         listed: dict[int, tuple[str, str | None]] = {}
         for rec in task_records(record):

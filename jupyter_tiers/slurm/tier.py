@@ -11,15 +11,8 @@ from ..arrays import counts_detail, plan_of
 from ..config import Profile
 from ..errors import ControllerUnreachable, SubmitError, TiersError
 from ..handles import Job
-from ..handoff import (
-    attach_checkpoints,
-    decode_detail,
-    encode_detail,
-    expected_checkpoint_dir,
-    parse_listing,
-    split_listing,
-)
-from ..jobdir import parse_rank_files
+from ..handoff import attach_checkpoints, decode_detail, encode_detail
+from ..jobdir import checkpoint_root, expected_checkpoint_dir, parse_listing, parse_rank_files, split_listing
 from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
 from ..registry import MAX_LIST, JobRecord, Registry, spec_for_record
@@ -273,7 +266,6 @@ class SlurmTier(BatchTier):
         """Every task's checkpoint directory and newest entry of the array ``record`` (with
         ``tail_lines``, also the end of each task's log) in one remote command, whatever the
         number of tasks (slurm/task_listing.py). Tasks the scheduler no longer knows are absent."""
-        from ..handoff import checkpoint_root
         from .task_listing import parse_task_checkpoints, task_checkpoints_argv
 
         root = checkpoint_root(record.jobdir, record.name)

@@ -28,6 +28,10 @@ from .errors import (
 )
 from .model import JobState, JobStatus, ServiceState, ServiceStatus
 from .registry import JobRecord, Registry
+from .viewstate import job as job_state
+from .viewstate import serve as serve_state
+from .viewstate.array import task_row
+from .viewstate.serve import summary_for
 
 if TYPE_CHECKING:
     from .handles import Handle
@@ -177,8 +181,6 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
     reason, started, elapsed = "", None, None
     if record.kind == "service":
         if isinstance(status, ServiceStatus):
-            from .widgets.serve_state import summary_for
-
             state = status.state
             size, where = f"{status.ready}/{status.desired} ready", status.endpoint or ""
             reason = status.reason or "" if state is not ServiceState.READY else ""
@@ -333,8 +335,6 @@ def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[s
         status = handle.status()
     item = item_from(rec, status, now).to_json()
     if rec.kind == "service":
-        from .widgets import serve_state
-
         assert isinstance(status, ServiceStatus)
         spec = rec.spec or {}
         view: dict[str, Any] = {
@@ -345,12 +345,10 @@ def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[s
             **serve_state.status_traits(status, now), "summary": item["summary"],
         }
     else:
-        from .widgets import state
-
         assert isinstance(status, JobStatus)
         view = {"job_id": rec.job_id, "job_name": rec.name, "profile": rec.profile,
-                "tier_kind": rec.tier, "script": rec.script, **state.status_traits(status),
-                "ranks_per_node": state.ranks_per_node(rec.spec, rec.world_size),
+                "tier_kind": rec.tier, "script": rec.script, **job_state.status_traits(status),
+                "ranks_per_node": job_state.ranks_per_node(rec.spec, rec.world_size),
                 "summary": item["summary"] if status.state.terminal else ""}
     return {**item, "view_kind": rec.kind, "view": view}
 
@@ -367,7 +365,6 @@ def array_view(job: Any, status: JobStatus | None = None) -> tuple[dict[str, Any
     ``state``, ``summary``, ...) and its status. With ``status`` (the server's shared watch of the
     array) the tasks' statuses come from that watch, else from one batched query now."""
     from .arrays import aggregate_status, array_summary, counts_text, task_index
-    from .widgets.array_view import task_row
 
     plan = job.plan
     tasks: dict[int, JobStatus] = {}

@@ -17,9 +17,9 @@ from ..handles import Job
 from ..logs import LogBatch
 from ..model import JobStatus, LogLine
 from ..status import summary_line
+from ..viewstate.job import error_lines, lines_message, ranks_per_node, status_traits
 from .batcher import LineBatcher
 from .rank_metrics import RankMetrics
-from .state import error_lines, lines_message, ranks_per_node, status_traits
 from .view_common import view_module
 
 _HERE = Path(__file__).parent

@@ -16,8 +16,8 @@ import traitlets as t
 
 from ..handles import Service
 from ..model import PodLogLine, ServiceStatus
+from ..viewstate.serve import line_rows, model_note, status_traits, summary_for
 from .batcher import LineBatcher
-from .serve_state import line_rows, model_note, status_traits, summary_for
 from .view_common import view_module
 
 _HERE = Path(__file__).parent

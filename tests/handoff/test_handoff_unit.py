@@ -298,7 +298,7 @@ def test_path_map_in_a_profile_file(tmp_path: Path, text: str, error: str | None
 def test_job_view_traits_and_summary_carry_the_checkpoint() -> None:
     from jupyter_tiers.model import JobState, JobStatus, SchedulerInfo
     from jupyter_tiers.status import merge_status, summary_line
-    from jupyter_tiers.widgets.state import status_traits
+    from jupyter_tiers.viewstate.job import status_traits
 
     sched = SchedulerInfo("42", JobState.COMPLETED, nodelist="node[1-2]", elapsed_s=42, checkpoint=CKPT.path)
     status = merge_status("42", sched, {}, 0)
@@ -311,7 +311,7 @@ def test_job_view_traits_and_summary_carry_the_checkpoint() -> None:
 
 
 def test_service_views_name_the_model_source() -> None:
-    from jupyter_tiers.widgets.serve_state import model_note
+    from jupyter_tiers.viewstate.serve import model_note
 
     assert model_note({"model_source": "box/42 (ft)"}) == "model from box/42 (ft)"
     assert model_note({}) == model_note(None) == model_note({"model_source": 3}) == ""

@@ -27,7 +27,7 @@ from tests.k8s.conftest import GUARD, IMAGE, SERVER, StatusLog, profile_settings
 from tests.k8s_emulator.emulator import Emulator
 
 try:
-    from jupyter_tiers.widgets import serve_state
+    from jupyter_tiers.viewstate import serve as serve_state
 except ImportError:  # the widget's pure state module is written separately
     serve_state = None  # type: ignore[assignment]
 
@@ -251,7 +251,7 @@ def check_reason_everywhere(tier: K8sTier, service: Service, status: ServiceStat
         if words:
             assert any(words in p for p in problems), problems
     else:
-        print("jupyter_tiers.widgets.serve_state missing: widget state not checked")
+        print("jupyter_tiers.viewstate.serve missing: widget state not checked")
     return line
 
 

@@ -9,7 +9,7 @@ from typing import Any
 from ..model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
 from ..servestatus import summary_line
 from ..timefmt import format_elapsed
-from .state import ERROR_RE
+from .job import ERROR_RE
 
 #: Warning events kept in the widget (newest last).
 MAX_EVENTS = 20

@@ -32,8 +32,14 @@ def normalize_kind(kind: str) -> str:
 
 
 def make_tier(profile: Profile, registry: Registry | None = None, kind: str = "batch") -> Tier:
-    """A new tier object for ``profile`` and ``kind`` of work (not cached)."""
-    kind = normalize_kind(kind)
+    """A new tier object for ``profile`` and ``kind`` of work (not cached). A record of the other
+    kind of work that it is asked to handle goes to this process's cached tier for it."""
+    tier = _new_tier(profile, registry, normalize_kind(kind))
+    tier.sibling = tier_for
+    return tier
+
+
+def _new_tier(profile: Profile, registry: Registry | None, kind: str) -> Tier:
     if profile.tier == "slurm":
         from .slurm.tier import SlurmTier
 

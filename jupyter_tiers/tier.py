@@ -40,6 +40,9 @@ class Tier(abc.ABC):
     """What every tier shares: its profile, the registry, handles, and specs from defaults."""
 
     kind: str = ""
+    #: The tier that runs a record of the other kind of work (a local profile's services from its
+    #: batch tier). api.make_tier sets its tier cache here; a tier made without it keeps the record.
+    sibling: Callable[[JobRecord], Tier] | None = None
 
     def __init__(self, profile: Profile, registry: Registry | None = None) -> None:
         self.profile = profile
@@ -60,10 +63,8 @@ class Tier(abc.ABC):
         """The Job or Service handle of a registry record. A record of the other kind of work
         (a service asked of a local profile's batch tier) gets the tier that runs it."""
         runs = ServeTier if record.kind == "service" else BatchTier
-        if not isinstance(self, runs) and record.profile == self.name:
-            from .api import tier_for
-
-            other = tier_for(record)
+        if not isinstance(self, runs) and record.profile == self.name and self.sibling is not None:
+            other = self.sibling(record)
             if isinstance(other, runs):
                 return handle_for(other, record)
         return handle_for(self, record)

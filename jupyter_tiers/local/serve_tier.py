@@ -298,9 +298,7 @@ class LocalServeTier(ServeTier):
 
     def _launch(self, svcdir: Path) -> None:
         """Start the supervisor in its own session; wait until it reports its front port."""
-        import jupyter_tiers
-
-        root = Path(jupyter_tiers.__file__).resolve().parent.parent
+        root = Path(__file__).resolve().parents[2]  # the directory that holds jupyter_tiers/
         argv = [sys.executable, "-m", "jupyter_tiers.local.serve_supervisor", "--detach", str(svcdir)]
         with open(svcdir / ssv.SUPERVISOR_LOG, "ab") as log:
             proc = subprocess.Popen(argv, cwd=root, stdin=subprocess.DEVNULL, stdout=log, stderr=log,

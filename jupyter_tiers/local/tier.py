@@ -406,11 +406,9 @@ class LocalTier(BatchTier):
 
     def _launch(self, jobdir: Path, module: str = "jupyter_tiers.local.supervisor") -> None:
         """Start the supervisor in its own session; it forks away and this returns at once."""
-        import jupyter_tiers
-
         # ``python -m`` puts the working directory first on sys.path: start where this package is
         # importable from (the supervisor then moves into the job directory).
-        root = Path(jupyter_tiers.__file__).resolve().parent.parent
+        root = Path(__file__).resolve().parents[2]  # the directory that holds jupyter_tiers/
         argv = [sys.executable, "-m", module, "--detach", str(jobdir)]
         log_flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
         with os.fdopen(_open_private(jobdir / jobstate.SUPERVISOR_LOG, log_flags), "ab") as log:

@@ -53,13 +53,13 @@ def test_a_wrong_way_import_breaks_each_contract(tmp_path: Path) -> None:
     # service loading the widgets: each is what a contract exists to refuse.
     _append(pkg / "model.py", "from . import api  # noqa")
     _append(pkg / "slurm" / "parse.py", "from ..k8s import parse as _k8s_parse  # noqa")
-    _append(pkg / "server" / "handlers.py", "from ..widgets import job_view as _job_view  # noqa")
+    _append(pkg / "service.py", "from .widgets import job_view as _job_view  # noqa")
     result = _lint_imports(tmp_path)
     out = " ".join(result.stdout.split())
     assert result.returncode != 0, out
     assert "jupyter_tiers.model is not allowed to import jupyter_tiers.api" in out
     assert "jupyter_tiers.slurm is not allowed to import jupyter_tiers.k8s" in out
-    assert "jupyter_tiers.server is not allowed to import jupyter_tiers.widgets" in out
+    assert "jupyter_tiers.service is not allowed to import jupyter_tiers.widgets" in out
     assert "0 kept, 3 broken" in out
 
 

@@ -14,6 +14,11 @@ from .config import Profile, load_config
 from .errors import SpecError
 from .registry import JobRecord, Registry
 from .tier import Tier
+from .transport.errors import OneTimeCodeRequired
+from .transport.prompt import refusing_prompter, set_prompter
+
+__all__ = ["KINDS", "OneTimeCodeRequired", "cached_tiers", "close_all", "connect", "make_tier",
+           "normalize_kind", "refuse_prompts", "tier_for"]
 
 #: Kinds of work, and the registry record kinds that map onto them.
 KINDS = ("batch", "serve")
@@ -80,9 +85,21 @@ def connect(profile: str | None = None, kind: str = "batch") -> Tier:
         return tier
 
 
+def cached_tiers() -> dict[tuple[str, str], Tier]:
+    """A snapshot of this process's cached tiers, keyed by (profile name, ``batch`` or ``serve``)."""
+    with _lock:
+        return dict(_tiers)
+
+
 def tier_for(record: JobRecord) -> Tier:
     """The tier that runs a registry record (its profile, and batch or serve by its kind)."""
     return connect(record.profile, kind=record.kind)
+
+
+def refuse_prompts(reason: str) -> None:
+    """Nobody can be asked for a login node's one-time code in this process (``reason`` says who
+    cannot ask): a profile that needs one fails at once with :class:`OneTimeCodeRequired`."""
+    set_prompter(refusing_prompter(reason))
 
 
 def close_all() -> None:

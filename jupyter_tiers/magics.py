@@ -106,7 +106,7 @@ def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageErro
 
     if isinstance(exc, HandoffError):
         return UsageError(str(exc))
-    from .transport.errors import OneTimeCodeRequired
+    from .api import OneTimeCodeRequired
 
     if isinstance(exc, OneTimeCodeRequired):  # its message says who asks and why not here
         return UsageError(str(exc))

@@ -15,7 +15,6 @@ from typing import Any
 
 from .errors import SpecError
 from .model import LAUNCHERS, PULL_POLICIES, SERVE_STRATEGIES
-from .servespec import parse_autoscale
 
 YamlType = type | tuple[type, ...]
 
@@ -84,6 +83,8 @@ def _tolerations(value: Any) -> tuple[tuple[tuple[str, str], ...], ...]:
 def _autoscale(value: Any) -> tuple[int, int, int] | None:
     if value is None or isinstance(value, tuple):
         return value
+    from .servespec import parse_autoscale  # only for --autoscale (its regexes cost %load_ext ~7 ms)
+
     return parse_autoscale(str(value))
 
 

@@ -147,6 +147,12 @@ class BatchTier(Tier):
                 self._watcher = Watcher(self, **self.watcher_options())
             return self._watcher
 
+    @property
+    def scheduler_queries(self) -> int:
+        """Batched scheduler queries this tier's watcher made (0 while it was never started)."""
+        watcher = self._watcher
+        return watcher.scheduler_queries if watcher is not None else 0
+
     def watcher_options(self) -> dict[str, Any]:
         return {}
 

@@ -49,18 +49,21 @@ def test_the_package_keeps_its_import_contracts() -> None:
 def test_a_wrong_way_import_breaks_each_contract(tmp_path: Path) -> None:
     pkg = _copy_package(tmp_path)
     assert _lint_imports(tmp_path).returncode == 0, "the unchanged copy should pass"
-    # A pure module reaching up into the tier API, one backend importing another, and the REST
-    # service loading the widgets: each is what a contract exists to refuse.
+    # A pure module reaching up into the tier API, one backend importing another, the REST
+    # service loading the widgets, a magic going round the API to the transport: each is what a
+    # contract exists to refuse.
     _append(pkg / "model.py", "from . import api  # noqa")
     _append(pkg / "slurm" / "parse.py", "from ..k8s import parse as _k8s_parse  # noqa")
     _append(pkg / "service.py", "from .widgets import job_view as _job_view  # noqa")
+    _append(pkg / "magics.py", "from .transport import errors as _transport_errors  # noqa")
     result = _lint_imports(tmp_path)
     out = " ".join(result.stdout.split())
     assert result.returncode != 0, out
     assert "jupyter_tiers.model is not allowed to import jupyter_tiers.api" in out
     assert "jupyter_tiers.slurm is not allowed to import jupyter_tiers.k8s" in out
     assert "jupyter_tiers.service is not allowed to import jupyter_tiers.widgets" in out
-    assert "0 kept, 3 broken" in out
+    assert "jupyter_tiers.magics is not allowed to import jupyter_tiers.transport" in out
+    assert "0 kept, 4 broken" in out
 
 
 def test_a_module_outside_every_layer_breaks_the_layers(tmp_path: Path) -> None:

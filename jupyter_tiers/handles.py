@@ -12,11 +12,14 @@ import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .arrays import is_array
+from .errors import SpecError
+from .metrics import MetricsTracker, parse_patterns, to_frame
 from .model import JobStatus, LogLine, PodInfo, ServiceStatus
 from .registry import JobRecord
+from .status import summary_line
 
 if TYPE_CHECKING:
-    from .metrics import MetricsTracker
     from .tier import BatchTier, ServeTier, Tier
 
 
@@ -101,9 +104,6 @@ class Job(Handle):
 
     def metric_patterns(self) -> tuple[tuple[str, str], ...]:
         """The job's custom metric patterns (``--metrics``, or its profile's ``metrics``)."""
-        from .errors import SpecError
-        from .metrics import parse_patterns
-
         spec = self.record.spec if isinstance(self.record.spec, dict) else {}
         try:
             return parse_patterns(spec.get("metrics") or ())
@@ -113,8 +113,6 @@ class Job(Handle):
     def metric_tracker(self, rank: int | None = 0) -> MetricsTracker:
         """The log so far, read once as a stream (never whole in memory): ``rank``'s metric
         series (bounded) and the first error line."""
-        from .metrics import MetricsTracker
-
         tracker = MetricsTracker(self.metric_patterns(), rank=rank)
         rest = ""
         for piece in self.iter_logs():
@@ -134,15 +132,11 @@ class Job(Handle):
         """Metric series from the log so far (rank 0's by default; see jupyter_tiers.metrics):
         a pandas DataFrame, one column per metric indexed by step, when pandas is installed;
         otherwise ``{metric: [(step, value), ...]}``. Long series are downsampled."""
-        from .metrics import to_frame
-
         return to_frame(self.metric_tracker(rank).to_lists())
 
     def summary(self, status: JobStatus | None = None) -> str:
         """The one-line summary with what the log shows: the main metric's last value and,
         for a failed job, its first error line (reads the log once)."""
-        from .status import summary_line
-
         status = status or self.status()
         tracker = self.metric_tracker()
         return summary_line(status, metric=tracker.main(), error=tracker.error)
@@ -291,7 +285,6 @@ def handle_for(tier: Any, record: JobRecord) -> Handle:
     """The right handle for a registry record (an array's is an ArrayJob)."""
     if record.kind == "service":
         return Service(tier, record)
-    from .arrays import is_array
 
     if is_array(record):
         from .array_job import ArrayJob

@@ -26,7 +26,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import TiersError
+from .arrays import best_task, plan_of
+from .errors import JobNotFound, TiersError
+from .metrics import format_value
 
 #: Where the Kubernetes tier mounts the profile's model volume (read-only): k8s/render.py's
 #: MODEL_DIR, repeated so that the training tiers need not import the Kubernetes renderer.
@@ -248,8 +250,6 @@ def substitute_model_path(body: str, path: str) -> str:
 def find_job(ref: str, registry: Any, user_ns: Mapping[str, Any] | None = None) -> Any:
     """The registry record ``ref`` names: a notebook variable holding a Job (what ``--out``
     made), a job id (``42`` or ``profile/42``), or a job name (the newest of that name)."""
-    from .errors import JobNotFound
-
     value = (user_ns or {}).get(ref) if ref.isidentifier() else None
     record = getattr(value, "record", None)
     if record is not None and getattr(record, "kind", None) == "job":
@@ -318,8 +318,6 @@ def task_checkpoint(array: Any, index: int, state: str | None,
     """
     from dataclasses import replace
 
-    from .arrays import plan_of
-
     plan = plan_of(array.spec)
     if plan is None or index not in plan.indices:
         tasks = plan.slurm_spec if plan is not None else "none"
@@ -361,9 +359,6 @@ def pick_best_task(array: Any, states: Mapping[int, str], listed: Mapping[int, t
     """The task of a whole array to serve: the best main-metric value (arrays.best_task, the
     ranking the array's summary line prints) among COMPLETED tasks with a checkpoint; a
     one-line refusal naming what is missing when no task qualifies."""
-    from .arrays import best_task, plan_of
-    from .metrics import format_value
-
     plan = plan_of(array.spec)
     who = f"--model-from {array.job_id}: array {array.job_id} ({array.name})"
     if plan is None:

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import handoff
-from .arrays import is_array
+from .array_job import TAIL_LINES
+from .arrays import is_array, plan_of
 from .errors import JobNotFound, TiersError
 from .handoff import Checkpoint, HandoffError
 
@@ -88,7 +89,6 @@ def resolve(ref: str, registry: Any, user_ns: Mapping[str, Any] | None,
         listed, _ = _task_checkpoints(tier, array, ref, 0)
         ckpt = handoff.task_checkpoint(array, index, states.get(index), listed.get(index))
         return Resolved(ckpt, f"model from array {array.job_id} task {index}{_label(array, index)}")
-    from .array_job import TAIL_LINES
 
     listed, tails = _task_checkpoints(tier, array, ref, TAIL_LINES)
     _failures, metrics = job.task_results(statuses, tails=tails)
@@ -111,8 +111,6 @@ def _task_checkpoints(tier: Any, array: Any, ref: str, tail_lines: int
 
 
 def _label(array: Any, index: int) -> str:
-    from .arrays import plan_of
-
     plan = plan_of(array.spec)
     if plan is None or not plan.sweep or index not in plan.indices:
         return ""

@@ -14,19 +14,20 @@ import abc
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .arrays import aggregate_status, counts_detail, is_array, task_index, task_records
 from .config import Profile
 from .errors import ConfigError, SpecError
 from .handles import Handle, Job, Service, handle_for
+from .jobspec import validate_spec
 from .logs import ByteStream, LogDecoder
 from .model import JobSpec, JobStatus, LogLine, RankState, SchedulerInfo, ServeSpec, ServiceStatus
 from .options import JOB_OPTIONS, SERVE_OPTIONS, Option, convert_values
 from .registry import JobRecord, Registry
 from .servespec import validate_serve_spec
-
-if TYPE_CHECKING:
-    from .watch import Watcher
+from .status import merge_status
+from .watch import Watcher
 
 __all__ = ["BatchTier", "ByteStream", "Handle", "Job", "ServeTier", "Service", "Tier"]
 
@@ -142,8 +143,6 @@ class BatchTier(Tier):
         """The one watcher of this tier (started on first use)."""
         with self._lock:
             if self._watcher is None:
-                from .watch import Watcher
-
                 self._watcher = Watcher(self, **self.watcher_options())
             return self._watcher
 
@@ -166,8 +165,6 @@ class BatchTier(Tier):
 
     def validate(self, spec: JobSpec) -> None:
         """Raise SpecError for a value this tier cannot run."""
-        from .jobspec import validate_spec
-
         validate_spec(spec)
 
     def log_decoder(self, offset: int, *, skip_partial: bool = False) -> LogDecoder:
@@ -231,9 +228,6 @@ class BatchTier(Tier):
     def status(self, records: Sequence[JobRecord]) -> dict[str, JobStatus]:
         """One-shot status of several jobs (scheduler + ranks, each batched). An array's is the
         aggregate of its tasks (asked in the same batch), its tasks' are keyed ``ID_i``."""
-        from .arrays import aggregate_status, counts_detail, is_array, task_index, task_records
-        from .status import merge_status
-
         arrays = {r.key: task_records(r) for r in records if is_array(r)}
         asked = [r for r in records if r.key not in arrays] + [t for ts in arrays.values() for t in ts]
         sched = self.poll_scheduler(asked)

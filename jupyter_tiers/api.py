@@ -45,6 +45,7 @@ def make_tier(profile: Profile, registry: Registry | None = None, kind: str = "b
 
 
 def _new_tier(profile: Profile, registry: Registry | None, kind: str) -> Tier:
+    # A backend loads when a profile first needs it: a laptop never loads the Kubernetes tier.
     if profile.tier == "slurm":
         from .slurm.tier import SlurmTier
 

@@ -285,9 +285,8 @@ def handle_for(tier: Any, record: JobRecord) -> Handle:
     """The right handle for a registry record (an array's is an ArrayJob)."""
     if record.kind == "service":
         return Service(tier, record)
-
     if is_array(record):
-        from .array_job import ArrayJob
+        from .array_job import ArrayJob  # it subclasses Job: imported here, else a cycle
 
         return ArrayJob(tier, record)
     return Job(tier, record)

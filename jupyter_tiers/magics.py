@@ -3,6 +3,9 @@ service, and ``%tiers`` manages both.
 
 The magics are thin: parse arguments, build a JobSpec through the tier, submit, and hand the Job
 to a view (the live widget, or plain text where no widget front end exists).
+
+Only the option table loads at ``%load_ext``: the tier API, the views, the guard and the handoff
+are imported inside the functions that first need them (bench/load_ext.py measures it).
 """
 
 from __future__ import annotations

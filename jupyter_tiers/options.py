@@ -15,6 +15,7 @@ from typing import Any
 
 from .errors import SpecError
 from .model import LAUNCHERS, PULL_POLICIES, SERVE_STRATEGIES
+from .signals import canonical_signal
 
 YamlType = type | tuple[type, ...]
 
@@ -115,8 +116,6 @@ def _metric_patterns(value: Any) -> tuple[tuple[str, str], ...]:
 
 
 def _signal(value: Any) -> str | None:
-    from .signals import canonical_signal
-
     return canonical_signal(None if value is None else str(value))
 
 

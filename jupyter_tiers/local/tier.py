@@ -30,7 +30,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..arrays import PARAMS_FILE, TASKS_DIR, counts_detail, params_json, plan_of, task_files
+from ..arrays import (
+    PARAMS_FILE,
+    TASKS_DIR,
+    counts_detail,
+    params_json,
+    plan_of,
+    task_files,
+    task_index,
+    task_records,
+)
 from ..config import LOCAL_SERVE_DEFAULTS, Profile
 from ..errors import SpecError, SubmitError
 from ..handles import Job
@@ -51,6 +60,7 @@ from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
 from ..registry import JobRecord, Registry, spec_for_record
 from ..tier import BatchTier
 from . import jobstate, processes, slurmenv
+from .array_supervisor import ARRAY_FILE
 
 MAX_RANKS = 1024  # a local job's ranks all run on this machine
 LAUNCH_TIMEOUT = 60.0
@@ -348,8 +358,6 @@ class LocalTier(BatchTier):
         """An array: one directory ``ID-NAME`` with a complete job directory per task
         (``tasks/<i>``, job id ``ID_i``), run by one detached array supervisor that keeps at most
         the array's limit of tasks running (local/array_supervisor.py). One registry record."""
-        from .array_supervisor import ARRAY_FILE
-
         plan = plan_of(spec)
         assert plan is not None
         script = self.render(spec)
@@ -527,8 +535,6 @@ class LocalTier(BatchTier):
         """Every task's checkpoint directory and newest entry of the array ``record``: task ``i``
         writes to ``{workdir}/{name}/{ID}_{i}/checkpoints`` (see _submit_array). No log tails:
         the caller reads them itself (no round trip to save here)."""
-        from ..arrays import task_index, task_records
-
         listed: dict[int, tuple[str, str | None]] = {}
         for rec in task_records(record):
             directory = default_checkpoint_dir(record.jobdir, record.name, rec.job_id)

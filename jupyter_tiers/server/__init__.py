@@ -12,6 +12,7 @@ from typing import Any
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     """Add the handlers and start the (idle until listened to) hub."""
+    # Imported here: jupyter-server imports this package to list extensions, enabled or not.
     from .. import api
     from .handlers import handler_table
     from .hub import Hub

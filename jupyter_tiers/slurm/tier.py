@@ -5,7 +5,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..arrays import counts_detail, plan_of
 from ..config import Profile
@@ -18,6 +18,7 @@ from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
 from ..registry import MAX_LIST, JobRecord, Registry, spec_for_record
 from ..requeue import requeue_pending
 from ..tier import BatchTier
+from ..transport.ssh import SSHTarget, SSHTransport
 from . import commands
 from .history import (
     AccountingDisabled,
@@ -32,9 +33,7 @@ from .history import (
 )
 from .parse import parse_sacct, parse_sbatch_parsable, parse_scontrol_jobs, parse_squeue
 from .render import render_job
-
-if TYPE_CHECKING:
-    from ..transport.ssh import SSHTransport
+from .task_listing import parse_task_checkpoints, task_checkpoints_argv
 
 _UNREACHABLE_MARKERS = (
     "Unable to contact slurm controller",
@@ -42,13 +41,12 @@ _UNREACHABLE_MARKERS = (
     "Zero Bytes were transmitted",
     "Connection refused",
 )
+
 _NO_ACCOUNTING_MARKERS = ("accounting storage is disabled", "Slurm accounting storage is disabled")
 
 
 def transport_for(profile: Profile) -> SSHTransport:
     """An SSH transport from a slurm profile's connection settings."""
-    from ..transport.ssh import SSHTarget, SSHTransport
-
     target = SSHTarget(
         host=profile.get("host"),
         port=profile.get("port"),
@@ -266,8 +264,6 @@ class SlurmTier(BatchTier):
         """Every task's checkpoint directory and newest entry of the array ``record`` (with
         ``tail_lines``, also the end of each task's log) in one remote command, whatever the
         number of tasks (slurm/task_listing.py). Tasks the scheduler no longer knows are absent."""
-        from .task_listing import parse_task_checkpoints, task_checkpoints_argv
-
         root = checkpoint_root(record.jobdir, record.name)
         try:
             argv = task_checkpoints_argv(record.job_id, root, record.jobdir, tail_lines)

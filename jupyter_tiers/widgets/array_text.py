@@ -9,7 +9,7 @@ import threading
 from typing import TextIO
 
 from ..array_job import ArrayJob
-from ..arrays import format_tasks, task_index
+from ..arrays import array_summary, format_tasks, task_index
 from ..model import JobStatus
 
 
@@ -75,7 +75,6 @@ class ArrayTextView:
         self.final_status = self.job.record_counts(tasks)
         failures, metrics = self.job.task_results(tasks)
         self._print(format_tasks(self.job.plan, tasks, metrics))
-        from ..arrays import array_summary
 
         self.summary = array_summary(self.job.id, self.job.plan, tasks, failures=failures,
                                      metrics=metrics)

@@ -19,10 +19,11 @@ import ipywidgets
 import traitlets as t
 
 from ..array_job import ArrayJob
-from ..arrays import array_summary, counts_text, task_index
+from ..arrays import aggregate_status, array_summary, counts_text, task_index
 from ..errors import TiersError
 from ..model import JobStatus
 from ..viewstate.array import task_row
+from .job_view import JobView
 from .view_common import view_module
 
 _HERE = Path(__file__).parent
@@ -119,7 +120,6 @@ class ArrayView(ipywidgets.VBox):
                              self.failures.get(i)) for i in self.plan.indices]
             states = [s.state for s in self.statuses.values()]
             known = len(self.statuses) == len(self.plan)
-        from ..arrays import aggregate_status
 
         with self.table.hold_sync():
             self.table.tasks = rows
@@ -156,8 +156,6 @@ class ArrayView(ipywidgets.VBox):
     # --- Python API ----------------------------------------------------------------------
     def select(self, index: int) -> None:
         """Show task ``index``'s own JobView (rank grid, log) below the table (again: hide it)."""
-        from .job_view import JobView
-
         if self.task_view is not None:
             self.task_view.close()
             self.task_view = None

@@ -106,12 +106,7 @@ class ArrayJob(Job):
 
     def cancel(self) -> None:
         """Cancel every task (on Slurm one ``scancel`` of the array)."""
-        cancel_array = getattr(self.tier, "cancel_array", None)
-        if cancel_array is not None:
-            cancel_array(self.record, self.task_records())
-        else:
-            for rec in self.task_records():
-                self.tier.cancel(rec)
+        self.tier.cancel_array(self.record, self.task_records())
         self.tier.watcher.kick()
 
     def stop(self) -> str:

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from .array_job import ArrayJob
 from .config import load_config
 from .errors import (
     ApiError,
@@ -26,6 +27,7 @@ from .errors import (
     SpecError,
     TiersError,
 )
+from .handles import Handle, Job, Service
 from .model import JobState, JobStatus, ServiceState, ServiceStatus
 from .registry import JobRecord, Registry
 from .viewstate import job as job_state
@@ -34,7 +36,6 @@ from .viewstate.array import task_row
 from .viewstate.serve import summary_for
 
 if TYPE_CHECKING:
-    from .handles import Handle
     from .tier import Tier
 
 #: Most log lines one ``log_range`` call returns.
@@ -263,7 +264,8 @@ def attach(ref: str, kind: str | None = None) -> Handle:
         if not is_array(array):
             raise
         handle = _connect(array.profile, array.kind).handle(array)
-        return handle.task(task[1])  # type: ignore[attr-defined]
+        assert isinstance(handle, ArrayJob)  # an array record's handle (handles.handle_for)
+        return handle.task(task[1])
     if kind is not None and rec.kind != kind:
         other = {"job": "cancel", "service": "delete"}[rec.kind]
         raise WrongKind(f"{ref} is a {rec.kind}, not a {kind}; use {other}")
@@ -323,8 +325,6 @@ def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[s
     """An item plus ``view``: the same state the notebook widget syncs (JobView or ServeView
     traits), from ``status`` when the caller holds a current one (the server's shared watcher),
     else asked of the cluster now."""
-    from .array_job import ArrayJob
-
     handle = attach(ref)
     rec = handle.record
     now = time.time()
@@ -443,7 +443,8 @@ def log_range(ref: str, *, rank: int | None = None, pod: str | None = None, offs
         return _job_log_range(tier, rec, rank, offset, limit)
     if rank is not None:
         raise SpecError("rank", f"{ref} is a service; filter by pod, not rank")
-    text = handle.logs(pod=pod)  # type: ignore[call-arg]
+    assert isinstance(handle, Service)  # a record of kind "service"
+    text = handle.logs(pod=pod)
     pairs: list[tuple[int | str | None, str]] = []
     for raw in text.splitlines():
         if pod is not None:
@@ -475,14 +476,29 @@ def _job_log_range(tier: Any, rec: JobRecord, rank: int | None, offset: int, lim
     return LogRange(lines, decoder.offset, True)
 
 
+def attach_job(ref: str) -> Job:
+    """The Job handle of ``ref`` (an ArrayJob for an array, ``ID_7`` a task's); a service is a
+    :class:`WrongKind` error naming the verb that applies."""
+    handle = attach(ref, "job")
+    assert isinstance(handle, Job)  # attach checked the record's kind
+    return handle
+
+
+def attach_service(ref: str) -> Service:
+    """The Service handle of ``ref``; a job is a :class:`WrongKind` error."""
+    handle = attach(ref, "service")
+    assert isinstance(handle, Service)  # attach checked the record's kind
+    return handle
+
+
 def cancel(ref: str) -> ActionResult:
     """Cancel a job (a service is a :class:`WrongKind`)."""
-    return ActionResult(True, attach(ref, "job").stop())
+    return ActionResult(True, attach_job(ref).stop())
 
 
 def delete(ref: str) -> ActionResult:
     """Delete a service and everything its tier made (a job is a :class:`WrongKind`)."""
-    return ActionResult(True, attach(ref, "service").stop())
+    return ActionResult(True, attach_service(ref).stop())
 
 
 def check_replicas(replicas: Any) -> int:
@@ -494,15 +510,15 @@ def check_replicas(replicas: Any) -> int:
 def scale(ref: str, replicas: Any) -> ActionResult:
     """Set a service's replicas (0 to MAX_REPLICAS)."""
     replicas = check_replicas(replicas)
-    service = attach(ref, "service")
-    service.scale(replicas)  # type: ignore[attr-defined]
+    service = attach_service(ref)
+    service.scale(replicas)
     return ActionResult(True, f"service {service.name} scaled to {replicas}")
 
 
 def restart(ref: str) -> ActionResult:
     """Roll every pod of a service."""
-    service = attach(ref, "service")
-    service.restart()  # type: ignore[attr-defined]
+    service = attach_service(ref)
+    service.restart()
     return ActionResult(True, f"service {service.name} restarting (rolling update)")
 
 

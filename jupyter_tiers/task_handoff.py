@@ -13,7 +13,7 @@ from typing import Any
 from . import handoff
 from .array_job import TAIL_LINES
 from .arrays import is_array, plan_of
-from .errors import JobNotFound, TiersError
+from .errors import JobNotFound, TiersError, Unsupported
 from .handoff import Checkpoint, HandoffError
 
 
@@ -98,12 +98,10 @@ def resolve(ref: str, registry: Any, user_ns: Mapping[str, Any] | None,
 
 def _task_checkpoints(tier: Any, array: Any, ref: str, tail_lines: int
                       ) -> tuple[dict[int, tuple[str, str | None]], dict[int, str] | None]:
-    lister = getattr(tier, "task_checkpoints", None)
-    if lister is None:
-        raise HandoffError(f"--model-from {ref}: the {tier.kind} tier cannot list an array's task "
-                           "checkpoints")
     try:
-        listed, tails = lister(array, tail_lines)
+        listed, tails = tier.task_checkpoints(array, tail_lines)
+    except Unsupported as exc:
+        raise HandoffError(f"--model-from {ref}: {exc}") from None
     except TiersError as exc:
         raise HandoffError(f"--model-from {ref}: cannot list array {array.job_id}'s checkpoints: "
                            f"{_one_line(exc)}") from None

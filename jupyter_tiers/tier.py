@@ -18,7 +18,7 @@ from typing import Any
 
 from .arrays import aggregate_status, counts_detail, is_array, task_index, task_records
 from .config import Profile
-from .errors import ConfigError, SpecError
+from .errors import ConfigError, SpecError, Unsupported
 from .handles import Handle, Job, Service, handle_for
 from .jobspec import validate_spec
 from .logs import ByteStream, LogDecoder
@@ -69,6 +69,12 @@ class Tier(abc.ABC):
             if isinstance(other, runs):
                 return handle_for(other, record)
         return handle_for(self, record)
+
+    def login(self) -> str:
+        """Connect now, asking for a login node's one-time code if it wants one; one line saying
+        where. Only a tier that logs in over SSH does: others raise :class:`Unsupported`."""
+        raise Unsupported(f"{self.name} is a {self.profile.tier} profile; only Slurm profiles log in "
+                          "(over SSH)")
 
     def attach(self, ref: str) -> Handle:
         """A handle on a job or service in the registry (``id`` or ``profile/id``)."""
@@ -218,6 +224,20 @@ class BatchTier(Tier):
     @abc.abstractmethod
     def cancel(self, record: JobRecord) -> None:
         """Cancel a job (no error if it already ended)."""
+
+    def cancel_array(self, record: JobRecord, tasks: Sequence[JobRecord]) -> None:
+        """Cancel every task of the array ``record`` (here one by one; a scheduler with arrays
+        cancels them all at once)."""
+        for task in tasks:
+            self.cancel(task)
+
+    def task_checkpoints(self, record: JobRecord, tail_lines: int = 0
+                         ) -> tuple[dict[int, tuple[str, str | None]], dict[int, str] | None]:
+        """Every task's checkpoint directory and newest entry (task index -> (directory, entry
+        or None)) of the array ``record``, and with ``tail_lines`` each task's log tail when the
+        same round trip can bring it (None: the caller reads them). :class:`Unsupported` when
+        the tier cannot list them."""
+        raise Unsupported(f"the {self.kind} tier cannot list an array's task checkpoints")
 
     def close(self) -> None:
         """Stop the watcher and drop the connection."""

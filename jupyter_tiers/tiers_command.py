@@ -12,6 +12,7 @@ from .api import connect
 from .array_job import ArrayJob
 from .arrays import detail_counts, format_tasks, is_array
 from .display import show_handle
+from .errors import Unsupported
 from .options import bare_dash_option
 from .registry import JobRecord, Registry
 from .slurm.history import format_history
@@ -148,17 +149,10 @@ def _handle(ref: str, kind: str | None = None) -> Any:
 
 def _login(profile: str | None) -> str:
     """Connect the profile's cached tier now (asking for a one-time code if its host wants one)."""
-    tier = connect(profile)
-    transport = getattr(tier, "transport", None) if tier.profile.tier == "slurm" else None
-    if transport is None:
-        raise CommandUsage(f"%tiers login: {tier.name} is a {tier.profile.tier} profile; only Slurm "
-                           "profiles log in (over SSH)")
-    was = transport.connected
-    transport.connect()
-    how = "was already connected to" if was else "connected to"
-    note = "; the one-time code is not kept: a reconnect asks again" if transport.code_prompts else ""
-    return (f"{tier.name} {how} {transport.target}: its jobs, watchers and logs share this "
-            f"connection{note}")
+    try:
+        return connect(profile).login()
+    except Unsupported as exc:
+        raise CommandUsage(f"%tiers login: {exc}") from None
 
 
 def run(argv: list[str], shell: Any = None) -> Any:

@@ -83,6 +83,15 @@ class SlurmTier(BatchTier):
                 self._transport = transport_for(self.profile)
             return self._transport
 
+    def login(self) -> str:
+        transport = self.transport
+        was = transport.connected
+        transport.connect()
+        how = "was already connected to" if was else "connected to"
+        note = "; the one-time code is not kept: a reconnect asks again" if transport.code_prompts else ""
+        return (f"{self.name} {how} {transport.target}: its jobs, watchers and logs share this "
+                f"connection{note}")
+
     def watcher_options(self) -> dict[str, Any]:
         opts: dict[str, Any] = {}
         if self.profile.get("status_interval") is not None:

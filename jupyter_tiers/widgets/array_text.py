@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from typing import TextIO
 
 from ..array_job import ArrayJob
@@ -48,7 +49,7 @@ class ArrayTextView:
         done = threading.Event()
         shown: dict[int, str] = {}
 
-        def make(index: int):  # type: ignore[no-untyped-def]
+        def make(index: int) -> Callable[[JobStatus], None]:
             def on_status(status: JobStatus) -> None:
                 with self._lock:
                     self.tasks[index] = status

@@ -13,12 +13,12 @@ import threading
 from .config import Profile, load_config
 from .errors import SpecError
 from .registry import JobRecord, Registry
-from .tier import Tier
+from .tier import BatchTier, ServeTier, Tier
 from .transport.errors import OneTimeCodeRequired
 from .transport.prompt import refusing_prompter, set_prompter
 
-__all__ = ["KINDS", "OneTimeCodeRequired", "cached_tiers", "close_all", "connect", "make_tier",
-           "normalize_kind", "refuse_prompts", "tier_for"]
+__all__ = ["KINDS", "OneTimeCodeRequired", "cached_tiers", "close_all", "connect", "connect_batch",
+           "connect_serve", "make_tier", "normalize_kind", "refuse_prompts", "tier_for"]
 
 #: Kinds of work, and the registry record kinds that map onto them.
 KINDS = ("batch", "serve")
@@ -84,6 +84,26 @@ def connect(profile: str | None = None, kind: str = "batch") -> Tier:
                 tier.close()
             tier = _tiers[key] = make_tier(prof, kind=kind)
         return tier
+
+
+def connect_batch(profile: str | None = None) -> BatchTier:
+    """The cached training tier of a profile (Slurm or local): ``connect(profile)``, typed. A
+    Kubernetes profile is a SpecError naming the profiles that run training jobs."""
+    tier = connect(profile, kind="batch")
+    if not isinstance(tier, BatchTier):
+        raise SpecError("profile", f"{tier.name!r} is a {tier.profile.tier} profile; training jobs "
+                        "run on a slurm or local profile")
+    return tier
+
+
+def connect_serve(profile: str | None = None) -> ServeTier:
+    """The cached serving tier of a profile (Kubernetes or local): ``connect(profile, "serve")``,
+    typed. A Slurm profile is a SpecError naming the profiles that serve."""
+    tier = connect(profile, kind="serve")
+    if not isinstance(tier, ServeTier):
+        raise SpecError("profile", f"{tier.name!r} is a {tier.profile.tier} profile; services run "
+                        "on a kubernetes or local profile")
+    return tier
 
 
 def cached_tiers() -> dict[tuple[str, str], Tier]:

@@ -81,3 +81,17 @@ def test_a_tier_made_without_the_api_keeps_a_record_of_the_other_kind(tmp_path: 
     made = api.make_tier(local_profile(tmp_path))
     assert made.sibling is api.tier_for
     assert Tier.sibling is None
+
+
+def test_typed_entry_points(tmp_path: Path) -> None:
+    import jupyter_tiers
+    from jupyter_tiers.errors import SpecError
+    from jupyter_tiers.tier import ServeTier
+
+    (tmp_path / "tiers.yaml").write_text("profiles:\n  far: {tier: slurm, host: 192.0.2.1, user: nobody}\n")
+    batch = jupyter_tiers.connect_batch("local")
+    assert isinstance(batch, BatchTier) and batch is api.connect("local")
+    serve = jupyter_tiers.connect_serve("local")
+    assert isinstance(serve, ServeTier) and serve is api.connect("local", kind="serve")
+    with pytest.raises(SpecError, match="'far' is a slurm profile; services run on a kubernetes or local"):
+        api.connect_serve("far")

@@ -48,7 +48,7 @@ class ServeView(anywidget.AnyWidget):
     image = t.Unicode("").tag(sync=True)
     model_source = t.Unicode("").tag(sync=True)  # "model from profile/id (name)" with --model-from
     yaml = t.Unicode("").tag(sync=True)
-    # from the cluster (serve_state.status_traits)
+    # from the cluster (viewstate.serve.status_traits)
     state = t.Unicode("UNKNOWN").tag(sync=True)
     reason = t.Unicode("").tag(sync=True)
     revision = t.Unicode("").tag(sync=True)

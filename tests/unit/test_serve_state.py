@@ -1,4 +1,4 @@
-"""serve_state: ServiceStatus / PodLogLine -> the ServeView's traits and rows (pure)."""
+"""viewstate.serve: ServiceStatus / PodLogLine -> the ServeView's traits and rows (pure)."""
 
 from __future__ import annotations
 

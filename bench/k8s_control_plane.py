@@ -21,6 +21,9 @@ stream, discovery and other.
      in the golden record (rollout status: GET deployment, LIST with fieldSelector, one WATCH with
      bookmarks; logs -f: GET pod, one follow stream per pod), and the output says so.
    The window runs from the end of the apply to ``--steady`` s after every service is ready.
+   Also reported: log streams per container start (the pods' restarts + 1), which should be 1.
+   New containers spend ``--create-delay`` (0.8 s, as on the golden record's node) in
+   ContainerCreating, when a log request would be refused.
 2. Pod ready -> status callback: one service scaled up a replica at a time to ``--pods`` (10);
    the time from the pod's Ready condition turning True in the emulator's store (a store
    subscriber, called as the kubelet writes it) to ``on_status`` first showing the ready count
@@ -110,8 +113,8 @@ def columns(counts: collections.Counter) -> dict[str, int]:
 # ---------------------------------------------------------------------------------------------
 
 
-def start_emulator() -> Emulator:
-    emu = Emulator(WORK / "emulator")
+def start_emulator(create_delay: float) -> Emulator:
+    emu = Emulator(WORK / "emulator", kubelet_options={"create_delay": create_delay})
     emu.start()
     # kubectl (client-go) sends no bearer token to a plain-http server: let anonymous users read.
     authorize = emu.server.authorize
@@ -397,6 +400,9 @@ def run_window(emu: Emulator, who: str, n: int, args: argparse.Namespace, kubect
     rollout_counts, t1 = emu.server.requests_snapshot(), time.monotonic()
     time.sleep(args.steady)
     end_counts, t2 = emu.server.requests_snapshot(), time.monotonic()
+    # Container starts in the window (every pod's instances: restarts + 1), read after the count.
+    starts = sum(c.get("restartCount", 0) + 1 for pod in emu.store.list("pods", namespace)
+                 for c in (pod.get("status") or {}).get("containerStatuses") or [] if c.get("containerID"))
     follower.stop()
     if who == "ours":
         client = tier.api_requests - client0
@@ -409,6 +415,7 @@ def run_window(emu: Emulator, who: str, n: int, args: argparse.Namespace, kubect
         "total": columns(end_counts - start_counts), "steady": columns(end_counts - rollout_counts),
         "rollout": columns(rollout_counts - start_counts), "keys": end_counts - start_counts,
         "lines": follower.lines, "client": client, "failed": getattr(follower, "failed", []),
+        "starts": starts,
     }
     note(f"{follower.name:>18}, {n:>2} services: rollout {res['rollout_s']:.1f} s, window "
          f"{res['window_s']:.0f} s, requests {sum(res['total'].values())} {res['total']}, "
@@ -494,10 +501,13 @@ def main() -> None:
     ap.add_argument("--pods", type=int, default=10, help="pods for the ready -> on_status latency")
     ap.add_argument("--kubectl", default="auto", help="kubectl binary, 'auto' or 'python' (emulated)")
     ap.add_argument("--rollout-timeout", type=float, default=300.0)
+    ap.add_argument("--create-delay", type=float, default=0.8,
+                    help="seconds a new container spends in ContainerCreating (0.8: the golden record's "
+                    "node, which had its images; a pull takes longer)")
     args = ap.parse_args()
     counts = [int(c) for c in args.counts.split(",")]
 
-    emu = start_emulator()
+    emu = start_emulator(args.create_delay)
     cache_dir = WORK / "kubectl-cache"
     kubectl, version = find_kubectl(args.kubectl, emu, cache_dir)
     baseline = (f"kubectl {version} ({kubectl})" if kubectl else
@@ -538,7 +548,9 @@ def main() -> None:
     for n, ours, base in rows:
         print(f"  {n:>2} services: rollout {ours['rollout_s']:.1f} s (ours), {base['rollout_s']:.1f} s "
               f"(baseline); log lines received {ours['lines']} (ours), {base['lines']} (baseline); "
-              f"our client's own count {ours['client']}"
+              f"our client's own count {ours['client']}; log streams per container start "
+              f"{ours['total']['log streams']}/{ours['starts']} (ours), "
+              f"{base['total']['log streams']}/{base['starts']} (baseline)"
               + (f"; baseline rollouts that failed: {base['failed']}" if base["failed"] else ""))
     if len(rows) > 1:
         (n0, o0, b0), (n1, o1, b1) = rows[0], rows[-1]

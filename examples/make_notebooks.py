@@ -865,7 +865,7 @@ SERVING: list[Cell] = [
         Secret of the namespace (`kubectl create secret generic hf-token --from-literal=token=...`)
         and name it with `--secret-env`; the token never passes through the notebook. (A value
         that exists only in the kernel's environment goes with `--env HF_TOKEN`, into a Secret the
-        tier manages; dry-run prints it as `<redacted>`.)
+        tier manages; dry-run shows it only as a comment naming its keys.)
         """),
     code("tgi", magic=(
         "%%k8s_serve --profile {profile} --name {name}-tgi --image {tgi_image} --gpus {gpus}"

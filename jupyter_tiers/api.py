@@ -17,7 +17,7 @@ from .tier import BatchTier, ServeTier, Tier
 from .transport.errors import OneTimeCodeRequired
 from .transport.prompt import refusing_prompter, set_prompter
 
-__all__ = ["KINDS", "OneTimeCodeRequired", "cached_tiers", "close_all", "connect", "connect_batch",
+__all__ = ["KINDS", "OneTimeCodeRequired", "cached", "cached_tiers", "close_all", "connect", "connect_batch",
            "connect_serve", "make_tier", "normalize_kind", "refuse_prompts", "tier_for"]
 
 #: Kinds of work, and the registry record kinds that map onto them.
@@ -110,6 +110,14 @@ def cached_tiers() -> dict[tuple[str, str], Tier]:
     """A snapshot of this process's cached tiers, keyed by (profile name, ``batch`` or ``serve``)."""
     with _lock:
         return dict(_tiers)
+
+
+def cached(profile: Profile) -> Tier | None:
+    """The tier already cached for exactly this profile (batch kind), or None; never makes one
+    (``doctor`` reuses a Slurm connection that ``%tiers login`` opened with a one-time code)."""
+    with _lock:
+        tier = _tiers.get((profile.name, "batch"))
+        return tier if tier is not None and tier.profile == profile else None
 
 
 def tier_for(record: JobRecord) -> Tier:

@@ -17,6 +17,9 @@ USAGE = """usage: jupyter tiers COMMAND
   attach ID [--wait]                               follow a job or service as text
   profiles                                         list the configured profiles
   login [--profile P]                              connect a Slurm profile (asks a login node's one-time code)
+  doctor [PROFILE...] [--json] [--suggest-role] [--compute]
+                                                   check profiles: reach, host key, login, Slurm/Kubernetes
+                                                   access, workdir, Python (read-only; exit 1 on any FAIL)
   history [-p P] [--days N] [--user U|all] [--state S] [--limit N] [--job ID [--tail N]]
                                                    jobs from Slurm accounting, any submitter (--job: one
                                                    job, with its output's last lines when readable)
@@ -40,14 +43,16 @@ def main(argv: list[str] | None = None) -> int:
     if args[0] == "attach" and "--text" not in args:
         args.append("--text")
     try:
-        tiers_command.run(args)
+        status = tiers_command.run(args)
     except tiers_command.CommandUsage as exc:
         print(str(exc).replace("%tiers", "jupyter tiers"), file=sys.stderr)
         return 2
     except (ConfigError, TiersError) as exc:
-        print(f"jupyter tiers: {exc}", file=sys.stderr)
+        from .plaintext import printable
+
+        print(printable(f"jupyter tiers: {exc}", keep="\n"), file=sys.stderr)
         return 1
-    return 0
+    return status if isinstance(status, int) else 0
 
 
 if __name__ == "__main__":

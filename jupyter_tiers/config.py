@@ -8,10 +8,13 @@ profile key by key (``defaults`` and ``env`` are merged key by key too).
 Trust: the admin and user layers, and a file named by ``$JUPYTER_TIERS_CONFIG`` (the user's own
 choice), are trusted. A ``./tiers.yaml`` that merely sits in the working directory may have come
 with a cloned repository, so it may set ``default_profile``, add profiles and change the other
-keys of existing ones, but not the connection keys (:data:`CONNECTION_KEYS`) of a profile a
-trusted layer defines, and never the keys that run local or remote commands
-(:data:`COMMAND_KEYS`), unless the user opts in with ``trust_project_config: true`` in a trusted
-layer or ``JUPYTER_TIERS_TRUST_PROJECT=1``.
+keys of existing ones, but not the connection keys (:data:`CONNECTION_KEYS`: where a job runs,
+which code runs, who can reach a service, where files and secrets go) of a profile a trusted layer
+defines, never the keys that run local or remote commands (:data:`COMMAND_KEYS`) and never an
+environment name that makes a loader, interpreter or shell run code (:func:`hijacking_env_name`),
+unless the user opts in with ``trust_project_config: true`` in a trusted layer or
+``JUPYTER_TIERS_TRUST_PROJECT=1``. Everything such a file tried is refused at once, one line per
+key (:class:`ProjectFileRefused`).
 
 Every problem is a :class:`ConfigError` naming the file, the key and what is allowed.
 """
@@ -24,12 +27,13 @@ import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 from typing import Any
 
 from .errors import ConfigError
 from .model import SERVICE_TYPES
 
-__all__ = ["Config", "ConfigError", "Profile", "load_config"]
+__all__ = ["Config", "ConfigError", "Profile", "ProjectFileRefused", "load_config"]
 
 TIERS = ("slurm", "local", "kubernetes")
 TIER_ALIASES = {"k8s": "kubernetes"}
@@ -49,15 +53,74 @@ _HOST_RE = re.compile(r"[A-Za-z0-9_.:%\[\]][A-Za-z0-9_.:%\[\]-]{0,252}")
 _USER_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@-]{0,63}")
 _JUMP_RE = re.compile(r"[A-Za-z0-9_.:%@/\[\]][A-Za-z0-9_.:%@/\[\]-]{0,299}")  # [user@]host[:port], ssh://
 
-# Keys a project ./tiers.yaml may not change in a profile a trusted layer defines: where and as
-# whom the job (env.sh included) goes, and how the host is recognised.
-CONNECTION_KEYS = frozenset({
-    "tier", "host", "port", "user", "identity_file", "known_hosts", "proxy_jump", "ssh_config",
-    "setup", "kubeconfig", "context",
+
+def _deciding(what: str, *keys: str) -> dict[str, str]:
+    return dict.fromkeys(keys, what)
+
+
+# Keys a project ./tiers.yaml may not add or change in a profile a trusted layer defines, each with
+# what it decides (the refusal says it). ``defaults.KEY`` is a key of the profile's ``defaults``.
+# Keys that only pick among the trusted cluster's own resources (partition, nodes, gpus,
+# node_selector, ...) are not here: they cannot send anything to another party.
+CONNECTION_KEYS: Mapping[str, str] = MappingProxyType({
+    # Where jobs and services run and as whom: the tier, the SSH host, login and how the host is
+    # recognised; the Kubernetes cluster and namespace (a namespace also holds the Secrets pods read).
+    **_deciding("where it runs", "tier", "host", "port", "user", "identity_file", "known_hosts",
+                "proxy_jump", "ssh_config", "kubeconfig", "context", "namespace"),
+    # Who can reach a service (NodePort: every node's address; LoadBalancer: often the internet).
+    **_deciding("who can reach it", "service_type"),
+    # Where jobs write and models are read from: job directories, checkpoints, the volume mounted
+    # into pods (host_path: / is the node's root), this machine's view of a cluster's paths.
+    **_deciding("where files go", "workdir", "defaults.checkpoint_dir", "path_map", "model_volume",
+                "storage_class"),
+    # Object storage: where checkpoints go and which credentials are sent there.
+    **_deciding("where files and credentials go", "object_store"),
+    # Which code runs: setup lines before every job, the container image, the interpreter, the
+    # image of the init container that fetches a model (it is handed the object store credentials).
+    **_deciding("which code runs", "setup", "defaults.image", "defaults.python", "fetch_image"),
+    # Where secrets go: registry credentials, environment variables read from Secrets.
+    **_deciding("where secrets go", "image_pull_secrets", "defaults.secret_env"),
 })
 # Keys a project file may not set at all without the opt-in: an ssh_config can run local commands
 # (Match exec, ProxyCommand), a kubeconfig too (exec credential plugins), setup runs on the cluster.
 COMMAND_KEYS = frozenset({"ssh_config", "setup", "kubeconfig"})
+# Environment names a project file may not set in any profile without the opt-in. Each makes a
+# loader, interpreter or shell load code it names, or decides which program a command runs or
+# where downloads and requests go, in every process of the job (jupyter-tiers' own wrappers,
+# supervisors and torchrun included), so it is a command key in disguise. Compared upper-cased
+# (curl and requests read http_proxy too). Exact names, then prefixes (``LD_`` is ``LD_*``).
+HIJACKING_ENV_NAMES = frozenset({
+    # shells and program lookup: startup files, exported options, the search path, ~ itself
+    # (~/.bashrc, ~/.local's site-packages)
+    "PATH", "HOME", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "IFS", "PROMPT_COMMAND",
+    # the C library's loadable modules (iconv)
+    "GCONV_PATH",
+    # other interpreters' module paths and startup options
+    "PERL5LIB", "PERLLIB", "PERL5OPT", "RUBYLIB", "RUBYOPT", "NODE_OPTIONS", "NODE_PATH",
+    "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "CLASSPATH", "LUA_INIT", "LUA_PATH",
+    "LUA_CPATH", "R_PROFILE", "R_PROFILE_USER", "R_ENVIRON", "R_ENVIRON_USER", "TCLLIBPATH",
+    # programs that tools run for their own purposes (git's ssh and helpers, password prompts)
+    "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXEC_PATH", "GIT_ASKPASS", "SSH_ASKPASS", "SUDO_ASKPASS",
+    # where downloads come from and requests go, and whose certificates are believed
+    "HF_ENDPOINT", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR",
+    "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
+})
+HIJACKING_ENV_PREFIXES = (
+    "LD_", "DYLD_",  # the dynamic loader: LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, macOS's DYLD_*
+    "PYTHON",  # PYTHONPATH, PYTHONSTARTUP, PYTHONHOME, PYTHONUSERBASE, PYTHONBREAKPOINT, ...
+    "BASH_FUNC_",  # exported shell functions
+    "GIT_CONFIG",  # git configuration from the environment (core.sshCommand, ...)
+    "PIP_", "UV_", "CONDA",  # package installers: index URLs, config files
+)
+
+
+def hijacking_env_name(name: str) -> bool:
+    """Whether a project file may not set environment variable ``name`` (see
+    :data:`HIJACKING_ENV_NAMES`): it would choose code or destinations for every process."""
+    upper = name.upper()
+    return upper in HIJACKING_ENV_NAMES or upper.startswith(HIJACKING_ENV_PREFIXES)
+
+
 # Lower and upper bounds (seconds) of the profile's intervals and timeouts.
 _SECONDS_BOUNDS = {
     "connect_timeout": (1.0, 600.0),
@@ -99,6 +162,9 @@ _COMMON_KEYS: dict[str, type | tuple[type, ...]] = {
     "setup": list,
     "env": dict,
     "defaults": dict,
+    # object_store: where the profile's jobs or pods reach S3 (objectstore.parse_object_store).
+    "object_store": dict,
+    "sync_max_mb": (int, float),  # --sync's size cap (sync.py)
 }
 TIER_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
     "slurm": {
@@ -126,6 +192,7 @@ TIER_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
         "image_pull_secrets": list,
         "storage_class": str,
         "model_volume": dict,
+        "fetch_image": str,  # the init container that fetches a model from the object store
         "request_timeout": (int, float),
     },
 }
@@ -244,7 +311,24 @@ def validate_profile(name: str, raw: Any, source: str) -> dict[str, Any]:
     if "defaults" in out:
         out["defaults"] = check_defaults(out["defaults"], default_keys(tier), source, base)
     _check_kubernetes_keys(out, source, base)
+    _check_object_store(out, tier, source, base)
     return out
+
+
+def _check_object_store(out: Mapping[str, Any], tier: str | None, source: str, base: str) -> None:
+    """``object_store`` (objectstore.parse_object_store) and ``fetch_image`` (an image name)."""
+    if "object_store" in out:
+        from .objectstore import parse_object_store
+
+        try:
+            parse_object_store(out["object_store"], tier)
+        except ValueError as exc:
+            sub, message = exc.args[0]
+            raise ConfigError(source, f"{base}.object_store" + (f".{sub}" if sub else ""), message) from None
+    image = out.get("fetch_image")
+    if image is not None and (not image or any(c.isspace() or not c.isprintable() for c in image)):
+        raise ConfigError(source, f"{base}.fetch_image", "an image name without spaces, e.g. "
+                          "amazon/aws-cli:2.15.0")
 
 
 def check_defaults(raw: Mapping[str, Any], keys: Mapping[str, type | tuple[type, ...]], source: str,
@@ -467,17 +551,70 @@ _OPT_IN = (f"to allow it, set {TRUST_KEY}: true in ~/.jupyter/tiers.yaml, or {TR
            f"or name this file in ${ENV_VAR}")
 
 
-def _check_project_profile(name: str, prof: Mapping[str, Any], source: str,
-                           trusted_from: str | None, current: Mapping[str, Any]) -> None:
+@dataclass(frozen=True)
+class Refusal:
+    """One thing a project file tried: the key as written under ``profiles``, the value shown
+    (empty where it may be a secret) and why it is refused."""
+
+    key: str
+    tried: str
+    why: str
+
+    def line(self) -> str:
+        return f"{self.key}{' = ' + self.tried if self.tried else ''}: {self.why}"
+
+
+class ProjectFileRefused(ConfigError):
+    """What an untrusted project tiers.yaml tried to set, all of it, one line per key; ``key``
+    is the first refused key."""
+
+    def __init__(self, source: str, refusals: Sequence[Refusal]) -> None:
+        self.refusals = tuple(refusals)
+        head = ("refused a setting of this project file" if len(refusals) == 1 else
+                f"refused {len(refusals)} settings of this project file")
+        problem = "\n".join([f"{head} (it may have come with a cloned repository):",
+                              *(f"  {r.line()}" for r in self.refusals), _OPT_IN])
+        super().__init__(source, self.refusals[0].key, problem)
+        self.args = (f"{source}: {problem}",)
+
+
+def _tried(value: Any) -> str:
+    """A refused value as the refusal line shows it: short, one line, printable."""
+    import json
+
+    try:
+        text = json.dumps(value, ensure_ascii=False, default=str)
+    except (TypeError, ValueError):
+        text = type(value).__name__
+    return _shown(text, 60)
+
+
+def _project_refusals(name: str, prof: Mapping[str, Any], trusted_from: str | None,
+                      current: Mapping[str, Any]) -> list[Refusal]:
     """What an untrusted project file may not do to profile ``name`` (see the module docstring);
     ``current`` is the profile as the trusted layers left it (repeating a value is no change)."""
+    base = f"profiles.{_shown(name)}"
+    where = f"; {name} is defined in {trusted_from}"
+    out: list[Refusal] = []
     for key in sorted(prof):
         if key in COMMAND_KEYS:
-            raise ConfigError(source, f"profiles.{name}.{key}", f"a project tiers.yaml may not set "
-                              f"{key} (it can run commands); {_OPT_IN}")
-        if trusted_from is not None and key in CONNECTION_KEYS and current.get(key) != prof[key]:
-            raise ConfigError(source, f"profiles.{name}.{key}", f"a project tiers.yaml may not change "
-                              f"{key} of a profile defined in {trusted_from}; {_OPT_IN}")
+            out.append(Refusal(f"{base}.{key}", _tried(prof[key]),
+                               "can run commands; never from a project file"))
+        elif trusted_from is not None and key in CONNECTION_KEYS and current.get(key) != prof[key]:
+            shown = "" if key == "object_store" else _tried(prof[key])  # may hold credentials
+            out.append(Refusal(f"{base}.{key}", shown, f"decides {CONNECTION_KEYS[key]}{where}"))
+    if trusted_from is not None:
+        had = current.get("defaults") or {}
+        for key, value in sorted(prof.get("defaults", {}).items()):
+            what = CONNECTION_KEYS.get(f"defaults.{key}")
+            if what is not None and had.get(key) != value:
+                out.append(Refusal(f"{base}.defaults.{key}", _tried(value), f"decides {what}{where}"))
+    had_env = current.get("env") or {}
+    for key, value in sorted(prof.get("env", {}).items()):
+        if hijacking_env_name(key) and had_env.get(key) != value:  # the value is never shown
+            out.append(Refusal(f"{base}.env.{_shown(key)}", "", "decides which code runs (loader, "
+                               "interpreter, shell); never from a project file"))
+    return out
 
 
 def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]], *,
@@ -488,15 +625,19 @@ def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]], *,
     """
     merged: dict[str, dict[str, Any]] = {}
     origins: dict[str, list[str]] = {}
-    trusted_origin: dict[str, str] = {BUILTIN_LOCAL: "the built-in local profile"}
+    trusted_origin: dict[str, str] = {BUILTIN_LOCAL: "jupyter-tiers (built in)"}
     default_profile: str | None = None
     default_source = ""
+    refusals: list[Refusal] = []
+    refused_source = ""
     for source, layer in layers:
         guarded = source in untrusted
         for name, prof in layer.get("profiles", {}).items():
             if guarded:
                 current = merged.get(name, {"tier": "local"} if name == BUILTIN_LOCAL else {})
-                _check_project_profile(name, prof, source, trusted_origin.get(name), current)
+                found = _project_refusals(name, prof, trusted_origin.get(name), current)
+                refusals += found
+                refused_source = refused_source or (source if found else "")
             else:
                 trusted_origin.setdefault(name, source)
             target = merged.setdefault(name, {})
@@ -509,6 +650,15 @@ def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]], *,
         if "default_profile" in layer:
             default_profile = layer["default_profile"]
             default_source = source
+    if default_source in untrusted and default_profile not in trusted_origin:
+        tier = merged.get(default_profile or "", {}).get("tier")
+        if tier is not None and tier != "local":
+            # A job goes to a host the project file chose only when the notebook names that profile.
+            refusals.append(Refusal("default_profile", _tried(default_profile), f"a project file may "
+                                    f"not make its own {tier} profile the default (name it with --profile)"))
+            refused_source = refused_source or default_source
+    if refusals:
+        raise ProjectFileRefused(refused_source, refusals)
     sources = tuple(src for src, _ in layers)
     profiles: dict[str, Profile] = {}
     for name, raw in merged.items():
@@ -547,12 +697,6 @@ def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]], *,
             "default_profile",
             f"names no profile; known: {', '.join(sorted(profiles))}",
         )
-    if (default_source in untrusted and default_profile not in trusted_origin
-            and profiles[default_profile].tier != "local"):
-        # A job goes to a host the project file chose only when the notebook names that profile.
-        raise ConfigError(default_source, "default_profile", f"a project tiers.yaml may not make its "
-                          f"own {profiles[default_profile].tier} profile {default_profile!r} the default "
-                          f"(name it with --profile instead); {_OPT_IN}")
     return Config(profiles=profiles, default_profile=default_profile, sources=sources)
 
 

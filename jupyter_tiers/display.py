@@ -10,6 +10,7 @@ from typing import Any, Protocol, TypeVar
 from .array_job import ArrayJob
 from .handles import Handle, Job, Service
 from .model import JobStatus, ServiceStatus
+from .plaintext import printable
 from .status import summary_line
 
 DISPLAY_ENV = "JUPYTER_TIERS_DISPLAY"  # "text" forces the text fallback
@@ -39,13 +40,21 @@ def _show_text(view: _TextView[S], handle_id: str, wait: bool, timeout: float | 
     """Run a text view until the end (``wait``), or print its header and how to follow it."""
     if wait:
         return view.run(timeout)
-    print(view.header() + f" — follow it with %tiers attach {handle_id}")
+    print(printable(view.header() + f" — follow it with %tiers attach {handle_id}"))
     return None
+
+
+def plain_only(line: str) -> dict[str, str]:
+    """A display bundle that shows ``line`` only where no widget front end does: as ``text/plain``
+    for a text-only front end (a terminal console, a plain-text export), with an empty
+    ``text/html`` that a rich front end prefers, since the widget there already shows the line."""
+    return {"text/plain": line, "text/html": ""}
 
 
 def _show_widget(widget: Any, wait: Callable[[float | None], S | None] | None, timeout: float | None,
                  summary: Callable[[S], str]) -> S | None:
-    """Display ``widget``; with ``wait``, block on it and print ``summary`` of what it returns."""
+    """Display ``widget``; with ``wait``, block on it and show ``summary`` of what it returns where
+    the widget cannot (:func:`plain_only`: JupyterLab shows it once, in the widget)."""
     from IPython.display import display
 
     display(widget)
@@ -53,7 +62,7 @@ def _show_widget(widget: Any, wait: Callable[[float | None], S | None] | None, t
         return None
     status = wait(timeout)
     if status is not None:
-        print(summary(status))
+        display(plain_only(printable(summary(status))), raw=True)
     return status
 
 

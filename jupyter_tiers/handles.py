@@ -9,7 +9,7 @@ from __future__ import annotations
 import abc
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .arrays import is_array
@@ -151,7 +151,15 @@ class Job(Handle):
             if status.state.terminal:
                 done.set()
 
-        sub = self.tier.watcher.watch(self.record, on_status=on_status, follow_logs=False)
+        def on_end(status: JobStatus) -> None:
+            last[:] = [status]
+            done.set()
+
+        # --checkpoint-to: the job's end is after its checkpoint's upload (the watcher's on_end).
+        if isinstance(self.record.spec, dict) and self.record.spec.get("checkpoint_to"):
+            sub = self.tier.watcher.watch(self.record, on_end=on_end, follow_logs=False)
+        else:
+            sub = self.tier.watcher.watch(self.record, on_status=on_status, follow_logs=False)
         try:
             done.wait(timeout)
         finally:
@@ -185,9 +193,40 @@ class Job(Handle):
         finally:
             self.tier.watcher.unwatch(sub)
 
+    def files(self, pattern: str = "*") -> list[Any]:
+        """What the job left in its job directory and checkpoint directory (``checkpoints/...``),
+        matching the glob ``pattern`` (on the name or the base name): ``FileInfo(name, size,
+        mtime)`` in one remote command, e.g. ``job.files("*.png")``."""
+        from .files import select
+
+        return select(self.tier.list_files(self.record), pattern)
+
+    def download(self, pattern: str = "*", dest: str = ".", *,
+                 progress: Callable[[str, int, int], None] | None = None) -> list[Any]:
+        """Fetch the files matching ``pattern`` into ``dest`` (default: the notebook's
+        directory) over the tier's connection: streamed (bounded memory), resumable (a cut
+        leaves NAME.part, the next call continues from its size), never outside ``dest``.
+        Returns the local paths; TiersError when nothing matches."""
+        from .errors import TiersError
+        from .files import download
+
+        matching = self.files(pattern)
+        if not matching:
+            raise TiersError(f"job {self.id}: no file matches {pattern!r}; job.files() lists them")
+        return download(matching, dest,
+                        lambda name, offset: self.tier.file_chunks(self.record, name, offset), progress)
+
     def cancel(self) -> None:
         self.tier.cancel(self.record)
         self.tier.watcher.kick()
+
+    def upload(self) -> str:
+        """Upload (or finish uploading: finished files and parts are not sent again) the newest
+        checkpoint of this COMPLETED job to its ``--checkpoint-to``; returns the checkpoint's
+        URI. Raises a one-line TiersError (missing bucket, access denied, no boto3 on the
+        cluster) otherwise."""
+        report = self.tier.upload_checkpoint(self.record)
+        return str(report.done_uri)
 
     def stop(self) -> str:
         self.cancel()
@@ -277,7 +316,7 @@ class Service(Handle):
 
     @property
     def yaml(self) -> str:
-        """Every object as applied, as YAML (Secret values redacted)."""
+        """Every object as applied, as YAML (no Secret values)."""
         return self.record.script
 
 

@@ -22,13 +22,15 @@ from __future__ import annotations
 import json
 import posixpath
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .arrays import best_task, plan_of
-from .errors import JobNotFound, TiersError
+from .errors import JobNotFound, SpecError, TiersError
 from .metrics import format_value
+from .objectstore import S3Uri, parse_uri, progress_text
 
 #: Where the Kubernetes tier mounts the profile's model volume (read-only): k8s/render.py's
 #: MODEL_DIR, repeated so that the training tiers need not import the Kubernetes renderer.
@@ -59,6 +61,8 @@ class Checkpoint:
     tier: str  # the training tier: slurm or local
     directory: str
     path: str  # directory/newest entry
+    uri: str | None = None  # where --checkpoint-to uploaded it (complete), if it did
+    upload: str | None = None  # an upload not complete: "uploading to s3://... 40% (...)", "failed: ..."
 
     @property
     def source(self) -> str:
@@ -83,8 +87,15 @@ def attach_checkpoints(records: Sequence[Any], found: dict[str, Any],
             continue
         directory, newest = got
         path = posixpath.join(directory, newest) if newest else None
-        found[rec.job_id] = replace(info, checkpoint=path)
         detail = encode_detail(directory, path)
+        uploaded = None
+        if '"upload"' in (rec.detail or ""):  # --checkpoint-to: keep its record, show its URI
+            upload = upload_of(rec.detail)
+            if upload is not None:
+                detail = with_upload(detail, upload)
+                if upload.get("state") == "done" and decode_detail(rec.detail)[1] == path:
+                    uploaded = upload.get("uri")
+        found[rec.job_id] = replace(info, checkpoint=uploaded if isinstance(uploaded, str) else path)
         if noted.get(rec.key) != detail:
             try:
                 registry.update(rec.key, state=info.state.value, detail=detail)
@@ -119,6 +130,28 @@ def decode_detail(detail: str | None) -> tuple[str | None, str | None]:
             checkpoint if isinstance(checkpoint, str) else None)
 
 
+def upload_of(detail: str | None) -> dict[str, Any] | None:
+    """The ``upload`` entry of a job's registry detail (state, uri, sent, total, error)."""
+    try:
+        data = json.loads(detail or "")
+    except ValueError:
+        return None
+    up = data.get("upload") if isinstance(data, dict) else None
+    return up if isinstance(up, dict) else None
+
+
+def with_upload(detail: str | None, upload: Mapping[str, Any]) -> str:
+    """``detail`` with its ``upload`` entry replaced (the checkpoint entries kept)."""
+    try:
+        data = json.loads(detail or "{}")
+    except ValueError:
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    data["upload"] = dict(upload)
+    return json.dumps(data, sort_keys=True)
+
+
 def checkpoint_of(record: Any) -> Checkpoint:
     """The checkpoint of a completed job's registry record, or a one-line refusal."""
     who = f"job {record.job_id} ({record.name})"
@@ -139,9 +172,68 @@ def checkpoint_of(record: Any) -> Checkpoint:
         raise HandoffError(f"--model-from: {who}: the checkpoint path {path!r} has characters that "
                            "are unsafe in a shell or a string literal; use letters, digits and "
                            "_ . / + @ = , : -")
+    uri, upload = _upload_state(record.detail)
     return Checkpoint(job_key=record.key, job_id=record.job_id, job_name=record.name,
-                      profile=record.profile, tier=record.tier, directory=directory, path=path)
+                      profile=record.profile, tier=record.tier, directory=directory, path=path,
+                      uri=uri, upload=upload)
 
+
+def _upload_state(detail: str | None) -> tuple[str | None, str | None]:
+    """(the URI of a complete upload, or a note on one that is not) from a job's ``detail``."""
+    up = upload_of(detail)
+    if up is None:
+        return None, None
+    uri = up.get("uri") if isinstance(up.get("uri"), str) else None
+    if up.get("state") == "done" and uri:
+        return uri, None
+    sent, total = up.get("sent"), up.get("total")
+    done = progress_text(sent, total) if isinstance(sent, int) and isinstance(total, int) else ""
+    note = f"{up.get('state')} ({uri} {done})".replace(" )", ")")
+    if up.get("error"):
+        note += f": {up['error']}"
+    return None, note
+
+
+def serving_model(ckpt: Checkpoint, serve_profile: Any) -> tuple[str | None, str | None]:
+    """``(path, uri)``: where the serving profile sees ``ckpt`` through shared storage (uri
+    None), else, when the profile has an ``object_store``, the URI of its upload (path: where a
+    Kubernetes init container puts it; None on the local tier, which downloads it into a
+    cache). A one-line refusal when neither reaches it (the upload's progress, if it runs)."""
+    try:
+        return serving_model_path(ckpt, serve_profile), None
+    except HandoffError:
+        if serve_profile.get("object_store") is None:
+            raise
+        shared = sys.exc_info()[1]
+    who = f"--model-from: job {ckpt.job_id} ({ckpt.job_name})"
+    if ckpt.uri is None:
+        if ckpt.upload:
+            raise HandoffError(f"{who}: its checkpoint is not in the object store yet: {ckpt.upload}; "
+                               "wait for the upload or run job.upload()")
+        raise HandoffError(f"{who}: its checkpoint {ckpt.path} was not uploaded (submit with "
+                           f"--checkpoint-to store) and {str(shared).split(': ', 1)[-1]}")
+    if serve_profile.tier == "kubernetes":
+        return fetched_model_path(ckpt.uri), ckpt.uri
+    return None, ckpt.uri
+
+
+
+def model_uri(uri: str) -> S3Uri:
+    """``--model-from``'s object-store URI, parsed; a SpecError unless it names an object or a
+    prefix inside a bucket."""
+    try:
+        parsed = parse_uri(uri)
+    except ValueError as exc:
+        raise SpecError("model_uri", str(exc)) from None
+    if not parsed.key:
+        raise SpecError("model_uri", f"{uri}: name an object or a prefix inside the bucket")
+    return parsed
+
+
+def fetched_model_path(uri: str) -> str:
+    """Where a Kubernetes server sees a model its init container fetched from the object store
+    (k8s/fetch.py): ``/models/{last segment of the key}``."""
+    return f"{MODEL_DIR}/{posixpath.basename(model_uri(uri).key)}"
 
 # --- path maps --------------------------------------------------------------------------------
 

@@ -10,6 +10,7 @@ are imported inside the functions that first need them (bench/load_ext.py measur
 
 from __future__ import annotations
 
+import argparse
 import keyword
 import os
 import re
@@ -72,6 +73,21 @@ def parse_env(pairs: list[str] | None,
     return tuple(out)
 
 
+DRY_RUN_MODES = ("client", "server")
+
+
+def dry_run_mode(value: str) -> str:
+    """The value of ``--dry-run[=client|server]`` (a bare ``--dry-run`` is ``client``): print the
+    objects, or have the API server check them. Anything else is an ArgumentTypeError naming
+    what is allowed (the magic shows it as a one-line UsageError)."""
+    if value in DRY_RUN_MODES:
+        return value
+    shown = repr(value) if len(value) <= 40 else repr(value[:40]) + "…"
+    raise argparse.ArgumentTypeError(
+        f"{shown} is not a dry-run mode; use --dry-run (print every object as YAML) or "
+        "--dry-run=server (the API server validates them; nothing is created)")
+
+
 def _check_out(name: str | None) -> None:
     """``--out NAME`` must be a plain variable name: not a keyword (``class``, ``None``), and not
     a dunder such as ``__builtins__``, which would break every later cell of the notebook."""
@@ -108,6 +124,10 @@ def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageErro
     from .handoff import HandoffError
 
     if isinstance(exc, HandoffError):
+        return UsageError(str(exc))
+    from .sync import SyncError
+
+    if isinstance(exc, SyncError):  # its message names --sync and what is allowed
         return UsageError(str(exc))
     from .api import OneTimeCodeRequired
 
@@ -178,6 +198,7 @@ class TiersMagics(Magics):
             if args.dry_run:
                 warn_if_server()
                 print(tier.render(spec), end="")
+                _print_sync_listing(tier, spec)
                 return None
             job = None
             attached = False
@@ -203,7 +224,9 @@ class TiersMagics(Magics):
     @argument("--profile", "-p", help="a kubernetes or local profile from tiers.yaml (default: "
               "default_profile, else local)")
     @_SpecArguments(SERVE_OPTIONS)
-    @argument("--dry-run", action="store_true", help="print every object as YAML; apply nothing")
+    @argument("--dry-run", nargs="?", const="client", type=dry_run_mode, metavar="client|server",
+              help="print every object as YAML (Secret keys only), apply nothing; =server: the "
+              "API server validates, admits and defaults every object (dryRun=All), nothing is created")
     @argument("--wait", action="store_true", help="block until ready or failed, then print a summary line")
     @argument("--out", metavar="VAR", help="store the Service handle in this notebook variable")
     @argument("--text", action="store_true", help="plain text output instead of the widget")
@@ -260,8 +283,12 @@ class TiersMagics(Magics):
             notebook = os.environ.get("JPY_SESSION_NAME")
             if notebook:
                 spec = replace(spec, metadata=(("notebook", notebook),))
+            if args.dry_run == "server":
+                print(tier.dry_run_server(spec), end="")
+                return None
             if args.dry_run:
                 print(tier.render(spec), end="")
+                _print_sync_listing(tier, spec)
                 return None
             service = tier.apply(spec)
         except TiersError as exc:
@@ -279,19 +306,48 @@ class TiersMagics(Magics):
         from . import handoff, task_handoff
         from .api import connect
 
-        def refresh(record: Any) -> None:
-            connect(record.profile).refresh([record])
+        path: str | None
+        uri: str | None
+        if ref.startswith("s3://"):  # a model in the object store, trained anywhere
+            path, uri, source = None, ref, ref
+        else:
+            def refresh(record: Any) -> None:
+                connect(record.profile).refresh([record])
 
-        namespace = self.shell.user_ns if self.shell is not None else {}
-        # A sweep's task (51_7, NAME_7, a task handle) or a whole array (its best task), else a job.
-        resolved = task_handoff.resolve(ref, tier.registry, namespace, connect, refresh=refresh)
-        ckpt = resolved.checkpoint
-        path = handoff.serving_model_path(ckpt, tier.profile)
-        if resolved.line:  # the cell's first line: which task, and why
-            print(resolved.line, flush=True)
+            namespace = self.shell.user_ns if self.shell is not None else {}
+            # A sweep's task (51_7, NAME_7, a task handle) or a whole array (its best task), else a job.
+            resolved = task_handoff.resolve(ref, tier.registry, namespace, connect, refresh=refresh)
+            ckpt = resolved.checkpoint
+            path, uri = handoff.serving_model(ckpt, tier.profile)
+            source = ckpt.source
+            if resolved.line:  # the cell's first line: which task, and why
+                print(resolved.line, flush=True)
+        if uri is not None:
+            path = self._model_from_store(uri, tier, options)
         options["model_path"] = path
-        options["model_source"] = ckpt.source
-        return handoff.substitute_model_path(cell, path)
+        options["model_source"] = source
+        return handoff.substitute_model_path(cell, str(path))
+
+    @staticmethod
+    def _model_from_store(uri: str, tier: Any, options: dict[str, Any]) -> str:
+        """A model in the object store: on Kubernetes an init container fetches it (the spec's
+        model_uri); on the local tier it is downloaded into the cache (nothing if cached)."""
+        from . import handoff
+        from .checkpoint_upload import store_of
+        from .objectstore import parse_uri
+
+        try:
+            parse_uri(uri)
+        except ValueError as exc:
+            raise UsageError(f"--model-from {exc}") from None
+        if tier.profile.tier == "kubernetes":
+            options["model_uri"] = uri
+            return handoff.fetched_model_path(uri)
+        from .model_cache import fetch_model
+
+        path, downloaded = fetch_model(uri, store_of(tier.profile))
+        print(f"model {uri} {'downloaded to' if downloaded else 'cached at'} {path}", flush=True)
+        return str(path)
 
     def _notebook_dict(self, name: str) -> dict[str, Any]:
         namespace = self.shell.user_ns if self.shell is not None else {}
@@ -431,6 +487,15 @@ def _fix_dash_values(words: list[str]) -> list[str]:
         out.append(word)
         i += 1
     return out
+
+
+def _print_sync_listing(tier: Any, spec: Any) -> None:
+    """--dry-run with --sync: what would be synced, and its size (sync.py)."""
+    if getattr(spec, "sync", ()):
+        from .sync import describe, notebook_manifest
+
+        manifest, _ = notebook_manifest(spec.sync, tier.profile.settings)
+        print(describe(manifest, spec.sync), end="")
 
 
 def _live_job_named(tier: Any, name: str) -> Any:

@@ -211,9 +211,11 @@ class JobSpec:
     sbatch_options: tuple[str, ...] = ()
     rdzv_port: int | None = None
     checkpoint_dir: str | None = None  # JT_CHECKPOINT_DIR; None: {workdir}/{name}/{job_id}/checkpoints
+    checkpoint_to: str | None = None  # store | s3://BUCKET/PREFIX (checkpoint_upload.py)
     metrics: tuple[tuple[str, str], ...] = ()  # custom metric patterns (KEY, REGEX): metrics.py
     array: str | None = None  # Slurm array syntax, e.g. "0-15%4" (arrays.py)
     sweep: str | None = None  # a parameter grid, e.g. "lr=1e-4,3e-4 bs=32,64" (arrays.py)
+    sync: tuple[str, ...] = ()  # --sync: paths of the notebook's directory the ranks get (sync.py)
     metadata: tuple[tuple[str, str], ...] = field(default=(), compare=False)
 
     @property
@@ -266,6 +268,8 @@ class ServeSpec:
     patch: str | None = None  # JSON text of {Kind: partial object}, merged over the generated ones
     model_path: str | None = None  # the served checkpoint as the server sees it (JT_MODEL_PATH)
     model_source: str | None = None  # the job it came from: "profile/job_id (name)"
+    model_uri: str | None = None  # s3:// object or prefix an init container copies to /models (k8s/fetch.py)
+    sync: tuple[str, ...] = ()  # --sync: paths of the notebook's directory the pods get (sync.py)
     metadata: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # e.g. notebook path
 
 

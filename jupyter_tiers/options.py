@@ -115,6 +115,37 @@ def _metric_patterns(value: Any) -> tuple[tuple[str, str], ...]:
     return parse_patterns(value)
 
 
+def _checkpoint_to(value: Any) -> str | None:
+    """``store`` or a valid ``s3://`` URI (whether the profile has a store: BatchTier.validate)."""
+    if value is None or value == "store":
+        return value
+    from .objectstore import parse_uri
+
+    try:
+        parse_uri(value)
+    except ValueError as exc:
+        raise SpecError("checkpoint_to", f"{exc}; or store (the profile's object_store)") from None
+    return str(value)
+
+def _sync(value: Any) -> tuple[str, ...]:
+    from .errors import TiersError
+    from .sync import check_sync_paths
+
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, (list, tuple)):
+        raise SpecError("sync", f"expected a list of paths such as [.], got {type(value).__name__}")
+    try:
+        return check_sync_paths(value)
+    except TiersError as exc:
+        raise SpecError("sync", str(exc).removeprefix("--sync").lstrip(": ")) from None
+
+
+_SYNC_HELP = ("send this file or directory of the notebook's directory along (repeatable; . for all "
+              "of it); .gitignore and .tiersignore are honoured; the job runs in the synced copy, "
+              "which is on PYTHONPATH")
+
+
 def _signal(value: Any) -> str | None:
     return canonical_signal(None if value is None else str(value))
 
@@ -153,6 +184,10 @@ JOB_OPTIONS: tuple[Option, ...] = (
     Option("checkpoint_dir", ("--checkpoint-dir",),
            "JT_CHECKPOINT_DIR of every rank (default {workdir}/{name}/{job_id}/checkpoints)",
            metavar="PATH"),
+    Option("checkpoint_to", ("--checkpoint-to",),
+           "when the job COMPLETES, upload its newest checkpoint to s3://BUCKET/PREFIX/{name}/{job_id}/"
+           " (store: the profile's object_store), from the cluster side", metavar="s3://BUCKET/PREFIX|store",
+           convert=_checkpoint_to, from_yaml=_checkpoint_to),
     Option("metrics", ("--metrics",),
            "a metric read from rank 0's log: KEY=REGEX, the regex's first group is the number "
            "(repeatable; common keys such as loss, lr, step are read without it)", kind="multi",
@@ -164,6 +199,8 @@ JOB_OPTIONS: tuple[Option, ...] = (
            "a grid of parameters, one array task per combination: \"lr=1e-4,3e-4 bs=32,64\"; task "
            "i gets them as JSON in $JT_PARAMS and, in a Python body, as the dict params",
            metavar="GRID", yaml=None),
+    Option("sync", ("--sync",), _SYNC_HELP, kind="multi", metavar="PATH", yaml=(list, str),
+           convert=_sync, from_yaml=_sync),
 )
 
 SERVE_OPTIONS: tuple[Option, ...] = (
@@ -197,6 +234,9 @@ SERVE_OPTIONS: tuple[Option, ...] = (
            from_yaml=_tolerations),
     Option("patch", ("--patch",), "notebook dict {Kind: partial object} merged over the generated objects",
            metavar="VAR", yaml=None, convert=_patch),
+    Option("sync", ("--sync",), _SYNC_HELP.replace("the job runs", "the server runs") +
+           " (sent in the ConfigMap: at most about 1 MiB)", kind="multi", metavar="PATH",
+           yaml=(list, str), convert=_sync, from_yaml=_sync),
 )
 
 

@@ -23,11 +23,20 @@ def _first_sentence(message: str) -> str:
     return head.strip() if sep else message.strip()
 
 
+def exit_detail(pod: PodInfo) -> str:
+    """`` (exit 1, 3 restarts)`` after a reason that means the container exited (CrashLoopBackOff,
+    OOMKilled, Error, ...): its exit code and the pod's restarts so far; "" otherwise."""
+    if pod.reason not in _EXITED:
+        return ""
+    parts = [f"exit {pod.exit_code}"] if pod.exit_code is not None else []
+    if pod.restarts > 0:
+        parts.append(f"{pod.restarts} restart{'s' if pod.restarts != 1 else ''}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
 def describe_pod_problem(pod: PodInfo) -> str:
     """``pod NAME REASON (exit N): words`` — one line naming the pod and what is wrong with it."""
-    text = f"pod {pod.name} {pod.reason or pod.phase}"
-    if pod.exit_code is not None and pod.reason in _EXITED:
-        text += f" (exit {pod.exit_code})"
+    text = f"pod {pod.name} {pod.reason or pod.phase}{exit_detail(pod)}"
     if pod.reason == "Unschedulable" and pod.message:
         text += f": {_first_sentence(pod.message)}"
     elif pod.reason in _WORDS_SHOWN and pod.message:

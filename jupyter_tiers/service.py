@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -36,6 +36,7 @@ from .viewstate.array import task_row
 from .viewstate.serve import summary_for
 
 if TYPE_CHECKING:
+    from .doctor.model import Report
     from .tier import Tier
 
 #: Most log lines one ``log_range`` call returns.
@@ -52,7 +53,12 @@ refresh_queries: dict[str, int] = {}
 
 
 class WrongKind(TiersError):
-    """The verb does not apply to this kind (cancel a service, scale a job)."""
+    """The verb does not apply to this kind (cancel a service, scale a job): ``kind`` is what
+    the reference is, ``verb`` what applies to it."""
+
+    def __init__(self, message: str, kind: str = "", verb: str = "") -> None:
+        super().__init__(message)
+        self.kind, self.verb = kind, verb
 
 
 class ProfileNotFound(TiersError):
@@ -263,13 +269,19 @@ def attach(ref: str, kind: str | None = None) -> Handle:
         array = record(task[0])
         if not is_array(array):
             raise
+        _check_kind(ref, array.kind, kind)  # a task is a job of its own: cancel, never scale
         handle = _connect(array.profile, array.kind).handle(array)
         assert isinstance(handle, ArrayJob)  # an array record's handle (handles.handle_for)
         return handle.task(task[1])
-    if kind is not None and rec.kind != kind:
-        other = {"job": "cancel", "service": "delete"}[rec.kind]
-        raise WrongKind(f"{ref} is a {rec.kind}, not a {kind}; use {other}")
+    _check_kind(ref, rec.kind, kind)
     return _connect(rec.profile, rec.kind).handle(rec)
+
+
+def _check_kind(ref: str, actual: str, wanted: str | None) -> None:
+    """A :class:`WrongKind` naming the verb that applies when ``actual`` is not ``wanted``."""
+    if wanted is not None and actual != wanted:
+        other = {"job": "cancel", "service": "delete"}[actual]
+        raise WrongKind(f"{ref} is a {actual}, not a {wanted}; use {other}", actual, other)
 
 
 def fetch_statuses(profile: str, records: Sequence[JobRecord]
@@ -446,8 +458,12 @@ def log_range(ref: str, *, rank: int | None = None, pod: str | None = None, offs
     assert isinstance(handle, Service)  # a record of kind "service"
     text = handle.logs(pod=pod)
     pairs: list[tuple[int | str | None, str]] = []
+    from .tier import CUT_PREFIX
+
     for raw in text.splitlines():
-        if pod is not None:
+        if raw.startswith(CUT_PREFIX):  # a bounded read left earlier output out: say so
+            pairs.append((None, raw))
+        elif pod is not None:
             pairs.append((pod, raw))
         else:
             name, _, rest = raw.partition(": ")
@@ -520,6 +536,16 @@ def restart(ref: str) -> ActionResult:
     service = attach_service(ref)
     service.restart()
     return ActionResult(True, f"service {service.name} restarting (rolling update)")
+
+
+def doctor(names: Sequence[str] = (), *, suggest_role: bool = False, compute: bool = False) -> Report:
+    """``doctor [PROFILE...]``: the first-contact checks of the named profiles (default: the
+    default profile) as a :class:`~jupyter_tiers.doctor.Report` (render it with
+    :mod:`jupyter_tiers.doctor.render`). Read-only but for ``compute`` (a one-minute srun job on
+    a Slurm profile); an unknown name is a ConfigError."""
+    from .doctor import run_doctor
+
+    return run_doctor(load_config(), names, suggest_role=suggest_role, compute=compute)
 
 
 @dataclass(frozen=True)
@@ -598,3 +624,29 @@ def http_status(exc: BaseException) -> int:
     if isinstance(exc, ValueError):
         return 400
     return 500
+
+
+
+def _job(ref: str) -> Any:
+    from .handles import Job
+
+    handle = attach(ref, "job")
+    if not isinstance(handle, Job):
+        raise WrongKind(f"{ref} is not a job")
+    return handle
+
+
+def job_files(ref: str, pattern: str = "*") -> list[dict[str, Any]]:
+    """What job ``ref`` left in its job and checkpoint directories: ``{name, size, mtime}``
+    (files.py), in one remote command."""
+    return [{"name": f.name, "size": f.size, "mtime": f.mtime} for f in _job(ref).files(pattern)]
+
+
+def job_file(ref: str, name: str) -> tuple[Any, Iterator[bytes]]:
+    """One listed file of job ``ref``: its FileInfo and its bytes, streamed. JobNotFound if the
+    job left no file of that name (only listed names are read)."""
+    job = _job(ref)
+    info = {f.name: f for f in job.tier.list_files(job.record)}.get(name)
+    if info is None:
+        raise JobNotFound(f"{ref} left no file named {name!r}")
+    return info, job.tier.file_chunks(job.record, name, 0)

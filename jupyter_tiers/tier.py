@@ -18,7 +18,7 @@ from typing import Any
 
 from .arrays import aggregate_status, counts_detail, is_array, task_index, task_records
 from .config import Profile
-from .errors import ConfigError, SpecError, Unsupported
+from .errors import ConfigError, SpecError, TiersError, Unsupported
 from .handles import Handle, Job, Service, handle_for
 from .jobspec import validate_spec
 from .logs import ByteStream, LogDecoder
@@ -32,6 +32,20 @@ from .watch import Watcher
 __all__ = ["BatchTier", "ByteStream", "Handle", "Job", "ServeTier", "Service", "Tier"]
 
 # Mapping-valued options merge key by key over the profile's; passthrough lists extend it.
+#: Most bytes one ``ServeTier.service_logs`` read keeps (every pod's together): the end of the
+#: log; what came before is left out and a :func:`cut_marker` line says so.
+MAX_SERVICE_LOG_BYTES = 4 << 20
+#: Most lines asked of one pod's log when no ``tail`` is given (Kubernetes ``tailLines``).
+MAX_SERVICE_LOG_LINES = 20_000
+CUT_PREFIX = "[earlier output cut"
+
+
+def cut_marker(what: str) -> str:
+    """The first line of a bounded log read that left earlier output out (no ``: ``, so it is
+    never taken for a ``pod: text`` line)."""
+    return f"{CUT_PREFIX} — {what}]"
+
+
 _UPDATED = ("env", "node_selector")
 _EXTENDED = ("sbatch_options", "setup")
 _STAND_INS = {"script": "", "body": "pass\n", "image": "stand-in:1"}
@@ -167,11 +181,37 @@ class BatchTier(Tier):
         ``env`` in options is merged over the profile's env; ``setup`` is appended to it.
         """
         spec: JobSpec = self._build_spec(JobSpec, JOB_OPTIONS, "script", self.validate, script, options)
+        if spec.checkpoint_to:  # "store" needs this profile's object_store
+            from .checkpoint_upload import check_checkpoint_to
+
+            check_checkpoint_to(spec.checkpoint_to, self.profile)
+            if spec.array or spec.sweep:  # refused rather than silently not uploaded
+                raise SpecError("checkpoint_to", "is not available for job arrays yet; upload a task's "
+                                "checkpoint by submitting it as a single job")
         return spec
 
     def validate(self, spec: JobSpec) -> None:
         """Raise SpecError for a value this tier cannot run."""
         validate_spec(spec)
+        if spec.checkpoint_to:
+            from .checkpoint_upload import check_checkpoint_to
+
+            check_checkpoint_to(spec.checkpoint_to, self.profile)
+
+    def run_uploader(self, python: str, data: bytes) -> Iterator[bytes]:
+        """Run the checkpoint uploader (s3_upload.py) where the checkpoints are, with ``data``
+        (the request) on its stdin; yields its stdout. Default: on this machine."""
+        import sys
+
+        from .checkpoint_upload import local_uploader
+
+        yield from local_uploader(sys.executable, data)
+
+    def upload_checkpoint(self, record: JobRecord, on_progress: Any = None) -> Any:
+        """Upload (or resume uploading) a COMPLETED job's newest checkpoint (--checkpoint-to)."""
+        from .checkpoint_upload import upload_checkpoint
+
+        return upload_checkpoint(self, self.registry.get(record.key), on_progress)
 
     def log_decoder(self, offset: int, *, skip_partial: bool = False) -> LogDecoder:
         """A decoder of this tier's merged log from a byte offset (rank-prefixed lines)."""
@@ -239,6 +279,14 @@ class BatchTier(Tier):
         the tier cannot list them."""
         raise Unsupported(f"the {self.kind} tier cannot list an array's task checkpoints")
 
+    def list_files(self, record: JobRecord) -> list[Any]:
+        """Every file the job left in its job and checkpoint directories (files.FileInfo)."""
+        raise Unsupported(f"profile {self.name!r}: this tier cannot list a job's files")
+
+    def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
+        """One listed file's bytes from ``offset``, in chunks (streamed)."""
+        raise Unsupported(f"profile {self.name!r}: this tier cannot fetch a job's files")
+
     def close(self) -> None:
         """Stop the watcher and drop the connection."""
         if self._watcher is not None:
@@ -302,7 +350,13 @@ class ServeTier(Tier):
 
     @abc.abstractmethod
     def render(self, spec: ServeSpec) -> str:
-        """Every object that would be applied, as YAML (Secret values redacted)."""
+        """Every object that would be applied, as YAML (never a Secret's values)."""
+
+    def dry_run_server(self, spec: ServeSpec) -> str:
+        """``--dry-run=server``: the cluster's own check of every object, creating nothing.
+        Only a Kubernetes tier has an API server to ask."""
+        raise TiersError(f"--dry-run=server needs a kubernetes profile; {self.name!r} is a {self.kind} "
+                         "profile (plain --dry-run prints what would run)")
 
     @abc.abstractmethod
     def apply(self, spec: ServeSpec) -> Service:
@@ -314,7 +368,9 @@ class ServeTier(Tier):
 
     @abc.abstractmethod
     def service_logs(self, record: JobRecord, pod: str | None = None, tail: int | None = None) -> str:
-        """Every pod's log merged with a ``pod: `` prefix, or one pod's."""
+        """Every pod's log merged with a ``pod: `` prefix, or one pod's: at most its last
+        ``tail`` lines and MAX_SERVICE_LOG_BYTES, led by a :func:`cut_marker` line when earlier
+        output was left out."""
 
     @abc.abstractmethod
     def endpoint(self, record: JobRecord) -> str | None:

@@ -1,5 +1,6 @@
 """``%tiers`` subcommands (also ``jupyter tiers``): jobs, attach, logs, cancel, delete, scale,
-restart, profiles — on training jobs and services alike — and history (Slurm accounting)."""
+restart, profiles — on training jobs and services alike — history (Slurm accounting) and doctor
+(first-contact checks of profiles)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from .arrays import detail_counts, format_tasks, is_array
 from .display import show_handle
 from .errors import Unsupported
 from .options import bare_dash_option
-from .registry import JobRecord, Registry
+from .plaintext import printable
+from .registry import JobRecord
 from .slurm.history import format_history
 
 
@@ -97,7 +99,27 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_argument("--job", "-j", help="one job (123 or 123_4), with its output's last lines")
     history.add_argument("--tail", type=_int_up_to(100_000), default=20,
                          help="with --job: lines of output to show (default 20)")
+    doctor = sub.add_parser("doctor", help="check profiles: reach, login, scheduler, permissions, "
+                            "workdir, Python (read-only; one line per check)")
+    doctor.add_argument("profiles", nargs="*", metavar="PROFILE",
+                        help="profiles to check (default: the default profile)")
+    doctor.add_argument("--json", action="store_true", help="the report as JSON, for scripts")
+    doctor.add_argument("--suggest-role", action="store_true",
+                        help="Kubernetes: print the Role that would grant the missing access")
+    doctor.add_argument("--compute", action="store_true",
+                        help="Slurm: also run the setup and Python on one compute node (srun, "
+                        "a one-minute job; waits at most a minute for a free node)")
     return parser
+
+
+def _doctor(args: argparse.Namespace) -> int:
+    """Run the checks and print the report; 1 when any check failed."""
+    from . import service
+    from .doctor.render import render_json, render_text
+
+    report = service.doctor(args.profiles, suggest_role=args.suggest_role, compute=args.compute)
+    print(render_json(report) if args.json else render_text(report))
+    return int(report.exit_status)
 
 
 def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
@@ -106,7 +128,7 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
     how many times it started again."""
     now = now or time.time()
     header = ("ID", "KIND", "NAME", "PROFILE", "TIER", "STATE", "SIZE", "WHERE", "STARTED")
-    rows = [header]
+    rows: list[tuple[str, ...]] = [header]
     for r in records:
         age = int(now - r.submitted_at)
         ago = f"{age // 3600}h ago" if age >= 3600 else f"{age // 60}m ago" if age >= 60 else f"{age}s ago"
@@ -118,7 +140,9 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
         state = r.state
         if r.kind != "service" and r.restarts:
             state += f" ({r.restarts} restart{'s' if r.restarts > 1 else ''})"
-        rows.append((r.job_id, r.kind, r.name, r.profile, r.tier, state, size, where, ago))
+        # Recorded cluster text (nodelist, state detail) is shown as text, like every cell.
+        rows.append(tuple(printable(c) for c in (r.job_id, r.kind, r.name, r.profile, r.tier, state, size,
+                                                 where, ago)))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
                      for row in rows)
@@ -132,7 +156,7 @@ def _history_output(row: Any, output: str | None, path: str, tail: int) -> str:
         where = path or "(no working directory in accounting)"
         return (f"(read-only; its output is not readable at {where}: removed, written elsewhere "
                 "with --output after slurmctld forgot the job, or another user's file)")
-    text = "".join(ch if ch.isprintable() or ch in "\n\t" else "?" for ch in output)
+    text = printable(output, keep="\n\t")
     return f"--- last {tail} lines of {path} (read-only) ---\n{text.rstrip()}"
 
 
@@ -140,11 +164,9 @@ def _handle(ref: str, kind: str | None = None) -> Any:
     """The Job or Service handle of ``ref``; ``kind`` names what the command acts on."""
     try:
         return service.attach(ref, kind)
-    except service.WrongKind:
-        record = Registry().get(ref)
-        other = {"job": "cancel", "service": "delete"}[record.kind]
+    except service.WrongKind as exc:  # also an array's task (ID_i), which has no record
         raise CommandUsage(
-            f"%tiers: {ref} is a {record.kind}, not a {kind}; use %tiers {other} {ref}") from None
+            f"%tiers: {ref} is a {exc.kind}, not a {kind}; use %tiers {exc.verb} {ref}") from None
 
 
 def _login(profile: str | None) -> str:
@@ -182,7 +204,7 @@ def run(argv: list[str], shell: Any = None) -> Any:
         listing = service.list_items(limit=args.limit, profile=args.profile, kind=args.kind)
         print(format_jobs(listing.records) if listing.records else "no jobs yet")
         for error in listing.errors:
-            print(f"({error.profile}: states as last recorded — {error.message})")
+            print(printable(f"({error.profile}: states as last recorded — {error.message})"))
     elif args.command == "profiles":
         infos, _default = service.profiles()
         rows = [("*" if p.default else " ", p.name, p.tier, p.where, ", ".join(p.sources)) for p in infos]
@@ -234,6 +256,9 @@ def run(argv: list[str], shell: Any = None) -> Any:
                       "%tiers history --job ID shows one with its output)")
     elif args.command == "login":
         print(_login(args.profile))
+    elif args.command == "doctor":
+        status = _doctor(args)
+        return status if shell is None else None  # the command line's exit status
     elif args.command == "attach":
         show_handle(_handle(args.job), wait=args.wait, text=args.text, attach=True)
     return None

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from .arrays import counts_json, expand_arrays, is_array, merge_array_status
 from .errors import ControllerUnreachable, TiersError
-from .model import JobStatus, LogLine, RankPhase
+from .model import JobState, JobStatus, LogLine, RankPhase
 from .registry import JobRecord
 from .status import merge_status
 
@@ -193,6 +193,10 @@ class Watcher:
         self._fail_delay = 0.0
         self._counter = itertools.count()
         self._array_tasks: dict[str, dict[str, JobStatus]] = {}  # array key -> its tasks' status
+        self._uploading: set[str] = set()  # keys of COMPLETED jobs whose checkpoint is being uploaded
+        #: How often an interrupted checkpoint upload is resumed, and the first wait (doubled).
+        self.upload_attempts = 5
+        self.upload_retry_delay = 5.0
 
     # --- public ------------------------------------------------------------------------
     def watch(
@@ -219,7 +223,9 @@ class Watcher:
             sub.follower.start()
         if current is not None:
             _safe_call(on_status, current)
-            if current.state.terminal:
+            with self._lock:
+                uploading = record.key in self._uploading
+            if current.state.terminal and not uploading:  # else the upload's end ends it
                 self._end(sub, current)
         self._ensure_thread()
         self.kick()
@@ -370,6 +376,13 @@ class Watcher:
             status = replace(status, controller_reachable=reachable, message=message)
             if prev is not None and prev.state.terminal:
                 continue
+            upload = status.state is JobState.COMPLETED and _wants_upload(rec)
+            if upload:
+                uploaded = self._uploaded_uri(rec)  # attached after the upload ended: show it
+                if uploaded is not None:
+                    upload, status = False, replace(status, checkpoint=uploaded)
+                else:
+                    status = self._upload_started(rec, status)
             if status != prev:
                 # Heartbeats and elapsed time change on every poll; only a new job or rank state
                 # is news that should bring the next scheduler query forward.
@@ -388,12 +401,78 @@ class Watcher:
                 for sub in subs:
                     _safe_call(sub.on_status, status)
             finishing = finishing or (not status.state.terminal and _ranks_finishing(status))
-            if status.state.terminal:
+            if upload:
+                threading.Thread(target=self._upload_then_end, args=(watched, status),
+                                 name=f"jt-upload-{next(self._counter)}", daemon=True).start()
+            elif status.state.terminal:
                 with self._lock:
                     subs = list(watched.subs)
                 for sub in subs:
                     self._end(sub, status)
         return changed_any, finishing
+
+    # --- --checkpoint-to: the upload between COMPLETED and the end of the watch -------------
+    def _uploaded_uri(self, rec: JobRecord) -> str | None:
+        from .handoff import upload_of
+
+        try:
+            upload = upload_of(self.tier.registry.get(rec.key).detail)
+        except TiersError:
+            return None
+        uri = upload.get("uri") if upload is not None and upload.get("state") == "done" else None
+        return uri if isinstance(uri, str) else None
+
+    def _upload_started(self, rec: JobRecord, status: JobStatus) -> JobStatus:
+        from .checkpoint_upload import UploadReport, shown_checkpoint, target_uri
+
+        with self._lock:
+            self._uploading.add(rec.key)
+        target = target_uri(self.tier.profile, rec, status.checkpoint)
+        return replace(status, checkpoint=shown_checkpoint(status.checkpoint, UploadReport(), target))
+
+    def _upload_then_end(self, watched: _Watched, status: JobStatus) -> None:
+        """Upload the job's checkpoint (checkpoint_upload.py), delivering progress as statuses;
+        an interrupted upload (an SSH cut) is resumed with back-off; then end every subscriber
+        with the final status (its checkpoint is the URI, or why the upload failed)."""
+        from .checkpoint_upload import UploadError, shown_checkpoint, target_uri, upload_checkpoint
+        from .handoff import decode_detail
+        from .objectstore import UploadReport
+
+        rec = watched.record
+        path = decode_detail(self.tier.registry.get(rec.key).detail)[1]
+        target = target_uri(self.tier.profile, rec, path)
+
+        def deliver(report: UploadReport) -> None:
+            shown = replace(status, checkpoint=shown_checkpoint(path, report, target))
+            with self._lock:
+                watched.status = shown
+                subs = list(watched.subs)
+            for sub in subs:
+                _safe_call(sub.on_status, shown)
+
+        final = UploadReport(error="not started")
+        delay = self.upload_retry_delay
+        for attempt in range(self.upload_attempts):
+            try:
+                final = upload_checkpoint(self.tier, self.tier.registry.get(rec.key), deliver)
+                break
+            except UploadError as exc:
+                final = UploadReport(error=str(exc))
+                if not exc.retry or attempt + 1 == self.upload_attempts or self._stopped.wait(delay):
+                    break
+                delay *= 2
+            except Exception as exc:  # a bug must not leave the job's watchers waiting forever
+                log.exception("checkpoint upload failed")
+                final = UploadReport(error=repr(exc))
+                break
+        end = replace(status, checkpoint=final.done_uri or f"{path} (not uploaded: {final.error})")
+        with self._lock:
+            watched.status = end
+            self._uploading.discard(rec.key)
+            subs = list(watched.subs)
+        for sub in subs:
+            _safe_call(sub.on_status, end)
+            self._end(sub, end)
 
     def _record_state(self, rec: JobRecord, status: JobStatus) -> None:
         try:
@@ -414,6 +493,11 @@ class Watcher:
             _safe_call(sub.on_end, status)
 
         threading.Thread(target=finish, name=f"jt-end-{next(self._counter)}", daemon=True).start()
+
+
+def _wants_upload(rec: JobRecord) -> bool:
+    spec = rec.spec if isinstance(rec.spec, dict) else {}
+    return bool(spec.get("checkpoint_to")) and not is_array(rec)
 
 
 def _ranks_finishing(status: JobStatus) -> bool:

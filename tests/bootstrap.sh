@@ -22,8 +22,11 @@ if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
 fi
 # The "Tiers" sidebar (labextension/; jlpm comes with jupyterlab): the build script hashes the
 # sources and skips an unchanged tree (the install's build hook used the same script). Without
-# Node there is no sidebar (tests/run.sh then says so).
-if command -v node >/dev/null && [ -x "$VENV/bin/jlpm" ]; then
+# Node there is no sidebar (tests/run.sh then says so). JT_NO_LABEXTENSION=1 (run.sh --fast) skips
+# it and the link below: the fast lane installs nothing beyond the venv.
+if [ "${JT_NO_LABEXTENSION:-0}" = 1 ]; then
+  :
+elif command -v node >/dev/null && [ -x "$VENV/bin/jlpm" ]; then
   ( cd "$ROOT/labextension" && export PATH="$VENV/bin:$PATH" \
       && { [ node_modules/.yarn-state.yml -nt package.json ] && [ node_modules/.yarn-state.yml -nt yarn.lock ] \
            || { jlpm install >/dev/null && touch node_modules/.yarn-state.yml; }; } \
@@ -31,7 +34,8 @@ if command -v node >/dev/null && [ -x "$VENV/bin/jlpm" ]; then
     || { echo "[bootstrap] labextension build failed" >&2; exit 1; }
 fi
 # An editable install copies the extension once; a link to jupyter_tiers/labextension follows rebuilds.
-if [ -f "$ROOT/jupyter_tiers/labextension/package.json" ] && [ ! -L "$lab_link" ] \
+if [ "${JT_NO_LABEXTENSION:-0}" != 1 ] && [ -f "$ROOT/jupyter_tiers/labextension/package.json" ] \
+    && [ ! -L "$lab_link" ] \
     && [ -x "$VENV/bin/jupyter-builder" ]; then
   "$VENV/bin/jupyter-builder" develop --overwrite "$ROOT" >/dev/null
 fi

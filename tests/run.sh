@@ -3,12 +3,50 @@
 # cluster (Debian packages, munge, MariaDB+slurmdbd, slurmctld, 4 slurmd, sshd on loopback),
 # Debian's chromium for the browser tests, lint and types, then pytest (the Kubernetes tests start
 # their own API emulator from tests/k8s_emulator). Extra arguments go to pytest.
+#
+#   bash tests/run.sh --fast [PYTEST ARGS]   the inner loop: venv (bootstrap), ruff, mypy and every
+#                                            test that needs no environment (pytest --fast): no root,
+#                                            cluster, apt, torch, Node build, server or browser
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 mkdir -p test-output
 
+FAST=0
+if [ "${1:-}" = "--fast" ]; then FAST=1; shift; fi
+
+# Seconds per phase, printed at the end (with pytest's own time-by-group table above it).
+PHASES=()
+phase_start=$SECONDS
+phase() {  # phase NAME: the time since the previous call was NAME's
+    PHASES+=("$(printf '%-34s %6d s' "$1" $((SECONDS - phase_start)))")
+    phase_start=$SECONDS
+}
+print_phases() {
+    echo "[run] time by phase:"
+    printf '  %s\n' "${PHASES[@]}"
+    printf '  %-34s %6d s\n' "total" "$SECONDS"
+}
+
+if [ "$FAST" = 1 ]; then
+  JT_NO_LABEXTENSION=1 source tests/bootstrap.sh
+  phase "venv (bootstrap)"
+  echo "[run] ruff"
+  "$PY" -m ruff check .
+  phase "ruff"
+  echo "[run] mypy"
+  "$PY" -m mypy
+  phase "mypy"
+  echo "[run] pytest --fast (tests that need no cluster, sshd, emulator, browser or local processes)"
+  status=0
+  "$PY" -m pytest -p no:cacheprovider --fast "$@" || status=$?
+  phase "pytest --fast"
+  print_phases
+  exit "$status"
+fi
+
 source tests/bootstrap.sh
+phase "venv (bootstrap)"
 if ! "$PY" -c "import torch" 2>/dev/null; then
   echo "[run] installing torch 2.13.0 (CPU build) and numpy for the multi-rank tests"
   "$PY" -m pip install -q torch==2.13.0 numpy
@@ -55,12 +93,15 @@ else
   echo "[run] WARNING: shellcheck missing (no root or apt-get): cluster.sh NOT checked" >&2
 fi
 
+phase "torch, apt, cluster, shellcheck"
+
 echo "[run] ruff"
 "$PY" -m ruff check .
 echo "[run] mypy"
 "$PY" -m mypy
 echo "[run] import layers (lint-imports: the [tool.importlinter] contracts in pyproject.toml)"
 "$(dirname "$PY")/lint-imports" --no-cache
+phase "ruff, mypy, import layers"
 if command -v node >/dev/null; then
   echo "[run] labextension unit tests (vitest)"
   ( cd labextension && PATH="$(dirname "$PY"):$PATH" jlpm test )
@@ -69,5 +110,32 @@ elif [ -n "${CI:-}" ]; then
 else
   echo "[run] WARNING: node is missing: labextension unit tests SKIPPED" >&2
 fi
-echo "[run] pytest"
-"$PY" -m pytest -p no:cacheprovider "$@"
+phase "labextension tests (vitest)"
+status=0
+if [ $# -eq 0 ] && [ "${JT_SERIAL:-0}" != 1 ]; then
+  # Two lanes at once: every test of the Slurm test cluster in one pytest (they share the one
+  # cluster, and a few restart or reshape it), all others in a second. Both mostly wait (on Slurm,
+  # the emulator's kubelet, a browser), so they overlap well on 2 cores. JT_SERIAL=1: one pytest.
+  rm -f test-output/durations-slurm.json test-output/durations-rest.json
+  echo "[run] pytest, two lanes at once: -m slurm (below) and -m 'not slurm' (test-output/pytest-rest.log)"
+  JT_DURATIONS_FILE=test-output/durations-rest.json \
+    "$PY" -m pytest -p no:cacheprovider -m "not slurm" >test-output/pytest-rest.log 2>&1 &
+  rest_pid=$!
+  trap 'kill "$rest_pid" 2>/dev/null || true' INT TERM
+  JT_DURATIONS_FILE=test-output/durations-slurm.json \
+    "$PY" -m pytest -p no:cacheprovider -m slurm || status=$?
+  phase "pytest -m slurm"
+  rest_status=0
+  wait "$rest_pid" || rest_status=$?
+  phase "pytest -m 'not slurm' (its rest)"
+  echo "[run] the other lane, pytest -m 'not slurm' (exit $rest_status):"
+  cat test-output/pytest-rest.log
+  [ "$status" != 0 ] || status=$rest_status
+  "$PY" -m tests.durations test-output/durations-slurm.json test-output/durations-rest.json || true
+else
+  echo "[run] pytest"
+  "$PY" -m pytest -p no:cacheprovider "$@" || status=$?
+  phase "pytest"
+fi
+print_phases
+exit "$status"

@@ -116,7 +116,13 @@ def _container_statuses(pod: Mapping[str, Any]) -> list[Mapping[str, Any]]:
     assert isinstance(status, Mapping)
     out: list[Mapping[str, Any]] = []
     for key in ("initContainerStatuses", "containerStatuses"):
-        out.extend(c for c in status.get(key) or () if isinstance(c, Mapping))
+        for c in status.get(key) or ():
+            if not isinstance(c, Mapping):
+                continue
+            term = _get(c, "state", "terminated")
+            if key == "initContainerStatuses" and isinstance(term, Mapping) and _exit_of(term) == 0:
+                continue  # an init container that completed (golden 13a) is no reason for anything
+            out.append(c)
     return out
 
 
@@ -125,14 +131,42 @@ def _exit_of(term: Mapping[str, Any]) -> int | None:
     return code if isinstance(code, int) and not isinstance(code, bool) else None
 
 
+
+def _crash_loop(cstatus: Mapping[str, Any]) -> tuple[str, str | None, int | None] | None:
+    """(reason, message, exit code) of a crash-looping container, else None.
+
+    Crash looping: restarted at least once and now terminated or waiting in CrashLoopBackOff.
+    The kubelet's back-off message (which names the pod's UID and changes with every back-off)
+    is left out, so the pod row reads the same in every phase; the restart count says how long.
+    """
+    if _int(cstatus.get("restartCount")) < 1:
+        return None
+    term = _get(cstatus, "state", "terminated")
+    waiting = _get(cstatus, "state", "waiting")
+    if not isinstance(term, Mapping):
+        if not isinstance(waiting, Mapping) or waiting.get("reason") != "CrashLoopBackOff":
+            return None
+        term = _get(cstatus, "lastState", "terminated")
+    code = _exit_of(term) if isinstance(term, Mapping) else None
+    said = _str(waiting.get("message")) if isinstance(waiting, Mapping) else None
+    if isinstance(term, Mapping) and term.get("reason") == "OOMKilled":
+        text = "killed for using more memory than its limit; restarting with back-off"
+        return "OOMKilled", text + (f" ({said})" if said else ""), code
+    if code == 0:
+        return "CrashLoopBackOff", "the program exited (code 0), but a service must keep running", code
+    return "CrashLoopBackOff", None, code
+
+
 def pod_info(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> PodInfo:
     """One pod (and the Events about it) -> PodInfo.
 
-    ``reason``/``message`` say why the pod is not ready, first match of: a container waiting for a
-    failing reason (ErrImagePull, ImagePullBackOff, ErrImageNeverPull, CrashLoopBackOff,
-    CreateContainerConfigError, ...) with the kubelet's message, where a crash loop after an OOM
-    kill is reported as ``OOMKilled``; a terminated container (OOMKilled, Error, Completed) with
-    its exit code; ``PodScheduled=False`` (Unschedulable) with the scheduler's message; failing
+    ``reason``/``message`` say why the pod is not ready, first match of: a container that has
+    restarted and is terminated or in CrashLoopBackOff -> ``CrashLoopBackOff`` with its last exit
+    code (``OOMKilled`` after an OOM kill), the same in every phase of the back-off; a container
+    waiting for a failing reason (ErrImagePull, ImagePullBackOff, ErrImageNeverPull,
+    CreateContainerConfigError, ...) with the kubelet's message; a terminated container (OOMKilled,
+    Error, Completed) with its exit code; ``PodScheduled=False`` (Unschedulable) with the
+    scheduler's message; failing
     probes (``Unhealthy`` from the Events); ContainerCreating (with a FailedMount event's words).
     A ready or terminating pod has no reason.
     """
@@ -182,7 +216,13 @@ def _not_ready_reason(
     uid: str | None,
     events: Sequence[Mapping[str, Any]],
 ) -> tuple[str | None, str | None, int | None]:
-    # 1. a container waiting for a reason other than plain creation
+    # 1. a container that terminated and was restarted is crash looping, whichever phase of the
+    # back-off the kubelet shows (terminated: Error for most of it, CrashLoopBackOff at its end).
+    for cstatus in statuses:
+        crash = _crash_loop(cstatus)
+        if crash is not None:
+            return crash
+    # 2. a container waiting for a reason other than plain creation
     for cstatus in statuses:
         waiting = _get(cstatus, "state", "waiting")
         if not isinstance(waiting, Mapping):
@@ -190,19 +230,8 @@ def _not_ready_reason(
         why = _str(waiting.get("reason"))
         if why is None or why in _STARTING_WAITING:
             continue
-        said = _str(waiting.get("message"))
-        last = _get(cstatus, "lastState", "terminated")
-        if why == "CrashLoopBackOff" and isinstance(last, Mapping):
-            code = _exit_of(last)
-            if last.get("reason") == "OOMKilled":
-                text = "killed for using more memory than its limit; restarting with back-off"
-                return "OOMKilled", text + (f" ({said})" if said else ""), code
-            if code == 0:
-                note = "the program exited (code 0), but a service must keep running"
-                return why, note + (f"; {said}" if said else ""), code
-            return why, said, code
-        return why, said, None
-    # 2. a container that has terminated (between restarts, or for good)
+        return why, _str(waiting.get("message")), None
+    # 3. a container that has terminated (the first exit, or for good)
     for cstatus in statuses:
         term = _get(cstatus, "state", "terminated")
         if isinstance(term, Mapping):
@@ -210,19 +239,19 @@ def _not_ready_reason(
             why = _str(term.get("reason")) or "Terminated"
             said = _str(term.get("message")) or (f"exit code {code}" if code is not None else None)
             return why, said, code
-    # 3. not scheduled
+    # 4. not scheduled
     scheduled = _condition(pod, "PodScheduled")
     if scheduled and scheduled.get("status") == "False":
         return _str(scheduled.get("reason")) or "Unschedulable", _str(scheduled.get("message")), None
     mine = _events_about(events, "Pod", name, uid)
-    # 4. failing probes
+    # 5. failing probes
     running = any(isinstance(_get(c, "state", "running"), Mapping) for c in statuses)
     if running:
         for event in reversed(mine):
             match = _PROBE_FAILED.match(str(event.get("message") or ""))
             if event.get("reason") == "Unhealthy" and match:
                 return "Unhealthy", f"{match.group(1).lower()} probe failing: {match.group(2).strip()}", None
-    # 5. still being created
+    # 6. still being created
     creating = any(_get(c, "state", "waiting", "reason") in _STARTING_WAITING for c in statuses)
     if creating or (scheduled and scheduled.get("status") == "True" and not statuses):
         waiting_reason = next(

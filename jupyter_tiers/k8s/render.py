@@ -15,7 +15,8 @@ Objects (``NAME`` is the service name; with blue-green, ``D`` is ``NAME-<color>`
 - HorizontalPodAutoscaler ``NAME`` (autoscaling/v2, CPU utilization) when ``autoscale`` is set.
 
 Every object carries ``app.kubernetes.io/name=NAME`` and ``app.kubernetes.io/managed-by=jupyter-tiers``.
-Env values never appear anywhere but in the Secret, and :func:`render_yaml` redacts them.
+Env values never appear anywhere but in the Secret, which :func:`render_yaml` shows as a comment
+naming its keys only.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from ..errors import SpecError
 from ..model import SERVICE_TYPES, ServeSpec
 
 # The spec's validation (servespec.py); the renderer reuses its toleration and patch parsers.
-from ..servespec import _DNS1123_SUBDOMAIN, _parse_patch, _toleration, validate_serve_spec
+from ..servespec import _CONFIG_KEY, _DNS1123_SUBDOMAIN, _parse_patch, _toleration, validate_serve_spec
 
 MANAGER = "jupyter-tiers"
 NAME_LABEL = "app.kubernetes.io/name"
@@ -62,6 +63,13 @@ LIVENESS_FAILURES = 3
 STARTUP_PERIOD_S = 5
 STARTUP_WINDOW_S = 1200
 PROGRESS_DEADLINE_S = 1800  # longer than the startup window, so a slow load is not a failed rollout
+
+# Hardened defaults that still run root images such as vLLM's and TGI's (13e in the golden
+# transcripts: no runAsNonRoot, which a root image fails with CreateContainerConfigError).
+# Seccomp is set for the pod; escalation and capabilities exist only per container. A --patch
+# overrides any of them (containers are merged by name, see _deep_merge).
+POD_SECURITY: dict[str, Any] = {"seccompProfile": {"type": "RuntimeDefault"}}
+CONTAINER_SECURITY: dict[str, Any] = {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 # Keyed hash of the env Secret's content (see env_hash). The tier passes a per-user key; this
 # default only serves --dry-run and tests.
@@ -227,21 +235,35 @@ def _container(
             model_mount["subPath"] = sub_path
         mounts.append(model_mount)
     container["volumeMounts"] = mounts
+    container["securityContext"] = copy.deepcopy(CONTAINER_SECURITY)
     return container
 
 
 def _deep_merge(base: dict[str, Any], patch: Mapping[str, Any]) -> dict[str, Any]:
     """Merge ``patch`` over ``base`` as a JSON merge patch: maps merge, lists and scalars replace,
-    ``null`` removes the key."""
+    ``null`` removes the key. One exception, as in kubectl's strategic merge: a ``containers``
+    list merges its entries by ``name`` (so ``[{"name": "server", "securityContext": {...}}]``
+    changes only that), and entries with a new name are added."""
     out = dict(base)
     for key, val in patch.items():
         if val is None:
             out.pop(key, None)
         elif isinstance(val, dict) and isinstance(out.get(key), dict):
             out[key] = _deep_merge(out[key], val)
+        elif key == "containers" and _named_list(val) and _named_list(out.get(key)):
+            merged = {c["name"]: c for c in out[key]}
+            for item in val:
+                old = merged.get(item["name"])
+                merged[item["name"]] = _deep_merge(old, item) if old is not None else copy.deepcopy(item)
+            out[key] = list(merged.values())
         else:
             out[key] = copy.deepcopy(val)
     return out
+
+
+def _named_list(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(v, dict) and isinstance(v.get("name"), str) for v in value)
 
 
 def render_manifests(
@@ -322,6 +344,9 @@ def render_manifests(
         # Service links would add NAME_PORT=tcp://... variables, which break programs reading
         # their own NAME_PORT (vLLM reads VLLM_PORT, for one).
         "enableServiceLinks": False,
+        # A model server never talks to the API: no ServiceAccount token in the pod.
+        "automountServiceAccountToken": False,
+        "securityContext": copy.deepcopy(POD_SECURITY),
     }
     volumes: list[dict[str, Any]] = [{"name": "code", "configMap": {"name": code_name}}]
     if model_volume is not None:
@@ -432,9 +457,6 @@ def _check_kept(original: Mapping[str, Any], merged: Mapping[str, Any]) -> None:
 
 # --- YAML ------------------------------------------------------------------------------------
 
-REDACTED = "<redacted>"
-
-
 class _Dumper(yaml.SafeDumper):
     """Block style for multi-line strings, so a cell body reads as written; never anchors."""
 
@@ -451,18 +473,43 @@ def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
 _Dumper.add_representer(str, _represent_str)
 
 
+def _secret_comment(secret: Mapping[str, Any]) -> str:
+    """A Secret as YAML comment lines naming it and its keys, never a value."""
+    meta = secret.get("metadata") if isinstance(secret.get("metadata"), Mapping) else {}
+    assert isinstance(meta, Mapping)
+    name, namespace = str(meta.get("name") or "?"), str(meta.get("namespace") or "?")
+    keys: list[str] = []
+    for field in ("data", "stringData"):
+        if isinstance(secret.get(field), Mapping):
+            keys += [str(k) for k in secret[field] if str(k) not in keys]
+    shown = [k for k in keys if _CONFIG_KEY.fullmatch(k)]  # a patch's odd key could end the comment
+    hidden = len(keys) - len(shown)
+    listed = ", ".join(shown) + (f" (and {hidden} more)" if hidden else "")
+    literals = " ".join(f"--from-literal={k}=..." for k in shown)
+    return (
+        f"# Secret {name} (namespace {namespace}) is not shown: it holds the --env values.\n"
+        f"# Keys: {listed or 'none'}. The tier creates it when it applies; to apply this YAML\n"
+        f"# by hand, create it first:\n"
+        f"#   kubectl -n {namespace} create secret generic {name} {literals}\n"
+    )
+
+
 def render_yaml(objects: Sequence[Mapping[str, Any]]) -> str:
     """``---``-separated YAML of ``objects`` (what ``--dry-run`` prints and Copy YAML copies).
 
-    A Secret's values are shown as ``<redacted>``: env values are never printed.
+    Valid YAML that ``kubectl apply -f`` accepts as is, but never an env value: a Secret is
+    shown as a comment block (its name, its keys and how to create it by hand) at the top of the
+    next object's document.
     """
     docs = []
+    comment = ""
     for obj in objects:
-        shown = dict(obj)
         if obj.get("kind") == "Secret":
-            for field in ("data", "stringData"):
-                if isinstance(obj.get(field), Mapping):
-                    shown[field] = {k: REDACTED for k in obj[field]}
-        docs.append(yaml.dump(shown, Dumper=_Dumper, sort_keys=False, default_flow_style=False,
-                              allow_unicode=True, width=1000))
+            comment += _secret_comment(obj)
+            continue
+        docs.append(comment + yaml.dump(dict(obj), Dumper=_Dumper, sort_keys=False,
+                                        default_flow_style=False, allow_unicode=True, width=1000))
+        comment = ""
+    if comment:
+        docs.append(comment)
     return "---\n" + "---\n".join(docs)

@@ -29,8 +29,8 @@ from ..tier import ServeTier
 from ..transport.relay import relay
 from .client import APPLY_CONTENT_TYPE, FIELD_MANAGER, KubeClient
 from .parse import service_status
-from .render import body_hash, env_hash, render_manifests, render_yaml
-from .watch import NamespaceWatch, PodLogFollower, split_timestamp, timestamp_key
+from .render import CONTAINER_NAME, body_hash, env_hash, render_manifests, render_yaml
+from .watch import NamespaceWatch, PodLogFollower, container_instance, split_timestamp, timestamp_key
 
 BLUEGREEN_TIMEOUT = 900.0  # seconds a new color may take to become ready before the switch is dropped
 
@@ -61,40 +61,84 @@ class K8sTier(ServeTier):
 
     def _manifests(self, spec: ServeSpec, color: str | None = None) -> list[dict[str, Any]]:
         notebook = dict(spec.metadata).get("notebook")
-        return render_manifests(
+        objects = render_manifests(
             spec, namespace=self.namespace,
             service_type=self.profile.get("service_type", "ClusterIP"),
             image_pull_secrets=tuple(self.profile.get("image_pull_secrets", ())),
             model_volume=self.profile.get("model_volume"), color=color, notebook=notebook,
             env_key=_env_key(),
         )
+        if spec.model_uri:  # --model-from through the object store: an init container fetches it
+            from ..checkpoint_upload import store_of
+            from .fetch import add_model_fetch
+
+            objects = add_model_fetch(objects, spec.model_uri, store_of(self.profile),
+                                      self.profile.get("fetch_image"))
+        if spec.sync:  # the notebook's files in a D-sync ConfigMap (k8s/sync_render.py)
+            objects = _with_synced_files(spec, objects, self.profile)
+        return objects
 
     def render(self, spec: ServeSpec) -> str:
         return render_yaml(self._manifests(spec, "blue" if spec.strategy == "bluegreen" else None))
 
     # --- apply ---------------------------------------------------------------------------
-    def _apply_object(self, obj: dict[str, Any]) -> dict[str, Any]:
-        """Server-side apply of one object under our field manager (force: the cell wins)."""
+    def _apply_object(self, obj: dict[str, Any], *, dry_run: bool = False) -> Any:
+        """Server-side apply of one object under our field manager (force: the cell wins); with
+        ``dry_run``, the API server's own dry run (``dryRun=All``): checked, stored nowhere.
+        Returns the raw response (``.status`` 201 created, 200 updated; ``.data`` the object)."""
         kind, name, ns = obj["kind"], obj["metadata"]["name"], obj["metadata"]["namespace"]
         fn = _patch_fn(self.client, kind)
-        resp = self.client.call(
+        extra = {"dry_run": "All"} if dry_run else {}
+        return self.client.call(
             fn, name, ns, obj, field_manager=FIELD_MANAGER, force=True,
             _content_type=APPLY_CONTENT_TYPE, _preload_content=False,
-            verb="apply", resource=_resource(kind), namespace=ns)
-        return dict(json.loads(resp.data))
+            verb="apply", resource=_resource(kind), namespace=ns, **extra)
+
+    def dry_run_server(self, spec: ServeSpec) -> str:
+        """``--dry-run=server``: every object goes to the API server's dry run (schema
+        validation, admission, defaulting) and nothing is created or changed. Returns one line
+        per object, as kubectl prints them, then a closing line (never an object's content: the
+        server answers a Secret with its values); a refusal raises the usual one-line ApiError."""
+        color, _ = self._color_for(spec)
+        objects = self._manifests(spec, color)
+        lines = []
+        for obj in objects:
+            resp = self._apply_object(obj, dry_run=True)
+            verb = "created" if getattr(resp, "status", 200) == 201 else "configured"
+            lines.append(f"{_resource(obj['kind'])}/{obj['metadata']['name']} {verb} (server dry run)")
+        lines.append(f"the API server accepted all {len(objects)} objects in namespace {self.namespace}; "
+                     "nothing was created or changed (--dry-run=server)")
+        return "\n".join(lines) + "\n"
+
+    def _applied_spec(self, spec: ServeSpec) -> dict[str, Any]:
+        """What the registry keeps of an applied cell; a changed synced module changes it too."""
+        stored = _spec_for_record(spec)
+        if spec.sync:  # a changed module is a changed cell (blue-green then switches colour)
+            from ..sync import notebook_manifest
+
+            stored["sync_sha"] = notebook_manifest(spec.sync, self.profile.settings)[0].digest()
+        return stored
+
+    def _color_for(self, spec: ServeSpec) -> tuple[str | None, bool]:
+        """Blue-green: (the color to apply, whether the Service switches to it once ready)."""
+        if spec.strategy != "bluegreen":
+            return None, False
+        existing = self.registry.find_by_name(self.name, spec.name)
+        live = self._live_color(spec.name)
+        color = "blue" if live is None else ("green" if live == "blue" else "blue")
+        # The registry gives back JSON (lists where the spec has tuples): compare in that form.
+        applied = json.loads(json.dumps(self._applied_spec(spec)))
+        unchanged = existing is not None and existing.spec.get("applied_spec") == applied
+        if live is not None and unchanged:
+            color = live  # unchanged cell: nothing to switch
+        return color, live is not None and color != live
 
     def apply(self, spec: ServeSpec) -> Service:
         """Create or update the service; returns its handle at once (the rollout goes on)."""
         existing = self.registry.find_by_name(self.name, spec.name)
-        stored = _spec_for_record(spec)
-        color = None
-        switching = False  # blue-green: the Service moves to the new colour once it is ready
-        if spec.strategy == "bluegreen":
-            live = self._live_color(spec.name)
-            color = "blue" if live is None else ("green" if live == "blue" else "blue")
-            if live is not None and existing is not None and existing.spec.get("applied_spec") == stored:
-                color = live  # unchanged cell: nothing to switch
-            switching = live is not None and color != live
+        stored = self._applied_spec(spec)
+        # blue-green: the Service moves to the new colour once it is ready (switching)
+        color, switching = self._color_for(spec)
         objects = self._manifests(spec, color)
         by_kind = {o["kind"]: o for o in objects}
         for obj in objects:
@@ -104,6 +148,8 @@ class K8sTier(ServeTier):
         if "HorizontalPodAutoscaler" not in by_kind:
             self._delete_quietly("HorizontalPodAutoscaler", spec.name)
         deployment = by_kind["Deployment"]["metadata"]["name"]
+        if not spec.sync and existing is not None and existing.spec.get("sync"):
+            self._delete_quietly("ConfigMap", f"{deployment}-sync")  # it stopped using --sync
         record = JobRecord(
             profile=self.name, tier=self.kind, job_id=spec.name, name=spec.name, kind="service",
             state=ServiceState.DEPLOYING.value,
@@ -144,8 +190,8 @@ class K8sTier(ServeTier):
             if status is None or status.state is not ServiceState.READY:
                 return
             self._apply_object(service_obj)
-            for kind in ("Deployment", "ConfigMap", "Secret"):
-                suffix = {"Deployment": "", "ConfigMap": "-code", "Secret": "-env"}[kind]
+            for kind, suffix in (("Deployment", ""), ("ConfigMap", "-code"), ("Secret", "-env"),
+                                 ("ConfigMap", "-sync")):
                 self._delete_quietly(kind, f"{name}-{old}{suffix}")
 
         thread = threading.Thread(target=switch, name=f"jt-bluegreen-{name}", daemon=True)
@@ -260,27 +306,61 @@ class K8sTier(ServeTier):
         pods = [pod] if pod else self._pod_names(record)
         if pod is not None and pod not in self._pod_names(record):
             raise JobNotFound(f"service {record.name} has no pod {pod!r}")
+        from .. import tier as tier_module
+
+        # Bounded: each pod's last lines (tailLines) within its share of the bytes (limitBytes).
+        budget = max(64 << 10, tier_module.MAX_SERVICE_LOG_BYTES // max(1, len(pods)))
+        want = tail if tail is not None else tier_module.MAX_SERVICE_LOG_LINES
         lines: list[tuple[tuple[str, int], str, str]] = []
+        cut = False
         for name in pods:
-            kwargs: dict[str, Any] = {"timestamps": True, "_preload_content": False}
-            if tail is not None:
-                kwargs["tail_lines"] = tail
-            try:
-                resp = self.client.call(self.client.core().read_namespaced_pod_log, name, ns,
-                                        verb="get", resource="pods/log", namespace=ns, **kwargs)
-            except ApiError as exc:
-                if exc.status in (400, 404):  # waiting to start, or gone: no log yet
-                    continue
-                raise
-            for raw in resp.data.decode("utf-8", errors="replace").splitlines():
+            got = self._pod_log_tail(name, ns, want, budget, tail is None)
+            if got is None:
+                continue
+            data, pod_cut = got
+            cut = cut or pod_cut
+            for raw in data.decode("utf-8", errors="replace").splitlines():
                 ts, text = split_timestamp(raw)
                 lines.append((timestamp_key(ts), name, text))
         lines.sort(key=lambda x: x[0])
         if tail is not None:
             lines = lines[-tail:] if tail > 0 else []
+        head = ""
+        if cut and (tail is None or len(lines) < tail):
+            head = tier_module.cut_marker(f"at most the last {want} lines and {budget / (1 << 20):g} MiB "
+                                          "of each pod's log are shown") + "\n"
         if pod is not None:
-            return "".join(text + "\n" for _, _, text in lines)
-        return "".join(f"{name}: {text}\n" for _, name, text in lines)
+            return head + "".join(text + "\n" for _, _, text in lines)
+        return head + "".join(f"{name}: {text}\n" for _, name, text in lines)
+
+    def _pod_log_tail(self, name: str, ns: str, want: int, budget: int, bounded: bool
+                      ) -> tuple[bytes, bool] | None:
+        """The end of one pod's log: its last ``want`` lines (``tailLines``) in at most
+        ``budget`` bytes (``limitBytes``). ``limitBytes`` keeps the *start* of what it limits, so
+        a window too large for it is asked again with fewer lines, until the newest lines fit.
+        Returns the bytes and whether earlier output was left out (``bounded``: ``want`` is the
+        reader's bound, not a ``tail`` asked for); None when the pod has no log yet."""
+        lines = max(0, want)
+        for _ in range(8):
+            try:
+                resp = self.client.call(self.client.core().read_namespaced_pod_log, name, ns,
+                                        verb="get", resource="pods/log", namespace=ns, timestamps=True,
+                                        tail_lines=lines, limit_bytes=budget, _preload_content=False,
+                                        # a --patch may add a sidecar, and then the API wants a name
+                                        container=CONTAINER_NAME)
+            except ApiError as exc:
+                if exc.status in (400, 404):  # waiting to start, or gone: no log yet
+                    return None
+                raise
+            data = bytes(resp.data)
+            if len(data) < budget:
+                full = data.count(b"\n") + (0 if data.endswith(b"\n") or not data else 1)
+                return data, lines < want or (bounded and full >= lines)
+            if lines <= 1:
+                break
+            # The window did not fit: ask again for about as many lines as did fit.
+            lines = max(1, min(lines - 1, data.count(b"\n") * 3 // 4))
+        return data[: data.rfind(b"\n") + 1] if b"\n" in data else data, True
 
     # --- actions -------------------------------------------------------------------------
     def scale(self, record: JobRecord, replicas: int) -> None:
@@ -421,7 +501,10 @@ class _Subscription:
 
 
 class _ServiceLogs:
-    """One PodLogFollower per pod of a service: started when a pod appears, stopped when it goes."""
+    """One PodLogFollower per pod of a service: started when a pod appears, drained when it
+    goes. Each follower is told the server container's state by the pod watch, so it opens a
+    stream only once the container has started and reopens only after a restart (or a dropped
+    stream): one log request per container start."""
 
     def __init__(self, client: KubeClient, namespace: str, service: str,
                  on_lines: Callable[[list[PodLogLine]], None]) -> None:
@@ -430,6 +513,7 @@ class _ServiceLogs:
         self.service = service
         self.on_lines = on_lines
         self.followers: dict[str, PodLogFollower] = {}
+        self._draining: list[PodLogFollower] = []
         self._lock = threading.Lock()
         self._stopped = False
 
@@ -452,19 +536,25 @@ class _ServiceLogs:
                 if follower is not None:
                     # Let it drain: the stream ends by itself once the container has stopped.
                     self.followers.pop(name)
+                    follower.drain()
+                    self._draining = [f for f in self._draining if f.alive] + [follower]
                 return
+            instance = container_instance(obj, CONTAINER_NAME)
             if follower is None:
-                follower = PodLogFollower(self.client, self.namespace, name, self.on_lines)
+                follower = PodLogFollower(self.client, self.namespace, name, self.on_lines,
+                                          container=CONTAINER_NAME)
+                follower.update(instance)
                 self.followers[name] = follower
                 follower.start()
             else:
-                follower.kick()
+                follower.update(instance)
 
     def stop(self) -> None:
         with self._lock:
             self._stopped = True
-            followers = list(self.followers.values())
+            followers = list(self.followers.values()) + self._draining
             self.followers.clear()
+            self._draining = []
         for follower in followers:
             follower.stop()
 
@@ -549,6 +639,22 @@ def _delete_fn(client: KubeClient, kind: str) -> Callable[..., Any]:
         "HorizontalPodAutoscaler": client.autoscaling().delete_namespaced_horizontal_pod_autoscaler,
     }
     return fns[kind]
+
+
+def _with_synced_files(spec: ServeSpec, objects: list[dict[str, Any]], profile: Profile
+                       ) -> list[dict[str, Any]]:
+    from ..sync import notebook_manifest
+    from .sync_render import with_synced_files
+
+    manifest, sources = notebook_manifest(spec.sync, profile.settings)
+    if manifest.total > 2_000_000:  # far over a ConfigMap: refuse before reading it all
+        return with_synced_files(objects, [(e.path, b"\0" * e.size, e.mode) for e in manifest.entries],
+                                 manifest.digest())
+    files = []
+    for e in manifest.entries:
+        with open(sources[e.path], "rb") as f:
+            files.append((e.path, f.read(), e.mode))
+    return with_synced_files(objects, files, manifest.digest())
 
 
 def _spec_for_record(spec: ServeSpec) -> dict[str, Any]:

@@ -7,7 +7,9 @@ when the server answers 410 Gone. :class:`NamespaceWatch` holds the three kinds 
 recomputes the status of the services an event touches and delivers it to their subscribers.
 :class:`PodLogFollower` follows one pod's log across container restarts with timestamps, reopening
 from shortly before the last line it delivered and skipping what it already delivered, so nothing
-is lost or repeated.
+is lost or repeated. Told the container's state by the pod watch, it opens a stream only once the
+container has started and reopens only for a new container instance or a dropped stream: one log
+request per container start (``kubectl logs -f`` makes one per pod).
 """
 
 from __future__ import annotations
@@ -94,9 +96,14 @@ class KindWatch:
 
     def __init__(self, client: KubeClient, kind: str, namespace: str, on_event: Listener, *,
                  label_selector: str | None = None, watch_timeout: int = 290,
-                 max_backoff: float = 30.0) -> None:
+                 max_backoff: float = 30.0, list_first: bool = True) -> None:
         self.client = client
         self.kind = kind
+        # Without list_first the kind is synced by one watch from resourceVersion 0, which the
+        # server opens with a synthetic ADDED per existing object (one request instead of two).
+        # Its end is not marked, and objects deleted while it was down are never reported
+        # DELETED: fine for Events, which only add detail and age out.
+        self.list_first = list_first
         self.namespace = namespace
         self.label_selector = label_selector
         self.on_event = on_event
@@ -154,7 +161,7 @@ class KindWatch:
         """One watch request; returns False when the server said 410 Gone (list again)."""
         self.watches += 1
         resp = self.client.call(
-            self._list_fn(), self.namespace, watch=True, resource_version=self.resource_version,
+            self._list_fn(), self.namespace, watch=True, resource_version=self.resource_version or "0",
             allow_watch_bookmarks=True, timeout_seconds=self.watch_timeout, _preload_content=False,
             _request_timeout=(self.client.request_timeout, self.watch_timeout + 30),
             verb="watch", resource=self.kind, namespace=self.namespace, **self._selector())
@@ -162,6 +169,9 @@ class KindWatch:
         if self._stop.is_set():  # stopped while this request was opening: stop() missed it
             _close_quietly(resp)
         self._recovered()
+        if not self.synced.is_set():  # a watch from 0 (list_first False): its ADDED events follow
+            self.synced.set()
+            self.attempted.set()
         try:
             for line in _lines(resp):
                 if self._stop.is_set():
@@ -197,7 +207,10 @@ class KindWatch:
         need_list = True
         while not self._stop.is_set():
             try:
-                if need_list:
+                if need_list and not self.list_first:
+                    self.resource_version = None  # watch from 0: every object again, as ADDED
+                    need_list = False
+                elif need_list:
                     self._list()
                     need_list = False
                     self._recovered()
@@ -255,7 +268,10 @@ class NamespaceWatch:
         self._ids = itertools.count(1)
         self._started = False
         selectors = {"deployments": MANAGED, "pods": MANAGED, "events": None}
-        self.kinds = {k: KindWatch(client, k, namespace, self._on_event, label_selector=selectors[k])
+        # Deployments and pods are listed first (a service's state needs all of them known);
+        # Events only add detail, so one watch from 0 syncs them (see KindWatch.list_first).
+        self.kinds = {k: KindWatch(client, k, namespace, self._on_event, label_selector=selectors[k],
+                                   list_first=k != "events")
                       for k in self.KINDS}
 
     # --- what the tier reads -------------------------------------------------------------
@@ -380,6 +396,29 @@ def _safe(fn: Callable[..., Any], *args: Any) -> None:
 
 # --- pod logs ------------------------------------------------------------------------------------
 
+Instance = tuple[str, int, bool]  # a container instance: (containerID, restartCount, running)
+_UNKNOWN: Any = object()
+# A stream that ended while the pod watch still says its container runs is taken for dropped
+# (and reopened) after this long: the watch reports an exit a moment after the stream ends.
+RECHECK_S = 5.0
+
+
+def container_instance(pod: dict[str, Any], container: str | None = None) -> Instance | None:
+    """The pod's container ``container`` (default: the first) as the pod watch sees it:
+    ``(containerID, restartCount, running)``; None until it has been created (no containerID:
+    still ContainerCreating, so there is no log to read yet)."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    statuses = [c for c in statuses if isinstance(c, dict)]
+    chosen = next((c for c in statuses if c.get("name") == container), None) if container else None
+    if chosen is None:
+        chosen = statuses[0] if statuses and container is None else None
+    if chosen is None or not chosen.get("containerID"):
+        return None
+    restarts = chosen.get("restartCount")
+    running = isinstance((chosen.get("state") or {}).get("running"), dict)
+    return str(chosen["containerID"]), restarts if isinstance(restarts, int) else 0, running
+
+
 def split_timestamp(line: str) -> tuple[str, str]:
     """``"2026-12-02T17:06:12.452000816Z text"`` -> (timestamp, text)."""
     ts, sep, text = line.partition(" ")
@@ -412,14 +451,23 @@ class PodLogFollower:
     at or before the last delivered timestamp are skipped (counting lines that share that exact
     timestamp), so a reopened stream, or the previous instance's log that a follow returns
     during CrashLoopBackOff, repeats nothing.
+
+    Once :meth:`update` has told it the container's state (the pod watch's), it opens a stream
+    only when the container has been created, and after a stream ends with its container it
+    waits for the next instance (a restart) instead of reopening; an error or a stream that ended
+    while the container still runs (after RECHECK_S) is reopened with back-off. Without
+    :meth:`update` it opens at once and reopens whenever a stream ends.
     """
 
     def __init__(self, client: KubeClient, namespace: str, pod: str,
                  on_lines: Callable[[list[PodLogLine]], None], *, since: str | None = None,
-                 tail: int | None = None, max_backoff: float = 5.0, idle_timeout: float = 300.0) -> None:
+                 tail: int | None = None, max_backoff: float = 5.0, idle_timeout: float = 300.0,
+                 container: str | None = None, recheck: float = RECHECK_S) -> None:
         self.client = client
         self.namespace = namespace
         self.pod = pod
+        self.container = container
+        self.recheck = recheck
         self.on_lines = on_lines
         self.last_ts = since or ""
         self.same_ts_count = 0
@@ -429,6 +477,8 @@ class PodLogFollower:
         # last timestamp, which loses nothing.
         self.idle_timeout = idle_timeout
         self.streams = 0
+        self._instance: Instance | None = _UNKNOWN
+        self._draining = False
         self._skip_same = 0
         self._stop = threading.Event()
         self._wake = threading.Event()
@@ -438,9 +488,27 @@ class PodLogFollower:
     def start(self) -> None:
         self._thread.start()
 
+    @property
+    def alive(self) -> bool:
+        return self._thread.is_alive()
+
     def kick(self) -> None:
         """The pod changed (a container started): reopen soon."""
         self._wake.set()
+
+    def update(self, instance: Instance | None) -> None:
+        """The pod watch's view of the container (see :func:`container_instance`)."""
+        self._instance = instance
+        self._wake.set()
+
+    def drain(self) -> None:
+        """The pod is gone: finish the stream that is open (its last lines), open no other."""
+        self._draining = True
+        self._wake.set()
+
+    def _idle(self, timeout: float | None) -> None:
+        self._wake.wait(timeout)
+        self._wake.clear()
 
     def stop(self) -> None:
         self._stop.set()
@@ -460,6 +528,8 @@ class PodLogFollower:
 
     def _open(self) -> Any:
         kwargs: dict[str, Any] = {"follow": True, "timestamps": True, "_preload_content": False}
+        if self.container:
+            kwargs["container"] = self.container
         if self.last_ts:
             # The client has no sinceTime (only sinceSeconds): go back from now to a little
             # before the last delivered line; _accept drops what was already delivered.
@@ -471,9 +541,36 @@ class PodLogFollower:
             _request_timeout=(self.client.request_timeout, self.idle_timeout),
             verb="get", resource="pods/log", namespace=self.namespace, **kwargs)
 
+    def _ready(self, ended: tuple[str, int] | None, ended_at: float) -> tuple[str, int] | bool:
+        """Whether to open a stream now: the instance to open it for (or True, no pod state
+        known); False after waiting a little for the pod watch to say more."""
+        instance = self._instance
+        if instance is _UNKNOWN:
+            return True
+        if instance is None:  # not created yet: the watch says when it is
+            self._idle(60.0)
+            return False
+        cid, restarts, running = instance
+        if (cid, restarts) == ended:
+            if not running:  # that instance is over: wait for the next one
+                self._idle(60.0)
+                return False
+            left = self.recheck - (time.monotonic() - ended_at)
+            if left > 0:  # most likely the watch has not yet reported the exit
+                self._idle(left)
+                return False
+        return cid, restarts
+
     def _run(self) -> None:
         backoff = 0.5
+        ended: tuple[str, int] | None = None  # the instance whose stream ended with it
+        ended_at = 0.0
         while not self._stop.is_set():
+            if self._draining:
+                return
+            opening = self._ready(ended, ended_at)
+            if opening is False:
+                continue
             delivered = False
             try:
                 resp = self._open()
@@ -498,6 +595,10 @@ class PodLogFollower:
                 finally:
                     self._resp = None
                     resp.release_conn()
+                if isinstance(opening, tuple) and not self._stop.is_set():
+                    # The stream ended with its container: read the next instance when it starts.
+                    ended, ended_at, backoff = opening, time.monotonic(), 0.5
+                    continue
             except ApiError as exc:
                 if exc.status == 404:
                     return  # the pod is gone
@@ -507,5 +608,4 @@ class PodLogFollower:
                     return
                 log.debug("log of %s dropped: %r", self.pod, exc)
             backoff = 0.5 if delivered else min(self.max_backoff, backoff * 2)
-            self._wake.wait(backoff)
-            self._wake.clear()
+            self._idle(backoff)

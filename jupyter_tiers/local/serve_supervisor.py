@@ -11,13 +11,18 @@ survives a kernel restart. Then, until it is asked to stop (a ``delete`` file, `
   ``PORT`` / ``JT_PORT`` (a shell body's ``{port}`` was already replaced by ``${PORT}``); its
   output goes, line by line and prefixed ``<replica>: ``, to ``service.log``;
 - its readiness is probed every second like a kubelet's probe: an HTTP GET of the asked path
-  (200-399 is ready) or a TCP connect to the port; three failures in a row make it not ready;
+  (200-399 is ready) or a TCP connect to the port; three failures in a row make it not ready.
+  A probe passes only if every socket listening on the port is open in the replica's own
+  processes (listeners.py): another local user can read the port and bind it first, and must
+  neither make the replica ready nor receive its traffic;
 - a replica that exits is restarted with the kubelet's back-off (backoff.py), shown meanwhile as
   ``CrashLoopBackOff``;
 - ``desired.json`` is re-read on SIGHUP (and when its mtime changes): a new revision is rolled out
   one replica at a time, a new replica ready before an old one goes (maxSurge 1, maxUnavailable
   0); a new replica count scales;
-- the front port (router.py) relays each connection to the ready replicas in turn;
+- the front port (router.py) relays each connection to the ready replicas in turn, checking the
+  replica's listening sockets again around each connection, and at most
+  ``$JUPYTER_TIERS_FRONT_MAX_CONNECTIONS`` (256) connections at once;
 - ``service.log`` is rotated once it passes ``LOG_MAX_BYTES`` (``$JUPYTER_TIERS_SERVICE_LOG_MAX``):
   it becomes ``service.log.1`` (replacing the one before) and a new one starts.
 
@@ -49,10 +54,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from . import processes, slurmenv
+from . import listeners, processes, slurmenv
 from .backoff import BackOff
 from .roundrobin import RoundRobin
-from .router import HOST, FrontPort
+from .router import HOST, MAX_CONNECTIONS, FrontPort
 from .wakeup import Wakeup
 
 DESIRED_FILE = "desired.json"
@@ -62,6 +67,7 @@ LOG_FILE = "service.log"
 ROTATED_LOG = "service.log.1"
 LOG_MAX_ENV = "JUPYTER_TIERS_SERVICE_LOG_MAX"
 LOG_MAX_BYTES = 64 << 20  # then service.log becomes service.log.1 (one kept, like a kubelet's rotation)
+FRONT_MAX_ENV = "JUPYTER_TIERS_FRONT_MAX_CONNECTIONS"
 PID_FILE = "supervisor.pid"
 SUPERVISOR_LOG = "supervisor.log"
 DELETE_FILE = "delete"
@@ -159,6 +165,7 @@ class Replica:
         self.incarnation = 0  # counts starts, so a probe's answer is matched to its process
         self.probing = False
         self.probed: tuple[int, str | None] | None = None  # (incarnation, problem), from a probe thread
+        self.listeners: frozenset[int] = frozenset()  # inodes of its listening sockets, once verified
 
     def report(self) -> dict[str, Any]:
         return {
@@ -189,10 +196,15 @@ class ServeSupervisor:
         self._subreaper = False
         self._saved: str = ""
         self._revisions: dict[str, dict[str, Any]] = {}
+        self._by_port: dict[int, Replica] = {}  # the ready replicas, for the front port's threads
         try:
             self.log_max = max(1024, int(os.environ.get(LOG_MAX_ENV) or LOG_MAX_BYTES))
         except ValueError:
             self.log_max = LOG_MAX_BYTES
+        try:
+            self.front_max = max(1, int(os.environ.get(FRONT_MAX_ENV) or MAX_CONNECTIONS))
+        except ValueError:
+            self.front_max = MAX_CONNECTIONS
 
     # --- signals ---------------------------------------------------------------------------
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -293,6 +305,7 @@ class ServeSupervisor:
             return
         replica.proc = proc
         replica.incarnation += 1
+        replica.listeners = frozenset()  # a new process: its sockets are verified afresh
         replica.phase = "Running"
         replica.started_at = time.time()
         replica.reason = None
@@ -364,18 +377,62 @@ class ServeSupervisor:
             if replica.phase == "Terminating" and replica.proc is None:
                 self.replicas.remove(replica)
 
-    def _kill_leftovers(self, group: int) -> None:
-        """SIGKILL what is left of a replica whose main process ended: the processes below the
-        supervisor (a subreaper: the replica's orphans are ours) still in its process group, as
-        a container runtime stops the whole container (a child would keep the port otherwise)."""
+    @staticmethod
+    def _below() -> list[tuple[int, bytes, bytes]]:
+        """(pid, parent, process group) of every process below the supervisor (a subreaper: the
+        replicas' orphans are ours)."""
+        found = []
         for pid in processes.descendants(os.getpid()):
             try:
                 fields = Path(f"/proc/{pid}/stat").read_bytes().rsplit(b")", 1)[-1].split()
             except OSError:
                 continue
-            if len(fields) > 2 and fields[2] == str(group).encode():
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.kill(pid, signal.SIGKILL)
+            if len(fields) > 2:
+                found.append((pid, fields[1], fields[2]))
+        return found
+
+    def _group_members(self, group: int) -> list[int]:
+        """The processes below the supervisor in process group ``group`` (a replica's: its main
+        process leads it)."""
+        return [pid for pid, _parent, pgrp in self._below() if pgrp == str(group).encode()]
+
+    def _kill_leftovers(self, group: int) -> None:
+        """SIGKILL what is left of a replica whose main process ended (its process group), as a
+        container runtime stops the whole container (a child would keep the port otherwise)."""
+        for pid in self._group_members(group):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+
+    def _replica_tree(self, replica: Replica) -> set[int]:
+        """The replica's processes: its main process, what runs below it, its process group, and
+        the orphans the supervisor adopted (a server that daemonized: setsid and its parent gone)
+        with what runs below them. All are this service's own processes."""
+        proc = replica.proc
+        if proc is None or proc.returncode is not None:
+            return set()
+        me, group = str(os.getpid()).encode(), str(proc.pid).encode()
+        mains = {r.proc.pid for r in list(self.replicas) if r.proc is not None}
+        below = self._below()
+        tree = {proc.pid, *processes.descendants(proc.pid)}
+        tree |= {pid for pid, _parent, pgrp in below if pgrp == group}
+        for pid, parent, _pgrp in below:
+            if parent == me and pid not in mains:
+                tree |= {pid, *processes.descendants(pid)}
+        return tree
+
+    def _verify(self, replica: Replica) -> tuple[frozenset[int] | None, str | None]:
+        """Whether the sockets listening on the replica's port are its own (listeners.py)."""
+        inodes, problem = listeners.verify_listener(replica.port, lambda: self._replica_tree(replica),
+                                                    replica.listeners)
+        if inodes is not None:
+            replica.listeners = inodes
+        return inodes, problem
+
+    def _verify_backend(self, port: int) -> frozenset[int] | None:
+        """For the front port: the verified listening sockets of the ready replica on ``port``
+        (checked now), or None (no such replica, or the port is not its own)."""
+        replica = self._by_port.get(port)
+        return None if replica is None else self._verify(replica)[0]
 
     def _restart_due(self) -> None:
         now = time.time()
@@ -421,7 +478,13 @@ class ServeSupervisor:
 
     def _probe_one(self, replica: Replica, incarnation: int, path: str | None) -> None:
         try:
-            problem = probe(replica.port, path)
+            # Not even a probe for a socket of another process; a port still closed is the
+            # probe's to report (the kubelet's words).
+            inodes, problem = self._verify(replica)
+            if inodes is not None or problem == listeners.nothing_listens(replica.port):
+                problem = probe(replica.port, path)
+                if problem is None:  # it answered: but was it the replica, still?
+                    problem = self._verify(replica)[1]
         except Exception as exc:  # a probe never takes the supervisor down
             problem = f"probe error: {exc!r}"
         replica.probed = (incarnation, problem)
@@ -501,7 +564,8 @@ class ServeSupervisor:
         }
         try:
             self.front = FrontPort.round_robin(self.balancer, int(self.desired.get("port") or 0),
-                                               fallback=True).start()
+                                               fallback=True, verify=self._verify_backend,
+                                               max_connections=self.front_max).start()
             self.state["front_port"] = self.front.port
             self._save(force=True)
             while True:
@@ -515,8 +579,9 @@ class ServeSupervisor:
                 self._kill_late()
                 self._forget_revisions()
                 self._rotate_log()
-                self.balancer.set_backends([r.port for r in self.replicas
-                                            if r.ready and r.phase == "Running"])
+                serving = {r.port: r for r in self.replicas if r.ready and r.phase == "Running"}
+                self._by_port = serving
+                self.balancer.set_backends(list(serving))
                 self._save()
                 self._wait(TICK_S)
         except BaseException as exc:  # record the end whatever happened
@@ -527,6 +592,7 @@ class ServeSupervisor:
         return 0
 
     def _shutdown(self) -> None:
+        self._by_port = {}
         self.balancer.set_backends([])
         if self.front is not None:
             self.front.close()

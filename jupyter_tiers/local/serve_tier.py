@@ -41,11 +41,11 @@ from ..registry import JobRecord, Registry, spec_for_record
 from ..servespec import validate_serve_spec
 from ..servestatus import summary_line
 from ..tier import ServeTier
-from . import jobstate, processes
+from . import jobstate, listeners, processes
 from . import serve_supervisor as ssv
 from .router import FrontPort
 from .serve_status import service_status
-from .tier import check_workdir_owner, local_workdir
+from .tier import check_private_dir, check_workdir_owner, local_workdir
 
 MAX_REPLICAS = 64  # every replica is a process on this machine
 LAUNCH_TIMEOUT = 60.0
@@ -58,7 +58,7 @@ PORT_TOKEN = "{port}"
 
 # ServeSpec fields that only mean something on a cluster: accepted, shown as not applied.
 NOT_APPLIED = ("image", "gpus", "cpu", "memory", "secret_env", "autoscale", "image_pull_policy",
-               "node_selector", "tolerations", "patch")
+               "node_selector", "tolerations", "patch", "sync")
 _SERVE_DEFAULTS = frozenset(profile_keys(SERVE_OPTIONS))
 
 
@@ -79,6 +79,8 @@ def not_applied(spec: ServeSpec) -> list[str]:
             value = f"{len(value)} toleration{'s' if len(value) != 1 else ''}"
         elif name == "patch":
             value = "(a patch)"
+        elif name == "sync":  # the replicas run on this machine; nothing is copied for them
+            value = ",".join(value)
         out.append(f"{name}={value}")
     if spec.strategy != "rolling":
         out.append(f"strategy={spec.strategy} (rolled one replica at a time)")
@@ -178,14 +180,17 @@ class LocalServeTier(ServeTier):
         and closed to others; a symlink planted in its place is refused."""
         root = self.workdir.parent
         try:
-            root.mkdir(parents=True, exist_ok=True, mode=0o700)
+            if not os.path.lexists(root):
+                root.mkdir(parents=True, exist_ok=True, mode=0o700)
             check_workdir_owner(root)
             svcdir = self.workdir / name
-            for path in (self.workdir, svcdir):
-                if path.is_symlink():
-                    raise SubmitError(f"{path} is a symlink; remove it (services are kept in real "
-                                      "directories of your own)")
-                path.mkdir(exist_ok=True, mode=0o700)
+            # Each component checked with lstat (a symlink refused, never followed), then its
+            # owner and mode: another user's directory here would hold our code and log.
+            for path, what in ((self.workdir, "the services directory"),
+                               (svcdir, f"the directory of service {name}")):
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(path, 0o700)
+                check_private_dir(path, what)
         except OSError as exc:
             raise SubmitError(f"cannot prepare {self.workdir / name}: {exc.strerror or exc}") from None
         return svcdir
@@ -408,10 +413,11 @@ class LocalServeTier(ServeTier):
         return {str(r.get("name")) for r in state.get("replicas") or [] if isinstance(r, dict)}
 
     def service_logs(self, record: JobRecord, pod: str | None = None, tail: int | None = None) -> str:
-        data = b""
-        for name in (ssv.ROTATED_LOG, ssv.LOG_FILE):  # the rotated part first
-            with contextlib.suppress(FileNotFoundError):
-                data += (Path(record.jobdir) / name).read_bytes()
+        from .. import tier as tier_module
+
+        limit = tier_module.MAX_SERVICE_LOG_BYTES
+        data, cut = tail_bytes([Path(record.jobdir) / name for name in (ssv.ROTATED_LOG, ssv.LOG_FILE)],
+                               limit)
         lines = data.decode("utf-8", errors="replace").splitlines()
         if pod is not None:
             prefix = f"{pod}: "
@@ -421,6 +427,9 @@ class LocalServeTier(ServeTier):
             lines = mine
         if tail is not None:
             lines = lines[-tail:] if tail > 0 else []
+        if cut and (tail is None or len(lines) < tail):
+            shown = f"the last {limit / (1 << 20):g} MiB of the log are shown"
+            lines.insert(0, tier_module.cut_marker(shown))
         return "".join(line + "\n" for line in lines)
 
     # --- actions ---------------------------------------------------------------------------
@@ -477,8 +486,18 @@ class LocalServeTier(ServeTier):
         front_port = int(front.rsplit(":", 1)[1])
         if local_port in (0, front_port):
             return front
+        state = ssv.read_json(Path(record.jobdir) / ssv.STATE_FILE) or {}
+        pid, start = state.get("pid"), state.get("pid_start")
+
+        def supervisor() -> list[int]:
+            alive = isinstance(pid, int) and processes.process_alive(pid, start)
+            return [pid] if alive and isinstance(pid, int) else []
+
+        def verify(port: int) -> frozenset[int] | None:  # the front port is still the supervisor's
+            return listeners.verify_listener(port, supervisor)[0]
+
         try:
-            forward = FrontPort(lambda: [front_port], local_port).start()
+            forward = FrontPort(lambda: [front_port], local_port, verify=verify).start()
         except OSError as exc:
             raise TiersError(f"cannot listen on 127.0.0.1:{local_port}: {exc.strerror or exc}") from None
         self._forwards.append(forward)
@@ -626,3 +645,29 @@ def _tail(path: Path, limit: int = 800) -> str:
         return ""
 
 
+
+
+def tail_bytes(paths: Sequence[Path], limit: int) -> tuple[bytes, bool]:
+    """The last ``limit`` bytes of ``paths`` read one after the other (a missing one is empty),
+    from the first line that starts in them, and whether earlier bytes were left out."""
+    sizes = []
+    for path in paths:
+        try:
+            sizes.append(path.stat().st_size)
+        except FileNotFoundError:
+            sizes.append(0)
+    skip = max(0, sum(sizes) - limit)
+    cut = skip > 0
+    parts = []
+    for path, size in zip(paths, sizes, strict=True):
+        if skip >= size:
+            skip -= size
+            continue
+        with contextlib.suppress(FileNotFoundError), open(path, "rb") as f:
+            f.seek(skip)
+            parts.append(f.read(size - skip))  # bounded: a file that grew meanwhile is read to here
+        skip = 0
+    data = b"".join(parts)
+    if cut:
+        data = data[data.find(b"\n") + 1:] if b"\n" in data else b""
+    return data, cut

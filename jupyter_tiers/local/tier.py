@@ -20,6 +20,7 @@ import fcntl
 import os
 import shlex
 import signal
+import stat
 import subprocess
 import sys
 import threading
@@ -93,16 +94,28 @@ def _open_private(path: Path, flags: int) -> int:
     return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
 
 
-def check_workdir_owner(workdir: Path) -> None:
-    """The local workdir must be the user's own and closed to others: jobs, counter and env.sh
-    live there, and another user's files (a planted symlink) must not be written through."""
-    info = workdir.stat()
+def check_private_dir(path: Path, what: str = "the local workdir") -> None:
+    """``path`` itself (``lstat``: a symlink is refused, never followed) is a directory of the
+    user's own that group and others cannot write: jobs, services, the counter and env.sh live
+    there, and another user's files (a planted symlink, their own directory) must not be
+    written through."""
+    info = os.lstat(path)
+    if stat.S_ISLNK(info.st_mode):
+        raise SubmitError(f"{what} {path} is a symlink; use a real directory of your own (the "
+                          "link's target is not checked or followed)")
+    if not stat.S_ISDIR(info.st_mode):
+        raise SubmitError(f"{what} {path} is not a directory")
     if info.st_uid != os.getuid():
-        raise SubmitError(f"the local workdir {workdir} belongs to uid {info.st_uid}, not to you; "
+        raise SubmitError(f"{what} {path} belongs to uid {info.st_uid}, not to you; "
                           "set the profile's workdir to a directory of your own")
     if info.st_mode & 0o022:
-        raise SubmitError(f"the local workdir {workdir} is writable by group or others (mode "
+        raise SubmitError(f"{what} {path} is writable by group or others (mode "
                           f"{info.st_mode & 0o777:o}); chmod go-w it or use a private directory")
+
+
+def check_workdir_owner(workdir: Path) -> None:
+    """The local workdir must be the user's own real directory, closed to others."""
+    check_private_dir(workdir, "the local workdir")
 
 
 def _program(spec: JobSpec, jobdir: Path | str) -> list[str]:
@@ -175,6 +188,18 @@ def render_batch(spec: JobSpec) -> str:
     if spec.setup:
         lines += ["", "# setup from the profile", *spec.setup]
     return "\n".join(lines) + "\n"
+
+
+SYNC_DIR = "code"  # --sync: the copy of the notebook's files in the job (or array) directory
+
+
+def _sync_lines(spec: JobSpec, tree: str) -> str:
+    """job.sh's last lines with --sync: the ranks start in the copy, which is on PYTHONPATH."""
+    if not spec.sync:
+        return ""
+    from ..sync import shell_lines
+
+    return "\n".join(["", *shell_lines(tree)]) + "\n"
 
 
 def _wrap_names(names: Sequence[str], width: int = 96) -> list[str]:
@@ -252,13 +277,21 @@ class LocalTier(BatchTier):
     def render(self, spec: JobSpec) -> str:
         plan = plan_of(spec)
         if plan is None:
-            return render_batch(spec)
+            return render_batch(spec) + _sync_lines(spec, '"$JT_JOB_DIR/code"')
         limit = f", at most {plan.limit} at once" if plan.limit else ""
         tasks = ", ".join(plan.labels[:8]) + (", ..." if len(plan) > 8 else "")
         shebang, _, rest = render_batch(spec).partition("\n")
         return (f"{shebang}\n# An array of {len(plan)} tasks{limit} ({tasks}): each runs this batch "
                 "step in its own job directory\n# tasks/<i>, with JT_PARAMS (JSON) and "
                 "SLURM_ARRAY_TASK_ID; a Python body sees its parameters as the dict params.\n" + rest)
+
+    def _sync_manifest(self, spec: JobSpec) -> tuple[Any, dict[str, str]] | None:
+        """--sync: the notebook's files to copy (size cap and ignore rules applied), or None."""
+        if not spec.sync:
+            return None
+        from ..sync import notebook_manifest
+
+        return notebook_manifest(spec.sync, self.profile.settings)
 
     def _new_jobdir(self, name: str) -> tuple[str, Path]:
         """The next job id (a counter under a lock) and its fresh directory."""
@@ -269,9 +302,10 @@ class LocalTier(BatchTier):
                               f"{exc.strerror or exc} ({exc.filename})") from None
 
     def _next_jobdir(self, name: str) -> tuple[str, Path]:
-        if not self.workdir.is_dir():
+        if not os.path.lexists(self.workdir):  # a symlink there is refused below, not followed
             # 0710: the user's group may traverse to the checkpoints, not list the jobs.
             self.workdir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            check_workdir_owner(self.workdir)
             self.workdir.chmod(0o710)
         check_workdir_owner(self.workdir)
         with os.fdopen(_open_private(self.workdir / _COUNTER_LOCK, os.O_RDWR | os.O_CREAT), "r+") as lock:
@@ -307,7 +341,12 @@ class LocalTier(BatchTier):
         script = self.render(spec)
         files = job_files(spec)
         files[jobstate.BATCH_FILE] = (script, 0o600)
+        synced = self._sync_manifest(spec)
         job_id, jobdir = self._new_jobdir(spec.name)
+        if synced is not None:  # --sync: a copy, so editing the notebook's files changes no job
+            from ..sync import copy_tree
+
+            copy_tree(*synced, jobdir / SYNC_DIR)
         for fname, (content, mode) in files.items():
             fd = os.open(jobdir / fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -361,8 +400,13 @@ class LocalTier(BatchTier):
         plan = plan_of(spec)
         assert plan is not None
         script = self.render(spec)
+        synced = self._sync_manifest(spec)
         array_id, arraydir = self._new_jobdir(spec.name)
         (arraydir / TASKS_DIR).mkdir(mode=0o700)
+        if synced is not None:  # one copy for every task
+            from ..sync import copy_tree
+
+            copy_tree(*synced, arraydir / SYNC_DIR)
         now = time.time()
         for i, params in zip(plan.indices, plan.params, strict=True):
             task_id, taskdir = f"{array_id}_{i}", arraydir / TASKS_DIR / str(i)
@@ -380,7 +424,8 @@ class LocalTier(BatchTier):
                     ("JT_PARAMS", params_json(params)), ("SLURM_ARRAY_JOB_ID", array_id),
                     ("SLURM_ARRAY_TASK_ID", str(i)), ("SLURM_ARRAY_TASK_COUNT", str(len(plan))),
                     ("SLURM_ARRAY_TASK_MIN", str(plan.indices[0])),
-                    ("SLURM_ARRAY_TASK_MAX", str(plan.indices[-1])))), 0o600)
+                    ("SLURM_ARRAY_TASK_MAX", str(plan.indices[-1])))) + _sync_lines(
+                        spec, shlex.quote(str(arraydir / SYNC_DIR))), 0o600)
             self._write_job_dir(task_spec, taskdir, task_id, files, now)
         with os.fdopen(_open_private(arraydir / ARRAY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL), "w",
                        encoding="utf-8") as f:
@@ -579,6 +624,12 @@ class LocalTier(BatchTier):
         return list(lines)
 
     # --- cancel --------------------------------------------------------------------------
+    def list_files(self, record: JobRecord) -> list[Any]:
+        return _list_files(record)
+
+    def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
+        return _file_chunks(record, name, offset)
+
     def cancel(self, record: JobRecord) -> None:
         """Ask the supervisor to stop every rank (no error if the job already ended)."""
         jobdir = Path(record.jobdir)
@@ -595,6 +646,18 @@ class LocalTier(BatchTier):
                 os.kill(pid, signal.SIGTERM)
         else:
             self._scheduler_info(record)  # a lost supervisor: stop what is left, record it
+
+
+def _list_files(record: JobRecord) -> list[Any]:
+    from ..files import list_local
+
+    return list_local(record.jobdir, decode_detail(record.detail)[0])
+
+
+def _file_chunks(record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
+    from ..files import local_chunks, remote_path
+
+    return local_chunks(remote_path(name, record.jobdir, decode_detail(record.detail)[0]), offset)
 
 
 def _newest_checkpoint(directory: str) -> str | None:

@@ -2,8 +2,8 @@
 
 ``jupyter tiers sandbox up|down|status [--nodes N] [--cpus C]`` runs ``cluster.sh`` next to this
 file and, after ``up``, writes a ready ``sandbox`` profile into ``~/.jupyter/tiers.yaml`` (with
-``--lab``: the shared students' profile into ``/etc/jupyter/tiers.yaml``). ``sandbox add-user NAME``
-and ``remove-user NAME`` make a Unix user a lab student or not (lab.py).
+``--lab``: the shared students' profile into ``/etc/jupyter/tiers.yaml``). ``sandbox add-user NAME
+[--allow-shared-group]`` and ``remove-user NAME`` make a Unix user a lab student or not (lab.py).
 """
 
 from __future__ import annotations
@@ -52,7 +52,9 @@ def sandbox_profile(env: dict[str, str]) -> dict[str, Any]:
         "defaults": {"partition": "debug", "time": "00:30:00", "python": sys.executable},
     }
     if sys.prefix != sys.base_prefix:  # a venv: put its tools (torchrun) on the nodes' PATH
-        profile["setup"] = [f"source {Path(sys.prefix) / 'bin' / 'activate'}"]
+        from .lab import venv_setup
+
+        profile["setup"] = venv_setup(sys.prefix)
     return profile
 
 
@@ -78,7 +80,8 @@ def write_profile(path: Path, profile: dict[str, Any], name: str = PROFILE_NAME)
 
 
 def main(argv: list[str]) -> int:
-    """``sandbox up|down|status [--nodes N] [--cpus C] [--lab]``, ``sandbox add-user|remove-user NAME``."""
+    """``sandbox up|down|status [--nodes N] [--cpus C] [--lab]``, ``sandbox add-user NAME
+    [--allow-shared-group]``, ``sandbox remove-user NAME``."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="jupyter tiers sandbox",
@@ -89,6 +92,9 @@ def main(argv: list[str]) -> int:
                         help="up: write the students' shared profile into /etc/jupyter/tiers.yaml")
     parser.add_argument("--nodes", type=int, help="number of nodes (default 4)")
     parser.add_argument("--cpus", type=int, help="CPUs per node (default 8)")
+    parser.add_argument("--allow-shared-group", action="store_true",
+                        help="add-user: accept a user whose primary group others share (they could "
+                             "read the user's checkpoints, which are group-readable)")
     parser.add_argument("--config", type=Path, default=Path("~/.jupyter/tiers.yaml").expanduser(),
                         help="tiers.yaml to write the 'sandbox' profile into")
     args = parser.parse_args(argv)
@@ -98,6 +104,8 @@ def main(argv: list[str]) -> int:
         parser.error(f"'{args.action}' takes no user name (only add-user and remove-user do)")
     if args.lab and args.action != "up":
         parser.error("--lab only goes with 'up'")
+    if args.allow_shared_group:
+        parser.error("--allow-shared-group only goes with 'add-user'")
     script_args = [args.action]
     if args.action == "up":
         if args.nodes:
@@ -132,9 +140,15 @@ def _lab_command(parser: Any, args: Any) -> int:
     if args.name is None:
         parser.error(f"{args.action} needs a user name: jupyter tiers sandbox {args.action} NAME")
     if args.nodes or args.cpus or args.lab:
-        parser.error(f"{args.action} takes only a user name")
+        parser.error(f"{args.action} takes only a user name"
+                     + (" (and --allow-shared-group)" if args.action == "add-user" else ""))
+    if args.allow_shared_group and args.action != "add-user":
+        parser.error("--allow-shared-group only goes with 'add-user'")
     try:
-        (add_user if args.action == "add-user" else remove_user)(args.name)
+        if args.action == "add-user":
+            add_user(args.name, allow_shared_group=args.allow_shared_group)
+        else:
+            remove_user(args.name)
     except LabError as exc:
         print(f"jupyter tiers sandbox {args.action}: {exc}", file=sys.stderr)
         return 1

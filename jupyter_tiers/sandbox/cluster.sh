@@ -375,6 +375,10 @@ SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
 CredType=cred/munge
+# A requeued job may start again only cred_expire+1 s later (slurm.conf(5), AuthInfo; default 120 s,
+# which every requeue test and a preempted student's job would wait out). Step credentials reach
+# the slurmds over loopback, far inside 30 s even on a loaded machine.
+AuthInfo=cred_expire=30
 StateSaveLocation=$STATE/ctld
 SlurmdSpoolDir=$STATE/slurmd/%n
 SlurmctldPidFile=$RUN/slurmctld.pid

@@ -2,6 +2,9 @@
 
 ``jupyter tiers sandbox add-user NAME`` (root) makes an existing Unix user a lab student:
 
+- first, a refusal if the user's primary group is shared with other users (checkpoints are
+  group-readable by design, so they could read them) unless ``--allow-shared-group``, which
+  turns it into a warning line;
 - a Slurm association (account :data:`LAB_ACCOUNT`) in slurmdbd, so the user may submit (the box
   enforces associations);
 - an SSH key pair made *by the user* (``ssh-keygen`` runs as them, so root never writes into a
@@ -10,25 +13,33 @@
   reads for that login name only: the key logs in as the student, never as anyone else;
 - a check that the student logs in as themselves and that ``sbatch --test-only`` accepts them;
 - the shared ``sandbox`` profile in ``/etc/jupyter/tiers.yaml`` (no ``user``: ssh logs in as
-  whoever runs Jupyter; ``identity_file: ~/.ssh/jupyter_tiers_lab``, ``~`` being theirs).
+  whoever runs Jupyter; ``identity_file: ~/.ssh/jupyter_tiers_lab``, ``~`` being theirs), with
+  this Python (and a quoted ``source`` of its venv) only if every component of its paths is
+  root's and writable by nobody else (:func:`trusted_path_problem`), else ``python3``;
+- the shared ``sandbox-serve`` profile next to it, which the lab notebook serves its trained model
+  from: a local profile whose ``path_map`` covers every added student's home (the box's job
+  directories are on this machine's disk, at the same paths), :func:`lab_serve_profile`.
 
 Everything is idempotent. ``sandbox remove-user NAME`` removes the association and the
 authorisation (the student's own key files are theirs and stay).
 
 The pure parts (:func:`check_user_name`, :func:`lab_profile`, :func:`authorized_line`,
-:func:`parse_public_key`, :func:`shadow_locked`) are separated from the commands that run.
+:func:`parse_public_key`, :func:`shadow_locked`, :func:`trusted_path_problem` with its
+``lstat`` passed in, :func:`group_sharers`) are separated from the commands that run.
 """
 
 from __future__ import annotations
 
+import grp
 import os
 import pwd
 import re
+import shlex
 import shutil
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,6 +49,7 @@ from ..errors import TiersError
 LAB_ACCOUNT = "jtlab"
 LAB_KEY = "~/.ssh/jupyter_tiers_lab"
 LAB_PROFILE = "sandbox"
+LAB_SERVE_PROFILE = "sandbox-serve"  # examples/teaching_lab.ipynb serves its model from it
 SYSTEM_CONFIG = Path("/etc/jupyter/tiers.yaml")
 _KEY_NAME = LAB_KEY.removeprefix("~/")
 # useradd's default NAME_REGEX (Debian's adduser is stricter still): what a login name may be.
@@ -108,38 +120,155 @@ def lab_profile(env: dict[str, str], python: str, setup: Sequence[str] = ()) -> 
     return profile
 
 
+def lab_serve_profile(homes: Iterable[str], old: Any = None) -> dict[str, Any]:
+    """The shared ``sandbox-serve`` local profile: its ``path_map`` maps each student's home (where
+    their ``~/jupyter-tiers`` job directories are, on the box and on this machine alike) to itself,
+    keeping the homes an ``old`` profile already mapped."""
+    path_map: dict[str, str] = {}
+    if isinstance(old, dict) and isinstance(old.get("path_map"), dict):
+        path_map.update({k: v for k, v in old["path_map"].items() if isinstance(k, str)})
+    for home in homes:
+        path_map[home] = home
+    return {
+        "tier": "local",
+        "description": "teaching lab: serve a model trained on the cluster in a box (same disk)",
+        "path_map": dict(sorted(path_map.items())),
+    }
+
+
 # --- this machine -----------------------------------------------------------------------------
 
-def others_can_run(path: Path) -> bool:
-    """Whether any user may execute ``path``: every directory on its real path is searchable by
-    others and the file is readable and executable by them."""
+# The end of a path the lab hands to every student: a program they run, a file their jobs read
+# (the venv's activate script, the standard library) or a directory their jobs import from.
+PATH_WANTS = {"exec": 0o005, "read": 0o004, "dir": 0o005}
+_MAX_LINKS = 40  # as the kernel's path walk
+
+
+def trusted_path_problem(path: str | Path, want: str = "exec", *,
+                         lstat: Callable[[str], os.stat_result] = os.lstat,
+                         readlink: Callable[[str], str] = os.readlink) -> str | None:
+    """Why ``path`` may not be written into the students' shared profile, or None.
+
+    Every component from ``/``, and every component of each symbolic link's target (followed by
+    hand with ``lstat``, never ``stat``), must belong to root and be writable by nobody else (no
+    group or other write bit, sticky or not): otherwise its owner or group could swap what every
+    student runs. Each directory must let others enter it; the end must be what ``want`` says: a
+    regular file others may run (``exec``) or read (``read``), or a directory they may read
+    (``dir``). ``lstat`` and ``readlink`` are parameters for tests.
+    """
+    if want not in PATH_WANTS:
+        raise ValueError(f"want is one of {', '.join(PATH_WANTS)}")
+    text = str(path)
+    if not text.startswith("/"):
+        return f"{text!r} is not an absolute path"
+    pending = [part for part in reversed(text.split("/")) if part]
+    done, links = "/", 0
+    while True:
+        try:
+            info = lstat(done)
+        except OSError as exc:
+            return f"{done}: {exc.strerror or exc}"
+        if info.st_uid != 0:
+            return f"{done} belongs to uid {info.st_uid}, not root"
+        if stat.S_ISLNK(info.st_mode):
+            links += 1
+            if links > _MAX_LINKS:
+                return f"{text}: more than {_MAX_LINKS} symbolic links (a loop?)"
+            try:
+                target = readlink(done)
+            except OSError as exc:
+                return f"{done}: {exc.strerror or exc}"
+            pending.extend(part for part in reversed(target.split("/")) if part)
+            done = "/" if target.startswith("/") else os.path.dirname(done)
+            continue
+        if info.st_mode & 0o022:
+            return f"{done} is writable by its group or others (mode {stat.S_IMODE(info.st_mode):04o})"
+        if not pending:
+            break
+        if not stat.S_ISDIR(info.st_mode):
+            return f"{done} is not a directory"
+        if not info.st_mode & stat.S_IXOTH:
+            return f"other users cannot enter {done} (mode {stat.S_IMODE(info.st_mode):04o})"
+        part = pending.pop()
+        if part == "..":
+            done = os.path.dirname(done)
+        elif part != ".":
+            done = os.path.join(done, part)
+    kind_ok = stat.S_ISDIR(info.st_mode) if want == "dir" else stat.S_ISREG(info.st_mode)
+    if not kind_ok:
+        return f"{done} is not {'a directory' if want == 'dir' else 'a regular file'}"
+    if info.st_mode & PATH_WANTS[want] != PATH_WANTS[want]:
+        verb = {"exec": "run", "read": "read", "dir": "list"}[want]
+        return f"other users cannot {verb} {done} (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None
+
+
+def lab_python_paths() -> list[tuple[Path, str]]:
+    """What the students' jobs run and read of this Python, with what they need of each: the
+    interpreter, its standard library, and in a venv its configuration, activate script and
+    site-packages directory (not every file below it)."""
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    paths = [(Path(sys.executable), "exec"), (Path(sys.base_prefix) / "lib" / version / "os.py", "read")]
+    if sys.prefix != sys.base_prefix:
+        venv = Path(sys.prefix)
+        paths += [(venv / "pyvenv.cfg", "read"), (venv / "bin" / "activate", "read"),
+                  (venv / "lib" / version / "site-packages", "dir")]
+    return paths
+
+
+def lab_python(check: Callable[[Path, str], str | None] = trusted_path_problem,
+               ) -> tuple[str, list[str], str | None]:
+    """(python, setup, note) for the lab profile: this Python (and its venv, the ``source`` line
+    quoted) when ``check`` (:func:`trusted_path_problem`) finds nothing wrong with any of
+    :func:`lab_python_paths`, else ``python3`` from the nodes' PATH with a note saying why."""
+    from ..errors import SpecError
+    from ..jobspec import validate_spec
+    from ..model import JobSpec
+
+    try:  # the path as a job's --python takes it, or every student's job would be refused
+        validate_spec(JobSpec("pass", python=sys.executable))
+        problem = None
+    except SpecError as exc:
+        problem = exc.problem
+    for path, want in lab_python_paths():
+        problem = problem or check(path, want)
+    if problem is not None:
+        return "python3", [], (f"{sys.executable} is not safe for every student to use ({problem}), "
+                               "so the students' jobs run python3 from the nodes' PATH")
+    return sys.executable, venv_setup(sys.prefix) if sys.prefix != sys.base_prefix else [], None
+
+
+def venv_setup(prefix: str) -> list[str]:
+    """The setup line that activates the venv at ``prefix``, as one quoted shell word."""
+    return [f"source {shlex.quote(str(Path(prefix) / 'bin' / 'activate'))}"]
+
+
+def group_sharers(name: str, gid: int, users: Iterable[tuple[str, int, int]],
+                  members: Iterable[str]) -> list[str]:
+    """The other non-root users who can read what ``name``'s primary group ``gid`` may: those
+    whose primary group it is too (``users``: name, uid, gid) and its listed members."""
+    users = list(users)
+    root = {user for user, uid, _ in users if uid == 0}
+    found = {user for user, uid, ugid in users if ugid == gid and uid != 0}
+    found.update(members)
+    return sorted(found - root - {name})
+
+
+def shared_group_problem(pw: pwd.struct_passwd) -> str | None:
+    """Why ``pw``'s primary group is not theirs alone, or None. A rank's umask is 027 (jobdir.py),
+    so checkpoints are group-readable by design: with a shared group, others could read them."""
     try:
-        real = Path(os.path.realpath(path))
-        if (real.stat().st_mode & 0o005) != 0o005:
-            return False
-        return all(parent.stat().st_mode & stat.S_IXOTH for parent in real.parents)
-    except OSError:
-        return False
-
-
-def lab_python() -> tuple[str, list[str], str | None]:
-    """(python, setup, note) for the lab profile: this Python (and its venv) when every student may
-    run it, else ``python3`` from the nodes' PATH with a note saying why."""
-    base = Path(sys.base_prefix) / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
-    if others_can_run(Path(sys.executable)) and _others_can_read(base / "os.py"):
-        setup = [f"source {Path(sys.prefix) / 'bin' / 'activate'}"] if sys.prefix != sys.base_prefix else []
-        return sys.executable, setup, None
-    return "python3", [], (f"{sys.executable} is not usable by other users, so the students' jobs "
-                           "run python3 from the nodes' PATH")
-
-
-def _others_can_read(path: Path) -> bool:
-    try:
-        real = Path(os.path.realpath(path))
-        return bool(real.stat().st_mode & stat.S_IROTH) and all(
-            parent.stat().st_mode & stat.S_IXOTH for parent in real.parents)
-    except OSError:
-        return False
+        group = grp.getgrgid(pw.pw_gid)
+        label, members = f"{group.gr_name} (gid {pw.pw_gid})", list(group.gr_mem)
+    except KeyError:
+        label, members = f"gid {pw.pw_gid}", []
+    users = [(u.pw_name, u.pw_uid, u.pw_gid) for u in pwd.getpwall()]
+    sharers = group_sharers(pw.pw_name, pw.pw_gid, users, members)
+    if not sharers:
+        return None
+    shown = ", ".join(sharers[:5]) + (f" and {len(sharers) - 5} more" if len(sharers) > 5 else "")
+    return (f"{pw.pw_name}'s primary group {label} is shared with {shown}, who could read "
+            f"{pw.pw_name}'s checkpoints (they are group-readable by design)")
 
 
 # --- commands (root) ----------------------------------------------------------------------------
@@ -323,23 +452,40 @@ def check_login(pw: pwd.struct_passwd, key: Path, cluster: Cluster) -> str:
     return pw.pw_name
 
 
-def write_lab_config(cluster: Cluster, path: Path = SYSTEM_CONFIG) -> tuple[bool, str | None]:
-    """Write the shared ``sandbox`` profile into ``path`` (0644): (changed, note about python)."""
+def write_lab_config(cluster: Cluster, path: Path = SYSTEM_CONFIG,
+                     home: str | None = None) -> tuple[bool, str | None]:
+    """Write the shared ``sandbox`` profile into ``path`` (0644) and, once a student's ``home``
+    is known, ``sandbox-serve`` with that home added to its path_map: (changed, note about python)."""
+    import yaml
+
     from . import write_profile
 
     python, setup, note = lab_python()
     path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
     changed = write_profile(path, lab_profile(cluster.env, python, setup), LAB_PROFILE)
+    if home is not None:
+        data = yaml.safe_load(path.read_text()) or {}
+        old = (data.get("profiles") or {}).get(LAB_SERVE_PROFILE)
+        serve = lab_serve_profile([home], old)
+        changed = write_profile(path, serve, LAB_SERVE_PROFILE) or changed
     os.chmod(path, 0o644)
     return changed, note
 
 
-def add_user(name: str, say: Callable[[str], None] = print, config: Path = SYSTEM_CONFIG) -> None:
-    """``sandbox add-user NAME``: see the module docstring. Prints each step's outcome."""
+def add_user(name: str, say: Callable[[str], None] = print, config: Path = SYSTEM_CONFIG, *,
+             allow_shared_group: bool = False) -> None:
+    """``sandbox add-user NAME``: see the module docstring. Prints each step's outcome. A user
+    whose primary group others share is refused unless ``allow_shared_group``, then warned about."""
     check_user_name(name)
     _require_root("add-user")
     pw = lookup_user(name)
     _check_unlocked(name)
+    shared = shared_group_problem(pw)
+    if shared and not allow_shared_group:
+        raise LabError(f"{shared}; give {name} a group of their own (groupadd {name}-lab && usermod -g "
+                       f"{name}-lab {name}), or add --allow-shared-group if they may")
+    if shared:
+        say(f"{name}: warning: {shared} (--allow-shared-group)")
     cluster = load_cluster()
     made = ensure_association(name, cluster)
     say(f"{name}: Slurm association {LAB_ACCOUNT}/{name} on {cluster.name}: {made}")
@@ -349,10 +495,11 @@ def add_user(name: str, say: Callable[[str], None] = print, config: Path = SYSTE
     say(f"{name}: key authorised for ssh {where} (as {name} only): {authorize(name, public, cluster)}")
     check_login(pw, key, cluster)
     say(f"{name}: checked: logs in as {name}, sbatch accepts the association")
-    changed, note = write_lab_config(cluster, config)
-    say(f"profile '{LAB_PROFILE}' in {config}: {'written' if changed else 'kept'}"
-        + (f" ({note})" if note else ""))
-    say(f"{name} can now run %%slurm_train --profile {LAB_PROFILE} in their own Jupyter")
+    changed, note = write_lab_config(cluster, config, home=pw.pw_dir)
+    say(f"profiles '{LAB_PROFILE}' and '{LAB_SERVE_PROFILE}' (serving from {pw.pw_dir}) in {config}: "
+        f"{'written' if changed else 'kept'}" + (f" ({note})" if note else ""))
+    say(f"{name} can now run %%slurm_train --profile {LAB_PROFILE} in their own Jupyter "
+        "(and examples/teaching_lab.ipynb, unchanged)")
 
 
 def remove_user(name: str, say: Callable[[str], None] = print) -> None:

@@ -117,13 +117,37 @@ password required pam_deny.so
 EOF
 }
 
-# The current TOTP code (RFC 6238: HMAC-SHA1, 30 s, 6 digits) for the health check's SSH_ASKPASS.
+# The options after the secret's line, read by pam_google_authenticator at each login (so a
+# change needs no sshd restart): a time-based code; each code accepted once (DISALLOW_REUSE: a
+# second login within the same 30 s needs another step's code, and a code seen by someone else is
+# spent); at most 30 attempts per 30 s (RATE_LIMIT: a 6-digit code is not guessed by brute force;
+# 30, not 3, because a test module and the health check log in many times in a row); the steps from 4 before to 4
+# after now are accepted (WINDOW_SIZE 9, the default is 3), so a burst of test logins finds unused
+# codes without waiting out 30 s steps, as DISALLOW_REUSE would otherwise make it.
+gen_secret_options() {
+    printf '%s\n' '" RATE_LIMIT 30 30' '" WINDOW_SIZE 9' '" DISALLOW_REUSE' '" TOTP_AUTH'
+}
+
+# A TOTP code (RFC 6238: HMAC-SHA1, 30 s, 6 digits) for the health check's SSH_ASKPASS: the
+# first unused step (DISALLOW_REUSE lists used steps) of now, 1..3 after, 1..3 before (inside the
+# window of 4 either side, with a step to spare); when all were used, it waits for the next step.
 gen_askpass() {
     cat <<EOF
 #!/usr/bin/python3
 import base64, hashlib, hmac, struct, time
-secret = open("$TF/totp-secret").readline().strip()
-mac = hmac.new(base64.b32decode(secret), struct.pack(">Q", int(time.time()) // 30), hashlib.sha1).digest()
+lines = open("$TF/totp-secret").read().splitlines()
+key = base64.b32decode(lines[0].strip())
+used = set()
+for line in lines[1:]:
+    if line.startswith('" DISALLOW_REUSE'):
+        used = {int(w) for w in line.split()[2:] if w.isdigit()}
+while True:
+    now = int(time.time()) // 30
+    step = next((now + k for k in (0, 1, 2, 3, -1, -2, -3) if now + k not in used), None)
+    if step is not None:
+        break
+    time.sleep(30 - time.time() % 30 + 0.5)
+mac = hmac.new(key, struct.pack(">Q", step), hashlib.sha1).digest()
 o = mac[-1] & 15
 print("%06d" % ((struct.unpack(">I", mac[o:o + 4])[0] & 0x7FFFFFFF) % 1000000))
 EOF
@@ -132,7 +156,7 @@ EOF
 ssh_2fa() {
     local askpass="$1"; shift
     SSH_ASKPASS="$askpass" SSH_ASKPASS_REQUIRE=force DISPLAY=none \
-        timeout 20 ssh -n -F /dev/null -i "$SSHDIR/id_ed25519" \
+        timeout 60 ssh -n -F /dev/null -i "$SSHDIR/id_ed25519" \
         -o UserKnownHostsFile="$TF/known_hosts" -o StrictHostKeyChecking=yes \
         -o IdentitiesOnly=yes -o IdentityAgent=none -o ConnectTimeout=5 \
         -o PreferredAuthentications=publickey,keyboard-interactive \
@@ -165,8 +189,8 @@ cmd_up() {
     flock -w 300 9 || fail "another $PROG runs"
     ensure_package
     if [ ! -s "$TF/totp-secret" ]; then
-        # 80 random bits in base32 (16 characters), then the options line the module reads.
-        if ! (umask 077; { head -c 10 /dev/urandom | base32; printf '" TOTP_AUTH\n'; } >"$TF/totp-secret.new") ||
+        # 80 random bits in base32 (16 characters), then the options lines the module reads.
+        if ! (umask 077; { head -c 10 /dev/urandom | base32; gen_secret_options; } >"$TF/totp-secret.new") ||
             ! mv -f "$TF/totp-secret.new" "$TF/totp-secret"; then
             fail "cannot write the TOTP secret"
         fi
@@ -195,9 +219,12 @@ cmd_up() {
     # sshd daemonizes itself; keep our descriptors (the lock, callers' pipes) out of it.
     ( exec </dev/null >>"$SSHD_LOG" 2>&1 9>&-; exec "$TF/$SERVICE" -f "$TF/sshd_config" -E "$SSHD_LOG" ) ||
         fail "sshd refused to start"
+    # Wait for the port, then try the login at most three times: each try spends two of the
+    # RATE_LIMIT attempts and one code (DISALLOW_REUSE), so a tight retry loop would lock us out.
+    for ((i = 0; i < 100; i++)); do (exec 3<>"/dev/tcp/127.0.0.1/$PORT") 2>/dev/null && break; sleep 0.2; done
     CHECK_DETAIL=""
-    for ((i = 0; i < 100; i++)); do check_login && break; sleep 0.2; done
-    check_login || fail "the two-factor login does not work: $CHECK_DETAIL"
+    for ((i = 0; i < 3; i++)); do check_login && break; sleep 2; done
+    [ "$i" -lt 3 ] || fail "the two-factor login does not work: $CHECK_DETAIL"
     write_env
     say "running (pid $(pid_alive || echo '?')) on 127.0.0.1:$PORT: key, then a one-time code; settings in $TF/twofactor.env"
 }

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import re
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -46,9 +47,37 @@ async def blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     return await IOLoop.current().run_in_executor(_executor, lambda: fn(*args, **kwargs))
 
 
+# An absolute path of two or more components (not a URL's path: no word, ':' or '/' before it).
+_PATH_RE = re.compile(r"(?<![\w.:/~-])/(?:[^\s/'\"()<>\[\]{},;]+/)+([^\s/'\"()<>\[\]{},;]*)")
+
+
+def public_text(text: str) -> str:
+    """``text`` without absolute paths of this server (a registry, a workdir, a config file):
+    a path aside in parentheses is dropped, any other becomes ``…/NAME`` (pure)."""
+    text = re.sub(r" \(" + _PATH_RE.pattern + r"\)", "", text)
+    return _PATH_RE.sub(lambda m: f"…/{m.group(1)}" if m.group(1) else "…", text)
+
+
 def error_message(exc: BaseException) -> str:
+    """The one line an API error shows: no traceback, no server paths, at most 1000 characters."""
     text = str(exc).strip() or type(exc).__name__
-    return " ".join(text.split())[:1000]
+    return public_text(" ".join(text.split()))[:1000]
+
+
+def public_errors(message: dict[str, Any]) -> dict[str, Any]:
+    """A listing or hub message with its profile errors through :func:`public_text`."""
+    out = dict(message)
+    if isinstance(out.get("errors"), list):
+        out["errors"] = [{**e, "message": public_text(str(e.get("message", "")))} for e in out["errors"]]
+    if out.get("type") == "error" and "message" in out:
+        out["message"] = public_text(str(out["message"]))
+    return out
+
+
+def api_error(status: int, message: str) -> web.HTTPError:
+    """An HTTPError whose JSON ``error`` is ``message`` as is (tornado %-formats a log message
+    with its args, so the message is an arg: a ``%%tiers`` in it stays ``%%tiers``)."""
+    return web.HTTPError(status, "%s", message)
 
 
 class TiersAPIHandler(APIHandler):
@@ -83,14 +112,14 @@ class TiersAPIHandler(APIHandler):
         try:
             return await blocking(fn, *args, **kwargs)
         except (TiersError, ValueError) as exc:
-            raise web.HTTPError(service.http_status(exc), error_message(exc).replace("%", "%%")) from None
+            raise api_error(service.http_status(exc), error_message(exc)) from None
 
     def parsed(self, fn: Callable[..., T], *args: Any) -> T:
         """A pure parser's result; its SpecError is a 400."""
         try:
             return fn(*args)
         except SpecError as exc:
-            raise web.HTTPError(400, error_message(exc).replace("%", "%%")) from None
+            raise api_error(400, error_message(exc)) from None
 
 
 class JobsHandler(TiersAPIHandler):
@@ -104,10 +133,10 @@ class JobsHandler(TiersAPIHandler):
             items, errors = await self.run(self.hub.items)
             items = [i for i in items if (q.profile is None or i["profile"] == q.profile)
                      and (q.kind is None or i["kind"] == q.kind)][:q.limit]
-            self.write_json({"items": items, "errors": errors})
+            self.write_json(public_errors({"items": items, "errors": errors}))
             return
         listing = await self.run(service.list_items, limit=q.limit, profile=q.profile, kind=q.kind)
-        self.write_json(listing.to_json())
+        self.write_json(public_errors(listing.to_json()))
 
 
 class ItemHandler(TiersAPIHandler):
@@ -160,6 +189,49 @@ class LogsHandler(TiersAPIHandler):
         self.write_json(result.to_json())
 
 
+class FilesHandler(TiersAPIHandler):
+    """``GET jobs/{profile}/{id}/files?pattern=``: what the job left (files.py)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, profile: str, job_id: str) -> None:
+        ref = self.parsed(params.ref, profile, job_id)
+        pattern = self.parsed(params.file_pattern, self.request.query_arguments)
+        self.write_json({"files": await self.run(service.job_files, ref, pattern)})
+
+
+class FileHandler(TiersAPIHandler):
+    """``GET jobs/{profile}/{id}/files/{name}``: one listed file's bytes, streamed as an
+    attachment (the browser saves it; flushed chunk by chunk, so memory stays bounded)."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, profile: str, job_id: str, name: str) -> None:
+        ref = self.parsed(params.ref, profile, job_id)
+        name = self.parsed(params.file_name, name)
+        info, chunks = await self.run(service.job_file, ref, name)
+        base = name.rsplit("/", 1)[-1]
+        self.set_header("Content-Type", "application/octet-stream")
+        self.set_header("X-Content-Type-Options", "nosniff")
+        self.set_header("Content-Length", str(info.size))
+        self.set_header("Content-Disposition", params.attachment(base))
+        sent = 0
+        try:
+            while sent < info.size:
+                chunk = await blocking(next, chunks, b"")
+                if not chunk:
+                    break
+                chunk = chunk[: info.size - sent]  # the file grew since it was listed
+                sent += len(chunk)
+                self.write(chunk)
+                await self.flush()
+        finally:
+            await blocking(getattr(chunks, "close", lambda: None))
+        if sent < info.size:  # it shrank, or the cluster went away: a short body, not a lie
+            raise web.HTTPError(502, "the file ended early")
+        self.finish(set_content_type="application/octet-stream")
+
+
 class ProfilesHandler(TiersAPIHandler):
     """``GET profiles``: names, tiers, hosts — nothing secret."""
 
@@ -201,8 +273,24 @@ class HistoryHandler(TiersAPIHandler):
             self.write_json({"error": error_message(exc), "accounting": False}, 409)
             return
         except (TiersError, ValueError) as exc:
-            raise web.HTTPError(service.http_status(exc), error_message(exc).replace("%", "%%")) from None
+            raise api_error(service.http_status(exc), error_message(exc)) from None
         self.write_json({**found.to_json(), "days": q.days, "user": q.user, "states": list(q.states)})
+
+
+class DoctorHandler(TiersAPIHandler):
+    """``GET profiles/{name}/doctor[?suggest_role=1]``: ``jupyter tiers doctor NAME`` as JSON (the
+    ``--json`` report: ``ok``, and the profile's checks). Read-only; an unknown profile is a 404."""
+
+    @web.authenticated
+    @authorized
+    async def get(self, name: str) -> None:
+        from ..doctor.render import report_data
+
+        if name not in await self.run(service.profile_names):
+            raise web.HTTPError(404, "no profile %r", name[:80])
+        suggest = self.get_query_argument("suggest_role", "0") in ("1", "true", "yes")
+        report = await self.run(service.doctor, [name], suggest_role=suggest)
+        self.write_json(report_data(report))
 
 
 class TiersWebSocket(WebSocketMixin, WebSocketHandler, JupyterHandler):
@@ -272,12 +360,12 @@ class EventsHandler(TiersWebSocket):
     async def open(self, *args: Any, **kwargs: Any) -> None:
         super().open()
         self._held = []  # updates that arrive before the snapshot is written wait for it
-        token, snapshot = await blocking(self.hub.listen, self.send_soon)
+        token, snapshot = await blocking(self.hub.listen, lambda m: self.send_soon(public_errors(m)))
         if self.ws_connection is None:  # closed while we were subscribing
             self.hub.unlisten(token)
             return
         self._token = token
-        self._release(json.dumps(snapshot))
+        self._release(json.dumps(public_errors(snapshot)))
 
     def on_close(self) -> None:
         if self._token is not None:
@@ -426,9 +514,12 @@ def handler_table(base_url: str) -> list[tuple[str, type]]:
         (url_path_join(base, item, "logs"), LogsHandler),
         (url_path_join(base, item, "logs", "stream"), LogStreamHandler),
         (url_path_join(base, item, "(cancel|scale|restart)"), ActionHandler),
+        (url_path_join(base, item, "files"), FilesHandler),
+        (url_path_join(base, item, "files", "(.+)"), FileHandler),
         (url_path_join(base, "events"), EventsHandler),
         (url_path_join(base, "profiles"), ProfilesHandler),
         (url_path_join(base, "stats"), StatsHandler),
         (url_path_join(base, "history"), HistoryHandler),
+        (url_path_join(base, "profiles", _SEG, "doctor"), DoctorHandler),
     ]
 

@@ -19,6 +19,7 @@ from ..slurm import history as slurm_history
 #: Longest query value, path segment or body accepted (everything real is far shorter).
 MAX_TEXT = 256
 MAX_BODY = 4096
+MAX_DEPTH = 8  # JSON nesting of a body (``{"replicas": N}`` is 1)
 _SEGMENT_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,252}")
 _INT_RE = re.compile(r"\d{1,12}")
 
@@ -123,14 +124,50 @@ def log_query(query: Query, *, with_limit: bool = True) -> LogQuery:
     return LogQuery(rank=rank, pod=pod, offset=offset, limit=limit, backlog=backlog)
 
 
-def scale_body(body: bytes) -> int:
-    """``{"replicas": n}`` with n from 0 to MAX_REPLICAS."""
+def nesting_depth(text: str) -> int:
+    """How deeply JSON arrays/objects nest in ``text`` (brackets inside strings not counted)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
+
+
+def json_body(body: bytes, expected: str) -> Any:
+    """A request body as JSON (None when empty), at most MAX_BODY bytes nested at most
+    MAX_DEPTH deep: a deeper body is refused before the parser recurses into it."""
     if len(body) > MAX_BODY:
         raise SpecError("body", f"too long (at most {MAX_BODY} bytes)")
     try:
-        data: Any = json.loads(body.decode("utf-8")) if body.strip() else None
-    except (UnicodeDecodeError, ValueError):
-        raise SpecError("body", 'not JSON; send {"replicas": N}') from None
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SpecError("body", f"not UTF-8 JSON; {expected}") from None
+    if not text.strip():
+        return None
+    if nesting_depth(text) > MAX_DEPTH:
+        raise SpecError("body", f"nested too deeply (at most {MAX_DEPTH} levels); {expected}")
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        raise SpecError("body", f"not JSON; {expected}") from None
+
+
+def scale_body(body: bytes) -> int:
+    """``{"replicas": n}`` with n from 0 to MAX_REPLICAS."""
+    data = json_body(body, 'send {"replicas": N}')
     if not isinstance(data, dict) or "replicas" not in data:
         raise SpecError("body", 'send {"replicas": N}')
     unknown = sorted(set(data) - {"replicas"})
@@ -175,3 +212,27 @@ def history_query(query: Query) -> HistoryParams:
         raise SpecError("tail", "give it with job=ID (the end of one job's output)")
     return HistoryParams(profile=profile, days=days, user=user, states=states, limit=limit, job=job,
                          tail=tail)
+
+
+def file_pattern(query: Query) -> str:
+    """``?pattern=``: a glob (default ``*``)."""
+    return _one(query, "pattern") or "*"
+
+
+def file_name(text: str) -> str:
+    """A listed file's name from the URL path: a safe relative path (sync.check_relpath)."""
+    from ..errors import TiersError
+    from ..sync import check_relpath
+
+    try:
+        return check_relpath(text, "name")
+    except TiersError as exc:
+        raise SpecError("name", str(exc)) from None
+
+
+def attachment(name: str) -> str:
+    """A Content-Disposition header for ``name`` (RFC 6266: an ASCII fallback, then UTF-8)."""
+    from urllib.parse import quote
+
+    fallback = "".join(c if c.isascii() and c.isprintable() and c not in '"\\;' else "_" for c in name)
+    return f"attachment; filename=\"{fallback}\"; filename*=UTF-8''{quote(name, safe='')}"

@@ -258,3 +258,18 @@ def grep_rank_argv(jobdir: str, rank: int, tail: int | None) -> list[str]:
     count = "+1" if tail is None else str(int(tail))
     return [*BASH, GREP_RANK_SH, "jt-grep", log_path(jobdir), str(int(rank)), count]
 
+
+
+# "$1" the job's python (~/ expanded here), "$2" the uploader's text (checkpoint_upload.py). A
+# python that is not there is one @@jt-upload error line, as the uploader's own refusals are.
+UPLOAD_SH = (
+    'p=$1; case $p in "~/"*) p=$HOME/${p#"~/"};; esac; '
+    'if ! command -v "$p" >/dev/null 2>&1; then '
+    'echo "@@jt-upload error python $1 not found on $(hostname) (the job\'s python:'
+    ' --python or defaults.python)"; exit 3; fi; exec "$p" -c "$2"'
+)
+
+
+def upload_argv(python: str, source: str) -> list[str]:
+    """Run the checkpoint uploader with ``python`` on the login node (request on stdin)."""
+    return [*BASH, UPLOAD_SH, "jt-upload", python, source]

@@ -16,6 +16,7 @@ from typing import Any
 
 from ..errors import SpecError, TiersError
 from ..model import JobState
+from ..plaintext import printable
 from ..timefmt import format_elapsed
 from .commands import BASH
 from .parse import parse_elapsed
@@ -343,5 +344,5 @@ def format_history(rows: Sequence[HistoryRow]) -> str:
 
 def _cell(text: str, width: int = 40) -> str:
     # Cluster text is shown as text: control characters would corrupt the table.
-    clean = "".join(ch if ch.isprintable() else "?" for ch in text)
+    clean = printable(text)
     return clean if len(clean) <= width else clean[: width - 1] + "…"

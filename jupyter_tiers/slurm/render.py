@@ -125,8 +125,9 @@ def _launcher(spec: JobSpec) -> list[str]:
     ]
 
 
-def render_sbatch(spec: JobSpec) -> str:
-    """The sbatch script for ``spec`` (validated). Contains no env values."""
+def render_sbatch(spec: JobSpec, sync_dir: str | None = None) -> str:
+    """The sbatch script for ``spec`` (validated). Contains no env values. ``sync_dir``: the
+    snapshot of the synced tree (--sync) the ranks run in (a placeholder when not yet known)."""
     validate_spec(spec)
     lines = ["#!/bin/bash", *_directives(spec), ""]
     lines += [
@@ -149,6 +150,10 @@ def render_sbatch(spec: JobSpec) -> str:
     launcher = _launcher(spec)
     if spec.signal:
         launcher = ["", *forward_lines(spec.signal), *launcher[:-1], launcher[-1] + " &", *wait_lines()]
+    if spec.sync:
+        from ..sync import shell_lines
+
+        lines += ["", *shell_lines(shell_path(sync_dir) if sync_dir else '"$HOME/SYNCED-AT-SUBMIT"')]
     lines += ["", *_master_lines(spec), *launcher, ""]
     return "\n".join(lines)
 
@@ -169,7 +174,7 @@ def _array_task_lines(spec: JobSpec) -> list[str]:
     ]
 
 
-def render_job(spec: JobSpec) -> RenderedJob:
+def render_job(spec: JobSpec, sync_dir: str | None = None) -> RenderedJob:
     """All files of the job directory for ``spec``: the sbatch script and the job-directory
     protocol's files (jobdir.py); for an array, each task's directory with its log and params."""
     files = job_files(spec)
@@ -179,4 +184,4 @@ def render_job(spec: JobSpec) -> RenderedJob:
         for i, params in zip(plan.indices, plan.params, strict=True):
             files[f"{TASKS_DIR}/{i}/{LOG_NAME}"] = ("", 0o600)
             files[f"{TASKS_DIR}/{i}/{PARAMS_FILE}"] = (params_json(params) + "\n", 0o600)
-    return RenderedJob(files={"job.sbatch": (render_sbatch(spec), 0o600), **files})
+    return RenderedJob(files={"job.sbatch": (render_sbatch(spec, sync_dir), 0o600), **files})

@@ -101,11 +101,30 @@ class SlurmTier(BatchTier):
         return opts
 
     def render(self, spec: JobSpec) -> str:
-        return render_job(spec).script
+        sync_dir = None
+        if spec.sync:
+            from .sync_remote import sync_root
+
+            sync_dir = f"{sync_root(self.profile.workdir, spec.name)}/snap/TOKEN-AT-SUBMIT"
+        return render_job(spec, sync_dir).script
+
+    def sync(self, spec: JobSpec) -> Any:
+        """--sync: bring the cluster's copy of the notebook's directory up to date (one round
+        trip when nothing changed) and snapshot it for this job; a SyncOutcome, None without
+        --sync (slurm/sync_remote.py)."""
+        if not spec.sync:
+            return None
+        from ..sync import notebook_manifest
+        from .sync_remote import sync_to_cluster
+
+        manifest, sources = notebook_manifest(spec.sync, self.profile.settings)
+        return sync_to_cluster(self.transport, self.profile.workdir, spec.name, manifest, sources)
 
     def submit(self, spec: JobSpec) -> Job:
-        """Write the job directory and run sbatch in one round trip; record the job."""
-        rendered = render_job(spec)
+        """Write the job directory and run sbatch in one round trip; record the job (after
+        --sync's round trip or two)."""
+        synced = self.sync(spec)
+        rendered = render_job(spec, synced.snapshot if synced else None)
         plan = plan_of(spec)
         workdir = commands.check_workdir(self.profile.workdir)
         jobdir = f"{workdir}/{commands.job_dir_name(spec.name, token=secrets.token_hex(3))}"
@@ -264,6 +283,23 @@ class SlurmTier(BatchTier):
         if refusal is not None:
             raise TiersError(f"cannot cancel job {record.job_id} on {self.profile.name}: scancel: {refusal}")
 
+    def list_files(self, record: JobRecord) -> list[Any]:
+        """The job's files in one remote command (files.py, slurm/files_remote.py)."""
+        from ..files import MAX_FILES, parse_listing
+        from .files_remote import list_argv
+
+        argv = list_argv(record.jobdir, decode_detail(record.detail)[0], MAX_FILES)
+        return parse_listing(self.transport.run(argv, check=False, timeout=300).stdout)
+
+    def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
+        """One file from ``offset``, streamed over the shared connection (``tail -c``)."""
+        from ..files import remote_path
+        from .files_remote import cat_argv
+
+        path = remote_path(name, record.jobdir, decode_detail(record.detail)[0])
+        with self.transport.stream(cat_argv(path, offset), timeout=300) as stream:
+            yield from stream
+
     def cancel_array(self, record: JobRecord, tasks: Sequence[JobRecord]) -> None:
         """Cancel every task of an array: one ``scancel`` of the array's id."""
         self.cancel(record)
@@ -281,6 +317,15 @@ class SlurmTier(BatchTier):
         result = self.transport.run(argv, check=False, timeout=300)
         listed, tails = parse_task_checkpoints(result.text())
         return listed, (tails if tail_lines > 0 else None)
+
+    def run_uploader(self, python: str, data: bytes) -> Iterator[bytes]:
+        """The checkpoint uploader as one command on the login node, over this tier's connection
+        (the checkpoint never passes through the notebook); its stdout as it comes."""
+        from ..checkpoint_upload import uploader_source
+
+        with self.transport.stream(commands.upload_argv(python, uploader_source()), timeout=900,
+                                   stdin=data) as stream:
+            yield from stream
 
     def close(self) -> None:
         super().close()

@@ -15,10 +15,14 @@ from .hostkeys import prefer_key_types, verify_host_key
 from .proxy import ProxyCommandSocket
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import paramiko
 
     from .kbdint import Ask
     from .sshconfig import Hop, Route
+
+    BeforeAuth = Callable[[paramiko.Transport, Hop], None]
 
 log = logging.getLogger(__name__)
 
@@ -69,16 +73,19 @@ class Connection:
         return not self.alive()
 
 
-def connect_once(route: Route, ask: Ask | None = None) -> Connection:
-    """Connect and authenticate every hop; ``ask`` answers a login's one-time code prompts."""
+def connect_once(route: Route, ask: Ask | None = None, *,
+                 before_auth: BeforeAuth | None = None) -> Connection:
+    """Connect and authenticate every hop; ``ask`` answers a login's one-time code prompts.
+    ``before_auth`` (``jupyter tiers doctor``) sees each hop's transport once its host key is
+    verified, before any key is offered."""
     first = route.hops[0]
     sock = open_socket(first, route)
     transports: list[paramiko.Transport] = []
     try:
-        transports.append(handshake(first, sock, route, via=None, ask=ask))
+        transports.append(handshake(first, sock, route, via=None, ask=ask, before_auth=before_auth))
         for prev, hop in zip(route.hops, route.hops[1:], strict=False):
             chan = open_tunnel(transports[-1], prev, hop, route)
-            transports.append(handshake(hop, chan, route, via=prev, ask=ask))
+            transports.append(handshake(hop, chan, route, via=prev, ask=ask, before_auth=before_auth))
     except BaseException:
         for t in reversed(transports):
             t.close()
@@ -142,7 +149,8 @@ def open_tunnel(
 
 
 def handshake(
-    hop: Hop, sock: Any, route: Route, via: Hop | None, ask: Ask | None = None
+    hop: Hop, sock: Any, route: Route, via: Hop | None, ask: Ask | None = None,
+    before_auth: BeforeAuth | None = None,
 ) -> paramiko.Transport:
     import paramiko
 
@@ -173,6 +181,8 @@ def handshake(
             ) from None
         key = t.get_remote_server_key()
         verify_host_key(hop, key.asbytes(), known, via)
+        if before_auth is not None:
+            before_auth(t, hop)
         authenticate(t, hop, ask)
         # Left-over auth failures must not later look like a dead transport.
         t.saved_exception = None

@@ -142,7 +142,8 @@ def _terminal_unavailable() -> str | None:
 
 
 def kernel_prompter(request: PromptRequest) -> list[str]:
-    """Ask in the notebook: the header printed as text, each prompt a password-style input."""
+    """Ask in the notebook: the header printed as text, each prompt a password-style input
+    (even one the server marks as echoed: the answer never lands in the cell's output)."""
     from IPython.core.error import StdinNotImplementedError
 
     kernel = _kernel()
@@ -154,8 +155,10 @@ def kernel_prompter(request: PromptRequest) -> list[str]:
     print(request.header(), flush=True)
     answers = []
     try:
-        for prompt, text in zip(request.prompts, request.prompt_texts(), strict=True):
-            answers.append(kernel.raw_input(text) if prompt.echo else kernel.getpass(text))
+        for text in request.prompt_texts():
+            # Always getpass: a server may mark the code prompt as echoed, and raw_input would
+            # save the answer (the code) into the notebook's output.
+            answers.append(kernel.getpass(text))
     except StdinNotImplementedError:
         raise CannotPrompt("this kernel's client does not accept input") from None
     except EOFError:
@@ -164,7 +167,8 @@ def kernel_prompter(request: PromptRequest) -> list[str]:
 
 
 def terminal_prompter(request: PromptRequest) -> list[str]:
-    """Ask in the terminal with :func:`getpass.getpass` (``input`` for an echoed prompt)."""
+    """Ask in the terminal with :func:`getpass.getpass`, whatever echo the server asks for (an
+    echoed answer would stay in the terminal's scrollback and a recorded session)."""
     import getpass
 
     why = _terminal_unavailable()
@@ -173,8 +177,8 @@ def terminal_prompter(request: PromptRequest) -> list[str]:
     print(request.header(), file=sys.stderr, flush=True)
     answers = []
     try:
-        for prompt, text in zip(request.prompts, request.prompt_texts(), strict=True):
-            answers.append(input(text) if prompt.echo else getpass.getpass(text))
+        for text in request.prompt_texts():
+            answers.append(getpass.getpass(text))
     except EOFError:
         raise CannotPrompt("no code was entered") from None
     return answers

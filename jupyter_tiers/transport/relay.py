@@ -28,7 +28,13 @@ def relay(client: socket.socket, upstream: socket.socket, join_timeout: float | 
     """Copy both ways until both sides are done (or, once the client is done, ``join_timeout``
     seconds have passed), then close both. Also the Kubernetes tier's port-forward relay."""
     back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
-    back.start()
+    try:
+        back.start()
+    except BaseException:  # no thread: nothing is relayed, so close both rather than leak them
+        for sock in (client, upstream):
+            with contextlib.suppress(Exception):
+                sock.close()
+        raise
     _pump(client, upstream)
     back.join(join_timeout)
     for sock in (client, upstream):

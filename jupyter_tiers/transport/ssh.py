@@ -315,14 +315,18 @@ class SSHTransport(ClosedOnExit):
             raise CommandError(f"`{short_argv(args)}` exited with status {status}{detail}", result)
         return result
 
-    def stream(self, argv: Sequence[str], *, timeout: float | None = None) -> RemoteStream:
+    def stream(self, argv: Sequence[str], *, timeout: float | None = None,
+               stdin: bytes | None = None) -> RemoteStream:
         """Start a long-running command and return its output as a :class:`RemoteStream`.
 
         ``timeout`` is how long iteration waits for the next chunk before raising
         :class:`CommandTimeout` (``None``: forever). Closing the stream closes the channel;
         make the command end when its output pipe closes (``tail -F`` does, on its next write).
+        ``stdin`` (small: a request, never a stream) is sent before stdin is closed.
         """
         args, chan, conn = self._start(argv)
+        if stdin:
+            chan.sendall(stdin)
         chan.shutdown_write()
         stream = RemoteStream(chan, conn, args, timeout)
         self._streams.add(stream)

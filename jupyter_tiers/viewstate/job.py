@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ..failstop import Failure, fold_text
 from ..logs import LogBatch, split_log_line
 from ..model import JobStatus, RankPhase
 from ..timefmt import format_elapsed
@@ -83,11 +84,30 @@ def batch_text(parts: Sequence[LogBatch]) -> str:
     return "".join(t if t.endswith("\n") else t + "\n" for t in texts)
 
 
-def lines_message(parts: Sequence[LogBatch], skipped: int) -> dict[str, Any]:
+def lines_message(parts: Sequence[LogBatch], skipped: int, failure: Failure | None = None) -> dict[str, Any]:
     """The widget's ``lines`` message for log batches: the raw lines as one string (the front end
-    splits them and their rank prefixes), the indices of error lines, and the skipped count."""
-    text = batch_text(parts)
-    return {"kind": "lines", "text": text, "errors": error_lines(text), "skipped": skipped}
+    splits them and their rank prefixes), the indices of error lines, and the skipped count;
+    once the job has a failed rank, which lines fold (``fold_message``)."""
+    return text_message(batch_text(parts), skipped, failure=failure)
+
+
+def text_message(text: str, skipped: int = 0, *, reset: bool = False,
+                 failure: Failure | None = None) -> dict[str, Any]:
+    """The ``lines`` message of raw log lines (``reset``: they replace what the pane shows)."""
+    msg: dict[str, Any] = {"kind": "lines", "text": text, "errors": error_lines(text), "skipped": skipped}
+    if reset:
+        msg["reset"] = True
+    if failure is not None:
+        msg.update(fold_message(text, failure))
+    return msg
+
+
+def fold_message(text: str, failure: Failure) -> dict[str, list[int]]:
+    """The fold part of a ``lines`` message (failstop.py): ``fold``, the indices of the
+    fail-stop's kill lines the pane folds into one line; ``marks``, those of the failing rank's
+    traceback starts (the fold line goes before the last one, so the traceback ends the pane)."""
+    fold = fold_text(text, failure)
+    return {"fold": fold.lines, "marks": fold.marks}
 
 
 def message_rows(msg: dict[str, Any]) -> list[list[Any]]:

@@ -7,29 +7,23 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
-from ..servestatus import summary_line
+from ..servestatus import exit_detail, summary_line
 from ..timefmt import format_elapsed
 from .job import ERROR_RE
 
 #: Warning events kept in the widget (newest last).
 MAX_EVENTS = 20
 
-# Reasons after which the container's exit code is worth showing.
-_EXITED = frozenset({"CrashLoopBackOff", "OOMKilled", "Error", "Completed", "Terminated"})
-
-
 def _age(started: float | None, now: float) -> int:
     return max(0, int(now - started)) if started is not None else -1
 
 
 def pod_problem(pod: PodInfo) -> str:
-    """Why a pod is not ready, in one line: ``CrashLoopBackOff (exit 1): back-off 10s ...``,
+    """Why a pod is not ready, in one line: ``CrashLoopBackOff (exit 1, 2 restarts)``,
     ``Unschedulable: 0/3 nodes are available: ...``; "" for a ready pod or one with no reason."""
     if pod.ready or not pod.reason:
         return ""
-    text = pod.reason
-    if pod.exit_code is not None and pod.reason in _EXITED:
-        text += f" (exit {pod.exit_code})"
+    text = pod.reason + exit_detail(pod)
     if pod.message:
         text += f": {pod.message}"
     return " ".join(text.split())

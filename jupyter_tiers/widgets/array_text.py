@@ -12,6 +12,7 @@ from typing import TextIO
 from ..array_job import ArrayJob
 from ..arrays import array_summary, format_tasks, task_index
 from ..model import JobStatus
+from ..plaintext import printable
 
 
 class ArrayTextView:
@@ -27,8 +28,9 @@ class ArrayTextView:
         self.summary = ""
 
     def _print(self, text: str) -> None:
+        """Status lines and the task table (states, reasons, the summary): cluster text as text."""
         with self._lock:
-            self.out.write(text + "\n")
+            self.out.write(printable(text, keep="\n") + "\n")
             self.out.flush()
 
     def header(self) -> str:

@@ -31,11 +31,17 @@ function render({ model, el }) {
   const cancelBtn = h("button", "jt-cancel", "Cancel");
   const copyBtn = h("button", "jt-copy", "Copy job id");
   const scriptBtn = h("button", "jt-script-toggle", "Show script");
+  // The Files tab (files_pane.js, put in front of this module; the lab panel runs without it).
+  const filesBtn = h("button", "jt-files-toggle", "Files");
+  const filesBox = h("div", "jt-files-box");
+  filesBox.hidden = true;
+  const filesPane = typeof jtFilesPane === "function" ? jtFilesPane({ model, box: filesBox }) : null;
+  filesBtn.hidden = !filesPane;
   const followBtn = h("button", "jt-follow", "Pause");
   const errorBtn = h("button", "jt-jump-error", "Jump to first error");
   errorBtn.disabled = true;
   const rankSelect = h("select", "jt-rank-filter");
-  controls.append(cancelBtn, copyBtn, scriptBtn, h("span", "jt-spacer"), rankSelect, followBtn, errorBtn);
+  controls.append(cancelBtn, copyBtn, scriptBtn, filesBtn, h("span", "jt-spacer"), rankSelect, followBtn, errorBtn);
 
   const scriptPre = h("pre", "jt-script");
   scriptPre.hidden = true;
@@ -72,7 +78,7 @@ function render({ model, el }) {
     model.send({ kind: "metrics_rank", rank: want });
     refreshCharts();
   }
-  root.append(header, message, controls, scriptPre, legend, grid, tip, charts, earlierNote, logBox, skippedNote, summary);
+  root.append(header, message, controls, scriptPre, filesBox, legend, grid, tip, charts, earlierNote, logBox, skippedNote, summary);
 
   function refreshEarlier() {
     const bytes = model.get("log_skipped_bytes");
@@ -202,9 +208,10 @@ function render({ model, el }) {
     return filter < 0 || row[0] === filter;
   }
 
-  // Rows are [rank, text, isError] (rank null for the batch script's own lines).
+  // Rows are [rank, text, isError, folded, mark] (rank null for the batch script's own lines;
+  // folded: one of the fail-stop's kill lines, mark: the failing rank's traceback starts).
   const logPane = jtLogPane({ model, logBox, followBtn, errorBtn, lineNode, visible,
-                              filtered: () => filter >= 0 });
+                              filtered: () => filter >= 0, foldLabel: () => model.get("fold_label") });
 
   function setFilter(rank) {
     filter = rank;
@@ -218,20 +225,24 @@ function render({ model, el }) {
   // of the lines the kernel flagged as errors; rows are built here, not one object per line in
   // the kernel. Same split as the kernel's split_log_line.
   const RANK_RE = /^(\d{1,7}): ?([\s\S]*)$/;
-  function rowsFromText(text, errors) {
+  function rowsFromText(text, errors, fold, marks) {
     const parts = text.split("\n");
     if (parts.length && parts[parts.length - 1] === "") parts.pop();
     const err = new Set(errors || []);
+    const folded = new Set(fold || []);
+    const marked = new Set(marks || []);
     return parts.map((raw, i) => {
       const line = raw.replace(/\r+$/, "");
       const m = RANK_RE.exec(line);
-      return m ? [Number(m[1]), m[2], err.has(i)] : [null, line, err.has(i)];
+      const row = m ? [Number(m[1]), m[2], err.has(i)] : [null, line, err.has(i)];
+      if (folded.has(i) || marked.has(i)) row.push(folded.has(i), marked.has(i));
+      return row;
     });
   }
 
   model.on("msg:custom", (msg) => {
     if (!msg || msg.kind !== "lines") return;
-    if (typeof msg.text === "string") msg.lines = rowsFromText(msg.text, msg.errors);
+    if (typeof msg.text === "string") msg.lines = rowsFromText(msg.text, msg.errors, msg.fold, msg.marks);
     skipped += msg.skipped || 0;
     skippedNote.textContent = skipped
       ? `${skipped} lines were not sent to the browser (too fast); %tiers logs ${model.get("job_id")} has them all`
@@ -270,6 +281,12 @@ function render({ model, el }) {
     scriptBtn.textContent = scriptPre.hidden ? "Show script" : "Hide script";
   });
 
+  filesBtn.addEventListener("click", () => {
+    filesBox.hidden = !filesBox.hidden;
+    filesBtn.textContent = filesBox.hidden ? "Files" : "Hide files";
+    if (!filesBox.hidden) filesPane.shown();
+  });
+
   function refreshScript() { scriptPre.textContent = model.get("script"); }
 
   for (const name of ["state", "reason", "start_time", "elapsed_s", "nodelist", "message",
@@ -284,6 +301,7 @@ function render({ model, el }) {
   model.on("change:world_size", refreshRankSelect);
   model.on("change:script", refreshScript);
   model.on("change:log_skipped_bytes", refreshEarlier);
+  model.on("change:fold_label", () => logPane.redraw());
   for (const name of ["metrics", "metrics_rank", "metrics_note"]) model.on(`change:${name}`, refreshCharts);
 
   refreshHeader();

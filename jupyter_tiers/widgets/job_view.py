@@ -13,17 +13,18 @@ import anywidget
 import traitlets as t
 
 from ..errors import TiersError
+from ..failstop import Failure, failure_of, fold_text
 from ..handles import Job
 from ..logs import LogBatch
-from ..model import JobStatus, LogLine
+from ..model import JobStatus, LogLine, RankPhase
 from ..status import summary_line
-from ..viewstate.job import error_lines, lines_message, ranks_per_node, status_traits
+from ..viewstate.job import lines_message, ranks_per_node, status_traits, text_message
 from .batcher import LineBatcher
 from .rank_metrics import RankMetrics
 from .view_common import view_module
 
 _HERE = Path(__file__).parent
-_HELPERS = ("metrics_chart.js", "rank_grid.js")  # put in front of the view's module
+_HELPERS = ("metrics_chart.js", "rank_grid.js", "files_pane.js")  # put in front of the view's module
 
 
 class JobView(anywidget.AnyWidget):
@@ -64,6 +65,8 @@ class JobView(anywidget.AnyWidget):
     lines_received = t.Int(0).tag(sync=True)
     cancel_requested = t.Bool(False).tag(sync=True)
     log_skipped_bytes = t.Int(0).tag(sync=True)
+    #: Once a rank failed: the one line the fail-stop's kill lines fold into (failstop.py).
+    fold_label = t.Unicode("").tag(sync=True)
     #: One rank's metrics read from the log, {key: [[x, y or None], ...]} (downsampled), for the
     #: SVG charts (metrics_chart.js); sent at most once every ``metrics_interval`` seconds.
     metrics = t.Dict().tag(sync=True)
@@ -72,6 +75,10 @@ class JobView(anywidget.AnyWidget):
     #: Why the charted rank's earlier metrics are missing, if they are.
     metrics_note = t.Unicode("").tag(sync=True)
     metrics_interval = 1.0
+    #: The Files tab (files_pane.py): [name, size, mtime] rows, a note, download progress by name.
+    files: t.List[list[Any]] = t.List().tag(sync=True)
+    files_note = t.Unicode("").tag(sync=True)
+    downloads = t.Dict().tag(sync=True)
 
     #: When reattaching (``log_offset=None``), show at most this much of the log's end.
     backlog_bytes = 512 * 1024
@@ -94,10 +101,15 @@ class JobView(anywidget.AnyWidget):
         self.ended = threading.Event()
         self._buffer: collections.deque[tuple[str, int]] = collections.deque()  # (text, lines)
         self._buffered = 0
+        self._send_lock = threading.Lock()  # a reset (hello, a first failure) and batches in order
+        self._failure: Failure | None = None
         self._batcher: LineBatcher[Any] = LineBatcher(self._send_lines, join=list)
         self._metrics = RankMetrics(job.metric_patterns(), max_points=200)
         self._metrics_sent = 0.0
         self._metrics_parsed = 0.0
+        from .files_pane import FilesPane
+
+        self.files_pane = FilesPane(self)
         self.on_msg(self._on_front_end_msg)
         skip_partial = False
         if log_offset is None:
@@ -133,16 +145,33 @@ class JobView(anywidget.AnyWidget):
         with self.hold_sync():
             for key, value in status_traits(status).items():
                 setattr(self, key, value)
+            failure = failure_of(status.first_failure)
+            if failure is not None:
+                self.fold_label = failure.label(status.count(RankPhase.STOPPED))
+        if failure is not None and failure != self._failure:
+            with self._send_lock:
+                before, self._failure = self._failure, failure
+                # Lines sent before to fold now (or folded for another rank): send them again.
+                if before is not None or fold_text(self._kept_text(), failure).lines:
+                    self._send_all()
+
+    def _kept_text(self) -> str:
+        return "".join(t for t, _n in list(self._buffer))
+
+    def _send_all(self) -> None:
+        """Send every kept line again as a reset (a reloaded page; a first failure to fold)."""
+        self.send(text_message(self._kept_text(), reset=True, failure=self._failure))
 
     def _send_lines(self, parts: list[LogBatch], skipped: int) -> None:
-        msg = lines_message(parts, skipped)
-        count = sum(len(p) for p in parts)
-        self._buffer.append((msg["text"], count))
-        self._buffered += count
-        while self._buffered - self._buffer[0][1] >= self.log_limit:
-            self._buffered -= self._buffer.popleft()[1]
-        self.lines_received += count + skipped
-        self.send(msg)
+        with self._send_lock:
+            msg = lines_message(parts, skipped, self._failure)
+            count = sum(len(p) for p in parts)
+            self._buffer.append((msg["text"], count))
+            self._buffered += count
+            while self._buffered - self._buffer[0][1] >= self.log_limit:
+                self._buffered -= self._buffer.popleft()[1]
+            self.lines_received += count + skipped
+            self.send(msg)
         self._track_metrics("")
 
     def _track_metrics(self, text: str, *, end: int | None = None, final: bool = False) -> None:
@@ -176,14 +205,15 @@ class JobView(anywidget.AnyWidget):
             return
         kind = content.get("kind")
         if kind == "hello":  # a (re)loaded page asks for what it missed
-            text = "".join(t for t, _n in list(self._buffer))
-            self.send({"kind": "lines", "text": text, "errors": error_lines(text), "skipped": 0,
-                       "reset": True})
+            with self._send_lock:
+                self._send_all()
         elif kind == "metrics_rank":
             rank = content.get("rank")
             if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < max(1, self.world_size):
                 self._metrics.pick(rank, lambda: self.job.tier.log_chunks(self.job.record, 0),
                                    self._show_metrics)
+        elif self.files_pane.on_message(content):
+            pass
         elif kind == "cancel" and not self.terminal:
             self.cancel_requested = True
             threading.Thread(target=self._cancel, name="jt-cancel", daemon=True).start()

@@ -9,6 +9,7 @@ from typing import TextIO
 
 from ..handles import Service
 from ..model import PodLogLine, ServiceStatus
+from ..plaintext import printable
 from ..timefmt import format_elapsed
 from ..viewstate.serve import format_line, model_note, pod_problem, state_label, summary_for
 
@@ -24,8 +25,9 @@ class ServiceTextView:
         self.final_status: ServiceStatus | None = None
 
     def _print(self, text: str) -> None:
+        """One status line (states, reasons, pod events, the summary): cluster text as text."""
         with self._lock:
-            self.out.write(text + "\n")
+            self.out.write(printable(text) + "\n")
             self.out.flush()
 
     def header(self) -> str:

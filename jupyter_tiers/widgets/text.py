@@ -7,9 +7,11 @@ import threading
 from collections.abc import Sequence
 from typing import TextIO
 
+from ..failstop import Failure, failure_of, is_failstop_line, is_stop_report
 from ..handles import Job
 from ..metrics import MetricsTracker, format_last_values
-from ..model import JobStatus, LogLine
+from ..model import JobStatus, LogLine, RankPhase
+from ..plaintext import printable
 from ..status import summary_line
 
 
@@ -17,9 +19,60 @@ def format_line(line: LogLine) -> str:
     return f"{line.rank}: {line.text}" if line.rank is not None else line.text
 
 
+class FailStopFold:
+    """The text view's fold of the fail-stop's kill lines (failstop.py). A stream cannot take
+    back a line, so Slurm's stop reports are held while no rank is known to have failed; once
+    one is, those that are kills are counted instead of printed (the others are printed), and
+    :meth:`summary` is the one line that stands for them."""
+
+    def __init__(self) -> None:
+        self.failure: Failure | None = None
+        self.stopped = 0
+        self.folded = 0
+        self._held: list[LogLine] = []
+
+    def status(self, status: JobStatus) -> list[LogLine]:
+        """Take a status in; returns the held lines to print now."""
+        failure = failure_of(status.first_failure)
+        if failure is None:
+            return []
+        self.failure = failure
+        self.stopped = status.count(RankPhase.STOPPED)
+        held, self._held = self._held, []
+        return self.lines(held)
+
+    def lines(self, lines: Sequence[LogLine]) -> list[LogLine]:
+        """The lines to print of a batch (the others are held or folded)."""
+        shown: list[LogLine] = []
+        for line in lines:
+            if line.rank is not None or not is_stop_report(line.text):
+                shown.append(line)
+            elif self.failure is None:
+                self._held.append(line)
+            elif is_failstop_line(line.text, self.failure):
+                self.folded += 1
+            else:
+                shown.append(line)
+        return shown
+
+    def end(self) -> list[LogLine]:
+        """At the end: the lines still held (no rank failed), to print."""
+        held, self._held = self._held, []
+        return held
+
+    def summary(self, job_id: str) -> str | None:
+        """The fold's line, or None when nothing was folded."""
+        if self.failure is None or not self.folded:
+            return None
+        noun = "line" if self.folded == 1 else "lines"
+        return (f"{self.failure.label(self.stopped)} ({self.folded} Slurm {noun} not shown; "
+                f"%tiers logs {job_id} has them)")
+
+
 class TextView:
     """Streams a job's lines as plain text, then prints the last metric values and the one-line
-    summary (with the main metric and, for a failed job, its first error line)."""
+    summary (with the main metric and, for a failed job, its first error line). The fail-stop's
+    kill lines are folded into one line (:class:`FailStopFold`)."""
 
     def __init__(self, job: Job, out: TextIO | None = None, *, attach: bool = False) -> None:
         self.job = job
@@ -28,10 +81,17 @@ class TextView:
         self._lock = threading.Lock()
         self.final_status: JobStatus | None = None
         self.metrics = MetricsTracker(job.metric_patterns())
+        self.fold = FailStopFold()
 
     def _print(self, text: str) -> None:
+        """One status line (states, reasons, pod events, the summary): cluster text as text."""
         with self._lock:
-            self.out.write(text + "\n")
+            self.out.write(printable(text) + "\n")
+            self.out.flush()
+
+    def _print_lines(self, lines: Sequence[LogLine]) -> None:
+        if lines:
+            self.out.write("".join(format_line(ln) + "\n" for ln in lines))
             self.out.flush()
 
     def header(self) -> str:
@@ -54,12 +114,13 @@ class TextView:
             if not last_state or last_state[-1] != label:
                 last_state.append(label)
                 self._print(f"[{label}]" + (f" on {status.nodelist}" if status.nodelist else ""))
+            with self._lock:
+                self._print_lines(self.fold.status(status))
 
         def on_lines(lines: Sequence[LogLine]) -> None:
             self.metrics.feed(lines)
             with self._lock:
-                self.out.write("".join(format_line(ln) + "\n" for ln in lines))
-                self.out.flush()
+                self._print_lines(self.fold.lines(lines))
 
         def on_end(status: JobStatus) -> None:
             self.final_status = status
@@ -71,6 +132,13 @@ class TextView:
             ended.wait(timeout)
         finally:
             watcher.unwatch(sub)
+        with self._lock:
+            if self.final_status is not None:
+                self._print_lines(self.fold.status(self.final_status))
+            self._print_lines(self.fold.end())
+        folded = self.fold.summary(self.job.record.job_id)
+        if folded:
+            self._print(folded)
         if self.final_status is not None:
             last = format_last_values(self.metrics.last_values())
             if last:

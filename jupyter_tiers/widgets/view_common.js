@@ -22,21 +22,65 @@ function fmt(seconds) {
 // log_limit, the rows visible(row) lets through drawn by lineNode(row), Follow/Pause and Jump to
 // first error. filtered() tells whether visible() hides any source (then a trim redraws).
 // receive(rows, reset) takes a batch; redraw() draws again after the filter changed.
-function jtLogPane({ model, logBox, followBtn, errorBtn, lineNode, visible, filtered }) {
+// Fail-stop folding (JobView): a row [source, text, isError, folded, mark] with folded set is one
+// of the fail-stop's kill lines; while foldLabel() says something, the shown ones are drawn as one
+// line "LABEL — show" (a click shows them in place; again: hides), put before the last shown
+// mark (the failing rank's traceback), else where the first of them was.
+function jtLogPane({ model, logBox, followBtn, errorBtn, lineNode, visible, filtered, foldLabel }) {
   let lines = [];
   let following = true;
+  let expanded = false;
+  let folding = false; // whether the pane draws a fold line now (then every batch redraws)
 
   function markFirstError() {
     errorBtn.disabled = !logBox.querySelector(".jt-error");
   }
 
+  function foldNode(count) {
+    const node = h("div", "jt-line jt-fold");
+    node.appendChild(h("span", "jt-prefix", "  │ "));
+    node.appendChild(h("span", "jt-text", `${foldLabel()} — `));
+    const btn = h("button", "jt-fold-toggle", expanded ? "hide" : "show");
+    btn.title = `${count} Slurm line${count === 1 ? "" : "s"} of the fail-stop's kills`;
+    btn.addEventListener("click", () => {
+      expanded = !expanded;
+      redraw();
+    });
+    node.appendChild(btn);
+    return node;
+  }
+
+  function drawn() {
+    const shown = lines.filter(visible);
+    const label = foldLabel ? foldLabel() : "";
+    const count = label ? shown.filter((row) => row[3]).length : 0;
+    folding = count > 0;
+    if (!folding) return shown.map(lineNode);
+    let at = -1;
+    for (let i = shown.length - 1; i >= 0 && at < 0; i--) if (shown[i][4]) at = i;
+    if (at < 0) at = shown.findIndex((row) => row[3]);
+    const nodes = [];
+    shown.forEach((row, i) => {
+      if (i === at) nodes.push(foldNode(count));
+      if (expanded || !row[3]) nodes.push(lineNode(row));
+    });
+    return nodes;
+  }
+
   function redraw() {
-    logBox.replaceChildren(...lines.filter(visible).map(lineNode));
+    logBox.replaceChildren(...drawn());
     markFirstError();
     if (following) logBox.scrollTop = logBox.scrollHeight;
   }
 
   function append(rows) {
+    if (folding || rows.some((row) => row[3] || row[4])) {
+      const limit = model.get("log_limit");
+      lines.push(...rows);
+      if (lines.length > limit) lines = lines.slice(lines.length - limit);
+      redraw();
+      return;
+    }
     const limit = model.get("log_limit");
     lines.push(...rows);
     let dropped = 0;

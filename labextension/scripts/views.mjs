@@ -13,8 +13,9 @@ mkdirSync(out, { recursive: true });
 
 const common = readFileSync(join(widgets, "view_common.js"), "utf8");
 // What each view needs in front of it besides view_common.js (as job_view.py's _esm; the
-// panel has no metric charts, so metrics_chart.js stays out).
-const helpers = { "job_view.js": ["rank_grid.js"], "serve_view.js": [], "array_view.js": [] };
+// panel has no metric charts, so metrics_chart.js stays out; its Files tab lists through the
+// REST API and downloads through the browser, detail.ts).
+const helpers = { "job_view.js": ["rank_grid.js", "files_pane.js"], "serve_view.js": [], "array_view.js": [] };
 for (const name of ["job_view.js", "serve_view.js", "array_view.js"]) {
   const extra = helpers[name].map((f) => readFileSync(join(widgets, f), "utf8") + "\n").join("");
   const text =

@@ -171,8 +171,31 @@ export const JOB_DEFAULTS: Record<string, unknown> = {
   log_limit: 5000,
   lines_received: 0,
   cancel_requested: false,
-  log_skipped_bytes: 0
+  log_skipped_bytes: 0,
+  files: [],
+  files_note: '',
+  downloads: {}
 };
+
+/** The `GET .../files` answer as the Files tab's rows [name, size, mtime]; malformed entries
+ * (not a name, a negative size) are dropped. */
+export function fileRows(data: unknown): [string, number, number][] {
+  const files = data && typeof data === 'object' ? (data as { files?: unknown }).files : undefined;
+  if (!Array.isArray(files)) {
+    return [];
+  }
+  const rows: [string, number, number][] = [];
+  for (const f of files) {
+    if (!f || typeof f !== 'object') {
+      continue;
+    }
+    const { name, size, mtime } = f as Record<string, unknown>;
+    if (typeof name === 'string' && name && typeof size === 'number' && size >= 0) {
+      rows.push([name, size, typeof mtime === 'number' ? mtime : 0]);
+    }
+  }
+  return rows;
+}
 
 /** The traits ServeView reads, with the Python defaults (jupyter_tiers/widgets/serve_view.py). */
 export const SERVE_DEFAULTS: Record<string, unknown> = {

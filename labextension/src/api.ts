@@ -86,6 +86,11 @@ export class TiersApi {
     return parseProfiles(await this.request<unknown>('profiles'));
   }
 
+  /** `jupyter tiers doctor NAME --json` through the server (parse it with doctor.ts). */
+  async doctor(profile: string): Promise<unknown> {
+    return this.request<unknown>(`profiles/${encodeURIComponent(profile)}/doctor`);
+  }
+
   /** cancel (a job), scale / restart / delete (a service): the server's one-line answer. */
   async act(
     profile: string,
@@ -104,12 +109,28 @@ export class TiersApi {
     return answer.message ?? `${verb}: done`;
   }
 
+  /** What a job left (`GET .../files`), as the server answers it. */
+  files(profile: string, id: string): Promise<unknown> {
+    return this.request(`${itemPath(profile, id)}/files`);
+  }
+
+  /** The URL of one listed file (an attachment the browser saves; the login cookie authenticates
+   * the GET, so no token is put in the URL). */
+  fileUrl(profile: string, id: string, name: string): string {
+    return URLExt.join(this.settings.baseUrl, API, filePath(profile, id, name));
+  }
+
   /** A websocket URL for a route (ws: or wss: like the page), with the token when there is one. */
   wsUrl(path: string, params: Record<string, string | number | undefined> = {}): string {
     const token = this.settings.token;
     const q = query({ ...params, token: token || undefined });
     return URLExt.join(this.settings.wsUrl, API, path) + q;
   }
+}
+
+/** `jobs/{profile}/{id}/files/{name}`: each part of the (relative) name its own encoded segment. */
+export function filePath(profile: string, id: string, name: string): string {
+  return `${itemPath(profile, id)}/files/${name.split('/').map(encodeURIComponent).join('/')}`;
 }
 
 /** `jobs/{profile}/{id}`, with `?refresh=0` when a cached answer will do (API.md). */

@@ -12,6 +12,7 @@ import {
   ViewModel,
   ViewRequest,
   arrayAction,
+  fileRows,
   taskItem,
   toRows
 } from './adapter';
@@ -126,6 +127,10 @@ export class TiersDetail extends Widget {
       this._follow();
       return;
     }
+    if (kind === 'files' || kind === 'download') {
+      void this._onFiles(request);
+      return;
+    }
     if (kind === 'port_forward') {
       this.model.set('message', 'Port-forward runs in a kernel: use the notebook widget or %tiers.');
       return;
@@ -192,6 +197,40 @@ export class TiersDetail extends Widget {
       }
     }
     void this.reload(true);
+  }
+
+  /**
+   * The Files tab: list through `GET .../files`; a Download lets the browser save the listed
+   * file from `GET .../files/NAME` (an attachment, streamed to disk by the browser).
+   */
+  private async _onFiles(request: ViewRequest): Promise<void> {
+    if (request.kind === 'files') {
+      this.model.set('files_note', 'listing…');
+      try {
+        const rows = fileRows(await this.api.files(this.item.profile, this.item.id));
+        this.model.set('files', rows);
+        this.model.set('files_note', rows.length ? '' : 'the job left no files (yet)');
+      } catch (err) {
+        this.model.set('files_note', `cannot list the files: ${(err as Error).message}`);
+      }
+      return;
+    }
+    const name = request.name;
+    const listed = this.model.get('files');
+    if (typeof name !== 'string' || !Array.isArray(listed) || !listed.some(r => Array.isArray(r) && r[0] === name)) {
+      return;
+    }
+    const link = document.createElement('a');
+    link.href = this.api.fileUrl(this.item.profile, this.item.id, name);
+    link.download = name.split('/').pop() || 'download';
+    link.rel = 'noopener';
+    link.style.display = 'none';
+    document.body.appendChild(link);
+    link.click();
+    link.remove();
+    const downloads = { ...(this.model.get('downloads') as Record<string, string>) };
+    downloads[name] = 'saved by the browser (its downloads folder)';
+    this.model.set('downloads', downloads);
   }
 
   /** (Re)starts the log stream from the beginning; the first batch replaces what the view has. */

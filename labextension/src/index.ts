@@ -13,6 +13,7 @@ import { LabIcon } from '@jupyterlab/ui-components';
 
 import { TiersApi } from './api';
 import { TiersDetail } from './detail';
+import { DoctorPanel } from './doctor';
 import { HistoryRow } from './history';
 import { HistoryDetail } from './historyDetail';
 import { IPanelKind, showPanel } from './panels';
@@ -31,7 +32,8 @@ const CMD = {
   open: 'jupyter-tiers:open',
   refresh: 'jupyter-tiers:refresh',
   slurm: 'jupyter-tiers:insert-slurm-train',
-  k8s: 'jupyter-tiers:insert-k8s-serve'
+  k8s: 'jupyter-tiers:insert-k8s-serve',
+  doctor: 'jupyter-tiers:doctor'
 };
 
 const DETAIL_PANEL: IPanelKind<TiersDetail> = {
@@ -46,6 +48,13 @@ const HISTORY_PANEL: IPanelKind<HistoryDetail> = {
   className: 'jt-hist-detail-panel',
   refreshClassName: 'jt-hist-detail-refresh',
   refreshTooltip: 'Read its accounting row and output again',
+  refresh: content => void content.reload()
+};
+
+const DOCTOR_PANEL: IPanelKind<DoctorPanel> = {
+  className: 'jt-doctor-panel',
+  refreshClassName: 'jt-doctor-refresh',
+  refreshTooltip: 'List the profiles again',
   refresh: content => void content.reload()
 };
 
@@ -143,7 +152,22 @@ const plugin: JupyterFrontEndPlugin<void> = {
       execute: args => insert('k8s_serve', Boolean(args.isLauncher))
     });
 
-    for (const command of [CMD.slurm, CMD.k8s, CMD.refresh, CMD.open]) {
+    const doctors = new Map<string, MainAreaWidget<DoctorPanel>>();
+    app.commands.addCommand(CMD.doctor, {
+      label: 'Tiers: Check Profiles (doctor)',
+      caption: 'Check each profile: reach, host key, login, scheduler or cluster access, workdir, Python',
+      execute: () => showPanel(app, doctors, 'doctor', tiersIcon, DOCTOR_PANEL, () => new DoctorPanel(api))
+    });
+
+    // The sidebar's Check: the panel with a Check button per profile.
+    const check = document.createElement('button');
+    check.className = 'jt-side-doctor jp-Button';
+    check.textContent = 'Check';
+    check.title = 'Check the profiles: reach, login, access, workdir, Python (jupyter tiers doctor)';
+    check.addEventListener('click', () => void app.commands.execute(CMD.doctor));
+    sidebar.node.querySelector('.jt-side-head')?.append(check);
+
+    for (const command of [CMD.slurm, CMD.k8s, CMD.refresh, CMD.open, CMD.doctor]) {
       palette?.addItem({ command, category: 'Tiers' });
     }
     [CMD.slurm, CMD.k8s, CMD.refresh].forEach((command, rank) =>

@@ -127,3 +127,33 @@ describe('toRows fuzz', () => {
     }
   });
 });
+
+describe('fileRows', () => {
+  it('keeps well-formed entries of the files answer as [name, size, mtime]', async () => {
+    const { fileRows } = await import('../src/adapter');
+    expect(
+      fileRows({
+        files: [
+          { name: 'out/loss.csv', size: 16, mtime: 1700000000.5 },
+          { name: '', size: 1, mtime: 0 },
+          { name: 'neg', size: -1, mtime: 0 },
+          { name: 'no-mtime', size: 3 },
+          'garbage',
+          null
+        ]
+      })
+    ).toEqual([
+      ['out/loss.csv', 16, 1700000000.5],
+      ['no-mtime', 3, 0]
+    ]);
+    expect(fileRows({})).toEqual([]);
+    expect(fileRows(null)).toEqual([]);
+  });
+});
+
+describe('filePath', () => {
+  it('encodes each part of a file name as its own segment', async () => {
+    const { filePath } = await import('../src/api');
+    expect(filePath('box', '42', 'out/a b#?.csv')).toBe('jobs/box/42/files/out/a%20b%23%3F.csv');
+  });
+});

@@ -22,8 +22,8 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Collection, Iterator
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -164,11 +164,8 @@ def _running_lab(base: Path, tiers_yaml: str) -> Iterator[Lab]:
         _stop_server(server, proc)
 
 
-@pytest.fixture(scope="module")
-def lab(cluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    """JupyterLab whose kernels see the ``box`` profile of the Slurm test cluster."""
-    _require_browser_tools()
-    base = tmp_path_factory.mktemp("lab")
+@contextmanager
+def _cluster_lab(cluster_env: dict[str, str], base: Path) -> Iterator[Lab]:
     server: Lab | None = None
     try:
         with _running_lab(base, profile_yaml(cluster_env)) as server:
@@ -176,6 +173,41 @@ def lab(cluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -
     finally:
         if server is not None:
             _cancel_leftover_jobs(server.config, server.registry)
+
+
+@pytest.fixture(scope="session")
+def shared_lab(cluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """One JupyterLab with the ``box`` profile for every module that sets ``SHARED_LAB = True``."""
+    _require_browser_tools()
+    with _cluster_lab(cluster_env, tmp_path_factory.mktemp("shared-lab")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def lab(request: pytest.FixtureRequest, cluster_env: dict[str, str],
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    """JupyterLab whose kernels see the ``box`` profile of the Slurm test cluster.
+
+    A module that sets ``SHARED_LAB = True`` (its notebooks, job names and checks never look at
+    another module's) gets the session's one server, saving a server start and stop; its kernels
+    are shut down and its jobs cancelled when it ends. The others get a server of their own: the
+    sidebar's tests, for one, count every job in the server's registry."""
+    _require_browser_tools()
+    if not getattr(request.module, "SHARED_LAB", False):
+        with _cluster_lab(cluster_env, tmp_path_factory.mktemp("lab")) as server:
+            yield server
+        return
+    server = request.getfixturevalue("shared_lab")
+    kernels = {k["id"] for k in server.api("/api/kernels")}
+    jobs = {rec.job_id for rec in Registry(server.registry).list(limit=1000)}
+    try:
+        yield server
+    finally:
+        _cancel_leftover_jobs(server.config, server.registry, keep=jobs)
+        for kernel in server.api("/api/kernels"):
+            if kernel["id"] not in kernels:
+                with suppress(OSError, urllib.error.URLError):
+                    server.api(f"/api/kernels/{kernel['id']}", method="DELETE")
 
 
 @dataclass
@@ -236,8 +268,8 @@ def _stop_server(server: Lab, proc: subprocess.Popen[bytes]) -> None:
             proc.wait(timeout=10)
 
 
-def _cancel_leftover_jobs(config: Path, registry: Path) -> None:
-    """Leave no job of these tests running on the shared test cluster."""
+def _cancel_leftover_jobs(config: Path, registry: Path, keep: Collection[str] = ()) -> None:
+    """Leave no job of these tests running on the shared test cluster (but those in ``keep``)."""
     if not registry.exists():
         return
     old = os.environ.get("JUPYTER_TIERS_CONFIG")
@@ -251,7 +283,8 @@ def _cancel_leftover_jobs(config: Path, registry: Path) -> None:
             os.environ["JUPYTER_TIERS_CONFIG"] = old
     try:
         for rec in tier.registry.list(limit=1000):
-            tier.cancel(rec)  # the registry's state may lag behind: cancel is harmless on ended jobs
+            if rec.job_id not in keep:
+                tier.cancel(rec)  # the registry's state may lag behind: cancel is harmless on ended jobs
     finally:
         tier.close()
 

@@ -16,6 +16,7 @@ from .sweep_notebook import run_sweep_cell
 from .test_job_widget import HOSTILE_IMG, no_page_errors
 
 pytestmark = [pytest.mark.browser]
+SHARED_LAB = True  # one JupyterLab for this and the other widget modules (conftest.lab)
 
 
 def test_sweep_widget_rows_failure_task_view_and_cancel(page: Any, lab: Lab) -> None:

@@ -17,6 +17,7 @@ from .conftest import JOB_TIMEOUT_MS, Lab
 from .test_job_widget import job_id_of, no_page_errors, open_notebook, run_cell, write_notebook
 
 pytestmark = [pytest.mark.cluster, pytest.mark.browser]
+SHARED_LAB = True  # one JupyterLab for this and the other widget modules (conftest.lab)
 
 
 def test_job_widget_shows_the_checkpoint(page: Any, lab: Lab, box_tier: SlurmTier) -> None:

@@ -23,6 +23,7 @@ from jupyter_tiers.slurm.tier import SlurmTier
 from .conftest import JOB_TIMEOUT_MS, OUTPUT, ROOT, UI_TIMEOUT_MS, Lab
 
 pytestmark = [pytest.mark.cluster, pytest.mark.browser]
+SHARED_LAB = True  # one JupyterLab for this and the other widget modules (conftest.lab)
 
 HOSTILE_IMG = "<img src=x onerror=alert(1)>"
 HOSTILE_B = "<b>bold</b>"
@@ -246,6 +247,20 @@ def test_failing_rank_is_marked_first_failure(page: Any, lab: Lab, box_tier: Slu
     expect(error_line.first).to_contain_text("RuntimeError: rank 3 gives up")
     expect(error_line.first.locator(".jt-prefix")).to_have_text("3:")
     expect(widget.locator(".jt-tip")).to_have_text("4 ranks: 1 failed, 3 stopped")
+    # The fail-stop's kill reports are one line, one click away; the failure's own report stays.
+    fold = widget.locator(".jt-log .jt-fold")
+    expect(fold).to_have_count(1, timeout=UI_TIMEOUT_MS)
+    expect(fold).to_contain_text(
+        re.compile(r"3 ranks stopped by fail-stop after rank 3 \(node\d+\) failed — show$"))
+    log_lines = widget.locator(".jt-log .jt-line")
+    kills = log_lines.filter(has_text=re.compile(r"Exited with exit code 143$|: Killed$"))
+    expect(kills).to_have_count(0)
+    expect(log_lines.filter(has_text=re.compile(r": task 3: Exited with exit code 3$"))).to_have_count(1)
+    fold.locator(".jt-fold-toggle").click()
+    expect(kills.first).to_be_visible()
+    expect(fold).to_contain_text("failed — hide")
+    fold.locator(".jt-fold-toggle").click()
+    expect(kills).to_have_count(0)
     expect(widget.locator(".jt-jump-error")).to_be_enabled()
     widget.locator(".jt-jump-error").click()
     expect(error_line.first).to_have_class(re.compile(r"\bjt-flash\b"))

@@ -18,6 +18,7 @@ from .conftest import JOB_TIMEOUT_MS, OUTPUT, Lab
 from .test_job_widget import job_id_of, no_page_errors, open_notebook, run_cell, write_notebook
 
 pytestmark = [pytest.mark.cluster, pytest.mark.browser]
+SHARED_LAB = True  # one JupyterLab for this and the other widget modules (conftest.lab)
 
 
 def test_metrics_become_live_charts(page: Any, lab: Lab, box_tier: SlurmTier) -> None:

@@ -26,6 +26,7 @@ from .conftest import JOB_TIMEOUT_MS, OUTPUT, ROOT, Lab
 from .test_job_widget import job_id_of, no_page_errors, open_notebook, run_cell, use_theme, write_notebook
 
 pytestmark = [pytest.mark.cluster, pytest.mark.browser]
+SHARED_LAB = True  # one JupyterLab for this and the other widget modules (conftest.lab)
 
 PHASES = {"w": "waiting", "r": "running", "x": "exited", "f": "failed", "s": "stopped"}
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from tests.cluster.twofactor import PROFILE, profile_yaml, start_twofactor_sshd, totp
+from tests.cluster.twofactor import PROFILE, next_code, profile_yaml, start_twofactor_sshd
 
 from .conftest import JOB_TIMEOUT_MS, OUTPUT, UI_TIMEOUT_MS, Lab, _require_browser_tools, _running_lab
 from .test_job_widget import open_notebook, run_cell, write_notebook
@@ -55,7 +55,7 @@ def test_the_code_is_asked_under_the_cell_once_for_the_profile(lab2fa: tuple[Lab
     expect(first.locator(".jp-OutputArea-output").first).to_contain_text("asks for a one-time code")
     OUTPUT.mkdir(exist_ok=True)
     first.screenshot(path=str(OUTPUT / "twofactor-prompt.png"))
-    code = totp(secret)
+    code = next_code(secret)
     field.fill(code)
     field.press("Enter")
     widget = first.locator(".jt-job")

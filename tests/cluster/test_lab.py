@@ -155,6 +155,59 @@ def test_add_user_sets_up_each_student_once(lab_students: dict[str, list[str]],
     assert os.stat(profile["known_hosts"]).st_mode & 0o004  # students can read it
 
 
+def _notebook_profiles() -> dict[str, str]:
+    """The profile names examples/teaching_lab.ipynb's parameters cell names (variable -> name)."""
+    import ast
+
+    notebook = json.loads((ROOT / "examples" / "teaching_lab.ipynb").read_text())
+    cell = next(c for c in notebook["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+    names = {}
+    for node in ast.parse("".join(cell["source"])).body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else None
+        if isinstance(target, ast.Name) and target.id.endswith("profile"):
+            assert isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant)
+            names[target.id] = node.value.value
+    return names
+
+
+def test_the_lab_notebooks_profiles_exist_for_a_student(lab_students: dict[str, list[str]]) -> None:
+    """Issue 21 section 4: every profile the shipped lab notebook's parameters name exists from a
+    student's seat, and the serving one maps where that student's jobs keep their checkpoints."""
+    wanted = _notebook_profiles()
+    assert set(wanted) == {"profile", "serve_profile"} and wanted["serve_profile"] == lab.LAB_SERVE_PROFILE
+    for name in STUDENTS:
+        home = pwd.getpwnam(name).pw_dir
+        out = as_student(name, textwrap.dedent(f"""\
+            import json
+            from jupyter_tiers.config import load_config
+            config = load_config()
+            found = {{}}
+            for name in {sorted(wanted.values())!r}:
+                profile = config.profile(name)
+                found[name] = [profile.tier, profile.get("path_map")]
+            print("FOUND " + json.dumps(found))
+        """))
+        assert out.returncode == 0, out.stdout + out.stderr
+        found = json.loads(out.stdout.split("FOUND ", 1)[1])
+        assert found[wanted["profile"]][0] == "slurm"
+        tier, path_map = found[wanted["serve_profile"]]
+        assert tier == "local" and path_map.get(home) == home, found
+
+
+def test_doctor_from_a_students_seat(lab_students: dict[str, list[str]]) -> None:
+    """Issue 21: a student runs ``jupyter tiers doctor`` on the notebook's profiles, as themselves:
+    the shared profile logs in with their lab key and every check passes."""
+    wanted = sorted(_notebook_profiles().values())
+    out = as_student("jt-student1", textwrap.dedent(f"""\
+        from jupyter_tiers.cli import main
+        print("EXIT", main(["doctor", *{wanted!r}]))
+    """))
+    assert "EXIT 0" in out.stdout, out.stdout + out.stderr
+    assert "FAIL" not in out.stdout and "login: logged in with a key" in out.stdout
+    assert "workdir: /home/jt-student1/jupyter-tiers" in out.stdout
+    assert "sandbox-serve (local)" in out.stdout
+
+
 def test_a_lab_key_logs_in_as_its_own_user_only(lab_students: dict[str, list[str]],
                                                  cluster_env: dict[str, str]) -> None:
     own = ssh_as("jt-student2", "jt-student2", "id -un", cluster_env)

@@ -4,9 +4,15 @@ the ``sandbox`` command line's answers to bad input. No cluster needed."""
 
 from __future__ import annotations
 
+import os
+import pwd
 import random
 import re
+import shlex
+import stat
 import string
+import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -125,17 +131,6 @@ def test_lab_profile_is_a_valid_profile_without_user() -> None:
     assert config.profile("sandbox").get("port") == 2299
 
 
-def test_others_can_run(tmp_path: Path) -> None:
-    tmp_path.chmod(0o755)
-    tool = tmp_path / "tool"
-    tool.write_text("#!/bin/sh\n")
-    tool.chmod(0o755)
-    assert lab.others_can_run(tool) is all(p.stat().st_mode & 0o001 for p in tool.resolve().parents)
-    tool.chmod(0o750)
-    assert not lab.others_can_run(tool)
-    assert not lab.others_can_run(tmp_path / "missing")
-
-
 @pytest.mark.parametrize(("argv", "message"), [
     (["add-user"], "add-user needs a user name"),
     (["remove-user"], "remove-user needs a user name"),
@@ -143,6 +138,8 @@ def test_others_can_run(tmp_path: Path) -> None:
     (["down", "--lab"], "--lab only goes with 'up'"),
     (["add-user", "jt-student1", "--nodes", "3"], "add-user takes only a user name"),
     (["add-user", "a", "b"], "unrecognized arguments"),
+    (["remove-user", "a", "--allow-shared-group"], "--allow-shared-group only goes with 'add-user'"),
+    (["up", "--allow-shared-group"], "--allow-shared-group only goes with 'add-user'"),
 ])
 def test_sandbox_command_line_usage_errors(argv: list[str], message: str,
                                            capsys: pytest.CaptureFixture[str]) -> None:
@@ -159,29 +156,235 @@ def test_bad_user_name_answered_in_one_line(capsys: pytest.CaptureFixture[str]) 
     assert err.count("\n") == 1 and "Traceback" not in err
 
 
-def test_lab_python_is_this_one_only_when_every_user_may_run_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    import shutil
-    import sys
-    import tempfile
+# --- issue 20, item 12: what the shared profile may name, and shared primary groups ----------
 
-    top = Path(tempfile.mkdtemp(prefix="jt-lab-python-", dir="/tmp"))
-    try:
-        top.chmod(0o755)
-        base, venv = top / "base", top / "venv"
-        lib = base / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
-        lib.mkdir(parents=True)
-        (lib / "os.py").write_text("")
-        (venv / "bin").mkdir(parents=True)
-        exe = venv / "bin" / "python"
-        exe.write_text("#!/bin/sh\n")
-        for path in (top, base, base / "lib", lib, venv, venv / "bin", exe):
-            path.chmod(0o755)
-        monkeypatch.setattr(sys, "executable", str(exe))
-        monkeypatch.setattr(sys, "prefix", str(venv))
-        monkeypatch.setattr(sys, "base_prefix", str(base))
-        assert lab.lab_python() == (str(exe), [f"source {venv}/bin/activate"], None)
-        base.chmod(0o700)  # the interpreter's own library is private (a pyenv under /root)
-        python, setup, note = lab.lab_python()
-        assert (python, setup) == ("python3", []) and note and str(exe) in note
-    finally:
-        shutil.rmtree(top)
+def tree_lstat(top: Path) -> Callable[[str], os.stat_result]:
+    """os.lstat, except that the directories above ``top`` (/tmp is 1777) look as /usr does:
+    root's, 0755. ``top`` and everything below it are checked as they are."""
+    above = set(top.parents)
+
+    def lstat(path: str) -> os.stat_result:
+        info = os.lstat(path)
+        if Path(path) in above:
+            fields = list(info)
+            fields[0], fields[4], fields[5] = stat.S_IFDIR | 0o755, 0, 0
+            return os.stat_result(fields)
+        return info
+    return lstat
+
+
+def _file(path: Path, mode: int = 0o755) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/sh\n")
+    path.chmod(mode)
+    return path
+
+
+@pytest.fixture()
+def tree(tmp_path: Path) -> Path:
+    """A tree of good and bad places for an interpreter (root's unless said otherwise)."""
+    top = tmp_path / "top"
+    for d in ("bin", "lib", "open", "grp", "private", "sticky", "theirdir"):
+        (top / d).mkdir(parents=True)
+    _file(top / "bin" / "python")
+    _file(top / "open" / "python")
+    _file(top / "grp" / "python")
+    _file(top / "private" / "python")
+    _file(top / "sticky" / "python")
+    _file(top / "theirdir" / "python")
+    _file(top / "notexec", 0o644)
+    _file(top / "groupw", 0o775)
+    _file(top / "theirs")
+    (top / "bin" / "link").symlink_to("python")
+    (top / "bin" / "rel").symlink_to("../bin/./python")
+    (top / "bin" / "abs").symlink_to(top / "bin" / "python")
+    (top / "tolink").symlink_to("open/python")
+    (top / "theirlink").symlink_to("bin/python")
+    (top / "loop1").symlink_to("loop2")
+    (top / "loop2").symlink_to("loop1")
+    (top / "dangling").symlink_to("nothing")
+    for path, mode in ((top, 0o755), (top / "bin", 0o755), (top / "lib", 0o755), (top / "open", 0o757),
+                       (top / "grp", 0o775), (top / "private", 0o750), (top / "sticky", 0o1777),
+                       (top / "theirdir", 0o755)):
+        path.chmod(mode)
+    if os.geteuid() == 0:
+        os.chown(top / "theirs", 65534, 65534)
+        os.chown(top / "theirdir", 65534, 65534)
+        os.lchown(top / "theirlink", 65534, 65534)
+    return top
+
+
+@pytest.mark.parametrize(("where", "want", "problem"), [
+    ("bin/python", "exec", None),
+    ("bin/link", "exec", None),
+    ("bin/rel", "exec", None),
+    ("bin/abs", "exec", None),
+    ("bin/../bin/python", "exec", None),
+    ("lib", "dir", None),
+    ("notexec", "read", None),
+    ("open/python", "exec", "{top}/open is writable by its group or others (mode 0757)"),
+    ("grp/python", "exec", "{top}/grp is writable by its group or others (mode 0775)"),
+    ("sticky/python", "exec", "{top}/sticky is writable by its group or others (mode 1777)"),
+    ("groupw", "exec", "{top}/groupw is writable by its group or others (mode 0775)"),
+    ("tolink", "exec", "{top}/open is writable by its group or others (mode 0757)"),
+    ("private/python", "exec", "other users cannot enter {top}/private (mode 0750)"),
+    ("notexec", "exec", "other users cannot run {top}/notexec (mode 0644)"),
+    ("theirs", "exec", "{top}/theirs belongs to uid 65534, not root"),
+    ("theirdir/python", "exec", "{top}/theirdir belongs to uid 65534, not root"),
+    ("theirlink", "exec", "{top}/theirlink belongs to uid 65534, not root"),
+    ("loop1", "exec", "{top}/loop1: more than 40 symbolic links (a loop?)"),
+    ("dangling", "exec", "{top}/nothing: No such file or directory"),
+    ("missing/python", "exec", "{top}/missing: No such file or directory"),
+    ("bin/python/x", "exec", "{top}/bin/python is not a directory"),
+    ("bin", "exec", "{top}/bin is not a regular file"),
+    ("bin/python", "dir", "{top}/bin/python is not a directory"),
+])
+def test_trusted_path_problem(tree: Path, where: str, want: str, problem: str | None) -> None:
+    if "uid 65534" in (problem or "") and os.geteuid() != 0:
+        pytest.skip("giving a file to another user needs root")
+    found = lab.trusted_path_problem(f"{tree}/{where}", want, lstat=tree_lstat(tree))
+    assert found == (problem.format(top=tree) if problem else None)
+
+
+def test_trusted_path_problem_from_the_real_root(tree: Path) -> None:
+    assert "is not an absolute path" in (lab.trusted_path_problem("bin/python") or "")
+    # Without the stand-in, the temporary tree's real parents count: /tmp is 1777.
+    assert "is writable by its group or others (mode 1777)" in (
+        lab.trusted_path_problem(tree / "bin" / "python") or "")
+    with pytest.raises(ValueError):
+        lab.trusted_path_problem("/bin/sh", "write")
+
+
+def _fake_python(top: Path, venv_name: str = "venv") -> tuple[Path, Path]:
+    """A base Python and a venv over it, laid out as lab_python_paths expects."""
+    base, venv = top / "base", top / venv_name
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    _file(base / "lib" / version / "os.py", 0o644)
+    (venv / "lib" / version / "site-packages").mkdir(parents=True)
+    _file(venv / "pyvenv.cfg", 0o644)
+    _file(venv / "bin" / "activate", 0o644)
+    _file(venv / "bin" / "python")
+    for path in (top, base, base / "lib", venv, venv / "lib", venv / "lib" / version,
+                 venv / "lib" / version / "site-packages", venv / "bin"):
+        path.chmod(0o755)
+    return base, venv
+
+
+@pytest.mark.parametrize("venv_name", ["venv", "v+1.0_x-y"])
+def test_lab_python_is_this_one_only_when_every_path_is_roots_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, venv_name: str) -> None:
+    top = tmp_path / "top"
+    base, venv = _fake_python(top, venv_name)
+    exe = venv / "bin" / "python"
+    monkeypatch.setattr(sys, "executable", str(exe))
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    monkeypatch.setattr(sys, "base_prefix", str(base))
+    lstat = tree_lstat(top)
+
+    def check(path: Path, want: str) -> str | None:
+        return lab.trusted_path_problem(path, want, lstat=lstat)
+
+    python, setup, note = lab.lab_python(check)
+    assert (python, note) == (str(exe), None)
+    assert setup == [f"source {shlex.quote(str(venv / 'bin' / 'activate'))}"]
+    assert shlex.split(setup[0]) == ["source", str(venv / "bin" / "activate")]
+    version = f"python{sys.version_info[0]}.{sys.version_info[1]}"
+    for weak, mode in ((base, 0o700), (venv / "bin" / "activate", 0o664),
+                       (venv / "lib" / version / "site-packages", 0o777), (venv / "pyvenv.cfg", 0o666)):
+        old = stat.S_IMODE(weak.stat().st_mode)
+        weak.chmod(mode)
+        python, setup, note = lab.lab_python(check)
+        assert (python, setup) == ("python3", []), weak
+        assert note and str(exe) in note and str(weak) in note
+        weak.chmod(old)
+    assert lab.lab_python(check)[0] == str(exe)
+
+
+@pytest.mark.parametrize("venv_name", ["my venv", "v$(touch x);'", "v`id`"])
+def test_lab_python_refuses_a_path_a_job_would_refuse(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                      venv_name: str) -> None:
+    top = tmp_path / "top"
+    base, venv = _fake_python(top, venv_name)
+    monkeypatch.setattr(sys, "executable", str(venv / "bin" / "python"))
+    monkeypatch.setattr(sys, "prefix", str(venv))
+    monkeypatch.setattr(sys, "base_prefix", str(base))
+    python, setup, note = lab.lab_python(lambda path, want: None)
+    assert (python, setup) == ("python3", []) and note and "without spaces" in note
+
+
+@pytest.mark.parametrize("prefix", ["/opt/venv", "/opt/my venv", "/opt/v$(touch x);'", "/opt/v`id`\nx"])
+def test_the_venv_setup_line_is_one_quoted_word(prefix: str) -> None:
+    (line,) = lab.venv_setup(prefix)
+    assert shlex.split(line) == ["source", f"{prefix}/bin/activate"]
+    assert line == f"source {shlex.quote(prefix + '/bin/activate')}"
+
+
+def test_group_sharers() -> None:
+    users = [("root", 0, 0), ("alice", 1001, 1001), ("bob", 1002, 100), ("carol", 1003, 100),
+             ("dave", 1004, 1004), ("toor", 0, 100)]
+    assert lab.group_sharers("alice", 1001, users, []) == []
+    assert lab.group_sharers("bob", 100, users, []) == ["carol"]  # root (and uid 0) can read anyway
+    assert lab.group_sharers("alice", 1001, users, ["dave", "alice", "root"]) == ["dave"]
+    assert lab.group_sharers("bob", 100, users, ["carol", "erin"]) == ["carol", "erin"]
+    assert lab.group_sharers("bob", 100, iter(users), iter(["erin"])) == ["carol", "erin"]  # read once
+
+
+def test_add_user_refuses_a_shared_primary_group_unless_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
+    pw = pwd.struct_passwd(("jt-shared", "x", 1501, 100, "", "/home/jt-shared", "/bin/bash"))
+    monkeypatch.setattr(lab, "_require_root", lambda what: None)
+    monkeypatch.setattr(lab, "lookup_user", lambda name: pw)
+    monkeypatch.setattr(lab, "_check_unlocked", lambda name: None)
+    monkeypatch.setattr(lab, "shared_group_problem",
+                        lambda p: f"{p.pw_name}'s primary group users (gid 100) is shared with bob")
+
+    def no_cluster() -> lab.Cluster:
+        raise lab.LabError("past the group check")
+
+    monkeypatch.setattr(lab, "load_cluster", no_cluster)
+    said: list[str] = []
+    with pytest.raises(lab.LabError) as err:
+        lab.add_user("jt-shared", say=said.append)
+    assert str(err.value).startswith("jt-shared's primary group users (gid 100) is shared with bob; give "
+                                     "jt-shared a group of their own")
+    assert "--allow-shared-group" in str(err.value) and said == []
+    with pytest.raises(lab.LabError, match="past the group check"):
+        lab.add_user("jt-shared", say=said.append, allow_shared_group=True)
+    assert said == ["jt-shared: warning: jt-shared's primary group users (gid 100) is shared with bob "
+                    "(--allow-shared-group)"]
+
+
+def test_shared_group_problem_reads_this_machines_users() -> None:
+    other = next((u for u in pwd.getpwall() if u.pw_uid != 0), None)
+    if other is None:
+        pytest.skip("no non-root user on this machine")
+    fake = pwd.struct_passwd(("jt-not-a-user", "x", 1599, other.pw_gid, "", "/nonexistent", "/bin/false"))
+    problem = lab.shared_group_problem(fake)
+    assert problem is not None and f"(gid {other.pw_gid}) is shared with " in problem
+    assert other.pw_name in problem or "more" in problem
+    assert problem.endswith("who could read jt-not-a-user's checkpoints (they are group-readable by design)")
+    alone = pwd.struct_passwd(("jt-not-a-user", "x", 1599, 4_000_000_001, "", "/nonexistent", "/bin/false"))
+    assert lab.shared_group_problem(alone) is None  # an unknown gid nobody else has
+
+
+def test_the_admins_own_sandbox_profile_quotes_its_source_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jupyter_tiers.sandbox import sandbox_profile
+
+    monkeypatch.setattr(sys, "prefix", "/opt/my venv")
+    monkeypatch.setattr(sys, "base_prefix", "/usr")
+    env = {**ENV, "JT_SSH_USER": "root", "JT_SSH_KEY": "/var/lib/jupyter-tiers-cluster/ssh/id"}
+    assert sandbox_profile(env)["setup"] == ["source '/opt/my venv/bin/activate'"]
+
+
+def test_lab_serve_profile_maps_each_students_home_and_keeps_the_others() -> None:
+    first = lab.lab_serve_profile(["/home/jt-a"])
+    checked = validate_profile(lab.LAB_SERVE_PROFILE, first, "/etc/jupyter/tiers.yaml")
+    assert checked["tier"] == "local" and checked["path_map"] == {"/home/jt-a": "/home/jt-a"}
+    both = lab.lab_serve_profile(["/home/jt-b"], first)
+    assert both["path_map"] == {"/home/jt-a": "/home/jt-a", "/home/jt-b": "/home/jt-b"}
+    assert lab.lab_serve_profile(["/home/jt-b"], both) == both  # idempotent: add-user twice
+    from jupyter_tiers.handoff import map_path, parse_path_map
+
+    pairs = parse_path_map(both["path_map"])
+    assert map_path("/home/jt-b/jupyter-tiers/7-fit/checkpoints/step-00010.json", pairs) == \
+        "/home/jt-b/jupyter-tiers/7-fit/checkpoints/step-00010.json"
+    assert map_path("/home/jt-c/jupyter-tiers/x", pairs) is None

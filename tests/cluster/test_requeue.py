@@ -154,7 +154,8 @@ def test_requeue_mid_job_keeps_one_job_and_one_log(box: SlurmTier, tmp_path: Pat
         between = again.status()
         assert (between.state, between.restarts) == (JobState.PENDING, 1), between
         reattached = RecordingView(again, log_offset=None)
-        # Slurm holds a requeued job about two minutes (its begin time) before the next run.
+        # Slurm holds a requeued job cred_expire+1 s (its begin time) before the next run: 31 s on
+        # the test cluster (cluster.sh), 121 s on a default Slurm; the bounds allow the default.
         assert ended.wait(420), [s.state for s in seen]
         assert reattached.wait(timeout=120) is not None
         assert reattached.restarts == 1 and "COMPLETED after 1 restart" in reattached.summary

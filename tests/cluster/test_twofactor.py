@@ -31,9 +31,9 @@ from jupyter_tiers.transport.prompt import (
 from tests.cluster.twofactor import (
     PROFILE,
     contains_code,
+    next_code,
     profile_yaml,
     start_twofactor_sshd,
-    totp,
     wrong_code,
 )
 from tests.helpers import drop_connection
@@ -75,7 +75,7 @@ class CodePrompter:
     def __call__(self, request: PromptRequest) -> list[str]:
         self.requests.append(request)
         self.threads.append(threading.current_thread().name)
-        code = self.answer or totp(self.secret_file)
+        code = self.answer or next_code(self.secret_file)
         self.given.append(code)
         return [code] * len(request.prompts)
 
@@ -243,7 +243,7 @@ def test_jupyter_tiers_login_asks_in_the_terminal(
         child.expect_exact(f"profile '{PROFILE}' (root@127.0.0.1:{twofactor['JT_SSH_2FA_PORT']}) "
                            "asks for a one-time code")
         child.expect_exact("Verification code: ")
-        code = totp(secret)
+        code = next_code(secret)
         child.sendline(code)
         child.expect_exact(f"{PROFILE} connected to root@127.0.0.1:")
         child.expect(pexpect.EOF)

@@ -18,7 +18,7 @@ from jupyter_client.manager import KernelManager
 from nbclient import NotebookClient
 
 from tests.cluster.test_twofactor import secret, tiers_2fa, twofactor  # noqa: F401 (fixtures)
-from tests.cluster.twofactor import PROFILE, contains_code, totp
+from tests.cluster.twofactor import PROFILE, contains_code, next_code
 
 pytestmark = pytest.mark.cluster
 
@@ -89,7 +89,7 @@ def test_the_code_is_asked_in_the_notebook_once_for_several_jobs(
     kernel: Any, secret: str, tmp_path: Path  # noqa: F811
 ) -> None:
     assert not execute(kernel, "%load_ext jupyter_tiers").errors
-    code = totp(secret)
+    code = next_code(secret)
     first = execute(kernel, f"%%slurm_train --profile {PROFILE} --wait --text --name tf-a\n"
                             "print('first job')\n", answer=code)
     assert not first.errors, first.all_text
@@ -125,7 +125,7 @@ def test_the_code_is_asked_in_the_notebook_once_for_several_jobs(
     assert "OneTimeCodeRequired: profile 'box2fa'" in background.all_text
     assert "%tiers login -p PROFILE" in background.all_text
     # The next cell on the profile asks again, and the job runs.
-    again = execute(kernel, f"%tiers login -p {PROFILE}", answer=totp(secret))
+    again = execute(kernel, f"%tiers login -p {PROFILE}", answer=next_code(secret))
     assert len(again.input_requests) == 1 and not again.errors, again.all_text
     assert f"{PROFILE} connected to" in again.all_text
     assert "a reconnect asks again" in again.all_text

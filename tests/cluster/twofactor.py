@@ -1,8 +1,9 @@
 """The test cluster's second sshd (jupyter_tiers/sandbox/twofactor.sh): a key, then a TOTP code.
 
 Helpers shared by the two-factor tests: start it (idempotent), read its settings, compute the
-current code from its secret (RFC 6238, the same as pam_google_authenticator) and a code that
-is certainly wrong, and a profile that reaches the cluster through it.
+current code from its secret (RFC 6238, the same as pam_google_authenticator), the next code
+the server still accepts (``DISALLOW_REUSE`` spends each code), a code that is certainly wrong,
+and a profile that reaches the cluster through it.
 """
 
 from __future__ import annotations
@@ -50,6 +51,34 @@ def totp(secret_file: str, at: float | None = None) -> str:
     offset = mac[-1] & 15
     value = (struct.unpack(">I", mac[offset : offset + 4])[0] & 0x7FFFFFFF) % 1_000_000
     return f"{value:06d}"
+
+
+def used_steps(secret_file: str) -> set[int]:
+    """The time steps whose codes the server has seen (its ``DISALLOW_REUSE`` line): each code
+    is accepted once, so a second login within 30 s needs the next step's."""
+    with open(secret_file, encoding="ascii") as f:
+        for line in f.read().splitlines()[1:]:
+            if line.startswith('" DISALLOW_REUSE'):
+                return {int(w) for w in line.split()[2:] if w.isdigit()}
+    return set()
+
+
+NEAR_STEPS = (0, 1, 2, 3, -1, -2, -3)
+
+
+def next_code(secret_file: str, guard: float = 120.0) -> str:
+    """A code the server accepts now: the first step not yet used of now, 1..3 after, 1..3 before
+    (the test secret's WINDOW_SIZE 9 accepts 4 either side; one to spare for a slow login); when
+    all were used, wait (at most ``guard`` s) for a step that was not."""
+    deadline = time.monotonic() + guard
+    while True:
+        used, now = used_steps(secret_file), int(time.time()) // 30
+        step = next((now + k for k in NEAR_STEPS if now + k not in used), None)
+        if step is not None:
+            return totp(secret_file, step * 30)
+        if time.monotonic() > deadline:
+            raise AssertionError(f"every code near now was used: {sorted(used)}")
+        time.sleep(30 - time.time() % 30 + 0.5)
 
 
 def wrong_code(secret_file: str) -> str:

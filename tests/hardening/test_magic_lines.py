@@ -59,6 +59,7 @@ def test_overlong_lines_refused() -> None:
 
 # --- through IPython ------------------------------------------------------------------------
 
+@pytest.mark.local_procs
 def test_env_value_with_dollar_reaches_a_local_job_literally(ip: InteractiveShell,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     ip.user_ns["word"] = "EXPANDED"

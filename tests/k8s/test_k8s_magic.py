@@ -13,6 +13,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import yaml
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
@@ -72,19 +73,76 @@ def last_line(text: str) -> str:
 
 
 # --- dry run -----------------------------------------------------------------------------------
-def test_dry_run_prints_yaml_with_redacted_secret_and_applies_nothing(
+def test_dry_run_prints_valid_yaml_without_secret_values_and_applies_nothing(
         ip: InteractiveShell, capsys: pytest.CaptureFixture[str], emulator: Emulator,
         k8s_namespace: str) -> None:
     out = serve(ip, capsys, "--dry-run --name web --replicas 2 --env TOKEN=hunter2-secret")
-    assert "hunter2-secret" not in out
-    assert "TOKEN: <redacted>" in out
-    for kind in ("ConfigMap", "Secret", "Deployment", "Service"):
-        assert f"kind: {kind}" in out
-    assert f"namespace: {k8s_namespace}" in out and "replicas: 2" in out
+    assert "hunter2-secret" not in out and "aHVudGVyMi1zZWNyZXQ" not in out  # nor its base64
+    docs = list(yaml.safe_load_all(out))  # valid YAML: kubectl apply -f takes it as is
+    assert [d["kind"] for d in docs] == ["ConfigMap", "Deployment", "Service"]
+    assert all(d["metadata"]["namespace"] == k8s_namespace for d in docs)
+    assert docs[1]["spec"]["replicas"] == 2
+    assert "# Secret web-env" in out and "# Keys: TOKEN." in out  # the Secret: its keys only
+    assert "<redacted>" not in out
     assert deployments(emulator, k8s_namespace) == []
     assert emulator.store.list("configmaps", k8s_namespace,
                                label_selector={"app.kubernetes.io/managed-by": "jupyter-tiers"}) == []
     assert Registry().list() == []
+
+
+def test_dry_run_server_validates_on_the_api_server_and_creates_nothing(
+        ip: InteractiveShell, capsys: pytest.CaptureFixture[str], emulator: Emulator,
+        k8s_namespace: str) -> None:
+    ns = k8s_namespace
+    before = emulator.server.requests_snapshot()
+    # A vLLM-style cell: shell body, GPUs, an env secret; hardened pod defaults included.
+    out = serve(ip, capsys, "--dry-run=server --name llm --shell --gpus 1 --env HF_TOKEN=hf-s3cret "
+                "--image vllm/vllm-openai:v0.6.3", "vllm serve /models/m --port {port}")
+    assert out.splitlines() == [
+        "configmaps/llm-code created (server dry run)",
+        "secrets/llm-env created (server dry run)",
+        "deployments/llm created (server dry run)",
+        "services/llm created (server dry run)",
+        f"the API server accepted all 4 objects in namespace {ns}; nothing was created or changed "
+        "(--dry-run=server)",
+    ]
+    assert "hf-s3cret" not in out
+    sent = emulator.server.requests_snapshot() - before
+    assert sent[("PATCH", "deployments/{name}", False)] == 1  # the apply, with dryRun=All
+    for kind in ("configmaps", "secrets", "deployments", "services", "pods"):
+        assert emulator.store.list(kind, ns, label_selector={"app.kubernetes.io/name": "llm"}) == [], kind
+    assert Registry().list() == []
+    # A TGI-style cell (HTTP readiness, autoscaling) validates too.
+    out = serve(ip, capsys, "--dry-run=server --name tgi --shell --gpus 1 --readiness /health "
+                "--autoscale 1:3:70 --cpu 4 --memory 16Gi "
+                "--image ghcr.io/huggingface/text-generation-inference:2.4",
+                "text-generation-launcher --model-id /models/m --port {port}")
+    assert "horizontalpodautoscalers/tgi created (server dry run)" in out
+    assert out.splitlines()[-1].startswith("the API server accepted all 4 objects")
+    # The same with the bare value spelled out, and `server` as a separate word.
+    out = serve(ip, capsys, "--dry-run server --name web")
+    assert out.splitlines()[-1].startswith("the API server accepted all 3 objects")
+    # Once the service exists, the dry run says "configured" and changes nothing.
+    serve(ip, capsys, "--name web --text")
+    dep = emulator.store.get("deployments", ns, "web")
+    out = serve(ip, capsys, "--dry-run=server --name web --replicas 3")
+    assert "deployments/web configured (server dry run)" in out
+    assert emulator.store.get("deployments", ns, "web")["metadata"]["resourceVersion"] == \
+        dep["metadata"]["resourceVersion"]
+
+
+def test_dry_run_server_errors_are_one_line(
+        ip: InteractiveShell, capsys: pytest.CaptureFixture[str], emulator: Emulator,
+        k8s_namespace: str) -> None:
+    # The API server refuses it (a patch the schema rejects): its words, one line, nothing made.
+    ip.user_ns["bad"] = {"Deployment": {"spec": {"replicas": -1}}}
+    message = usage_error(ip, capsys, f"%%k8s_serve --dry-run=server --name web --patch bad\n{SERVER}")
+    assert "spec.replicas" in message and "greater than or equal to 0" in message, message
+    assert deployments(emulator, k8s_namespace) == []
+    message = usage_error(ip, capsys, f"%%k8s_serve --dry-run=yes --name web\n{SERVER}")
+    assert "'yes' is not a dry-run mode" in message and "--dry-run=server" in message, message
+    local = usage_error(ip, capsys, f"%%k8s_serve --profile local --dry-run=server --name web\n{SERVER}")
+    assert "--dry-run=server needs a kubernetes profile" in local, local
 
 
 # --- apply, wait, out, patch, %tiers -----------------------------------------------------------

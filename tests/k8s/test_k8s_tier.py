@@ -10,6 +10,7 @@ import base64
 import json
 import re
 import socket
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -86,7 +87,7 @@ def test_apply_creates_objects_and_keeps_env_values_out_of_everything(
     rendered = tier.render(spec)
     assert SECRET_VALUE not in rendered
     assert base64.b64encode(SECRET_VALUE.encode()).decode() not in rendered
-    assert "<redacted>" in rendered
+    assert "# Secret web-env" in rendered and "# Keys: API_TOKEN." in rendered
 
     service = tier.apply(spec)
     assert [o["metadata"]["name"] for o in objects(emulator, "configmaps", ns, "web")] == ["web-code"]
@@ -107,6 +108,13 @@ def test_apply_creates_objects_and_keeps_env_values_out_of_everything(
     status = wait_ready(service)
     assert (status.ready, status.desired, status.available) == (2, 2, 2)
     assert len(status.pods) == 2 and all(p.ready for p in status.pods)
+    # Hardened by default (13e), and such pods run: no API token, no privilege escalation,
+    # no capabilities, the runtime's seccomp profile.
+    for pod in objects(emulator, "pods", ns, "web"):
+        assert pod["spec"]["automountServiceAccountToken"] is False
+        assert pod["spec"]["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}
+        assert pod["spec"]["containers"][0]["securityContext"] == {
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
     assert service.url == f"http://web.{ns}.svc:8000"
     assert status.endpoint == service.url
     line = tier.summary(service.record, status)
@@ -281,6 +289,13 @@ def test_reason_crashloop_exit_1_with_last_line(tier: K8sTier) -> None:
     assert pod.exit_code == 1
     line = check_reason_everywhere(tier, service, status, "CrashLoopBackOff")
     assert "last line: ModuleNotFoundError: No module named 'no_such_module_here'" in line, line
+    # The emulator shows `terminated: Error` for most of each back-off, as a real kubelet does:
+    # the summary, the pod row and the widget still say CrashLoopBackOff with the restarts.
+    restarts = f"{pod.restarts} restart{'s' if pod.restarts != 1 else ''}"
+    assert f"pod {pod.name} CrashLoopBackOff (exit 1, {restarts})" in line, line
+    if serve_state is not None:
+        problems = [row[6] for row in serve_state.status_traits(status, 0.0)["pods"]]
+        assert f"CrashLoopBackOff (exit 1, {restarts})" in problems, problems
     later = settle(tier, service, lambda s: max((p.restarts for p in s.pods), default=0) > pod.restarts,
                    "restarts growing")
     assert max(p.restarts for p in later.pods) > pod.restarts
@@ -338,6 +353,33 @@ def test_reason_readiness_never_passes_progress_deadline(tier: K8sTier) -> None:
 
 
 # --- 5. logs across restarts and replacement --------------------------------------------------
+LOG_FOLLOWS = ("GET", "pods/{name}/log", True)  # the emulator's count of log follow requests
+
+
+def test_one_log_request_per_container_start(tier: K8sTier, emulator: Emulator, k8s_namespace: str) -> None:
+    """Following 2 replicas from before they exist until they are ready and steady makes one log
+    request per pod, as ``kubectl logs -f`` would: none while a container is being created."""
+    before = emulator.server.requests_snapshot()
+    service = apply_server(tier, name="quiet", replicas=2)
+    got: list[PodLogLine] = []
+    statuses = StatusLog()
+    sub = tier.watch(service.record, on_status=statuses, on_lines=got.extend)
+    try:
+        statuses.wait(lambda s: s.state is ServiceState.READY, GUARD, "READY")
+        wait_for(lambda: len({ln.pod for ln in list(got) if ln.text.startswith("serving on")}) == 2,
+                 what="the first line of both pods", show=lambda: got)
+        time.sleep(3.0)  # steady for a moment: a follower that reopened would show in the count
+        counts = emulator.server.requests_snapshot() - before
+    finally:
+        tier.unwatch(sub)
+    assert counts[LOG_FOLLOWS] == 2, counts
+    # Status: Deployments and pods listed then watched; Events synced by one watch from 0.
+    assert [counts[("GET", kind, False)] for kind in ("deployments", "pods", "events")] == [1, 1, 0], counts
+    assert [counts[("GET", kind, True)] for kind in ("deployments", "pods", "events")] == [1, 1, 1], counts
+    pods = objects(emulator, "pods", k8s_namespace, "quiet")
+    assert all(p["status"]["containerStatuses"][0]["restartCount"] == 0 for p in pods)
+
+
 COUNTER = """\
 import os, time
 for i in range(5):
@@ -349,6 +391,7 @@ time.sleep(0.5)
 
 def test_logs_survive_restarts_and_replacement(tier: K8sTier, emulator: Emulator, k8s_namespace: str) -> None:
     ns = k8s_namespace
+    before = emulator.server.requests_snapshot()
     service = tier.apply(tier.make_spec(COUNTER, name="counter"))
     got: list[PodLogLine] = []
     sub = tier.watch(service.record, on_lines=got.extend)
@@ -366,8 +409,13 @@ def test_logs_survive_restarts_and_replacement(tier: K8sTier, emulator: Emulator
         first = wait_for(lambda: next((p.pod for p in got), None), what="first line")
         wait_for(lambda: len(instances(first)) >= 3 and instances(first)[-1] == list(range(5)),
                  what="three container instances of the first pod", show=lambda: (instances(first), got))
-        pod = get(emulator, "pods", ns, first)
+        sent = (emulator.server.requests_snapshot() - before)[LOG_FOLLOWS]
+        pod = get(emulator, "pods", ns, first)  # read after the count: restarts only grow
         assert pod is not None and pod["status"]["containerStatuses"][0]["restartCount"] >= 2
+        # One log stream per container start, none while the container is being created and
+        # none again while it waits out a back-off (the follow would repeat the last instance).
+        starts = pod["status"]["containerStatuses"][0]["restartCount"] + 1
+        assert 3 <= sent <= starts, (sent, starts)
         for ln in got:
             assert ln.text.split()[2] == ln.pod
             assert ln.at  # timestamped
@@ -563,3 +611,43 @@ def test_port_forward_without_a_ready_pod_is_a_clear_error(tier: K8sTier) -> Non
     service = apply_server(tier, name="nopf", node_selector=("disktype=ssd",))
     with pytest.raises(TiersError, match="no ready pod"):
         service.port_forward()
+
+
+# --- bounded log reads (issue 20 item 10) --------------------------------------------------------
+CHATTY = """\
+import os, time
+for i in range(3000):
+    print(f"line {i:05d} " + "x" * 90, flush=i == 2999)
+print("last line", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_log_read_is_bounded_and_keeps_the_newest_lines(
+        tier: K8sTier, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``service_logs`` asks each pod for its last lines within a byte budget (tailLines +
+    limitBytes); limitBytes keeps the window's start, so a window too big is asked again with
+    fewer lines: the newest line is always there, and a marker says earlier output was cut."""
+    from jupyter_tiers import tier as tier_module
+
+    service = tier.apply(tier.make_spec(CHATTY, name="chatty"))
+    wait_for(lambda: "last line" in service.logs(tail=1), what="the pod's last line")
+    monkeypatch.setattr(tier_module, "MAX_SERVICE_LOG_BYTES", 64 << 10)  # under the log's 300 kB
+    text = service.logs()
+    lines = text.splitlines()
+    assert lines[0].startswith("[earlier output cut — at most the last 20000 lines"), lines[:2]
+    assert lines[-1].endswith(": last line") and lines[-2].endswith("line 02999 " + "x" * 90)
+    assert len(text.encode()) < 64 << 10
+    numbers = [int(ln.split()[2]) for ln in lines[1:-1]]
+    assert numbers == list(range(numbers[0], 3000)), "a contiguous tail, no line cut in two"
+    # The line bound alone (no tail asked): the last N lines and the marker.
+    monkeypatch.setattr(tier_module, "MAX_SERVICE_LOG_BYTES", 4 << 20)
+    monkeypatch.setattr(tier_module, "MAX_SERVICE_LOG_LINES", 100)
+    lines = service.logs().splitlines()
+    assert len(lines) == 101 and lines[0].startswith("[earlier output cut — at most the last 100 lines")
+    assert lines[-1].endswith(": last line")
+    # A tail the read can give in full needs no marker; one pod's log has the marker too.
+    assert service.logs(tail=5).splitlines()[-1].endswith(": last line")
+    assert not service.logs(tail=5).startswith("[earlier")
+    pod = lines[-1].split(": ", 1)[0]
+    assert service.logs(pod=pod).splitlines()[0].startswith("[earlier output cut")

@@ -32,7 +32,12 @@ Simplifications (deliberate, documented here once):
   memory cgroup, so the kernel OOM-kills it exactly like a real node; otherwise the RSS of the
   container's process group is sampled every 50 ms and the group is SIGKILLed above the limit.
   Either way the status is ``terminated: OOMKilled, exitCode 137``.
-* **Not emulated:** init containers, readiness gates, ephemeral containers, exec/attach, CPU limits,
+* **Init containers** run one after the other, each to completion, before any main container
+  starts (these wait in ``PodInitializing``; ``Initialized`` is False with "containers with
+  incomplete status: [...]"); a failing one restarts with the same back-off as a main container
+  (``restartPolicy: Always`` acts as ``OnFailure`` for them) and shows ``Error`` then
+  ``CrashLoopBackOff`` in ``initContainerStatuses`` while the pod stays Pending (golden 13a, 13b).
+* **Not emulated:** readiness gates, ephemeral containers, exec/attach, CPU limits,
   pod-level DNS, image entrypoints.
 
 Logs are kept per container instance in CRI format (``<RFC3339Nano> stdout F <line>``; stdout and
@@ -69,6 +74,9 @@ Obj = dict[str, Any]
 DEFAULT_IMAGES = frozenset({"python:3.11-slim", "jupyter-tiers/test:latest"})
 MAX_BACKOFF = 300.0
 _TICK = 0.1
+# How long before a back-off ends its container shows `waiting: CrashLoopBackOff` (at most a
+# quarter of the back-off); before that it stays `terminated` (the real kubelet's next sync).
+CRASHLOOP_SHOWN_S = 1.0
 _SCHED_RETRY = 1.0
 _NS_PER_S = 1_000_000_000
 _DEADLINE = "context deadline exceeded (Client.Timeout exceeded while awaiting headers)"
@@ -323,10 +331,12 @@ class Kubelet:
     """Scheduler and kubelet of a one-node emulated cluster (see the module docstring).
 
     ``Kubelet(store, workdir, node_name=..., node_labels=..., gpus=..., images=..., backoff_base=...,
-    probe_period=...)``; :meth:`start` registers with the store (subscription + pod terminator),
-    :meth:`stop` kills every process.  ``backoff_base`` is the first CrashLoopBackOff delay (10 s on a
-    real node, doubled per restart up to 300 s).  ``probe_period`` scales ``periodSeconds`` and
-    ``initialDelaySeconds`` of probes (1.0 = real seconds).
+    probe_period=..., create_delay=...)``; :meth:`start` registers with the store (subscription +
+    pod terminator), :meth:`stop` kills every process.  ``backoff_base`` is the first
+    CrashLoopBackOff delay (10 s on a real node, doubled per restart up to 300 s).  ``probe_period``
+    scales ``periodSeconds`` and ``initialDelaySeconds`` of probes (1.0 = real seconds).
+    ``create_delay`` keeps a new pod's containers in ``waiting: ContainerCreating`` that long
+    before the first start (0.8 s on the golden record's node, which had its images; 0 default).
     """
 
     def __init__(
@@ -341,6 +351,8 @@ class Kubelet:
         backoff_base: float = 10.0,
         probe_period: float = 1.0,
         host_ip: str = "192.0.2.2",
+        create_delay: float = 0.0,
+        pod_netns: bool | None = None,
     ) -> None:
         self.store = store
         self.workdir = Path(workdir)
@@ -358,8 +370,11 @@ class Kubelet:
         self.images = {normalize_image(i) for i in (DEFAULT_IMAGES if images is None else images)}
         self.backoff_base = backoff_base
         self.probe_period = probe_period
+        self.create_delay = create_delay
         self.host_ip = host_ip
-        self.use_netns = (
+        # pod_netns=False: every pod uses the host network (a test whose pods reach a server on
+        # the host's loopback, as a real pod reaches the node's host through its gateway).
+        self.use_netns = pod_netns is not False and (
             os.geteuid() == 0 and shutil.which("unshare") is not None and shutil.which("nsenter") is not None
         )
         self.memory_cgroup = _find_memory_cgroup()
@@ -501,6 +516,7 @@ class Kubelet:
         if pod is None:
             raise not_found("pods", "", name)
         containers = [c["name"] for c in (pod.get("spec") or {}).get("containers") or []]
+        inits = [c["name"] for c in (pod.get("spec") or {}).get("initContainers") or []]
         if container is None:
             if len(containers) != 1:
                 raise bad_request(
@@ -508,12 +524,13 @@ class Kubelet:
                     f"choose one of: [{' '.join(containers)}]"
                 )
             container = containers[0]
-        elif container not in containers:
+        elif container not in containers and container not in inits:
             raise bad_request(f"container {container} is not valid for pod {name}")
         if not (pod.get("spec") or {}).get("nodeName"):
             return None
         w = self.worker(namespace, name)
-        cst = w.containers.get(container) if w is not None and w.uid == pod["metadata"]["uid"] else None
+        cst = (w.containers.get(container) or w.init_containers.get(container)
+               if w is not None and w.uid == pod["metadata"]["uid"] else None)
         if cst is None or cst.current is None:
             reason = cst.waiting_reason if cst is not None else "ContainerCreating"
             if previous:
@@ -656,6 +673,8 @@ class _PodWorker(threading.Thread):
         self.wake = threading.Event()
         self._shutdown = threading.Event()
         self.containers: dict[str, _Container] = {}
+        self.init_containers: dict[str, _Container] = {}  # in order; all done before containers start
+        self.initialized = True
         self.dir = kubelet.workdir / f"{self.ns}_{self.name}_{self.uid[:8]}"
         self.pod_ip: str | None = None
         self.sandbox: subprocess.Popen[bytes] | None = None
@@ -738,8 +757,20 @@ class _PodWorker(threading.Thread):
         self.dir.mkdir(parents=True, exist_ok=True)
         for c in self.pod["spec"].get("containers") or []:
             self.containers[c["name"]] = _Container(c)
+            self.containers[c["name"]].next_attempt = time.time() + self.k.create_delay
+        for c in self.pod["spec"].get("initContainers") or []:
+            self.init_containers[c["name"]] = _Container(c)
+            self.init_containers[c["name"]].next_attempt = time.time() + self.k.create_delay
         self.start_time = _now_rfc3339()
-        self.set_condition("Initialized", "True")
+        self.initialized = not self.init_containers
+        if self.initialized:
+            self.set_condition("Initialized", "True")
+        else:
+            for cst in self.init_containers.values():
+                cst.waiting_reason = "PodInitializing"
+            for cst in self.containers.values():
+                cst.waiting_reason = "PodInitializing"
+            self._init_condition()
         self._update_readiness()
         self.write_status()
         while not self._shutdown.is_set():
@@ -974,53 +1005,83 @@ class _PodWorker(threading.Thread):
             self.wake.wait(min(2.0, max(0.2, self.k.backoff_base / 5)))
             return
         restart_policy = self.pod["spec"].get("restartPolicy", "Always")
+        if not self.initialized and not self._sync_init(now, restart_policy):
+            return
         for cst in self.containers.values():
+            self._sync_container(cst, now, restart_policy)
+
+    def _sync_init(self, now: float, restart_policy: str) -> bool:
+        """Run the init containers in order; True once every one has completed."""
+        for cst in self.init_containers.values():
             cur = cst.current
-            if cur is not None and cur.running:
+            if cur is not None and not cur.running and cur.exit_code == 0:
+                cst.finished_for_good = True
                 continue
-            if cst.finished_for_good:
-                continue
-            if cur is not None:
-                # The instance has exited: restart, back off, or stay terminated.
-                code = cur.exit_code or 0
-                restart = restart_policy == "Always" or (restart_policy == "OnFailure" and code != 0)
-                if not restart:
-                    cst.finished_for_good = True
-                    cst.ready = False
-                    continue
-                if cst.next_attempt == 0.0:
-                    ran = (cur.finished_at or now) - cur.started_at
-                    if cst.backoff is not None and ran > 2 * MAX_BACKOFF:
-                        cst.backoff = None
-                    if cst.backoff is None:
-                        cst.next_attempt = now  # the first restart is immediate
-                        cst.backoff = self.k.backoff_base
-                    else:
-                        cst.next_attempt = (cur.finished_at or now) + cst.backoff
-                        cst.crashloop_shown_at = (cur.finished_at or now) + min(1.0, cst.backoff / 4)
-                        cst.waiting_message = (
-                            f"back-off {go_duration(cst.backoff)} restarting failed "
-                            f"container={cst.name} pod={self.name}_{self.ns}({self.uid})"
-                        )
-                        cst.backoff = min(cst.backoff * 2, MAX_BACKOFF)
-                if now < cst.next_attempt:
-                    if (
-                        cst.crashloop_shown_at
-                        and now >= cst.crashloop_shown_at
-                        and cst.waiting_reason != "CrashLoopBackOff"
-                    ):
-                        cst.waiting_reason = "CrashLoopBackOff"
-                        self.event(
-                            "Warning",
-                            "BackOff",
-                            f"Back-off restarting failed container {cst.name} "
-                            f"in pod {self.name}_{self.ns}({self.uid})",
-                            cst.name,
-                        )
-                    continue
-            elif now < cst.next_attempt:
-                continue
-            self._try_start(cst)
+            # A failed init container is restarted (Always acts as OnFailure for them).
+            self._sync_container(cst, now, "OnFailure" if restart_policy == "Always" else restart_policy)
+            self._init_condition()
+            return False
+        self.initialized = True
+        self.set_condition("Initialized", "True")
+        for cst in self.containers.values():
+            if cst.current is None:
+                cst.waiting_reason = "ContainerCreating"
+        return True
+
+    def _init_condition(self) -> None:
+        left = [c.name for c in self.init_containers.values() if not c.finished_for_good]
+        self.set_condition("Initialized", "False", "ContainersNotInitialized",
+                           f"containers with incomplete status: [{' '.join(left)}]")
+
+    def _sync_container(self, cst: _Container, now: float, restart_policy: str) -> None:
+        cur = cst.current
+        if cur is not None and cur.running:
+            return
+        if cst.finished_for_good:
+            return
+        if cur is not None:
+            # The instance has exited: restart, back off, or stay terminated.
+            code = cur.exit_code or 0
+            restart = restart_policy == "Always" or (restart_policy == "OnFailure" and code != 0)
+            if not restart:
+                cst.finished_for_good = True
+                cst.ready = False
+                return
+            if cst.next_attempt == 0.0:
+                ran = (cur.finished_at or now) - cur.started_at
+                if cst.backoff is not None and ran > 2 * MAX_BACKOFF:
+                    cst.backoff = None
+                if cst.backoff is None:
+                    cst.next_attempt = now  # the first restart is immediate
+                    cst.backoff = self.k.backoff_base
+                else:
+                    cst.next_attempt = (cur.finished_at or now) + cst.backoff
+                    # As a real kubelet (05b): `terminated: Error` for most of the back-off,
+                    # `waiting: CrashLoopBackOff` only from the sync shortly before the restart.
+                    cst.crashloop_shown_at = cst.next_attempt - min(CRASHLOOP_SHOWN_S, cst.backoff / 4)
+                    cst.waiting_message = (
+                        f"back-off {go_duration(cst.backoff)} restarting failed "
+                        f"container={cst.name} pod={self.name}_{self.ns}({self.uid})"
+                    )
+                    cst.backoff = min(cst.backoff * 2, MAX_BACKOFF)
+            if now < cst.next_attempt:
+                if (
+                    cst.crashloop_shown_at
+                    and now >= cst.crashloop_shown_at
+                    and cst.waiting_reason != "CrashLoopBackOff"
+                ):
+                    cst.waiting_reason = "CrashLoopBackOff"
+                    self.event(
+                        "Warning",
+                        "BackOff",
+                        f"Back-off restarting failed container {cst.name} "
+                        f"in pod {self.name}_{self.ns}({self.uid})",
+                        cst.name,
+                    )
+                return
+        elif now < cst.next_attempt:
+            return
+        self._try_start(cst)
 
     def _try_start(self, cst: _Container) -> None:
         spec = cst.spec
@@ -1550,7 +1611,7 @@ class _PodWorker(threading.Thread):
         if grace is None:
             grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
         threads = []
-        for cst in self.containers.values():
+        for cst in [*self.init_containers.values(), *self.containers.values()]:
             cur = cst.current
             if cur is not None and cur.running:
                 self.event("Normal", "Killing", f"Stopping container {cst.name}", cst.name)
@@ -1573,7 +1634,7 @@ class _PodWorker(threading.Thread):
             self.store.remove("pods", self.ns, self.name)
 
     def _kill_everything(self) -> None:
-        for cst in self.containers.values():
+        for cst in [*self.init_containers.values(), *self.containers.values()]:
             if cst.probe_stop is not None:
                 cst.probe_stop.set()
             for inst in cst.instances:
@@ -1682,8 +1743,18 @@ class _PodWorker(threading.Thread):
         out["started"] = bool(running_now and cst.started_probe_ok and self.terminal_phase is None)
         return out
 
+    def init_container_status(self, cst: _Container) -> Obj:
+        """An init container's status: ready once it completed, no ``started`` (as kubelet 1.28)."""
+        out = self.container_status(cst)
+        out.pop("started", None)
+        cur = cst.current
+        out["ready"] = cur is not None and not cur.running and cur.exit_code == 0
+        return out
+
     def write_status(self) -> None:
         pod = self.pod
+        if self.init_containers and not self.initialized:
+            self._init_condition()
         statuses = [self.container_status(c) for c in self.containers.values()]
         st: Obj = {"phase": self._phase(statuses)}
         self._update_readiness(st["phase"])
@@ -1698,6 +1769,9 @@ class _PodWorker(threading.Thread):
             st["podIPs"] = [{"ip": self.pod_ip}]
         if self.start_time:
             st["startTime"] = self.start_time
+        if self.init_containers:
+            inits = self.init_containers.values()
+            st["initContainerStatuses"] = [self.init_container_status(c) for c in inits]
         st["containerStatuses"] = statuses
         st["qosClass"] = (pod.get("status") or {}).get("qosClass") or _qos_class(pod)
         if st != pod.get("status"):

@@ -21,13 +21,16 @@ from __future__ import annotations
 import base64
 import collections
 import contextlib
+import copy
 import json
 import queue
 import re
 import socket
+import sys
 import threading
 import time
 import urllib.parse
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -38,7 +41,7 @@ import yaml
 from . import discovery
 from .admission import Defaulter, check_quantities, unknown_field, validate
 from .apply import record_update, server_side_apply, stamp_apply_time, strip_managed
-from .errors import ApiError, bad_request, gone, not_found, qualified, unauthorized
+from .errors import ApiError, already_exists, bad_request, gone, not_found, qualified, unauthorized
 from .patches import json_patch, merge_patch, strategic_merge_patch
 from .store import RESOURCES, ResourceInfo, Store, now_rfc3339
 
@@ -83,6 +86,7 @@ class User:
 
 
 _READ_VERBS = {"get", "list", "watch"}
+_ACCESS_REVIEWS = "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews"
 _RETURNS_OBJECT_ON_DELETE = {"services", "pods", "namespaces"}
 _CONTINUE_TOO_OLD = " ".join(
     [
@@ -258,7 +262,7 @@ class ApiServer:
         class Handler(_Handler):
             api = server
 
-        httpd = ThreadingHTTPServer((self.host, self.port), Handler)
+        httpd = _HTTPServer((self.host, self.port), Handler)
         httpd.daemon_threads = True
         self._httpd = httpd
         self.port = httpd.server_address[1]
@@ -309,6 +313,44 @@ class ApiServer:
         self.tokens[token] = user
 
     # ------------------------------------------------------------------ helpers used by the handler
+    @staticmethod
+    def may(user: User, verb: str, plural: str, namespace: str | None, subresource: str | None) -> bool:
+        """Whether ``user`` may do ``verb`` on ``plural[/subresource]``: an admin anything; a viewer
+        (the built-in ``view`` ClusterRole bound in its namespace) get/list/watch there, except
+        secrets and subresources other than log/status/scale (so not pods/portforward)."""
+        if not user.read_only and user.namespace is None and user.name != "system:anonymous":
+            return True
+        return (
+            user.name != "system:anonymous"
+            and verb in _READ_VERBS
+            and plural != "secrets"
+            and subresource in (None, "log", "status", "scale")
+            and namespace is not None
+            and namespace == user.namespace
+        )
+
+    def access_review(self, user: User, body: Any) -> Obj:
+        """A SelfSubjectAccessReview answered as the real API does (k8s-golden/13d): the spec
+        echoed with an empty group left out, ``status.allowed``, and for a viewer's allowed
+        request the RBAC reason."""
+        spec = body.get("spec") if isinstance(body, dict) else None
+        attrs = spec.get("resourceAttributes") if isinstance(spec, dict) else None
+        if not isinstance(attrs, dict) or not attrs.get("verb") or not attrs.get("resource"):
+            raise ApiError(400, "BadRequest", 'SelfSubjectAccessReview in version "v1" cannot be handled '
+                           "as a SelfSubjectAccessReview: spec.resourceAttributes.verb and resource "
+                           "are required")
+        echoed = {k: str(v) for k, v in attrs.items() if v not in ("", None)}
+        allowed = self.may(user, str(attrs["verb"]), str(attrs["resource"]), attrs.get("namespace") or None,
+                           attrs.get("subresource") or None)
+        status: Obj = {"allowed": allowed}
+        if allowed and user.read_only:
+            sa = user.name.rsplit(":", 1)[-1]
+            status["reason"] = (f'RBAC: allowed by RoleBinding "{sa}/{user.namespace}" of ClusterRole '
+                                f'"view" to ServiceAccount "{sa}/{user.namespace}"')
+        return {"kind": "SelfSubjectAccessReview", "apiVersion": "authorization.k8s.io/v1",
+                "metadata": {"creationTimestamp": None}, "spec": {"resourceAttributes": echoed},
+                "status": status}
+
     def authorize(
         self,
         user: User,
@@ -319,19 +361,9 @@ class ApiServer:
         subresource: str | None,
     ) -> None:
         """403 in the API server's words unless ``user`` may do ``verb``."""
-        if not user.read_only and user.namespace is None and user.name != "system:anonymous":
+        if self.may(user, verb, info.plural, namespace, subresource):
             return
         res = info.plural + (f"/{subresource}" if subresource else "")
-        allowed = (
-            user.name != "system:anonymous"
-            and verb in _READ_VERBS
-            and info.plural != "secrets"
-            and subresource in (None, "log", "status", "scale")
-            and namespace is not None
-            and namespace == user.namespace
-        )
-        if allowed:
-            return
         where = f'in the namespace "{namespace}"' if namespace else "at the cluster scope"
         qual = qualified(info.plural, info.group)
         subject = f'{qual} "{name}"' if name else qual
@@ -486,6 +518,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.api.count_request(method, parsed.path, query)
         try:
             user = self._user()
+            if parsed.path.rstrip("/") == _ACCESS_REVIEWS and method == "POST":
+                self._send_json(201, self.api.access_review(user, self._json_body(raw)))
+                return
             route = self._route(parsed.path)
             if route.discovery is not None:
                 if method != "GET":
@@ -565,6 +600,13 @@ class _Handler(BaseHTTPRequestHandler):
         if r.subresource == "token" and method == "POST":
             verb = "create"
         self.api.authorize(user, verb, info, r.namespace, r.name, r.subresource)
+        dry_run = _dry_run(method, q)
+        if dry_run and not (
+            (method == "POST" and r.name is None)
+            or (method == "PATCH" and not r.subresource
+                and (self.headers.get("Content-Type") or "").startswith("application/apply-patch+yaml"))
+        ):
+            raise bad_request("the emulator supports dryRun=All only on create (POST) and server-side apply")
         if method == "GET" and r.name is None:
             if watching:
                 self._watch(info, r.namespace, q)
@@ -823,6 +865,11 @@ class _Handler(BaseHTTPRequestHandler):
             obj.pop("status", None) if info.plural not in ("pods", "events") else None
         self._prepare(info, obj, None)
         obj = record_update(None, obj, self._manager(q), info.api_version)
+        if _dry_run("POST", q):
+            if self.api.store.get(info.plural, namespace, md.get("name") or "") is not None:
+                raise already_exists(info.plural, info.group, md.get("name") or "")
+            self._send_json(201, _as_if_created(info, obj))
+            return
         created = self.api.store.create(info.plural, obj)
         if info.plural == "namespaces":
             self.api.after_namespace_created(created["metadata"]["name"])
@@ -1048,6 +1095,12 @@ class _Handler(BaseHTTPRequestHandler):
                 new.pop("status", None)
             self._prepare(info, new, old)
             stamp_apply_time(old, new, manager)
+            if _dry_run("PATCH", q):  # validated, defaulted, merged: answered, never stored
+                if old is None:
+                    self._send_json(201, _as_if_created(info, new))
+                else:
+                    self._send_json(200, new)
+                return
             if old is None:
                 created = store.create(info.plural, new)
                 if info.plural == "namespaces":
@@ -1096,6 +1149,44 @@ class _Handler(BaseHTTPRequestHandler):
             200,
             {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "details": details},
         )
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """A client that closes its connection (a stopped watch or log stream, shut down from
+    another thread) is normal, not an error: no traceback on stderr, where it lands in whatever
+    a test is capturing at that moment."""
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError, ConnectionAbortedError)):
+            return
+        super().handle_error(request, client_address)
+
+
+def _dry_run(method: str, q: dict[str, str]) -> bool:
+    """``dryRun=All`` on a write: True; absent: False; any other value: 422 as the real server."""
+    value = q.get("dryRun")
+    if value is None or method == "GET":
+        return False
+    if value != "All":
+        kind = {"POST": "Create", "PUT": "Update", "PATCH": "Patch", "DELETE": "Delete"}[method]
+        raise ApiError(
+            422, "Invalid",
+            f'{kind}Options.meta.k8s.io "" is invalid: dryRun: Unsupported value: '
+            f'[]string{{"{value}"}}: supported values: "All"',
+        )
+    return True
+
+
+def _as_if_created(info: ResourceInfo, obj: Obj) -> Obj:
+    """What a dry-run create answers: the object with uid and creationTimestamp, no resourceVersion."""
+    out = copy.deepcopy(obj)
+    md = out.setdefault("metadata", {})
+    md["uid"] = str(uuid.uuid4())
+    md["creationTimestamp"] = now_rfc3339()
+    md.pop("resourceVersion", None)
+    if info.has_generation:
+        md["generation"] = 1
+    return out
 
 
 def _apply_patch(ctype: str, target: Obj, patch: Any) -> Any:

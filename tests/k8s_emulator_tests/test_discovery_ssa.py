@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from kubernetes import client, dynamic
 from kubernetes.dynamic.exceptions import ConflictError, ResourceNotFoundError, UnprocessibleEntityError
@@ -172,3 +174,43 @@ def test_invalid_objects_are_422(api, ns, tmp_path):
         'HorizontalPodAutoscaler.autoscaling \\"inv\\" is invalid: spec.maxReplicas: Invalid value: 3: '
         "must be greater than or equal to `minReplicas`"
     ) in exc.value.body
+
+
+def test_dry_run_all_validates_and_stores_nothing(api, ns, bare):
+    """``dryRun=All`` (create and server-side apply): the answer a real write would get,
+    defaults filled in, validation and admission run, but nothing stored and no watch event."""
+    from kubernetes.client.exceptions import ApiException
+
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    before = bare.store.list("deployments", ns)
+    body = deployment("web")
+    created = apps.patch_namespaced_deployment(
+        "web", ns, body, field_manager="jupyter-tiers", force=True, dry_run="All",
+        _content_type="application/apply-patch+yaml")
+    assert created.metadata.uid and created.metadata.generation == 1
+    assert created.spec.revision_history_limit == 10  # defaulted as by a real write
+    assert bare.store.list("deployments", ns) == before == []
+    cm = core.create_namespaced_config_map(ns, {"metadata": {"name": "c"}, "data": {"k": "v"}}, dry_run="All")
+    assert cm.metadata.name == "c" and bare.store.get("configmaps", ns, "c") is None
+    # Errors are the real ones: validation still runs.
+    bad = deployment("web")
+    bad["spec"]["replicas"] = -1
+    with pytest.raises(ApiException) as err:
+        apps.patch_namespaced_deployment("web", ns, bad, field_manager="m", dry_run="All",
+                                         _content_type="application/apply-patch+yaml")
+    assert err.value.status == 422 and "spec.replicas" in err.value.body
+    # An existing object: 200 with the merged object, the stored one unchanged.
+    real = apps.patch_namespaced_deployment("web", ns, body, field_manager="jupyter-tiers", force=True,
+                                            _content_type="application/apply-patch+yaml")
+    changed = deployment("web", env_value="2")
+    dry = apps.patch_namespaced_deployment("web", ns, changed, field_manager="jupyter-tiers", force=True,
+                                           dry_run="All", _content_type="application/apply-patch+yaml")
+    assert dry.spec.template.spec.containers[0].env[0].value == "2"
+    stored = bare.store.get("deployments", ns, "web")
+    assert stored["metadata"]["resourceVersion"] == real.metadata.resource_version
+    assert stored["spec"]["template"]["spec"]["containers"][0]["env"][0]["value"] != "2"
+    with pytest.raises(ApiException) as err:
+        core.create_namespaced_config_map(ns, {"metadata": {"name": "d"}}, dry_run="Some")
+    message = json.loads(err.value.body)["message"]
+    assert err.value.status == 422 and message.endswith('dryRun: Unsupported value: []string{"Some"}: '
+                                                         'supported values: "All"'), message

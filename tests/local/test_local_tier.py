@@ -462,3 +462,40 @@ def test_python3_is_the_kernels_interpreter_even_behind_another_on_path(
     job = tier.submit(tier.make_spec("import sys; print(sys.executable)", name="which-python"))
     assert job.wait(timeout=GUARD).state is JobState.COMPLETED
     assert os.path.dirname(job.logs(rank=0).strip()) == bindir
+
+
+def _nobody() -> int:
+    import pwd
+
+    if os.geteuid() != 0:
+        loud_skip("another user's workdir", "chown to nobody needs root")
+    return pwd.getpwnam("nobody").pw_uid
+
+
+def test_a_symlinked_or_foreign_workdir_is_refused_unfollowed(tmp_path: Path, registry_path: Path) -> None:
+    """The workdir is checked with lstat (issue 20 item 13): a symlink to a directory of the
+    user's own is refused, not followed (and nothing is written at its target); a directory
+    that another uid owns is refused even with a safe mode."""
+    from jupyter_tiers.errors import SubmitError
+
+    target = tmp_path / "target"
+    target.mkdir(mode=0o700)
+    link = tmp_path / "linked"
+    link.symlink_to(target)
+    tier = LocalTier(local_profile(link), Registry(registry_path), watcher_options=FAST)
+    try:
+        with pytest.raises(SubmitError, match=r"the local workdir .*linked is a symlink"):
+            tier.submit(tier.make_spec("print('hi')\n", name="linked"))
+        assert list(target.iterdir()) == [] and target.stat().st_mode & 0o777 == 0o700
+    finally:
+        tier.close()
+    foreign = tmp_path / "foreign"
+    foreign.mkdir(mode=0o700)
+    os.chown(foreign, _nobody(), -1)
+    tier = LocalTier(local_profile(foreign), Registry(registry_path), watcher_options=FAST)
+    try:
+        with pytest.raises(SubmitError, match=r"the local workdir .*foreign belongs to uid \d+, not to you"):
+            tier.submit(tier.make_spec("print('hi')\n", name="foreign"))
+        assert list(foreign.iterdir()) == []
+    finally:
+        tier.close()

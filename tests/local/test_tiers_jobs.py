@@ -11,6 +11,7 @@ import pytest
 from jupyter_tiers import api, tiers_command
 
 
+@pytest.mark.local_procs
 def test_jobs_listing_refreshes_unfinished_jobs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     monkeypatch.setenv("JUPYTER_DATA_DIR", str(tmp_path / "data"))

@@ -17,6 +17,7 @@ for i in range(300):
 """
 
 
+@pytest.mark.local_procs
 def test_logs_command_prints_the_whole_log_and_its_slices(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:

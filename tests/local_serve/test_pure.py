@@ -143,7 +143,7 @@ def test_crash_loop_is_failed_naming_the_replica_and_its_exit() -> None:
     s = status(st=state(replica("web-a"), replica("web-b", ready=False, reason="CrashLoopBackOff",
                                                      exit_code=3, restarts=2, message="back-off 20s")))
     assert s.state is ServiceState.FAILED
-    assert s.reason == "pod web-b CrashLoopBackOff (exit 3)"
+    assert s.reason == "pod web-b CrashLoopBackOff (exit 3, 2 restarts)"
     assert s.pods[1].restarts == 2
 
 
@@ -271,3 +271,31 @@ def test_plan_is_json_free_of_secrets_for_every_body_form() -> None:
     for shell in (False, True):
         plan = render_plan(ServeSpec(body="print(1)", shell=shell, env=(("K", "value-xyz"),)))
         assert "value-xyz" not in plan and json.dumps(plan)
+
+
+def test_tail_bytes_matches_the_end_of_the_files_read_as_one(tmp_path: Any) -> None:
+    """Seeded: the bounded read of service.log.1 + service.log is the last ``limit`` bytes of
+    their concatenation, from its first whole line, and says whether anything was left out."""
+    from jupyter_tiers.local.serve_tier import tail_bytes
+
+    rng = random.Random(20261203)
+    paths = [tmp_path / "service.log.1", tmp_path / "service.log"]
+    for _ in range(300):
+        contents = []
+        for path in paths:
+            if rng.random() < 0.2:
+                path.unlink(missing_ok=True)
+                contents.append(b"")
+                continue
+            data = b"".join(rng.choice([b"a", b"bb", b"\n", b"web-0: x\n", b"\xff"])
+                            for _ in range(rng.randint(0, 60)))
+            path.write_bytes(data)
+            contents.append(data)
+        whole = b"".join(contents)
+        limit = rng.randint(0, 150)
+        got, cut = tail_bytes(paths, limit)
+        assert cut == (len(whole) > limit)
+        want = whole[len(whole) - limit:] if cut else whole
+        if cut:
+            want = want[want.find(b"\n") + 1:] if b"\n" in want else b""
+        assert got == want and len(got) <= limit

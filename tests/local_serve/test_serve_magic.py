@@ -77,6 +77,7 @@ def usage_error(ip: InteractiveShell, capsys: pytest.CaptureFixture[str], cell: 
     return message
 
 
+@pytest.mark.local_procs
 def test_serve_query_scale_restart_logs_delete_from_the_notebook(
         ip: InteractiveShell, capsys: pytest.CaptureFixture[str], _isolated: Path) -> None:
     out = run(ip, capsys, "%%k8s_serve --name web --readiness /health --image vllm/vllm-openai:v0.6.0 "
@@ -126,6 +127,7 @@ def test_serve_query_scale_restart_logs_delete_from_the_notebook(
     assert Registry().get("web").state == "DELETED"
 
 
+@pytest.mark.local_procs
 def test_crash_loop_summary_and_line_magic_delete(ip: InteractiveShell, capsys: pytest.CaptureFixture[str],
                                                   _isolated: Path) -> None:
     out = run(ip, capsys, f"%%k8s_serve --name crashy --wait --text\n{CRASH_BODY}")

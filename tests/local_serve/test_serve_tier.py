@@ -21,6 +21,7 @@ from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.model import ServiceState, ServiceStatus
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.tier import Service
+from tests.helpers import loud_skip
 
 from .conftest import CRASH_BODY, GUARD, HTTP_BODY, local_profile, service_processes, wait_for
 
@@ -490,3 +491,83 @@ def test_a_replica_that_never_answers_is_unhealthy_and_holds_up_nothing(tier: Lo
     wait_for(one_ready_one_timing_out, "one ready replica and one whose probe times out")
     good = next(p.name for p in svc.status().pods if p.ready)
     assert get(svc.url or "") == good
+
+
+def test_services_dirs_are_checked_with_lstat_and_their_owner(tier: LocalServeTier, workdir: Path,
+                                                              tmp_path: Path) -> None:
+    """``services/`` and ``services/NAME`` are each checked like the workdir (issue 20 item 13):
+    a symlinked ``services/`` is refused unfollowed; one owned by another uid is refused."""
+    import pwd
+
+    from jupyter_tiers.errors import SubmitError
+
+    if os.geteuid() != 0:
+        loud_skip("another user's services directory", "chown to nobody needs root")
+    nobody = pwd.getpwnam("nobody").pw_uid
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    workdir.mkdir(mode=0o700)
+    (workdir / "services").symlink_to(elsewhere)
+    with pytest.raises(SubmitError, match=r"the services directory .*services is a symlink"):
+        tier.apply(tier.make_spec(HTTP_BODY, name="linked"))
+    assert list(elsewhere.iterdir()) == []
+    (workdir / "services").unlink()
+    (workdir / "services").mkdir(mode=0o700)
+    os.chown(workdir / "services", nobody, -1)
+    with pytest.raises(SubmitError, match=r"the services directory .* belongs to uid \d+, not to you"):
+        tier.apply(tier.make_spec(HTTP_BODY, name="foreign"))
+    assert list((workdir / "services").iterdir()) == []
+    os.chown(workdir / "services", os.getuid(), -1)
+    (workdir / "services" / "theirs").mkdir(mode=0o700)
+    os.chown(workdir / "services" / "theirs", nobody, -1)
+    with pytest.raises(SubmitError, match=r"the directory of service theirs .* belongs to uid"):
+        tier.apply(tier.make_spec(HTTP_BODY, name="theirs"))
+    assert list((workdir / "services" / "theirs").iterdir()) == []
+
+
+def test_a_service_log_read_is_bounded_with_a_marker(tier: LocalServeTier, tmp_path: Path,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """``service_logs`` reads at most MAX_SERVICE_LOG_BYTES from the end of service.log.1 +
+    service.log (issue 20 item 10; they reach 128 MiB), from a whole line, after a marker line."""
+    from jupyter_tiers import service as service_layer
+    from jupyter_tiers import tier as tier_module
+    from jupyter_tiers.registry import JobRecord
+
+    svcdir = tmp_path / "svc"
+    svcdir.mkdir()
+    row = "x" * 95
+    (svcdir / ssv.ROTATED_LOG).write_text("".join(f"web-0: old {i:06d} {row}\n" for i in range(20_000)))
+    (svcdir / ssv.LOG_FILE).write_text("".join(f"web-{i % 2}: new {i:06d} {row}\n" for i in range(30_000)))
+    record = JobRecord(profile="laptop", tier="local", job_id="web", name="web", kind="service",
+                       jobdir=str(svcdir))
+    monkeypatch.setattr(tier_module, "MAX_SERVICE_LOG_BYTES", 1 << 20)
+    text = tier.service_logs(record)
+    lines = text.splitlines()
+    assert lines[0] == "[earlier output cut — the last 1 MiB of the log are shown]"
+    assert len(text.encode()) <= (1 << 20) + len(lines[0]) + 1
+    assert lines[-1] == f"web-1: new 029999 {row}"
+    assert all(ln.startswith("web-") and ln.endswith(row) for ln in lines[1:]), "no line cut in two"
+    # Across the rotation: a budget larger than service.log reaches into service.log.1.
+    monkeypatch.setattr(tier_module, "MAX_SERVICE_LOG_BYTES", 4 << 20)
+    lines = tier.service_logs(record).splitlines()
+    assert lines[0].startswith("[earlier output cut") and " old " in lines[1] and " new " in lines[-1]
+    # One pod's lines; a tail the window holds has no marker.
+    assert tier.service_logs(record, pod="web-0", tail=3).splitlines() == [
+        f"new {i:06d} {row}" for i in (29994, 29996, 29998)]
+    # Whole and small: no marker.
+    monkeypatch.setattr(tier_module, "MAX_SERVICE_LOG_BYTES", 64 << 20)
+    assert not tier.service_logs(record).startswith("[earlier")
+    # The REST API's ranges keep the marker as a line of no pod.
+    monkeypatch.setattr(tier_module, "MAX_SERVICE_LOG_BYTES", 1 << 20)
+
+    class Handle:
+        def __init__(self) -> None:
+            self.record = record
+
+        def logs(self, pod: str | None = None) -> str:
+            return tier.service_logs(record, pod=pod)
+
+    monkeypatch.setattr(service_layer, "attach", lambda ref, kind=None: Handle())
+    first = service_layer.log_range("laptop/web", limit=2)
+    assert first.lines == [(None, "[earlier output cut — the last 1 MiB of the log are shown]"),
+                           ("web-0", first.lines[1][1])]

@@ -411,6 +411,7 @@ def test_tiers_profiles_without_any_config_shows_the_builtin_local(ip, capsys) -
     assert re.fullmatch(r"\* local\s+local\s+this machine\s+from built-in\n", out), out
 
 
+@pytest.mark.local_procs
 def test_tiers_jobs_prints_a_table(ip, capsys) -> None:
     assert tiers(ip, capsys, "jobs").strip() == "no jobs yet"
     train(ip, capsys, "--profile local --nodes 2 --name table-a --wait", "print('a')\n")
@@ -428,6 +429,7 @@ def test_tiers_jobs_prints_a_table(ip, capsys) -> None:
 
 
 # --- the local tier (no cluster) ---------------------------------------------------------------
+@pytest.mark.local_procs
 def test_local_wait_streams_ranks_and_ends_with_the_summary(ip, capsys) -> None:
     body = "import os\nprint('hello from rank', os.environ['RANK'], 'of', os.environ['WORLD_SIZE'])\n"
     out = train(ip, capsys, "--profile local --nodes 2 --wait", body)
@@ -439,6 +441,7 @@ def test_local_wait_streams_ranks_and_ends_with_the_summary(ip, capsys) -> None:
     assert Registry().get(match.group(1)).state == "COMPLETED"
 
 
+@pytest.mark.local_procs
 def test_local_is_the_default_profile_when_nothing_is_configured(ip, capsys) -> None:
     out = train(ip, capsys, "--nodes 2 --wait --name no-profile", "print('ok')\n")
     assert SUMMARY_OK.match(last_line(out)), out
@@ -446,6 +449,7 @@ def test_local_is_the_default_profile_when_nothing_is_configured(ip, capsys) -> 
     assert (record.profile, record.tier, record.name) == ("local", "local", "no-profile")
 
 
+@pytest.mark.local_procs
 def test_local_without_wait_returns_at_once_with_a_handle(ip, capsys) -> None:
     out = train(ip, capsys, "--profile local --nodes 2 --out bg_job --name background", SLEEPER)
     job = ip.user_ns.pop("bg_job")
@@ -458,6 +462,7 @@ def test_local_without_wait_returns_at_once_with_a_handle(ip, capsys) -> None:
     assert job.wait(timeout=GUARD).state is JobState.CANCELLED
 
 
+@pytest.mark.local_procs
 def test_local_failing_rank_is_named_in_the_summary(ip, capsys) -> None:
     body = textwrap.dedent(
         """\
@@ -474,6 +479,7 @@ def test_local_failing_rank_is_named_in_the_summary(ip, capsys) -> None:
     assert match.groups()[1:] == ("1", "local1", "3", "1")
 
 
+@pytest.mark.local_procs
 def test_local_logs_attach_and_out(ip, capsys) -> None:
     body = "import os\nr = os.environ['RANK']\nfor i in range(3):\n    print(f'rank {r} line {i}')\n"
     out = train(ip, capsys, "--profile local --nodes 2 --wait --out job", body)
@@ -492,6 +498,7 @@ def test_local_logs_attach_and_out(ip, capsys) -> None:
     assert last_line(attached) == last_line(out)
 
 
+@pytest.mark.local_procs
 def test_local_cancel_by_id(ip, capsys) -> None:
     train(ip, capsys, "--profile local --nodes 2 --out sleeper --name sleeper", SLEEPER)
     job = ip.user_ns.pop("sleeper")
@@ -527,10 +534,12 @@ def check_same_name_attaches(ip, capsys, profile: str) -> None:
     assert fourth.wait(timeout=GUARD).state is JobState.COMPLETED
 
 
+@pytest.mark.local_procs
 def test_local_same_name_attaches_and_resubmit_submits_another(ip, capsys) -> None:
     check_same_name_attaches(ip, capsys, "local")
 
 
+@pytest.mark.local_procs
 def test_local_env_values_reach_the_job_but_are_never_stored(ip, capsys) -> None:
     body = "import os\nprint(os.environ['TOKEN'] == 's3cr3t value', os.environ['EMPTY'] == '')\n"
     out = train(ip, capsys, "--profile local --wait --out job -e 'TOKEN=s3cr3t value' -e EMPTY=", body)

@@ -218,3 +218,92 @@ async def test_an_unreachable_cluster_is_a_502_and_a_bad_stream_query_a_400(
     with pytest.raises(HTTPClientError) as err:
         await jp_ws_fetch("jupyter-tiers", "api", "jobs", "far", "999", "logs", "stream")
     assert err.value.code == 404
+
+
+# --- hardening round 3 (issue 20 items 8 and 9) ---------------------------------------------------
+
+
+def test_a_deeply_nested_scale_body_is_a_400_not_a_recursion_error() -> None:
+    for deep in (b"[" * 4000, b"[" * 2000 + b"]" * 2000,
+                 b'{"replicas": ' + b"[" * 1500 + b"1" + b"]" * 1500 + b"}",
+                 b'{"a":' * 600 + b"1" + b"}" * 600, b"[" * 9):
+        with pytest.raises(SpecError, match="nested too deeply"):
+            params.scale_body(deep)
+    # Brackets inside strings are text, not nesting; a shallow body still parses.
+    assert params.nesting_depth('{"x": "[[[[[[[[[[[[\\"[[[["}') == 1
+    assert params.scale_body(b'{"replicas": 3}') == 3
+
+
+def test_nested_bodies_fuzz_only_raise_spec_errors() -> None:
+    rng = random.Random(SEED + 8)
+    for _ in range(2000):
+        depth = rng.randint(0, 2500)
+        opener = rng.choice(["[", '{"a":', '{"replicas":', "[1,", '["]",'])
+        closer = {"[": "]", '{"a":': "}", '{"replicas":': "}", "[1,": "]", '["]",': "]"}[opener]
+        core = rng.choice(["1", '"x"', "null", "", "[", "\\", '"'])
+        raw = (opener * depth + core + closer * rng.randint(0, depth)).encode()[:rng.choice([4096, 5000])]
+        with contextlib.suppress(SpecError):
+            assert 0 <= params.scale_body(raw) <= 1000
+
+
+async def test_http_nested_scale_body_is_a_400(jp_fetch: Any, tiers_config: Any) -> None:
+    _add("far", "svc-a", kind="service")
+    code, message = await _error(jp_fetch, "jupyter-tiers", "api", "jobs", "far", "svc-a", "scale",
+                                 method="POST", body=b"[" * 4000)
+    assert code == 400 and message.startswith("body") and "nested too deeply" in message
+
+
+async def test_error_messages_are_shown_once_escaped_and_name_no_server_path(
+        jp_fetch: Any, tiers_config: Any, tmp_path: Path) -> None:
+    tiers_config({"default_profile": "laptop", "profiles": {"laptop": {"tier": "local"}}})
+    # "%tiers jobs" in a service-layer message stays one '%' (tornado's %-formatting, not ours).
+    code, message = await _error(jp_fetch, "jupyter-tiers", "api", "history", params={"profile": "laptop"})
+    assert code == 400 and "%tiers jobs" in message and "%%" not in message, message
+    registry = str(Registry().path)
+    code, message = await _error(jp_fetch, "jupyter-tiers", "api", "jobs", "laptop", "999")
+    assert code == 404 and message == "no job 'laptop/999' in the registry", message
+    for parts in (("jobs", "laptop", "999", "logs"), ("jobs", "laptop", "999", "cancel")):
+        kwargs: dict[str, Any] = {"method": "POST", "body": b""} if parts[-1] == "cancel" else {}
+        code, message = await _error(jp_fetch, "jupyter-tiers", "api", *parts, **kwargs)
+        assert code == 404 and registry not in message and str(tmp_path) not in message, message
+
+
+def test_public_text_drops_server_paths_but_keeps_urls_and_ratios() -> None:
+    from jupyter_tiers.server.handlers import public_text
+
+    assert public_text("no job '9' in the registry (/root/.local/share/jupyter/tiers/registry.sqlite)") \
+        == "no job '9' in the registry"
+    assert public_text("the local workdir /tmp/x/work belongs to uid 5") == \
+        "the local workdir …/work belongs to uid 5"
+    for kept in ("GET http://127.0.0.1:8888/api/v1/x failed", "1/2 ready", "probe /health failed",
+                 "use %%k8s_serve", "pods/log forbidden"):
+        assert public_text(kept) == kept
+    rng = random.Random(SEED + 9)
+    words = ["no", "job", "'9'", "%%tiers", "1/2", "http://h:1/a/b", "/srv/secret/registry.sqlite",
+             "/srv/secret/", "(/srv/secret/w)", "'/srv/secret/x'", "/srv/secret/a b", "é", "…"]
+    for _ in range(2000):
+        text = rng.choice([" ", " (", ": "]).join(rng.choice(words) for _ in range(rng.randint(0, 8)))
+        out = public_text(text)
+        assert "/srv/secret" not in out, (text, out)
+        assert out.count("http://h:1/a/b") == text.count("http://h:1/a/b"), (text, out)
+
+
+async def test_a_broken_config_is_reported_without_its_path(jp_fetch: Any, tiers_config: Any,
+                                                            tmp_path: Path) -> None:
+    path = tiers_config({"profiles": {"laptop": {"tier": "local"}}})
+    path.write_text("profiles: [unclosed\n")
+    for parts in (("profiles",), ("history",)):
+        code, message = await _error(jp_fetch, "jupyter-tiers", "api", *parts)
+        assert code == 400 and str(tmp_path) not in message, (parts, message)
+        assert "tiers.yaml" in message, (parts, message)  # the file is still named
+
+
+async def test_profile_errors_in_a_listing_name_no_server_path(jp_fetch: Any, tiers_config: Any,
+                                                               tmp_path: Path) -> None:
+    missing = tmp_path / "nowhere" / "kubeconfig.yaml"
+    tiers_config({"profiles": {"kube": {"tier": "kubernetes", "kubeconfig": str(missing)}}})
+    _add("kube", "web", kind="service")
+    data = body(await jp_fetch("jupyter-tiers", "api", "jobs"))
+    assert [e["profile"] for e in data["errors"]] == ["kube"], data
+    message = data["errors"][0]["message"]
+    assert str(tmp_path) not in message and "kubeconfig" in message, message

@@ -133,3 +133,36 @@ def test_an_open_array_panel_reads_its_tasks_from_the_shared_watch(
     finally:
         hub.unlisten(token)
         hub.stop()
+
+
+async def test_a_task_is_a_job_for_the_service_verbs(jp_fetch: Any, local: Any) -> None:
+    """``DELETE``, ``scale`` and ``restart`` of an array task (``ID_i``) are 409s like a job's,
+    and the task keeps running (issue 20 item 7: the task reference skipped the kind check)."""
+    from tornado.httpclient import HTTPClientError
+
+    from jupyter_tiers import service
+    from jupyter_tiers.service import WrongKind
+
+    job = local.submit(local.make_spec("import time\ntime.sleep(300)\n", name="arr", array="0-1"))
+    task = f"{job.id}_1"
+    await _until(lambda: jp_fetch(*API, "jobs", "laptop", task), lambda d: d["state"] == "RUNNING",
+                 "task 1 to run")
+    for parts, kwargs in (((), {"method": "DELETE"}),
+                          (("scale",), {"method": "POST", "body": b'{"replicas": 2}'}),
+                          (("restart",), {"method": "POST", "body": b""})):
+        with pytest.raises(HTTPClientError) as err:
+            await jp_fetch(*API, "jobs", "laptop", task, *parts, **kwargs)
+        assert err.value.code == 409, parts
+        assert err.value.response is not None
+        assert body(err.value.response)["error"] == f"laptop/{task} is a job, not a service; use cancel"
+    for verb in (service.delete, service.restart, lambda ref: service.scale(ref, 1)):
+        with pytest.raises(WrongKind):
+            verb(task)
+    # The same for `jupyter tiers` / %tiers (a task has no record of its own to name its kind).
+    from jupyter_tiers import tiers_command
+
+    for argv in (["delete", task], ["scale", task, "2"], ["restart", task]):
+        with pytest.raises(tiers_command.CommandUsage) as usage:
+            tiers_command.run(argv)
+        assert str(usage.value) == f"%tiers: {task} is a job, not a service; use %tiers cancel {task}"
+    assert body(await jp_fetch(*API, "jobs", "laptop", task))["state"] == "RUNNING", "the task was left alone"

@@ -27,6 +27,7 @@ def test_the_config_file_enables_the_extension_and_the_wheel_installs_it() -> No
     assert jupyter_tiers._jupyter_server_extension_points() == [{"module": "jupyter_tiers.server"}]
 
 
+@pytest.mark.local_procs
 def test_jupyter_server_extension_list_shows_it_enabled_and_ok() -> None:
     jupyter = Path(sys.executable).parent / "jupyter"
     out = subprocess.run([str(jupyter), "server", "extension", "list"], capture_output=True, text=True,

@@ -37,7 +37,7 @@ def test_text_view_with_wait_runs_it(capsys: pytest.CaptureFixture[str]) -> None
 def test_widget_is_displayed_and_its_summary_printed_after_wait(
         status: str | None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     shown: list[object] = []
-    monkeypatch.setattr("IPython.display.display", shown.append)
+    monkeypatch.setattr("IPython.display.display", lambda obj, **_: shown.append(obj))
     widget = object()
     waited: list[float | None] = []
 
@@ -46,8 +46,17 @@ def test_widget_is_displayed_and_its_summary_printed_after_wait(
         return status
 
     result = display_module._show_widget(widget, wait, 5.0, lambda s: f"summary of {s}")
-    assert shown == [widget] and waited == [5.0] and result == status
-    assert capsys.readouterr().out == ("summary of READY\n" if status else "")
-    assert display_module._show_widget(widget, None, 5.0, lambda s: "never") is None
-    assert shown == [widget, widget] and waited == [5.0]
+    # Issue 21: the summary is not printed (JupyterLab showed it twice: in the widget and under
+    # it); it goes out as a bundle whose plain text only a text-only front end shows.
+    summary = [display_module.plain_only("summary of READY")] if status else []
+    assert shown == [widget, *summary] and waited == [5.0] and result == status
     assert capsys.readouterr().out == ""
+    assert display_module._show_widget(widget, None, 5.0, lambda s: "never") is None
+    assert shown == [widget, *summary, widget] and waited == [5.0]
+    assert capsys.readouterr().out == ""
+
+
+def test_plain_only_is_text_for_a_console_and_nothing_for_a_rich_front_end() -> None:
+    bundle = display_module.plain_only("job 7 COMPLETED in 00:00:03 on node1")
+    assert bundle["text/plain"] == "job 7 COMPLETED in 00:00:03 on node1"
+    assert bundle["text/html"] == ""  # JupyterLab prefers html to plain text: nothing more shown

@@ -119,3 +119,51 @@ def test_fuzz_k8s_serve_and_tiers_lines_give_only_usage_errors(
             f"{what}: rendered with a reserved env name"
     assert rendered > LINES // 50, "the fuzz should also reach some successful renders"
     assert serve_shell.user_ns.get("__builtins__") is None
+
+
+def test_fuzz_dry_run_values(serve_shell: Shell, capsys: pytest.CaptureFixture[str]) -> None:
+    """``--dry-run[=client|server]``: only those two values pass the parser; anything else is a
+    one-line UsageError naming both, whatever the bytes. ``server`` against this profile (its API
+    port is closed) is the usual one-line unreachable error, never a traceback."""
+    rng = random.Random(SEED + 1)
+    words = [*VALUES, "client", "server", "Server", "SERVER", "none", "all", "All", "server ",
+             "client,server", "true", "1"]
+    for i in range(400):
+        value = fuzz_word(rng, words)
+        form = rng.choice([f"--dry-run={shlex.quote(value)}", f"--dry-run {shlex.quote(value)}"])
+        line = f"--name web {form}"
+        what = f"line {i}: %%k8s_serve {line!r}"
+        try:
+            serve_shell.run_cell_magic("k8s_serve", line, "print('hi')\n")
+            exc = None
+        except BaseException as caught:
+            exc = caught
+        printed = capsys.readouterr()
+        if value == "client":
+            assert exc is None and "kind: Deployment" in printed.out, what
+            continue
+        assert isinstance(exc, UsageError), f"{what}: {exc!r}"
+        message = str(exc)
+        assert "\n" not in message and "Traceback" not in printed.out + printed.err, what
+        if value == "server":
+            assert "did not answer" in message or "unreachable" in message.lower(), f"{what}: {message}"
+        elif not value.startswith("-"):  # a word such as --name is taken as the next option
+            assert "is not a dry-run mode" in message and "--dry-run=server" in message, f"{what}: {message}"
+
+
+def test_dry_run_mode_parser() -> None:
+    import argparse
+
+    from jupyter_tiers.magics import dry_run_mode
+
+    assert dry_run_mode("client") == "client" and dry_run_mode("server") == "server"
+    rng = random.Random(SEED + 2)
+    for _ in range(2000):
+        value = "".join(rng.choice("clientserv-=All \x00\u202e\udcff\n") for _ in range(rng.randint(0, 12)))
+        if value in ("client", "server"):
+            continue
+        with pytest.raises(argparse.ArgumentTypeError) as err:
+            dry_run_mode(value)
+        assert "is not a dry-run mode" in str(err.value) and "\n" not in str(err.value).replace("\\n", "")
+    with pytest.raises(argparse.ArgumentTypeError, match=r"…"):
+        dry_run_mode("x" * 500)

@@ -15,12 +15,14 @@ from jupyter_tiers.k8s.errors import api_error_message
 from jupyter_tiers.k8s.parse import (
     MAX_EVENTS,
     current_template_hash,
+    describe_pod_problem,
     parse_time,
     pod_info,
     service_status,
 )
 from jupyter_tiers.model import PodInfo, ServiceState, ServiceStatus
 from jupyter_tiers.servestatus import summary_line
+from jupyter_tiers.viewstate.serve import pod_problem
 
 GOLDEN = Path(__file__).parent / "snapshots" / "k8s" / "golden"
 REVISION = "deployment.kubernetes.io/revision"
@@ -278,23 +280,55 @@ def test_crashloopbackoff_with_restarts() -> None:
     pod, events = _final("05b")
     info = pod_info(pod, events)
     assert (info.phase, info.reason, info.restarts, info.exit_code) == ("Running", "CrashLoopBackOff", 2, 1)
-    assert info.message is not None and info.message.startswith("back-off 20s restarting failed container=c")
+    assert info.message is None  # the kubelet's "back-off 20s ... pod=NAME(UID)" changes every back-off
     status = service_status("svc", a_deployment(), [pod], events)
-    assert (status.state, status.reason) == (ServiceState.FAILED, "pod fail-crash CrashLoopBackOff (exit 1)")
+    assert (status.state, status.reason) == (
+        ServiceState.FAILED, "pod fail-crash CrashLoopBackOff (exit 1, 2 restarts)")
     line = summary_line(status, 30, "fatal: something went wrong")
     assert line == (
-        "service svc FAILED after 00:00:30: pod fail-crash CrashLoopBackOff (exit 1)"
+        "service svc FAILED after 00:00:30: pod fail-crash CrashLoopBackOff (exit 1, 2 restarts)"
         " — last line: fatal: something went wrong"
     )
-    # Through the watch: the first exit is not yet a crash loop; once restarted it is, even while
-    # the status shows `terminated` between back-offs.
-    states = []
+
+
+def test_crash_loop_reads_the_same_in_every_phase_of_the_back_off() -> None:
+    """A real kubelet shows ``terminated: Error`` for most of each back-off and
+    ``waiting: CrashLoopBackOff`` only at the sync before the restart (05b): both are a crash loop
+    once the container has restarted, in the summary, the pod row and the widget."""
+    rows, reasons, states = [], [], []
     for event in step("05b", 1)["events"]:
-        states.append(service_status("svc", a_deployment(), [pod_from_event(event)], []).state)
-    assert states[3] is ServiceState.DEPLOYING  # exited once, restartCount 0
+        status = service_status("svc", a_deployment(), [pod_from_event(event)], [])
+        states.append(status.state)
+        reasons.append(status.reason)
+        rows.append(pod_problem(status.pods[0]) if status.pods else "")
+    assert states[3] is ServiceState.DEPLOYING  # exited once, restartCount 0: not a loop yet
+    assert rows[3] == "Error (exit 1): exit code 1"
     assert states[4:] == [ServiceState.FAILED] * len(states[4:])
-    between = pod_info(pod_from_event(step("05b", 1)["events"][4]))
-    assert (between.reason, between.exit_code, between.restarts) == ("Error", 1, 1)
+    # events 4 and 5: restartCount 1, terminated then waiting; 6 and 7: restartCount 2
+    assert rows[4:] == (["CrashLoopBackOff (exit 1, 1 restart)"] * 2
+                        + ["CrashLoopBackOff (exit 1, 2 restarts)"] * 2)
+    assert reasons[4:] == [f"pod fail-crash {row}" for row in rows[4:]]
+
+
+def test_crash_loop_cases_without_golden_data() -> None:
+    def pod(**cstatus: Any) -> dict[str, Any]:
+        return {"metadata": {"name": "p"}, "status": {"phase": "Running", "containerStatuses": [
+            {"name": "c", "ready": False, **cstatus}]}}
+
+    term = {"terminated": {"exitCode": 3, "reason": "Error"}}
+    # restarted, terminated, exit 0: still a crash loop, and says why a clean exit is one
+    clean = pod_info(pod(restartCount=4, state={"terminated": {"exitCode": 0, "reason": "Completed"}}))
+    assert (clean.reason, clean.exit_code) == ("CrashLoopBackOff", 0)
+    assert clean.message is not None and "a service must keep running" in clean.message
+    # restarted and running again: not crash looping (it may have recovered)
+    running = pod_info(pod(restartCount=1, state={"running": {}}, lastState=term))
+    assert running.reason != "CrashLoopBackOff"
+    # OOM kills keep their own name, with the restarts
+    oom = pod_info(pod(restartCount=2, state={"terminated": {"exitCode": 137, "reason": "OOMKilled"}}))
+    assert oom.reason == "OOMKilled" and describe_pod_problem(oom) == "pod p OOMKilled (exit 137, 2 restarts)"
+    # a waiting CrashLoopBackOff with no lastState (trimmed status) has no exit code
+    bare = pod_info(pod(restartCount=1, state={"waiting": {"reason": "CrashLoopBackOff"}}))
+    assert describe_pod_problem(bare) == "pod p CrashLoopBackOff (1 restart)"
 
 
 def test_unschedulable_node_selector() -> None:
@@ -329,7 +363,8 @@ def test_oomkilled() -> None:
     assert (info.reason, info.exit_code, info.restarts) == ("OOMKilled", 137, 2)
     assert info.message is not None and "memory" in info.message
     status = service_status("svc", a_deployment(), [pod], events)
-    assert (status.state, status.reason) == (ServiceState.FAILED, "pod fail-oom OOMKilled (exit 137)")
+    assert (status.state, status.reason) == (
+        ServiceState.FAILED, "pod fail-oom OOMKilled (exit 137, 2 restarts)")
     watch = step("05e", 1)["events"]
     first_kill = pod_info(pod_from_event(watch[3]))
     assert (first_kill.reason, first_kill.exit_code, first_kill.restarts) == ("OOMKilled", 137, 0)

@@ -271,9 +271,27 @@ def test_env_values_live_only_in_the_secret_and_never_in_the_yaml() -> None:
     assert all("s3cr3t" not in json.dumps(o) for o in objects if o["kind"] != "Secret")
     text = render_yaml(objects)
     assert "s3cr3t" not in text and base64.b64encode(b"s3cr3t").decode() not in text
-    assert "API_KEY: <redacted>" in text
+    # Valid YAML, every document an object kubectl can apply; the Secret is a comment naming
+    # its keys (and how to create it), with no value and no placeholder that could be applied.
+    docs = list(yaml.safe_load_all(text))
+    assert [d["kind"] for d in docs] == ["ConfigMap", "Deployment", "Service"]
+    assert docs == [o for o in objects if o["kind"] != "Secret"]
+    assert "# Secret web-env (namespace default) is not shown: it holds the --env values.\n" in text
+    assert "# Keys: API_KEY, MODE." in text
+    assert "create secret generic web-env --from-literal=API_KEY=... --from-literal=MODE=...\n" in text
+    assert "prod" not in text
     assert {"name": "JT_PORT", "value": "9000"} in env
     assert {"name": "PORT", "value": "9000"} in env  # as on the local tier
+
+
+def test_yaml_of_a_patched_secret_names_only_plain_keys_and_stays_valid() -> None:
+    spec = dataclasses.replace(CASES["env_secret_and_resources"][0], patch=json.dumps(
+        {"Secret": {"stringData": {"odd\nkey: injected": "v4lue", "EXTRA": "v5lue"}}}))
+    objects = render_manifests(spec, namespace="default")
+    text = render_yaml(objects)
+    assert "v4lue" not in text and "v5lue" not in text and "injected" not in text
+    assert "# Keys: API_KEY, MODE, EXTRA (and 1 more)." in text
+    assert [d["kind"] for d in yaml.safe_load_all(text)] == ["ConfigMap", "Deployment", "Service"]
 
 
 def test_identical_rerun_is_byte_identical_and_changes_roll_the_pods() -> None:
@@ -339,6 +357,34 @@ def test_patch_merges_maps_replaces_lists_and_null_removes() -> None:
         {"Deployment": {"spec": {"template": {"spec": {"tolerations": [{"operator": "Exists"}]}}}}}))
     pod = _by_kind(render_manifests(spec, namespace="default"))["Deployment"]["spec"]["template"]["spec"]
     assert pod["tolerations"] == [{"operator": "Exists"}]
+
+
+def test_pods_are_hardened_by_default_and_a_patch_overrides_it() -> None:
+    # 13e: these run a root image (vLLM, TGI); runAsNonRoot would not, so it is not a default.
+    for case in CASES:
+        pod = _by_kind(_render(case))["Deployment"]["spec"]["template"]["spec"]
+        assert pod["automountServiceAccountToken"] is False, case
+        assert pod["securityContext"] == {"seccompProfile": {"type": "RuntimeDefault"}}, case
+        assert pod["containers"][0]["securityContext"] == {
+            "allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}, case
+        assert "runAsNonRoot" not in json.dumps(pod), case
+    patch = {"Deployment": {"spec": {"template": {"spec": {
+        "automountServiceAccountToken": True,
+        "securityContext": {"seccompProfile": None, "runAsUser": 1000},
+        "containers": [{"name": "server", "securityContext": {"capabilities": {"add": ["NET_BIND_SERVICE"]},
+                                                              "allowPrivilegeEscalation": None}}],
+    }}}}}
+    spec = dataclasses.replace(BASE, patch=json.dumps(patch))
+    pod = _by_kind(render_manifests(spec, namespace="default"))["Deployment"]["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is True
+    assert pod["securityContext"] == {"runAsUser": 1000}
+    (server,) = pod["containers"]  # merged by name: the rest of the container is kept
+    assert server["securityContext"] == {"capabilities": {"drop": ["ALL"], "add": ["NET_BIND_SERVICE"]}}
+    assert server["command"] and server["readinessProbe"]
+    sidecar = dataclasses.replace(BASE, patch=json.dumps({"Deployment": {"spec": {"template": {"spec": {
+        "containers": [{"name": "proxy", "image": "envoy:1"}]}}}}}))
+    pod = _by_kind(render_manifests(sidecar, namespace="default"))["Deployment"]["spec"]["template"]["spec"]
+    assert [c["name"] for c in pod["containers"]] == ["server", "proxy"]
 
 
 def test_yaml_is_block_style_and_parses_back() -> None:

@@ -16,7 +16,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from jupyter_tiers.k8s.client import KubeClient
-from jupyter_tiers.k8s.watch import SINCE_MARGIN_S, PodLogFollower, since_seconds
+from jupyter_tiers.k8s.watch import SINCE_MARGIN_S, PodLogFollower, container_instance, since_seconds
 from jupyter_tiers.model import PodLogLine
 from tests import helpers
 from tests.unit.serve_shell import Shell, serve_shell
@@ -95,6 +95,52 @@ def test_a_reopened_log_stream_resumes_and_the_follower_of_a_gone_pod_ends() -> 
         follower.stop()
     assert [line.text for line in got] == ["one", "two", "three"]
     assert "since_seconds" in api.calls[1] and "since_time" not in api.calls[1]
+
+
+def test_container_instance_reads_the_pod_watchs_container_state() -> None:
+    def pod(*statuses: dict[str, Any]) -> dict[str, Any]:
+        return {"status": {"containerStatuses": list(statuses)}}
+
+    creating = {"name": "server", "restartCount": 0, "state": {"waiting": {"reason": "ContainerCreating"}}}
+    running = {"name": "server", "restartCount": 0, "state": {"running": {}}, "containerID": "containerd://a"}
+    crashed = {"name": "server", "restartCount": 2, "containerID": "containerd://c",
+               "state": {"waiting": {"reason": "CrashLoopBackOff"}}}
+    assert container_instance(pod()) is None and container_instance({}) is None
+    assert container_instance(pod(creating), "server") is None  # no log to read yet
+    assert container_instance(pod(running), "server") == ("containerd://a", 0, True)
+    assert container_instance(pod(crashed), "server") == ("containerd://c", 2, False)
+    sidecar = {**running, "name": "proxy"}
+    assert container_instance(pod(sidecar, crashed), "server") == ("containerd://c", 2, False)
+    assert container_instance(pod(sidecar), "server") is None
+    assert container_instance(pod(running)) == ("containerd://a", 0, True)  # the first by default
+
+
+def test_a_follower_told_the_pod_state_opens_once_per_container_start() -> None:
+    """Told by the pod watch, a follower opens nothing while the container is being created,
+    one stream per container instance, and none after a stream ended with its container; a
+    stream that ends while the container still runs was dropped and is reopened."""
+    api = _LogApi([["2026-01-01T00:00:01Z one"], ["2026-01-01T00:00:02Z two"],
+                   ["2026-01-01T00:00:03Z three"]])
+    got: list[PodLogLine] = []
+    follower = PodLogFollower(_FakeClient(api), "ns", "web-1", got.extend, container="server", recheck=0.2)
+    follower.update(None)  # ContainerCreating
+    follower.start()
+    try:
+        time.sleep(0.3)
+        assert api.calls == []  # nothing to read yet
+        follower.update(("containerd://a", 0, True))
+        wait_for(lambda: [ln.text for ln in got] == ["one"], "the first instance's line")
+        follower.update(("containerd://a", 0, False))  # the watch: that instance exited
+        time.sleep(0.5)
+        assert len(api.calls) == 1  # no reopen during the back-off
+        follower.update(("containerd://b", 1, True))  # restarted
+        wait_for(lambda: [ln.text for ln in got] == ["one", "two"], "the second instance's line")
+        # The watch still says instance b runs after its stream ended: dropped, reopened.
+        wait_for(lambda: [ln.text for ln in got] == ["one", "two", "three"], "a reopen after a drop")
+    finally:
+        follower.stop()
+    assert [c.get("container") for c in api.calls[:3]] == ["server"] * 3
+    assert "since_seconds" in api.calls[1] and "tail_lines" not in api.calls[1]
 
 
 def test_since_seconds_reaches_back_past_the_last_line_with_a_margin() -> None:
@@ -200,7 +246,8 @@ def test_a_patch_may_add_labels_annotations_and_pod_settings() -> None:
     })
     deployment = next(o for o in objects if o["kind"] == "Deployment")
     assert deployment["metadata"]["labels"]["team"] == "nlp"
-    assert deployment["spec"]["template"]["spec"]["securityContext"] == {"runAsNonRoot": True}
+    assert deployment["spec"]["template"]["spec"]["securityContext"] == {  # merged over the default
+        "seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True}
 
 
 # --- closing the tier ------------------------------------------------------------------------

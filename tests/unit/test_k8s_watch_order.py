@@ -21,6 +21,7 @@ def test_a_status_computed_later_is_delivered_later() -> None:
     nsw._started = True  # no watch threads: the test plays their events
     for kw in nsw.kinds.values():
         kw.synced.set()
+        kw.attempted.set()  # else subscribe() waits out ensure_started's 30 s bound for a first list
 
     computed = 0
     first_computed = threading.Event()

@@ -82,6 +82,7 @@ TRAIN = textwrap.dedent(
 )
 
 
+@pytest.mark.local_procs
 def test_metrics_in_the_text_view_and_job_metrics(ip, capsys) -> None:
     out = _train(ip, capsys, r'--nodes 2 --wait --out job --metrics "ppl=perplexity is (\S+)"', TRAIN)
     lines = out.splitlines()
@@ -108,6 +109,7 @@ def test_metrics_in_the_text_view_and_job_metrics(ip, capsys) -> None:
     assert again.summary().endswith(" — ppl 50")  # a custom metric is the main one
 
 
+@pytest.mark.local_procs
 def test_failed_job_summary_names_its_first_error_line(ip, capsys) -> None:
     body = textwrap.dedent(
         """\
@@ -136,23 +138,26 @@ def test_bad_metrics_option_is_a_usage_error(ip, capsys, line: str, words: str) 
     assert Registry().list() == []  # nothing was submitted
 
 
+@pytest.mark.local_procs
 def test_wait_with_the_live_widget_prints_the_widgets_summary(ip, capsys, monkeypatch) -> None:
-    """``--wait`` with the widget prints the same line as its ``summary`` trait: the main metric's
-    last value and, for a failed job, its first error line."""
+    """``--wait`` with the widget shows the same line as its ``summary`` trait (the main metric's
+    last value and, for a failed job, its first error line) as plain text for a text-only front
+    end only: a widget front end shows it once, in the widget (issue 21)."""
     from jupyter_tiers import display as display_module
 
     shown: list = []
     monkeypatch.setattr(display_module, "widgets_available", lambda: True)
-    monkeypatch.setattr("IPython.display.display", lambda widget: shown.append(widget))
+    monkeypatch.setattr("IPython.display.display", lambda obj, **_: shown.append(obj))
     ok = _train(ip, capsys, '--nodes 1 --wait --metrics "ppl=perplexity is (\\S+)"', TRAIN)
-    assert len(shown) == 1 and shown[0].summary, ok
-    assert ok.splitlines()[-1] == shown[0].summary, ok
-    assert ok.splitlines()[-1].endswith(" — ppl 50"), ok
-    shown[0].close()
+    widget, line = shown
+    assert widget.summary and line == display_module.plain_only(widget.summary), ok
+    assert widget.summary.endswith(" — ppl 50"), ok
+    assert widget.summary not in ok  # not printed a second time under the widget
+    widget.close()
     body = 'print("step=1 loss=2.5", flush=True)\nraise RuntimeError("CUDA error: out of memory")\n'
     failed = _train(ip, capsys, "--nodes 1 --wait", body)
-    assert len(shown) == 2, failed
-    last = failed.splitlines()[-1]
-    assert last == shown[1].summary and " FAILED in " in last, failed
-    assert last.endswith(" — RuntimeError: CUDA error: out of memory"), failed
-    shown[1].close()
+    widget, line = shown[2:]
+    assert line == display_module.plain_only(widget.summary) and " FAILED in " in widget.summary, failed
+    assert widget.summary.endswith(" — RuntimeError: CUDA error: out of memory"), failed
+    assert widget.summary not in failed
+    widget.close()

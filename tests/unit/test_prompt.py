@@ -169,3 +169,45 @@ def test_the_kernel_asks_only_in_a_running_cell_with_stdin() -> None:
     thread.start()
     thread.join()
     assert seen == [widget]  # a background thread, even while a cell runs
+
+
+class AskingKernel(FakeKernel):
+    """A kernel in a running cell that records how each prompt was asked."""
+
+    def __init__(self) -> None:
+        super().__init__("execute_request")
+        self.asked: list[tuple[str, str]] = []
+
+    def getpass(self, text: str) -> str:
+        self.asked.append(("getpass", text))
+        return "123456"
+
+    def raw_input(self, text: str) -> str:
+        self.asked.append(("raw_input", text))
+        return "123456"
+
+
+def test_an_echoed_prompt_is_still_asked_like_a_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A server marking the code prompt as echoed must not get the code shown: raw_input would
+    save it into the notebook's output, input() into the terminal's scrollback (issue 20 item 14)."""
+    from jupyter_tiers.transport import prompt as prompt_module
+
+    req = PromptRequest("profile 'hpc' (alice@login.example:22)", "", "",
+                        (Prompt("Verification code:", echo=True), Prompt("Option (1-3):", echo=True),
+                         Prompt("Password:", echo=False)))
+    kernel = AskingKernel()
+    monkeypatch.setattr(prompt_module, "_kernel", lambda: kernel)
+    assert kernel_prompter(req) == ["123456"] * 3
+    assert [how for how, _ in kernel.asked] == ["getpass"] * 3
+
+    asked: list[str] = []
+    monkeypatch.setattr(prompt_module, "_kernel", lambda: None)
+    monkeypatch.setattr("sys.stdin", type("Tty", (io.StringIO,), {"isatty": lambda self: True})())
+    monkeypatch.setattr("getpass.getpass", lambda text="": asked.append(text) or "654321")
+
+    def no_input(text: str = "") -> str:
+        raise AssertionError(f"input() asked {text!r}: the answer would be echoed")
+
+    monkeypatch.setattr("builtins.input", no_input)
+    assert terminal_prompter(req) == ["654321"] * 3
+    assert asked == ["Verification code: ", "Option (1-3): ", "Password: "]

@@ -23,7 +23,8 @@ NOW = 1_700_000_000.0
 def test_pod_problem_names_the_reason_the_exit_code_and_the_words() -> None:
     crash = PodInfo("web-7c9f-x2", phase="Running", reason="CrashLoopBackOff", exit_code=1,
                     message="back-off 10s restarting failed container", restarts=3)
-    assert pod_problem(crash) == "CrashLoopBackOff (exit 1): back-off 10s restarting failed container"
+    assert pod_problem(crash) == (
+        "CrashLoopBackOff (exit 1, 3 restarts): back-off 10s restarting failed container")
     oom = PodInfo("p", reason="OOMKilled", exit_code=137)
     assert pod_problem(oom) == "OOMKilled (exit 137)"
     pull = PodInfo("p", reason="ImagePullBackOff", message='Back-off pulling image "nope:1"')
@@ -69,7 +70,7 @@ def test_pod_rows_put_the_current_revision_first() -> None:
     name, phase, ready, restarts, node, age, problem, current = rows[1]
     assert (name, phase, ready, restarts, node, age, current) == ("web-new-bbbbb", "Running", False, 2,
                                                                   "n2", 30, True)
-    assert problem == "CrashLoopBackOff (exit 1)"
+    assert problem == "CrashLoopBackOff (exit 1, 2 restarts)"
     assert rows[0][4] == "" and rows[0][6] == "Unschedulable: 0/2 nodes are available"
     assert [r[7] for r in rows] == [True, True, False, False]
     assert rows[2][6] == ""  # ready: no problem shown

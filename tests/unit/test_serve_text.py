@@ -142,7 +142,8 @@ def test_run_prints_states_pod_problems_lines_and_the_summary(tmp_path: Path) ->
         "[DEPLOYING 0/2]",
         "llama-svc-7c9f-x2: loading weights",
         "llama-svc-7c9f-y7: loading weights",
-        "  pod llama-svc-7c9f-x2: CrashLoopBackOff (exit 1): back-off 20s restarting failed container",
+        "  pod llama-svc-7c9f-x2: CrashLoopBackOff (exit 1, 2 restarts): "
+        "back-off 20s restarting failed container",
         "[DEPLOYING 1/2]",
         "[READY 2/2]",
         out.getvalue().splitlines()[-1],

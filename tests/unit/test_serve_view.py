@@ -76,7 +76,8 @@ def test_traits_follow_the_status(tmp_path: Path, views: list[RecordingView]) ->
                      reason="pod llama-svc-7c9f-x2 CrashLoopBackOff (exit 1)"))
     assert view.state == "FAILED" and view.settled and not view.terminal
     assert view.pods[0][0] == "llama-svc-7c9f-x2"
-    assert view.pods[0][6] == "CrashLoopBackOff (exit 1): back-off 20s restarting failed container"
+    assert view.pods[0][6] == (
+        "CrashLoopBackOff (exit 1, 2 restarts): back-off 20s restarting failed container")
     assert view.events == [
         ["BackOff", "Pod/llama-svc-7c9f-x2", "Back-off restarting failed container", 4, -1]]
     assert 89 <= view.age_s <= 120

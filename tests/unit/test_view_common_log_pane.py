@@ -106,3 +106,72 @@ out.flashed = first.cls.has("jt-flash") && first.seen;
 """)
     assert out == {"label": "Follow", "stayed": True, "labelAgain": "Pause", "backAtEnd": True,
                    "afterJump": "Follow", "flashed": True}
+
+
+FOLD_SETUP = r"""
+let label = "";
+const fmodel = { get: (k) => ({ log_limit: 100 })[k] };
+const fbox = new El("div"), ffollow = new El("button"), ferror = new El("button");
+let ffilter = -1;
+const fpane = jtLogPane({ model: fmodel, logBox: fbox, followBtn: ffollow, errorBtn: ferror, lineNode,
+                          visible: (row) => ffilter < 0 || row[0] === ffilter,
+                          filtered: () => ffilter >= 0, foldLabel: () => label });
+const text = (c) => c.children.length ? c.children.map(text).join("") : c.textContent;
+const fshown = () => fbox.children.map(text);
+const foldNode = () => fbox.children.find((c) => c.cls.has("jt-fold"));
+const KILL = (node, tasks) =>
+  [null, `srun: error: ${node}: tasks ${tasks}: Exited with exit code 143`, true, true, false];
+"""
+
+
+def test_the_fail_stop_kill_lines_fold_into_one_line_before_the_failing_ranks_traceback() -> None:
+    out = run_js(FOLD_SETUP + """
+const rows = [
+  [0, "step 30", false],
+  [137, "Traceback (most recent call last):", true, false, true],
+  [137, "RuntimeError: boom", true],
+  KILL("node1", "0-7"),
+  [null, "srun: error: node18: task 137: Exited with exit code 7", true],
+  KILL("node2", "8-15"),
+];
+fpane.receive(rows, false);
+out.noLabel = fshown();  // no failure known yet: every line as it is
+label = "16 ranks stopped by fail-stop after rank 137 (node18) failed";
+fpane.redraw();
+out.folded = fshown();
+out.title = foldNode().children[2].title;
+out.firstError = text(fbox.querySelector(".jt-error"));
+fpane.receive([KILL("node3", "16-23"), [5, "late line", false]], false);
+out.more = fshown();
+foldNode().children[2].click();
+out.expanded = fshown();
+foldNode().children[2].click();
+out.collapsed = fshown().length;
+ffilter = 137; fpane.redraw();
+out.rank137 = fshown();
+""")
+    fold = "  │ 16 ranks stopped by fail-stop after rank 137 (node18) failed — show"
+    assert out["noLabel"][3] == "null: srun: error: node1: tasks 0-7: Exited with exit code 143"
+    assert len(out["noLabel"]) == 6
+    assert out["folded"] == ["0: step 30", fold, "137: Traceback (most recent call last):",
+                             "137: RuntimeError: boom",
+                             "null: srun: error: node18: task 137: Exited with exit code 7"]
+    assert out["title"] == "2 Slurm lines of the fail-stop's kills"
+    assert out["firstError"] == "137: Traceback (most recent call last):"
+    assert out["more"][1] == fold and out["more"][-1] == "5: late line" and len(out["more"]) == 6
+    assert out["expanded"][1] == fold.replace("— show", "— hide")
+    assert out["expanded"][4] == "null: srun: error: node1: tasks 0-7: Exited with exit code 143"
+    assert len(out["expanded"]) == 9 and out["collapsed"] == 6
+    assert out["rank137"] == ["137: Traceback (most recent call last):", "137: RuntimeError: boom"]
+
+
+def test_without_a_traceback_the_fold_line_stands_where_the_first_kill_line_was() -> None:
+    out = run_js(FOLD_SETUP + """
+label = "8 ranks stopped by fail-stop after rank 3 (node1) failed";
+fpane.receive([[3, "NCCL watchdog timeout", false], KILL("node2", "8-15")], false);
+fpane.receive([[null, "jupyter-tiers: done", false]], false);
+out.shown = fshown();
+""")
+    assert out["shown"] == ["3: NCCL watchdog timeout",
+                            "  │ 8 ranks stopped by fail-stop after rank 3 (node1) failed — show",
+                            "null: jupyter-tiers: done"]

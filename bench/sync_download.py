@@ -1,0 +1,127 @@
+"""--sync round trips and bytes, and job.download of a 1 GiB file, on the cluster in a box.
+
+(a) --sync of a 1,000-file project (about 220 kB of Python) to the cluster over the real SSH
+transport, counted where the transport sends (round trips, stdin bytes): the first sync, an
+unchanged one, one changed file. (b) ``Job.download`` of a ``--mb`` MiB file (default 1024) from
+a job directory over the same transport, against raw ``ssh cat`` over a warm OpenSSH
+ControlMaster; the peak resident memory growth of this process during the download is printed
+(the download is streamed: it stays small whatever the file's size).
+
+Run: .venv/bin/python bench/sync_download.py [--mb 1024]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import secrets
+import shutil
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _cluster import box_tier, cluster_env
+
+from jupyter_tiers.handles import Job
+from jupyter_tiers.registry import JobRecord
+from jupyter_tiers.slurm.sync_remote import sync_to_cluster
+from jupyter_tiers.sync import build_manifest
+
+BENCH_DIR = Path("/var/lib/jupyter-tiers-jobs/bench")
+
+
+def peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def bench_sync(tier: Any) -> None:
+    project = Path(tempfile.mkdtemp(prefix="jt-bench-sync-"))
+    for i in range(1000):
+        f = project / f"pkg{i % 10}" / f"m{i}.py"
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.write_text(f"VALUE = {i}\n" + "# padding\n" * 20)
+    sent: list[int] = []
+    real = tier.transport.run
+
+    def run(argv: Any, **kw: Any) -> Any:
+        sent.append(len(kw.get("stdin") or b""))
+        return real(argv, **kw)
+
+    tier.transport.run = run
+    name = f"bench-{secrets.token_hex(3)}"
+    print(f"--sync of 1,000 files ({sum(p.stat().st_size for p in project.rglob('*.py')):,} bytes):")
+    try:
+        for label in ("first sync", "unchanged", "one file changed"):
+            if label == "one file changed":
+                (project / "pkg3/m13.py").write_text("VALUE = 'changed'\n")
+            sent.clear()
+            t0 = time.perf_counter()
+            manifest, sources = build_manifest(project)
+            out = sync_to_cluster(tier.transport, tier.profile.workdir, name, manifest, sources)
+            dt = time.perf_counter() - t0
+            print(f"  {label:<16} {len(sent)} round trip(s), {sum(sent):>9,} bytes sent "
+                  f"({len(out.sent_files)} files), {dt * 1e3:.0f} ms")
+    finally:
+        tier.transport.run = real
+        shutil.rmtree(project, ignore_errors=True)
+        tier.transport.run(["rm", "-rf", "--", f"{tier.profile.workdir}/.sync/{name}"], check=False)
+
+
+def bench_download(tier: Any, mib: int) -> None:
+    env = cluster_env()
+    jobdir = BENCH_DIR / f"download-{os.getpid()}"
+    BENCH_DIR.parent.mkdir(mode=0o710, exist_ok=True)
+    BENCH_DIR.mkdir(mode=0o700, exist_ok=True)
+    jobdir.mkdir()
+    big = jobdir / "big.bin"
+    with open(big, "wb") as f:
+        block = os.urandom(1 << 20)
+        for _ in range(mib):
+            f.write(block)
+    size = big.stat().st_size
+    job = Job(tier, JobRecord(profile="box", tier="slurm", job_id="1", name="dl", jobdir=str(jobdir),
+                              world_size=1))
+    dest = Path(tempfile.mkdtemp(prefix="jt-bench-dl-"))
+    control = Path(tempfile.mkdtemp(prefix="jt-bench-cm-")) / "cm"
+    ssh = ["ssh", "-i", env["JT_SSH_KEY"], "-o", f"UserKnownHostsFile={env['JT_KNOWN_HOSTS']}",
+           "-o", "BatchMode=yes", "-o", "ControlMaster=auto", "-o", f"ControlPath={control}",
+           "-o", "ControlPersist=600", "-p", env["JT_SSH_PORT"], f"{env['JT_SSH_USER']}@{env['JT_SSH_HOST']}"]
+    subprocess.run([*ssh, "true"], check=True)
+    try:
+        job.files()  # warm connection
+        before = peak_mib()
+        t0 = time.perf_counter()
+        got = job.download("big.bin", dest=str(dest))
+        ours = time.perf_counter() - t0
+        growth = peak_mib() - before
+        assert got[0].stat().st_size == size
+        t0 = time.perf_counter()
+        with open(dest / "raw.bin", "wb") as out:
+            subprocess.run([*ssh, "cat", str(big)], stdout=out, check=True)
+        raw = time.perf_counter() - t0
+    finally:
+        subprocess.run([*ssh, "-O", "exit"], capture_output=True)
+        shutil.rmtree(jobdir, ignore_errors=True)
+        shutil.rmtree(dest, ignore_errors=True)
+    print(f"job.download of {size / 2**20:,.0f} MiB: {ours:.1f} s ({size / 2**20 / ours:,.0f} MiB/s), "
+          f"raw ssh cat {raw:.1f} s ({size / 2**20 / raw:,.0f} MiB/s), ours/raw {raw / ours:.2f}x speed; "
+          f"peak RSS growth during the download {growth:.1f} MiB")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mb", type=int, default=1024)
+    args = ap.parse_args()
+    tier = box_tier()
+    try:
+        bench_sync(tier)
+        bench_download(tier, args.mb)
+    finally:
+        tier.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,259 @@
+"""Checkpoint to object storage: a completed job's newest checkpoint, uploaded from the cluster side.
+
+``--checkpoint-to s3://BUCKET/PREFIX`` (or ``store``: the profile's ``object_store``) sends the
+job's newest checkpoint to ``s3://BUCKET/PREFIX/{name}/{job_id}/{checkpoint}`` when the job
+COMPLETES. The upload runs where the checkpoint is: on a Slurm profile as one remote command on
+the login node (s3_upload.py with the job's python, over the tier's SSH connection), on the
+local tier as a process on this machine; the notebook never carries the bytes. The watcher starts
+it when it sees the job COMPLETED (watch.py), ``job.upload()`` runs (or resumes) it by hand.
+
+What a run achieved is recorded in the job's registry ``detail`` under ``upload`` (state, URI,
+bytes), so a later ``--model-from`` knows the checkpoint's URI and a refusal can show progress.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import posixpath
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .errors import SpecError, TiersError
+from .handoff import decode_detail, with_upload
+from .objectstore import (
+    MANIFEST_NAME,
+    ObjectStore,
+    S3Uri,
+    UploadReport,
+    checkpoint_to_uri,
+    kernel_credentials,
+    parse_object_store,
+    parse_upload_output,
+    progress_text,
+)
+
+#: Multipart settings (bytes): files of at least THRESHOLD go in parts of PART_SIZE, CONCURRENCY
+#: at a time. A profile may set ``object_store_part_mb`` only through the environment below (the
+#: tests use small parts so that a multipart upload stays fast).
+PART_SIZE = 16 * 1024 * 1024
+THRESHOLD = 16 * 1024 * 1024
+CONCURRENCY = 8
+PART_ENV = "JT_UPLOAD_PART_BYTES"
+STATE_NAME = "upload-state.json"
+
+
+class UploadError(TiersError):
+    """The checkpoint could not be uploaded; one line naming the bucket and what is wrong.
+    ``retry``: the upload was interrupted (a dropped connection) and resuming it may succeed."""
+
+    def __init__(self, message: str, retry: bool = False) -> None:
+        super().__init__(message)
+        self.retry = retry
+
+
+def store_of(profile: Any) -> ObjectStore | None:
+    """The profile's validated ``object_store`` (None when it has none)."""
+    raw = profile.get("object_store")
+    if raw is None:
+        return None
+    try:
+        return parse_object_store(raw, profile.tier)
+    except ValueError as exc:  # config.py validated it already; a hand-built Profile may not be
+        sub, message = exc.args[0]
+        raise UploadError(f"profile {profile.name!r}: object_store.{sub}: {message}") from None
+
+
+def check_checkpoint_to(value: Any, profile: Any) -> str:
+    """A ``--checkpoint-to`` value for ``profile``; SpecError naming what is allowed."""
+    if not isinstance(value, str):
+        raise SpecError("checkpoint_to", "write store (the profile's object_store) or s3://BUCKET/PREFIX")
+    try:
+        checkpoint_to_uri(value, store_of(profile))
+    except (ValueError, UploadError) as exc:
+        raise SpecError("checkpoint_to", str(exc).removeprefix("--checkpoint-to ")) from None
+    return value
+
+
+# --- the record in the registry's detail ---------------------------------------------------------
+
+
+def shown_checkpoint(path: str | None, report: UploadReport | None, uri: str) -> str | None:
+    """What a status shows as the checkpoint while and after it is uploaded."""
+    if report is None:
+        return path
+    if report.done_uri:
+        return report.done_uri
+    if report.error:
+        return f"{path} (upload to {uri} failed: {report.error})"
+    if report.total <= 0:  # not started yet: no size known
+        return f"{path} (uploading to {uri})"
+    return f"{path} (uploading to {uri} {progress_text(report.sent, report.total)})"
+
+
+def target_uri(profile: Any, record: Any, path: str | None) -> str:
+    """Where ``record``'s checkpoint ``path`` goes (for display; ``--checkpoint-to`` as given
+    when it cannot be resolved)."""
+    value = str(record.spec.get("checkpoint_to")) if isinstance(record.spec, Mapping) else ""
+    try:
+        root = checkpoint_to_uri(value, store_of(profile))
+        return str(root.join(record.name, record.job_id, posixpath.basename(path or "")))
+    except (ValueError, UploadError):
+        return value
+
+
+# --- the request ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class UploadPlan:
+    """One upload's request (credentials are added at run time, never stored) and its target."""
+
+    request: dict[str, Any]
+    uri: str  # the checkpoint's URI without the trailing "/" a directory gets
+    python: str
+    store: ObjectStore | None
+
+    @property
+    def mode(self) -> str:
+        return self.request["mode"]
+
+
+def wants_upload(record: Any) -> bool:
+    """Whether ``record`` (a job) was submitted with ``--checkpoint-to``."""
+    spec = getattr(record, "spec", None)
+    return isinstance(spec, Mapping) and bool(spec.get("checkpoint_to"))
+
+
+def plan_upload(profile: Any, record: Any) -> UploadPlan:
+    """The request for uploading ``record``'s newest checkpoint; UploadError when it has none."""
+    who = f"job {record.job_id} ({record.name})"
+    value = record.spec.get("checkpoint_to") if isinstance(record.spec, Mapping) else None
+    if not value:
+        raise UploadError(f"{who} was submitted without --checkpoint-to; nothing to upload")
+    if record.state != "COMPLETED":
+        raise UploadError(f"{who} is {record.state}; a checkpoint is uploaded when the job COMPLETES")
+    store = store_of(profile)
+    try:
+        root = checkpoint_to_uri(value, store)
+    except ValueError as exc:
+        raise UploadError(str(exc)) from None
+    directory, path = decode_detail(record.detail)
+    if path is None:
+        raise UploadError(f"{who} completed but left no checkpoint in {directory} (save one under "
+                          "$JT_CHECKPOINT_DIR)")
+    base = root.join(record.name, record.job_id)
+    target = base.join(posixpath.basename(path))
+    part = int(os.environ.get(PART_ENV) or PART_SIZE)
+    request: dict[str, Any] = {
+        "source": path,
+        "bucket": target.bucket,
+        "key": target.key,
+        "manifest_key": base.join(MANIFEST_NAME).key,
+        "uri": str(S3Uri(target.bucket, target.key)),
+        "endpoint_url": store.endpoint_url if store else None,
+        "region": store.region if store else None,
+        "mode": store.credentials if store else "cluster",
+        "state": posixpath.join(record.jobdir, STATE_NAME),
+        "part_size": max(5 * 1024 * 1024, part),
+        "threshold": max(5 * 1024 * 1024, min(THRESHOLD, part)),
+        "concurrency": CONCURRENCY,
+        "source_ref": f"{record.key} ({record.name})",
+    }
+    python = record.spec.get("python") or "python3"
+    return UploadPlan(request, str(request["uri"]), str(python), store)
+
+
+def uploader_source() -> str:
+    """The uploader program's text (run as ``python -c``)."""
+    return (Path(__file__).parent / "s3_upload.py").read_text()
+
+
+def payload(plan: UploadPlan, env: Mapping[str, str]) -> bytes:
+    """The request line sent on the uploader's stdin (with the kernel's credentials when the
+    profile says ``credentials: kernel``)."""
+    request = dict(plan.request)
+    if plan.mode == "kernel":
+        try:
+            request["credentials"] = kernel_credentials(env)
+        except ValueError as exc:
+            raise UploadError(f"upload to {plan.uri}: {exc}") from None
+    return (json.dumps(request) + "\n").encode()
+
+
+# --- running it ----------------------------------------------------------------------------------
+
+
+def upload_checkpoint(tier: Any, record: Any, on_progress: Callable[[UploadReport], None] | None = None,
+                      env: Mapping[str, str] | None = None) -> UploadReport:
+    """Upload (or finish uploading) ``record``'s newest checkpoint through ``tier.run_uploader``;
+    records the outcome in the registry. Returns the final report; UploadError on a refusal."""
+    plan = plan_upload(tier.profile, record)
+    data = payload(plan, os.environ if env is None else env)
+    report = UploadReport()
+    _record(tier, record, {"state": "uploading", "uri": plan.uri})
+    buffer = b""
+    try:
+        for chunk in tier.run_uploader(plan.python, data):
+            buffer += chunk
+            lines, _, buffer = buffer.rpartition(b"\n")
+            if lines:
+                report = parse_upload_output(lines.decode("utf-8", "replace"), report)
+                if on_progress is not None:
+                    on_progress(report)
+        report = parse_upload_output(buffer.decode("utf-8", "replace"), report)
+    except TiersError as exc:
+        _record(tier, record, {"state": "interrupted", "uri": plan.uri, "sent": report.sent,
+                               "total": report.total, "error": str(exc)})
+        raise UploadError(f"upload to {plan.uri} interrupted at {progress_text(report.sent, report.total)}"
+                          f" (run job.upload() to resume): {exc}", retry=True) from None
+    if report.done_uri:
+        _record(tier, record, {"state": "done", "uri": report.done_uri, "sent": report.total,
+                               "total": report.total})
+        return report
+    if report.busy:
+        raise UploadError(f"upload to {plan.uri}: another upload of this checkpoint is running",
+                          retry=True)
+    if report.error is None:  # the uploader always says done or error: its output was cut
+        _record(tier, record, {"state": "interrupted", "uri": plan.uri, "sent": report.sent,
+                               "total": report.total})
+        raise UploadError(f"upload to {plan.uri} interrupted at {progress_text(report.sent, report.total)}"
+                          " (run job.upload() to resume): its output ended", retry=True)
+    error = report.error
+    _record(tier, record, {"state": "failed", "uri": plan.uri, "sent": report.sent,
+                           "total": report.total, "error": error})
+    raise UploadError(f"upload to {plan.uri} failed: {error}")
+
+
+def _record(tier: Any, record: Any, upload: Mapping[str, Any]) -> None:
+    try:
+        current = tier.registry.get(record.key)
+        tier.registry.update(record.key, state=current.state, detail=with_upload(current.detail, upload))
+    except TiersError:
+        pass  # the registry is a record; the upload's outcome is returned anyway
+
+
+def local_uploader(python: str, data: bytes) -> Iterator[bytes]:
+    """Run the uploader on this machine (the local tier): its stdout as it comes."""
+    import subprocess
+
+    proc = subprocess.Popen([python, "-c", uploader_source()], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdin is not None and proc.stdout is not None
+    said_error = False
+    try:
+        proc.stdin.write(data)
+        proc.stdin.close()
+        while line := proc.stdout.readline():
+            said_error = said_error or line.startswith(b"@@jt-upload error")
+            yield line
+        err = proc.stderr.read() if proc.stderr is not None else b""
+        if proc.wait() != 0 and err.strip() and not said_error:
+            last = err.decode("utf-8", "replace").strip().splitlines()[-1][:300]
+            yield f"\n@@jt-upload error {python}: {last}\n".encode()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

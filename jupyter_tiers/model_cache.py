@@ -1,0 +1,139 @@
+"""The local serving tier's copy of a model in the object store: a cache directory keyed by what
+is in the store, so that a re-run downloads nothing.
+
+A checkpoint uploaded by ``--checkpoint-to`` has a manifest beside it (objectstore.py): the
+cache entry is named by the manifest's digest, every file is checked against its sha256, and an
+entry is used only once complete (a ``.complete`` marker written last). Any other
+``s3://BUCKET/KEY`` (an object, or a prefix ending in ``/``) is keyed by its objects' keys,
+sizes and ETags (one listing, no download on a re-run). Runs in the kernel with boto3 (the ``s3``
+extra), with the kernel's own credentials (environment, ~/.aws).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import posixpath
+import shutil
+from pathlib import Path
+from typing import Any
+
+from .errors import TiersError
+from .objectstore import MANIFEST_NAME, Manifest, ObjectStore, S3Uri, parse_manifest, parse_uri
+
+COMPLETE = ".complete"
+
+
+class FetchError(TiersError):
+    """The model could not be fetched; one line naming the bucket or key and what is wrong."""
+
+
+def cache_root() -> Path:
+    from jupyter_core.paths import jupyter_data_dir
+
+    return Path(jupyter_data_dir()) / "tiers" / "models"
+
+
+def _client(store: ObjectStore | None) -> Any:
+    try:
+        import boto3
+    except ImportError:
+        raise FetchError("--model-from s3://...: boto3 is not installed in this kernel's python; "
+                         "pip install 'jupyter-tiers[s3]'") from None
+    return boto3.client("s3", endpoint_url=store.endpoint_url if store else None,
+                        region_name=store.region if store else None)
+
+
+def _explain(exc: Exception, uri: S3Uri) -> str:
+    code = str(getattr(exc, "response", {}).get("Error", {}).get("Code", ""))
+    if code in ("NoSuchBucket",):
+        return f"bucket {uri.bucket} does not exist"
+    if code in ("NoSuchKey", "404"):
+        return f"no object {uri} in bucket {uri.bucket}"
+    if code in ("AccessDenied", "403", "InvalidAccessKeyId", "SignatureDoesNotMatch"):
+        return f"access to bucket {uri.bucket} denied: this kernel's credentials lack access ({code})"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _manifest_for(client: Any, uri: S3Uri) -> Manifest | None:
+    """The manifest beside an uploaded checkpoint (``.../{job_id}/.jt-manifest.json``), if any
+    and if it describes ``uri``."""
+    parent = posixpath.dirname(uri.key)
+    try:
+        body = client.get_object(Bucket=uri.bucket, Key=posixpath.join(parent, MANIFEST_NAME))["Body"].read()
+    except Exception:
+        return None
+    try:
+        manifest = parse_manifest(body)
+    except ValueError:
+        return None
+    return manifest if parse_uri(manifest.uri).key == uri.key else None
+
+
+def _listing(client: Any, uri: S3Uri) -> list[tuple[str, int, str]]:
+    """(key relative to the URI, size, ETag) of the object or of every object under the prefix."""
+    if not uri.prefix:
+        head = client.head_object(Bucket=uri.bucket, Key=uri.key)
+        return [("", int(head["ContentLength"]), str(head.get("ETag", "")))]
+    out = []
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=uri.bucket, Prefix=uri.key + "/"):
+        for obj in page.get("Contents", []):
+            rel = obj["Key"][len(uri.key) + 1:]
+            if rel and not rel.endswith("/"):
+                out.append((rel, int(obj["Size"]), str(obj.get("ETag", ""))))
+    if not out:
+        raise FetchError(f"--model-from {uri}: no objects under that prefix in bucket {uri.bucket}")
+    return sorted(out)
+
+
+def fetch_model(uri_text: str, store: ObjectStore | None, root: Path | None = None) -> tuple[Path, bool]:
+    """The local path of the model at ``uri_text`` (downloaded into the cache unless already
+    there) and whether anything was downloaded."""
+    uri = parse_uri(uri_text)
+    if not uri.key:
+        raise FetchError(f"--model-from {uri}: name an object or a prefix inside the bucket")
+    client = _client(store)
+    try:
+        manifest = _manifest_for(client, uri)
+        if manifest is not None:
+            files = [(f.path, f.size, f.sha256) for f in manifest.files]
+            digest = manifest.digest
+            prefix = manifest.kind == "dir"
+        else:
+            files = _listing(client, uri)
+            digest = hashlib.sha256(json.dumps([str(uri), files]).encode()).hexdigest()
+            prefix = uri.prefix
+        entry = (root or cache_root()) / digest[:32]
+        name = posixpath.basename(uri.key)
+        target = entry / name
+        if (entry / COMPLETE).exists():
+            return target, False
+        if entry.exists():
+            shutil.rmtree(entry)  # an interrupted download: start it over
+        entry.mkdir(parents=True, mode=0o700)
+        for rel, size, check in files:
+            dest = target / rel if prefix else target
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            key = posixpath.join(uri.key, rel) if prefix else uri.key
+            client.download_file(uri.bucket, key, str(dest))
+            if dest.stat().st_size != size:
+                raise FetchError(f"--model-from {uri}: {rel or name} has {dest.stat().st_size} bytes, "
+                                 f"expected {size}")
+            if manifest is not None and _sha256(dest) != check:
+                raise FetchError(f"--model-from {uri}: {rel or name} does not match its sha256 in the "
+                                 "manifest")
+        (entry / COMPLETE).write_text(str(uri))
+        return target, True
+    except FetchError:
+        raise
+    except Exception as exc:
+        raise FetchError(f"--model-from {uri}: {_explain(exc, uri)}") from None
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+

@@ -1,0 +1,62 @@
+// The Files tab of JobView (files_pane.py is its kernel side): what the job left in its job and
+// checkpoint directories, with a Download button per file into the notebook's directory.
+// Names come from the cluster: set with textContent only. Uses h() from view_common.js.
+
+function jtFilesPane({ model, box }) {
+  const bar = h("div", "jt-files-bar");
+  const refreshBtn = h("button", "jt-files-refresh", "Refresh");
+  const note = h("span", "jt-files-note");
+  bar.append(refreshBtn, note);
+  const table = h("table", "jt-files");
+  const head = h("tr");
+  for (const label of ["name", "size", "modified", ""]) head.appendChild(h("th", "", label));
+  const body = h("tbody");
+  table.append(h("thead"), body);
+  table.tHead.appendChild(head);
+  box.append(bar, table);
+  let asked = false;
+
+  function size(n) {
+    if (n >= 1e9) return (n / 1e9).toFixed(2) + " GB";
+    if (n >= 1e6) return (n / 1e6).toFixed(1) + " MB";
+    if (n >= 1e3) return (n / 1e3).toFixed(1) + " kB";
+    return n + " B";
+  }
+
+  function when(t) {
+    const d = new Date(t * 1000);
+    return isNaN(d) ? "" : d.toLocaleString();
+  }
+
+  function redraw() {
+    const downloads = model.get("downloads") || {};
+    const rows = (model.get("files") || []).map(([name, bytes, mtime]) => {
+      const tr = h("tr", "jt-file");
+      tr.dataset.name = name;
+      const btn = h("button", "jt-download", "Download");
+      btn.title = "download into the notebook's directory";
+      btn.addEventListener("click", () => model.send({ kind: "download", name }));
+      const status = h("span", "jt-download-status", downloads[name] || "");
+      const cell = h("td");
+      cell.append(btn, status);
+      tr.append(h("td", "jt-file-name", name), h("td", "jt-file-size", size(bytes)),
+                h("td", "jt-file-mtime", when(mtime)), cell);
+      return tr;
+    });
+    body.replaceChildren(...rows);
+    note.textContent = model.get("files_note") || "";
+  }
+
+  refreshBtn.addEventListener("click", () => model.send({ kind: "files" }));
+  for (const name of ["files", "files_note", "downloads"]) model.on(`change:${name}`, redraw);
+  redraw();
+  return {
+    // The first time the tab opens, list; later only on Refresh.
+    shown() {
+      if (!asked) {
+        asked = true;
+        model.send({ kind: "files" });
+      }
+    },
+  };
+}

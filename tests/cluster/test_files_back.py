@@ -1,0 +1,85 @@
+"""Issue 16 §5 on the real cluster: job.files() lists what a job left (one remote command),
+job.download() streams it over the shared SSH connection with bounded memory (a 256 MiB file),
+and resumes after a cut from the partial file's size."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import pytest
+
+from jupyter_tiers.errors import TiersError
+from jupyter_tiers.model import JobState
+from jupyter_tiers.slurm.tier import SlurmTier
+
+pytestmark = pytest.mark.cluster
+
+BODY = """\
+import os, pathlib
+pathlib.Path("out").mkdir(exist_ok=True)
+pathlib.Path("out/loss.csv").write_text("step,loss\\n1,0.5\\n")
+ck = pathlib.Path(os.environ["JT_CHECKPOINT_DIR"]) / "step-1"
+ck.mkdir(parents=True, exist_ok=True)
+(ck / "model.pt").write_bytes(b"w" * 1000)
+with open("big.bin", "wb") as f:
+    for _ in range(256):
+        f.write(os.urandom(1 << 20))
+"""
+
+
+class Cut(Exception):
+    pass
+
+
+def test_files_download_bounded_and_resumable(box: SlurmTier, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    job = box.submit(box.make_spec(BODY, name="files-back"))
+    assert job.wait(timeout=300).state is JobState.COMPLETED, job.logs()
+    calls: list[object] = []
+    real = box.transport.run
+    monkeypatch.setattr(box.transport, "run", lambda argv, **kw: calls.append(argv) or real(argv, **kw))
+    listed = {f.name: f for f in job.files()}
+    assert len(calls) == 1  # one remote command for both directories
+    assert {"out/loss.csv", "checkpoints/step-1/model.pt", "big.bin", "job.log"} <= set(listed)
+    assert listed["big.bin"].size == 256 << 20
+
+    dest = tmp_path / "nb"
+    job.download("*.csv", dest=str(dest))
+    assert (dest / "out/loss.csv").read_text() == "step,loss\n1,0.5\n"
+
+    # A cut after 64 MiB leaves big.bin.part; the next call continues from its size.
+    def cut(name: str, have: int, size: int) -> None:
+        if have >= 64 << 20:
+            raise Cut
+    with pytest.raises(Cut):
+        job.download("big.bin", dest=str(dest), progress=cut)
+    partial = (dest / "big.bin.part").stat().st_size
+    assert partial >= 64 << 20 and not (dest / "big.bin").exists()
+    fetched: list[int] = []
+    tracemalloc.start()
+    try:
+        job.download("big.bin", dest=str(dest), progress=lambda n, have, size: fetched.append(have))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert fetched[-1] == 256 << 20 and fetched[0] > partial  # it started at the partial size
+    assert peak < 32 << 20, f"peak Python allocation {peak / 1e6:.1f} MB for a 256 MiB download"
+    remote_sum = box.transport.run(["sha256sum", f"{job.record.jobdir}/big.bin"]).text().split()[0]
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(dest / "big.bin", "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    assert h.hexdigest() == remote_sum
+    box.transport.run(["rm", "-f", "--", f"{job.record.jobdir}/big.bin"])  # 256 MiB on a shared disk
+
+
+def test_files_of_a_job_whose_directory_is_gone(box: SlurmTier) -> None:
+    job = box.submit(box.make_spec("print(1)\n", name="gone"))
+    assert job.wait(timeout=300).state is JobState.COMPLETED
+    box.transport.run(["rm", "-rf", "--", job.record.jobdir])
+    assert job.files() == []
+    with pytest.raises(TiersError, match=r"no file matches 'x/\.\./\.\./etc/passwd'"):
+        job.download("x/../../etc/passwd")

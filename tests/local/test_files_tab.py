@@ -1,0 +1,44 @@
+"""Issue 16 §5: the JobView Files tab's kernel side on the local tier: the front end's
+``files`` message lists what the job left, ``download`` saves one file into the notebook's
+directory with progress in ``downloads``; a name that was never listed is ignored."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jupyter_tiers.local.tier import LocalTier
+from jupyter_tiers.model import JobState
+from tests.helpers import wait_for
+from tests.local.conftest import QuietView
+
+BODY = """\
+import pathlib
+pathlib.Path("out").mkdir()
+pathlib.Path("out/loss.csv").write_text("step,loss\\n1,0.5\\n")
+"""
+
+
+def test_files_tab_lists_and_downloads(tier: LocalTier, tmp_path: Path,
+                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    nb = tmp_path / "nb"
+    nb.mkdir()
+    monkeypatch.chdir(nb)
+    job = tier.submit(tier.make_spec(BODY, name="files-tab"))
+    assert job.wait(timeout=120).state is JobState.COMPLETED, job.logs()
+    view = QuietView(job)
+    try:
+        view._on_front_end_msg(view, {"kind": "files"}, None)
+        rows = wait_for(lambda: view.files, "the file listing")
+        by_name = {r[0]: r for r in rows}
+        assert by_name["out/loss.csv"][1] == len("step,loss\n1,0.5\n") and by_name["out/loss.csv"][2] > 0
+        assert view.files_note == ""
+        view._on_front_end_msg(view, {"kind": "download", "name": "out/loss.csv"}, None)
+        wait_for(lambda: view.downloads.get("out/loss.csv", "").startswith("saved"), "the download")
+        assert view.downloads["out/loss.csv"] == "saved to out/loss.csv"
+        assert (nb / "out/loss.csv").read_text() == "step,loss\n1,0.5\n"
+        view.files_pane.download("../../etc/passwd")  # never listed: nothing happens
+        assert "../../etc/passwd" not in view.downloads
+    finally:
+        view.close()

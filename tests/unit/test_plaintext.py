@@ -1,0 +1,118 @@
+"""Cluster text printed as text (issue 20 item 15): a pod event, a Slurm pending reason or an
+error message holding terminal escapes or C1 controls reaches the text views, the CLI and the
+history table through one sanitiser, ``plaintext.printable``."""
+
+from __future__ import annotations
+
+import io
+import random
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from jupyter_tiers import cli, tiers_command
+from jupyter_tiers.errors import TiersError
+from jupyter_tiers.model import JobState, JobStatus, PodInfo, ServiceState
+from jupyter_tiers.plaintext import printable
+from jupyter_tiers.slurm import history
+from jupyter_tiers.widgets.text import TextView
+from tests.unit.test_serve_text import make_service, status
+
+# An OSC 52 clipboard write, a screen clear, a CSI via its C1 byte, a bare C1 and a BEL.
+NASTY = "a\x1b]52;c;ZWNobyBwd25lZA==\x07b\x1b[2J\x9b31m\x85\x90c\x7f"
+
+
+def _clean(text: str) -> None:
+    for ch in ("\x1b", "\x07", "\x9b", "\x85", "\x90", "\x7f"):
+        assert ch not in text, (ch, text)
+
+
+def test_printable_marks_every_control_and_keeps_what_is_asked() -> None:
+    assert printable("plain text é ✓") == "plain text é ✓"
+    assert printable(NASTY) == "a?]52;c;ZWNobyBwd25lZA==?b?[2J?31m??c?"
+    assert printable("one\ntwo\tx\r", keep="\n\t") == "one\ntwo\tx?"
+    rng = random.Random(15)
+    for _ in range(2000):
+        text = "".join(chr(rng.choice([rng.randrange(0, 0x200), 0x1b, 0x9b, 0x2028, 0x202e]))
+                       for _ in range(rng.randint(0, 20)))
+        out = printable(text)
+        assert len(out) == len(text) and out.isprintable()
+
+
+def test_service_text_view_prints_pod_events_and_reasons_as_text(tmp_path: Path) -> None:
+    pod = PodInfo("llama-svc-7c9f-x2", phase="Pending", reason="FailedMount", message=f"volume {NASTY}")
+    script: Any = [status(ServiceState.DEPLOYING, pods=(pod,), api_reachable=False, message=f"down {NASTY}"),
+                   status(ServiceState.FAILED, pods=(pod,), reason=f"pod llama-svc-7c9f-x2 {NASTY}")]
+    _tier, service = make_service(tmp_path, script)
+    out = io.StringIO()
+    from jupyter_tiers.widgets.serve_text import ServiceTextView
+
+    ServiceTextView(service, out).run(timeout=10)
+    text = out.getvalue()
+    _clean(text)
+    assert "  pod llama-svc-7c9f-x2: FailedMount: volume a?]52;c;" in text
+    assert "! down a?]52;c;ZWNobyBwd25lZA==?b?[2J?31m??c?" in text
+
+
+class _Watcher:
+    def __init__(self, statuses: list[JobStatus]) -> None:
+        self.statuses = statuses
+
+    def watch(self, record: Any, *, on_status: Any, on_lines: Any, on_end: Any) -> int:
+        for st in self.statuses:
+            on_status(st)
+        on_end(self.statuses[-1])
+        return 1
+
+    def unwatch(self, sub: Any) -> None:
+        pass
+
+
+def test_job_text_view_prints_a_slurm_reason_as_text() -> None:
+    record = SimpleNamespace(job_id="41", name="train", profile="hpc", world_size=2, spec={})
+    statuses = [JobStatus("41", JobState.PENDING, reason=f"Resources{NASTY}"),
+                JobStatus("41", JobState.CANCELLED, message=f"gone {NASTY}")]
+    job = SimpleNamespace(record=record, tier=SimpleNamespace(watcher=_Watcher(statuses)),
+                          metric_patterns=lambda: ())
+    out = io.StringIO()
+    TextView(job, out).run(timeout=10)  # type: ignore[arg-type]  # a duck-typed Job
+    _clean(out.getvalue())
+    assert "[PENDING (Resourcesa?]52;c;" in out.getvalue()
+
+
+def test_cli_prints_errors_and_profile_trouble_as_text(monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    def boom(argv: list[str]) -> None:
+        raise TiersError(f"sbatch: error: {NASTY}\nsecond line")
+
+    monkeypatch.setattr(tiers_command, "run", boom)
+    assert cli.main(["jobs"]) == 1
+    err = capsys.readouterr().err
+    _clean(err)
+    assert "sbatch: error: a?]52;c;" in err and "\nsecond line" in err
+
+    from jupyter_tiers import service
+
+    monkeypatch.undo()  # the real command again, over a listing with a profile's trouble
+    listing = service.Listing(errors=[service.ProfileError("hpc", f"slurmctld: {NASTY}")])
+    monkeypatch.setattr(service, "list_items", lambda **kw: listing)
+    tiers_command.run(["jobs"])
+    out = capsys.readouterr().out
+    _clean(out)
+    assert "(hpc: states as last recorded — slurmctld: a?]52;c;" in out
+
+
+def test_the_history_table_uses_the_same_sanitiser() -> None:
+    assert history._cell(NASTY, width=100) == printable(NASTY)
+
+
+def test_the_jobs_table_shows_recorded_cluster_text_as_text() -> None:
+    from jupyter_tiers.registry import JobRecord
+
+    rec = JobRecord(profile="hpc", tier="slurm", job_id="41", name="train", kind="job", world_size=2,
+                    state="RUNNING", nodelist=f"node[1-2]{NASTY}", submitted_at=0.0)
+    table = tiers_command.format_jobs([rec], now=10.0)
+    _clean(table)
+    assert "node[1-2]a?]52;c;" in table

@@ -1,0 +1,95 @@
+"""The watcher's part of --checkpoint-to, on a fake tier (no cluster, no S3): a COMPLETED job's
+upload runs before its subscribers end; progress is delivered as statuses; an interrupted upload
+(an SSH cut) is resumed on the next attempt; a refusal ends the job with the one-line reason."""
+
+from __future__ import annotations
+
+import time
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from jupyter_tiers import checkpoint_upload
+from jupyter_tiers.checkpoint_upload import UploadError
+from jupyter_tiers.handoff import encode_detail
+from jupyter_tiers.model import JobState, JobStatus
+from jupyter_tiers.objectstore import UploadReport
+from jupyter_tiers.registry import JobRecord
+from jupyter_tiers.watch import Subscription, Watcher, _Watched
+
+URI = "s3://team-ckpt/jt/ft/7/ckpt-000100/"
+PATH = "/jobs/ft/7/checkpoints/ckpt-000100"
+REC = JobRecord(profile="fake", tier="fake", job_id="7", name="ft", jobdir="/jobs/7", world_size=1,
+                state="COMPLETED", spec={"checkpoint_to": "store"},
+                detail=encode_detail("/jobs/ft/7/checkpoints", PATH))
+
+
+class FakeTier:
+    name = "fake"
+    profile = SimpleNamespace(name="fake", tier="local", get=lambda key, default=None: (
+        {"bucket": "team-ckpt", "prefix": "jt"} if key == "object_store" else default))
+
+    def __init__(self) -> None:
+        self.registry = SimpleNamespace(get=lambda key: REC, update=lambda key, **kw: None)
+
+
+def run(monkeypatch: pytest.MonkeyPatch, script: list[Any]) -> tuple[list[JobStatus], list[JobStatus], int]:
+    calls = [0]
+
+    def fake_upload(tier: Any, record: Any, on_progress: Any = None, env: Any = None) -> UploadReport:
+        step = script[calls[0]]
+        calls[0] += 1
+        if isinstance(step, Exception):
+            raise step
+        on_progress(UploadReport(sent=5, total=10))
+        return step
+
+    monkeypatch.setattr(checkpoint_upload, "upload_checkpoint", fake_upload)
+    statuses: list[JobStatus] = []
+    ends: list[JobStatus] = []
+    w = Watcher(FakeTier())  # type: ignore[arg-type]
+    w.upload_retry_delay = 0.01
+    watched = _Watched(REC, subs=[Subscription(REC, on_status=statuses.append, on_end=ends.append)])
+    w._jobs[REC.key] = watched
+    status = w._upload_started(REC, JobStatus(job_id="7", state=JobState.COMPLETED, checkpoint=PATH))
+    assert status.checkpoint == f"{PATH} (uploading to {URI.rstrip('/')})"
+    w._upload_then_end(watched, status)
+    deadline = time.monotonic() + 30
+    while not ends and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return statuses, ends, calls[0]
+
+
+def test_an_interrupted_upload_is_resumed_and_the_job_ends_with_its_uri(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    statuses, ends, calls = run(monkeypatch, [UploadError("interrupted", retry=True),
+                                              UploadReport(sent=10, total=10, done_uri=URI)])
+    assert calls == 2
+    progress = f"{PATH} (uploading to {URI.rstrip('/')} 50% (0.0/0.0 MB))"
+    assert any(s.checkpoint == progress for s in statuses)
+    assert statuses[-1].checkpoint == URI and [e.checkpoint for e in ends] == [URI]
+
+
+def test_a_refusal_is_not_retried_and_ends_the_job_with_the_reason(monkeypatch: pytest.MonkeyPatch) -> None:
+    refusal = UploadError("upload to s3://x/y failed: bucket x does not exist at AWS S3")
+    _, ends, calls = run(monkeypatch, [refusal, UploadReport(done_uri=URI)])
+    assert calls == 1
+    assert [e.checkpoint for e in ends] == [f"{PATH} (not uploaded: {refusal})"]
+
+
+def test_a_job_attached_after_its_upload_ended_is_not_uploaded_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from jupyter_tiers.handoff import with_upload
+    from jupyter_tiers.model import SchedulerInfo
+
+    done = JobRecord(**{**REC.__dict__, "detail": with_upload(REC.detail, {"state": "done", "uri": URI})})
+    monkeypatch.setattr(checkpoint_upload, "upload_checkpoint", lambda *a, **k: pytest.fail("uploaded again"))
+    tier = FakeTier()
+    tier.registry = SimpleNamespace(get=lambda key: done, update=lambda key, **kw: None)
+    statuses: list[JobStatus] = []
+    w = Watcher(tier)  # type: ignore[arg-type]
+    watched = _Watched(done, subs=[Subscription(done, on_status=statuses.append)])
+    w._jobs[done.key] = watched
+    w._apply([watched], {"7": SchedulerInfo(job_id="7", state=JobState.COMPLETED, checkpoint=PATH)}, {}, True,
+             None)
+    assert statuses[-1].checkpoint == URI and not w._uploading

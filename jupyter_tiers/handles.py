@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
 from .arrays import is_array
-from .errors import SpecError
+from .errors import SpecError, TiersError
+from .files import download, select
 from .metrics import MetricsTracker, parse_patterns, to_frame
 from .model import JobStatus, LogLine, PodInfo, ServiceStatus
 from .registry import JobRecord
@@ -197,8 +198,6 @@ class Job(Handle):
         """What the job left in its job directory and checkpoint directory (``checkpoints/...``),
         matching the glob ``pattern`` (on the name or the base name): ``FileInfo(name, size,
         mtime)`` in one remote command, e.g. ``job.files("*.png")``."""
-        from .files import select
-
         return select(self.tier.list_files(self.record), pattern)
 
     def download(self, pattern: str = "*", dest: str = ".", *,
@@ -207,9 +206,6 @@ class Job(Handle):
         directory) over the tier's connection: streamed (bounded memory), resumable (a cut
         leaves NAME.part, the next call continues from its size), never outside ``dest``.
         Returns the local paths; TiersError when nothing matches."""
-        from .errors import TiersError
-        from .files import download
-
         matching = self.files(pattern)
         if not matching:
             raise TiersError(f"job {self.id}: no file matches {pattern!r}; job.files() lists them")

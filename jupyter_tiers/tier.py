@@ -17,6 +17,7 @@ from dataclasses import fields
 from typing import Any
 
 from .arrays import aggregate_status, counts_detail, is_array, task_index, task_records
+from .checkpoint_upload import check_checkpoint_to, local_uploader, upload_checkpoint
 from .config import Profile
 from .errors import ConfigError, SpecError, TiersError, Unsupported
 from .handles import Handle, Job, Service, handle_for
@@ -182,8 +183,6 @@ class BatchTier(Tier):
         """
         spec: JobSpec = self._build_spec(JobSpec, JOB_OPTIONS, "script", self.validate, script, options)
         if spec.checkpoint_to:  # "store" needs this profile's object_store
-            from .checkpoint_upload import check_checkpoint_to
-
             check_checkpoint_to(spec.checkpoint_to, self.profile)
             if spec.array or spec.sweep:  # refused rather than silently not uploaded
                 raise SpecError("checkpoint_to", "is not available for job arrays yet; upload a task's "
@@ -194,8 +193,6 @@ class BatchTier(Tier):
         """Raise SpecError for a value this tier cannot run."""
         validate_spec(spec)
         if spec.checkpoint_to:
-            from .checkpoint_upload import check_checkpoint_to
-
             check_checkpoint_to(spec.checkpoint_to, self.profile)
 
     def run_uploader(self, python: str, data: bytes) -> Iterator[bytes]:
@@ -203,14 +200,10 @@ class BatchTier(Tier):
         (the request) on its stdin; yields its stdout. Default: on this machine."""
         import sys
 
-        from .checkpoint_upload import local_uploader
-
         yield from local_uploader(sys.executable, data)
 
     def upload_checkpoint(self, record: JobRecord, on_progress: Any = None) -> Any:
         """Upload (or resume uploading) a COMPLETED job's newest checkpoint (--checkpoint-to)."""
-        from .checkpoint_upload import upload_checkpoint
-
         return upload_checkpoint(self, self.registry.get(record.key), on_progress)
 
     def log_decoder(self, offset: int, *, skip_partial: bool = False) -> LogDecoder:

@@ -43,6 +43,7 @@ from ..arrays import (
 )
 from ..config import LOCAL_SERVE_DEFAULTS, Profile
 from ..errors import SpecError, SubmitError
+from ..files import list_local, local_chunks, remote_path
 from ..handles import Job
 from ..handoff import attach_checkpoints, decode_detail, encode_detail
 from ..jobdir import (
@@ -59,6 +60,7 @@ from ..jobspec import validate_spec
 from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
 from ..registry import JobRecord, Registry, spec_for_record
+from ..sync import copy_tree, notebook_manifest, shell_lines
 from ..tier import BatchTier
 from . import jobstate, processes, slurmenv
 from .array_supervisor import ARRAY_FILE
@@ -197,8 +199,6 @@ def _sync_lines(spec: JobSpec, tree: str) -> str:
     """job.sh's last lines with --sync: the ranks start in the copy, which is on PYTHONPATH."""
     if not spec.sync:
         return ""
-    from ..sync import shell_lines
-
     return "\n".join(["", *shell_lines(tree)]) + "\n"
 
 
@@ -289,8 +289,6 @@ class LocalTier(BatchTier):
         """--sync: the notebook's files to copy (size cap and ignore rules applied), or None."""
         if not spec.sync:
             return None
-        from ..sync import notebook_manifest
-
         return notebook_manifest(spec.sync, self.profile.settings)
 
     def _new_jobdir(self, name: str) -> tuple[str, Path]:
@@ -344,8 +342,6 @@ class LocalTier(BatchTier):
         synced = self._sync_manifest(spec)
         job_id, jobdir = self._new_jobdir(spec.name)
         if synced is not None:  # --sync: a copy, so editing the notebook's files changes no job
-            from ..sync import copy_tree
-
             copy_tree(*synced, jobdir / SYNC_DIR)
         for fname, (content, mode) in files.items():
             fd = os.open(jobdir / fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
@@ -404,8 +400,6 @@ class LocalTier(BatchTier):
         array_id, arraydir = self._new_jobdir(spec.name)
         (arraydir / TASKS_DIR).mkdir(mode=0o700)
         if synced is not None:  # one copy for every task
-            from ..sync import copy_tree
-
             copy_tree(*synced, arraydir / SYNC_DIR)
         now = time.time()
         for i, params in zip(plan.indices, plan.params, strict=True):
@@ -649,14 +643,10 @@ class LocalTier(BatchTier):
 
 
 def _list_files(record: JobRecord) -> list[Any]:
-    from ..files import list_local
-
     return list_local(record.jobdir, decode_detail(record.detail)[0])
 
 
 def _file_chunks(record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
-    from ..files import local_chunks, remote_path
-
     return local_chunks(remote_path(name, record.jobdir, decode_detail(record.detail)[0]), offset)
 
 

@@ -48,9 +48,9 @@ from _cluster import box_tier, cluster_env
 
 from jupyter_tiers.logs import LogBatch
 from jupyter_tiers.registry import JobRecord
+from jupyter_tiers.viewstate.job import lines_message
 from jupyter_tiers.watch import LogFollower
 from jupyter_tiers.widgets.batcher import LineBatcher
-from jupyter_tiers.widgets.state import lines_message
 
 BENCH_DIR = Path("/var/lib/jupyter-tiers-jobs/bench")
 LINE_PAD = 40  # filler after "R: seq=N t=NS ": lines of ~80 bytes, like a training log's

@@ -18,9 +18,9 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from .tier import Tier
+    from .tier import BatchTier, ServeTier, Tier
 
-__all__ = ["__version__", "connect", "load_ipython_extension"]
+__all__ = ["__version__", "connect", "connect_batch", "connect_serve", "load_ipython_extension"]
 
 
 def connect(profile: str | None = None, kind: str = "batch") -> Tier:
@@ -29,6 +29,20 @@ def connect(profile: str | None = None, kind: str = "batch") -> Tier:
     from .api import connect as _connect
 
     return _connect(profile, kind=kind)
+
+
+def connect_batch(profile: str | None = None) -> BatchTier:
+    """``connect(profile)`` typed as the training tier it is (a Kubernetes profile is an error)."""
+    from .api import connect_batch as _connect_batch
+
+    return _connect_batch(profile)
+
+
+def connect_serve(profile: str | None = None) -> ServeTier:
+    """``connect(profile, "serve")`` typed as the serving tier it is (a Slurm profile is an error)."""
+    from .api import connect_serve as _connect_serve
+
+    return _connect_serve(profile)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -13,7 +13,12 @@ import threading
 from .config import Profile, load_config
 from .errors import SpecError
 from .registry import JobRecord, Registry
-from .tier import Tier
+from .tier import BatchTier, ServeTier, Tier
+from .transport.errors import OneTimeCodeRequired
+from .transport.prompt import refusing_prompter, set_prompter
+
+__all__ = ["KINDS", "OneTimeCodeRequired", "cached", "cached_tiers", "close_all", "connect", "connect_batch",
+           "connect_serve", "make_tier", "normalize_kind", "refuse_prompts", "tier_for"]
 
 #: Kinds of work, and the registry record kinds that map onto them.
 KINDS = ("batch", "serve")
@@ -32,8 +37,15 @@ def normalize_kind(kind: str) -> str:
 
 
 def make_tier(profile: Profile, registry: Registry | None = None, kind: str = "batch") -> Tier:
-    """A new tier object for ``profile`` and ``kind`` of work (not cached)."""
-    kind = normalize_kind(kind)
+    """A new tier object for ``profile`` and ``kind`` of work (not cached). A record of the other
+    kind of work that it is asked to handle goes to this process's cached tier for it."""
+    tier = _new_tier(profile, registry, normalize_kind(kind))
+    tier.sibling = tier_for
+    return tier
+
+
+def _new_tier(profile: Profile, registry: Registry | None, kind: str) -> Tier:
+    # A backend loads when a profile first needs it: a laptop never loads the Kubernetes tier.
     if profile.tier == "slurm":
         from .slurm.tier import SlurmTier
 
@@ -74,6 +86,32 @@ def connect(profile: str | None = None, kind: str = "batch") -> Tier:
         return tier
 
 
+def connect_batch(profile: str | None = None) -> BatchTier:
+    """The cached training tier of a profile (Slurm or local): ``connect(profile)``, typed. A
+    Kubernetes profile is a SpecError naming the profiles that run training jobs."""
+    tier = connect(profile, kind="batch")
+    if not isinstance(tier, BatchTier):
+        raise SpecError("profile", f"{tier.name!r} is a {tier.profile.tier} profile; training jobs "
+                        "run on a slurm or local profile")
+    return tier
+
+
+def connect_serve(profile: str | None = None) -> ServeTier:
+    """The cached serving tier of a profile (Kubernetes or local): ``connect(profile, "serve")``,
+    typed. A Slurm profile is a SpecError naming the profiles that serve."""
+    tier = connect(profile, kind="serve")
+    if not isinstance(tier, ServeTier):
+        raise SpecError("profile", f"{tier.name!r} is a {tier.profile.tier} profile; services run "
+                        "on a kubernetes or local profile")
+    return tier
+
+
+def cached_tiers() -> dict[tuple[str, str], Tier]:
+    """A snapshot of this process's cached tiers, keyed by (profile name, ``batch`` or ``serve``)."""
+    with _lock:
+        return dict(_tiers)
+
+
 def cached(profile: Profile) -> Tier | None:
     """The tier already cached for exactly this profile (batch kind), or None; never makes one
     (``doctor`` reuses a Slurm connection that ``%tiers login`` opened with a one-time code)."""
@@ -85,6 +123,12 @@ def cached(profile: Profile) -> Tier | None:
 def tier_for(record: JobRecord) -> Tier:
     """The tier that runs a registry record (its profile, and batch or serve by its kind)."""
     return connect(record.profile, kind=record.kind)
+
+
+def refuse_prompts(reason: str) -> None:
+    """Nobody can be asked for a login node's one-time code in this process (``reason`` says who
+    cannot ask): a profile that needs one fails at once with :class:`OneTimeCodeRequired`."""
+    set_prompter(refusing_prompter(reason))
 
 
 def close_all() -> None:

@@ -18,8 +18,10 @@ from .arrays import (
 )
 from .errors import JobNotFound
 from .handles import Job
+from .metrics import MetricsTracker
 from .model import JobStatus
 from .registry import JobRecord
+from .status import describe_rank
 
 TAIL_LINES = 400  # of each ended task's log, read once for its last metric and first error
 
@@ -104,12 +106,7 @@ class ArrayJob(Job):
 
     def cancel(self) -> None:
         """Cancel every task (on Slurm one ``scancel`` of the array)."""
-        cancel_array = getattr(self.tier, "cancel_array", None)
-        if cancel_array is not None:
-            cancel_array(self.record, self.task_records())
-        else:
-            for rec in self.task_records():
-                self.tier.cancel(rec)
+        self.tier.cancel_array(self.record, self.task_records())
         self.tier.watcher.kick()
 
     def stop(self) -> str:
@@ -138,9 +135,6 @@ class ArrayJob(Job):
         """(failures, metrics) of the ended tasks, from the end of each task's log: what failed
         (the first failed rank and the first error line) and the main metric's last value.
         ``tails``: the ends of the tasks' logs already read (a task absent from it has none)."""
-        from .metrics import MetricsTracker
-        from .status import describe_rank
-
         failures: dict[int, str] = {}
         metrics: dict[int, tuple[str, float]] = {}
         for job in self.tasks:

@@ -23,7 +23,10 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from .errors import SpecError
+from .metrics import format_value
 from .model import JobState, JobStatus
+from .status import merge_status
+from .timefmt import format_elapsed
 
 MAX_TASKS = 10_000
 MAX_INDEX = 4_000_000  # Slurm's MaxArraySize cannot exceed 4000001
@@ -272,8 +275,6 @@ def merge_array_status(record: Any, sched: Mapping[str, Any] | None, ranks: Mapp
                        previous: Mapping[str, JobStatus]) -> tuple[JobStatus, dict[str, JobStatus]]:
     """An array record's status from its tasks' scheduler and rank views (status.merge_status
     per task, over each task's previous status), and the tasks' statuses."""
-    from .status import merge_status
-
     tasks = {}
     for t in task_records(record):
         tasks[t.job_id] = merge_status(
@@ -376,8 +377,6 @@ def array_summary(array_id: str, plan: ArrayPlan, tasks: Mapping[int, JobStatus]
     """``array 51 (16 tasks) 14 COMPLETED, 1 FAILED (task 7: rank 0 exit 1 — ValueError: x),
     1 CANCELLED; best loss 0.0123 at lr=3e-4 bs=64``. ``failures``: task -> what went wrong
     (first failed rank and error line); ``metrics``: task -> main metric's last value."""
-    from .metrics import format_value
-
     failures = failures or {}
     n = len(plan)
     groups: dict[str, list[int]] = {}
@@ -405,9 +404,6 @@ def array_summary(array_id: str, plan: ArrayPlan, tasks: Mapping[int, JobStatus]
 def format_tasks(plan: ArrayPlan, tasks: Mapping[int, JobStatus],
                  metrics: Mapping[int, tuple[str, float]] | None = None) -> str:
     """A fixed-width table, one row per task: TASK, PARAMS, STATE, ELAPSED, EXIT, METRIC."""
-    from .metrics import format_value
-    from .timefmt import format_elapsed
-
     metrics = metrics or {}
     rows = [("TASK", "PARAMS", "STATE", "ELAPSED", "EXIT", "METRIC")]
     for i, label in zip(plan.indices, plan.labels, strict=True):

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import SpecError, TiersError
-from .handoff import decode_detail
+from .handoff import decode_detail, with_upload
 from .objectstore import (
     MANIFEST_NAME,
     ObjectStore,
@@ -78,28 +78,6 @@ def check_checkpoint_to(value: Any, profile: Any) -> str:
 
 
 # --- the record in the registry's detail ---------------------------------------------------------
-
-
-def upload_of(detail: str | None) -> dict[str, Any] | None:
-    """The ``upload`` entry of a job's registry detail (state, uri, sent, total, error)."""
-    try:
-        data = json.loads(detail or "")
-    except ValueError:
-        return None
-    up = data.get("upload") if isinstance(data, dict) else None
-    return up if isinstance(up, dict) else None
-
-
-def with_upload(detail: str | None, upload: Mapping[str, Any]) -> str:
-    """``detail`` with its ``upload`` entry replaced (the checkpoint entries kept)."""
-    try:
-        data = json.loads(detail or "{}")
-    except ValueError:
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    data["upload"] = dict(upload)
-    return json.dumps(data, sort_keys=True)
 
 
 def shown_checkpoint(path: str | None, report: UploadReport | None, uri: str) -> str | None:

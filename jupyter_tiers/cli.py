@@ -31,6 +31,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE, end="")
         return 0
+    # `--help` and `sandbox` answer without loading the tier API (imported below, when used).
     if args[0] == "sandbox":
         from .sandbox import main as sandbox_main
 

@@ -8,6 +8,7 @@ import os
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
+from .array_job import ArrayJob
 from .handles import Handle, Job, Service
 from .model import JobStatus, ServiceStatus
 from .plaintext import printable
@@ -75,10 +76,9 @@ def show_job(job: Job, *, wait: bool = False, text: bool = False, attach: bool =
     ``attach`` (reattaching to a job that may have run for a while): the widget shows only the
     end of the log so far, then follows it.
     """
-    from .array_job import ArrayJob
-
     if isinstance(job, ArrayJob):
         return show_array(job, wait=wait, text=text, attach=attach, timeout=timeout)
+    # The widgets (anywidget, ipywidgets) load only when a view is first shown.
     if text or not widgets_available():
         from .widgets.text import TextView
 
@@ -95,7 +95,7 @@ def show_job(job: Job, *, wait: bool = False, text: bool = False, attach: bool =
 def show_array(job: Any, *, wait: bool = False, text: bool = False, attach: bool = False,
                timeout: float | None = None) -> JobStatus | None:
     """The view of a job array: one widget (a row per task), or the text view."""
-    try:
+    try:  # the widgets (anywidget, ipywidgets) load only when a view is first shown
         from .widgets.array_view import ArrayView
     except ImportError:  # anywidget missing: the text view
         text = True
@@ -112,6 +112,7 @@ def show_service(service: Service, *, wait: bool = False, text: bool = False,
                  timeout: float | None = None) -> ServiceStatus | None:
     """Display a live view of ``service``. With ``wait``, block until it is ready or has failed
     and print the summary line."""
+    # The widgets (anywidget, ipywidgets) load only when a view is first shown.
     if text or not widgets_available():
         from .widgets.serve_text import ServiceTextView
 

@@ -27,6 +27,10 @@ class ConfigError(TiersError, ValueError):
         super().__init__(f"{where}: {problem}")
 
 
+class Unsupported(TiersError):
+    """The tier of this profile does not do that; the message names the profile and what does."""
+
+
 class SubmitError(TiersError):
     """The scheduler refused a job (its own message is kept)."""
 

@@ -12,11 +12,15 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from .arrays import is_array
+from .errors import SpecError, TiersError
+from .files import download, select
+from .metrics import MetricsTracker, parse_patterns, to_frame
 from .model import JobStatus, LogLine, PodInfo, ServiceStatus
 from .registry import JobRecord
+from .status import summary_line
 
 if TYPE_CHECKING:
-    from .metrics import MetricsTracker
     from .tier import BatchTier, ServeTier, Tier
 
 
@@ -101,9 +105,6 @@ class Job(Handle):
 
     def metric_patterns(self) -> tuple[tuple[str, str], ...]:
         """The job's custom metric patterns (``--metrics``, or its profile's ``metrics``)."""
-        from .errors import SpecError
-        from .metrics import parse_patterns
-
         spec = self.record.spec if isinstance(self.record.spec, dict) else {}
         try:
             return parse_patterns(spec.get("metrics") or ())
@@ -113,8 +114,6 @@ class Job(Handle):
     def metric_tracker(self, rank: int | None = 0) -> MetricsTracker:
         """The log so far, read once as a stream (never whole in memory): ``rank``'s metric
         series (bounded) and the first error line."""
-        from .metrics import MetricsTracker
-
         tracker = MetricsTracker(self.metric_patterns(), rank=rank)
         rest = ""
         for piece in self.iter_logs():
@@ -134,15 +133,11 @@ class Job(Handle):
         """Metric series from the log so far (rank 0's by default; see jupyter_tiers.metrics):
         a pandas DataFrame, one column per metric indexed by step, when pandas is installed;
         otherwise ``{metric: [(step, value), ...]}``. Long series are downsampled."""
-        from .metrics import to_frame
-
         return to_frame(self.metric_tracker(rank).to_lists())
 
     def summary(self, status: JobStatus | None = None) -> str:
         """The one-line summary with what the log shows: the main metric's last value and,
         for a failed job, its first error line (reads the log once)."""
-        from .status import summary_line
-
         status = status or self.status()
         tracker = self.metric_tracker()
         return summary_line(status, metric=tracker.main(), error=tracker.error)
@@ -203,8 +198,6 @@ class Job(Handle):
         """What the job left in its job directory and checkpoint directory (``checkpoints/...``),
         matching the glob ``pattern`` (on the name or the base name): ``FileInfo(name, size,
         mtime)`` in one remote command, e.g. ``job.files("*.png")``."""
-        from .files import select
-
         return select(self.tier.list_files(self.record), pattern)
 
     def download(self, pattern: str = "*", dest: str = ".", *,
@@ -213,9 +206,6 @@ class Job(Handle):
         directory) over the tier's connection: streamed (bounded memory), resumable (a cut
         leaves NAME.part, the next call continues from its size), never outside ``dest``.
         Returns the local paths; TiersError when nothing matches."""
-        from .errors import TiersError
-        from .files import download
-
         matching = self.files(pattern)
         if not matching:
             raise TiersError(f"job {self.id}: no file matches {pattern!r}; job.files() lists them")
@@ -330,10 +320,8 @@ def handle_for(tier: Any, record: JobRecord) -> Handle:
     """The right handle for a registry record (an array's is an ArrayJob)."""
     if record.kind == "service":
         return Service(tier, record)
-    from .arrays import is_array
-
     if is_array(record):
-        from .array_job import ArrayJob
+        from .array_job import ArrayJob  # it subclasses Job: imported here, else a cycle
 
         return ArrayJob(tier, record)
     return Job(tier, record)

@@ -23,26 +23,24 @@ import json
 import posixpath
 import re
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .errors import SpecError, TiersError
+from .arrays import best_task, plan_of
+from .errors import JobNotFound, SpecError, TiersError
+from .metrics import format_value
+from .objectstore import S3Uri, parse_uri, progress_text
 
 #: Where the Kubernetes tier mounts the profile's model volume (read-only): k8s/render.py's
 #: MODEL_DIR, repeated so that the training tiers need not import the Kubernetes renderer.
 MODEL_DIR = "/models"
 #: The token of a serving cell's body replaced by the model's path.
 MODEL_PATH_TOKEN = "{model_path}"
-CHECKPOINTS = "checkpoints"
 
-# What a checkpoint directory and a checkpoint's name may hold. The path reaches a shell (the
-# sbatch script, a --shell serving body) and a Python string literal in a body, so it is kept to
-# characters that need no quoting anywhere.
-_DIR_RE = re.compile(r"^(~/)?[A-Za-z0-9_./+@=,-]+$")
+# What a checkpoint's path may hold. The path reaches a shell (a --shell serving body) and a Python
+# string literal in a body, so it is kept to characters that need no quoting anywhere.
 _SAFE_PATH_RE = re.compile(r"^[A-Za-z0-9_./+@=,:-]+$")
-# Entries being written or not meant as checkpoints.
-_SKIP_SUFFIXES = (".tmp", ".part", ".partial", ".lock", "~", ".swp")
 #: The largest array task index a reference may name (arrays.MAX_INDEX has 7 digits).
 _MAX_TASK_DIGITS = 7
 
@@ -72,125 +70,6 @@ class Checkpoint:
         return f"{self.job_key} ({self.job_name})"
 
 
-# --- the checkpoint directory -----------------------------------------------------------------
-
-
-def check_checkpoint_dir(value: str) -> str:
-    """A ``--checkpoint-dir`` value: an absolute path or ``~/path`` of plain characters."""
-    if not isinstance(value, str) or not _DIR_RE.fullmatch(value) or (
-        not value.startswith("/") and not value.startswith("~/")
-    ) or ".." in value.split("/"):
-        raise SpecError("checkpoint_dir", f"{value!r} is not allowed; use an absolute path or ~/path "
-                        "of letters, digits and _ . / + @ = , - (no '..')")
-    return value.rstrip("/") or "/"
-
-
-def checkpoint_dir_shell(spec_dir: str | None, name: str) -> str:
-    """The shell word a job script exports as ``JT_CHECKPOINT_DIR``.
-
-    Default: ``{workdir}/{name}/$SLURM_JOB_ID/checkpoints``, where the workdir is the parent of the
-    job directory (``$JT_JOB_DIR``). A ``~/`` override is expanded by the shell through ``$HOME``.
-    """
-    if spec_dir is None:
-        return f'"${{JT_JOB_DIR%/*}}/{name}/$SLURM_JOB_ID/{CHECKPOINTS}"'
-    path = check_checkpoint_dir(spec_dir)
-    if path.startswith("~/"):
-        return f'"$HOME"/{path[2:]}'
-    return path
-
-
-def checkpoint_root(jobdir: str, name: str) -> str:
-    """``{workdir}/{name}``: where the default checkpoint directories of the jobs named ``name``
-    whose directory is ``jobdir`` (absolute) live, one ``{job id}/checkpoints`` each."""
-    return f"{posixpath.dirname(jobdir.rstrip('/'))}/{name}"
-
-
-def default_checkpoint_dir(jobdir: str, name: str, job_id: str) -> str:
-    """What the default expands to for a job whose directory is ``jobdir`` (absolute)."""
-    return f"{checkpoint_root(jobdir, name)}/{job_id}/{CHECKPOINTS}"
-
-
-def expected_checkpoint_dir(spec_dir: str | None, jobdir: str, name: str, job_id: str) -> str:
-    """The directory recorded at submit (``~/`` is kept; the listing resolves it remotely)."""
-    if spec_dir is None:
-        return default_checkpoint_dir(jobdir, name, job_id)
-    return check_checkpoint_dir(spec_dir)
-
-
-# --- the listing ------------------------------------------------------------------------------
-
-#: Appended to a status command: after it, one ``@@ INDEX DIR`` line per checkpoint directory
-#: (``~/`` resolved), then one ``MTIME TYPE NAME`` line per entry (find -printf).
-LISTING_MARKER = "@@jt-checkpoints"
-
-
-def newest_entry(entries: Iterable[tuple[float, str, str]]) -> str | None:
-    """The newest checkpoint among ``(mtime, type, name)`` entries of a directory.
-
-    Files, directories (a Hugging Face ``checkpoint-500/``) and symlinks count; hidden names and
-    names of partial writes (``.tmp``, ``.part``...) do not. Ties go to the greater name
-    (``ckpt-000100.pt`` over ``ckpt-000050.pt``).
-    """
-    best: tuple[float, str] | None = None
-    for mtime, kind, name in entries:
-        if kind not in ("f", "d", "l") or not name or name.startswith(".") or "/" in name:
-            continue
-        if name.endswith(_SKIP_SUFFIXES):
-            continue
-        if best is None or (mtime, name) > best:
-            best = (mtime, name)
-    return best[1] if best else None
-
-
-def parse_listing(text: str) -> dict[int, tuple[str, str | None]]:
-    """The listing part of a status command's output -> index -> (resolved dir, newest entry).
-
-    A directory that does not exist (yet) has no entries: ``(dir, None)``. Lines that are not
-    understood are skipped, so arbitrary text never raises.
-    """
-    out: dict[int, tuple[str, str | None]] = {}
-    current: int | None = None
-    entries: list[tuple[float, str, str]] = []
-
-    def close() -> None:
-        if current is not None:
-            out[current] = (out[current][0], newest_entry(entries))
-
-    for line in text.split("\n"):
-        if line.startswith("@@ "):
-            close()
-            index, _, directory = line[3:].partition(" ")
-            current = int(index) if index.isdigit() and directory else None
-            entries = []
-            if current is not None:
-                out[current] = (directory, None)
-            continue
-        if current is None:
-            continue
-        parts = line.split(" ", 2)
-        if len(parts) != 3:
-            continue
-        try:
-            mtime = float(parts[0])
-        except ValueError:
-            continue
-        if mtime != mtime:  # NaN
-            continue
-        entries.append((mtime, parts[1], parts[2]))
-    close()
-    return out
-
-
-def split_listing(output: str) -> tuple[str, str]:
-    """A status command's stdout -> (the scheduler's own output, the listing)."""
-    head, found, tail = output.partition("\n" + LISTING_MARKER + "\n")
-    if found:
-        return head + "\n", tail
-    if output.startswith(LISTING_MARKER + "\n"):
-        return "", output[len(LISTING_MARKER) + 1:]
-    return output, ""
-
-
 def attach_checkpoints(records: Sequence[Any], found: dict[str, Any],
                        listed: Mapping[str, tuple[str, str | None]], registry: Any,
                        noted: dict[str, str]) -> None:
@@ -211,8 +90,6 @@ def attach_checkpoints(records: Sequence[Any], found: dict[str, Any],
         detail = encode_detail(directory, path)
         uploaded = None
         if '"upload"' in (rec.detail or ""):  # --checkpoint-to: keep its record, show its URI
-            from .checkpoint_upload import upload_of, with_upload
-
             upload = upload_of(rec.detail)
             if upload is not None:
                 detail = with_upload(detail, upload)
@@ -253,6 +130,28 @@ def decode_detail(detail: str | None) -> tuple[str | None, str | None]:
             checkpoint if isinstance(checkpoint, str) else None)
 
 
+def upload_of(detail: str | None) -> dict[str, Any] | None:
+    """The ``upload`` entry of a job's registry detail (state, uri, sent, total, error)."""
+    try:
+        data = json.loads(detail or "")
+    except ValueError:
+        return None
+    up = data.get("upload") if isinstance(data, dict) else None
+    return up if isinstance(up, dict) else None
+
+
+def with_upload(detail: str | None, upload: Mapping[str, Any]) -> str:
+    """``detail`` with its ``upload`` entry replaced (the checkpoint entries kept)."""
+    try:
+        data = json.loads(detail or "{}")
+    except ValueError:
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    data["upload"] = dict(upload)
+    return json.dumps(data, sort_keys=True)
+
+
 def checkpoint_of(record: Any) -> Checkpoint:
     """The checkpoint of a completed job's registry record, or a one-line refusal."""
     who = f"job {record.job_id} ({record.name})"
@@ -281,9 +180,6 @@ def checkpoint_of(record: Any) -> Checkpoint:
 
 def _upload_state(detail: str | None) -> tuple[str | None, str | None]:
     """(the URI of a complete upload, or a note on one that is not) from a job's ``detail``."""
-    from .checkpoint_upload import upload_of
-    from .objectstore import progress_text
-
     up = upload_of(detail)
     if up is None:
         return None, None
@@ -317,11 +213,27 @@ def serving_model(ckpt: Checkpoint, serve_profile: Any) -> tuple[str | None, str
         raise HandoffError(f"{who}: its checkpoint {ckpt.path} was not uploaded (submit with "
                            f"--checkpoint-to store) and {str(shared).split(': ', 1)[-1]}")
     if serve_profile.tier == "kubernetes":
-        from .k8s.fetch import fetched_model_path
-
         return fetched_model_path(ckpt.uri), ckpt.uri
     return None, ckpt.uri
 
+
+
+def model_uri(uri: str) -> S3Uri:
+    """``--model-from``'s object-store URI, parsed; a SpecError unless it names an object or a
+    prefix inside a bucket."""
+    try:
+        parsed = parse_uri(uri)
+    except ValueError as exc:
+        raise SpecError("model_uri", str(exc)) from None
+    if not parsed.key:
+        raise SpecError("model_uri", f"{uri}: name an object or a prefix inside the bucket")
+    return parsed
+
+
+def fetched_model_path(uri: str) -> str:
+    """Where a Kubernetes server sees a model its init container fetched from the object store
+    (k8s/fetch.py): ``/models/{last segment of the key}``."""
+    return f"{MODEL_DIR}/{posixpath.basename(model_uri(uri).key)}"
 
 # --- path maps --------------------------------------------------------------------------------
 
@@ -430,8 +342,6 @@ def substitute_model_path(body: str, path: str) -> str:
 def find_job(ref: str, registry: Any, user_ns: Mapping[str, Any] | None = None) -> Any:
     """The registry record ``ref`` names: a notebook variable holding a Job (what ``--out``
     made), a job id (``42`` or ``profile/42``), or a job name (the newest of that name)."""
-    from .errors import JobNotFound
-
     value = (user_ns or {}).get(ref) if ref.isidentifier() else None
     record = getattr(value, "record", None)
     if record is not None and getattr(record, "kind", None) == "job":
@@ -500,8 +410,6 @@ def task_checkpoint(array: Any, index: int, state: str | None,
     """
     from dataclasses import replace
 
-    from .arrays import plan_of
-
     plan = plan_of(array.spec)
     if plan is None or index not in plan.indices:
         tasks = plan.slurm_spec if plan is not None else "none"
@@ -543,9 +451,6 @@ def pick_best_task(array: Any, states: Mapping[int, str], listed: Mapping[int, t
     """The task of a whole array to serve: the best main-metric value (arrays.best_task, the
     ranking the array's summary line prints) among COMPLETED tasks with a checkpoint; a
     one-line refusal naming what is missing when no task qualifies."""
-    from .arrays import best_task, plan_of
-    from .metrics import format_value
-
     plan = plan_of(array.spec)
     who = f"--model-from {array.job_id}: array {array.job_id} ({array.name})"
     if plan is None:

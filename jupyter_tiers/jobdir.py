@@ -6,17 +6,33 @@ A job directory holds the cell body (``main.py``, or ``main.sh`` for a shell bod
 ``ranks/<rank>``), ``env.sh`` (mode 600, only with env: ``export K='value'`` lines, so values
 never appear in a script shown to the user or stored in the registry), and the merged log
 ``job.log``. This module writes those files' text and reads the rank files back.
+
+It also names a job's checkpoint directory (``JT_CHECKPOINT_DIR``) and reads the tiers' listing of
+it (``LISTING_MARKER``, then one ``@@ INDEX DIR`` line per directory and its entries), which the
+handoff (handoff.py) turns into the checkpoint a serving tier loads.
 """
 
 from __future__ import annotations
 
+import posixpath
+import re
 import shlex
+from collections.abc import Iterable
 from dataclasses import replace
 
+from .errors import SpecError
 from .model import JobSpec, RankPhase, RankState
 
 LOG_NAME = "job.log"
 RANKS_DIR = "ranks"
+CHECKPOINTS = "checkpoints"
+
+# What a checkpoint directory may hold. The path reaches a shell (the sbatch script) and, through
+# the handoff, a Python string literal in a serving body, so it is kept to characters that need no
+# quoting anywhere.
+_DIR_RE = re.compile(r"^(~/)?[A-Za-z0-9_./+@=,-]+$")
+# Entries being written or not meant as checkpoints.
+_SKIP_SUFFIXES = (".tmp", ".part", ".partial", ".lock", "~", ".swp")
 
 
 def job_files(spec: JobSpec) -> dict[str, tuple[str, int]]:
@@ -36,8 +52,6 @@ def checkpoint_lines(spec: JobSpec) -> list[str]:
     Default ``{workdir}/{name}/$SLURM_JOB_ID/checkpoints`` (the workdir is the job directory's
     parent); ``spec.checkpoint_dir`` overrides it (validated; ``~/`` expands through $HOME).
     """
-    from .handoff import checkpoint_dir_shell
-
     # 0750 (setgid, so what the ranks write keeps its group) and parents 0750: a serving pod
     # running as another uid of the user's group reads the checkpoints (the ranks run under
     # umask 027, see RANK_SHIM); the job's own files stay 0600. The parents come from mkdir -p
@@ -209,3 +223,122 @@ def _apply_event(state: RankState, words: list[str]) -> RankState:
             ended_at=_float(words[2]),
         )
     return state
+
+
+# --- the checkpoint directory -----------------------------------------------------------------
+
+
+def check_checkpoint_dir(value: str) -> str:
+    """A ``--checkpoint-dir`` value: an absolute path or ``~/path`` of plain characters."""
+    if not isinstance(value, str) or not _DIR_RE.fullmatch(value) or (
+        not value.startswith("/") and not value.startswith("~/")
+    ) or ".." in value.split("/"):
+        raise SpecError("checkpoint_dir", f"{value!r} is not allowed; use an absolute path or ~/path "
+                        "of letters, digits and _ . / + @ = , - (no '..')")
+    return value.rstrip("/") or "/"
+
+
+def checkpoint_dir_shell(spec_dir: str | None, name: str) -> str:
+    """The shell word a job script exports as ``JT_CHECKPOINT_DIR``.
+
+    Default: ``{workdir}/{name}/$SLURM_JOB_ID/checkpoints``, where the workdir is the parent of the
+    job directory (``$JT_JOB_DIR``). A ``~/`` override is expanded by the shell through ``$HOME``.
+    """
+    if spec_dir is None:
+        return f'"${{JT_JOB_DIR%/*}}/{name}/$SLURM_JOB_ID/{CHECKPOINTS}"'
+    path = check_checkpoint_dir(spec_dir)
+    if path.startswith("~/"):
+        return f'"$HOME"/{path[2:]}'
+    return path
+
+
+def checkpoint_root(jobdir: str, name: str) -> str:
+    """``{workdir}/{name}``: where the default checkpoint directories of the jobs named ``name``
+    whose directory is ``jobdir`` (absolute) live, one ``{job id}/checkpoints`` each."""
+    return f"{posixpath.dirname(jobdir.rstrip('/'))}/{name}"
+
+
+def default_checkpoint_dir(jobdir: str, name: str, job_id: str) -> str:
+    """What the default expands to for a job whose directory is ``jobdir`` (absolute)."""
+    return f"{checkpoint_root(jobdir, name)}/{job_id}/{CHECKPOINTS}"
+
+
+def expected_checkpoint_dir(spec_dir: str | None, jobdir: str, name: str, job_id: str) -> str:
+    """The directory recorded at submit (``~/`` is kept; the listing resolves it remotely)."""
+    if spec_dir is None:
+        return default_checkpoint_dir(jobdir, name, job_id)
+    return check_checkpoint_dir(spec_dir)
+
+
+# --- the listing ------------------------------------------------------------------------------
+
+#: Appended to a status command: after it, one ``@@ INDEX DIR`` line per checkpoint directory
+#: (``~/`` resolved), then one ``MTIME TYPE NAME`` line per entry (find -printf).
+LISTING_MARKER = "@@jt-checkpoints"
+
+
+def newest_entry(entries: Iterable[tuple[float, str, str]]) -> str | None:
+    """The newest checkpoint among ``(mtime, type, name)`` entries of a directory.
+
+    Files, directories (a Hugging Face ``checkpoint-500/``) and symlinks count; hidden names and
+    names of partial writes (``.tmp``, ``.part``...) do not. Ties go to the greater name
+    (``ckpt-000100.pt`` over ``ckpt-000050.pt``).
+    """
+    best: tuple[float, str] | None = None
+    for mtime, kind, name in entries:
+        if kind not in ("f", "d", "l") or not name or name.startswith(".") or "/" in name:
+            continue
+        if name.endswith(_SKIP_SUFFIXES):
+            continue
+        if best is None or (mtime, name) > best:
+            best = (mtime, name)
+    return best[1] if best else None
+
+
+def parse_listing(text: str) -> dict[int, tuple[str, str | None]]:
+    """The listing part of a status command's output -> index -> (resolved dir, newest entry).
+
+    A directory that does not exist (yet) has no entries: ``(dir, None)``. Lines that are not
+    understood are skipped, so arbitrary text never raises.
+    """
+    out: dict[int, tuple[str, str | None]] = {}
+    current: int | None = None
+    entries: list[tuple[float, str, str]] = []
+
+    def close() -> None:
+        if current is not None:
+            out[current] = (out[current][0], newest_entry(entries))
+
+    for line in text.split("\n"):
+        if line.startswith("@@ "):
+            close()
+            index, _, directory = line[3:].partition(" ")
+            current = int(index) if index.isdigit() and directory else None
+            entries = []
+            if current is not None:
+                out[current] = (directory, None)
+            continue
+        if current is None:
+            continue
+        parts = line.split(" ", 2)
+        if len(parts) != 3:
+            continue
+        try:
+            mtime = float(parts[0])
+        except ValueError:
+            continue
+        if mtime != mtime:  # NaN
+            continue
+        entries.append((mtime, parts[1], parts[2]))
+    close()
+    return out
+
+
+def split_listing(output: str) -> tuple[str, str]:
+    """A status command's stdout -> (the scheduler's own output, the listing)."""
+    head, found, tail = output.partition("\n" + LISTING_MARKER + "\n")
+    if found:
+        return head + "\n", tail
+    if output.startswith(LISTING_MARKER + "\n"):
+        return "", output[len(LISTING_MARKER) + 1:]
+    return output, ""

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import re
 
+from .arrays import plan_array
 from .errors import SpecError
 from .model import LAUNCHERS, JobSpec
+from .signals import parse_signal
 
 # Every pattern is used with fullmatch: "$" would also accept a trailing newline.
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+=@-]{0,127}")
@@ -128,12 +130,9 @@ def validate_spec(spec: JobSpec) -> None:
     for opt in spec.sbatch_options:
         parse_sbatch_option(opt)
     if spec.signal is not None:
-        from .signals import parse_signal
-
         parse_signal(spec.signal)
         if any(o.split("=", 1)[0] == "--signal" for o in spec.sbatch_options):
             raise SpecError("signal", "give either --signal or --sbatch --signal=..., not both")
-    from .arrays import plan_array
 
     plan_array(spec.array, spec.sweep)
     if "\x00" in spec.script:

@@ -157,6 +157,7 @@ class LogBatch(Sequence[LogLine]):
             return self.lines() == list(other)
         return NotImplemented
 
+    # Unhashable, like the list it compares equal to (typeshed declares __hash__ a method).
     __hash__ = None  # type: ignore[assignment]
 
     def __add__(self, other: Sequence[LogLine]) -> list[LogLine]:

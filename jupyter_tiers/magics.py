@@ -3,6 +3,9 @@ service, and ``%tiers`` manages both.
 
 The magics are thin: parse arguments, build a JobSpec through the tier, submit, and hand the Job
 to a view (the live widget, or plain text where no widget front end exists).
+
+Only the option table loads at ``%load_ext``: the tier API, the views, the guard and the handoff
+are imported inside the functions that first need them (bench/load_ext.py measures it).
 """
 
 from __future__ import annotations
@@ -126,7 +129,7 @@ def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageErro
 
     if isinstance(exc, SyncError):  # its message names --sync and what is allowed
         return UsageError(str(exc))
-    from .transport.errors import OneTimeCodeRequired
+    from .api import OneTimeCodeRequired
 
     if isinstance(exc, OneTimeCodeRequired):  # its message says who asks and why not here
         return UsageError(str(exc))
@@ -329,6 +332,7 @@ class TiersMagics(Magics):
     def _model_from_store(uri: str, tier: Any, options: dict[str, Any]) -> str:
         """A model in the object store: on Kubernetes an init container fetches it (the spec's
         model_uri); on the local tier it is downloaded into the cache (nothing if cached)."""
+        from . import handoff
         from .checkpoint_upload import store_of
         from .objectstore import parse_uri
 
@@ -337,10 +341,8 @@ class TiersMagics(Magics):
         except ValueError as exc:
             raise UsageError(f"--model-from {exc}") from None
         if tier.profile.tier == "kubernetes":
-            from .k8s.fetch import fetched_model_path
-
             options["model_uri"] = uri
-            return fetched_model_path(uri)
+            return handoff.fetched_model_path(uri)
         from .model_cache import fetch_model
 
         path, downloaded = fetch_model(uri, store_of(tier.profile))

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import SpecError
+from .logs import split_log_line
 from .model import LogLine
 from .requeue import marker_restart
 
@@ -442,8 +443,6 @@ class MetricsTracker:
 
     def feed_text(self, text: str) -> None:
         """Read raw merged-log text (``"R: "`` prefixes kept)."""
-        from .logs import split_log_line
-
         for raw in text.splitlines():
             rank, body = split_log_line(raw)
             self.feed_line(body, rank)
@@ -459,8 +458,6 @@ class MetricsTracker:
         :meth:`flush_deferred`, so a view fed many blocks a second parses a few times a second
         and a slow log, whose lines all fit the budget, loses no point."""
         if self.rank is None:
-            from .logs import split_log_line
-
             mine = [split_log_line(raw)[1] for raw in text.splitlines()]
             for body in mine:
                 self._check_error(body)
@@ -493,8 +490,6 @@ class MetricsTracker:
         """``_check_error`` on every line of ``text`` (``str.splitlines``) that could change the
         error state, in order: lines holding none of ``_needles()`` are skipped unsplit, so a
         batch without one costs a few C-speed substring searches, not a loop over its lines."""
-        from .logs import split_log_line
-
         found: dict[str, int] = {}  # needle -> its next position at or after pos, -1: none left
         pos, size = 0, len(text)
         while True:
@@ -519,8 +514,6 @@ class MetricsTracker:
     def _last_lines(self, text: str, budget: int) -> list[str]:
         """The last ``budget`` lines of ``rank`` in ``text`` (texts without the prefix), in order,
         read back from the end only as far as needed."""
-        from .logs import split_log_line
-
         prefixes = (f"{self.rank}:", "0")  # how every line split_log_line gives this rank starts
         mine: list[str] = []
         end, width = len(text), 64 * budget

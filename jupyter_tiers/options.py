@@ -15,6 +15,7 @@ from typing import Any
 
 from .errors import SpecError
 from .model import LAUNCHERS, PULL_POLICIES, SERVE_STRATEGIES
+from .signals import canonical_signal
 
 YamlType = type | tuple[type, ...]
 
@@ -83,7 +84,7 @@ def _tolerations(value: Any) -> tuple[tuple[tuple[str, str], ...], ...]:
 def _autoscale(value: Any) -> tuple[int, int, int] | None:
     if value is None or isinstance(value, tuple):
         return value
-    from .k8s.render import parse_autoscale
+    from .servespec import parse_autoscale  # only for --autoscale (its regexes cost %load_ext ~7 ms)
 
     return parse_autoscale(str(value))
 
@@ -146,8 +147,6 @@ _SYNC_HELP = ("send this file or directory of the notebook's directory along (re
 
 
 def _signal(value: Any) -> str | None:
-    from .signals import canonical_signal
-
     return canonical_signal(None if value is None else str(value))
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import JobNotFound, TiersError
-from .model import JobSpec
+from .model import JobSpec, ServeSpec
 
 ENV_VAR = "JUPYTER_TIERS_REGISTRY"
 MAX_LIST = 1_000_000
@@ -117,11 +117,13 @@ def default_path() -> Path:
     return Path(jupyter_data_dir()) / "tiers" / "registry.sqlite"
 
 
-def spec_for_record(spec: JobSpec) -> dict[str, Any]:
-    """The spec as stored: everything but env values (names only) and the cell body."""
+def spec_for_record(spec: JobSpec | ServeSpec) -> dict[str, Any]:
+    """A job's or a service's spec as stored: everything but env values (names only) and the
+    cell body (a JobSpec's ``script``, a ServeSpec's ``body``)."""
     data = asdict(spec)
     data["env"] = [[k, None] for k, _ in spec.env]
     data.pop("script", None)
+    data.pop("body", None)
     data.pop("metadata", None)
     return data
 

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from .array_job import ArrayJob
 from .config import load_config
 from .errors import (
     ApiError,
@@ -26,12 +27,16 @@ from .errors import (
     SpecError,
     TiersError,
 )
+from .handles import Handle, Job, Service
 from .model import JobState, JobStatus, ServiceState, ServiceStatus
 from .registry import JobRecord, Registry
+from .viewstate import job as job_state
+from .viewstate import serve as serve_state
+from .viewstate.array import task_row
+from .viewstate.serve import summary_for
 
 if TYPE_CHECKING:
     from .doctor.model import Report
-    from .handles import Handle
     from .tier import Tier
 
 #: Most log lines one ``log_range`` call returns.
@@ -183,8 +188,6 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
     reason, started, elapsed = "", None, None
     if record.kind == "service":
         if isinstance(status, ServiceStatus):
-            from .widgets.serve_state import summary_for
-
             state = status.state
             size, where = f"{status.ready}/{status.desired} ready", status.endpoint or ""
             reason = status.reason or "" if state is not ServiceState.READY else ""
@@ -268,7 +271,8 @@ def attach(ref: str, kind: str | None = None) -> Handle:
             raise
         _check_kind(ref, array.kind, kind)  # a task is a job of its own: cancel, never scale
         handle = _connect(array.profile, array.kind).handle(array)
-        return handle.task(task[1])  # type: ignore[attr-defined]
+        assert isinstance(handle, ArrayJob)  # an array record's handle (handles.handle_for)
+        return handle.task(task[1])
     _check_kind(ref, rec.kind, kind)
     return _connect(rec.profile, rec.kind).handle(rec)
 
@@ -333,8 +337,6 @@ def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[s
     """An item plus ``view``: the same state the notebook widget syncs (JobView or ServeView
     traits), from ``status`` when the caller holds a current one (the server's shared watcher),
     else asked of the cluster now."""
-    from .array_job import ArrayJob
-
     handle = attach(ref)
     rec = handle.record
     now = time.time()
@@ -345,8 +347,6 @@ def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[s
         status = handle.status()
     item = item_from(rec, status, now).to_json()
     if rec.kind == "service":
-        from .widgets import serve_state
-
         assert isinstance(status, ServiceStatus)
         spec = rec.spec or {}
         view: dict[str, Any] = {
@@ -357,12 +357,10 @@ def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[s
             **serve_state.status_traits(status, now), "summary": item["summary"],
         }
     else:
-        from .widgets import state
-
         assert isinstance(status, JobStatus)
         view = {"job_id": rec.job_id, "job_name": rec.name, "profile": rec.profile,
-                "tier_kind": rec.tier, "script": rec.script, **state.status_traits(status),
-                "ranks_per_node": state.ranks_per_node(rec.spec, rec.world_size),
+                "tier_kind": rec.tier, "script": rec.script, **job_state.status_traits(status),
+                "ranks_per_node": job_state.ranks_per_node(rec.spec, rec.world_size),
                 "summary": item["summary"] if status.state.terminal else ""}
     return {**item, "view_kind": rec.kind, "view": view}
 
@@ -379,7 +377,6 @@ def array_view(job: Any, status: JobStatus | None = None) -> tuple[dict[str, Any
     ``state``, ``summary``, ...) and its status. With ``status`` (the server's shared watch of the
     array) the tasks' statuses come from that watch, else from one batched query now."""
     from .arrays import aggregate_status, array_summary, counts_text, task_index
-    from .widgets.array_view import task_row
 
     plan = job.plan
     tasks: dict[int, JobStatus] = {}
@@ -458,7 +455,8 @@ def log_range(ref: str, *, rank: int | None = None, pod: str | None = None, offs
         return _job_log_range(tier, rec, rank, offset, limit)
     if rank is not None:
         raise SpecError("rank", f"{ref} is a service; filter by pod, not rank")
-    text = handle.logs(pod=pod)  # type: ignore[call-arg]
+    assert isinstance(handle, Service)  # a record of kind "service"
+    text = handle.logs(pod=pod)
     pairs: list[tuple[int | str | None, str]] = []
     from .tier import CUT_PREFIX
 
@@ -494,14 +492,29 @@ def _job_log_range(tier: Any, rec: JobRecord, rank: int | None, offset: int, lim
     return LogRange(lines, decoder.offset, True)
 
 
+def attach_job(ref: str) -> Job:
+    """The Job handle of ``ref`` (an ArrayJob for an array, ``ID_7`` a task's); a service is a
+    :class:`WrongKind` error naming the verb that applies."""
+    handle = attach(ref, "job")
+    assert isinstance(handle, Job)  # attach checked the record's kind
+    return handle
+
+
+def attach_service(ref: str) -> Service:
+    """The Service handle of ``ref``; a job is a :class:`WrongKind` error."""
+    handle = attach(ref, "service")
+    assert isinstance(handle, Service)  # attach checked the record's kind
+    return handle
+
+
 def cancel(ref: str) -> ActionResult:
     """Cancel a job (a service is a :class:`WrongKind`)."""
-    return ActionResult(True, attach(ref, "job").stop())
+    return ActionResult(True, attach_job(ref).stop())
 
 
 def delete(ref: str) -> ActionResult:
     """Delete a service and everything its tier made (a job is a :class:`WrongKind`)."""
-    return ActionResult(True, attach(ref, "service").stop())
+    return ActionResult(True, attach_service(ref).stop())
 
 
 def check_replicas(replicas: Any) -> int:
@@ -513,15 +526,15 @@ def check_replicas(replicas: Any) -> int:
 def scale(ref: str, replicas: Any) -> ActionResult:
     """Set a service's replicas (0 to MAX_REPLICAS)."""
     replicas = check_replicas(replicas)
-    service = attach(ref, "service")
-    service.scale(replicas)  # type: ignore[attr-defined]
+    service = attach_service(ref)
+    service.scale(replicas)
     return ActionResult(True, f"service {service.name} scaled to {replicas}")
 
 
 def restart(ref: str) -> ActionResult:
     """Roll every pod of a service."""
-    service = attach(ref, "service")
-    service.restart()  # type: ignore[attr-defined]
+    service = attach_service(ref)
+    service.restart()
     return ActionResult(True, f"service {service.name} restarting (rolling update)")
 
 

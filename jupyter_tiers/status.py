@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from .metrics import format_value
 from .model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
 from .requeue import BETWEEN_RUNS, RAN_STATES, restart_count, summary_restarts
 from .timefmt import format_elapsed
@@ -103,8 +104,6 @@ def summary_line(status: JobStatus, *, metric: tuple[str, float] | None = None,
     (``— loss 0.0123``, ``; last loss 2.31`` for a job that did not complete), and ``error``, the
     first error line, shown for a job that failed (``— RuntimeError: CUDA error: out of memory``).
     """
-    from .metrics import format_value
-
     head = (f"job {status.job_id} {status.state.value}{summary_restarts(status.restarts)}"
             f" in {format_elapsed(status.elapsed_s)}")
     if status.state is JobState.COMPLETED:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from . import handoff
-from .arrays import is_array
-from .errors import JobNotFound, TiersError
+from .array_job import TAIL_LINES
+from .arrays import is_array, plan_of
+from .errors import JobNotFound, TiersError, Unsupported
 from .handoff import Checkpoint, HandoffError
 
 
@@ -88,7 +89,6 @@ def resolve(ref: str, registry: Any, user_ns: Mapping[str, Any] | None,
         listed, _ = _task_checkpoints(tier, array, ref, 0)
         ckpt = handoff.task_checkpoint(array, index, states.get(index), listed.get(index))
         return Resolved(ckpt, f"model from array {array.job_id} task {index}{_label(array, index)}")
-    from .array_job import TAIL_LINES
 
     listed, tails = _task_checkpoints(tier, array, ref, TAIL_LINES)
     _failures, metrics = job.task_results(statuses, tails=tails)
@@ -98,12 +98,10 @@ def resolve(ref: str, registry: Any, user_ns: Mapping[str, Any] | None,
 
 def _task_checkpoints(tier: Any, array: Any, ref: str, tail_lines: int
                       ) -> tuple[dict[int, tuple[str, str | None]], dict[int, str] | None]:
-    lister = getattr(tier, "task_checkpoints", None)
-    if lister is None:
-        raise HandoffError(f"--model-from {ref}: the {tier.kind} tier cannot list an array's task "
-                           "checkpoints")
     try:
-        listed, tails = lister(array, tail_lines)
+        listed, tails = tier.task_checkpoints(array, tail_lines)
+    except Unsupported as exc:
+        raise HandoffError(f"--model-from {ref}: {exc}") from None
     except TiersError as exc:
         raise HandoffError(f"--model-from {ref}: cannot list array {array.job_id}'s checkpoints: "
                            f"{_one_line(exc)}") from None
@@ -111,8 +109,6 @@ def _task_checkpoints(tier: Any, array: Any, ref: str, tail_lines: int
 
 
 def _label(array: Any, index: int) -> str:
-    from .arrays import plan_of
-
     plan = plan_of(array.spec)
     if plan is None or not plan.sweep or index not in plan.indices:
         return ""

@@ -14,18 +14,21 @@ import abc
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from .arrays import aggregate_status, counts_detail, is_array, task_index, task_records
+from .checkpoint_upload import check_checkpoint_to, local_uploader, upload_checkpoint
 from .config import Profile
-from .errors import ConfigError, SpecError, TiersError
+from .errors import ConfigError, SpecError, TiersError, Unsupported
 from .handles import Handle, Job, Service, handle_for
+from .jobspec import validate_spec
 from .logs import ByteStream, LogDecoder
 from .model import JobSpec, JobStatus, LogLine, RankState, SchedulerInfo, ServeSpec, ServiceStatus
 from .options import JOB_OPTIONS, SERVE_OPTIONS, Option, convert_values
 from .registry import JobRecord, Registry
-
-if TYPE_CHECKING:
-    from .watch import Watcher
+from .servespec import validate_serve_spec
+from .status import merge_status
+from .watch import Watcher
 
 __all__ = ["BatchTier", "ByteStream", "Handle", "Job", "ServeTier", "Service", "Tier"]
 
@@ -53,6 +56,9 @@ class Tier(abc.ABC):
     """What every tier shares: its profile, the registry, handles, and specs from defaults."""
 
     kind: str = ""
+    #: The tier that runs a record of the other kind of work (a local profile's services from its
+    #: batch tier). api.make_tier sets its tier cache here; a tier made without it keeps the record.
+    sibling: Callable[[JobRecord], Tier] | None = None
 
     def __init__(self, profile: Profile, registry: Registry | None = None) -> None:
         self.profile = profile
@@ -73,13 +79,17 @@ class Tier(abc.ABC):
         """The Job or Service handle of a registry record. A record of the other kind of work
         (a service asked of a local profile's batch tier) gets the tier that runs it."""
         runs = ServeTier if record.kind == "service" else BatchTier
-        if not isinstance(self, runs) and record.profile == self.name:
-            from .api import tier_for
-
-            other = tier_for(record)
+        if not isinstance(self, runs) and record.profile == self.name and self.sibling is not None:
+            other = self.sibling(record)
             if isinstance(other, runs):
                 return handle_for(other, record)
         return handle_for(self, record)
+
+    def login(self) -> str:
+        """Connect now, asking for a login node's one-time code if it wants one; one line saying
+        where. Only a tier that logs in over SSH does: others raise :class:`Unsupported`."""
+        raise Unsupported(f"{self.name} is a {self.profile.tier} profile; only Slurm profiles log in "
+                          "(over SSH)")
 
     def attach(self, ref: str) -> Handle:
         """A handle on a job or service in the registry (``id`` or ``profile/id``)."""
@@ -154,10 +164,14 @@ class BatchTier(Tier):
         """The one watcher of this tier (started on first use)."""
         with self._lock:
             if self._watcher is None:
-                from .watch import Watcher
-
                 self._watcher = Watcher(self, **self.watcher_options())
             return self._watcher
+
+    @property
+    def scheduler_queries(self) -> int:
+        """Batched scheduler queries this tier's watcher made (0 while it was never started)."""
+        watcher = self._watcher
+        return watcher.scheduler_queries if watcher is not None else 0
 
     def watcher_options(self) -> dict[str, Any]:
         return {}
@@ -169,8 +183,6 @@ class BatchTier(Tier):
         """
         spec: JobSpec = self._build_spec(JobSpec, JOB_OPTIONS, "script", self.validate, script, options)
         if spec.checkpoint_to:  # "store" needs this profile's object_store
-            from .checkpoint_upload import check_checkpoint_to
-
             check_checkpoint_to(spec.checkpoint_to, self.profile)
             if spec.array or spec.sweep:  # refused rather than silently not uploaded
                 raise SpecError("checkpoint_to", "is not available for job arrays yet; upload a task's "
@@ -179,12 +191,8 @@ class BatchTier(Tier):
 
     def validate(self, spec: JobSpec) -> None:
         """Raise SpecError for a value this tier cannot run."""
-        from .jobspec import validate_spec
-
         validate_spec(spec)
         if spec.checkpoint_to:
-            from .checkpoint_upload import check_checkpoint_to
-
             check_checkpoint_to(spec.checkpoint_to, self.profile)
 
     def run_uploader(self, python: str, data: bytes) -> Iterator[bytes]:
@@ -192,14 +200,10 @@ class BatchTier(Tier):
         (the request) on its stdin; yields its stdout. Default: on this machine."""
         import sys
 
-        from .checkpoint_upload import local_uploader
-
         yield from local_uploader(sys.executable, data)
 
     def upload_checkpoint(self, record: JobRecord, on_progress: Any = None) -> Any:
         """Upload (or resume uploading) a COMPLETED job's newest checkpoint (--checkpoint-to)."""
-        from .checkpoint_upload import upload_checkpoint
-
         return upload_checkpoint(self, self.registry.get(record.key), on_progress)
 
     def log_decoder(self, offset: int, *, skip_partial: bool = False) -> LogDecoder:
@@ -254,13 +258,27 @@ class BatchTier(Tier):
     def cancel(self, record: JobRecord) -> None:
         """Cancel a job (no error if it already ended)."""
 
+    def cancel_array(self, record: JobRecord, tasks: Sequence[JobRecord]) -> None:
+        """Cancel every task of the array ``record`` (here one by one; a scheduler with arrays
+        cancels them all at once)."""
+        for task in tasks:
+            self.cancel(task)
+
+    def task_checkpoints(self, record: JobRecord, tail_lines: int = 0
+                         ) -> tuple[dict[int, tuple[str, str | None]], dict[int, str] | None]:
+        """Every task's checkpoint directory and newest entry (task index -> (directory, entry
+        or None)) of the array ``record``, and with ``tail_lines`` each task's log tail when the
+        same round trip can bring it (None: the caller reads them). :class:`Unsupported` when
+        the tier cannot list them."""
+        raise Unsupported(f"the {self.kind} tier cannot list an array's task checkpoints")
+
     def list_files(self, record: JobRecord) -> list[Any]:
         """Every file the job left in its job and checkpoint directories (files.FileInfo)."""
-        raise TiersError(f"profile {self.name!r}: this tier cannot list a job's files")
+        raise Unsupported(f"profile {self.name!r}: this tier cannot list a job's files")
 
     def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
         """One listed file's bytes from ``offset``, in chunks (streamed)."""
-        raise TiersError(f"profile {self.name!r}: this tier cannot fetch a job's files")
+        raise Unsupported(f"profile {self.name!r}: this tier cannot fetch a job's files")
 
     def close(self) -> None:
         """Stop the watcher and drop the connection."""
@@ -271,9 +289,6 @@ class BatchTier(Tier):
     def status(self, records: Sequence[JobRecord]) -> dict[str, JobStatus]:
         """One-shot status of several jobs (scheduler + ranks, each batched). An array's is the
         aggregate of its tasks (asked in the same batch), its tasks' are keyed ``ID_i``."""
-        from .arrays import aggregate_status, counts_detail, is_array, task_index, task_records
-        from .status import merge_status
-
         arrays = {r.key: task_records(r) for r in records if is_array(r)}
         asked = [r for r in records if r.key not in arrays] + [t for ts in arrays.values() for t in ts]
         sched = self.poll_scheduler(asked)
@@ -317,8 +332,6 @@ class ServeTier(Tier):
 
     def validate(self, spec: ServeSpec) -> None:
         """Raise SpecError for a value this tier cannot serve."""
-        from .k8s.render import validate_serve_spec
-
         validate_serve_spec(spec)
 
     def refresh(self, records: Sequence[JobRecord]) -> None:

@@ -8,9 +8,16 @@ import argparse
 import time
 from typing import Any, NoReturn
 
+from . import service
+from .api import connect
+from .array_job import ArrayJob
+from .arrays import detail_counts, format_tasks, is_array
+from .display import show_handle
+from .errors import Unsupported
 from .options import bare_dash_option
 from .plaintext import printable
 from .registry import JobRecord
+from .slurm.history import format_history
 
 
 class CommandUsage(Exception):
@@ -128,8 +135,6 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
         if r.kind == "service":
             size, where = r.detail or "-", r.nodelist or "-"
         else:
-            from .arrays import detail_counts, is_array
-
             counts = detail_counts(r.detail) if is_array(r) else None
             size, where = counts or str(r.world_size), r.nodelist or "-"
         state = r.state
@@ -157,8 +162,6 @@ def _history_output(row: Any, output: str | None, path: str, tail: int) -> str:
 
 def _handle(ref: str, kind: str | None = None) -> Any:
     """The Job or Service handle of ``ref``; ``kind`` names what the command acts on."""
-    from . import service
-
     try:
         return service.attach(ref, kind)
     except service.WrongKind as exc:  # also an array's task (ID_i), which has no record
@@ -168,19 +171,10 @@ def _handle(ref: str, kind: str | None = None) -> Any:
 
 def _login(profile: str | None) -> str:
     """Connect the profile's cached tier now (asking for a one-time code if its host wants one)."""
-    from .api import connect
-
-    tier = connect(profile)
-    transport = getattr(tier, "transport", None) if tier.profile.tier == "slurm" else None
-    if transport is None:
-        raise CommandUsage(f"%tiers login: {tier.name} is a {tier.profile.tier} profile; only Slurm "
-                           "profiles log in (over SSH)")
-    was = transport.connected
-    transport.connect()
-    how = "was already connected to" if was else "connected to"
-    note = "; the one-time code is not kept: a reconnect asks again" if transport.code_prompts else ""
-    return (f"{tier.name} {how} {transport.target}: its jobs, watchers and logs share this "
-            f"connection{note}")
+    try:
+        return connect(profile).login()
+    except Unsupported as exc:
+        raise CommandUsage(f"%tiers login: {exc}") from None
 
 
 def run(argv: list[str], shell: Any = None) -> Any:
@@ -198,9 +192,6 @@ def run(argv: list[str], shell: Any = None) -> Any:
                                "with an array's id (or write ID_TASK without --task)")
         args.job = f"{args.job}_{args.task}"
     if args.command == "jobs" and args.job is not None:
-        from .array_job import ArrayJob
-        from .arrays import format_tasks
-
         handle = _handle(args.job, "job")
         if not isinstance(handle, ArrayJob):
             print(format_jobs([handle.record]))
@@ -210,15 +201,11 @@ def run(argv: list[str], shell: Any = None) -> Any:
         print(format_jobs([handle.tier.registry.get(handle.key)]))
         print(format_tasks(handle.plan, tasks, metrics))
     elif args.command == "jobs":
-        from . import service
-
         listing = service.list_items(limit=args.limit, profile=args.profile, kind=args.kind)
         print(format_jobs(listing.records) if listing.records else "no jobs yet")
         for error in listing.errors:
             print(printable(f"({error.profile}: states as last recorded — {error.message})"))
     elif args.command == "profiles":
-        from . import service
-
         infos, _default = service.profiles()
         rows = [("*" if p.default else " ", p.name, p.tier, p.where, ", ".join(p.sources)) for p in infos]
         tier_width = max([6, *(len(row[2]) for row in rows)])
@@ -243,8 +230,6 @@ def run(argv: list[str], shell: Any = None) -> Any:
             text = handle.logs(pod=args.pod, tail=args.tail)
         print(text, end="")
     elif args.command in ("cancel", "delete", "scale", "restart"):
-        from . import service
-
         kind = "job" if args.command == "cancel" else "service"
         if args.command == "scale" and args.replicas < 0:
             raise CommandUsage("%tiers scale: replicas must be 0 or more")
@@ -255,9 +240,6 @@ def run(argv: list[str], shell: Any = None) -> Any:
             result = getattr(service, args.command)(args.job)
         print(result.message)
     elif args.command == "history":
-        from . import service
-        from .slurm.history import format_history
-
         if args.tail < 0:
             raise CommandUsage(f"%tiers history --tail {args.tail}: give 0 or more lines")
         found = service.history(args.profile, days=args.days, user=args.user, state=args.state,
@@ -278,7 +260,5 @@ def run(argv: list[str], shell: Any = None) -> Any:
         status = _doctor(args)
         return status if shell is None else None  # the command line's exit status
     elif args.command == "attach":
-        from .display import show_handle
-
         show_handle(_handle(args.job), wait=args.wait, text=args.text, attach=True)
     return None

@@ -18,9 +18,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
+from . import checkpoint_upload
 from .arrays import counts_json, expand_arrays, is_array, merge_array_status
+from .checkpoint_upload import UploadError, shown_checkpoint, target_uri
 from .errors import ControllerUnreachable, TiersError
+from .handoff import decode_detail, upload_of
 from .model import JobState, JobStatus, LogLine, RankPhase
+from .objectstore import UploadReport
 from .registry import JobRecord
 from .status import merge_status
 
@@ -413,8 +417,6 @@ class Watcher:
 
     # --- --checkpoint-to: the upload between COMPLETED and the end of the watch -------------
     def _uploaded_uri(self, rec: JobRecord) -> str | None:
-        from .checkpoint_upload import upload_of
-
         try:
             upload = upload_of(self.tier.registry.get(rec.key).detail)
         except TiersError:
@@ -423,8 +425,6 @@ class Watcher:
         return uri if isinstance(uri, str) else None
 
     def _upload_started(self, rec: JobRecord, status: JobStatus) -> JobStatus:
-        from .checkpoint_upload import UploadReport, shown_checkpoint, target_uri
-
         with self._lock:
             self._uploading.add(rec.key)
         target = target_uri(self.tier.profile, rec, status.checkpoint)
@@ -434,10 +434,6 @@ class Watcher:
         """Upload the job's checkpoint (checkpoint_upload.py), delivering progress as statuses;
         an interrupted upload (an SSH cut) is resumed with back-off; then end every subscriber
         with the final status (its checkpoint is the URI, or why the upload failed)."""
-        from .checkpoint_upload import UploadError, shown_checkpoint, target_uri, upload_checkpoint
-        from .handoff import decode_detail
-        from .objectstore import UploadReport
-
         rec = watched.record
         path = decode_detail(self.tier.registry.get(rec.key).detail)[1]
         target = target_uri(self.tier.profile, rec, path)
@@ -454,7 +450,8 @@ class Watcher:
         delay = self.upload_retry_delay
         for attempt in range(self.upload_attempts):
             try:
-                final = upload_checkpoint(self.tier, self.tier.registry.get(rec.key), deliver)
+                record = self.tier.registry.get(rec.key)
+                final = checkpoint_upload.upload_checkpoint(self.tier, record, deliver)  # tests replace it
                 break
             except UploadError as exc:
                 final = UploadReport(error=str(exc))

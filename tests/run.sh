@@ -99,7 +99,9 @@ echo "[run] ruff"
 "$PY" -m ruff check .
 echo "[run] mypy"
 "$PY" -m mypy
-phase "ruff, mypy"
+echo "[run] import layers (lint-imports: the [tool.importlinter] contracts in pyproject.toml)"
+"$(dirname "$PY")/lint-imports" --no-cache
+phase "ruff, mypy, import layers"
 if command -v node >/dev/null; then
   echo "[run] labextension unit tests (vitest)"
   ( cd labextension && PATH="$(dirname "$PY"):$PATH" jlpm test )

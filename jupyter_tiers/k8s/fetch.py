@@ -14,37 +14,20 @@ a real cluster's (/work/shared/facts/k8s-golden/13a-init-container-emptydir.json
 from __future__ import annotations
 
 import copy
-import posixpath
 from collections.abc import Sequence
 from typing import Any
 
 from ..errors import SpecError
-from ..objectstore import DEFAULT_FETCH_IMAGE, ObjectStore, S3Uri, parse_uri
+from ..handoff import MODEL_DIR, fetched_model_path, model_uri
+from ..objectstore import DEFAULT_FETCH_IMAGE, ObjectStore
 
-MODEL_DIR = "/models"
 VOLUME = "models"
 FETCH_CONTAINER = "fetch-model"
 
 
-def fetched_model_path(uri: str) -> str:
-    """Where the server sees the fetched model: ``/models/{last segment of the key}``."""
-    parsed = _uri(uri)
-    return f"{MODEL_DIR}/{posixpath.basename(parsed.key)}"
-
-
-def _uri(uri: str) -> S3Uri:
-    try:
-        parsed = parse_uri(uri)
-    except ValueError as exc:
-        raise SpecError("model_uri", str(exc)) from None
-    if not parsed.key:
-        raise SpecError("model_uri", f"{uri}: name an object or a prefix inside the bucket")
-    return parsed
-
-
 def fetch_command(uri: str, store: ObjectStore | None) -> list[str]:
     """``aws s3 cp`` of ``uri`` to its place under /models (argv; every word validated)."""
-    parsed = _uri(uri)
+    parsed = model_uri(uri)
     target = fetched_model_path(uri)
     argv = ["aws", "s3", "cp", "--no-progress"]
     if parsed.prefix:

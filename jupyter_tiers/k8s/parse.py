@@ -14,20 +14,13 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..model import EventInfo, PodInfo, ServiceState, ServiceStatus
-from ..timefmt import format_elapsed
+from ..servestatus import FAILING_WAITING, describe_pod_problem
 
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 TEMPLATE_HASH_LABEL = "pod-template-hash"
 MAX_EVENTS = 20
 EVENT_WINDOW_S = 900.0  # with ``now``: Warning events older than this are not "recent"
 
-# Reasons that stop a rollout until someone changes something.
-FAILING_WAITING = frozenset({
-    "CrashLoopBackOff", "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
-    "CreateContainerConfigError", "CreateContainerError",
-})
-_EXITED = ("CrashLoopBackOff", "OOMKilled", "Error", "Completed", "Terminated")
-_WORDS_SHOWN = (FAILING_WAITING - {"CrashLoopBackOff"}) | {"Unhealthy", "ContainerCreating"}
 _STARTING_WAITING = frozenset({"ContainerCreating", "PodInitializing"})
 _CREATING_EVENTS = ("FailedMount", "FailedAttachVolume", "FailedCreatePodSandBox")
 _PROBE_FAILED = re.compile(r"(Readiness|Startup|Liveness) probe failed: (.*)", re.DOTALL)
@@ -113,12 +106,6 @@ def _events_about(events: Iterable[Mapping[str, Any]], kind: str, name: str, uid
         out.append(event)
     out.sort(key=lambda e: _event_time(e) or 0.0)
     return out
-
-
-def _first_sentence(message: str) -> str:
-    """The scheduler's message without its preemption postscript."""
-    head, sep, _ = message.partition(" preemption:")
-    return head.strip() if sep else message.strip()
 
 
 # --- pods ------------------------------------------------------------------------------------
@@ -285,27 +272,6 @@ def _is_failing(pod: PodInfo) -> bool:
         return True
     # A container that terminated and was restarted is crash looping, even between back-offs.
     return pod.reason in ("OOMKilled", "Error", "Completed", "Terminated") and pod.restarts > 0
-
-
-def exit_detail(pod: PodInfo) -> str:
-    """`` (exit 1, 3 restarts)`` after a reason that means the container exited (CrashLoopBackOff,
-    OOMKilled, Error, ...): its exit code and the pod's restarts so far; "" otherwise."""
-    if pod.reason not in _EXITED:
-        return ""
-    parts = [f"exit {pod.exit_code}"] if pod.exit_code is not None else []
-    if pod.restarts > 0:
-        parts.append(f"{pod.restarts} restart{'s' if pod.restarts != 1 else ''}")
-    return f" ({', '.join(parts)})" if parts else ""
-
-
-def describe_pod_problem(pod: PodInfo) -> str:
-    """``pod NAME REASON (exit N): words`` — one line naming the pod and what is wrong with it."""
-    text = f"pod {pod.name} {pod.reason or pod.phase}{exit_detail(pod)}"
-    if pod.reason == "Unschedulable" and pod.message:
-        text += f": {_first_sentence(pod.message)}"
-    elif pod.reason in _WORDS_SHOWN and pod.message:
-        text += f": {pod.message}"
-    return " ".join(text.split())
 
 
 # --- the service -----------------------------------------------------------------------------
@@ -490,32 +456,3 @@ def service_status(
     if culprit and culprit.reason == "Unhealthy":
         progress += f"; {describe_pod_problem(culprit)}"
     return status(ServiceState.DEPLOYING, progress, counts)
-
-
-def summary_line(
-    status: ServiceStatus, elapsed_s: float | None = None, last_log_line: str | None = None
-) -> str:
-    """One line for the end of a ``--wait`` or the text fallback, e.g.
-    ``service llama-svc READY 2/2 in 00:01:12 — http://llama-svc.team-llm.svc:8000 (revision 3)``.
-    """
-    state = status.state
-    text = f"service {status.name} {state.value}"
-    if state in (ServiceState.READY, ServiceState.DEGRADED, ServiceState.DEPLOYING, ServiceState.SCALED_DOWN):
-        text += f" {status.available}/{status.desired}"
-    if elapsed_s is not None and state is not ServiceState.DELETED:
-        text += f" {'in' if state is ServiceState.READY else 'after'} {format_elapsed(elapsed_s)}"
-    if status.reason and state is not ServiceState.READY:
-        text += f": {status.reason}"
-    elif status.message and state is ServiceState.UNKNOWN:
-        text += f": {status.message}"
-    if status.endpoint and state in (ServiceState.READY, ServiceState.DEGRADED):
-        text += f" — {status.endpoint}"
-    if status.revision and state not in (ServiceState.DELETED, ServiceState.FAILED):
-        text += f" (revision {status.revision})"
-    if last_log_line and state is not ServiceState.READY:
-        line = " ".join(last_log_line.split())
-        if len(line) > 200:
-            line = line[:199] + "…"
-        if line:
-            text += f" — last line: {line}"
-    return text

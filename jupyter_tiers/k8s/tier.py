@@ -19,16 +19,21 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from ..checkpoint_upload import store_of
 from ..config import Profile
 from ..errors import ApiError, JobNotFound, SpecError, TiersError
 from ..handles import Service
-from ..local.router import relay
 from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
-from ..registry import JobRecord, Registry
+from ..registry import JobRecord, Registry, spec_for_record
+from ..servestatus import summary_line
+from ..sync import notebook_manifest
 from ..tier import ServeTier
+from ..transport.relay import relay
 from .client import APPLY_CONTENT_TYPE, FIELD_MANAGER, KubeClient
-from .parse import service_status, summary_line
+from .fetch import add_model_fetch
+from .parse import service_status
 from .render import CONTAINER_NAME, body_hash, env_hash, render_manifests, render_yaml
+from .sync_render import with_synced_files
 from .watch import NamespaceWatch, PodLogFollower, container_instance, split_timestamp, timestamp_key
 
 BLUEGREEN_TIMEOUT = 900.0  # seconds a new color may take to become ready before the switch is dropped
@@ -68,9 +73,6 @@ class K8sTier(ServeTier):
             env_key=_env_key(),
         )
         if spec.model_uri:  # --model-from through the object store: an init container fetches it
-            from ..checkpoint_upload import store_of
-            from .fetch import add_model_fetch
-
             objects = add_model_fetch(objects, spec.model_uri, store_of(self.profile),
                                       self.profile.get("fetch_image"))
         if spec.sync:  # the notebook's files in a D-sync ConfigMap (k8s/sync_render.py)
@@ -113,8 +115,6 @@ class K8sTier(ServeTier):
         """What the registry keeps of an applied cell; a changed synced module changes it too."""
         stored = _spec_for_record(spec)
         if spec.sync:  # a changed module is a changed cell (blue-green then switches colour)
-            from ..sync import notebook_manifest
-
             stored["sync_sha"] = notebook_manifest(spec.sync, self.profile.settings)[0].digest()
         return stored
 
@@ -642,9 +642,6 @@ def _delete_fn(client: KubeClient, kind: str) -> Callable[..., Any]:
 
 def _with_synced_files(spec: ServeSpec, objects: list[dict[str, Any]], profile: Profile
                        ) -> list[dict[str, Any]]:
-    from ..sync import notebook_manifest
-    from .sync_render import with_synced_files
-
     manifest, sources = notebook_manifest(spec.sync, profile.settings)
     if manifest.total > 2_000_000:  # far over a ConfigMap: refuse before reading it all
         return with_synced_files(objects, [(e.path, b"\0" * e.size, e.mode) for e in manifest.entries],
@@ -657,13 +654,8 @@ def _with_synced_files(spec: ServeSpec, objects: list[dict[str, Any]], profile: 
 
 
 def _spec_for_record(spec: ServeSpec) -> dict[str, Any]:
-    """The spec as stored: everything but env values (names only) and the body."""
-    from dataclasses import asdict
-
-    data = asdict(spec)
-    data["env"] = [[k, None] for k, _ in spec.env]
-    data.pop("body", None)
-    data.pop("metadata", None)
+    """The spec as stored (registry.spec_for_record), with the hashes of the body and env."""
+    data = spec_for_record(spec)
     # Enough to tell an unchanged cell from a changed one, without storing the body or env values.
     # The same hashes the pod template carries (render.py).
     data["body_sha"] = body_hash(spec.body)

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
+from ..transport.relay import relay
 from .roundrobin import RoundRobin
 
 HOST = "127.0.0.1"
@@ -32,38 +33,6 @@ CONNECT_TIMEOUT = 5.0
 MAX_CONNECTIONS = 256
 ACCEPT_PAUSE_S = 0.05  # after an accept or thread start failed: not a busy loop (EMFILE)
 LOG_EVERY_S = 60.0  # a failure that repeats is logged once a minute, with how many were not
-
-
-def _pump(src: socket.socket, dst: socket.socket) -> None:
-    try:
-        while True:
-            data = src.recv(65536)
-            if not data:
-                break
-            dst.sendall(data)
-    except OSError:
-        pass
-    finally:
-        with contextlib.suppress(OSError):
-            dst.shutdown(socket.SHUT_WR)
-
-
-def relay(client: socket.socket, upstream: socket.socket, join_timeout: float | None = None) -> None:
-    """Copy both ways until both sides are done (or, once the client is done, ``join_timeout``
-    seconds have passed), then close both. Also the Kubernetes tier's port-forward relay."""
-    back = threading.Thread(target=_pump, args=(upstream, client), daemon=True)
-    try:
-        back.start()
-    except BaseException:  # no thread: nothing is relayed, so close both rather than leak them
-        for sock in (client, upstream):
-            with contextlib.suppress(Exception):
-                sock.close()
-        raise
-    _pump(client, upstream)
-    back.join(join_timeout)
-    for sock in (client, upstream):
-        with contextlib.suppress(Exception):  # a port-forward socket may fail to close otherwise
-            sock.close()
 
 
 def _log(message: str) -> None:

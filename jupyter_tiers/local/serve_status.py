@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..k8s.parse import describe_pod_problem
 from ..model import PodInfo, ServiceState, ServiceStatus
+from ..servestatus import describe_pod_problem
 
 NODE = "localhost"
 #: Reasons of a replica that will not get better by waiting.

@@ -28,7 +28,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,9 @@ from ..errors import JobNotFound, SpecError, SubmitError, TiersError
 from ..handles import Service
 from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from ..options import SERVE_OPTIONS, profile_keys
-from ..registry import JobRecord, Registry
+from ..registry import JobRecord, Registry, spec_for_record
+from ..servespec import validate_serve_spec
+from ..servestatus import summary_line
 from ..tier import ServeTier
 from . import jobstate, listeners, processes
 from . import serve_supervisor as ssv
@@ -94,8 +96,6 @@ def note_for(ignored: Sequence[str]) -> str | None:
 
 def check_local(spec: ServeSpec) -> None:
     """validate_serve_spec plus the local limits."""
-    from ..k8s.render import validate_serve_spec
-
     # No image runs locally; one given is still checked, so the cell also works on a cluster.
     validate_serve_spec(replace(spec, image=spec.image or "local") if isinstance(spec, ServeSpec) else spec)
     if spec.name.isdigit():
@@ -147,15 +147,6 @@ def render_plan(spec: ServeSpec, setup: Sequence[str] = ()) -> str:
         lines.append("# Not applied locally: " + ", ".join(ignored))
     lines += ["", shell_body(spec.body) if spec.shell else spec.body]
     return "\n".join(lines).rstrip("\n") + "\n"
-
-
-def spec_for_record(spec: ServeSpec) -> dict[str, Any]:
-    """The spec as stored in the registry: no body, env names only."""
-    data = asdict(spec)
-    data["env"] = [[k, None] for k, _ in spec.env]
-    data.pop("body", None)
-    data.pop("metadata", None)
-    return data
 
 
 class LocalServeTier(ServeTier):
@@ -312,9 +303,7 @@ class LocalServeTier(ServeTier):
 
     def _launch(self, svcdir: Path) -> None:
         """Start the supervisor in its own session; wait until it reports its front port."""
-        import jupyter_tiers
-
-        root = Path(jupyter_tiers.__file__).resolve().parent.parent
+        root = Path(__file__).resolve().parents[2]  # the directory that holds jupyter_tiers/
         argv = [sys.executable, "-m", "jupyter_tiers.local.serve_supervisor", "--detach", str(svcdir)]
         with open(svcdir / ssv.SUPERVISOR_LOG, "ab") as log:
             proc = subprocess.Popen(argv, cwd=root, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
@@ -412,8 +401,6 @@ class LocalServeTier(ServeTier):
                                  nodelist=status.endpoint or None)  # None keeps the one recorded
 
     def summary(self, record: JobRecord, status: ServiceStatus) -> str:
-        from ..k8s.parse import summary_line
-
         last = None
         if status.state is ServiceState.FAILED:
             lines = self.service_logs(record, tail=1).strip().splitlines()

@@ -31,24 +31,39 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..arrays import PARAMS_FILE, TASKS_DIR, counts_detail, params_json, plan_of, task_files
+from ..arrays import (
+    PARAMS_FILE,
+    TASKS_DIR,
+    counts_detail,
+    params_json,
+    plan_of,
+    task_files,
+    task_index,
+    task_records,
+)
 from ..config import LOCAL_SERVE_DEFAULTS, Profile
 from ..errors import SpecError, SubmitError
+from ..files import list_local, local_chunks, remote_path
 from ..handles import Job
-from ..handoff import (
-    attach_checkpoints,
-    decode_detail,
-    encode_detail,
+from ..handoff import attach_checkpoints, decode_detail, encode_detail
+from ..jobdir import (
+    LOG_NAME,
+    RANKS_DIR,
+    checkpoint_lines,
+    default_checkpoint_dir,
     expected_checkpoint_dir,
+    job_files,
     newest_entry,
+    parse_rank_file,
 )
-from ..jobdir import LOG_NAME, RANKS_DIR, checkpoint_lines, job_files, parse_rank_file
 from ..jobspec import validate_spec
 from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
 from ..registry import JobRecord, Registry, spec_for_record
+from ..sync import copy_tree, notebook_manifest, shell_lines
 from ..tier import BatchTier
 from . import jobstate, processes, slurmenv
+from .array_supervisor import ARRAY_FILE
 
 MAX_RANKS = 1024  # a local job's ranks all run on this machine
 LAUNCH_TIMEOUT = 60.0
@@ -184,8 +199,6 @@ def _sync_lines(spec: JobSpec, tree: str) -> str:
     """job.sh's last lines with --sync: the ranks start in the copy, which is on PYTHONPATH."""
     if not spec.sync:
         return ""
-    from ..sync import shell_lines
-
     return "\n".join(["", *shell_lines(tree)]) + "\n"
 
 
@@ -276,8 +289,6 @@ class LocalTier(BatchTier):
         """--sync: the notebook's files to copy (size cap and ignore rules applied), or None."""
         if not spec.sync:
             return None
-        from ..sync import notebook_manifest
-
         return notebook_manifest(spec.sync, self.profile.settings)
 
     def _new_jobdir(self, name: str) -> tuple[str, Path]:
@@ -331,8 +342,6 @@ class LocalTier(BatchTier):
         synced = self._sync_manifest(spec)
         job_id, jobdir = self._new_jobdir(spec.name)
         if synced is not None:  # --sync: a copy, so editing the notebook's files changes no job
-            from ..sync import copy_tree
-
             copy_tree(*synced, jobdir / SYNC_DIR)
         for fname, (content, mode) in files.items():
             fd = os.open(jobdir / fname, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
@@ -384,8 +393,6 @@ class LocalTier(BatchTier):
         """An array: one directory ``ID-NAME`` with a complete job directory per task
         (``tasks/<i>``, job id ``ID_i``), run by one detached array supervisor that keeps at most
         the array's limit of tasks running (local/array_supervisor.py). One registry record."""
-        from .array_supervisor import ARRAY_FILE
-
         plan = plan_of(spec)
         assert plan is not None
         script = self.render(spec)
@@ -393,8 +400,6 @@ class LocalTier(BatchTier):
         array_id, arraydir = self._new_jobdir(spec.name)
         (arraydir / TASKS_DIR).mkdir(mode=0o700)
         if synced is not None:  # one copy for every task
-            from ..sync import copy_tree
-
             copy_tree(*synced, arraydir / SYNC_DIR)
         now = time.time()
         for i, params in zip(plan.indices, plan.params, strict=True):
@@ -448,11 +453,9 @@ class LocalTier(BatchTier):
 
     def _launch(self, jobdir: Path, module: str = "jupyter_tiers.local.supervisor") -> None:
         """Start the supervisor in its own session; it forks away and this returns at once."""
-        import jupyter_tiers
-
         # ``python -m`` puts the working directory first on sys.path: start where this package is
         # importable from (the supervisor then moves into the job directory).
-        root = Path(jupyter_tiers.__file__).resolve().parent.parent
+        root = Path(__file__).resolve().parents[2]  # the directory that holds jupyter_tiers/
         argv = [sys.executable, "-m", module, "--detach", str(jobdir)]
         log_flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT
         with os.fdopen(_open_private(jobdir / jobstate.SUPERVISOR_LOG, log_flags), "ab") as log:
@@ -571,9 +574,6 @@ class LocalTier(BatchTier):
         """Every task's checkpoint directory and newest entry of the array ``record``: task ``i``
         writes to ``{workdir}/{name}/{ID}_{i}/checkpoints`` (see _submit_array). No log tails:
         the caller reads them itself (no round trip to save here)."""
-        from ..arrays import task_index, task_records
-        from ..handoff import default_checkpoint_dir
-
         listed: dict[int, tuple[str, str | None]] = {}
         for rec in task_records(record):
             directory = default_checkpoint_dir(record.jobdir, record.name, rec.job_id)
@@ -643,14 +643,10 @@ class LocalTier(BatchTier):
 
 
 def _list_files(record: JobRecord) -> list[Any]:
-    from ..files import list_local
-
     return list_local(record.jobdir, decode_detail(record.detail)[0])
 
 
 def _file_chunks(record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
-    from ..files import local_chunks, remote_path
-
     return local_chunks(remote_path(name, record.jobdir, decode_detail(record.detail)[0]), offset)
 
 

@@ -12,13 +12,14 @@ from typing import Any
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     """Add the handlers and start the (idle until listened to) hub."""
-    from ..transport.prompt import refusing_prompter, set_prompter
+    # Imported here: jupyter-server imports this package to list extensions, enabled or not.
+    from .. import api
     from .handlers import handler_table
     from .hub import Hub
 
     # The server has no one to ask for a login node's one-time code (and a terminal it was
     # started from must not be asked silently): such profiles fail at once with that reason.
-    set_prompter(refusing_prompter("the Jupyter server (the Tiers sidebar) cannot ask for it"))
+    api.refuse_prompts("the Jupyter server (the Tiers sidebar) cannot ask for it")
 
     web_app = serverapp.web_app
     hub = web_app.settings.get("jupyter_tiers_hub")

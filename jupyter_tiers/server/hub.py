@@ -19,10 +19,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from .. import service
+from .. import api, service
 from ..errors import TiersError
 from ..model import JobStatus, ServiceStatus
 from ..registry import JobRecord, Registry
+from ..tier import BatchTier
 
 log = logging.getLogger(__name__)
 
@@ -295,8 +296,6 @@ class Hub:
             _unsubscribe(subs[key])
 
     def _subscribe(self, tier: Any, rec: JobRecord) -> _Sub:
-        from ..tier import BatchTier
-
         def on_status(status: JobStatus | ServiceStatus) -> None:
             self._on_status(rec.key, status)
 
@@ -307,15 +306,10 @@ class Hub:
 
     def scheduler_queries(self) -> dict[str, int]:
         """Batched scheduler queries each batch profile's watcher made in this process."""
-        from .. import api
-
         out: dict[str, int] = {}
-        with api._lock:
-            tiers = dict(api._tiers)
-        for (name, _kind), tier in tiers.items():
-            watcher = getattr(tier, "_watcher", None)
-            if watcher is not None:
-                out[name] = out.get(name, 0) + watcher.scheduler_queries
+        for (name, _kind), tier in api.cached_tiers().items():
+            if isinstance(tier, BatchTier):
+                out[name] = out.get(name, 0) + tier.scheduler_queries
         return out
 
 

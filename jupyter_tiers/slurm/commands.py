@@ -13,8 +13,7 @@ import time
 from collections.abc import Sequence
 
 from ..errors import SpecError
-from ..handoff import LISTING_MARKER
-from ..jobdir import LOG_NAME
+from ..jobdir import LISTING_MARKER, LOG_NAME
 from .parse import SACCT_FIELDS, SQUEUE_FORMAT
 from .render import RenderedJob
 

@@ -18,6 +18,7 @@ from ..errors import SpecError, TiersError
 from ..model import JobState
 from ..plaintext import printable
 from ..timefmt import format_elapsed
+from .commands import BASH
 from .parse import parse_elapsed
 
 #: Fields of the history query, in order; JobName is last so a name containing the delimiter
@@ -310,8 +311,6 @@ MAX_TAIL = 100_000
 def tail_output_argv(job: str, default_path: str, lines: int) -> list[str]:
     """Read-only look at a job's output: the job (``123``, ``123_4``), the path to read when
     slurmctld no longer knows the job (an absolute path from accounting), and the line count."""
-    from .commands import BASH
-
     if not _PATH_RE.fullmatch(default_path or ""):
         raise SpecError("path", f"{default_path[:60]!r} is not an absolute path")
     if isinstance(lines, bool) or not isinstance(lines, int) or not 0 <= lines <= MAX_TAIL:

@@ -23,6 +23,7 @@ from ..jobspec import parse_sbatch_option, validate_spec
 from ..model import JobSpec
 from ..requeue import restart_lines
 from ..signals import agent_prefix, forward_lines, signal_directive, wait_lines
+from ..sync import shell_lines
 
 DEFAULT_RDZV_BASE = 29500
 
@@ -151,8 +152,6 @@ def render_sbatch(spec: JobSpec, sync_dir: str | None = None) -> str:
     if spec.signal:
         launcher = ["", *forward_lines(spec.signal), *launcher[:-1], launcher[-1] + " &", *wait_lines()]
     if spec.sync:
-        from ..sync import shell_lines
-
         lines += ["", *shell_lines(shell_path(sync_dir) if sync_dir else '"$HOME/SYNCED-AT-SUBMIT"')]
     lines += ["", *_master_lines(spec), *launcher, ""]
     return "\n".join(lines)

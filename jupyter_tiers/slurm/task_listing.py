@@ -17,8 +17,7 @@ import contextlib
 import re
 
 from ..arrays import TASKS_DIR
-from ..handoff import CHECKPOINTS, parse_listing
-from ..jobdir import LOG_NAME
+from ..jobdir import CHECKPOINTS, LOG_NAME, parse_listing
 from .commands import BASH, check_job_id
 
 #: Marks a task's log tail: ``%tail INDEX BASE64`` (base64, so log text cannot forge a line).

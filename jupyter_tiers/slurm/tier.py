@@ -5,27 +5,26 @@ from __future__ import annotations
 import secrets
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..arrays import counts_detail, plan_of
+from ..checkpoint_upload import uploader_source
 from ..config import Profile
 from ..errors import ControllerUnreachable, SubmitError, TiersError
+from ..files import MAX_FILES, remote_path
+from ..files import parse_listing as parse_file_listing
 from ..handles import Job
-from ..handoff import (
-    attach_checkpoints,
-    decode_detail,
-    encode_detail,
-    expected_checkpoint_dir,
-    parse_listing,
-    split_listing,
-)
-from ..jobdir import parse_rank_files
+from ..handoff import attach_checkpoints, decode_detail, encode_detail
+from ..jobdir import checkpoint_root, expected_checkpoint_dir, parse_listing, parse_rank_files, split_listing
 from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
 from ..registry import MAX_LIST, JobRecord, Registry, spec_for_record
 from ..requeue import requeue_pending
+from ..sync import notebook_manifest
 from ..tier import BatchTier
+from ..transport.ssh import SSHTarget, SSHTransport
 from . import commands
+from .files_remote import cat_argv, list_argv
 from .history import (
     AccountingDisabled,
     HistoryQuery,
@@ -39,9 +38,8 @@ from .history import (
 )
 from .parse import parse_sacct, parse_sbatch_parsable, parse_scontrol_jobs, parse_squeue
 from .render import render_job
-
-if TYPE_CHECKING:
-    from ..transport.ssh import SSHTransport
+from .sync_remote import sync_root, sync_to_cluster
+from .task_listing import parse_task_checkpoints, task_checkpoints_argv
 
 _UNREACHABLE_MARKERS = (
     "Unable to contact slurm controller",
@@ -49,13 +47,12 @@ _UNREACHABLE_MARKERS = (
     "Zero Bytes were transmitted",
     "Connection refused",
 )
+
 _NO_ACCOUNTING_MARKERS = ("accounting storage is disabled", "Slurm accounting storage is disabled")
 
 
 def transport_for(profile: Profile) -> SSHTransport:
     """An SSH transport from a slurm profile's connection settings."""
-    from ..transport.ssh import SSHTarget, SSHTransport
-
     target = SSHTarget(
         host=profile.get("host"),
         port=profile.get("port"),
@@ -92,6 +89,15 @@ class SlurmTier(BatchTier):
                 self._transport = transport_for(self.profile)
             return self._transport
 
+    def login(self) -> str:
+        transport = self.transport
+        was = transport.connected
+        transport.connect()
+        how = "was already connected to" if was else "connected to"
+        note = "; the one-time code is not kept: a reconnect asks again" if transport.code_prompts else ""
+        return (f"{self.name} {how} {transport.target}: its jobs, watchers and logs share this "
+                f"connection{note}")
+
     def watcher_options(self) -> dict[str, Any]:
         opts: dict[str, Any] = {}
         if self.profile.get("status_interval") is not None:
@@ -103,8 +109,6 @@ class SlurmTier(BatchTier):
     def render(self, spec: JobSpec) -> str:
         sync_dir = None
         if spec.sync:
-            from .sync_remote import sync_root
-
             sync_dir = f"{sync_root(self.profile.workdir, spec.name)}/snap/TOKEN-AT-SUBMIT"
         return render_job(spec, sync_dir).script
 
@@ -114,9 +118,6 @@ class SlurmTier(BatchTier):
         --sync (slurm/sync_remote.py)."""
         if not spec.sync:
             return None
-        from ..sync import notebook_manifest
-        from .sync_remote import sync_to_cluster
-
         manifest, sources = notebook_manifest(spec.sync, self.profile.settings)
         return sync_to_cluster(self.transport, self.profile.workdir, spec.name, manifest, sources)
 
@@ -285,17 +286,11 @@ class SlurmTier(BatchTier):
 
     def list_files(self, record: JobRecord) -> list[Any]:
         """The job's files in one remote command (files.py, slurm/files_remote.py)."""
-        from ..files import MAX_FILES, parse_listing
-        from .files_remote import list_argv
-
         argv = list_argv(record.jobdir, decode_detail(record.detail)[0], MAX_FILES)
-        return parse_listing(self.transport.run(argv, check=False, timeout=300).stdout)
+        return parse_file_listing(self.transport.run(argv, check=False, timeout=300).stdout)
 
     def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
         """One file from ``offset``, streamed over the shared connection (``tail -c``)."""
-        from ..files import remote_path
-        from .files_remote import cat_argv
-
         path = remote_path(name, record.jobdir, decode_detail(record.detail)[0])
         with self.transport.stream(cat_argv(path, offset), timeout=300) as stream:
             yield from stream
@@ -309,9 +304,6 @@ class SlurmTier(BatchTier):
         """Every task's checkpoint directory and newest entry of the array ``record`` (with
         ``tail_lines``, also the end of each task's log) in one remote command, whatever the
         number of tasks (slurm/task_listing.py). Tasks the scheduler no longer knows are absent."""
-        from ..handoff import checkpoint_root
-        from .task_listing import parse_task_checkpoints, task_checkpoints_argv
-
         root = checkpoint_root(record.jobdir, record.name)
         try:
             argv = task_checkpoints_argv(record.job_id, root, record.jobdir, tail_lines)
@@ -324,8 +316,6 @@ class SlurmTier(BatchTier):
     def run_uploader(self, python: str, data: bytes) -> Iterator[bytes]:
         """The checkpoint uploader as one command on the login node, over this tier's connection
         (the checkpoint never passes through the notebook); its stdout as it comes."""
-        from ..checkpoint_upload import uploader_source
-
         with self.transport.stream(commands.upload_argv(python, uploader_source()), timeout=900,
                                    stdin=data) as stream:
             yield from stream

@@ -27,6 +27,7 @@ import contextlib
 import re
 import sys
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -201,15 +202,17 @@ def refusing_prompter(reason: str) -> Prompter:
     def refuse(request: PromptRequest) -> Sequence[str]:
         raise CannotPrompt(reason)
 
-    refuse.unavailable = lambda: reason  # type: ignore[attr-defined]
+    _CHECKS[refuse] = lambda: reason
     return refuse
 
 
-auto_prompter.unavailable = _auto_unavailable  # type: ignore[attr-defined]
-kernel_prompter.unavailable = lambda: (  # type: ignore[attr-defined]
+#: Why one of these prompters could not ask right now (see :func:`unavailable`).
+_CHECKS: weakref.WeakKeyDictionary[Prompter, Callable[[], str | None]] = weakref.WeakKeyDictionary()
+_CHECKS[auto_prompter] = _auto_unavailable
+_CHECKS[kernel_prompter] = lambda: (
     _kernel_unavailable(k) if (k := _kernel()) is not None else "this process is not a Jupyter kernel"
 )
-terminal_prompter.unavailable = _terminal_unavailable  # type: ignore[attr-defined]
+_CHECKS[terminal_prompter] = _terminal_unavailable
 
 _chosen: Prompter | None = None
 
@@ -237,6 +240,7 @@ def using_prompter(prompter: Prompter | None) -> Iterator[None]:
 
 
 def unavailable(prompter: Prompter) -> str | None:
-    """Why ``prompter`` could not ask right now (a clause), or None if it may (or cannot say)."""
-    check = getattr(prompter, "unavailable", None)
+    """Why ``prompter`` could not ask right now (a clause), or None if it may (or cannot say).
+    A caller's own prompter may say through an ``unavailable()`` method."""
+    check = _CHECKS.get(prompter) or getattr(prompter, "unavailable", None)
     return check() if callable(check) else None

@@ -21,6 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
+from ..config import valid_host, valid_user
 from ..errors import TiersError
 from .target import SSHTarget  # plain data: no import circle with ssh.py
 
@@ -344,8 +345,6 @@ def resolve_route(
         explicit_kh = (_expand_home(str(target.known_hosts), home),)
 
     def make_hop(name: str, user: str | None, port: int | None, *, is_target: bool) -> Hop:
-        from ..config import valid_host, valid_user
-
         # Before the lookup: a crafted name would reach "Match exec" / ProxyCommand as %h.
         if not valid_host(name) or (user is not None and not valid_user(user)):
             shown = name if valid_host(name) else repr(name[:60])

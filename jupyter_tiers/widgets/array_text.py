@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import sys
 import threading
+from collections.abc import Callable
 from typing import TextIO
 
 from ..array_job import ArrayJob
-from ..arrays import format_tasks, task_index
+from ..arrays import array_summary, format_tasks, task_index
 from ..model import JobStatus
 from ..plaintext import printable
 
@@ -50,7 +51,7 @@ class ArrayTextView:
         done = threading.Event()
         shown: dict[int, str] = {}
 
-        def make(index: int):  # type: ignore[no-untyped-def]
+        def make(index: int) -> Callable[[JobStatus], None]:
             def on_status(status: JobStatus) -> None:
                 with self._lock:
                     self.tasks[index] = status
@@ -77,7 +78,6 @@ class ArrayTextView:
         self.final_status = self.job.record_counts(tasks)
         failures, metrics = self.job.task_results(tasks)
         self._print(format_tasks(self.job.plan, tasks, metrics))
-        from ..arrays import array_summary
 
         self.summary = array_summary(self.job.id, self.job.plan, tasks, failures=failures,
                                      metrics=metrics)

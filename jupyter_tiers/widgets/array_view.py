@@ -19,34 +19,14 @@ import ipywidgets
 import traitlets as t
 
 from ..array_job import ArrayJob
-from ..arrays import array_summary, counts_text, task_index
+from ..arrays import aggregate_status, array_summary, counts_text, task_index
 from ..errors import TiersError
-from ..metrics import format_value
-from ..model import JobState, JobStatus
-from ..timefmt import format_elapsed
+from ..model import JobStatus
+from ..viewstate.array import task_row
+from .job_view import JobView
 from .view_common import view_module
 
 _HERE = Path(__file__).parent
-SHOWS_EXIT = frozenset({JobState.COMPLETED, JobState.FAILED, JobState.TIMEOUT, JobState.NODE_FAIL,
-                        JobState.OUT_OF_MEMORY, JobState.BOOT_FAIL, JobState.DEADLINE})
-
-
-def task_row(index: int, label: str, status: JobStatus | None,
-             metric: tuple[str, float] | None, failure: str | None) -> list[Any]:
-    """One table row (pure): [index, params, state, elapsed, metric, exit]."""
-    exit_text = ""
-    if status is not None and status.state in SHOWS_EXIT:  # a cancelled task's 0 would mislead
-        first = status.first_failure
-        if first is not None:
-            exit_text = f"rank {first.rank} exit {first.exit_code}" if first.exit_code is not None \
-                else f"rank {first.rank} signal {first.signal}"
-        elif status.exit_code is not None:
-            exit_text = str(status.exit_code)
-    return [index, label, status.state.value if status else "PENDING",
-            format_elapsed(status.elapsed_s) if status and status.elapsed_s is not None else "",
-            f"{metric[0]} {format_value(metric[1])}" if metric else "", failure or exit_text]
-
-
 class ArrayTable(anywidget.AnyWidget):
     """The task table of an ArrayView (front end: array_view.js; text via textContent only)."""
 
@@ -140,7 +120,6 @@ class ArrayView(ipywidgets.VBox):
                              self.failures.get(i)) for i in self.plan.indices]
             states = [s.state for s in self.statuses.values()]
             known = len(self.statuses) == len(self.plan)
-        from ..arrays import aggregate_status
 
         with self.table.hold_sync():
             self.table.tasks = rows
@@ -177,8 +156,6 @@ class ArrayView(ipywidgets.VBox):
     # --- Python API ----------------------------------------------------------------------
     def select(self, index: int) -> None:
         """Show task ``index``'s own JobView (rank grid, log) below the table (again: hide it)."""
-        from .job_view import JobView
-
         if self.task_view is not None:
             self.task_view.close()
             self.task_view = None

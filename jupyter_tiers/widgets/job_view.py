@@ -18,9 +18,9 @@ from ..handles import Job
 from ..logs import LogBatch
 from ..model import JobStatus, LogLine, RankPhase
 from ..status import summary_line
+from ..viewstate.job import lines_message, ranks_per_node, status_traits, text_message
 from .batcher import LineBatcher
 from .rank_metrics import RankMetrics
-from .state import lines_message, ranks_per_node, status_traits, text_message
 from .view_common import view_module
 
 _HERE = Path(__file__).parent

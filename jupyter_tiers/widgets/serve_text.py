@@ -11,7 +11,7 @@ from ..handles import Service
 from ..model import PodLogLine, ServiceStatus
 from ..plaintext import printable
 from ..timefmt import format_elapsed
-from .serve_state import format_line, model_note, pod_problem, state_label, summary_for
+from ..viewstate.serve import format_line, model_note, pod_problem, state_label, summary_for
 
 
 class ServiceTextView:

@@ -16,8 +16,8 @@ import traitlets as t
 
 from ..handles import Service
 from ..model import PodLogLine, ServiceStatus
+from ..viewstate.serve import line_rows, model_note, status_traits, summary_for
 from .batcher import LineBatcher
-from .serve_state import line_rows, model_note, status_traits, summary_for
 from .view_common import view_module
 
 _HERE = Path(__file__).parent
@@ -48,7 +48,7 @@ class ServeView(anywidget.AnyWidget):
     image = t.Unicode("").tag(sync=True)
     model_source = t.Unicode("").tag(sync=True)  # "model from profile/id (name)" with --model-from
     yaml = t.Unicode("").tag(sync=True)
-    # from the cluster (serve_state.status_traits)
+    # from the cluster (viewstate.serve.status_traits)
     state = t.Unicode("UNKNOWN").tag(sync=True)
     reason = t.Unicode("").tag(sync=True)
     revision = t.Unicode("").tag(sync=True)

@@ -12,7 +12,7 @@ export type ViewRequest = Record<string, unknown> & { kind?: unknown };
 /** Rows of a log batch as the views draw them: [rank or pod, text, is_error]. */
 export type LogRow = [number | string | null, string, boolean];
 
-/** The JobView/ServeView notion of an error line (jupyter_tiers/widgets/state.py ERROR_RE). */
+/** The JobView/ServeView notion of an error line (jupyter_tiers/viewstate/job.py ERROR_RE). */
 const ERROR_RE =
   /Traceback \(most recent call last\)|^\w*(Error|Exception)\b|\berror:|\bFATAL\b|Segmentation fault/;
 

@@ -15,8 +15,8 @@ from jupyter_tiers.failstop import Failure, fold_text, is_stop_report, parse_tas
 from jupyter_tiers.logs import split_log_line
 from jupyter_tiers.model import JobState
 from jupyter_tiers.slurm.tier import SlurmTier
+from jupyter_tiers.viewstate.job import message_rows, text_message
 from jupyter_tiers.widgets.job_view import JobView
-from jupyter_tiers.widgets.state import message_rows, text_message
 from jupyter_tiers.widgets.text import TextView
 from tests.helpers import SentRecorder
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers import handoff
+from jupyter_tiers import handoff, jobdir
 from jupyter_tiers.config import Profile
 from jupyter_tiers.errors import SpecError
 from jupyter_tiers.handoff import Checkpoint, HandoffError
@@ -42,7 +42,7 @@ def test_default_dir_is_workdir_name_jobid_checkpoints_and_created_before_ranks(
     mkdir = lines.index('(umask 027 && mkdir -p -- "$(dirname -- "$JT_CHECKPOINT_DIR")" && '  # group-readable
                         '{ [ -d "$JT_CHECKPOINT_DIR" ] || mkdir -m 2750 -- "$JT_CHECKPOINT_DIR"; })')
     assert lines.index(export) < mkdir < next(i for i, ln in enumerate(lines) if ln.startswith("srun"))
-    assert handoff.default_checkpoint_dir("/home/a/jt/ft-20261202-1-abc", "ft", "42") == \
+    assert jobdir.default_checkpoint_dir("/home/a/jt/ft-20261202-1-abc", "ft", "42") == \
         "/home/a/jt/ft/42/checkpoints"
 
 
@@ -72,23 +72,23 @@ def test_newest_entry_skips_hidden_partial_and_takes_the_greater_name_on_a_tie()
     entries = [(10.0, "f", "ckpt-000050.pt"), (20.0, "f", "ckpt-000100.pt"), (20.0, "f", "ckpt-000090.pt"),
                (30.0, "f", ".ckpt-000110.pt"), (31.0, "f", "ckpt-000120.pt.tmp"), (32.0, "p", "fifo"),
                (25.0, "d", "")]
-    assert handoff.newest_entry(entries) == "ckpt-000100.pt"
-    assert handoff.newest_entry([(5.0, "d", "checkpoint-500")]) == "checkpoint-500"
-    assert handoff.newest_entry([]) is None
+    assert jobdir.newest_entry(entries) == "ckpt-000100.pt"
+    assert jobdir.newest_entry([(5.0, "d", "checkpoint-500")]) == "checkpoint-500"
+    assert jobdir.newest_entry([]) is None
 
 
 def test_status_output_splits_into_scheduler_output_and_listing() -> None:
-    out = ("42|RUNNING|None\n43|COMPLETED|None\n\n" + handoff.LISTING_MARKER + "\n"
+    out = ("42|RUNNING|None\n43|COMPLETED|None\n\n" + jobdir.LISTING_MARKER + "\n"
            "@@ 0 /home/a/jt/ft/42/checkpoints\n"
            "1700000000.5 f ckpt-000001.pt\n1700000100.25 f ckpt-000002.pt\n"
            "@@ 1 /home/a/jt/other/43/checkpoints\n")
-    sched, listing = handoff.split_listing(out)
+    sched, listing = jobdir.split_listing(out)
     assert sched.strip().splitlines() == ["42|RUNNING|None", "43|COMPLETED|None"]
-    assert handoff.parse_listing(listing) == {
+    assert jobdir.parse_listing(listing) == {
         0: ("/home/a/jt/ft/42/checkpoints", "ckpt-000002.pt"),
         1: ("/home/a/jt/other/43/checkpoints", None),
     }
-    assert handoff.split_listing("just squeue\n") == ("just squeue\n", "")
+    assert jobdir.split_listing("just squeue\n") == ("just squeue\n", "")
 
 
 def test_listing_command_keeps_the_status_argv_after_the_dirs() -> None:
@@ -104,9 +104,9 @@ def test_fuzz_listing_parsers_never_raise() -> None:
               "ckpt.pt", "é", "\x00", "@@ 1", "1e9", "1700000000.5"]
     for _ in range(3000):
         text = "".join(rng.choice(pieces) for _ in range(rng.randrange(0, 30)))
-        sched, listing = handoff.split_listing(text)
+        sched, listing = jobdir.split_listing(text)
         assert isinstance(sched, str)
-        parsed = handoff.parse_listing(listing)
+        parsed = jobdir.parse_listing(listing)
         for index, (directory, newest) in parsed.items():
             assert index >= 0 and directory
             assert newest is None or (newest and not newest.startswith(".") and "/" not in newest)
@@ -298,7 +298,7 @@ def test_path_map_in_a_profile_file(tmp_path: Path, text: str, error: str | None
 def test_job_view_traits_and_summary_carry_the_checkpoint() -> None:
     from jupyter_tiers.model import JobState, JobStatus, SchedulerInfo
     from jupyter_tiers.status import merge_status, summary_line
-    from jupyter_tiers.widgets.state import status_traits
+    from jupyter_tiers.viewstate.job import status_traits
 
     sched = SchedulerInfo("42", JobState.COMPLETED, nodelist="node[1-2]", elapsed_s=42, checkpoint=CKPT.path)
     status = merge_status("42", sched, {}, 0)
@@ -311,7 +311,7 @@ def test_job_view_traits_and_summary_carry_the_checkpoint() -> None:
 
 
 def test_service_views_name_the_model_source() -> None:
-    from jupyter_tiers.widgets.serve_state import model_note
+    from jupyter_tiers.viewstate.serve import model_note
 
     assert model_note({"model_source": "box/42 (ft)"}) == "model from box/42 (ft)"
     assert model_note({}) == model_note(None) == model_note({"model_source": 3}) == ""
@@ -336,9 +336,9 @@ def test_listing_program_keeps_the_status_output_and_exit_code(tmp_path: Path) -
     env = {**os.environ, "HOME": str(tmp_path / "home")}
     done = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 3 and done.stderr == "oops\n"
-    sched, listing = handoff.split_listing(done.stdout)
+    sched, listing = jobdir.split_listing(done.stdout)
     assert sched.strip() == "42|RUNNING"
-    assert handoff.parse_listing(listing) == {
+    assert jobdir.parse_listing(listing) == {
         0: (str(ckpts), "ckpt-000100.pt"),
         1: (str(tmp_path / "missing"), None),
         2: (str(tmp_path / "home" / "mine"), "step 1.pt"),

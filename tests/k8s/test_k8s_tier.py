@@ -20,15 +20,15 @@ import pytest
 from jupyter_tiers.config import Profile
 from jupyter_tiers.errors import ApiError, ApiUnreachable, TiersError
 from jupyter_tiers.handles import Service
-from jupyter_tiers.k8s.parse import summary_line
 from jupyter_tiers.k8s.tier import K8sTier
 from jupyter_tiers.model import PodLogLine, ServiceState, ServiceStatus
 from jupyter_tiers.registry import Registry
+from jupyter_tiers.servestatus import summary_line
 from tests.k8s.conftest import GUARD, IMAGE, SERVER, StatusLog, profile_settings, wait_for
 from tests.k8s_emulator.emulator import Emulator
 
 try:
-    from jupyter_tiers.widgets import serve_state
+    from jupyter_tiers.viewstate import serve as serve_state
 except ImportError:  # the widget's pure state module is written separately
     serve_state = None  # type: ignore[assignment]
 
@@ -259,7 +259,7 @@ def check_reason_everywhere(tier: K8sTier, service: Service, status: ServiceStat
         if words:
             assert any(words in p for p in problems), problems
     else:
-        print("jupyter_tiers.widgets.serve_state missing: widget state not checked")
+        print("jupyter_tiers.viewstate.serve missing: widget state not checked")
     return line
 
 

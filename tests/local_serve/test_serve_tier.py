@@ -559,15 +559,8 @@ def test_a_service_log_read_is_bounded_with_a_marker(tier: LocalServeTier, tmp_p
     assert not tier.service_logs(record).startswith("[earlier")
     # The REST API's ranges keep the marker as a line of no pod.
     monkeypatch.setattr(tier_module, "MAX_SERVICE_LOG_BYTES", 1 << 20)
-
-    class Handle:
-        def __init__(self) -> None:
-            self.record = record
-
-        def logs(self, pod: str | None = None) -> str:
-            return tier.service_logs(record, pod=pod)
-
-    monkeypatch.setattr(service_layer, "attach", lambda ref, kind=None: Handle())
+    handle = tier.handle(record)  # the real Service handle of this record (log_range wants one)
+    monkeypatch.setattr(service_layer, "attach", lambda ref, kind=None: handle)
     first = service_layer.log_range("laptop/web", limit=2)
     assert first.lines == [(None, "[earlier output cut — the last 1 MiB of the log are shown]"),
                            ("web-0", first.lines[1][1])]

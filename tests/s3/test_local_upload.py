@@ -22,10 +22,10 @@ from jupyter_tiers.checkpoint_upload import (
     UploadError,
     payload,
     plan_upload,
-    upload_of,
     uploader_source,
 )
 from jupyter_tiers.config import Profile
+from jupyter_tiers.handoff import upload_of
 from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.model import JobState
 from jupyter_tiers.objectstore import MANIFEST_NAME, parse_manifest

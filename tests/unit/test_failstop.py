@@ -1,5 +1,5 @@
 """failstop.py: which log lines are Slurm's reports of the fail-stop's kills, given the job's first
-failed rank; the widget's fold message (widgets/state.py) and the text view's fold (text.py).
+failed rank; the widget's fold message (viewstate/job.py) and the text view's fold (text.py).
 Line shapes are srun's and slurmstepd's (as in tests/unit/test_metrics.py and
 test_signal_requeue_view.py)."""
 
@@ -11,7 +11,7 @@ import pytest
 
 from jupyter_tiers.failstop import Failure, fold_text, is_failstop_line, is_stop_report, parse_task_list
 from jupyter_tiers.model import JobState, JobStatus, LogLine, RankPhase, RankState
-from jupyter_tiers.widgets.state import text_message
+from jupyter_tiers.viewstate.job import text_message
 from jupyter_tiers.widgets.text import FailStopFold
 
 R137 = Failure(137, "node18")

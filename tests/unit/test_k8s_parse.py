@@ -19,10 +19,10 @@ from jupyter_tiers.k8s.parse import (
     parse_time,
     pod_info,
     service_status,
-    summary_line,
 )
 from jupyter_tiers.model import PodInfo, ServiceState, ServiceStatus
-from jupyter_tiers.widgets.serve_state import pod_problem
+from jupyter_tiers.servestatus import summary_line
+from jupyter_tiers.viewstate.serve import pod_problem
 
 GOLDEN = Path(__file__).parent / "snapshots" / "k8s" / "golden"
 REVISION = "deployment.kubernetes.io/revision"

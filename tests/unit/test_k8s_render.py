@@ -20,12 +20,11 @@ from jupyter_tiers.errors import SpecError
 from jupyter_tiers.k8s.render import (
     BODY_HASH_ANNOTATION,
     ENV_HASH_ANNOTATION,
-    parse_autoscale,
     render_manifests,
     render_yaml,
-    validate_serve_spec,
 )
 from jupyter_tiers.model import ServeSpec
+from jupyter_tiers.servespec import parse_autoscale, validate_serve_spec
 
 SNAPSHOTS = Path(__file__).parent / "snapshots" / "k8s"
 UPDATE = os.environ.get("JT_UPDATE_SNAPSHOTS") == "1"

@@ -369,9 +369,9 @@ def test_reprs_never_show_env_values() -> None:
 
 def test_env_errors_never_echo_a_value(serve_shell: Shell) -> None:
     from jupyter_tiers.errors import SpecError
-    from jupyter_tiers.k8s.render import validate_serve_spec
     from jupyter_tiers.model import ServeSpec
     from jupyter_tiers.options import SERVE_OPTIONS, convert_values
+    from jupyter_tiers.servespec import validate_serve_spec
 
     with pytest.raises(UsageError, match=r"^--env ") as magic_error:
         serve(serve_shell, f"--dry-run --env ={SECRET}")

@@ -1,5 +1,6 @@
 """The README's statements about the code stay true: its Layout section names every module and
-package of jupyter_tiers and every test folder, and model.py holds only immutable values."""
+package of jupyter_tiers and every test folder, its Architecture pictures are the import-linter
+layers contract and the tier and handle classes, and model.py holds only immutable values."""
 
 from __future__ import annotations
 
@@ -61,3 +62,73 @@ def test_model_holds_only_immutable_values() -> None:
         hints = typing.get_type_hints(cls)
         mutable = [f.name for f in dataclasses.fields(cls) if _mutable_annotation(hints[f.name])]
         assert not mutable, f"model.{name} has mutable fields {mutable} (use tuples)"
+
+
+def _readme_block(heading: str, index: int) -> str:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = re.search(rf"^## {heading}\n(.*?)(?=^## )", text, re.S | re.M)
+    assert section, f"README.md has no {heading} section"
+    blocks = re.findall(r"^```\n(.*?)^```", section.group(1), re.S | re.M)
+    assert len(blocks) > index, f"README {heading} has fewer than {index + 1} text pictures"
+    return blocks[index]
+
+
+def _contract_layers() -> list[str]:
+    """The layers of pyproject.toml's import-linter layers contract (read without tomllib: Python
+    3.10 has none)."""
+    text = (ROOT / "pyproject.toml").read_text(encoding="utf-8")
+    contract = re.search(r'^id = "layers"\n(.*?)^\[', text + "\n[", re.S | re.M)
+    assert contract, "pyproject.toml has no layers contract"
+    block = re.search(r"^layers = \[\n(.*?)^\]", contract.group(1), re.S | re.M)
+    assert block, "the layers contract has no layers list"
+    return re.findall(r'^\s*"([^"]+)",', block.group(1), re.M)
+
+
+def test_architecture_picture_is_the_import_contract() -> None:
+    """README's layer picture lists the layers contract's layers, in its order (the text after
+    two spaces on a line is a comment; a line of only a comment continues the one above)."""
+    pictured = [
+        line.split("  ", 1)[0].strip()
+        for line in _readme_block("Architecture", 0).splitlines()
+        if line.strip() and not line.startswith(" ")
+    ]
+    assert pictured == _contract_layers()
+
+
+def test_every_module_sits_in_a_layer_the_layout_names() -> None:
+    """Each layer's parts are the package's modules and packages, each named in the Layout."""
+    layout = _layout()
+    parts = {p.strip() for layer in _contract_layers() for p in re.split(r"[|:]", layer)}
+    pkg = ROOT / "jupyter_tiers"
+    modules = {p.stem for p in pkg.glob("*.py") if p.name != "__init__.py"}
+    modules |= {p.name for p in pkg.iterdir() if (p / "__init__.py").exists()}
+    assert parts == modules
+    for part in parts:
+        assert re.search(rf"(?<![\w/]){re.escape(part)}(\.py\b|/)", layout), f"Layout lacks {part}"
+
+
+def test_architecture_picture_of_the_two_kinds_of_work() -> None:
+    """``BatchTier   SlurmTier, LocalTier   -> Job  kind "job"``: the tier classes implement their
+    base, and the handle each base gives has that registry kind."""
+    from jupyter_tiers import array_job, handles, tier
+    from jupyter_tiers.k8s.tier import K8sTier
+    from jupyter_tiers.local.serve_tier import LocalServeTier
+    from jupyter_tiers.local.tier import LocalTier
+    from jupyter_tiers.slurm.tier import SlurmTier
+
+    classes: dict[str, type] = {c.__name__: c for c in (
+        tier.BatchTier, tier.ServeTier, SlurmTier, LocalTier, K8sTier, LocalServeTier,
+        handles.Job, handles.Service, array_job.ArrayJob)}
+    rows = [ln for ln in _readme_block("Architecture", 1).splitlines() if ln.strip()]
+    assert len(rows) == 2
+    concrete = set()
+    for row in rows:
+        m = re.match(r'(\w+)\s+([\w, ]+?)\s+->\s+(\w+)\s+kind "(\w+)"', row)
+        assert m, row
+        base, impls, handle, kind = m.groups()
+        for name in impls.split(", "):
+            assert issubclass(classes[name], classes[base]), f"{name} is not a {base}"
+            concrete.add(name)
+        assert classes[handle].kind == kind
+    assert concrete == {"SlurmTier", "LocalTier", "K8sTier", "LocalServeTier"}
+    assert issubclass(array_job.ArrayJob, handles.Job) and "ArrayJob" in rows[0]

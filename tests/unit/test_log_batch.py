@@ -9,8 +9,8 @@ import random
 
 from jupyter_tiers.logs import LogBatch, LogDecoder, split_log_line
 from jupyter_tiers.model import LogLine
+from jupyter_tiers.viewstate.job import ERROR_RE, error_lines, lines_message, message_rows
 from jupyter_tiers.widgets.batcher import LineBatcher
-from jupyter_tiers.widgets.state import ERROR_RE, error_lines, lines_message, message_rows
 
 WORDS = ["loss", "ü", "✓", "Error", "ValueError:", "error:", "FATAL", "Traceback (most recent call last)",
          "", " ", "\r", "12", ":", "é", "Segmentation fault", "xException"]

@@ -9,10 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.checkpoint_upload import with_upload
 from jupyter_tiers.config import Profile
 from jupyter_tiers.errors import SpecError
-from jupyter_tiers.handoff import Checkpoint, HandoffError, checkpoint_of, encode_detail, serving_model
+from jupyter_tiers.handoff import (
+    Checkpoint,
+    HandoffError,
+    checkpoint_of,
+    encode_detail,
+    serving_model,
+    with_upload,
+)
 from jupyter_tiers.k8s.fetch import add_model_fetch, fetch_command, fetched_model_path
 from jupyter_tiers.k8s.render import render_manifests
 from jupyter_tiers.model import ServeSpec

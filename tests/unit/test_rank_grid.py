@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_tiers.slurm.parse import expand_hostlist
-from jupyter_tiers.widgets.state import ranks_per_node
+from jupyter_tiers.viewstate.job import ranks_per_node
 from tests.helpers import loud_skip
 
 WIDGETS = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "widgets"

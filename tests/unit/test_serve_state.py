@@ -1,9 +1,9 @@
-"""serve_state: ServiceStatus / PodLogLine -> the ServeView's traits and rows (pure)."""
+"""viewstate.serve: ServiceStatus / PodLogLine -> the ServeView's traits and rows (pure)."""
 
 from __future__ import annotations
 
 from jupyter_tiers.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
-from jupyter_tiers.widgets.serve_state import (
+from jupyter_tiers.viewstate.serve import (
     MAX_EVENTS,
     banner_text,
     current_revision,

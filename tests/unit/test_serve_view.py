@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from jupyter_tiers.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
-from jupyter_tiers.widgets.serve_state import status_traits
+from jupyter_tiers.viewstate.serve import status_traits
 from jupyter_tiers.widgets.serve_view import MAX_SCALE, ServeView
 from tests.helpers import SentRecorder
 

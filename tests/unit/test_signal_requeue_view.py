@@ -8,7 +8,7 @@ from pathlib import Path
 
 from jupyter_tiers.model import JobState, JobStatus
 from jupyter_tiers.requeue import marker_restart, restart_marker
-from jupyter_tiers.widgets.state import status_traits
+from jupyter_tiers.viewstate.job import status_traits
 
 WIDGETS = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "widgets"
 

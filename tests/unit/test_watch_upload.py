@@ -79,7 +79,7 @@ def test_a_refusal_is_not_retried_and_ends_the_job_with_the_reason(monkeypatch: 
 
 
 def test_a_job_attached_after_its_upload_ended_is_not_uploaded_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jupyter_tiers.checkpoint_upload import with_upload
+    from jupyter_tiers.handoff import with_upload
     from jupyter_tiers.model import SchedulerInfo
 
     done = JobRecord(**{**REC.__dict__, "detail": with_upload(REC.detail, {"state": "done", "uri": URI})})

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from ..k8s.parse import exit_detail
 from ..model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
+from ..servestatus import exit_detail, summary_line
 from ..timefmt import format_elapsed
-from .state import ERROR_RE
+from .job import ERROR_RE
 
 #: Warning events kept in the widget (newest last).
 MAX_EVENTS = 20
@@ -103,11 +103,7 @@ def format_line(line: PodLogLine) -> str:
 
 def summary_for(status: ServiceStatus, elapsed_s: float | None = None,
                 last_log_line: str | None = None) -> str:
-    """The one-line summary (from ``k8s.parse.summary_line``; a plain one if it is missing)."""
-    try:
-        from ..k8s.parse import summary_line
-    except ImportError:
-        return fallback_summary(status, elapsed_s)
+    """The one-line summary (servestatus.summary_line, as at the end of a ``--wait``)."""
     return summary_line(status, elapsed_s=elapsed_s, last_log_line=last_log_line)
 
 

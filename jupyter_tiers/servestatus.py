@@ -1,0 +1,73 @@
+"""Pure: a service's status in words, the same on every serving tier: the one-line summary at the
+end of a ``--wait`` (and in the text view and the REST list), and why one pod (replica) is not
+ready. The Kubernetes parser and the local tier's status both describe pods with these.
+"""
+
+from __future__ import annotations
+
+from .model import PodInfo, ServiceState, ServiceStatus
+from .timefmt import format_elapsed
+
+# Reasons that stop a rollout until someone changes something.
+FAILING_WAITING = frozenset({
+    "CrashLoopBackOff", "ErrImagePull", "ImagePullBackOff", "ErrImageNeverPull", "InvalidImageName",
+    "CreateContainerConfigError", "CreateContainerError",
+})
+_EXITED = ("CrashLoopBackOff", "OOMKilled", "Error", "Completed", "Terminated")
+_WORDS_SHOWN = (FAILING_WAITING - {"CrashLoopBackOff"}) | {"Unhealthy", "ContainerCreating"}
+
+
+def _first_sentence(message: str) -> str:
+    """The scheduler's message without its preemption postscript."""
+    head, sep, _ = message.partition(" preemption:")
+    return head.strip() if sep else message.strip()
+
+
+def exit_detail(pod: PodInfo) -> str:
+    """`` (exit 1, 3 restarts)`` after a reason that means the container exited (CrashLoopBackOff,
+    OOMKilled, Error, ...): its exit code and the pod's restarts so far; "" otherwise."""
+    if pod.reason not in _EXITED:
+        return ""
+    parts = [f"exit {pod.exit_code}"] if pod.exit_code is not None else []
+    if pod.restarts > 0:
+        parts.append(f"{pod.restarts} restart{'s' if pod.restarts != 1 else ''}")
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def describe_pod_problem(pod: PodInfo) -> str:
+    """``pod NAME REASON (exit N): words`` — one line naming the pod and what is wrong with it."""
+    text = f"pod {pod.name} {pod.reason or pod.phase}{exit_detail(pod)}"
+    if pod.reason == "Unschedulable" and pod.message:
+        text += f": {_first_sentence(pod.message)}"
+    elif pod.reason in _WORDS_SHOWN and pod.message:
+        text += f": {pod.message}"
+    return " ".join(text.split())
+
+
+def summary_line(
+    status: ServiceStatus, elapsed_s: float | None = None, last_log_line: str | None = None
+) -> str:
+    """One line for the end of a ``--wait`` or the text fallback, e.g.
+    ``service llama-svc READY 2/2 in 00:01:12 — http://llama-svc.team-llm.svc:8000 (revision 3)``.
+    """
+    state = status.state
+    text = f"service {status.name} {state.value}"
+    if state in (ServiceState.READY, ServiceState.DEGRADED, ServiceState.DEPLOYING, ServiceState.SCALED_DOWN):
+        text += f" {status.available}/{status.desired}"
+    if elapsed_s is not None and state is not ServiceState.DELETED:
+        text += f" {'in' if state is ServiceState.READY else 'after'} {format_elapsed(elapsed_s)}"
+    if status.reason and state is not ServiceState.READY:
+        text += f": {status.reason}"
+    elif status.message and state is ServiceState.UNKNOWN:
+        text += f": {status.message}"
+    if status.endpoint and state in (ServiceState.READY, ServiceState.DEGRADED):
+        text += f" — {status.endpoint}"
+    if status.revision and state not in (ServiceState.DELETED, ServiceState.FAILED):
+        text += f" (revision {status.revision})"
+    if last_log_line and state is not ServiceState.READY:
+        line = " ".join(last_log_line.split())
+        if len(line) > 200:
+            line = line[:199] + "…"
+        if line:
+            text += f" — last line: {line}"
+    return text

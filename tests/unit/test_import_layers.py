@@ -1,0 +1,75 @@
+"""The import-linter contracts in pyproject.toml ([tool.importlinter]) hold for the package, and
+they are not vacuous: a copy of the package with one wrong-way import of each kind breaks them.
+
+Each check runs ``lint-imports`` in a fresh interpreter (about a second): the copy has the same
+package name as the real one, so it cannot be analysed in this process.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytest.importorskip("importlinter", reason="import-linter is in the test extras")
+
+
+def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
+    """``lint-imports`` on the package under ``root`` with ``root``'s pyproject.toml."""
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    code = ("import sys; from importlinter.cli import lint_imports; "
+            "sys.exit(lint_imports(no_cache=True, no_logo=True))")
+    return subprocess.run([sys.executable, "-c", code], cwd=root, env=env, capture_output=True,
+                          text=True, timeout=120, check=False)
+
+
+def _copy_package(dest: Path) -> Path:
+    shutil.copy(ROOT / "pyproject.toml", dest / "pyproject.toml")
+    shutil.copytree(ROOT / "jupyter_tiers", dest / "jupyter_tiers",
+                    ignore=shutil.ignore_patterns("labextension", "__pycache__", "*.js", "*.css"))
+    return dest / "jupyter_tiers"
+
+
+def _append(path: Path, line: str) -> None:
+    path.write_text(path.read_text(encoding="utf-8") + f"\n{line}\n", encoding="utf-8")
+
+
+def test_the_package_keeps_its_import_contracts() -> None:
+    result = _lint_imports(ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout
+
+
+def test_a_wrong_way_import_breaks_each_contract(tmp_path: Path) -> None:
+    pkg = _copy_package(tmp_path)
+    assert _lint_imports(tmp_path).returncode == 0, "the unchanged copy should pass"
+    # A pure module reaching up into the tier API, one backend importing another, the REST
+    # service loading the widgets, a magic going round the API to the transport: each is what a
+    # contract exists to refuse.
+    _append(pkg / "model.py", "from . import api  # noqa")
+    _append(pkg / "slurm" / "parse.py", "from ..k8s import parse as _k8s_parse  # noqa")
+    _append(pkg / "service.py", "from .widgets import job_view as _job_view  # noqa")
+    _append(pkg / "magics.py", "from .transport import errors as _transport_errors  # noqa")
+    result = _lint_imports(tmp_path)
+    out = " ".join(result.stdout.split())
+    assert result.returncode != 0, out
+    assert "jupyter_tiers.model is not allowed to import jupyter_tiers.api" in out
+    assert "jupyter_tiers.slurm is not allowed to import jupyter_tiers.k8s" in out
+    assert "jupyter_tiers.service is not allowed to import jupyter_tiers.widgets" in out
+    assert "jupyter_tiers.magics is not allowed to import jupyter_tiers.transport" in out
+    assert "0 kept, 4 broken" in out
+
+
+def test_a_module_outside_every_layer_breaks_the_layers(tmp_path: Path) -> None:
+    """The layers contract is exhaustive: a new top-level module must be placed in a layer."""
+    pkg = _copy_package(tmp_path)
+    (pkg / "unplaced.py").write_text('"""A module no layer names."""\n', encoding="utf-8")
+    result = _lint_imports(tmp_path)
+    assert result.returncode != 0
+    assert "unplaced" in result.stdout

@@ -229,37 +229,36 @@ def probe_login(route: Any) -> LoginProbe:
 def probe_compute(profile: Profile, connected: Any = None) -> RemoteProbe:
     """``--compute``: the setup lines and Python on one compute node (srun, a one-minute job)."""
     from ..slurm.commands import BASH
-    from ..slurm.tier import transport_for
-    from ..transport.errors import TransportError
 
-    transport = connected or transport_for(profile)
-    python = str(profile.defaults.get("python") or "python3")
-    argv = [*BASH, COMPUTE_SH, "jt-doctor", str(profile.defaults.get("partition") or ""),
-            str(profile.defaults.get("account") or ""), "\n".join(profile.setup), python, PY_PROBE]
-    try:
-        result = transport.run(argv, timeout=300, check=False)
-    except TransportError as exc:
-        return RemoteProbe(error=str(exc)[:300])
-    finally:
-        if connected is None:
-            transport.close()
-    return RemoteProbe(output=result.text())
+    return _run_probe(profile, connected, 300, [
+        *BASH, COMPUTE_SH, "jt-doctor", str(profile.defaults.get("partition") or ""),
+        str(profile.defaults.get("account") or ""), "\n".join(profile.setup), _python(profile), PY_PROBE])
 
 
 def probe_remote(profile: Profile, connected: Any = None) -> RemoteProbe:
     """The doctor's one remote command over a new transport of the profile's (no retries), or
     over ``connected``, a live transport of this process (left open)."""
     from ..slurm.commands import BASH
+
+    return _run_probe(profile, connected, 120, [
+        *BASH, DOCTOR_SH, "jt-doctor", profile.workdir, _python(profile), "\n".join(profile.setup), PY_PROBE])
+
+
+def _python(profile: Profile) -> str:
+    return str(profile.defaults.get("python") or "python3")
+
+
+def _run_probe(profile: Profile, connected: Any, timeout: float, argv: list[str]) -> RemoteProbe:
+    """Run one probe program over ``connected`` (left open) or a new transport of the profile's
+    (no retries: the doctor reports what it meets; closed afterwards)."""
     from ..slurm.tier import transport_for
     from ..transport.errors import TransportError
 
     transport = connected or transport_for(profile)
     if connected is None:
         transport.retries = 0
-    python = str(profile.defaults.get("python") or "python3")
     try:
-        result = transport.run([*BASH, DOCTOR_SH, "jt-doctor", profile.workdir, python,
-                                "\n".join(profile.setup), PY_PROBE], timeout=120, check=False)
+        result = transport.run(argv, timeout=timeout, check=False)
     except TransportError as exc:
         return RemoteProbe(error=str(exc)[:300])
     finally:

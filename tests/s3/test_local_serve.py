@@ -19,6 +19,7 @@ from jupyter_tiers import api
 from jupyter_tiers.model_cache import FetchError, fetch_model
 from jupyter_tiers.objectstore import MANIFEST_FORMAT, MANIFEST_NAME, parse_object_store
 from jupyter_tiers.registry import Registry
+from tests.handoff.conftest import weights_server
 from tests.helpers import isolate_tiers, tiers_shell
 from tests.s3.conftest import S3Server
 
@@ -103,20 +104,7 @@ def local_store(s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyP
             api.connect(rec.profile, kind="serve").delete(rec)  # type: ignore[attr-defined]
 
 
-SERVE = """\
-import http.server, os
-weights = open(os.environ["JT_MODEL_PATH"]).read()
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = weights.encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
-"""
+SERVE = weights_server("127.0.0.1", "PORT")
 
 
 def test_local_serving_from_an_s3_uri_downloads_once(local_store: str, s3_server: S3Server,

@@ -24,6 +24,7 @@ from jupyter_tiers import api, config
 from jupyter_tiers.objectstore import DEFAULT_FETCH_IMAGE
 from jupyter_tiers.registry import Registry
 from tests.cluster.conftest import profile_yaml
+from tests.handoff.conftest import weights_server
 from tests.helpers import cancel_registered_jobs, ipython_test_shell
 from tests.k8s_emulator.emulator import Emulator
 from tests.s3.conftest import ACCESS_KEY, SECRET_KEY, S3Server
@@ -154,20 +155,7 @@ def test_slurm_checkpoint_uploaded_then_served_on_kubernetes_through_an_init_con
         result.error_in_exec)
 
 
-SERVE_FILE = """\
-import http.server, os
-weights = open(os.environ["JT_MODEL_PATH"]).read()
-class H(http.server.BaseHTTPRequestHandler):
-    def do_GET(self):
-        body = weights.encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-    def log_message(self, *args):
-        pass
-http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
-"""
+SERVE_FILE = weights_server("127.0.0.1", "PORT")
 
 
 def test_model_from_an_s3_object_and_a_missing_key_shown_as_the_init_containers_failure(

@@ -322,7 +322,10 @@ def test_reason_oomkilled(tier: K8sTier) -> None:
     body = ("print('allocating', flush=True)\nblob = bytearray(300 * 1024 * 1024)\n"
             "blob[::4096] = b'x' * len(blob[::4096])\nimport time\ntime.sleep(60)\n")
     service = tier.apply(tier.make_spec(body, name="oom", memory="40Mi"))
-    status = settle(tier, service, lambda s: any(p.reason == "OOMKilled" for p in s.pods), "OOMKilled")
+    # Wait for the service's reason, not only the pod's: a first kill not yet restarted is a
+    # rollout in progress (crash looping only once restarted), a window a busy machine can catch.
+    status = settle(tier, service, lambda s: "OOMKilled" in (s.reason or "")
+                    and any(p.reason == "OOMKilled" for p in s.pods), "OOMKilled")
     pod = next(p for p in status.pods if p.reason == "OOMKilled")
     assert pod.exit_code == 137, pod
     check_reason_everywhere(tier, service, status, "OOMKilled")

@@ -12,8 +12,30 @@ from kubernetes import client, config
 
 from tests.k8s_emulator.emulator import Emulator
 from tests.k8s_emulator.fixtures import emulator, k8s_namespace  # noqa: F401
+from tests.k8s_emulator.kubelet import Kubelet
+from tests.k8s_emulator.store import Store
 
 GOLDEN = Path("/work/shared/facts/k8s-golden")
+KUBELET_NS = "default"
+
+
+@pytest.fixture
+def store() -> Store:
+    """A bare Store with the ``default`` namespace, for driving the kubelet without HTTP."""
+    s = Store()
+    s.create("namespaces", {"metadata": {"name": KUBELET_NS}})
+    return s
+
+
+@pytest.fixture
+def kubelet(store: Store, tmp_path: Path) -> Iterator[Kubelet]:
+    """A started kubelet on ``store`` (node n1, short back-off), stopped afterwards."""
+    k = Kubelet(store, tmp_path / "kubelet", backoff_base=0.5, node_labels={"kubernetes.io/hostname": "n1"})
+    k.start()
+    try:
+        yield k
+    finally:
+        k.stop()
 
 
 @pytest.fixture(scope="session")

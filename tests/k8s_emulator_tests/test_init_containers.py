@@ -6,7 +6,6 @@ a failing one restarts with back-off (Error, then CrashLoopBackOff) while the po
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,24 +15,6 @@ from tests.k8s_emulator.errors import ApiError
 from tests.k8s_emulator.kubelet import Kubelet
 from tests.k8s_emulator.store import Store
 from tests.k8s_emulator_tests.test_kubelet import NS, make_pod, read, wait_for
-
-
-@pytest.fixture
-def store() -> Store:
-    s = Store()
-    s.create("namespaces", {"metadata": {"name": NS}})
-    return s
-
-
-@pytest.fixture
-def kubelet(store: Store, tmp_path: Path) -> Iterator[Kubelet]:
-    k = Kubelet(store, tmp_path / "kubelet", backoff_base=0.5, node_labels={"kubernetes.io/hostname": "n1"})
-    k.start()
-    try:
-        yield k
-    finally:
-        k.stop()
-
 
 FETCH = """\
 import os, time, pathlib

@@ -6,7 +6,6 @@ import base64
 import contextlib
 import functools
 import re
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,23 +20,6 @@ NS = "default"
 
 
 wait_for = functools.partial(helpers.wait_for, timeout=60.0)
-
-
-@pytest.fixture
-def store() -> Store:
-    s = Store()
-    s.create("namespaces", {"metadata": {"name": NS}})
-    return s
-
-
-@pytest.fixture
-def kubelet(store: Store, tmp_path: Path) -> Iterator[Kubelet]:
-    k = Kubelet(store, tmp_path / "kubelet", backoff_base=0.5, node_labels={"kubernetes.io/hostname": "n1"})
-    k.start()
-    try:
-        yield k
-    finally:
-        k.stop()
 
 
 def make_pod(store: Store, name: str, command: list[str] | None, **extra: Any) -> dict[str, Any]:
@@ -501,6 +483,9 @@ def test_create_delay_keeps_new_containers_creating(store: Store, tmp_path: Path
             read(k, "slow")
         assert err.value.code == 400 and "is waiting to start: ContainerCreating" in err.value.message
         wait_for(lambda: read_soon(k, "slow") == b"up\n", what="started after the delay")
-        assert cstatus(store, "slow")["containerID"]
+        # The log is readable as soon as the process runs; the pod status names the container at
+        # the kubelet's next status sync (on a real node too), so wait for that rather than race it.
+        wait_for(lambda: cstatus(store, "slow").get("containerID"), what="a containerID in the status")
+        assert cstatus(store, "slow")["state"].get("running"), cstatus(store, "slow")
     finally:
         k.stop()

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from IPython.core.error import UsageError
 
 from jupyter_tiers.errors import SpecError
 from jupyter_tiers.k8s.canary import (
@@ -21,6 +22,9 @@ from jupyter_tiers.k8s.render import render_manifests
 from jupyter_tiers.model import PodInfo, ServeSpec, ServiceState, ServiceStatus
 from jupyter_tiers.servespec import canary_replicas, validate_serve_spec
 from jupyter_tiers.servestatus import summary_line
+from tests.unit.serve_shell import Shell, serve_shell
+
+__all__ = ["serve_shell"]  # the fixture
 
 BODY = "print('v2')\n"
 
@@ -123,3 +127,17 @@ def test_renaming_never_touches_a_value_that_only_contains_a_name() -> None:
             assert after == (f"web-canary{before[3:]}" if before in ("web-code", "web-env", "web-sync")
                              else before)
         assert promoted_template(canary["spec"]["template"], "web") == template
+
+
+def test_the_magic_renders_a_canary_and_refuses_a_bad_share(serve_shell: Shell,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    serve_shell.run_cell_magic("k8s_serve", "--name web --replicas 10 --canary 10 --dry-run", BODY)
+    out = capsys.readouterr().out
+    assert "name: web-canary\n" in out and "jupyter-tiers/track: canary" in out
+    assert "kind: Service\n" not in out and "replicas: 1\n" in out
+    for line, words in (("--replicas 10 --canary 100", "from 1 to 99"),
+                        ("--replicas 1 --canary 50", "leaves no stable replica"),
+                        ("--replicas 2 --canary x", "--canary")):
+        with pytest.raises(UsageError) as err:
+            serve_shell.run_cell_magic("k8s_serve", f"--name web {line} --dry-run", BODY)
+        assert words in str(err.value) and "\n" not in str(err.value).strip(), err.value

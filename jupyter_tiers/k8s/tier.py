@@ -328,8 +328,10 @@ class K8sTier(ServeTier):
 
     def _record(self, record: JobRecord, status: ServiceStatus) -> None:
         with contextlib.suppress(Exception):  # the registry is a record, not the source of truth
-            self.registry.update(record.key, state=status.state.value,
-                                 detail=f"{status.ready}/{status.desired}")
+            detail = f"{status.ready}/{status.desired}"
+            if status.canary is not None:
+                detail += f" + canary {status.canary.ready}/{status.canary.desired}"
+            self.registry.update(record.key, state=status.state.value, detail=detail)
 
     def summary(self, record: JobRecord, status: ServiceStatus) -> str:
         elapsed = time.time() - record.submitted_at

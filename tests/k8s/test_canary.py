@@ -61,6 +61,8 @@ def test_canary_splits_replicas_then_promote_rolls_everything_to_it(
     st = wait_for(lambda: split_ready(tier, svc, 3, 1), what="3 stable + 1 canary ready")
     assert st is not None and st.canary is not None
     assert "; canary 25 %: READY 1/1, 0 restarts" in tier.summary(svc.record, st)
+    listed = tier.registry.find_by_name(tier.name, "cn")
+    assert listed is not None and listed.detail == "3/3 + canary 1/1"  # what %tiers jobs shows
     stable, canary = pods_by_track(emulator, ns, "cn")
     assert len(stable) == 3 and len(canary) == 1 and canary[0].startswith("cn-canary-")
     assert {p.name for p in st.pods} == set(stable)  # the stable status counts its own pods only

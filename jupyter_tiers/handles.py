@@ -266,6 +266,15 @@ class Service(Handle):
         self.delete()
         return f"service {self.name} deleted"
 
+    def promote(self) -> str:
+        """Make the canary (``%%k8s_serve --canary``) the whole service: a rolling update of
+        every replica to the canary's revision; the canary's own objects go. Returns one line."""
+        return self.tier.promote(self.record)
+
+    def rollback(self) -> str:
+        """Remove the canary; the stable revision gets its full replica count back."""
+        return self.tier.rollback(self.record)
+
     def port_forward(self, local_port: int = 0) -> str:
         """Open a local port to a ready pod; returns ``http://127.0.0.1:PORT``. It stays open
         while this process lives (or until :meth:`close_port_forward`)."""

@@ -260,6 +260,7 @@ class ServeSpec:
     readiness: str | None = None  # HTTP path of the readiness probe; None: TCP on the port
     autoscale: tuple[int, int, int] | None = None
     strategy: str = "rolling"
+    canary: int | None = None  # percent of the replicas that run this cell beside the live revision
     shell: bool = False
     python: str = "python3"
     image_pull_policy: str | None = None
@@ -325,8 +326,22 @@ class EventInfo:
 
 
 @dataclass(frozen=True)
+class CanaryStatus:
+    """The canary revision of a service (``--canary PERCENT``), beside the stable one."""
+
+    percent: int
+    desired: int = 0
+    ready: int = 0
+    restarts: int = 0
+    state: ServiceState = ServiceState.DEPLOYING
+    reason: str | None = None
+    pods: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class ServiceStatus:
-    """Everything known about a service at one moment."""
+    """Everything known about a service at one moment. ``canary`` is set while a canary
+    revision runs beside the stable one; the other fields then describe the stable one."""
 
     name: str
     state: ServiceState
@@ -342,6 +357,7 @@ class ServiceStatus:
     reason: str | None = None  # why FAILED / DEGRADED / DEPLOYING, one line
     api_reachable: bool = True
     message: str | None = None  # last problem seen while watching (API unreachable, 403, ...)
+    canary: CanaryStatus | None = None
 
 
 class PodLogLine(NamedTuple):

@@ -224,6 +224,8 @@ SERVE_OPTIONS: tuple[Option, ...] = (
            metavar="MIN:MAX[:CPU%]", convert=_autoscale, from_yaml=_autoscale),
     Option("strategy", ("--strategy",), "rolling update, or blue-green (switch when ready)",
            choices=SERVE_STRATEGIES),
+    Option("canary", ("--canary",), "run this cell on PERCENT of the replicas beside the live revision "
+           "(then svc.promote() or svc.rollback())", type=int, metavar="PERCENT", yaml=None),
     Option("shell", ("--shell",), "the cell is a shell command line (e.g. vllm serve ...), not Python",
            kind="flag", yaml=None),
     Option("python", ("--python",), "interpreter in the image"),

@@ -256,6 +256,28 @@ def _toleration(value: object) -> dict[str, Any]:
     return out
 
 
+def canary_replicas(total: int, percent: int) -> int:
+    """How many of ``total`` replicas a ``percent`` canary gets: at least one, and at least one
+    stays on the stable revision. Raises ``SpecError`` when no such split exists."""
+    count = max(1, round(total * percent / 100))
+    if total < 2 or count >= total:
+        raise SpecError("canary", f"{percent} % of {total} replica{'s' if total != 1 else ''} leaves no "
+                        "stable replica; a canary needs --replicas 2 or more and a share below 100 %")
+    return count
+
+
+def _validate_canary(spec: ServeSpec) -> None:
+    _int_range("canary", spec.canary, 1, 99)
+    if spec.strategy != "rolling":
+        raise SpecError("canary", "a canary runs beside a rolling service; it cannot be combined with "
+                        "--strategy bluegreen")
+    if spec.autoscale is not None:
+        raise SpecError("canary", "cannot split replicas that an autoscaler owns; drop --autoscale "
+                        "while the canary runs")
+    assert spec.canary is not None
+    canary_replicas(spec.replicas, spec.canary)
+
+
 def _validate_autoscale(value: object) -> tuple[int, int, int] | None:
     if value is None:
         return None
@@ -346,6 +368,8 @@ def validate_serve_spec(spec: ServeSpec) -> None:
         raise SpecError("autoscale", "needs a CPU request (set cpu): utilization is measured against it")
     if spec.strategy not in SERVE_STRATEGIES:
         raise SpecError("strategy", f"{spec.strategy!r} is not allowed; use {' or '.join(SERVE_STRATEGIES)}")
+    if spec.canary is not None:
+        _validate_canary(spec)
     if not isinstance(spec.shell, bool):
         raise SpecError("shell", f"must be true or false, got {spec.shell!r}")
     python = _text("python", spec.python)

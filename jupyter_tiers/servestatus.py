@@ -5,7 +5,7 @@ ready. The Kubernetes parser and the local tier's status both describe pods with
 
 from __future__ import annotations
 
-from .model import PodInfo, ServiceState, ServiceStatus
+from .model import CanaryStatus, PodInfo, ServiceState, ServiceStatus
 from .timefmt import format_elapsed
 
 # Reasons that stop a rollout until someone changes something.
@@ -44,6 +44,15 @@ def describe_pod_problem(pod: PodInfo) -> str:
     return " ".join(text.split())
 
 
+def canary_text(canary: CanaryStatus) -> str:
+    """The canary's part of a summary line, e.g. ``canary 10 %: READY 1/1, 0 restarts``."""
+    text = f"canary {canary.percent} %: {canary.state.value} {canary.ready}/{canary.desired}"
+    text += f", {canary.restarts} restart{'' if canary.restarts == 1 else 's'}"
+    if canary.reason and canary.state is not ServiceState.READY:
+        text += f" ({canary.reason})"
+    return text
+
+
 def summary_line(
     status: ServiceStatus, elapsed_s: float | None = None, last_log_line: str | None = None
 ) -> str:
@@ -64,6 +73,8 @@ def summary_line(
         text += f" — {status.endpoint}"
     if status.revision and state not in (ServiceState.DELETED, ServiceState.FAILED):
         text += f" (revision {status.revision})"
+    if status.canary is not None and state is not ServiceState.DELETED:
+        text += f"; {canary_text(status.canary)}"
     if last_log_line and state is not ServiceState.READY:
         line = " ".join(last_log_line.split())
         if len(line) > 200:

@@ -538,6 +538,16 @@ def restart(ref: str) -> ActionResult:
     return ActionResult(True, f"service {service.name} restarting (rolling update)")
 
 
+def promote(ref: str) -> ActionResult:
+    """Make a service's canary (``--canary``) the whole service."""
+    return ActionResult(True, attach_service(ref).promote())
+
+
+def rollback(ref: str) -> ActionResult:
+    """Remove a service's canary; the stable revision takes its replicas back."""
+    return ActionResult(True, attach_service(ref).rollback())
+
+
 def doctor(names: Sequence[str] = (), *, suggest_role: bool = False, compute: bool = False) -> Report:
     """``doctor [PROFILE...]``: the first-contact checks of the named profiles (default: the
     default profile) as a :class:`~jupyter_tiers.doctor.Report` (render it with

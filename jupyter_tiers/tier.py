@@ -381,6 +381,14 @@ class ServeTier(Tier):
     def delete(self, record: JobRecord) -> None:
         """Remove everything the tier made for the service."""
 
+    def promote(self, record: JobRecord) -> str:
+        """Make the service's canary (``--canary``) the whole service; returns one line."""
+        raise TiersError(f"{self.kind} services have no canaries (--canary is Kubernetes only)")
+
+    def rollback(self, record: JobRecord) -> str:
+        """Remove the service's canary, the stable revision taking its replicas back."""
+        raise TiersError(f"{self.kind} services have no canaries (--canary is Kubernetes only)")
+
     @abc.abstractmethod
     def port_forward(self, record: JobRecord, local_port: int = 0) -> str:
         """Open a local port to a ready replica; returns its URL."""

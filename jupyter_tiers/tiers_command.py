@@ -1,6 +1,6 @@
 """``%tiers`` subcommands (also ``jupyter tiers``): jobs, attach, logs, cancel, delete, scale,
-restart, profiles — on training jobs and services alike — history (Slurm accounting) and doctor
-(first-contact checks of profiles)."""
+restart, promote and rollback (canaries), profiles — on training jobs and services alike —
+history (Slurm accounting) and doctor (first-contact checks of profiles)."""
 
 from __future__ import annotations
 
@@ -83,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("replicas", type=_int_up_to(100_000))
     restart = sub.add_parser("restart", help="roll every pod of a service")
     restart.add_argument("job")
+    promote = sub.add_parser("promote", help="make a service's canary (--canary) the whole service")
+    promote.add_argument("job")
+    rollback = sub.add_parser("rollback", help="remove a service's canary; the stable revision takes over")
+    rollback.add_argument("job")
     sub.add_parser("profiles", help="list the configured profiles")
     login = sub.add_parser("login", help="connect a Slurm profile now (a login node's one-time "
                            "code is asked here; every job, watcher and log then shares it)")
@@ -229,7 +233,7 @@ def run(argv: list[str], shell: Any = None) -> Any:
                 raise CommandUsage(f"%tiers logs: {args.job} is a service; use --pod NAME, not --rank")
             text = handle.logs(pod=args.pod, tail=args.tail)
         print(text, end="")
-    elif args.command in ("cancel", "delete", "scale", "restart"):
+    elif args.command in ("cancel", "delete", "scale", "restart", "promote", "rollback"):
         kind = "job" if args.command == "cancel" else "service"
         if args.command == "scale" and args.replicas < 0:
             raise CommandUsage("%tiers scale: replicas must be 0 or more")

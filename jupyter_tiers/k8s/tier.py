@@ -9,6 +9,7 @@ body or env rolls the pods). Services are followed with the namespace's shared w
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -25,10 +26,13 @@ from ..errors import ApiError, JobNotFound, SpecError, TiersError
 from ..handles import Service
 from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from ..registry import JobRecord, Registry, spec_for_record
+from ..servespec import canary_replicas
 from ..servestatus import summary_line
 from ..sync import notebook_manifest
 from ..tier import ServeTier
 from ..transport.relay import relay
+from . import canary_ops
+from .canary import LIVE_CANARY, canary_name, canary_objects, canary_status, split_pods
 from .client import APPLY_CONTENT_TYPE, FIELD_MANAGER, KubeClient
 from .fetch import add_model_fetch
 from .parse import service_status
@@ -79,8 +83,15 @@ class K8sTier(ServeTier):
             objects = _with_synced_files(spec, objects, self.profile)
         return objects
 
+    def _objects_for(self, spec: ServeSpec, color: str | None) -> list[dict[str, Any]]:
+        """What applying ``spec`` writes: the service's objects, or its canary's (--canary)."""
+        objects = self._manifests(spec, color)
+        if spec.canary is not None:
+            objects = canary_objects(objects, spec.name, canary_replicas(spec.replicas, spec.canary))
+        return objects
+
     def render(self, spec: ServeSpec) -> str:
-        return render_yaml(self._manifests(spec, "blue" if spec.strategy == "bluegreen" else None))
+        return render_yaml(self._objects_for(spec, "blue" if spec.strategy == "bluegreen" else None))
 
     # --- apply ---------------------------------------------------------------------------
     def _apply_object(self, obj: dict[str, Any], *, dry_run: bool = False) -> Any:
@@ -101,7 +112,7 @@ class K8sTier(ServeTier):
         per object, as kubectl prints them, then a closing line (never an object's content: the
         server answers a Secret with its values); a refusal raises the usual one-line ApiError."""
         color, _ = self._color_for(spec)
-        objects = self._manifests(spec, color)
+        objects = self._objects_for(spec, color)
         lines = []
         for obj in objects:
             resp = self._apply_object(obj, dry_run=True)
@@ -133,9 +144,12 @@ class K8sTier(ServeTier):
         return color, live is not None and color != live
 
     def apply(self, spec: ServeSpec) -> Service:
-        """Create or update the service; returns its handle at once (the rollout goes on)."""
+        """Create or update the service; returns its handle at once (the rollout goes on).
+        With ``spec.canary``, the cell runs as a canary beside the live revision (canary_ops)."""
         existing = self.registry.find_by_name(self.name, spec.name)
         stored = self._applied_spec(spec)
+        if spec.canary is not None:
+            return canary_ops.apply_canary(self, spec, stored)
         # blue-green: the Service moves to the new colour once it is ready (switching)
         color, switching = self._color_for(spec)
         objects = self._manifests(spec, color)
@@ -149,6 +163,9 @@ class K8sTier(ServeTier):
         deployment = by_kind["Deployment"]["metadata"]["name"]
         if not spec.sync and existing is not None and existing.spec.get("sync"):
             self._delete_quietly("ConfigMap", f"{deployment}-sync")  # it stopped using --sync
+        if existing is not None and existing.spec.get(LIVE_CANARY):
+            # The cell run without --canary is the whole service again: the canary goes.
+            canary_ops.remove_canary(self, spec.name, self.namespace)
         record = JobRecord(
             profile=self.name, tier=self.kind, job_id=spec.name, name=spec.name, kind="service",
             state=ServiceState.DEPLOYING.value,
@@ -237,15 +254,19 @@ class K8sTier(ServeTier):
         endpoint = self.endpoint(record)
 
         def compute(nsw: NamespaceWatch) -> ServiceStatus:
-            wanted = deployment or self._deployment_name(record)
-            deps = [d for d in nsw.deployments(record.name) if d["metadata"]["name"] == wanted]
+            current = self.registry.find_by_name(self.name, record.name) or record
+            wanted = deployment or str(current.spec.get("deployment") or record.name)
+            all_deps = nsw.deployments(record.name)
+            deps = [d for d in all_deps if d["metadata"]["name"] == wanted]
             pods = nsw.pods(record.name)
             if deployment is not None or record.spec.get("color"):
                 color = wanted.rsplit("-", 1)[-1]
                 pods = [p for p in pods
                         if (p["metadata"].get("labels") or {}).get("jupyter-tiers/color") == color]
-            return service_status(record.name, deps[0] if deps else None, pods, nsw.events(),
-                                  endpoint=endpoint, now=time.time())
+                return service_status(record.name, deps[0] if deps else None, pods, nsw.events(),
+                                      endpoint=endpoint, now=time.time())
+            return self._with_canary(current, deps[0] if deps else None, all_deps, pods, nsw.events(),
+                                     endpoint)
 
         return compute
 
@@ -272,15 +293,45 @@ class K8sTier(ServeTier):
             color = deployment["metadata"]["name"].rsplit("-", 1)[-1]
             pods = [p for p in pods
                     if (p["metadata"].get("labels") or {}).get("jupyter-tiers/color") == color]
-        status = service_status(record.name, deployment, pods, events, endpoint=self.endpoint(record),
-                                now=time.time())
+            status = service_status(record.name, deployment, pods, events, endpoint=self.endpoint(record),
+                                    now=time.time())
+        else:
+            current = self.registry.find_by_name(self.name, record.name) or record
+            canary_dep = None
+            if current.spec.get(LIVE_CANARY):
+                try:
+                    canary_dep = json.loads(self.client.call(
+                        self.client.apps().read_namespaced_deployment, canary_name(record.name), ns,
+                        _preload_content=False, verb="get", resource="deployments", namespace=ns).data)
+                except ApiError as exc:
+                    if exc.status != 404:
+                        raise
+            status = self._with_canary(current, deployment, [canary_dep] if canary_dep else [], pods,
+                                       events, self.endpoint(record))
         self._record(record, status)
         return status
 
+    def _with_canary(self, current: JobRecord, deployment: dict[str, Any] | None,
+                     deployments: Sequence[dict[str, Any]], pods: Sequence[dict[str, Any]],
+                     events: Sequence[dict[str, Any]], endpoint: str | None) -> ServiceStatus:
+        """The stable revision's status, with the canary's beside it while one runs."""
+        stable_pods, canary_pods = split_pods(pods)
+        now = time.time()
+        status = service_status(current.name, deployment, stable_pods, events, endpoint=endpoint, now=now)
+        canary = current.spec.get(LIVE_CANARY)
+        if not canary:
+            return status
+        found = [d for d in deployments if d["metadata"]["name"] == canary_name(current.name)]
+        of_canary = service_status(current.name, found[0] if found else None, canary_pods, events,
+                                   endpoint=None, now=now)
+        return dataclasses.replace(status, canary=canary_status(int(canary["percent"]), of_canary))
+
     def _record(self, record: JobRecord, status: ServiceStatus) -> None:
         with contextlib.suppress(Exception):  # the registry is a record, not the source of truth
-            self.registry.update(record.key, state=status.state.value,
-                                 detail=f"{status.ready}/{status.desired}")
+            detail = f"{status.ready}/{status.desired}"
+            if status.canary is not None:
+                detail += f" + canary {status.canary.ready}/{status.canary.desired}"
+            self.registry.update(record.key, state=status.state.value, detail=detail)
 
     def summary(self, record: JobRecord, status: ServiceStatus) -> str:
         elapsed = time.time() - record.submitted_at
@@ -369,6 +420,12 @@ class K8sTier(ServeTier):
         self.client.call(self.client.apps().patch_namespaced_deployment_scale,
                          self._deployment_name(record), ns, {"spec": {"replicas": replicas}},
                          verb="patch", resource="deployments/scale", namespace=ns)
+
+    def promote(self, record: JobRecord) -> str:
+        return canary_ops.promote(self, record)
+
+    def rollback(self, record: JobRecord) -> str:
+        return canary_ops.rollback_canary(self, record)
 
     def restart(self, record: JobRecord) -> None:
         ns = record.spec.get("namespace") or self.namespace

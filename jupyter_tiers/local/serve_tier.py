@@ -100,6 +100,8 @@ def check_local(spec: ServeSpec) -> None:
     validate_serve_spec(replace(spec, image=spec.image or "local") if isinstance(spec, ServeSpec) else spec)
     if spec.name.isdigit():
         raise SpecError("name", f"{spec.name!r}: a local service name needs a letter (job ids are numbers)")
+    if spec.canary is not None:  # silently rolling every replica would not be what was asked
+        raise SpecError("canary", "the local tier rolls every replica; --canary is Kubernetes only")
     if spec.replicas > MAX_REPLICAS:
         raise SpecError("replicas", f"{spec.replicas}: a local service runs at most {MAX_REPLICAS} "
                         "replicas on this machine")

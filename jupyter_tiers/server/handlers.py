@@ -159,8 +159,11 @@ class ItemHandler(TiersAPIHandler):
         self.write_json(result.to_json())
 
 
+_SERVICE_ACTIONS = {"restart": service.restart, "promote": service.promote, "rollback": service.rollback}
+
+
 class ActionHandler(TiersAPIHandler):
-    """``POST jobs/{profile}/{id}/cancel|scale|restart``."""
+    """``POST jobs/{profile}/{id}/cancel|scale|restart|promote|rollback``."""
 
     @web.authenticated
     @authorized
@@ -168,8 +171,8 @@ class ActionHandler(TiersAPIHandler):
         ref = self.parsed(params.ref, profile, job_id)
         if action == "cancel":
             result = await self.run(service.cancel, ref)
-        elif action == "restart":
-            result = await self.run(service.restart, ref)
+        elif action in _SERVICE_ACTIONS:
+            result = await self.run(_SERVICE_ACTIONS[action], ref)
         else:
             replicas = self.parsed(params.scale_body, self.request.body)
             result = await self.run(service.scale, ref, replicas)
@@ -513,7 +516,7 @@ def handler_table(base_url: str) -> list[tuple[str, type]]:
         (url_path_join(base, item), ItemHandler),
         (url_path_join(base, item, "logs"), LogsHandler),
         (url_path_join(base, item, "logs", "stream"), LogStreamHandler),
-        (url_path_join(base, item, "(cancel|scale|restart)"), ActionHandler),
+        (url_path_join(base, item, "(cancel|scale|restart|promote|rollback)"), ActionHandler),
         (url_path_join(base, item, "files"), FilesHandler),
         (url_path_join(base, item, "files", "(.+)"), FileHandler),
         (url_path_join(base, "events"), EventsHandler),

@@ -42,11 +42,12 @@ RESERVED_ENV = re.compile(r"(?:--env|-e) '?(?:PORT|JT_\w*|KUBERNETES_\w*)=")
 SERVE_OPTIONS = [
     "--name", "-n", "--image", "--replicas", "-r", "--gpus", "--cpu", "--memory", "--port", "--env", "-e",
     "--secret-env", "--readiness", "--autoscale", "--strategy", "--python", "--image-pull-policy",
-    "--node-selector", "--patch", "--out", "--profile", "-p", "--toleration", "--bogus", "-x",
+    "--node-selector", "--patch", "--out", "--profile", "-p", "--toleration", "--canary", "--bogus", "-x",
 ]
 FLAGS = ["--shell", "--text", "--wait", "-h", "--"]
 VALUES = [
-    "", "x", "web", "Web", "a" * 60, "-1", "0", "1", "3", "65536", "1e20", "99999999999999999999", "1.5",
+    "", "x", "web", "Web", "a" * 60, "-1", "0", "1", "3", "10", "99", "100", "65536", "1e20",
+    "99999999999999999999", "1.5",
     "500m", "0.0001", "4Gi", "1e9", "ÜBER", "\udcff", "\u202e", "\x00", "--", "-", "=", "a=b", "K=V",
     "JT_X=1", "KUBERNETES_PORT=1", "a b", "/health", "/a b", "1:4", "2:8:70", "9:1", "1:2:0", "rolling",
     "bluegreen", "Always", "python3", "py;rm -rf /", "../x", "$(id)", "`id`", "'", '"', "\\", "\t",

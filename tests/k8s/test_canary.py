@@ -1,0 +1,155 @@
+"""``--canary PERCENT`` on the emulator: a second Deployment beside the live one, the replica
+split, promote and rollback (also from a fresh tier, as the sidebar or a new kernel would)."""
+
+from __future__ import annotations
+
+import base64
+import urllib.request
+from typing import Any
+
+import pytest
+
+from jupyter_tiers.errors import SpecError, TiersError
+from jupyter_tiers.k8s.canary import TRACK_LABEL
+from jupyter_tiers.k8s.tier import K8sTier
+from jupyter_tiers.model import ServiceState, ServiceStatus
+from jupyter_tiers.registry import Registry
+from tests.k8s.conftest import GUARD, SERVER, wait_for
+from tests.k8s.test_k8s_tier import apply_server, get, live_pods, wait_ready
+from tests.k8s_emulator.emulator import Emulator
+
+V2 = SERVER.replace('"hello from "', '"v2 from "')
+
+
+def pods_by_track(emulator: Emulator, ns: str, name: str) -> tuple[list[str], list[str]]:
+    stable, canary = [], []
+    for p in live_pods(emulator, ns, name):
+        labels = p["metadata"].get("labels") or {}
+        (canary if labels.get(TRACK_LABEL) == "canary" else stable).append(p["metadata"]["name"])
+    return stable, canary
+
+
+def split_ready(tier: K8sTier, svc: Any, stable: int, canary: int) -> ServiceStatus | None:
+    st: ServiceStatus = tier.service_status(svc.record)
+    if st.canary is None:
+        return None
+    ok = (st.available == stable and st.desired == stable and st.canary.ready == canary
+          and st.canary.desired == canary and st.canary.state is ServiceState.READY)
+    return st if ok else None
+
+
+def answer(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return resp.read().decode()
+    except OSError:
+        return None
+
+
+def code_of(emulator: Emulator, ns: str, name: str) -> str:
+    cm = get(emulator, "configmaps", ns, name)
+    assert cm is not None, name
+    return str(cm["data"]["main.py"])
+
+
+def test_canary_splits_replicas_then_promote_rolls_everything_to_it(
+        tier: K8sTier, emulator: Emulator, k8s_namespace: str, profile: Any, tmp_path: Any) -> None:
+    ns = k8s_namespace
+    wait_ready(apply_server(tier, name="cn", replicas=4, env=["A=1"]))
+    svc = tier.apply(tier.make_spec(V2, name="cn", replicas=4, port=8000, env=["A=2"], canary=25))
+    assert svc.record.spec["live_canary"]["replicas"] == 1 and svc.record.spec["live_canary"]["total"] == 4
+    st = wait_for(lambda: split_ready(tier, svc, 3, 1), what="3 stable + 1 canary ready")
+    assert st is not None and st.canary is not None
+    assert "; canary 25 %: READY 1/1, 0 restarts" in tier.summary(svc.record, st)
+    listed = tier.registry.find_by_name(tier.name, "cn")
+    assert listed is not None and listed.detail == "3/3 + canary 1/1"  # what %tiers jobs shows
+    stable, canary = pods_by_track(emulator, ns, "cn")
+    assert len(stable) == 3 and len(canary) == 1 and canary[0].startswith("cn-canary-")
+    assert {p.name for p in st.pods} == set(stable)  # the stable status counts its own pods only
+    # One Service for both revisions; the canary has its own code and env.
+    svc_obj = get(emulator, "services", ns, "cn")
+    assert svc_obj is not None and svc_obj["spec"]["selector"] == {"app.kubernetes.io/name": "cn"}
+    assert "v2 from" in code_of(emulator, ns, "cn-canary-code")
+    assert "hello from" in code_of(emulator, ns, "cn-code")
+    secret = get(emulator, "secrets", ns, "cn-canary-env")
+    assert secret is not None and base64.b64decode(secret["data"]["A"]) == b"2"
+
+    # Promoted from a fresh tier (a new kernel, the sidebar): nothing of the cell is needed.
+    other = K8sTier(profile, Registry(tier.registry.path))
+    try:
+        line = other.promote(other.registry.find_by_name(other.name, "cn"))
+    finally:
+        other.close()
+    assert "canary promoted" in line
+    wait_for(lambda: (get(emulator, "deployments", ns, "cn-canary") is None
+                      and pods_by_track(emulator, ns, "cn") == (pods_by_track(emulator, ns, "cn")[0], [])
+                      and len(pods_by_track(emulator, ns, "cn")[0]) == 4
+                      and tier.service_status(svc.record).state is ServiceState.READY) or None,
+             what="4 promoted pods, canary gone")
+    assert "v2 from" in code_of(emulator, ns, "cn-code")
+    assert base64.b64decode(get(emulator, "secrets", ns, "cn-env")["data"]["A"]) == b"2"  # type: ignore[index]  # checked just above by the rollout
+    for kind in ("configmaps", "secrets"):
+        assert get(emulator, kind, ns, f"cn-canary-{'code' if kind == 'configmaps' else 'env'}") is None
+    dep = get(emulator, "deployments", ns, "cn")
+    assert dep is not None and TRACK_LABEL not in dep["spec"]["template"]["metadata"]["labels"]
+    record = tier.registry.find_by_name(tier.name, "cn")
+    assert record is not None and "live_canary" not in record.spec and "v2 from" in record.script
+    url = svc.port_forward()
+    assert wait_for(lambda: (answer(url) or "").startswith("v2 from cn-") or None, what="v2 answering")
+    # An unchanged re-run of the promoted cell (without --canary) changes nothing.
+    before = dep["metadata"].get("generation")
+    tier.apply(tier.make_spec(V2, name="cn", replicas=4, port=8000, env=["A=2"]))
+    after = get(emulator, "deployments", ns, "cn")
+    assert after is not None and after["metadata"].get("generation") == before
+    tier.delete(svc.record)
+
+
+def test_rollback_removes_the_canary_and_gives_the_replicas_back(
+        tier: K8sTier, emulator: Emulator, k8s_namespace: str) -> None:
+    ns = k8s_namespace
+    wait_ready(apply_server(tier, name="rb", replicas=3))
+    svc = tier.apply(tier.make_spec(V2, name="rb", replicas=3, port=8000, canary=34))
+    wait_for(lambda: split_ready(tier, svc, 2, 1), what="2 stable + 1 canary ready")
+    assert "canary removed" in svc.rollback()
+    wait_for(lambda: (get(emulator, "deployments", ns, "rb-canary") is None
+                      and pods_by_track(emulator, ns, "rb")[1] == []
+                      and len(pods_by_track(emulator, ns, "rb")[0]) == 3) or None,
+             what="3 stable pods, no canary")
+    assert get(emulator, "configmaps", ns, "rb-canary-code") is None
+    assert "hello from" in code_of(emulator, ns, "rb-code")
+    status = wait_ready(svc)
+    assert status.canary is None and status.desired == 3
+    with pytest.raises(TiersError, match="has no canary to roll back"):
+        svc.rollback()
+    with pytest.raises(TiersError, match="has no canary to promote"):
+        svc.promote()
+    tier.delete(svc.record)
+
+
+def test_rerunning_without_canary_replaces_the_canary_and_delete_removes_it(
+        tier: K8sTier, emulator: Emulator, k8s_namespace: str) -> None:
+    ns = k8s_namespace
+    wait_ready(apply_server(tier, name="rr", replicas=2))
+    svc = tier.apply(tier.make_spec(V2, name="rr", replicas=2, port=8000, canary=50))
+    wait_for(lambda: get(emulator, "deployments", ns, "rr-canary"), what="the canary Deployment")
+    tier.apply(tier.make_spec(V2, name="rr", replicas=2, port=8000))  # the new cell as the service
+    assert get(emulator, "deployments", ns, "rr-canary") is None
+    record = tier.registry.find_by_name(tier.name, "rr")
+    assert record is not None and "live_canary" not in record.spec
+    tier.apply(tier.make_spec(V2, name="rr", replicas=2, port=8000, canary=50))
+    wait_for(lambda: get(emulator, "deployments", ns, "rr-canary"), what="a canary again")
+    tier.delete(svc.record)
+    wait_for(lambda: not live_pods(emulator, ns, "rr") or None, what="every pod gone")
+    assert get(emulator, "deployments", ns, "rr-canary") is None
+    assert get(emulator, "configmaps", ns, "rr-canary-code") is None
+
+
+def test_a_canary_needs_a_live_rolling_service(tier: K8sTier, emulator: Emulator, k8s_namespace: str) -> None:
+    with pytest.raises(SpecError, match="deploy it without --canary first"):
+        tier.apply(tier.make_spec(V2, name="nothere", replicas=4, port=8000, canary=25))
+    assert get(emulator, "deployments", k8s_namespace, "nothere-canary") is None
+    wait_ready(apply_server(tier, name="bgc", strategy="bluegreen"), GUARD)
+    with pytest.raises(SpecError, match="blue-green"):
+        tier.apply(tier.make_spec(V2, name="bgc", replicas=4, port=8000, canary=25))
+    text = tier.render(tier.make_spec(V2, name="web", replicas=10, port=8000, canary=10))
+    assert "name: web-canary\n" in text and "kind: Service\n" not in text and "replicas: 1\n" in text

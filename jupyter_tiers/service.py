@@ -87,6 +87,7 @@ class Item:
     elapsed_s: int | None
     summary: str
     submitted: str | None = None
+    canary: int | None = None  # a service's live canary (--canary): its share in percent
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -186,10 +187,14 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
     now = time.time() if now is None else now
     state: JobState | ServiceState
     reason, started, elapsed = "", None, None
+    canary = _live_canary_percent(record)
     if record.kind == "service":
         if isinstance(status, ServiceStatus):
             state = status.state
             size, where = f"{status.ready}/{status.desired} ready", status.endpoint or ""
+            if status.canary is not None:
+                size += f" + canary {status.canary.ready}/{status.canary.desired}"
+                canary = status.canary.percent
             reason = status.reason or "" if state is not ServiceState.READY else ""
             if status.created_at is not None:
                 started, elapsed = _iso(status.created_at), max(0, int(now - status.created_at))
@@ -197,7 +202,9 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
         else:
             known = record.state in ServiceState.__members__
             state = ServiceState(record.state) if known else ServiceState.UNKNOWN
-            size, where = f"{record.detail} ready" if record.detail else "", record.nodelist or ""
+            head, _, canary_part = (record.detail or "").partition(" + ")  # "9/9 + canary 1/1"
+            size = f"{head} ready" + (f" + {canary_part}" if canary_part else "") if head else ""
+            where = record.nodelist or ""
             summary = f"service {record.name} {state.value}" + (f" {record.detail}" if record.detail else "")
     elif isinstance(status, JobStatus):
         from .status import summary_line
@@ -224,7 +231,13 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
     return Item(key=record.key, id=record.job_id, kind=record.kind, name=record.name,
                 profile=record.profile, tier=record.tier, state=state.value, terminal=state.terminal,
                 size=size, where=where, reason=reason, started=started, elapsed_s=elapsed,
-                summary=summary, submitted=_iso(record.submitted_at))
+                summary=summary, submitted=_iso(record.submitted_at), canary=canary)
+
+
+def _live_canary_percent(record: JobRecord) -> int | None:
+    live = record.spec.get("live_canary") if isinstance(record.spec, dict) else None
+    percent = live.get("percent") if isinstance(live, dict) else None
+    return percent if isinstance(percent, int) and not isinstance(percent, bool) else None
 
 
 def is_active(record: JobRecord) -> bool:

@@ -4,7 +4,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { Item, ProfileError } from './state';
+import { Item, ProfileError, Verb } from './state';
 
 /** The routes' prefix under the server's base URL. */
 export const API = 'jupyter-tiers/api';
@@ -91,11 +91,12 @@ export class TiersApi {
     return this.request<unknown>(`profiles/${encodeURIComponent(profile)}/doctor`);
   }
 
-  /** cancel (a job), scale / restart / delete (a service): the server's one-line answer. */
+  /** cancel (a job), scale / restart / promote / rollback / delete (a service): the server's
+   * one-line answer. */
   async act(
     profile: string,
     id: string,
-    verb: 'cancel' | 'scale' | 'restart' | 'delete',
+    verb: Verb,
     replicas?: number
   ): Promise<string> {
     const path = itemPath(profile, id);

@@ -17,6 +17,7 @@ import {
   Item,
   NO_FILTERS,
   State,
+  Verb,
   actionsOf,
   elapsedAt,
   facet,
@@ -45,7 +46,14 @@ function h<K extends keyof HTMLElementTagNameMap>(
   return node;
 }
 
-const VERB_LABEL = { cancel: 'Cancel', scale: 'Scale', restart: 'Restart', delete: 'Delete' };
+const VERB_LABEL: Record<Verb, string> = {
+  cancel: 'Cancel',
+  scale: 'Scale',
+  restart: 'Restart',
+  promote: 'Promote',
+  rollback: 'Roll back',
+  delete: 'Delete'
+};
 
 export class TiersSidebar extends Widget {
   constructor(
@@ -168,7 +176,7 @@ export class TiersSidebar extends Widget {
   }
 
   /** Asks for confirmation, then performs one action of a row. */
-  async act(item: Item, verb: 'cancel' | 'scale' | 'restart' | 'delete'): Promise<void> {
+  async act(item: Item, verb: Verb): Promise<void> {
     const what = item.kind === 'job' ? `job ${item.id}` : `service ${item.name || item.id}`;
     const where = `on ${item.profile}`;
     let replicas: number | undefined;
@@ -199,6 +207,8 @@ export class TiersSidebar extends Widget {
       const question = {
         cancel: `Cancel ${what} ${where}? Its ranks are stopped.`,
         restart: `Restart every pod of ${what} ${where}?`,
+        promote: `Promote the canary of ${what} ${where}? Every replica rolls to its revision.`,
+        rollback: `Roll back the canary of ${what} ${where}? The stable revision takes its replicas back.`,
         delete: `Delete ${what} ${where}? Its Deployment and Service are removed.`
       }[verb];
       const result = await showDialog({

@@ -19,7 +19,12 @@ export interface Item {
   summary: string;
   /** When it was submitted (ISO-8601), if the server says. */
   submitted?: string | null;
+  /** A service's live canary (`--canary`): its share in percent. */
+  canary?: number | null;
 }
+
+/** The verbs of a list row's actions (each a server route, see api.ts). */
+export type Verb = 'cancel' | 'scale' | 'restart' | 'promote' | 'rollback' | 'delete';
 
 /** A profile whose cluster could not be asked, and why. */
 export interface ProfileError {
@@ -354,11 +359,15 @@ export function stateClass(state: string): 'ok' | 'active' | 'waiting' | 'bad' |
 }
 
 /** What the actions of an item are (the verbs the server accepts for its kind). */
-export function actionsOf(item: Item): Array<'cancel' | 'scale' | 'restart' | 'delete'> {
+export function actionsOf(item: Item): Verb[] {
   if (item.kind === 'job') {
     return item.terminal ? [] : ['cancel'];
   }
-  return item.state === 'DELETED' ? [] : ['scale', 'restart', 'delete'];
+  if (item.state === 'DELETED') {
+    return [];
+  }
+  const canary: Verb[] = typeof item.canary === 'number' ? ['promote', 'rollback'] : [];
+  return ['scale', 'restart', ...canary, 'delete'];
 }
 
 /** Delay (ms) before reconnect attempt `attempt` (0-based): doubling from 1 s, capped at 30 s. */

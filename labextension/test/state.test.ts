@@ -213,6 +213,19 @@ describe('actions, badges, back-off, replicas', () => {
     expect(actionsOf(item({ terminal: true, state: 'COMPLETED' }))).toEqual([]);
     expect(actionsOf(item({ kind: 'service', state: 'READY' }))).toEqual(['scale', 'restart', 'delete']);
     expect(actionsOf(item({ kind: 'service', state: 'DELETED', terminal: true }))).toEqual([]);
+    // a live canary adds its two verbs, before Delete
+    expect(actionsOf(item({ kind: 'service', state: 'READY', canary: 10 }))).toEqual([
+      'scale',
+      'restart',
+      'promote',
+      'rollback',
+      'delete'
+    ]);
+    expect(actionsOf(item({ kind: 'service', state: 'READY', canary: null }))).toEqual([
+      'scale',
+      'restart',
+      'delete'
+    ]);
   });
 
   it('classes states for the badge', () => {

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from jupyter_tiers import service
 from jupyter_tiers.model import (
+    CanaryStatus,
     JobState,
     JobStatus,
     RankPhase,
@@ -78,6 +79,20 @@ def test_a_service_from_its_record_and_from_a_status() -> None:
                             reason="pod web-x CrashLoopBackOff (exit 1)")
     item = service.item_from(svc("FAILED"), failing, NOW).to_json()
     assert item["reason"] == "pod web-x CrashLoopBackOff (exit 1)" and item["where"] == ""
+
+
+def test_a_service_with_a_canary_offers_its_share_and_counts() -> None:
+    record = JobRecord(profile="serving", tier="kubernetes", job_id="web", name="web", kind="service",
+                       state="READY", detail="9/9 + canary 1/1", submitted_at=NOW - 100,
+                       spec={"live_canary": {"percent": 10, "replicas": 1, "total": 10}})
+    item = service.item_from(record, now=NOW).to_json()
+    assert item["canary"] == 10 and item["size"] == "9/9 ready + canary 1/1"
+    status = ServiceStatus("web", ServiceState.READY, desired=9, ready=9, available=9,
+                           canary=CanaryStatus(percent=10, desired=1, ready=0, state=ServiceState.DEPLOYING))
+    item = service.item_from(record, status, NOW).to_json()
+    assert item["canary"] == 10 and item["size"] == "9/9 ready + canary 0/1"
+    assert "; canary 10 %: DEPLOYING 0/1" in item["summary"]
+    assert service.item_from(svc(), now=NOW).canary is None
 
 
 def test_what_is_active() -> None:

@@ -119,7 +119,8 @@ def kube_contexts(text: str) -> tuple[list[KubeContext], str]:
     current = data.get("current-context")
     current = current if isinstance(current, str) else ""
     users: dict[str, str] = {}
-    for u in data.get("users") or []:
+    raw_users = data.get("users")
+    for u in raw_users if isinstance(raw_users, list) else []:
         if isinstance(u, dict) and isinstance(u.get("name"), str) and isinstance(u.get("user"), dict):
             run = u["user"].get("exec")
             users[u["name"]] = str(run.get("command") or "")[:200] if isinstance(run, dict) else ""

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import shlex
 import tempfile
 from collections.abc import Callable
 from dataclasses import replace
@@ -98,9 +99,11 @@ def gather(home: str, existing: tuple[str, ...], notes: list[str]) -> Facts:
                  current_context=current, local_user=getpass.getuser(), existing=existing)
 
 
-def host_key_known(host: str, home: str, user: str | None = None, port: int | None = None) -> bool:
-    """Whether the known_hosts files ssh would read for ``host`` hold a key for it (and for
-    every jump host on its route): what makes connecting safe without asking anything."""
+def unknown_hop(host: str, home: str, user: str | None = None, port: int | None = None) -> str | None:
+    """None when the known_hosts files ssh would read for ``host`` hold a key for it and for
+    every jump host on its route (what makes connecting safe without asking anything); else
+    what to run to confirm the first unknown one out of band (``""`` when the route cannot be
+    resolved or starts with a ProxyCommand, which init does not run)."""
     from ..transport import sshconfig
     from ..transport.target import SSHTarget
 
@@ -108,14 +111,25 @@ def host_key_known(host: str, home: str, user: str | None = None, port: int | No
         route = sshconfig.resolve_route(SSHTarget(host=host, user=user, port=port), home=home,
                                         system_config=None)
     except (sshconfig.SSHConfigError, OSError, ValueError):
-        return False
+        return ""
     for hop in route.hops:
         if hop.proxy_command:
-            return False  # a ProxyCommand runs a local program; init does not start it
-        entries = sshconfig.load_known_hosts([*hop.known_hosts_files, *hop.global_known_hosts_files])
+            return ""
+        files = [*hop.known_hosts_files, *hop.global_known_hosts_files]
+        entries = sshconfig.load_known_hosts(files)
         if not any(e.marker is None and sshconfig.host_matches(e.hosts, hop.host_key_name) for e in entries):
-            return False
-    return True
+            port_opt = f"-p {hop.port} " if hop.port != 22 else ""
+            target = shlex.quote(hop.hostname)
+            return (f"`ssh-keyscan {port_opt}{target} | ssh-keygen -lf -` shows its fingerprint; "
+                    f"compare it with the one the cluster's admins publish, then `ssh {port_opt}"
+                    f"{shlex.quote(hop.user + '@' + hop.hostname)}` offers to add it to "
+                    f"{hop.known_hosts_files[0] if hop.known_hosts_files else '~/.ssh/known_hosts'}")
+    return None
+
+
+def host_key_known(host: str, home: str, user: str | None = None, port: int | None = None) -> bool:
+    """Whether every host key on ``host``'s route is already known (:func:`unknown_hop`)."""
+    return unknown_hop(host, home, user, port) is None
 
 
 def sinfo_partitions(answers: dict[str, str]) -> tuple[tuple[str, ...], str, str]:
@@ -124,6 +138,7 @@ def sinfo_partitions(answers: dict[str, str]) -> tuple[tuple[str, ...], str, str
     from ..doctor import slurm_probe
     from ..slurm.tier import transport_for
     from ..transport.errors import TransportError
+    from ..transport.prompt import refusing_prompter
 
     profile = _candidate(answers)
     _route_probe, route = slurm_probe.probe_route(profile)
@@ -135,6 +150,7 @@ def sinfo_partitions(answers: dict[str, str]) -> tuple[tuple[str, ...], str, str
         return (), "", f"sinfo not asked: {why[:200]}"
     transport = transport_for(profile)
     transport.retries = 0
+    transport.prompter = refusing_prompter("init asks no one-time code")
     try:
         result = transport.run(["sinfo", "-h", "-o", "%P"], timeout=SINFO_TIMEOUT, check=False)
     except TransportError as exc:
@@ -183,16 +199,18 @@ def collect(args: argparse.Namespace, facts: Facts, *, interactive: bool, home: 
     while (q := next_question(answers, facts)) is not None:
         if q.key == "partition" and not sinfo_tried and facts.partitions is None:
             sinfo_tried = True
-            if host_key_known(answers["host"], home, answers.get("user") or None,
-                              int(answers["port"]) if answers.get("port") else None):
+            unknown = unknown_hop(answers["host"], home, answers.get("user") or None,
+                                  int(answers["port"]) if answers.get("port") else None)
+            if unknown is None:
                 say(f"asking {answers['host']} for its partitions (sinfo)...")
                 names, default, note = sinfo_partitions(answers)
                 if note:
                     say(f"  {note}")
                 facts = replace(facts, partitions=names or None, default_partition=default)
             else:
-                say(f"{answers['host']}: its host key is not in known_hosts, so init does not "
-                    "log in (the doctor below shows the fingerprint to confirm)")
+                say(printable(f"{answers['host']}: its host key is not in known_hosts, so init does "
+                              "not log in (never adding a key itself)" +
+                              (f"; to confirm it out of band: {unknown}" if unknown else "")))
             continue
         if not interactive:
             if not q.default and q.key not in ("partition",):

@@ -140,7 +140,8 @@ def answer(key: str, value: str, answers: Mapping[str, str],
         raise PlanError(f"{key}: printable characters only")
     if question is not None and question.choices and key in ("tier",) and value not in question.choices:
         raise PlanError(f"{key}: one of {', '.join(question.choices)}")
-    if question is not None and question.choices and key in ("host", "context") and value.isdigit():
+    if question is not None and question.choices and key in ("host", "context", "partition") and \
+            value.isdigit() and value not in question.choices:
         n = int(value)  # a number picks from the listed choices
         if not 1 <= n <= len(question.choices):
             raise PlanError(f"{key}: a number from 1 to {len(question.choices)}, or a name")

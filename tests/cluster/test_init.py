@@ -1,10 +1,11 @@
 """Issue 21 section 2 against the real Slurm test cluster: ``jupyter tiers init`` with a host
 from ~/.ssh/config whose key is known logs in (no prompt) and offers the partitions ``sinfo``
-lists, the cluster's default taken with --yes. One short test (no doctor: tests/cluster/
-test_doctor.py covers it)."""
+lists: the cluster's default taken with --yes, one picked by number when asked. One short
+test (no doctor: tests/cluster/test_doctor.py covers it)."""
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
 
 import pytest
@@ -38,3 +39,10 @@ def test_init_offers_the_partitions_sinfo_lists(cluster_env: dict[str, str], tmp
                                             "workdir": "/var/lib/jupyter-tiers-jobs/box",
                                             "defaults": {"partition": "debug"}}}}
     assert load_config().profile("box").defaults["partition"] == "debug"
+    # Interactive: the partitions are listed by number; 2 picks the second.
+    other = tmp_path / "other.yaml"
+    monkeypatch.setattr("sys.stdin", io.StringIO("slurm\n1\n/var/lib/jupyter-tiers-jobs/box\n2\nbox2\ny\n"))
+    assert cli.main(["init", "--no-doctor", "--config", str(other)]) == 0
+    out = capsys.readouterr().out
+    assert "  1. debug\n  2. preemptible" in out and "from sinfo on the login node" in out, out
+    assert yaml.safe_load(other.read_text())["profiles"]["box2"]["defaults"] == {"partition": "preemptible"}

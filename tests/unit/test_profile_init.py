@@ -329,7 +329,10 @@ def test_non_interactive_with_flags_writes_a_profile_that_loads(
     status = cli.main(["init", "--yes", "--no-doctor", "--tier", "slurm", "--host", "192.0.2.7",
                        "--user", "bob", "--port", "2200", "--name", "far"])
     assert status == 0
-    assert "192.0.2.7: its host key is not in known_hosts, so init does not log in" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "192.0.2.7: its host key is not in known_hosts, so init does not log in" in out
+    assert "`ssh-keyscan -p 2200 192.0.2.7 | ssh-keygen -lf -`" in out
+    assert "`ssh -p 2200 bob@192.0.2.7`" in out
     assert load_file(path)["profiles"]["far"] == {"tier": "slurm", "host": "192.0.2.7", "user": "bob",
                                                  "port": 2200, "workdir": "~/jupyter-tiers"}
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..config import Config, Profile
-from .model import Check, ProfileReport, Report, Status, fail
+from .model import Check, ProfileReport, Report, Status, fail, skip
 
 
 def _object_store(profile: Profile) -> list[Check]:
@@ -57,9 +57,13 @@ def check_profile(profile: Profile, *, suggest_role: bool = False, compute: bool
         from . import local
 
         checks = local.local_checks(local.probe(profile))
+    # A Slurm profile's sections are checked from the login node: not when the login failed.
+    unreached = profile.tier == "slurm" and not any(c.name == "login" and c.status is Status.OK
+                                                    for c in checks)
     for section, run in SECTION_CHECKS.items():
         if profile.get(section) is not None:
-            checks += run(profile)
+            checks += [skip(section.replace("_", " "), "checked from the login node, which was not "
+                            "reached (see above)")] if unreached else run(profile)
     return ProfileReport(profile.name, profile.tier, tuple(checks), extra)
 
 

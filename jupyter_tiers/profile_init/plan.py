@@ -138,10 +138,7 @@ def answer(key: str, value: str, answers: Mapping[str, str],
         value = question.default
     if any(not c.isprintable() for c in value):
         raise PlanError(f"{key}: printable characters only")
-    if question is not None and question.choices and key in ("tier",) and value not in question.choices:
-        raise PlanError(f"{key}: one of {', '.join(question.choices)}")
-    if question is not None and question.choices and key in ("host", "context", "partition") and \
-            value.isdigit() and value not in question.choices:
+    if question is not None and question.choices and value.isdigit() and value not in question.choices:
         n = int(value)  # a number picks from the listed choices
         if not 1 <= n <= len(question.choices):
             raise PlanError(f"{key}: a number from 1 to {len(question.choices)}, or a name")

@@ -86,3 +86,20 @@ def test_fuzz_any_output_gives_checks_never_an_exception() -> None:
                                       rng.choice(["cluster", "kernel"]), output), STORE)
         assert checks and all(c.name.startswith("s3 ") for c in checks)
         assert len({c.name for c in checks}) == len(checks)
+
+
+def test_a_slurm_profiles_store_is_not_checked_when_the_login_node_was_not_reached() -> None:
+    import socket
+
+    from jupyter_tiers.config import Profile
+    from jupyter_tiers.doctor import check_profile
+
+    with socket.socket() as sock:  # a loopback port nothing listens on (bound, never listening)
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+        profile = Profile("far", "slurm", {"host": "127.0.0.1", "port": port, "connect_timeout": 5,
+                                           "object_store": {"bucket": "jt-ckpt"}})
+        report = check_profile(profile)
+    checks = {c.name: c for c in report.checks}
+    assert checks["tcp"].status is Status.FAIL
+    assert checks["object store"].status is Status.SKIP and "not reached" in checks["object store"].detail

@@ -164,6 +164,7 @@ def test_only_what_was_not_found_is_asked() -> None:
     assert asked == ["tier", "context", "namespace", "name"]
     assert build_profile(answers, _facts())[1] == {"tier": "kubernetes", "context": "prod",
                                                    "namespace": "default"}
+    assert _run_plan(_facts(), {"tier": "2"})[1]["tier"] == "local"  # numbers pick from the list
     asked, answers = _run_plan(Facts(), {"workdir": "/scratch/me"})
     assert asked == ["tier", "workdir", "name"] and answers["tier"] == "local"
 

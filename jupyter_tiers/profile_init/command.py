@@ -275,13 +275,15 @@ def run_init(args: argparse.Namespace, *, notebook: bool = False,
     interactive = not notebook and not args.yes
     existing_text = ""
     names: tuple[str, ...] = ()
-    if path.exists():
-        try:
+    try:
+        if path.exists():
             names = tuple(load_file(path).get("profiles", {}))
-        except ConfigError as exc:
-            raise InitError(f"{exc}; fix the file first (init never rewrites a file it "
-                            "cannot read)") from None
-        existing_text = path.read_text(encoding="utf-8")
+            existing_text = path.read_text(encoding="utf-8")
+    except ConfigError as exc:
+        raise InitError(f"{exc}; fix the file first (init never rewrites a file it "
+                        "cannot read)") from None
+    except OSError as exc:
+        raise InitError(printable(f"{str(path)[:200]}: {exc.strerror or exc}")) from None
     notes: list[str] = []
     facts = gather(home, names, notes)
     for note in notes:
@@ -323,7 +325,10 @@ def run_init(args: argparse.Namespace, *, notebook: bool = False,
     if interactive and not _confirm(f"write it to {path}?", ask, True):
         say("nothing written")
         return 0
-    write_atomic(path, text)
+    try:
+        write_atomic(path, text)
+    except OSError as exc:
+        raise InitError(printable(f"{str(path)[:200]}: cannot write it: {exc.strerror or exc}")) from None
     say(f"wrote profile {name} to {path}" + (" (replaced)" if replacing else "")
         + f"; use it with --profile {name} (jupyter tiers doctor {name} checks it again)")
     return 0

@@ -446,3 +446,28 @@ def test_render_file_is_a_valid_config() -> None:
     assert yaml.safe_load(text) == {"profiles": {"x": {"tier": "local", "workdir": "/a b: c"}}}
     with pytest.raises(ConfigError):
         merge_layers([("t", {"profiles": {"x": {"tier": "slurm"}}})])  # the loader's own rule
+
+
+def test_fuzz_init_command_lines_give_a_profile_or_one_short_error(
+        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Random flags and values on ``%tiers init`` (no doctor, dry run): a shown profile, or one
+    CommandUsage / InitError line; never another exception, never a file."""
+    from jupyter_tiers.errors import TiersError
+
+    rng = random.Random(SEED + 3)
+    flags = ["--name", "--tier", "--host", "--user", "--port", "--workdir", "--partition", "--context",
+             "--namespace", "--config", "--yes", "--force", "--bogus", "-y"]
+    values = ["hpc", "gw", "dev", "prod", "slurm", "kubernetes", "k8s", "local", "", "0", "22", "-x",
+              "a b", "/w", "~/x", "é", "\x1b[31m", "ns-1", "NS", "--", "x" * 300]
+    for _ in range(250):
+        argv = ["init", "--dry-run", "--no-doctor"]
+        for _ in range(rng.randint(0, 5)):
+            flag = rng.choice(flags)
+            argv += [flag] if flag in ("--yes", "--force", "-y") else [flag, rng.choice(values)]
+        try:
+            tiers_command.run(argv, shell=object())
+        except (tiers_command.CommandUsage, TiersError) as exc:
+            assert str(exc).strip() and "Traceback" not in str(exc)
+        capsys.readouterr()
+    assert not _tiers_yaml(home).exists()
+    assert not any(p.name.endswith(".yaml") for p in home.rglob("*") if p.parent.name != ".kube")

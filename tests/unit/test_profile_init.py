@@ -459,7 +459,7 @@ def test_fuzz_init_command_lines_give_a_profile_or_one_short_error(
              "--namespace", "--config", "--yes", "--force", "--bogus", "-y"]
     values = ["hpc", "gw", "dev", "prod", "slurm", "kubernetes", "k8s", "local", "", "0", "22", "-x",
               "a b", "/w", "~/x", "é", "\x1b[31m", "ns-1", "NS", "--", "x" * 300]
-    for _ in range(250):
+    for _ in range(120):
         argv = ["init", "--dry-run", "--no-doctor"]
         for _ in range(rng.randint(0, 5)):
             flag = rng.choice(flags)

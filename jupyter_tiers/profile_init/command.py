@@ -178,8 +178,8 @@ def _candidate(answers: dict[str, str]) -> Any:
 def _show_question(q: Question, say: Callable[[str], None]) -> str:
     if q.note:
         say(f"  ({q.note})")
-    for i, choice in enumerate(q.choices, 1):
-        say(f"  {i}. {choice}")
+    for i, choice in enumerate(q.labels or q.choices, 1):
+        say(printable(f"  {i}. {choice}"))
     shown = f" [{q.default}]" if q.default else ""
     return f"{q.text}{shown}: "
 

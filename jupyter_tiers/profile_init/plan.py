@@ -57,6 +57,7 @@ class Question:
     default: str = ""
     choices: tuple[str, ...] = ()
     note: str = ""
+    labels: tuple[str, ...] = ()  # how each choice is shown (what was found about it)
 
 
 def default_tier(facts: Facts) -> str:
@@ -75,6 +76,19 @@ def suggested_name(answers: Mapping[str, str], existing: Sequence[str] = ()) -> 
     return name
 
 
+def _host_label(h: SshHost, known: bool) -> str:
+    where = f"{h.user + '@' if h.user else ''}{h.hostname}{':' + str(h.port) if h.port != 22 else ''}"
+    via = f" via {h.proxy_jump}" if h.proxy_jump else ""
+    return f"{h.alias} ({where}{via}; host key {'known' if known else 'not in known_hosts'})"
+
+
+def _context_label(c: KubeContext) -> str:
+    parts = [f"cluster {c.cluster}" if c.cluster else "", f"namespace {c.namespace}" if c.namespace else "",
+             f"exec plugin {c.exec_command}" if c.exec_command else "", "current" if c.current else ""]
+    shown = ", ".join(p for p in parts if p)
+    return f"{c.name} ({shown})" if shown else c.name
+
+
 def next_question(answers: Mapping[str, str], facts: Facts) -> Question | None:
     """The next question, or None when every needed key has an answer."""
     tier = answers.get("tier")
@@ -87,7 +101,9 @@ def next_question(answers: Mapping[str, str], facts: Facts) -> Question | None:
             aliases = tuple(h.alias for h in facts.ssh_hosts)
             return Question("host", "Login node (an ~/.ssh/config Host, or a host name)",
                             aliases[0] if aliases else "", aliases,
-                            note="from ~/.ssh/config" if aliases else "no Host entries in ~/.ssh/config")
+                            note="from ~/.ssh/config" if aliases else "no Host entries in ~/.ssh/config",
+                            labels=tuple(_host_label(h, facts.known.get(h.alias, False))
+                                         for h in facts.ssh_hosts))
         entry = facts.host(answers["host"])
         if "user" not in answers and not (entry and entry.user):
             return Question("user", "User name on the login node", facts.local_user,
@@ -106,7 +122,8 @@ def next_question(answers: Mapping[str, str], facts: Facts) -> Question | None:
             names = tuple(c.name for c in facts.contexts)
             return Question("context", "Kubernetes context", facts.current_context or
                             (names[0] if names else ""), names,
-                            note="from the kubeconfig" if names else "the kubeconfig lists no contexts")
+                            note="from the kubeconfig" if names else "the kubeconfig lists no contexts",
+                            labels=tuple(_context_label(c) for c in facts.contexts))
         ctx = facts.context(answers["context"])
         if not answers.get("namespace"):
             if ctx and ctx.namespace:

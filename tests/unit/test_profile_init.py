@@ -157,6 +157,9 @@ def test_only_what_was_not_found_is_asked() -> None:
     assert asked == ["tier", "host", "workdir", "partition", "name"]  # User came from ~/.ssh/config
     name, profile = build_profile(answers, _facts())
     assert (name, profile) == ("hpc", {"tier": "slurm", "host": "hpc", "workdir": "~/jupyter-tiers"})
+    host = next_question({"tier": "slurm"}, _facts(known={"hpc": True}))
+    assert host is not None and host.labels[0] == (
+        "hpc (alice@login.hpc.example.org:2222 via gw; host key known)")
     asked, answers = _run_plan(_facts(), {"host": "3"})  # a number picks from the list
     assert asked == ["tier", "host", "user", "workdir", "partition", "name"]
     assert build_profile(answers, _facts())[1]["user"] == "me"
@@ -355,7 +358,8 @@ def test_interactive_answers_from_stdin(home: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setattr("sys.stdin", io.StringIO("kubernetes\n2\nML!\nml\n\ny\n"))
     assert cli.main(["init", "--no-doctor"]) == 0
     out = capsys.readouterr().out
-    assert "1. dev" in out and "2. prod" in out and "namespace: a DNS-1123 label" in out
+    assert "1. dev (cluster c1, namespace team-a, current)" in out and "namespace: a DNS-1123 label" in out
+    assert "2. prod (cluster c2, exec plugin aws-iam-authenticator)" in out
     assert load_file(_tiers_yaml(home))["profiles"] == {
         "prod": {"tier": "kubernetes", "context": "prod", "namespace": "ml"}}
     # The end of input is an answer too: nothing is written, one line says why.

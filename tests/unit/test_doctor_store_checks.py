@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
+
+import pytest
 
 from jupyter_tiers.doctor.model import Status
 from jupyter_tiers.doctor.objectstore_checks import (
@@ -88,8 +91,11 @@ def test_fuzz_any_output_gives_checks_never_an_exception() -> None:
         assert len({c.name for c in checks}) == len(checks)
 
 
-def test_a_slurm_profiles_store_is_not_checked_when_the_login_node_was_not_reached() -> None:
+def test_a_slurm_profiles_store_is_not_checked_when_the_login_node_was_not_reached(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import socket
+
+    monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/config of this machine's user
 
     from jupyter_tiers.config import Profile
     from jupyter_tiers.doctor import check_profile

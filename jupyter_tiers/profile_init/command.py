@@ -203,9 +203,12 @@ def collect(args: argparse.Namespace, facts: Facts, *, interactive: bool, home: 
                                   int(answers["port"]) if answers.get("port") else None)
             if unknown is None:
                 say(f"asking {answers['host']} for its partitions (sinfo)...")
-                names, default, note = sinfo_partitions(answers)
+                try:
+                    names, default, note = sinfo_partitions(answers)
+                except (TiersError, OSError, ValueError) as exc:  # the partition is then asked
+                    names, default, note = (), "", f"sinfo not asked: {str(exc)[:200]}"
                 if note:
-                    say(f"  {note}")
+                    say(printable(f"  {note}"))
                 facts = replace(facts, partitions=names or None, default_partition=default)
             else:
                 say(printable(f"{answers['host']}: its host key is not in known_hosts, so init does "

@@ -20,6 +20,11 @@ USAGE = """usage: jupyter tiers COMMAND
   doctor [PROFILE...] [--json] [--suggest-role] [--compute]
                                                    check profiles: reach, host key, login, Slurm/Kubernetes
                                                    access, workdir, Python (read-only; exit 1 on any FAIL)
+  init [--name N] [--tier slurm|kubernetes|local] [--host H] [--user U] [--port P] [--workdir W]
+       [--partition P] [--context C] [--namespace NS] [--config PATH] [--yes] [--force] [--dry-run]
+                                                   write a profile into ~/.jupyter/tiers.yaml from
+                                                   ~/.ssh/config, known_hosts and the kubeconfig; asks
+                                                   only what they do not say, runs the doctor on it
   history [-p P] [--days N] [--user U|all] [--state S] [--limit N] [--job ID [--tail N]]
                                                    jobs from Slurm accounting, any submitter (--job: one
                                                    job, with its output's last lines when readable)

@@ -379,6 +379,9 @@ class TiersMagics(Magics):
         %tiers login [-p P]              connect a Slurm profile now (asks a login node's one-time code)
         %tiers history [-p P] [--days N] [--user U|all] [--state S] [--job ID [--tail N]]
                                          jobs from Slurm accounting, any submitter's
+        %tiers init [--name N --tier T --host H ...] [--yes]
+                                         a profile for ~/.jupyter/tiers.yaml from ~/.ssh/config and
+                                         the kubeconfig (asks nothing here; writes with --yes)
         """
         from . import tiers_command
 

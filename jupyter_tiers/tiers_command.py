@@ -1,6 +1,7 @@
 """``%tiers`` subcommands (also ``jupyter tiers``): jobs, attach, logs, cancel, delete, scale,
 restart, promote and rollback (canaries), profiles — on training jobs and services alike —
-history (Slurm accounting) and doctor (first-contact checks of profiles)."""
+history (Slurm accounting), doctor (first-contact checks of profiles) and init (write a profile
+from what the machine knows)."""
 
 from __future__ import annotations
 
@@ -113,7 +114,19 @@ def build_parser() -> argparse.ArgumentParser:
     doctor.add_argument("--compute", action="store_true",
                         help="Slurm: also run the setup and Python on one compute node (srun, "
                         "a one-minute job; waits at most a minute for a free node)")
+    init = sub.add_parser("init", help="write a profile into ~/.jupyter/tiers.yaml from ~/.ssh/config, "
+                          "known_hosts and the kubeconfig (asks only what they do not say)")
+    from .profile_init.command import add_arguments
+
+    add_arguments(init)
     return parser
+
+
+def _init(args: argparse.Namespace, shell: Any) -> int:
+    """``init``: prompts on a terminal; in a notebook none, and it writes only with --yes."""
+    from .profile_init.command import run_init
+
+    return run_init(args, notebook=shell is not None)
 
 
 def _doctor(args: argparse.Namespace) -> int:
@@ -260,6 +273,9 @@ def run(argv: list[str], shell: Any = None) -> Any:
                       "%tiers history --job ID shows one with its output)")
     elif args.command == "login":
         print(_login(args.profile))
+    elif args.command == "init":
+        status = _init(args, shell)
+        return status if shell is None else None
     elif args.command == "doctor":
         status = _doctor(args)
         return status if shell is None else None  # the command line's exit status

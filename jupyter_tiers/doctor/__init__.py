@@ -4,7 +4,9 @@ one line each, OK / WARN / FAIL with the fix in words.
 Layout: :mod:`.model` (the report's data), :mod:`.render` (text and JSON, pure), and per tier an
 I/O probe module returning small dataclasses (:mod:`.slurm_probe`, :mod:`.k8s_probe`,
 :func:`.local.probe`) with a pure module judging them (:mod:`.slurm_checks` and its parsers
-:mod:`.slurm_parse`, :mod:`.k8s_checks`, :func:`.local.local_checks`). :func:`run_doctor` ties
+:mod:`.slurm_parse`, :mod:`.k8s_checks`, :func:`.local.local_checks`); a profile's
+``object_store`` likewise (:mod:`.objectstore_probe`, running :mod:`.s3_check_script` where
+uploads run, and :mod:`.objectstore_checks`). :func:`run_doctor` ties
 them together; :data:`SECTION_CHECKS` is where a profile section's own checks plug in.
 """
 
@@ -13,12 +15,19 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..config import Config, Profile
-from .model import Check, ProfileReport, Report, Status, fail
+from .model import Check, ProfileReport, Report, Status, fail, skip
+
+
+def _object_store(profile: Profile) -> list[Check]:
+    from .objectstore_probe import object_store_checks
+
+    return object_store_checks(profile)
+
 
 # Checks of an optional profile section, run when a profile has that key: {section: checks}.
-# ``object_store`` (reach, bucket, write/read/delete of a test object) plugs in here once the
-# object-store support lands; nothing is registered yet.
-SECTION_CHECKS: dict[str, Callable[[Profile], list[Check]]] = {}
+# ``object_store``: credentials, endpoint, bucket, and a test object written, read back and
+# deleted where the profile's uploads run (:mod:`.objectstore_probe`, :mod:`.objectstore_checks`).
+SECTION_CHECKS: dict[str, Callable[[Profile], list[Check]]] = {"object_store": _object_store}
 
 
 def check_profile(profile: Profile, *, suggest_role: bool = False, compute: bool = False) -> ProfileReport:
@@ -48,9 +57,13 @@ def check_profile(profile: Profile, *, suggest_role: bool = False, compute: bool
         from . import local
 
         checks = local.local_checks(local.probe(profile))
+    # A Slurm profile's sections are checked from the login node: not when the login failed.
+    unreached = profile.tier == "slurm" and not any(c.name == "login" and c.status is Status.OK
+                                                    for c in checks)
     for section, run in SECTION_CHECKS.items():
         if profile.get(section) is not None:
-            checks += run(profile)
+            checks += [skip(section.replace("_", " "), "checked from the login node, which was not "
+                            "reached (see above)")] if unreached else run(profile)
     return ProfileReport(profile.name, profile.tier, tuple(checks), extra)
 
 

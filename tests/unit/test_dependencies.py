@@ -14,15 +14,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # Programs run by another interpreter (the login node's python), whose imports that python needs,
 # and modules used only with an optional extra (checked below to be declared in that extra): the
-# checkpoint uploader and the local serving tier's model download need boto3 (the `s3` extra).
-OTHER_INTERPRETER = {"s3_upload.py", "model_cache.py"}
+# checkpoint uploader, the doctor's object-store check (run where uploads run) and the local
+# serving tier's model download need boto3 (the `s3` extra).
+OTHER_INTERPRETER = {"s3_upload.py", "model_cache.py", "doctor/s3_check_script.py"}
 S3_EXTRA = {"boto3"}
 
 
 def _imported_top_level_modules() -> set[str]:
     names: set[str] = set()
     for path in (ROOT / "jupyter_tiers").rglob("*.py"):
-        if path.name in OTHER_INTERPRETER:
+        if path.relative_to(ROOT / "jupyter_tiers").as_posix() in OTHER_INTERPRETER:
             continue
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.Import):

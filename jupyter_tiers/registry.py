@@ -117,6 +117,10 @@ def default_path() -> Path:
     return Path(jupyter_data_dir()) / "tiers" / "registry.sqlite"
 
 
+#: A service record's key for its running canary (``--canary``): share, replica counts, revision.
+LIVE_CANARY = "live_canary"
+
+
 def spec_for_record(spec: JobSpec | ServeSpec) -> dict[str, Any]:
     """A job's or a service's spec as stored: everything but env values (names only) and the
     cell body (a JobSpec's ``script``, a ServeSpec's ``body``)."""

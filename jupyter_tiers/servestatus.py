@@ -44,6 +44,14 @@ def describe_pod_problem(pod: PodInfo) -> str:
     return " ".join(text.split())
 
 
+def canary_status(percent: int, status: ServiceStatus) -> CanaryStatus:
+    """The canary's summary from the status of its own Deployment and pods (parse.service_status)."""
+    return CanaryStatus(
+        percent=percent, desired=status.desired, ready=status.available,
+        restarts=sum(p.restarts for p in status.pods), state=status.state, reason=status.reason,
+        pods=tuple(p.name for p in status.pods))
+
+
 def canary_text(canary: CanaryStatus) -> str:
     """The canary's part of a summary line, e.g. ``canary 10 %: READY 1/1, 0 restarts``."""
     text = f"canary {canary.percent} %: {canary.state.value} {canary.ready}/{canary.desired}"

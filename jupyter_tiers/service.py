@@ -29,7 +29,7 @@ from .errors import (
 )
 from .handles import Handle, Job, Service
 from .model import JobState, JobStatus, ServiceState, ServiceStatus
-from .registry import JobRecord, Registry
+from .registry import LIVE_CANARY, JobRecord, Registry
 from .viewstate import job as job_state
 from .viewstate import serve as serve_state
 from .viewstate.array import task_row
@@ -235,7 +235,7 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
 
 
 def _live_canary_percent(record: JobRecord) -> int | None:
-    live = record.spec.get("live_canary") if isinstance(record.spec, dict) else None
+    live = record.spec.get(LIVE_CANARY) if isinstance(record.spec, dict) else None
     percent = live.get("percent") if isinstance(live, dict) else None
     return percent if isinstance(percent, int) and not isinstance(percent, bool) else None
 

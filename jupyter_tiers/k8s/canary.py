@@ -17,11 +17,13 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..model import CanaryStatus, ServiceStatus
+from ..registry import LIVE_CANARY
+
+__all__ = ["LIVE_CANARY", "TRACK_LABEL", "canary_name", "canary_objects", "is_canary_pod", "promoted_object",
+           "promoted_template", "split_pods"]
 
 TRACK_LABEL = "jupyter-tiers/track"
 CANARY = "canary"
-LIVE_CANARY = "live_canary"  # the registry record's key for a running canary (canary_ops)
 # The objects a service names after its Deployment (render.py, sync_render.py).
 _OWN_SUFFIXES = ("-code", "-env", "-sync")
 
@@ -106,12 +108,4 @@ def split_pods(pods: Sequence[Mapping[str, Any]]) -> tuple[list[Mapping[str, Any
     for pod in pods:
         (canary if is_canary_pod(pod) else stable).append(pod)
     return stable, canary
-
-
-def canary_status(percent: int, status: ServiceStatus) -> CanaryStatus:
-    """The canary's summary from the status of its own Deployment and pods (parse.service_status)."""
-    return CanaryStatus(
-        percent=percent, desired=status.desired, ready=status.available,
-        restarts=sum(p.restarts for p in status.pods), state=status.state, reason=status.reason,
-        pods=tuple(p.name for p in status.pods))
 

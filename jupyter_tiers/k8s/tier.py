@@ -27,12 +27,12 @@ from ..handles import Service
 from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from ..registry import JobRecord, Registry, spec_for_record
 from ..servespec import canary_replicas
-from ..servestatus import summary_line
+from ..servestatus import canary_status, summary_line
 from ..sync import notebook_manifest
 from ..tier import ServeTier
 from ..transport.relay import relay
 from . import canary_ops
-from .canary import LIVE_CANARY, canary_name, canary_objects, canary_status, split_pods
+from .canary import LIVE_CANARY, canary_name, canary_objects, split_pods
 from .client import APPLY_CONTENT_TYPE, FIELD_MANAGER, KubeClient
 from .fetch import add_model_fetch
 from .parse import service_status

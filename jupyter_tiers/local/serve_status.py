@@ -7,10 +7,11 @@ SCALED_DOWN, DELETED.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..model import PodInfo, ServiceState, ServiceStatus
-from ..servestatus import describe_pod_problem
+from ..servestatus import canary_status, describe_pod_problem
 
 NODE = "localhost"
 #: Reasons of a replica that will not get better by waiting.
@@ -65,7 +66,37 @@ def service_status(
     supervisor_alive: bool = True,
     note: str | None = None,
 ) -> ServiceStatus:
-    """The status of a local service.
+    """The status of a local service; while a canary runs (``desired["canary"]``), that of the
+    live revision's replicas with the canary's beside it (``ServiceStatus.canary``)."""
+    canary = (desired or {}).get("canary")
+    if not isinstance(canary, Mapping) or not _text(canary.get("revision")) or (desired or {}).get("deleted"):
+        return _status_of(name, desired, state, endpoint=endpoint, supervisor_alive=supervisor_alive,
+                          note=note)
+    assert desired is not None
+    revision = str(canary["revision"])
+    listed = (state or {}).get("replicas")
+    replicas = [r for r in (listed if isinstance(listed, list) else []) if isinstance(r, Mapping)]
+    stable_desired = {k: v for k, v in desired.items() if k != "canary"}
+    of_stable = [r for r in replicas if r.get("revision") != revision]
+    of_canary = [r for r in replicas if r.get("revision") == revision]
+    stable = _status_of(name, stable_desired, {**(state or {}), "replicas": of_stable},
+                        endpoint=endpoint, supervisor_alive=supervisor_alive, note=note)
+    canary_desired = {**stable_desired, "revision": revision, "replicas": _int(canary.get("replicas"))}
+    canary_only = _status_of(name, canary_desired, {**(state or {}), "replicas": of_canary},
+                             endpoint=None, supervisor_alive=supervisor_alive)
+    return replace(stable, canary=canary_status(_int(canary.get("percent")), canary_only))
+
+
+def _status_of(
+    name: str,
+    desired: Mapping[str, Any] | None,
+    state: Mapping[str, Any] | None,
+    *,
+    endpoint: str | None = None,
+    supervisor_alive: bool = True,
+    note: str | None = None,
+) -> ServiceStatus:
+    """The status of one revision set of a local service.
 
     In order: nothing asked for, or a deletion asked or done -> DELETED; the supervisor gone ->
     FAILED; the newest spec not yet picked up -> DEPLOYING; zero replicas -> SCALED_DOWN; every

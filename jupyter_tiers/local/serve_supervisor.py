@@ -236,7 +236,8 @@ class ServeSupervisor:
         if data is not None:
             self.desired = data
             self._desired_mtime = mtime
-            self._revision(str(data.get("revision") or ""))
+            for revision in self._wanted():
+                self._revision(revision)
 
     def _revision(self, revision: str) -> dict[str, Any]:
         """A revision's program, readiness path and body kind (``code/<revision>/revision.json``)."""
@@ -249,7 +250,7 @@ class ServeSupervisor:
 
     def _forget_revisions(self) -> None:
         """Remove the code (and env file) of revisions no replica runs any more."""
-        keep = {str(self.desired.get("revision") or "")} | {r.revision for r in self.replicas}
+        keep = set(self._wanted()) | {r.revision for r in self.replicas}
         if not set(self._revisions) - keep:
             return
         # Under the tier's lock, with desired.json read afresh: a cell re-run just now may have
@@ -259,7 +260,7 @@ class ServeSupervisor:
             fcntl.flock(lock, fcntl.LOCK_EX)
             self.reload = True
             self._load_desired()
-            keep = {str(self.desired.get("revision") or "")} | {r.revision for r in self.replicas}
+            keep = set(self._wanted()) | {r.revision for r in self.replicas}
             for revision in [r for r in self._revisions if r not in keep]:
                 del self._revisions[revision]
                 shutil.rmtree(self.dir / CODE_DIR / revision, ignore_errors=True)
@@ -335,8 +336,7 @@ class ServeSupervisor:
         replica.reason = reason
         replica.message = message or replica.backoff.message(replica.name)
 
-    def _new_replica(self) -> None:
-        revision = str(self.desired.get("revision") or "0")
+    def _new_replica(self, revision: str) -> None:
         replica = Replica(str(self.desired.get("name") or "svc"), revision, _free_port())
         self.replicas.append(replica)
         self._spawn(replica)
@@ -491,30 +491,48 @@ class ServeSupervisor:
         replica.probing = False
         self._wakeup.wake()  # take the answer in now, not at the next tick
 
+    def _wanted(self) -> dict[str, int]:
+        """Replicas wanted per revision: the current one's and, while a canary runs, the canary's."""
+        revision = str(self.desired.get("revision") or "0")
+        wanted = {revision: max(0, int(self.desired.get("replicas") or 0))}
+        canary = self.desired.get("canary")
+        if isinstance(canary, Mapping) and canary.get("revision"):
+            extra = str(canary["revision"])
+            wanted[extra] = wanted.get(extra, 0) + max(0, int(canary.get("replicas") or 0))
+        return wanted
+
     def _reconcile(self) -> None:
         revision = str(self.desired.get("revision") or "0")
-        want = max(0, int(self.desired.get("replicas") or 0))
+        wanted = self._wanted()
+        total = sum(wanted.values())
         live = [r for r in self.replicas if r.phase != "Terminating"]
-        mine = [r for r in live if r.revision == revision]
-        old = [r for r in live if r.revision != revision]
-        if len(mine) > want:  # scale down: the not ready first, then the newest
-            for replica in sorted(mine, key=lambda r: (r.ready, -r.created_at))[: len(mine) - want]:
-                self._terminate(replica)
-            mine = [r for r in mine if r.phase != "Terminating"]
+        mine: dict[str, list[Replica]] = {}
+        for rev, want in wanted.items():
+            own = [r for r in live if r.revision == rev]
+            if len(own) > want:  # scale down: the not ready first, then the newest
+                for replica in sorted(own, key=lambda r: (r.ready, -r.created_at))[: len(own) - want]:
+                    self._terminate(replica)
+                own = [r for r in own if r.phase != "Terminating"]
+            mine[rev] = own
+        old = [r for r in live if r.revision not in wanted]
         for replica in old:
             if not replica.ready:  # not serving anyway
                 self._terminate(replica)
         old = [r for r in old if r.phase != "Terminating"]
-        ready = sum(1 for r in mine + old if r.ready)
+        ready = sum(1 for own in mine.values() for r in own if r.ready) + sum(1 for r in old if r.ready)
         for replica in sorted(old, key=lambda r: r.created_at):
-            if ready - 1 >= want:  # a new one is ready in its place
+            if ready - 1 >= total:  # a new one is ready in its place
                 self._terminate(replica)
                 ready -= 1
         old = [r for r in old if r.phase != "Terminating"]
-        while len(mine) < want and (not old or len(mine) + len(old) < want + 1):
-            self._new_replica()
-            mine.append(self.replicas[-1])
-        if len(mine) >= want and not old and all(r.ready for r in mine):
+        for rev, want in wanted.items():
+            own = mine[rev]
+            # maxSurge 1 across the service: one replica more than wanted while old ones remain
+            while len(own) < want and (not old or sum(map(len, mine.values())) + len(old) < total + 1):
+                self._new_replica(rev)
+                own.append(self.replicas[-1])
+        done = all(len(mine[rev]) >= want and all(r.ready for r in mine[rev]) for rev, want in wanted.items())
+        if done and not old:
             self.state["rolled_out"] = revision
 
     def _rotate_log(self) -> None:

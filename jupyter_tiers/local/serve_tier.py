@@ -37,8 +37,8 @@ from ..errors import JobNotFound, SpecError, SubmitError, TiersError
 from ..handles import Service
 from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from ..options import SERVE_OPTIONS, profile_keys
-from ..registry import JobRecord, Registry, spec_for_record
-from ..servespec import validate_serve_spec
+from ..registry import LIVE_CANARY, JobRecord, Registry, spec_for_record
+from ..servespec import canary_replicas, validate_serve_spec
 from ..servestatus import summary_line
 from ..tier import ServeTier
 from . import jobstate, listeners, processes
@@ -100,8 +100,6 @@ def check_local(spec: ServeSpec) -> None:
     validate_serve_spec(replace(spec, image=spec.image or "local") if isinstance(spec, ServeSpec) else spec)
     if spec.name.isdigit():
         raise SpecError("name", f"{spec.name!r}: a local service name needs a letter (job ids are numbers)")
-    if spec.canary is not None:  # silently rolling every replica would not be what was asked
-        raise SpecError("canary", "the local tier rolls every replica; --canary is Kubernetes only")
     if spec.replicas > MAX_REPLICAS:
         raise SpecError("replicas", f"{spec.replicas}: a local service runs at most {MAX_REPLICAS} "
                         "replicas on this machine")
@@ -251,6 +249,8 @@ class LocalServeTier(ServeTier):
         """Start the service, or update it in place: an unchanged spec changes nothing, a new
         replica count scales, anything else rolls the replicas one at a time."""
         check_local(spec)
+        if spec.canary is not None:
+            return self._apply_canary(spec)
         svcdir = self._service_dir(spec.name)
         ignored = not_applied(spec)
         with self._locked(svcdir):
@@ -269,6 +269,8 @@ class LocalServeTier(ServeTier):
             wanted = {"name": spec.name, "replicas": spec.replicas, "template": template,
                       "revision": revision, "port": spec.port, "shell": spec.shell, "ignored": ignored}
             changed = any(desired.get(k) != v for k, v in wanted.items())
+            # Run without --canary, the cell is the whole service again: a canary goes.
+            changed = desired.pop("canary", None) is not None or changed
             if changed or not desired:
                 number = int(desired.get("revision_number") or 0)
                 if desired.get("revision") != revision:
@@ -293,6 +295,76 @@ class LocalServeTier(ServeTier):
         )
         self.registry.add(record)
         return Service(self, record)
+
+    def _apply_canary(self, spec: ServeSpec) -> Service:
+        """``--canary``: the cell's revision runs on its share of the replicas beside the live
+        one (the supervisor keeps both counts; the front port sends each its share of the
+        connections) until :meth:`promote` or :meth:`rollback`."""
+        assert spec.canary is not None
+        svcdir = self._service_dir(spec.name)
+        count = canary_replicas(spec.replicas, spec.canary)
+        with self._locked(svcdir):
+            desired = ssv.read_json(svcdir / ssv.DESIRED_FILE) or {}
+            if not desired or desired.get("deleted") or not self._supervisor_alive(svcdir):
+                raise SpecError("canary", f"service {spec.name} is not running on the local tier: run "
+                                "it without --canary first, then run the new revision with --canary")
+            template = self._template(svcdir, spec)
+            revision = revision_of(template, str(desired.get("restarted_at") or ""))
+            self._write_revision(svcdir, revision, spec)
+            canary = {"revision": revision, "template": template, "replicas": count, "percent": spec.canary,
+                      "total": spec.replicas, "shell": spec.shell}
+            if desired.get("canary") != canary or desired.get("replicas") != spec.replicas - count:
+                desired.update(canary=canary, replicas=spec.replicas - count,
+                               generation=int(desired.get("generation") or 0) + 1)
+                ssv.write_json(svcdir / ssv.DESIRED_FILE, desired)
+        self._wake(svcdir)
+        existing = self.registry.find_by_name(self.name, spec.name)
+        assert existing is not None  # the supervisor is alive, so the service was applied here
+        live = {"percent": spec.canary, "replicas": count, "total": spec.replicas, "revision": revision,
+                "applied_spec": spec_for_record(spec), "script": self.render(replace(spec, canary=None))}
+        record = replace(existing, spec={**existing.spec, LIVE_CANARY: live},
+                         state=ServiceState.DEPLOYING.value)
+        self.registry.add(record)
+        return Service(self, record)
+
+    def promote(self, record: JobRecord) -> str:
+        """The canary's revision becomes the service's: its replicas stay, the rest roll to it."""
+        current = self.registry.find_by_name(self.name, record.name) or record
+        live = current.spec.get(LIVE_CANARY)
+        if not live:
+            raise TiersError(f"service {record.name} has no canary to promote")
+
+        def change(desired: dict[str, Any]) -> None:
+            canary = desired.pop("canary", None)
+            if not isinstance(canary, dict):
+                raise TiersError(f"service {record.name} has no canary to promote")
+            number = int(desired.get("revision_number") or 0) + 1
+            desired.update(revision=canary["revision"], template=canary["template"], replicas=canary["total"],
+                           shell=canary.get("shell", False), revision_number=number)
+
+        self._update(current, change)
+        spec = {**{k: v for k, v in current.spec.items() if k != LIVE_CANARY}, **live["applied_spec"],
+                "revision": live["revision"], "canary": None}
+        self.registry.add(replace(current, spec=spec, script=str(live.get("script") or current.script),
+                                  state=ServiceState.DEPLOYING.value))
+        return (f"service {record.name}: canary promoted; its revision rolls out to all "
+                f"{live['total']} replicas")
+
+    def rollback(self, record: JobRecord) -> str:
+        """Stop the canary's replicas; the live revision gets its full count back."""
+        current = self.registry.find_by_name(self.name, record.name) or record
+        live = current.spec.get(LIVE_CANARY)
+        if not live:
+            raise TiersError(f"service {record.name} has no canary to roll back")
+
+        def change(desired: dict[str, Any]) -> None:
+            canary = desired.pop("canary", None)
+            desired["replicas"] = int((canary or live)["total"])
+
+        self._update(current, change)
+        spec = {k: v for k, v in current.spec.items() if k != LIVE_CANARY}
+        self.registry.add(replace(current, spec=spec, state=ServiceState.DEPLOYING.value))
+        return f"service {record.name}: canary removed; the live revision is back to {live['total']} replicas"
 
     def _clean(self, svcdir: Path) -> None:
         """A service directory whose supervisor is gone: stop what is left, start afresh (the
@@ -398,8 +470,10 @@ class LocalServeTier(ServeTier):
 
     def _record(self, record: JobRecord, status: ServiceStatus) -> None:
         with contextlib.suppress(Exception):  # the registry is a record, not the source of truth
-            self.registry.update(record.key, state=status.state.value,
-                                 detail=f"{status.ready}/{status.desired}",
+            detail = f"{status.ready}/{status.desired}"
+            if status.canary is not None:
+                detail += f" + canary {status.canary.ready}/{status.canary.desired}"
+            self.registry.update(record.key, state=status.state.value, detail=detail,
                                  nodelist=status.endpoint or None)  # None keeps the one recorded
 
     def summary(self, record: JobRecord, status: ServiceStatus) -> str:

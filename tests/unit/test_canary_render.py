@@ -12,7 +12,6 @@ from jupyter_tiers.errors import SpecError
 from jupyter_tiers.k8s.canary import (
     TRACK_LABEL,
     canary_objects,
-    canary_status,
     is_canary_pod,
     promoted_object,
     promoted_template,
@@ -21,7 +20,7 @@ from jupyter_tiers.k8s.canary import (
 from jupyter_tiers.k8s.render import render_manifests
 from jupyter_tiers.model import PodInfo, ServeSpec, ServiceState, ServiceStatus
 from jupyter_tiers.servespec import canary_replicas, validate_serve_spec
-from jupyter_tiers.servestatus import summary_line
+from jupyter_tiers.servestatus import canary_status, summary_line
 from tests.unit.serve_shell import Shell, serve_shell
 
 __all__ = ["serve_shell"]  # the fixture

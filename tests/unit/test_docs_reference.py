@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import contextlib
 import random
 import re
 import sys
@@ -215,7 +216,5 @@ def test_fuzz_pure_helpers_never_crash_and_keep_a_cell_one_line() -> None:
         ref._route_path(text, ["a", "b"])
         include = front_door.Include(DOCS / "index.md", 0, 0, {"start-after": text[:10],
                                                                "end-before": text[10:]})
-        try:
+        with contextlib.suppress(ValueError):
             front_door.slice_of(text * 2, include)
-        except ValueError:
-            pass

@@ -61,7 +61,8 @@ html_theme_options = {
     "footer_start": ["copyright"],
     # the wide generated tables get the room of the page's table of contents
     "secondary_sidebar_items": {"**": ["page-toc", "sourcelink"], "reference/magics": [],
-                                "reference/profiles": [], "troubleshooting": []},
+                                "reference/profiles": [], "reference/rest-api": [],
+                                "troubleshooting": []},
     "footer_end": [],
 }
 html_static_path = ["_static"]

@@ -112,7 +112,9 @@ def test_troubleshooting_lists_every_fail_of_the_doctor_with_its_fix() -> None:
         assert d.fix and f"`{d.where}`" in text
         # the fix's words, as the doctor prints them, are in the table
         words = [w for w in re.split(r"⟨[^⟩]*⟩", d.fix) if len(w.strip()) > 12]
-        assert words and all(ref.md_escape(w.strip()) in text for w in words), d
+        assert words, (f"the doctor's FAIL at {d.where} has no fix text the docs can show: write "
+                       "its fix as a literal or an f-string in the fail() call")
+        assert all(ref.md_escape(w.strip()) in text for w in words), d
     # the well-known ones read as the user sees them
     assert "the doctor never adds it" in text and "ssh-keyscan" not in ref.generate("doctor-warn")
 

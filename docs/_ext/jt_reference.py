@@ -30,9 +30,10 @@ DOCTOR_DIR = ROOT / "jupyter_tiers" / "doctor"
 # has none, so a new key cannot reach a release undocumented.
 PROFILE_KEY_DOCS: dict[str, str] = {
     "tier": "`slurm`, `local` or `kubernetes` (`k8s` is accepted); required.",
-    "description": "Free text shown by `%tiers profiles` and the sidebar.",
-    "workdir": "Where job directories (and local services) live: on the cluster for Slurm, on "
-               "this machine for local. Default `~/jupyter-tiers`.",
+    "description": "Free text for people reading the file (kept with the profile, not shown).",
+    "workdir": "Where job directories live: on the cluster for Slurm (default `~/jupyter-tiers`), "
+               "on this machine for local, services under its `services/` (default `<jupyter data "
+               "dir>/tiers/local-jobs`; it must be yours and not writable by others).",
     "setup": "Shell lines run before every job (e.g. `module load cuda/12.4`, `source "
              "~/venvs/train/bin/activate`); one line each.",
     "env": "Environment variables every job or pod gets (`NAME: value`); values are never "
@@ -48,8 +49,9 @@ PROFILE_KEY_DOCS: dict[str, str] = {
     "identity_file": "The private key to log in with (else ssh-agent and the default keys).",
     "known_hosts": "The known_hosts file; unknown or changed host keys are refused, never added.",
     "proxy_jump": "Jump host(s), `[user@]host[:port]`, comma-separated (as OpenSSH's `-J`).",
-    "ssh_config": "The ssh config file to read (default `~/.ssh/config`).",
-    "connect_timeout": "Seconds to wait for the SSH connection (1 to 600).",
+    "ssh_config": "The ssh config file to read alone, as `ssh -F` (default: `~/.ssh/config`, then "
+                  "`/etc/ssh/ssh_config`).",
+    "connect_timeout": "Seconds to wait for the SSH connection (1 to 600; default 15).",
     "status_interval": "Seconds between the watcher's batched `squeue` queries (1 to 3600; "
                        "default 15).",
     "rank_interval": "Seconds between reads of the ranks' state files (0.2 to 3600; default 1).",
@@ -61,13 +63,14 @@ PROFILE_KEY_DOCS: dict[str, str] = {
     "namespace": "The namespace services go to (a DNS-1123 label).",
     "service_type": "`ClusterIP` (default), `NodePort` or `LoadBalancer`.",
     "image_pull_secrets": "Names of Secrets the pods pull their images with.",
-    "storage_class": "Storage class for volumes the tier creates.",
+    "storage_class": "A storage class name; accepted and guarded as a connection key, not used by "
+                     "this version (the tier creates no volumes).",
     "model_volume": "The volume `--model-from` mounts read-only at `/models`: exactly one of "
                     "`pvc: NAME`, `nfs: {server, path}`, `host_path: PATH`, with optional "
                     "`sub_path` and `path_map`.",
     "fetch_image": "Image of the init container that fetches a model from the object store "
                    "(default `amazon/aws-cli:2.15.0`).",
-    "request_timeout": "Seconds an API request may take (1 to 3600).",
+    "request_timeout": "Seconds a Kubernetes API request may take (1 to 3600; default 30).",
 }
 TIER_TITLES = {"slurm": "Slurm", "local": "Local", "kubernetes": "Kubernetes"}
 MAGICS = ("slurm_train", "k8s_serve")

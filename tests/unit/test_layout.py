@@ -50,7 +50,8 @@ def test_layout_names_every_module_and_test_folder() -> None:
     for folder in sorted(p for p in (ROOT / "tests").iterdir() if (p / "__init__.py").exists()):
         if not re.search(rf"\b{folder.name}\b", layout.split("tests/", 1)[1]):
             missing.append(f"tests/{folder.name}")
-    assert not missing, f"README Layout does not mention: {missing}"
+    assert not missing, ("the Layout section (README.md; docs/architecture.md once README is the "
+                         f"front door) does not mention: {missing}")
 
 
 def _mutable_annotation(annotation: object) -> bool:

@@ -220,3 +220,20 @@ def test_fuzz_pure_helpers_never_crash_and_keep_a_cell_one_line() -> None:
                                                                "end-before": text[10:]})
         with contextlib.suppress(ValueError):
             front_door.slice_of(text * 2, include)
+
+
+@pytest.mark.parametrize("page", sorted(p.relative_to(DOCS).as_posix() for p in DOCS.rglob("*.md")
+                                        if "```yaml\nprofiles:" in p.read_text(encoding="utf-8")
+                                        or "```yaml\ndefault_profile:" in p.read_text(encoding="utf-8")))
+def test_the_docs_profile_examples_are_valid_tiers_yaml(page: str, tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    from jupyter_tiers.config import load_config
+
+    text = (DOCS / page).read_text(encoding="utf-8")
+    for block in re.findall(r"```yaml\n((?:profiles|default_profile):.*?)```", text, re.S):
+        path = tmp_path / "tiers.yaml"
+        path.write_text(block)
+        monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
+        monkeypatch.setattr("jupyter_tiers.config.SYSTEM_PATH", tmp_path / "none.yaml")
+        monkeypatch.setattr("jupyter_tiers.config.USER_PATH", tmp_path / "none2.yaml")
+        assert load_config().profiles

@@ -102,11 +102,12 @@ def _table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
 
 
 def _type_name(t: object) -> str:
-    names = {int: "integer", str: "string", bool: "true/false", list: "list", dict: "mapping",
-             float: "number"}
+    """A YAML type (or a tuple of them) in words: ``(str, int)`` -> ``string or integer``."""
+    names: dict[object, str] = {int: "integer", str: "string", bool: "true/false", list: "list",
+                                dict: "mapping", float: "number"}
     if isinstance(t, tuple):
-        return " or ".join(names.get(x, getattr(x, "__name__", str(x))) for x in t)
-    return names.get(t, getattr(t, "__name__", str(t)))  # type: ignore[call-overload]
+        return " or ".join(_type_name(x) for x in t)
+    return names.get(t, getattr(t, "__name__", str(t)))
 
 
 def magic_parser(magic: str) -> argparse.ArgumentParser:

@@ -243,7 +243,7 @@ class Service(Handle):
         return self.status().pods
 
     def logs(self, pod: str | None = None, tail: int | None = None) -> str:
-        """Every pod's log merged with a ``pod-name: `` prefix, or one pod's without."""
+        """Every pod's log merged with a ``pod-name:`` prefix on each line, or one pod's without."""
         return self.tier.service_logs(self.record, pod=pod, tail=tail)
 
     @property

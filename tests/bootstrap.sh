@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv (once) and install jupyter-tiers with its test extras into it. Idempotent.
+# Create .venv (once) and install jupyter-tiers with its test and docs extras into it. Idempotent.
 # Usage: source tests/bootstrap.sh   (sets $PY to the venv's python)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,13 +11,13 @@ fi
 PY="$VENV/bin/python"
 lab_link="$VENV/share/jupyter/labextensions/jupyter-tiers"
 stamp="$VENV/.jt-installed"
-want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)-${JT_EXTRAS:-test}"
+want="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -c1-16)-${JT_EXTRAS:-test,docs}"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-  echo "[bootstrap] installing jupyter-tiers[${JT_EXTRAS:-test}] into $VENV"
+  echo "[bootstrap] installing jupyter-tiers[${JT_EXTRAS:-test,docs}] into $VENV"
   "$PY" -m pip install -q --upgrade pip >/dev/null
   # pip would uninstall the old copy's files through develop's symlink, i.e. in the source tree.
   if [ -L "$lab_link" ]; then rm "$lab_link"; fi
-  "$PY" -m pip install -q -e "$ROOT[${JT_EXTRAS:-test}]"
+  "$PY" -m pip install -q -e "$ROOT[${JT_EXTRAS:-test,docs}]"
   echo "$want" > "$stamp"
 fi
 # The "Tiers" sidebar (labextension/; jlpm comes with jupyterlab): the build script hashes the

@@ -7,6 +7,8 @@
 #   bash tests/run.sh --fast [PYTEST ARGS]   the inner loop: venv (bootstrap), ruff, mypy and every
 #                                            test that needs no environment (pytest --fast): no root,
 #                                            cluster, apt, torch, Node build, server or browser
+#   bash tests/run.sh --docs                 the docs site alone (docs/_build/html): Sphinx with
+#                                            warnings as errors, then its internal links checked
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -14,6 +16,8 @@ mkdir -p test-output
 
 FAST=0
 if [ "${1:-}" = "--fast" ]; then FAST=1; shift; fi
+DOCS_ONLY=0
+if [ "${1:-}" = "--docs" ]; then DOCS_ONLY=1; shift; fi
 
 # Seconds per phase, printed at the end (with pytest's own time-by-group table above it).
 PHASES=()
@@ -27,6 +31,23 @@ print_phases() {
     printf '  %s\n' "${PHASES[@]}"
     printf '  %-34s %6d s\n' "total" "$SECONDS"
 }
+
+# The docs (docs/, Sphinx + MyST + myst-nb): warnings are errors, every internal link must lead
+# somewhere; offline, no notebook executed (the ones tests/examples saved are rendered).
+build_docs() {
+  echo "[run] docs: sphinx -W, then the internal links (docs/_build/html)"
+  "$PY" docs/_tools/build_docs.py docs/_build/html
+}
+
+if [ "$DOCS_ONLY" = 1 ]; then
+  JT_NO_LABEXTENSION=1 source tests/bootstrap.sh
+  phase "venv (bootstrap)"
+  status=0
+  build_docs || status=$?
+  phase "docs"
+  print_phases
+  exit "$status"
+fi
 
 if [ "$FAST" = 1 ]; then
   JT_NO_LABEXTENSION=1 source tests/bootstrap.sh
@@ -132,6 +153,11 @@ if [ $# -eq 0 ] && [ "${JT_SERIAL:-0}" != 1 ]; then
   cat test-output/pytest-rest.log
   [ "$status" != 0 ] || status=$rest_status
   "$PY" -m tests.durations test-output/durations-slurm.json test-output/durations-rest.json || true
+  # After both lanes, so the example notebooks show the outputs this run's tests/examples saved.
+  docs_status=0
+  build_docs || docs_status=$?
+  phase "docs (sphinx -W, internal links)"
+  [ "$status" != 0 ] || status=$docs_status
 else
   echo "[run] pytest"
   "$PY" -m pytest -p no:cacheprovider "$@" || status=$?

@@ -76,7 +76,19 @@ def run(name: str, env: dict[str, str], cwd: Path) -> nbformat.NotebookNode:
                            + "\n".join(text.splitlines()[-EARLIER_TAIL:])
                            for tag, text in texts(nb).items() if text)
         raise AssertionError(f"{exc}\n\n{before}") from exc
+    if env.get("JUPYTER_TIERS_DISPLAY") == "text":  # a static page shows text, not widgets
+        save_outputs(nb, name)
     return nb
+
+
+def save_outputs(nb: nbformat.NotebookNode, name: str) -> None:
+    """Keep the executed notebook for the docs (docs/_ext/jt_docs.py renders it with these
+    outputs): ``$JT_NOTEBOOK_OUTPUTS``, default test-output/notebooks/; the last run wins."""
+    folder = Path(os.environ.get("JT_NOTEBOOK_OUTPUTS") or ROOT / "test-output" / "notebooks")
+    folder.mkdir(parents=True, exist_ok=True)
+    tmp = folder / f".{name}.{os.getpid()}.tmp"
+    nbformat.write(nb, str(tmp))
+    os.replace(tmp, folder / name)
 
 
 def texts(nb: nbformat.NotebookNode) -> dict[str, str]:

@@ -42,7 +42,6 @@ class S3Probe:
     mode: str
     output: str = ""
     error: str = ""
-    error_fix: str = ""
 
 
 def _text(value: Any, limit: int = 300) -> str:
@@ -80,12 +79,12 @@ def mode_text(mode: str, where: str) -> str:
     return f"cluster: boto3's own chain on {where} (~/.aws/credentials, AWS_* in {env}, or an instance role)"
 
 
-def _credentials_fix(probe: S3Probe) -> str:
+def _credentials_where(probe: S3Probe) -> str:
     if probe.mode == "kernel":
-        return ("set the right AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN "
-                "for temporary ones) in the environment Jupyter starts the kernel with")
-    return (f"fix the credentials on {probe.where} (~/.aws/credentials there, or AWS_* in its "
-            "login shell's environment), or set object_store.credentials: kernel")
+        return ("AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary "
+                "ones) in the environment Jupyter starts the kernel with")
+    return (f"~/.aws/credentials on {probe.where}, or AWS_* in its login shell's environment (or set "
+            "object_store.credentials: kernel)")
 
 
 def _bucket_fail(step: Step, store: ObjectStore, probe: S3Probe) -> Check:
@@ -97,7 +96,7 @@ def _bucket_fail(step: Step, store: ObjectStore, probe: S3Probe) -> Check:
                     code=step.code)
     if step.code in CREDENTIAL_CODES:
         return fail("s3 bucket", f"{where} refused the credentials ({probe.mode}): {step.code}",
-                    _credentials_fix(probe), code=step.code)
+                    f"fix the credentials the uploads use: {_credentials_where(probe)}", code=step.code)
     if step.code in DENIED_CODES:
         return fail("s3 bucket", f"access to bucket {store.bucket} denied ({step.code}) with the "
                     f"{probe.mode} credentials", f"ask for s3:ListBucket, s3:GetObject and "
@@ -127,9 +126,13 @@ def store_checks(probe: S3Probe, store: ObjectStore) -> list[Check]:
     one are SKIP."""
     checks: list[Check] = []
     if probe.error:
-        return [fail("s3 credentials" if probe.mode == "kernel" and "environment" in probe.error
-                     else "s3 client", probe.error, probe.error_fix or "see the lines above"),
-                *[skip(n, "the check did not run") for n in NAMES[2:]]]
+        not_run = [skip(n, "the check did not run") for n in NAMES[2:]]
+        if probe.mode == "kernel" and "environment" in probe.error:
+            return [fail("s3 credentials", probe.error, "set them in the environment Jupyter starts the "
+                         "kernel with (not in the notebook), or set object_store.credentials: cluster"),
+                    *not_run]
+        return [fail("s3 client", probe.error, "see the login lines above; the object store is checked "
+                     "from there"), *not_run]
     steps = {s.step: s for s in parse_steps(probe.output)}
     client = steps.get("boto3")
     if client is None:
@@ -149,7 +152,8 @@ def store_checks(probe: S3Probe, store: ObjectStore) -> list[Check]:
     creds = steps.get("credentials")
     if creds is None or not creds.ok:
         checks.append(fail("s3 credentials", f"no credentials found on {on}; uploads use "
-                           f"{mode_text(probe.mode, probe.where)}", _credentials_fix(probe)))
+                           f"{mode_text(probe.mode, probe.where)}",
+                           f"give the uploads credentials: {_credentials_where(probe)}"))
         return [*checks, *[skip(n, "no credentials") for n in NAMES[2:]]]
     checks.append(ok("s3 credentials", f"{mode_text(probe.mode, probe.where)}; on {on} boto3 found them "
                      f"({creds.detail})", method=creds.detail))

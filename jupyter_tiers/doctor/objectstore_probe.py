@@ -97,13 +97,10 @@ def probe(profile: Profile, store: ObjectStore, env: Mapping[str, str] | None = 
     try:
         data, secrets = request(store, os.environ if env is None else env)
     except ValueError as exc:
-        return S3Probe(where, store.credentials, error=f"{exc}; uploads use {mode_text('kernel', where)}",
-                       error_fix="set them in the environment Jupyter starts the kernel with (not in "
-                       "the notebook), or set object_store.credentials: cluster")
+        return S3Probe(where, store.credentials, error=f"{exc}; uploads use {mode_text('kernel', where)}")
     output, error = (_run_remote if profile.tier == "slurm" else _run_local)(profile, data)
     if error:
-        return S3Probe(where, store.credentials, error=_scrub(error, secrets),
-                       error_fix="see the login lines above; the object store is checked from there")
+        return S3Probe(where, store.credentials, error=_scrub(error, secrets))
     return S3Probe(where, store.credentials, output=_scrub(output, secrets))
 
 

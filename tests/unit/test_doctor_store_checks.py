@@ -46,7 +46,8 @@ def test_every_stage_in_order() -> None:
                                             "s3 write/read/delete": Status.SKIP}
     wrong = store_checks(S3Probe("the login node", "cluster", "\n".join(
         [*good[:3], _line("bucket", False, "x", "SignatureDoesNotMatch")])), STORE)[3]
-    assert "refused the credentials (cluster)" in wrong.detail and "~/.aws/credentials there" in wrong.fix
+    assert "refused the credentials (cluster)" in wrong.detail
+    assert "~/.aws/credentials on the login node" in wrong.fix
     no_delete = [*good[:4], _line("delete", False, "denied", "AccessDenied", key="a/b/.jt-doctor-1")]
     last = store_checks(S3Probe("the login node", "cluster", "\n".join(no_delete)), STORE)[-1]
     assert last.status is Status.WARN and "s3://jt-ckpt/a/b/.jt-doctor-1 is left" in last.detail

@@ -113,7 +113,7 @@ def check_plan(rps: Any, seconds: Any, concurrency: Any, request: Any = None, *,
     if arrival_count(rate, secs) > MAX_REQUESTS:
         raise SpecError("seconds", f"rps x seconds is at most {MAX_REQUESTS:,} requests in one run")
     if arrival_count(rate, secs) < 1:
-        raise SpecError("seconds", f"{secs:g} s at {rate:g} rps sends no request; make it longer")
+        raise SpecError("rps", f"{rps!r} for {seconds!r} s sends no request; ask for more")
     return LoadPlan(rate, secs, concurrency, parse_request(request), wait)
 
 
@@ -125,7 +125,7 @@ def parse_request(request: Any) -> LoadRequest:
         return LoadRequest()
     if isinstance(request, str):
         parts = request.split()
-        if len(parts) == 2:
+        if len(parts) == 2 and parts[0].upper() in METHODS:
             return parse_request({"method": parts[0], "path": parts[1]})
         return parse_request({"path": request})
     if not isinstance(request, Mapping):

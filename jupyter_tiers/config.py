@@ -81,6 +81,8 @@ CONNECTION_KEYS: Mapping[str, str] = MappingProxyType({
     **_deciding("which code runs", "setup", "defaults.image", "defaults.python", "fetch_image"),
     # Where secrets go: registry credentials, environment variables read from Secrets.
     **_deciding("where secrets go", "image_pull_secrets", "defaults.secret_env"),
+    # How hard Service.load_test may hit a service (a lab's admins bound it for everyone).
+    **_deciding("how hard a load test may hit a service", "load_limit_rps"),
 })
 # Keys a project file may not set at all without the opt-in: an ssh_config can run local commands
 # (Match exec, ProxyCommand), a kubeconfig too (exec credential plugins), setup runs on the cluster.

@@ -133,9 +133,11 @@ class LoadRun:
         return out
 
     def _send_window(self) -> float:
-        """Seconds the schedule ran: up to the last arrival's slot, or to the stop."""
+        """Seconds the schedule ran: its whole length (N arrivals, 1/rps apart, fill N/rps
+        seconds), or up to the stop."""
         full = self.plan.count / self.plan.rps
-        return min(full, self.elapsed()) if self.elapsed() > 0 else full
+        elapsed = self.elapsed()
+        return min(full, elapsed) if (self.stopped or not self._done.is_set()) and elapsed > 0 else full
 
     def records(self) -> list[dict[str, Any]]:
         """Every scheduled request as a plain row (loadplan.Sample.record)."""
@@ -225,19 +227,34 @@ class LoadRun:
         sample.start = now
         with self._lock:
             self.series.sent(now)
+        # One timer cancels the request at its timeout (asyncio.wait_for would add a task per
+        # request, which costs latency at hundreds of requests a second).
+        task = asyncio.current_task()
+        expired = [False]
+
+        def expire() -> None:
+            expired[0] = True
+            if task is not None:
+                task.cancel()
+
+        timer = asyncio.get_running_loop().call_later(self.plan.timeout, expire)
         try:
             try:
-                await asyncio.wait_for(self._exchange(sample), self.plan.timeout)
+                await self._exchange(sample)
             except _Closed:  # a kept-alive connection the server had closed: once more, afresh
-                await asyncio.wait_for(self._exchange(sample, fresh=True), self.plan.timeout)
+                await self._exchange(sample, fresh=True)
         except asyncio.CancelledError:
-            sample.error = "stopped"
-            raise
-        except asyncio.TimeoutError:
+            if not expired[0] or self._stop.is_set():
+                sample.error = "stopped"
+                raise
+            uncancel = getattr(task, "uncancel", None)  # Python 3.11+: the cancel was ours, handled
+            if uncancel is not None:
+                uncancel()
             sample.error = f"timeout after {self.plan.timeout:g} s"
         except (OSError, ValueError, _Closed, asyncio.IncompleteReadError, asyncio.LimitOverrunError) as exc:
             sample.error = _error_text(exc)
         finally:
+            timer.cancel()
             with self._lock:
                 self._inflight -= 1
                 if sample.error != "stopped":

@@ -128,7 +128,9 @@ function jtLoadPanel(model) {
 
   function redraw() {
     const list = [...rows.values()].sort((a, b) => a.t - b.t);
-    const tMax = Math.max(asked.seconds || 0, ...list.map((r) => r.t + 1), 1);
+    // Running: the asked length, or its first minute while it is longer; over: what ran.
+    const ranTo = Math.max(1, ...list.map((r) => r.t + 1));
+    const tMax = running ? Math.max(ranTo, Math.min(asked.seconds || 0, 60)) : ranTo;
     const pts = (key) => list.map((r) => [r.t + 0.5, r[key]]);
     const latMax = Math.max(0, ...list.map((r) => r.p99_ms ?? 0));
     draw(latency, [["jt-load-p50", pts("p50_ms")], ["jt-load-p95", pts("p95_ms")], ["jt-load-p99", pts("p99_ms")]],

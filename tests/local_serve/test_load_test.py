@@ -145,6 +145,16 @@ def test_requests_that_cannot_start_on_time_are_counted_as_dropped(tier: LocalSe
     assert settled_count(svc) == summary["sent"]  # dropped ones never reached the server
 
 
+def test_a_request_past_its_timeout_is_an_error(tier: LocalServeTier) -> None:
+    svc = counting_service(tier)
+    svc.load_test(rps=4, seconds=1, concurrency=4, request="/slow", timeout=0.1)
+    rows = svc.last_load_test.records()
+    assert [r["error"] for r in rows] == ["timeout after 0.1 s"] * 4
+    assert [r["status"] for r in rows] == [None] * 4
+    summary = svc.last_load_test.summary()
+    assert (summary["sent"], summary["errors"], summary["error_rate"], summary["answered"]) == (4, 4, 1.0, 0)
+
+
 def test_over_the_profile_limit_is_refused_before_sending(tier: LocalServeTier) -> None:
     svc = counting_service(tier)
     with pytest.raises(SpecError) as err:

@@ -1,0 +1,119 @@
+"""ServeView's Load panel, Python side, on a fake ServeTier: refusals land in the panel's message
+(the browser shows them as text), a run's updates stream as ``load`` messages, Stop and the
+view's close stop the run, and a reloaded page gets the series again. The load generator itself
+is replaced here (it is tested against a real local service in tests/local_serve)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from jupyter_tiers.loadplan import check_plan
+from jupyter_tiers.widgets.load_panel import request_of
+
+from .test_serve_text import make_service
+from .test_serve_view import RecordingView, until, views  # noqa: F401 - a fixture
+
+
+class FakeRun:
+    def __init__(self, plan: Any, on_update: Any) -> None:
+        self.plan = plan
+        self.on_update = on_update
+        self.stops = 0
+        self.done = False
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        self.stops += 1
+        if not self.done:
+            self.done = True
+            self.on_update({"rows": [], "summary": {"sent": 3, "stopped": True}, "done": True})
+
+
+def load_msgs(view: RecordingView) -> list[dict[str, Any]]:
+    with view.sent_lock:
+        return [m for m in view.sent if m.get("kind") == "load"]
+
+
+def open_view(tmp_path: Path, views: list[RecordingView]) -> RecordingView:  # noqa: F811
+    _tier, service = make_service(tmp_path)
+    view = RecordingView(service)
+    views.append(view)
+    return view
+
+
+def test_refusals_are_said_in_the_panel(tmp_path: Path, views: list[RecordingView]) -> None:  # noqa: F811
+    view = open_view(tmp_path, views)
+    view.front({"kind": "load_start", "rps": 500, "seconds": 10, "concurrency": 16, "method": "GET",
+                "path": "/"})
+    assert until(lambda: load_msgs(view) and load_msgs(view)[-1]["state"] == "error")
+    last = load_msgs(view)[-1]
+    assert last["message"] == ("load test not started: rps: 500 is over the load_limit_rps of profile "
+                               "'serving' (200); ask for less, or raise load_limit_rps in tiers.yaml")
+    assert last["limit"] == 200
+    view.front({"kind": "load_start", "rps": 5, "seconds": 1, "concurrency": 1, "path": "http://evil/"})
+    assert until(lambda: "request.path" in load_msgs(view)[-1]["message"])
+    view.front({"kind": "load_start", "rps": "x", "seconds": None, "concurrency": 1})
+    assert until(lambda: load_msgs(view)[-1]["message"] == "load test not started: rps: requests per second "
+                                                             "above 0, got 'x'")
+
+
+def test_a_run_streams_rows_stops_and_is_resent(tmp_path: Path, views: list[RecordingView],  # noqa: F811
+                                                monkeypatch: Any) -> None:
+    view = open_view(tmp_path, views)
+    runs: list[FakeRun] = []
+    started = threading.Event()
+
+    def fake_start(rps: Any, seconds: Any, concurrency: Any, request: Any = None, **kw: Any) -> FakeRun:
+        plan = check_plan(rps, seconds, concurrency, request, limit_rps=200)
+        runs.append(FakeRun(plan, kw["on_update"]))
+        started.set()
+        return runs[-1]
+
+    monkeypatch.setattr(view.service, "start_load_test", fake_start)
+    view.front({"kind": "load_start", "rps": 20, "seconds": 60, "concurrency": 4, "method": "POST",
+                "path": "/v1/x", "body": '{"a": 1}'})
+    assert started.wait(30)
+    assert until(lambda: load_msgs(view)[-1]["state"] == "running")
+    run = runs[0]
+    assert run.plan.request.method == "POST" and run.plan.request.body == b'{"a": 1}'
+    assert ("Content-Type", "application/json") in run.plan.request.headers
+    assert load_msgs(view)[-1]["message"] == "sending 20 requests/s for 60 s to POST /v1/x"
+    row = {"t": 0.0, "sent": 20, "p50_ms": 1.0, "ready": 1}
+    run.on_update({"rows": [row], "summary": {"sent": 20}, "done": False})
+    assert load_msgs(view)[-1]["rows"] == [row]
+    # A second Start while one runs is refused.
+    view.front({"kind": "load_start", "rps": 20, "seconds": 60, "concurrency": 4})
+    assert load_msgs(view)[-1]["message"] == "a load test is already running; Stop it first"
+    assert len(runs) == 1
+    view.front({"kind": "load_stop"})
+    assert until(lambda: load_msgs(view)[-1]["state"] == "stopped")
+    assert load_msgs(view)[-1]["message"].startswith("stopped: 3 sent")
+    # A reloaded page: the rows so far, from the start.
+    view.front({"kind": "hello"})
+    assert until(lambda: load_msgs(view)[-1]["reset"] is True)
+    assert load_msgs(view)[-1]["rows"] == [row] and load_msgs(view)[-1]["state"] == "stopped"
+
+
+def test_closing_the_view_stops_the_run(tmp_path: Path, views: list[RecordingView],  # noqa: F811
+                                        monkeypatch: Any) -> None:
+    view = open_view(tmp_path, views)
+    runs: list[FakeRun] = []
+
+    def fake_start(rps: Any, seconds: Any, concurrency: Any, request: Any = None, **kw: Any) -> FakeRun:
+        runs.append(FakeRun(check_plan(rps, seconds, concurrency, request, limit_rps=200), kw["on_update"]))
+        return runs[-1]
+
+    monkeypatch.setattr(view.service, "start_load_test", fake_start)
+    view.front({"kind": "load_start", "rps": 1, "seconds": 60, "concurrency": 1})
+    assert until(lambda: load_msgs(view) and load_msgs(view)[-1]["state"] == "running")
+    view.close()
+    assert runs[0].stops == 1 and runs[0].done
+
+
+def test_request_of_the_panel_fields() -> None:
+    assert request_of({}) == {"method": "GET", "path": "/"}
+    assert request_of({"method": "PUT", "path": "/x", "body": "plain"}) == {
+        "method": "PUT", "path": "/x", "body": "plain"}
+    assert request_of({"body": "[1, 2]"})["headers"] == {"Content-Type": "application/json"}
+    assert "headers" not in request_of({"body": "{not json"})

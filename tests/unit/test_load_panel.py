@@ -117,3 +117,33 @@ def test_request_of_the_panel_fields() -> None:
         "method": "PUT", "path": "/x", "body": "plain"}
     assert request_of({"body": "[1, 2]"})["headers"] == {"Content-Type": "application/json"}
     assert "headers" not in request_of({"body": "{not json"})
+
+
+# --- the panel's pure chart helpers (load_panel.js, run by node) ------------------------------------
+def run_js(body: str) -> Any:
+    import json
+    import shutil
+    import subprocess
+
+    from tests.helpers import loud_skip
+
+    node = shutil.which("node")
+    if node is None:
+        loud_skip("load panel JS tests", "node is not installed", fail_in_ci=False)
+    widgets = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "widgets"
+    src = (widgets / "view_common.js").read_text() + (widgets / "load_panel.js").read_text()
+    res = subprocess.run([node, "-"], input=src + "\n" + body, capture_output=True, text=True, timeout=60,
+                         check=True)
+    return json.loads(res.stdout)
+
+
+def test_chart_paths_scale_and_break_at_gaps() -> None:
+    paths = run_js("console.log(JSON.stringify(jtLoadPaths([[0, 0], [5, 10], [10, null], [10, 20]], "
+                   "10, 10, 104, 54)));")
+    # x 0..10 -> 2..102, y 0..10 -> 52..2 (clamped at the top); a null ends a run
+    assert paths == ["2.0,52.0 52.0,2.0", "102.0,2.0"]
+    steps = run_js("console.log(JSON.stringify(jtLoadSteps([[0, 1], [1, 1], [2, 2], [3, null], [4, 2]])));")
+    assert steps == [[0, 1], [1, 1], [2, 1], [2, 2], [4, 2]]
+    nums = run_js("console.log(JSON.stringify([jtLoadNum(1234.5678), jtLoadNum(null), "
+                  "jtLoadNum(0.000123)]));")
+    assert nums == ["1230", "–", "0.000123"]

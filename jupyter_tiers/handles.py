@@ -234,7 +234,7 @@ class Service(Handle):
 
     kind = "service"
     tier: ServeTier
-    #: The last :meth:`load_test`'s run (loadgen.LoadRun), for its summary and series.
+    #: The last load test's run (:meth:`load_test`, :meth:`start_load_test`) (loadgen.LoadRun), for its summary and series.
     last_load_test: Any = None
 
     def status(self) -> ServiceStatus:
@@ -327,6 +327,7 @@ class Service(Handle):
                           profile=self.tier.name, timeout=timeout)
         url = self.port_forward()  # the service's own forward: the only place the load goes
         run = LoadRun(url, plan, on_update=on_update)
+        self.last_load_test = run
         status = self.status()
         run.note_replicas(status.ready, status.desired)
         sub = self.tier.watch(self.record, on_status=lambda s: run.note_replicas(s.ready, s.desired))
@@ -356,7 +357,6 @@ class Service(Handle):
         dicts. ``svc.last_load_test`` keeps the run: ``.summary()`` (counts, achieved rps,
         p50/p95/p99, error rate) and ``.series.rows(False)`` (per second, with ready replicas)."""
         run = self.start_load_test(rps, seconds, concurrency, request, timeout=timeout, on_update=on_update)
-        self.last_load_test = run
         try:
             while not run.wait(0.1):
                 pass

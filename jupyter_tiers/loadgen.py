@@ -11,6 +11,7 @@ Stop (``LoadRun.stop``) is honoured within a fraction of a second: no request is
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 import urllib.parse
@@ -97,7 +98,8 @@ class LoadRun:
     def stop(self, timeout: float | None = 5.0) -> None:
         """End the run now: nothing more is sent once this returns (in-flight requests are
         abandoned). Waits up to ``timeout`` for the run's thread."""
-        self.stopped = not self._done.is_set()
+        if not self._done.is_set():
+            self.stopped = True
         self._stop.set()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(timeout)
@@ -167,11 +169,8 @@ class LoadRun:
                 self.series.upto(min(time.monotonic() - self._t0, self.plan.count / self.plan.rps))
             rows = self.series.rows()
         update = {"rows": rows, "summary": self.summary(), "done": done}
-        try:
+        with contextlib.suppress(Exception):  # a broken listener must not stop the load
             self.on_update(update)
-        except Exception:  # a broken listener must not stop the load
-            if done:
-                raise
 
     async def _main(self) -> None:
         tasks: set[asyncio.Task[None]] = set()
@@ -242,6 +241,8 @@ class LoadRun:
             try:
                 await self._exchange(sample)
             except _Closed:  # a kept-alive connection the server had closed: once more, afresh
+                if self.plan.request.method in ("POST", "PATCH"):  # not idempotent: never twice
+                    raise
                 await self._exchange(sample, fresh=True)
         except asyncio.CancelledError:
             if not expired[0] or self._stop.is_set():
@@ -344,6 +345,8 @@ async def _skip(reader: asyncio.StreamReader, n: int) -> None:
 
 
 def _error_text(exc: BaseException) -> str:
+    if isinstance(exc, _Closed):
+        return "the service closed a kept-alive connection without answering"
     if isinstance(exc, asyncio.IncompleteReadError):
         return "connection closed mid-response"
     if isinstance(exc, ConnectionRefusedError):

@@ -147,3 +147,43 @@ def test_chart_paths_scale_and_break_at_gaps() -> None:
     nums = run_js("console.log(JSON.stringify([jtLoadNum(1234.5678), jtLoadNum(null), "
                   "jtLoadNum(0.000123)]));")
     assert nums == ["1230", "–", "0.000123"]
+
+
+def test_fuzz_panel_messages_give_a_run_or_a_message(tmp_path: Path, views: list[RecordingView],  # noqa: F811
+                                                     monkeypatch: Any) -> None:
+    import random
+
+    view = open_view(tmp_path, views)
+    runs: list[FakeRun] = []
+
+    def fake_start(rps: Any, seconds: Any, concurrency: Any, request: Any = None, **kw: Any) -> FakeRun:
+        runs.append(FakeRun(check_plan(rps, seconds, concurrency, request, limit_rps=200), kw["on_update"]))
+        return runs[-1]
+
+    monkeypatch.setattr(view.service, "start_load_test", fake_start)
+    rng = random.Random(20261205)
+    values = [None, True, 0, 1, 16, 50, 199.9, 201, -3, 1e308, "50", "", "/", "/x?y=1", "POST", "get",
+              "PATCH", "http://evil/", "<b>x</b>", "{\"a\": 1}", "[", [1], {"a": 1}, "\x00", "é"]
+    good = {"rps": 20, "seconds": 5, "concurrency": 4, "method": "GET", "path": "/", "body": ""}
+    for _ in range(300):
+        msg: dict[str, Any] = {k: rng.choice(values) if rng.random() < 0.15 else v for k, v in good.items()
+                               if rng.random() < 0.9}
+        msg["kind"] = rng.choice(["load_start", "load_stop", "load_start", "bogus"])
+        before = len(load_msgs(view))
+        view.front(msg)
+        if msg["kind"] == "load_start":
+            def answered(before: int = before) -> bool:
+                msgs = load_msgs(view)
+                return len(msgs) > before and (msgs[-1]["state"] in ("error", "running")
+                                               or "already running" in msgs[-1]["message"])
+
+            assert until(answered)
+            last = load_msgs(view)[-1]
+            assert isinstance(last["message"], str) and "\n" not in last["message"]
+            if last["state"] == "error":
+                assert last["message"].startswith("load test not started: ")
+        if runs and not runs[-1].done and rng.random() < 0.7:
+            view.front({"kind": "load_stop"})
+            assert until(lambda: runs[-1].done)
+            assert until(lambda: load_msgs(view)[-1]["state"] == "stopped")
+    assert len(runs) > 10 and view.message == ""

@@ -234,7 +234,8 @@ class Service(Handle):
 
     kind = "service"
     tier: ServeTier
-    #: The last load test's run (:meth:`load_test`, :meth:`start_load_test`) (loadgen.LoadRun), for its summary and series.
+    #: The last load test's run (loadgen.LoadRun, from :meth:`load_test` or
+    #: :meth:`start_load_test`), for its summary and series.
     last_load_test: Any = None
 
     def status(self) -> ServiceStatus:

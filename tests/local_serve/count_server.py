@@ -2,7 +2,7 @@
 ``GET /__stats`` is answered 200 with a short body (headers and body in one write, over HTTP/1.1
 keep-alive) and its arrival time noted; ``/slow`` answers after half a second. ``GET /__stats``
 returns ``{"count": N, "times": [monotonic arrival times]}``. Run as a service body: it listens
-on ``$PORT``. Standard library only."""
+on ``$PORT`` of ``$COUNT_HOST`` (default 127.0.0.1). Standard library only."""
 
 import http.server
 import json
@@ -50,4 +50,5 @@ class Server(http.server.ThreadingHTTPServer):
 
 
 print("counting on", os.environ["PORT"], flush=True)
-Server(("127.0.0.1", int(os.environ["PORT"])), Counter).serve_forever()
+# Loopback unless told otherwise (a Kubernetes pod is reached on its own address).
+Server((os.environ.get("COUNT_HOST", "127.0.0.1"), int(os.environ["PORT"])), Counter).serve_forever()

@@ -338,7 +338,11 @@ class Service(Handle):
             self.tier.unwatch(sub)
 
         run.start()
-        threading.Thread(target=unwatch_when_done, name="jt-load-unwatch", daemon=True).start()
+        try:
+            threading.Thread(target=unwatch_when_done, name="jt-load-unwatch", daemon=True).start()
+        except BaseException:  # an interrupt right here must not leave the load running
+            run.stop()
+            raise
         return run
 
     def load_test(self, rps: float = 50, seconds: float = 60, concurrency: int = 16,

@@ -31,6 +31,7 @@ from types import MappingProxyType
 from typing import Any
 
 from .errors import ConfigError
+from .loadplan import MAX_LIMIT_RPS
 from .model import SERVICE_TYPES
 
 __all__ = ["Config", "ConfigError", "Profile", "ProjectFileRefused", "load_config"]
@@ -80,6 +81,8 @@ CONNECTION_KEYS: Mapping[str, str] = MappingProxyType({
     **_deciding("which code runs", "setup", "defaults.image", "defaults.python", "fetch_image"),
     # Where secrets go: registry credentials, environment variables read from Secrets.
     **_deciding("where secrets go", "image_pull_secrets", "defaults.secret_env"),
+    # How hard Service.load_test may hit a service (a lab's admins bound it for everyone).
+    **_deciding("how hard a load test may hit a service", "load_limit_rps"),
 })
 # Keys a project file may not set at all without the opt-in: an ssh_config can run local commands
 # (Match exec, ProxyCommand), a kubeconfig too (exec credential plugins), setup runs on the cluster.
@@ -182,7 +185,7 @@ TIER_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
     },
     # path_map: where another profile's (a cluster's) checkpoint paths are mounted on this
     # machine, for %%k8s_serve --model-from on the local tier (handoff.py).
-    "local": {**_COMMON_KEYS, "path_map": dict},
+    "local": {**_COMMON_KEYS, "path_map": dict, "load_limit_rps": (int, float)},
     "kubernetes": {
         **_COMMON_KEYS,
         "context": str,
@@ -194,6 +197,7 @@ TIER_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
         "model_volume": dict,
         "fetch_image": str,  # the init container that fetches a model from the object store
         "request_timeout": (int, float),
+        "load_limit_rps": (int, float),  # the most Service.load_test may send a second (loadplan.py)
     },
 }
 
@@ -312,6 +316,11 @@ def validate_profile(name: str, raw: Any, source: str) -> dict[str, Any]:
         out["defaults"] = check_defaults(out["defaults"], default_keys(tier), source, base)
     _check_kubernetes_keys(out, source, base)
     _check_object_store(out, tier, source, base)
+    if "load_limit_rps" in out:
+        limit = out["load_limit_rps"]
+        if not (math.isfinite(limit) and 1 <= limit <= MAX_LIMIT_RPS):
+            raise ConfigError(source, f"{base}.load_limit_rps",
+                              f"requests per second from 1 to {MAX_LIMIT_RPS}, got {limit!r}")
     return out
 
 

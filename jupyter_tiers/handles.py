@@ -234,6 +234,9 @@ class Service(Handle):
 
     kind = "service"
     tier: ServeTier
+    #: The last load test's run (loadgen.LoadRun, from :meth:`load_test` or
+    #: :meth:`start_load_test`), for its summary and series.
+    last_load_test: Any = None
 
     def status(self) -> ServiceStatus:
         """Current status: the Deployment, its pods and their recent Warning events."""
@@ -318,6 +321,62 @@ class Service(Handle):
 
     def wait(self, timeout: float | None = None) -> ServiceStatus:
         return self.wait_ready(timeout)
+
+    # --- load test (loadplan.py, loadgen.py) -------------------------------------------------
+    def start_load_test(self, rps: float = 50, seconds: float = 60, concurrency: int = 16,
+                        request: Any = None, *, timeout: float = 30.0,
+                        on_update: Callable[[dict[str, Any]], None] | None = None) -> Any:
+        """Start a load test on a thread and return its ``loadgen.LoadRun`` (``stop()``,
+        ``wait()``, ``summary()``, ``result()``); :meth:`load_test` is the blocking form. The
+        service's ready replicas are followed through the tier's status watch for as long as
+        the run lasts."""
+        from .loadgen import LoadRun
+        from .loadplan import check_plan, limit_of
+
+        plan = check_plan(rps, seconds, concurrency, request, limit_rps=limit_of(self.tier.profile.settings),
+                          profile=self.tier.name, timeout=timeout)
+        url = self.port_forward()  # the service's own forward: the only place the load goes
+        run = LoadRun(url, plan, on_update=on_update)
+        self.last_load_test = run
+        status = self.status()
+        run.note_replicas(status.ready, status.desired)
+        sub = self.tier.watch(self.record, on_status=lambda s: run.note_replicas(s.ready, s.desired))
+
+        def unwatch_when_done() -> None:
+            run.wait()
+            self.tier.unwatch(sub)
+
+        run.start()
+        try:
+            threading.Thread(target=unwatch_when_done, name="jt-load-unwatch", daemon=True).start()
+        except BaseException:  # an interrupt right here must not leave the load running
+            run.stop()
+            raise
+        return run
+
+    def load_test(self, rps: float = 50, seconds: float = 60, concurrency: int = 16,
+                  request: Any = None, *, timeout: float = 30.0,
+                  on_update: Callable[[dict[str, Any]], None] | None = None) -> Any:
+        """Send ``rps`` requests a second for ``seconds`` to the service's own forward, open loop
+        (each at its scheduled time, whatever earlier ones are doing), at most ``concurrency`` in
+        flight; a request that finds them all busy at its time is not sent and counted as
+        dropped. ``request``: a path (``"/health"``), ``"POST /path"`` or ``{"method", "path",
+        "headers", "body" | "json"}`` (default ``GET /``). ``rps`` is bounded by the profile's
+        ``load_limit_rps`` (default 200). Blocks until done; an interrupt (the kernel's stop
+        button, Ctrl-C) ends it early and the rows so far are returned.
+
+        Returns one row per scheduled request (``scheduled``, ``start``, ``ttfb``, ``end``,
+        ``latency`` in seconds from the start, ``status``, ``error``, ``late``, ``ready``: the
+        ready replicas then) as a pandas DataFrame when pandas is installed, else a list of
+        dicts. ``svc.last_load_test`` keeps the run: ``.summary()`` (counts, achieved rps,
+        p50/p95/p99, error rate) and ``.series.rows(False)`` (per second, with ready replicas)."""
+        run = self.start_load_test(rps, seconds, concurrency, request, timeout=timeout, on_update=on_update)
+        try:
+            while not run.wait(0.1):
+                pass
+        except KeyboardInterrupt:
+            run.stop()
+        return run.result()
 
     @property
     def yaml(self) -> str:

@@ -103,7 +103,10 @@ function render({ model, el }) {
   const skippedNote = h("div", "jt-skipped");
   const summary = h("div", "jt-summary");
 
-  root.append(header, banner, reason, message, controls, rollout, podTable, eventsBox,
+  // Load panel (load_panel.js)
+  const loadPanel = jtLoadPanel(model);
+
+  root.append(header, banner, reason, message, controls, rollout, podTable, eventsBox, loadPanel.el,
               logControls, logBox, skippedNote, summary);
 
   let filter = ""; // a pod name, or "" for all
@@ -290,6 +293,7 @@ function render({ model, el }) {
   }
 
   model.on("msg:custom", (msg) => {
+    if (msg && msg.kind === "load") { loadPanel.receive(msg); return; }
     if (!msg || msg.kind !== "lines" || !Array.isArray(msg.lines)) return;
     skipped += msg.skipped || 0;
     skippedNote.textContent = skipped

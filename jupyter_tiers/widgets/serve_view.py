@@ -18,6 +18,7 @@ from ..handles import Service
 from ..model import PodLogLine, ServiceStatus
 from ..viewstate.serve import line_rows, model_note, status_traits, summary_for
 from .batcher import LineBatcher
+from .load_panel import LoadPanel
 from .view_common import view_module
 
 _HERE = Path(__file__).parent
@@ -36,9 +37,11 @@ class ServeView(anywidget.AnyWidget):
     lands in ``message``.
     """
 
-    _esm = view_module("serve_view.js")
+    # The Load panel's module (load_panel.js) goes in front of the view's.
+    _esm = (_HERE / "load_panel.js").read_text(encoding="utf-8") + "\n" + view_module("serve_view.js")
     # The shared look (.jt-job, header, controls, log) is JobView's; serve_view.css adds the rest.
-    _css = (_HERE / "job_view.css").read_text() + "\n" + (_HERE / "serve_view.css").read_text()
+    _css = "\n".join((_HERE / name).read_text()
+                      for name in ("job_view.css", "serve_view.css", "load_panel.css"))
 
     # who
     service_name = t.Unicode("").tag(sync=True)
@@ -99,6 +102,7 @@ class ServeView(anywidget.AnyWidget):
         self._batcher: LineBatcher[PodLogLine] = LineBatcher(self._send_lines)
         self._sub: Any = None
         self._closed = False
+        self.load_panel = LoadPanel(service, self.send)
         self.on_msg(self._on_front_end_msg)
         self._sub = service.tier.watch(record, on_status=self._on_status, on_lines=self._on_lines)
         if self.terminal:  # deleted already, seen before ``watch`` returned
@@ -133,6 +137,7 @@ class ServeView(anywidget.AnyWidget):
             self.last_status = status
             self._cond.notify_all()
         if status.state.terminal:
+            self.load_panel.stop()  # a deleted service: its load test has nothing left to load
             threading.Thread(target=self._unsubscribe, name="jt-serve-unwatch", daemon=True).start()
 
     def _on_lines(self, lines: list[PodLogLine]) -> None:
@@ -155,6 +160,8 @@ class ServeView(anywidget.AnyWidget):
 
     def _handle(self, content: Any) -> None:
         if not isinstance(content, dict):
+            return
+        if self.load_panel.handle(content):
             return
         kind = content.get("kind")
         if kind == "hello":  # a (re)loaded page asks for what it missed
@@ -259,6 +266,7 @@ class ServeView(anywidget.AnyWidget):
             super().close()
             return
         self._closed = True
+        self.load_panel.close()
         self._unsubscribe()
         super().close()
 

@@ -335,6 +335,7 @@ REDIRECTS: dict[str, tuple[str, object]] = {
     "defaults.python": ("hpc", "./venv/bin/python"),
     "image_pull_secrets": ("serving", ["attacker-cred"]),
     "defaults.secret_env": ("serving", {"HF_TOKEN": "attacker/token"}),
+    "load_limit_rps": ("serving", 10_000),  # a lab's bound on load tests, raised by a cloned project
 }
 TIER_OF = {"hpc": "slurm", "serving": "kubernetes", "local": "local"}
 

@@ -1,0 +1,189 @@
+"""ServeView's Load panel, Python side, on a fake ServeTier: refusals land in the panel's message
+(the browser shows them as text), a run's updates stream as ``load`` messages, Stop and the
+view's close stop the run, and a reloaded page gets the series again. The load generator itself
+is replaced here (it is tested against a real local service in tests/local_serve)."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from jupyter_tiers.loadplan import check_plan
+from jupyter_tiers.widgets.load_panel import request_of
+
+from .test_serve_text import make_service
+from .test_serve_view import RecordingView, until, views  # noqa: F401 - a fixture
+
+
+class FakeRun:
+    def __init__(self, plan: Any, on_update: Any) -> None:
+        self.plan = plan
+        self.on_update = on_update
+        self.stops = 0
+        self.done = False
+
+    def stop(self, timeout: float | None = 5.0) -> None:
+        self.stops += 1
+        if not self.done:
+            self.done = True
+            self.on_update({"rows": [], "summary": {"sent": 3, "stopped": True}, "done": True})
+
+
+def load_msgs(view: RecordingView) -> list[dict[str, Any]]:
+    with view.sent_lock:
+        return [m for m in view.sent if m.get("kind") == "load"]
+
+
+def open_view(tmp_path: Path, views: list[RecordingView]) -> RecordingView:  # noqa: F811
+    _tier, service = make_service(tmp_path)
+    view = RecordingView(service)
+    views.append(view)
+    return view
+
+
+def test_refusals_are_said_in_the_panel(tmp_path: Path, views: list[RecordingView]) -> None:  # noqa: F811
+    view = open_view(tmp_path, views)
+    view.front({"kind": "load_start", "rps": 500, "seconds": 10, "concurrency": 16, "method": "GET",
+                "path": "/"})
+    assert until(lambda: load_msgs(view) and load_msgs(view)[-1]["state"] == "error")
+    last = load_msgs(view)[-1]
+    assert last["message"] == ("load test not started: rps: 500 is over the load_limit_rps of profile "
+                               "'serving' (200); ask for less, or raise load_limit_rps in tiers.yaml")
+    assert last["limit"] == 200
+    view.front({"kind": "load_start", "rps": 5, "seconds": 1, "concurrency": 1, "path": "http://evil/"})
+    assert until(lambda: "request.path" in load_msgs(view)[-1]["message"])
+    view.front({"kind": "load_start", "rps": "x", "seconds": None, "concurrency": 1})
+    assert until(lambda: load_msgs(view)[-1]["message"] == "load test not started: rps: requests per second "
+                                                             "above 0, got 'x'")
+
+
+def test_a_run_streams_rows_stops_and_is_resent(tmp_path: Path, views: list[RecordingView],  # noqa: F811
+                                                monkeypatch: Any) -> None:
+    view = open_view(tmp_path, views)
+    runs: list[FakeRun] = []
+    started = threading.Event()
+
+    def fake_start(rps: Any, seconds: Any, concurrency: Any, request: Any = None, **kw: Any) -> FakeRun:
+        plan = check_plan(rps, seconds, concurrency, request, limit_rps=200)
+        runs.append(FakeRun(plan, kw["on_update"]))
+        started.set()
+        return runs[-1]
+
+    monkeypatch.setattr(view.service, "start_load_test", fake_start)
+    view.front({"kind": "load_start", "rps": 20, "seconds": 60, "concurrency": 4, "method": "POST",
+                "path": "/v1/x", "body": '{"a": 1}'})
+    assert started.wait(30)
+    assert until(lambda: load_msgs(view)[-1]["state"] == "running")
+    run = runs[0]
+    assert run.plan.request.method == "POST" and run.plan.request.body == b'{"a": 1}'
+    assert ("Content-Type", "application/json") in run.plan.request.headers
+    assert load_msgs(view)[-1]["message"] == "sending 20 requests/s for 60 s to POST /v1/x"
+    row = {"t": 0.0, "sent": 20, "p50_ms": 1.0, "ready": 1}
+    run.on_update({"rows": [row], "summary": {"sent": 20}, "done": False})
+    assert load_msgs(view)[-1]["rows"] == [row]
+    # A second Start while one runs is refused.
+    view.front({"kind": "load_start", "rps": 20, "seconds": 60, "concurrency": 4})
+    assert load_msgs(view)[-1]["message"] == "a load test is already running; Stop it first"
+    assert len(runs) == 1
+    view.front({"kind": "load_stop"})
+    assert until(lambda: load_msgs(view)[-1]["state"] == "stopped")
+    assert load_msgs(view)[-1]["message"].startswith("stopped: 3 sent")
+    # A reloaded page: the rows so far, from the start.
+    view.front({"kind": "hello"})
+    assert until(lambda: load_msgs(view)[-1]["reset"] is True)
+    assert load_msgs(view)[-1]["rows"] == [row] and load_msgs(view)[-1]["state"] == "stopped"
+
+
+def test_closing_the_view_stops_the_run(tmp_path: Path, views: list[RecordingView],  # noqa: F811
+                                        monkeypatch: Any) -> None:
+    view = open_view(tmp_path, views)
+    runs: list[FakeRun] = []
+
+    def fake_start(rps: Any, seconds: Any, concurrency: Any, request: Any = None, **kw: Any) -> FakeRun:
+        runs.append(FakeRun(check_plan(rps, seconds, concurrency, request, limit_rps=200), kw["on_update"]))
+        return runs[-1]
+
+    monkeypatch.setattr(view.service, "start_load_test", fake_start)
+    view.front({"kind": "load_start", "rps": 1, "seconds": 60, "concurrency": 1})
+    assert until(lambda: load_msgs(view) and load_msgs(view)[-1]["state"] == "running")
+    view.close()
+    assert runs[0].stops == 1 and runs[0].done
+
+
+def test_request_of_the_panel_fields() -> None:
+    assert request_of({}) == {"method": "GET", "path": "/"}
+    assert request_of({"method": "PUT", "path": "/x", "body": "plain"}) == {
+        "method": "PUT", "path": "/x", "body": "plain"}
+    assert request_of({"body": "[1, 2]"})["headers"] == {"Content-Type": "application/json"}
+    assert "headers" not in request_of({"body": "{not json"})
+
+
+# --- the panel's pure chart helpers (load_panel.js, run by node) ------------------------------------
+def run_js(body: str) -> Any:
+    import json
+    import shutil
+    import subprocess
+
+    from tests.helpers import loud_skip
+
+    node = shutil.which("node")
+    if node is None:
+        loud_skip("load panel JS tests", "node is not installed", fail_in_ci=False)
+    widgets = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "widgets"
+    src = (widgets / "view_common.js").read_text() + (widgets / "load_panel.js").read_text()
+    res = subprocess.run([node, "-"], input=src + "\n" + body, capture_output=True, text=True, timeout=60,
+                         check=True)
+    return json.loads(res.stdout)
+
+
+def test_chart_paths_scale_and_break_at_gaps() -> None:
+    paths = run_js("console.log(JSON.stringify(jtLoadPaths([[0, 0], [5, 10], [10, null], [10, 20]], "
+                   "10, 10, 104, 54)));")
+    # x 0..10 -> 2..102, y 0..10 -> 52..2 (clamped at the top); a null ends a run
+    assert paths == ["2.0,52.0 52.0,2.0", "102.0,2.0"]
+    steps = run_js("console.log(JSON.stringify(jtLoadSteps([[0, 1], [1, 1], [2, 2], [3, null], [4, 2]])));")
+    assert steps == [[0, 1], [1, 1], [2, 1], [2, 2], [4, 2]]
+    nums = run_js("console.log(JSON.stringify([jtLoadNum(1234.5678), jtLoadNum(null), "
+                  "jtLoadNum(0.000123)]));")
+    assert nums == ["1230", "–", "0.000123"]
+
+
+def test_fuzz_panel_messages_give_a_run_or_a_message(tmp_path: Path, views: list[RecordingView],  # noqa: F811
+                                                     monkeypatch: Any) -> None:
+    import random
+
+    view = open_view(tmp_path, views)
+    runs: list[FakeRun] = []
+
+    def fake_start(rps: Any, seconds: Any, concurrency: Any, request: Any = None, **kw: Any) -> FakeRun:
+        runs.append(FakeRun(check_plan(rps, seconds, concurrency, request, limit_rps=200), kw["on_update"]))
+        return runs[-1]
+
+    monkeypatch.setattr(view.service, "start_load_test", fake_start)
+    rng = random.Random(20261205)
+    values = [None, True, 0, 1, 16, 50, 199.9, 201, -3, 1e308, "50", "", "/", "/x?y=1", "POST", "get",
+              "PATCH", "http://evil/", "<b>x</b>", "{\"a\": 1}", "[", [1], {"a": 1}, "\x00", "é"]
+    good = {"rps": 20, "seconds": 5, "concurrency": 4, "method": "GET", "path": "/", "body": ""}
+    for _ in range(300):
+        msg: dict[str, Any] = {k: rng.choice(values) if rng.random() < 0.15 else v for k, v in good.items()
+                               if rng.random() < 0.9}
+        msg["kind"] = rng.choice(["load_start", "load_stop", "load_start", "bogus"])
+        before = len(load_msgs(view))
+        view.front(msg)
+        if msg["kind"] == "load_start":
+            def answered(before: int = before) -> bool:
+                msgs = load_msgs(view)
+                return len(msgs) > before and (msgs[-1]["state"] in ("error", "running")
+                                               or "already running" in msgs[-1]["message"])
+
+            assert until(answered)
+            last = load_msgs(view)[-1]
+            assert isinstance(last["message"], str) and "\n" not in last["message"]
+            if last["state"] == "error":
+                assert last["message"].startswith("load test not started: ")
+        if runs and not runs[-1].done and rng.random() < 0.7:
+            view.front({"kind": "load_stop"})
+            assert until(lambda: runs[-1].done)
+            assert until(lambda: load_msgs(view)[-1]["state"] == "stopped")
+    assert len(runs) > 10 and view.message == ""

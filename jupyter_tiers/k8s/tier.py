@@ -31,7 +31,7 @@ from ..tier import ServeTier
 from ..transport.relay import relay
 from .client import APPLY_CONTENT_TYPE, FIELD_MANAGER, KubeClient
 from .fetch import add_model_fetch
-from .parse import service_status
+from .parse import ingress_classes, ingress_endpoint, service_status
 from .render import CONTAINER_NAME, body_hash, env_hash, render_manifests, render_yaml
 from .sync_render import with_synced_files
 from .watch import NamespaceWatch, PodLogFollower, container_instance, split_timestamp, timestamp_key
@@ -53,6 +53,7 @@ class K8sTier(ServeTier):
         self._forwards: list[_PortForward] = []
         self._subscriptions: set[_Subscription] = set()
         self._switches: dict[str, threading.Thread] = {}
+        self._classes: tuple[float, dict[str, bool] | None] | None = None  # (read at, IngressClasses)
 
     # --- settings ------------------------------------------------------------------------
     @property
@@ -70,7 +71,8 @@ class K8sTier(ServeTier):
             service_type=self.profile.get("service_type", "ClusterIP"),
             image_pull_secrets=tuple(self.profile.get("image_pull_secrets", ())),
             model_volume=self.profile.get("model_volume"), color=color, notebook=notebook,
-            env_key=_env_key(),
+            env_key=_env_key(), ingress_class=self.profile.get("ingress_class"),
+            ingress_annotations=self.profile.get("ingress_annotations"),
         )
         if spec.model_uri:  # --model-from through the object store: an init container fetches it
             objects = add_model_fetch(objects, spec.model_uri, store_of(self.profile),
@@ -146,6 +148,8 @@ class K8sTier(ServeTier):
             self._apply_object(obj)
         if "HorizontalPodAutoscaler" not in by_kind:
             self._delete_quietly("HorizontalPodAutoscaler", spec.name)
+        if "Ingress" not in by_kind and existing is not None and existing.spec.get("ingress"):
+            self._delete_quietly("Ingress", spec.name)  # it stopped using --ingress
         deployment = by_kind["Deployment"]["metadata"]["name"]
         if not spec.sync and existing is not None and existing.spec.get("sync"):
             self._delete_quietly("ConfigMap", f"{deployment}-sync")  # it stopped using --sync
@@ -232,11 +236,40 @@ class K8sTier(ServeTier):
         spec = (current or record).spec
         return str(spec.get("deployment") or record.name)
 
+    def _ingress_classes(self) -> dict[str, bool] | None:
+        """The cluster's IngressClasses ({name: default}), read at most once a minute; None when
+        they cannot be read (a cluster-scoped list, which a namespaced user may not do)."""
+        cached = self._classes
+        if cached is not None and time.monotonic() - cached[0] < 60:
+            return cached[1]
+        try:
+            resp = self.client.call(self.client.networking().list_ingress_class, _preload_content=False,
+                                    verb="list", resource="ingressclasses")
+            classes: dict[str, bool] | None = ingress_classes(json.loads(resp.data).get("items") or [])
+        except (TiersError, ValueError):
+            classes = None
+        self._classes = (time.monotonic(), classes)
+        return classes
+
+    def _ingress_text(self, ingress: dict[str, Any] | None) -> str:
+        return ingress_endpoint(ingress, self._ingress_classes(),
+                                ingress_class=self.profile.get("ingress_class"))
+
     def _status_fn(self, record: JobRecord, deployment: str | None = None
                    ) -> Callable[[NamespaceWatch], ServiceStatus]:
         endpoint = self.endpoint(record)
+        routed = bool(record.spec.get("ingress"))
+        if routed:
+            self._watch_of_namespace().watch_ingresses()
+            self._ingress_classes()  # read now, not while a status is computed under the watch's lock
 
         def compute(nsw: NamespaceWatch) -> ServiceStatus:
+            shown = endpoint
+            if routed:
+                found = nsw.ingresses(record.name)
+                cached = self._classes[1] if self._classes else None
+                shown = ingress_endpoint(found[0] if found else None, cached,
+                                         ingress_class=self.profile.get("ingress_class"))
             wanted = deployment or self._deployment_name(record)
             deps = [d for d in nsw.deployments(record.name) if d["metadata"]["name"] == wanted]
             pods = nsw.pods(record.name)
@@ -245,7 +278,7 @@ class K8sTier(ServeTier):
                 pods = [p for p in pods
                         if (p["metadata"].get("labels") or {}).get("jupyter-tiers/color") == color]
             return service_status(record.name, deps[0] if deps else None, pods, nsw.events(),
-                                  endpoint=endpoint, now=time.time())
+                                  endpoint=shown, now=time.time())
 
         return compute
 
@@ -272,10 +305,23 @@ class K8sTier(ServeTier):
             color = deployment["metadata"]["name"].rsplit("-", 1)[-1]
             pods = [p for p in pods
                     if (p["metadata"].get("labels") or {}).get("jupyter-tiers/color") == color]
-        status = service_status(record.name, deployment, pods, events, endpoint=self.endpoint(record),
-                                now=time.time())
+        endpoint = self.endpoint(record)
+        if record.spec.get("ingress"):
+            endpoint = self._ingress_text(self._read_ingress(record.name, ns))
+        status = service_status(record.name, deployment, pods, events, endpoint=endpoint, now=time.time())
         self._record(record, status)
         return status
+
+    def _read_ingress(self, name: str, ns: str) -> dict[str, Any] | None:
+        try:
+            resp = self.client.call(self.client.networking().read_namespaced_ingress, name, ns,
+                                    _preload_content=False, verb="get", resource="ingresses", namespace=ns)
+        except ApiError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        data = json.loads(resp.data)
+        return data if isinstance(data, dict) else None
 
     def _record(self, record: JobRecord, status: ServiceStatus) -> None:
         with contextlib.suppress(Exception):  # the registry is a record, not the source of truth
@@ -394,7 +440,10 @@ class K8sTier(ServeTier):
         """Delete every object of the service by its labels (both colors, Secret, ConfigMap, HPA)."""
         ns = record.spec.get("namespace") or self.namespace
         selector = f"app.kubernetes.io/name={record.name},app.kubernetes.io/managed-by=jupyter-tiers"
-        listers = {
+        listers: dict[str, Callable[..., Any]] = {}
+        if record.spec.get("ingress"):  # first: stop routing to the service before it goes
+            listers["Ingress"] = self.client.networking().list_namespaced_ingress
+        listers |= {
             "HorizontalPodAutoscaler": self.client.autoscaling().list_namespaced_horizontal_pod_autoscaler,
             "Service": self.client.core().list_namespaced_service,
             "Deployment": self.client.apps().list_namespaced_deployment,
@@ -609,7 +658,8 @@ class _PortForward:
 # --- helpers -------------------------------------------------------------------------------------
 
 _RESOURCES = {"Deployment": "deployments", "Service": "services", "ConfigMap": "configmaps",
-              "Secret": "secrets", "HorizontalPodAutoscaler": "horizontalpodautoscalers"}
+              "Secret": "secrets", "HorizontalPodAutoscaler": "horizontalpodautoscalers",
+              "Ingress": "ingresses"}
 
 
 def _resource(kind: str) -> str:
@@ -623,6 +673,7 @@ def _patch_fn(client: KubeClient, kind: str) -> Callable[..., Any]:
         "ConfigMap": client.core().patch_namespaced_config_map,
         "Secret": client.core().patch_namespaced_secret,
         "HorizontalPodAutoscaler": client.autoscaling().patch_namespaced_horizontal_pod_autoscaler,
+        "Ingress": client.networking().patch_namespaced_ingress,
     }
     if kind not in fns:
         raise SpecError("patch", f"cannot apply a {kind}")
@@ -636,6 +687,7 @@ def _delete_fn(client: KubeClient, kind: str) -> Callable[..., Any]:
         "ConfigMap": client.core().delete_namespaced_config_map,
         "Secret": client.core().delete_namespaced_secret,
         "HorizontalPodAutoscaler": client.autoscaling().delete_namespaced_horizontal_pod_autoscaler,
+        "Ingress": client.networking().delete_namespaced_ingress,
     }
     return fns[kind]
 

@@ -58,7 +58,7 @@ PORT_TOKEN = "{port}"
 
 # ServeSpec fields that only mean something on a cluster: accepted, shown as not applied.
 NOT_APPLIED = ("image", "gpus", "cpu", "memory", "secret_env", "autoscale", "image_pull_policy",
-               "node_selector", "tolerations", "patch", "sync")
+               "node_selector", "tolerations", "patch", "sync", "service_type")
 _SERVE_DEFAULTS = frozenset(profile_keys(SERVE_OPTIONS))
 
 
@@ -103,6 +103,11 @@ def check_local(spec: ServeSpec) -> None:
     if spec.replicas > MAX_REPLICAS:
         raise SpecError("replicas", f"{spec.replicas}: a local service runs at most {MAX_REPLICAS} "
                         "replicas on this machine")
+    # Refused, not ignored: a route that silently does not exist is worse than none.
+    for name in ("ingress", "tls_secret"):
+        if getattr(spec, name):
+            raise SpecError(name, "Kubernetes only: an Ingress routes a cluster's traffic; a local service "
+                            "is reached at its loopback endpoint (use a kubernetes profile)")
 
 
 def revision_of(template: str, restarted_at: str) -> str:

@@ -495,7 +495,8 @@ def ingress_endpoint(ingress: Mapping[str, Any] | None, classes: Mapping[str, bo
     urls: list[str] = []
     tls_hosts: set[str] = set()
     for entry in _items(_get(spec, "tls")):
-        tls_hosts.update(h for h in _items(entry.get("hosts")) if isinstance(h, str))
+        hosts = entry.get("hosts")
+        tls_hosts.update(h for h in hosts if isinstance(h, str)) if isinstance(hosts, list) else None
     for rule in _items(_get(spec, "rules")):
         host = _str(rule.get("host")) or "*"
         scheme = "https" if host in tls_hosts else "http"

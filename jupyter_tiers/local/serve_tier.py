@@ -8,8 +8,9 @@ one ``code/<revision>/`` per pod template) and reads what the supervisor reports
 Kubernetes tier's (serve_status.py maps the files onto the same model).
 
 Options that only mean something on a cluster (image, GPUs, CPU/memory, node selector, pull
-policy, tolerations, autoscale, secret env, patch) are accepted and reported as not applied: in
-the ``--dry-run`` plan and as the status message (the widget's banner, the text view's ``!`` line).
+policy, tolerations, autoscale, secret env, patch, service type) are accepted and reported as not
+applied: in the ``--dry-run`` plan and as the status message (the widget's banner, the text view's
+``!`` line). ``--ingress`` and ``--tls-secret`` are refused (Kubernetes only).
 """
 
 from __future__ import annotations

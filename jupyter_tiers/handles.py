@@ -258,6 +258,12 @@ class Service(Handle):
         """Roll every pod (a rollout restart)."""
         self.tier.restart(self.record)
 
+    def rollback(self, revision: int | None = None) -> str:
+        """Roll back to ``revision`` of the Deployment's history (default: the previous one), as
+        ``kubectl rollout undo`` does, with that revision's cell body; returns what happened in
+        one line. Kubernetes rolling services only; running the cell again rolls forward."""
+        return self.tier.rollback(self.record, revision)
+
     def delete(self) -> None:
         """Remove everything the tier made for this service (Secret and ConfigMap included)."""
         self.tier.delete(self.record)

@@ -538,6 +538,13 @@ def restart(ref: str) -> ActionResult:
     return ActionResult(True, f"service {service.name} restarting (rolling update)")
 
 
+def rollback(ref: str, revision: int | None = None) -> ActionResult:
+    """Roll a service back to ``revision`` of its history (default: the previous one)."""
+    if revision is not None and (isinstance(revision, bool) or not isinstance(revision, int) or revision < 1):
+        raise SpecError("revision", f"give a whole number from 1, got {revision!r}")
+    return ActionResult(True, attach_service(ref).rollback(revision))
+
+
 def doctor(names: Sequence[str] = (), *, suggest_role: bool = False, compute: bool = False) -> Report:
     """``doctor [PROFILE...]``: the first-contact checks of the named profiles (default: the
     default profile) as a :class:`~jupyter_tiers.doctor.Report` (render it with

@@ -377,6 +377,13 @@ class ServeTier(Tier):
     def restart(self, record: JobRecord) -> None:
         """Replace every pod with a rolling update."""
 
+    def rollback(self, record: JobRecord, revision: int | None = None) -> str:
+        """Roll back to an earlier revision (default: the previous one); a one-line message.
+        Only a tier that keeps a revision history does (Kubernetes)."""
+        raise Unsupported(f"service {record.name}: rollback needs a Kubernetes profile (it rolls the "
+                          f"Deployment back in its ReplicaSet history); {self.name} is a "
+                          f"{self.profile.tier} profile, so run the earlier cell again")
+
     @abc.abstractmethod
     def delete(self, record: JobRecord) -> None:
         """Remove everything the tier made for the service."""

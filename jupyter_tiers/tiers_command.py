@@ -1,5 +1,5 @@
 """``%tiers`` subcommands (also ``jupyter tiers``): jobs, attach, logs, cancel, delete, scale,
-restart, profiles — on training jobs and services alike — history (Slurm accounting) and doctor
+restart, rollback, profiles — on training jobs and services alike — history (Slurm accounting) and doctor
 (first-contact checks of profiles)."""
 
 from __future__ import annotations
@@ -83,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     scale.add_argument("replicas", type=_int_up_to(100_000))
     restart = sub.add_parser("restart", help="roll every pod of a service")
     restart.add_argument("job")
+    rollback = sub.add_parser("rollback", help="roll a Kubernetes service back to an earlier revision "
+                              "of its Deployment (default: the previous one)")
+    rollback.add_argument("job")
+    rollback.add_argument("--to", dest="revision", type=_int_up_to(1_000_000), metavar="REVISION",
+                          help="the revision to go back to (the widget and the summary line show it)")
     sub.add_parser("profiles", help="list the configured profiles")
     login = sub.add_parser("login", help="connect a Slurm profile now (a login node's one-time "
                            "code is asked here; every job, watcher and log then shares it)")
@@ -229,6 +234,11 @@ def run(argv: list[str], shell: Any = None) -> Any:
                 raise CommandUsage(f"%tiers logs: {args.job} is a service; use --pod NAME, not --rank")
             text = handle.logs(pod=args.pod, tail=args.tail)
         print(text, end="")
+    elif args.command == "rollback":
+        if args.revision is not None and args.revision < 1:
+            raise CommandUsage(f"%tiers rollback --to {args.revision}: give a revision from 1")
+        _handle(args.job, "service")
+        print(service.rollback(args.job, args.revision).message)
     elif args.command in ("cancel", "delete", "scale", "restart"):
         kind = "job" if args.command == "cancel" else "service"
         if args.command == "scale" and args.replicas < 0:

@@ -9,8 +9,10 @@ body or env rolls the pods). Services are followed with the namespace's shared w
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
+import re
 import secrets
 import socket
 import threading
@@ -21,7 +23,7 @@ from typing import Any
 
 from ..checkpoint_upload import store_of
 from ..config import Profile
-from ..errors import ApiError, JobNotFound, SpecError, TiersError
+from ..errors import ApiError, JobNotFound, SpecError, TiersError, Unsupported
 from ..handles import Service
 from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from ..registry import JobRecord, Registry, spec_for_record
@@ -33,6 +35,7 @@ from .client import APPLY_CONTENT_TYPE, FIELD_MANAGER, KubeClient
 from .fetch import add_model_fetch
 from .parse import ingress_classes, ingress_endpoint, service_status
 from .render import CONTAINER_NAME, body_hash, env_hash, render_manifests, render_yaml
+from .rollback import code_key, plan_rollback
 from .sync_render import with_synced_files
 from .watch import NamespaceWatch, PodLogFollower, container_instance, split_timestamp, timestamp_key
 
@@ -151,6 +154,11 @@ class K8sTier(ServeTier):
         if "Ingress" not in by_kind and existing is not None and existing.spec.get("ingress"):
             self._delete_quietly("Ingress", spec.name)  # it stopped using --ingress
         deployment = by_kind["Deployment"]["metadata"]["name"]
+        if color is None:  # what a later rollback to this revision needs that its template lacks
+            template = by_kind["Deployment"]["spec"]["template"]
+            with contextlib.suppress(OSError):
+                _save_code(self.name, self.namespace, spec.name, code_key(template),
+                           [o for o in objects if o["kind"] == "ConfigMap"])
         if not spec.sync and existing is not None and existing.spec.get("sync"):
             self._delete_quietly("ConfigMap", f"{deployment}-sync")  # it stopped using --sync
         record = JobRecord(
@@ -424,6 +432,44 @@ class K8sTier(ServeTier):
         self.client.call(self.client.apps().patch_namespaced_deployment, self._deployment_name(record),
                          ns, body, field_manager=f"{FIELD_MANAGER}-restart",
                          verb="patch", resource="deployments", namespace=ns)
+
+    def rollback(self, record: JobRecord, revision: int | None = None) -> str:
+        """Roll a rolling service back to ``revision`` of its Deployment's history (default: the
+        one before the current), as ``kubectl rollout undo`` does, with that revision's cell
+        body (kept on this machine when it was applied). Returns a one-line message; refuses
+        blue-green (its old colour is gone once switched), a revision not kept, and one whose env
+        values differ from the current ones (rollback.py)."""
+        ns = record.spec.get("namespace") or self.namespace
+        if record.spec.get("color") or record.spec.get("strategy") == "bluegreen":
+            raise Unsupported(f"service {record.name} is blue-green: its previous colour is removed once "
+                              "the switch is done, so there is no history to roll back to; run the "
+                              "earlier cell again")
+        name = self._deployment_name(record)
+        deployment = json.loads(self.client.call(
+            self.client.apps().read_namespaced_deployment, name, ns, _preload_content=False,
+            verb="get", resource="deployments", namespace=ns).data)
+        selector = f"app.kubernetes.io/name={record.name},app.kubernetes.io/managed-by=jupyter-tiers"
+        replicasets = json.loads(self.client.call(
+            self.client.apps().list_namespaced_replica_set, ns, label_selector=selector,
+            _preload_content=False, verb="list", resource="replicasets", namespace=ns).data)
+        replicasets = replicasets.get("items") or []
+        plan = plan_rollback(record.name, deployment, replicasets, revision)
+        if plan.revision == plan.current:
+            return f"service {record.name} is at revision {plan.current} already; nothing changed"
+        if plan.code_changes:
+            stored = _load_code(self.name, ns, record.name, plan.code_key)
+            if stored is None:
+                raise TiersError(f"service {record.name}: revision {plan.revision}'s cell body is not kept "
+                                 "on this machine (it was applied from another one); run that cell again")
+            for obj in stored:
+                self._apply_object(obj)
+        self.client.call(self.client.apps().patch_namespaced_deployment, name, ns,
+                         [{"op": "replace", "path": "/spec/template", "value": plan.template}],
+                         field_manager=f"{FIELD_MANAGER}-rollback",
+                         _content_type="application/json-patch+json",
+                         verb="patch", resource="deployments", namespace=ns)
+        return (f"service {record.name} rolling back to revision {plan.revision} (it becomes revision "
+                f"{max(plan.current, plan.revision) + 1}); running the cell again rolls forward")
 
     def _delete_quietly(self, kind: str, name: str, namespace: str | None = None) -> bool:
         ns = namespace or self.namespace
@@ -712,6 +758,49 @@ def _spec_for_record(spec: ServeSpec) -> dict[str, Any]:
     # The same hashes the pod template carries (render.py).
     data["body_sha"] = body_hash(spec.body)
     data["env_hash"] = env_hash(spec.env, _env_key())
+    return data
+
+
+_CODE_KEY = re.compile(r"[0-9a-f-]{1,64}\.[0-9a-f-]{1,64}")
+MAX_KEPT_CODE = 12  # the Deployment keeps 10 old ReplicaSets (revisionHistoryLimit), plus the current
+
+
+def _code_dir(profile: str, namespace: str, name: str) -> Path:
+    from jupyter_core.paths import jupyter_data_dir
+
+    digest = hashlib.sha256(f"{profile}/{namespace}/{name}".encode()).hexdigest()[:24]
+    return Path(jupyter_data_dir()) / "tiers" / "k8s-code" / digest
+
+
+def _save_code(profile: str, namespace: str, name: str, key: str, objects: list[dict[str, Any]]) -> None:
+    """Keep the code ConfigMaps of one applied revision (0600, the newest MAX_KEPT_CODE)."""
+    if not _CODE_KEY.fullmatch(key):
+        return
+    folder = _code_dir(profile, namespace, name)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / f"{key}.json"
+    tmp = folder / f".{key}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(objects, f)
+    os.replace(tmp, path)
+    kept = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in kept[MAX_KEPT_CODE:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
+
+
+def _load_code(profile: str, namespace: str, name: str, key: str) -> list[dict[str, Any]] | None:
+    """The code ConfigMaps kept for ``key`` (a revision's code_key), or None."""
+    if not _CODE_KEY.fullmatch(key):
+        return None
+    try:
+        data = json.loads((_code_dir(profile, namespace, name) / f"{key}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, list) or not all(isinstance(o, dict) and o.get("kind") == "ConfigMap"
+                                             for o in data):
+        return None
     return data
 
 

@@ -85,3 +85,16 @@ def test_code_key_names_body_and_sync() -> None:
     same_code = template("cccc")
     same_code["spec"]["containers"][0]["image"] = "img:other"  # only the image changed
     assert not plan_rollback("web", deployment(2, C), [rs(1, same_code), rs(2, C)]).code_changes
+
+
+def test_the_local_tier_has_no_history_to_roll_back(tmp_path: Any) -> None:
+    from jupyter_tiers.config import Profile
+    from jupyter_tiers.errors import Unsupported
+    from jupyter_tiers.local.serve_tier import LocalServeTier
+    from jupyter_tiers.registry import JobRecord, Registry
+
+    tier = LocalServeTier(Profile(name="laptop", tier="local", settings={"workdir": str(tmp_path)}),
+                          Registry(tmp_path / "registry.sqlite"))
+    record = JobRecord(profile="laptop", tier="local", job_id="web", name="web", kind="service")
+    with pytest.raises(Unsupported, match="rollback needs a Kubernetes profile"):
+        tier.rollback(record)

@@ -185,3 +185,15 @@ def test_ingress_classes_marks_the_default() -> None:
     items = [{"metadata": {"name": "nginx", "annotations": default}},
              {"metadata": {"name": "traefik"}}, {"metadata": {}}, {}]
     assert ingress_classes(items) == {"nginx": True, "traefik": False}
+
+
+def test_the_ingress_matches_the_clients_openapi_model() -> None:
+    from kubernetes.client import models
+
+    from tests.unit.test_k8s_render import openapi_errors
+
+    objects = render_manifests(spec(ingress=("a.example/x", "*.b.example"), tls_secret="t"), namespace="ns",
+                               ingress_class="nginx", ingress_annotations={"a/b": "1"})
+    ing = objects[-1]
+    assert openapi_errors(ing) == []
+    models.V1Ingress.model_validate(ing)

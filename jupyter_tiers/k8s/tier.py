@@ -325,7 +325,7 @@ class K8sTier(ServeTier):
             resp = self.client.call(self.client.networking().read_namespaced_ingress, name, ns,
                                     _preload_content=False, verb="get", resource="ingresses", namespace=ns)
         except ApiError as exc:
-            if exc.status == 404:
+            if exc.status in (403, 404):  # not there, or not ours to read: shown as not seen yet
                 return None
             raise
         data = json.loads(resp.data)
@@ -439,6 +439,7 @@ class K8sTier(ServeTier):
         body (kept on this machine when it was applied). Returns a one-line message; refuses
         blue-green (its old colour is gone once switched), a revision not kept, and one whose env
         values differ from the current ones (rollback.py)."""
+        record = self.registry.find_by_name(self.name, record.name) or record  # the newest cell's
         ns = record.spec.get("namespace") or self.namespace
         if record.spec.get("color") or record.spec.get("strategy") == "bluegreen":
             raise Unsupported(f"service {record.name} is blue-green: its previous colour is removed once "
@@ -483,11 +484,14 @@ class K8sTier(ServeTier):
         return True
 
     def delete(self, record: JobRecord) -> None:
-        """Delete every object of the service by its labels (both colors, Secret, ConfigMap, HPA)."""
+        """Delete every object of the service by its labels (both colors, Secret, ConfigMap, HPA,
+        Ingress)."""
         ns = record.spec.get("namespace") or self.namespace
         selector = f"app.kubernetes.io/name={record.name},app.kubernetes.io/managed-by=jupyter-tiers"
         listers: dict[str, Callable[..., Any]] = {}
-        if record.spec.get("ingress"):  # first: stop routing to the service before it goes
+        current = self.registry.find_by_name(self.name, record.name)  # a later cell may have added one
+        if record.spec.get("ingress") or (current is not None and current.spec.get("ingress")):
+            # First: stop routing to the service before it goes.
             listers["Ingress"] = self.client.networking().list_namespaced_ingress
         listers |= {
             "HorizontalPodAutoscaler": self.client.autoscaling().list_namespaced_horizontal_pod_autoscaler,

@@ -19,6 +19,8 @@ from tests.k8s.conftest import SERVER, wait_for
 from tests.k8s.test_k8s_magic import ip, serve, tiers, usage_error  # noqa: F401
 from tests.k8s_emulator.emulator import Emulator
 
+REVISION = "deployment.kubernetes.io/revision"
+
 
 def body(version: str) -> str:
     return SERVER.replace('print("serving on"', f'print("version {version}, serving on"')
@@ -35,11 +37,19 @@ def live_pods(emulator: Emulator, ns: str) -> list[dict[str, Any]]:
 
 
 def settled(emulator: Emulator, ns: str, revision: str) -> bool:
+    """The rollout to ``revision`` is done: observed, one available pod, and that pod is of the
+    ReplicaSet carrying that revision (the status alone may still describe the previous one)."""
     dep = emulator.store.get("deployments", ns, "web") or {}
     st = dep.get("status") or {}
     pods = live_pods(emulator, ns)
-    return (revision_of(emulator, ns) == revision and st.get("updatedReplicas") == 1
-            and st.get("availableReplicas") == 1 and st.get("replicas") == 1 and len(pods) == 1)
+    replicasets = emulator.store.list("replicasets", ns, label_selector={"app.kubernetes.io/name": "web"})
+    current = [rs for rs in replicasets
+               if (rs["metadata"].get("annotations") or {}).get(REVISION) == revision]
+    hashes = {(p["metadata"].get("labels") or {}).get("pod-template-hash") for p in pods}
+    counts = (st.get("updatedReplicas"), st.get("availableReplicas"), st.get("replicas"))
+    return (revision_of(emulator, ns) == revision and len(current) == 1 and counts == (1, 1, 1)
+            and st.get("observedGeneration", 0) >= dep["metadata"].get("generation", 1)
+            and len(pods) == 1 and hashes == {current[0]["metadata"]["labels"].get("pod-template-hash")})
 
 
 def apply(tier: K8sTier, version: str, **options: Any) -> Service:

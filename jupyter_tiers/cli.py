@@ -14,6 +14,7 @@ USAGE = """usage: jupyter tiers COMMAND
   cancel ID                                        cancel a job
   delete ID                                        delete a service and everything it made
   scale ID N | restart ID                          scale a service / roll its pods
+  rollback ID [--to REVISION]                      roll a Kubernetes service back (default: one revision)
   attach ID [--wait]                               follow a job or service as text
   profiles                                         list the configured profiles
   login [--profile P]                              connect a Slurm profile (asks a login node's one-time code)

@@ -68,8 +68,9 @@ CONNECTION_KEYS: Mapping[str, str] = MappingProxyType({
     # recognised; the Kubernetes cluster and namespace (a namespace also holds the Secrets pods read).
     **_deciding("where it runs", "tier", "host", "port", "user", "identity_file", "known_hosts",
                 "proxy_jump", "ssh_config", "kubeconfig", "context", "namespace"),
-    # Who can reach a service (NodePort: every node's address; LoadBalancer: often the internet).
-    **_deciding("who can reach it", "service_type"),
+    # Who can reach a service (NodePort: every node's address; LoadBalancer: often the internet;
+    # an Ingress's class and its controller's annotations, some of which configure the controller).
+    **_deciding("who can reach it", "service_type", "ingress_class", "ingress_annotations"),
     # Where jobs write and models are read from: job directories, checkpoints, the volume mounted
     # into pods (host_path: / is the node's root), this machine's view of a cluster's paths.
     **_deciding("where files go", "workdir", "defaults.checkpoint_dir", "path_map", "model_volume",
@@ -192,6 +193,8 @@ TIER_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
         "kubeconfig": str,
         "namespace": str,
         "service_type": str,
+        "ingress_class": str,  # the IngressClass of --ingress's Ingress (spec.ingressClassName)
+        "ingress_annotations": dict,  # its metadata.annotations: the controller's settings
         "image_pull_secrets": list,
         "storage_class": str,
         "model_volume": dict,
@@ -404,6 +407,8 @@ def _check_kubernetes_keys(out: dict[str, Any], source: str, base: str) -> None:
                           "a DNS-1123 label: lower-case letters, digits and '-', at most 63")
     if "service_type" in out and out["service_type"] not in SERVICE_TYPES:
         raise ConfigError(source, f"{base}.service_type", f"one of {', '.join(SERVICE_TYPES)}")
+    if "ingress_class" in out or "ingress_annotations" in out:
+        _check_ingress_keys(out, source, base)
     for i, name in enumerate(out.get("image_pull_secrets", [])):
         if not isinstance(name, str) or not _DNS_LABEL_RE.fullmatch(name):
             raise ConfigError(source, f"{base}.image_pull_secrets[{i}]", "a Secret name (DNS-1123 label)")
@@ -418,6 +423,19 @@ def _check_kubernetes_keys(out: dict[str, Any], source: str, base: str) -> None:
             _check_path_map(volume["path_map"], source, f"{base}.model_volume.path_map")
     if "path_map" in out:
         _check_path_map(out["path_map"], source, f"{base}.path_map")
+
+
+def _check_ingress_keys(out: Mapping[str, Any], source: str, base: str) -> None:
+    from .errors import SpecError
+    from .servespec import check_ingress_annotations, check_ingress_class  # only when set (import cost)
+
+    try:
+        if "ingress_class" in out:
+            check_ingress_class(out["ingress_class"])
+        if "ingress_annotations" in out:
+            check_ingress_annotations(out["ingress_annotations"])
+    except SpecError as exc:
+        raise ConfigError(source, f"{base}.{exc.field}", exc.problem) from None
 
 
 def _check_path_map(value: Any, source: str, key: str) -> None:

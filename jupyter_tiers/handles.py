@@ -261,6 +261,13 @@ class Service(Handle):
         """Roll every pod (a rollout restart)."""
         self.tier.restart(self.record)
 
+    def rollback(self, revision: int | None = None) -> str:
+        """While a canary runs (``--canary``): remove it, the stable revision taking its replicas
+        back. Otherwise roll back to ``revision`` of the Deployment's history (default: the
+        previous one), as ``kubectl rollout undo`` does, with that revision's cell body (Kubernetes
+        rolling services only; running the cell again rolls forward). Returns one line."""
+        return self.tier.rollback(self.record, revision)
+
     def delete(self) -> None:
         """Remove everything the tier made for this service (Secret and ConfigMap included)."""
         self.tier.delete(self.record)
@@ -273,10 +280,6 @@ class Service(Handle):
         """Make the canary (``%%k8s_serve --canary``) the whole service: a rolling update of
         every replica to the canary's revision; the canary's own objects go. Returns one line."""
         return self.tier.promote(self.record)
-
-    def rollback(self) -> str:
-        """Remove the canary; the stable revision gets its full replica count back."""
-        return self.tier.rollback(self.record)
 
     def port_forward(self, local_port: int = 0) -> str:
         """Open a local port to a ready pod; returns ``http://127.0.0.1:PORT``. It stays open

@@ -271,6 +271,9 @@ class ServeSpec:
     model_source: str | None = None  # the job it came from: "profile/job_id (name)"
     model_uri: str | None = None  # s3:// object or prefix an init container copies to /models (k8s/fetch.py)
     sync: tuple[str, ...] = ()  # --sync: paths of the notebook's directory the pods get (sync.py)
+    ingress: tuple[str, ...] = ()  # --ingress HOST[/PATH]: rules of an Ingress (Kubernetes only)
+    tls_secret: str | None = None  # --tls-secret: the Ingress's TLS Secret for those hosts
+    service_type: str | None = None  # --service-type; None: the profile's service_type
     metadata: tuple[tuple[str, str], ...] = field(default=(), compare=False)  # e.g. notebook path
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .errors import SpecError
-from .model import LAUNCHERS, PULL_POLICIES, SERVE_STRATEGIES
+from .model import LAUNCHERS, PULL_POLICIES, SERVE_STRATEGIES, SERVICE_TYPES
 from .signals import canonical_signal
 
 YamlType = type | tuple[type, ...]
@@ -239,6 +239,14 @@ SERVE_OPTIONS: tuple[Option, ...] = (
     Option("sync", ("--sync",), _SYNC_HELP.replace("the job runs", "the server runs") +
            " (sent in the ConfigMap: at most about 1 MiB)", kind="multi", metavar="PATH",
            yaml=(list, str), convert=_sync, from_yaml=_sync),
+    # Routing (Kubernetes only): per service, so not profile defaults; the profile gives
+    # ingress_class, ingress_annotations and service_type.
+    Option("ingress", ("--ingress",), "route HOST[/PATH] to the service through an Ingress (repeatable; "
+           "path prefix, default /)", kind="multi", metavar="HOST[/PATH]", yaml=None),
+    Option("tls_secret", ("--tls-secret",), "TLS for the --ingress hosts from this kubernetes.io/tls Secret",
+           metavar="NAME", yaml=None),
+    Option("service_type", ("--service-type",), "the Service's type (default: the profile's service_type, "
+           "else ClusterIP)", choices=SERVICE_TYPES, yaml=None),
 )
 
 

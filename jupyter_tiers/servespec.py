@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .errors import SpecError
-from .model import PULL_POLICIES, SERVE_STRATEGIES, ServeSpec
+from .model import PULL_POLICIES, SERVE_STRATEGIES, SERVICE_TYPES, ServeSpec
 
 MAX_NAME = 50  # a DNS label is 63; "-green-code" needs 11 more
 MAX_BODY_BYTES = 1_000_000  # a ConfigMap holds at most 1 MiB
@@ -30,6 +30,13 @@ _PYTHON = re.compile(r"[A-Za-z0-9_./+~][A-Za-z0-9_./+~-]*")
 _HTTP_PATH = re.compile(r"/[\x21-\x7e]*")  # printable ASCII, no space
 _MODEL_PATH = re.compile(r"/[A-Za-z0-9_./+@=,:-]*")
 _MODEL_SOURCE = re.compile(r"[A-Za-z0-9_./+@=,:() -]+")
+# Ingress paths (pathType Prefix): RFC 3986 path characters; the API server's own checks follow.
+_INGRESS_PATH = re.compile(r"/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*")
+_INGRESS_PATH_BAD_PARTS = ("//", "/./", "/../", "%2f", "%2F")
+_INGRESS_PATH_BAD_ENDS = ("/..", "/.")
+_IPV4 = re.compile(r"[0-9]+(\.[0-9]+){3}")
+MAX_INGRESS_RULES = 50
+MAX_ANNOTATIONS_BYTES = 256 * 1024  # the API server's limit on all of an object's annotations
 _AUTOSCALE = re.compile(r"([0-9]{1,9}):([0-9]{1,9})(?::([0-9]{1,9})%?)?")
 # Image references, after the distribution/reference grammar: [domain[:port]/]path[:tag][@digest].
 _IMG_HOST = r"[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
@@ -311,6 +318,109 @@ def parse_autoscale(text: str) -> tuple[int, int, int]:
     return result
 
 
+_HOST_RULE = ("a lowercase DNS name such as models.lab.example (letters a-z, digits, '-' and '.', "
+              "at most 253 characters) or a wildcard such as *.lab.example")
+
+
+def parse_ingress(text: object) -> tuple[str, str]:
+    """``"HOST[/PATH]"`` -> ``(host, path)``, an Ingress rule with pathType Prefix; the path
+    defaults to ``/``.
+
+    Follows the API server's rules (networking.k8s.io/v1): the host is a lowercase DNS-1123
+    subdomain, optionally ``*.`` + one (a wildcard matches exactly one label), never an IP
+    address or a port; the path is absolute and has no ``//``, ``/./``, ``/../`` or ``%2F`` and
+    does not end in ``/.`` or ``/..``. Raises ``SpecError("ingress", ...)`` naming what is allowed.
+    """
+    usage = "expected HOST[/PATH], e.g. models.lab.example/llama"
+    if not isinstance(text, str) or not text:
+        raise SpecError("ingress", f"{usage}, got {text!r}")
+    shown = repr(text) if len(text) <= 80 else repr(text[:80]) + "…"
+    if "://" in text:
+        raise SpecError("ingress", f"{shown}: give the host and path without a scheme ({usage}); "
+                        "TLS comes from --tls-secret")
+    slash = text.find("/")
+    host, path = (text, "/") if slash < 0 else (text[:slash], text[slash:])
+    if not host:
+        raise SpecError("ingress", f"{shown}: the host is missing; {usage}")
+    name = host[2:] if host.startswith("*.") else host
+    if ":" in host:
+        raise SpecError("ingress", f"{shown}: an Ingress host takes no port (the controller listens on "
+                        "80 and 443); " + usage)
+    if len(host) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(name) or any(
+            len(label) > 63 for label in name.split(".")):
+        raise SpecError("ingress", f"{shown}: the host must be {_HOST_RULE}")
+    if _IPV4.fullmatch(host):
+        raise SpecError("ingress", f"{shown}: the host must be a DNS name, not an IP address")
+    if len(path) > 2048 or not _INGRESS_PATH.fullmatch(path):
+        raise SpecError("ingress", f"{shown}: the path must start with '/' and hold only letters, digits "
+                        "and - . _ ~ ! $ & ' ( ) * + , ; = : @ % /")
+    for part in _INGRESS_PATH_BAD_PARTS:
+        if part in path:
+            raise SpecError("ingress", f"{shown}: the path must not contain {part!r}")
+    for end in _INGRESS_PATH_BAD_ENDS:
+        if path.endswith(end):
+            raise SpecError("ingress", f"{shown}: the path must not end with {end!r}")
+    return host, path
+
+
+def check_ingress_class(value: object) -> str:
+    """The profile's ``ingress_class``: an IngressClass name (a DNS-1123 subdomain)."""
+    if not isinstance(value, str) or len(value) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(value):
+        raise SpecError("ingress_class", f"{value!r} is not an IngressClass name; use a lowercase DNS name "
+                        "such as nginx or traefik")
+    return value
+
+
+def check_ingress_annotations(value: object) -> dict[str, str]:
+    """The profile's ``ingress_annotations``: annotation keys (``[prefix/]name``) to text (a YAML
+    number or true/false becomes its text, as Kubernetes wants strings)."""
+    if not isinstance(value, dict):
+        raise SpecError("ingress_annotations", "must be a mapping of annotation key to value, e.g. "
+                        "nginx.ingress.kubernetes.io/proxy-body-size: 64m")
+    out: dict[str, str] = {}
+    for key, val in value.items():
+        if not isinstance(key, str) or not _label_key_ok(key):
+            raise SpecError("ingress_annotations", f"{key!r} is not an annotation key; expected "
+                            "[prefix/]name, name up to 63 letters, digits, '-', '_' or '.', "
+                            "prefix a DNS name")
+        if isinstance(val, bool):
+            val = "true" if val else "false"
+        elif isinstance(val, (int, float)):
+            val = str(val)
+        if not isinstance(val, str):
+            raise SpecError("ingress_annotations", f"{key}: the value must be text, got {type(val).__name__}")
+        out[key] = val
+    size = sum(len(k) + len(v.encode("utf-8", "surrogatepass")) for k, v in out.items())
+    if size > MAX_ANNOTATIONS_BYTES:
+        raise SpecError("ingress_annotations",
+                        f"{size} bytes; annotations hold at most {MAX_ANNOTATIONS_BYTES}")
+    return out
+
+
+def _validate_ingress(spec: ServeSpec) -> None:
+    if not isinstance(spec.ingress, (tuple, list)):
+        raise SpecError("ingress", f"must be a list of HOST[/PATH], got {type(spec.ingress).__name__}")
+    if len(spec.ingress) > MAX_INGRESS_RULES:
+        raise SpecError("ingress", f"{len(spec.ingress)} rules; at most {MAX_INGRESS_RULES}")
+    seen: set[tuple[str, str]] = set()
+    for text in spec.ingress:
+        rule = parse_ingress(text)
+        if rule in seen:
+            raise SpecError("ingress", f"{text!r} is given twice")
+        seen.add(rule)
+    if spec.tls_secret is not None:
+        secret = _text("tls_secret", spec.tls_secret)
+        if len(secret) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(secret):
+            raise SpecError("tls_secret", f"{secret!r} is not a Secret name; use lowercase letters, digits, "
+                            "'-' and '.' (a kubernetes.io/tls Secret in the service's namespace)")
+        if not spec.ingress:
+            raise SpecError("tls_secret",
+                            "needs --ingress HOST[/PATH]: the Secret secures the Ingress's hosts")
+    if spec.service_type is not None and spec.service_type not in SERVICE_TYPES:
+        raise SpecError("service_type",
+                        f"{spec.service_type!r} is not allowed; use {', '.join(SERVICE_TYPES)}")
+
+
 def _parse_patch(value: object) -> dict[str, dict[str, Any]]:
     if value is None:
         return {}
@@ -393,6 +503,7 @@ def validate_serve_spec(spec: ServeSpec) -> None:
     if "Secret" in patch and not spec.env:
         raise SpecError("patch", "there is no Secret to patch (it exists only with env)")
     _validate_model(spec)
+    _validate_ingress(spec)
 
 
 def _validate_model(spec: ServeSpec) -> None:

@@ -556,9 +556,12 @@ def promote(ref: str) -> ActionResult:
     return ActionResult(True, attach_service(ref).promote())
 
 
-def rollback(ref: str) -> ActionResult:
-    """Remove a service's canary; the stable revision takes its replicas back."""
-    return ActionResult(True, attach_service(ref).rollback())
+def rollback(ref: str, revision: int | None = None) -> ActionResult:
+    """Remove a service's canary (while one runs), else roll it back to ``revision`` of its
+    history (default: the previous one)."""
+    if revision is not None and (isinstance(revision, bool) or not isinstance(revision, int) or revision < 1):
+        raise SpecError("revision", f"give a whole number from 1, got {revision!r}")
+    return ActionResult(True, attach_service(ref).rollback(revision))
 
 
 def doctor(names: Sequence[str] = (), *, suggest_role: bool = False, compute: bool = False) -> Report:

@@ -377,17 +377,21 @@ class ServeTier(Tier):
     def restart(self, record: JobRecord) -> None:
         """Replace every pod with a rolling update."""
 
+    def rollback(self, record: JobRecord, revision: int | None = None) -> str:
+        """Roll back to an earlier revision (default: the previous one); a one-line message.
+        Only a tier that keeps a revision history does (Kubernetes)."""
+        raise Unsupported(f"service {record.name}: rollback needs a Kubernetes profile (it rolls the "
+                          f"Deployment back in its ReplicaSet history); {self.name} is a "
+                          f"{self.profile.tier} profile, so run the earlier cell again")
+
     @abc.abstractmethod
     def delete(self, record: JobRecord) -> None:
         """Remove everything the tier made for the service."""
 
     def promote(self, record: JobRecord) -> str:
         """Make the service's canary (``--canary``) the whole service; returns one line."""
-        raise TiersError(f"{self.kind} services have no canaries (--canary is Kubernetes only)")
-
-    def rollback(self, record: JobRecord) -> str:
-        """Remove the service's canary, the stable revision taking its replicas back."""
-        raise TiersError(f"{self.kind} services have no canaries (--canary is Kubernetes only)")
+        raise Unsupported(f"service {record.name}: {self.name} is a {self.profile.tier} profile, "
+                          "which runs no canaries")
 
     @abc.abstractmethod
     def port_forward(self, record: JobRecord, local_port: int = 0) -> str:

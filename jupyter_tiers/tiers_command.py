@@ -1,5 +1,5 @@
 """``%tiers`` subcommands (also ``jupyter tiers``): jobs, attach, logs, cancel, delete, scale,
-restart, promote and rollback (canaries), profiles — on training jobs and services alike —
+restart, promote and rollback (canaries and revisions), profiles — on training jobs and services alike —
 history (Slurm accounting), doctor (first-contact checks of profiles) and init (write a profile
 from what the machine knows)."""
 
@@ -86,8 +86,11 @@ def build_parser() -> argparse.ArgumentParser:
     restart.add_argument("job")
     promote = sub.add_parser("promote", help="make a service's canary (--canary) the whole service")
     promote.add_argument("job")
-    rollback = sub.add_parser("rollback", help="remove a service's canary; the stable revision takes over")
+    rollback = sub.add_parser("rollback", help="remove a service's canary, else roll a Kubernetes service "
+                              "back to an earlier revision of its Deployment (default: the previous one)")
     rollback.add_argument("job")
+    rollback.add_argument("--to", dest="revision", type=_int_up_to(1_000_000), metavar="REVISION",
+                          help="the revision to go back to (the widget and the summary line show it)")
     sub.add_parser("profiles", help="list the configured profiles")
     login = sub.add_parser("login", help="connect a Slurm profile now (a login node's one-time "
                            "code is asked here; every job, watcher and log then shares it)")
@@ -246,7 +249,12 @@ def run(argv: list[str], shell: Any = None) -> Any:
                 raise CommandUsage(f"%tiers logs: {args.job} is a service; use --pod NAME, not --rank")
             text = handle.logs(pod=args.pod, tail=args.tail)
         print(text, end="")
-    elif args.command in ("cancel", "delete", "scale", "restart", "promote", "rollback"):
+    elif args.command == "rollback":
+        if args.revision is not None and args.revision < 1:
+            raise CommandUsage(f"%tiers rollback --to {args.revision}: give a revision from 1")
+        _handle(args.job, "service")
+        print(service.rollback(args.job, args.revision).message)
+    elif args.command in ("cancel", "delete", "scale", "restart", "promote"):
         kind = "job" if args.command == "cancel" else "service"
         if args.command == "scale" and args.replicas < 0:
             raise CommandUsage("%tiers scale: replicas must be 0 or more")

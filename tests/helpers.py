@@ -148,10 +148,10 @@ def drop_connection(transport: Any) -> None:
 
 
 # --- fuzzing magic lines (tests/hardening/test_fuzz.py, tests/unit/test_k8s_fuzz.py) ----------
-FUZZ_TIERS_COMMANDS = ["jobs", "attach", "logs", "cancel", "delete", "scale", "restart", "profiles", "bogus",
-                       ""]
+FUZZ_TIERS_COMMANDS = ["jobs", "attach", "logs", "cancel", "delete", "scale", "restart", "rollback",
+                       "profiles", "bogus", ""]
 FUZZ_TIERS_OPTIONS = ["--profile", "-p", "--limit", "--kind", "--pod", "--rank", "--tail", "--text", "--wait",
-                      "--bogus"]
+                      "--to", "--bogus"]
 
 
 def fuzz_word(rng: random.Random, choices: Sequence[str]) -> str:

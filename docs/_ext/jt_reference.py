@@ -71,6 +71,10 @@ PROFILE_KEY_DOCS: dict[str, str] = {
     "fetch_image": "Image of the init container that fetches a model from the object store "
                    "(default `amazon/aws-cli:2.15.0`).",
     "request_timeout": "Seconds a Kubernetes API request may take (1 to 3600; default 30).",
+    "ingress_class": "The IngressClass of `--ingress` (`spec.ingressClassName`; without it the "
+                     "cluster's default class decides); a connection key.",
+    "ingress_annotations": "Annotations of the Ingress `--ingress` makes (a map of strings, e.g. "
+                           "ingress-nginx's or Traefik's settings); a connection key.",
     "load_limit_rps": "The highest rate `svc.load_test` and the Load panel may ask of a service "
                       "(1 to 10,000 requests/s; default 200); a connection key, so a project file "
                       "cannot raise it.",

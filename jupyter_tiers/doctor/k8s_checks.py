@@ -14,7 +14,8 @@ TIER_ACCESS: tuple[tuple[str, str, str], ...] = (
     *(("apps", "deployments", v) for v in ("create", "patch", "delete", "get", "list")),
     *(("", r, v) for r in ("services", "configmaps", "secrets") for v in ("create", "patch", "delete")),
     *(("autoscaling", "horizontalpodautoscalers", v) for v in ("create", "patch", "delete")),
-    *(("networking.k8s.io", "ingresses", v) for v in ("create", "patch", "delete")),
+    # --ingress: applied, followed (its address) and deleted with the service
+    *(("networking.k8s.io", "ingresses", v) for v in ("create", "patch", "delete", "get", "list", "watch")),
     *(("", r, v) for r in ("pods", "events") for v in ("get", "list", "watch")),
     ("", "pods/log", "get"),
     ("", "pods/portforward", "create"),

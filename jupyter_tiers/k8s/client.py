@@ -85,6 +85,11 @@ class KubeClient:
 
         return client.AutoscalingV2Api(self.api)
 
+    def networking(self) -> Any:
+        from kubernetes import client
+
+        return client.NetworkingV1Api(self.api)
+
     def call(self, fn: Callable[..., T], *args: Any, verb: str, resource: str,
              namespace: str | None = None, **kwargs: Any) -> T:
         """Run one API call; errors become ApiError / ApiUnreachable with a one-line message."""

@@ -456,3 +456,73 @@ def service_status(
     if culprit and culprit.reason == "Unhealthy":
         progress += f"; {describe_pod_problem(culprit)}"
     return status(ServiceState.DEPLOYING, progress, counts)
+
+
+# --- Ingress --------------------------------------------------------------------------------
+
+DEFAULT_CLASS_ANNOTATION = "ingressclass.kubernetes.io/is-default-class"
+
+
+def _items(value: Any) -> list[Any]:
+    """The mappings of a list field (a missing or malformed field: none)."""
+    return [v for v in value if isinstance(v, Mapping)] if isinstance(value, list) else []
+
+
+def ingress_classes(items: Sequence[Mapping[str, Any]]) -> dict[str, bool]:
+    """IngressClass objects (a list's ``items``) -> {name: is the cluster's default}."""
+    out: dict[str, bool] = {}
+    for item in items:
+        name = _str(_get(item, "metadata", "name"))
+        if name:
+            out[name] = _get(item, "metadata", "annotations", DEFAULT_CLASS_ANNOTATION) == "true"
+    return out
+
+
+def ingress_endpoint(ingress: Mapping[str, Any] | None, classes: Mapping[str, bool] | None = None,
+                     *, ingress_class: str | None = None) -> str:
+    """What a service routed through an Ingress shows as its endpoint.
+
+    Once the controller has written an address into ``status.loadBalancer.ingress``:
+    ``https://HOST/PATH (address IP-or-HOSTNAME)`` (``http`` without TLS for that host; ``+N more``
+    when there are more rules). Before that: ``pending: no address from the ingress controller yet
+    (class X)`` and why, as far as ``classes`` (:func:`ingress_classes`; None when the IngressClasses
+    could not be read) tells: the class does not exist, there is no class and no default one, or
+    its controller has not answered. ``ingress_class`` is the class asked for, used while the
+    Ingress itself is not seen yet (``ingress`` None).
+    """
+    spec = _get(ingress, "spec")
+    cls = _str(_get(spec, "ingressClassName")) if ingress is not None else ingress_class
+    urls: list[str] = []
+    tls_hosts: set[str] = set()
+    for entry in _items(_get(spec, "tls")):
+        hosts = entry.get("hosts")
+        tls_hosts.update(h for h in hosts if isinstance(h, str)) if isinstance(hosts, list) else None
+    for rule in _items(_get(spec, "rules")):
+        host = _str(rule.get("host")) or "*"
+        scheme = "https" if host in tls_hosts else "http"
+        for path in _items(_get(rule, "http", "paths")):
+            urls.append(f"{scheme}://{host}{_str(path.get('path')) or '/'}")
+    addresses = [a for a in (_str(lb.get("ip")) or _str(lb.get("hostname"))
+                             for lb in _items(_get(ingress, "status", "loadBalancer", "ingress"))) if a]
+    if urls and addresses:
+        more = f" +{len(urls) - 1} more" if len(urls) > 1 else ""
+        return f"{urls[0]}{more} (address {', '.join(addresses)})"
+    shown_class = f"class {cls}" if cls else "no ingressClassName"
+    head = f"pending: no address from the ingress controller yet ({shown_class})"
+    if ingress is None:
+        return f"{head}: the Ingress is not seen yet"
+    if classes is None:
+        why = (f"is a controller for {cls} running? (kubectl get ingressclass; the IngressClasses "
+               "could not be read here)" if cls else "no class is set, so the cluster's default "
+               "IngressClass must take it (kubectl get ingressclass)")
+    elif cls and cls not in classes:
+        known = ", ".join(sorted(classes)) or "none"
+        why = f"no IngressClass {cls} exists in the cluster (there are: {known}), so no controller takes it"
+    elif not cls:
+        defaults = [name for name, default in classes.items() if default]
+        why = (f"the default IngressClass {defaults[0]}'s controller has not answered" if defaults else
+               "no class is set and the cluster has no default IngressClass, so no controller takes it; "
+               "set ingress_class in the profile")
+    else:
+        why = f"IngressClass {cls} exists; its controller has not reported an address (still provisioning?)"
+    return f"{head}: {why}"

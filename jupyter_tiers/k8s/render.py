@@ -12,6 +12,8 @@ Objects (``NAME`` is the service name; with blue-green, ``D`` is ``NAME-<color>`
 - Secret ``D-env`` (only when there is env): the env values, base64 in ``data``;
 - Deployment ``D``: one container ``server`` running the body from ``/jt/code``;
 - Service ``NAME``: port ``spec.port`` -> the container port named ``http``;
+- Ingress ``NAME`` (networking.k8s.io/v1) when ``ingress`` is set: one rule per HOST[/PATH]
+  (pathType Prefix) to the Service's port, TLS for those hosts with ``tls_secret``;
 - HorizontalPodAutoscaler ``NAME`` (autoscaling/v2, CPU utilization) when ``autoscale`` is set.
 
 Every object carries ``app.kubernetes.io/name=NAME`` and ``app.kubernetes.io/managed-by=jupyter-tiers``.
@@ -36,7 +38,16 @@ from ..errors import SpecError
 from ..model import SERVICE_TYPES, ServeSpec
 
 # The spec's validation (servespec.py); the renderer reuses its toleration and patch parsers.
-from ..servespec import _CONFIG_KEY, _DNS1123_SUBDOMAIN, _parse_patch, _toleration, validate_serve_spec
+from ..servespec import (
+    _CONFIG_KEY,
+    _DNS1123_SUBDOMAIN,
+    _parse_patch,
+    _toleration,
+    check_ingress_annotations,
+    check_ingress_class,
+    parse_ingress,
+    validate_serve_spec,
+)
 
 MANAGER = "jupyter-tiers"
 NAME_LABEL = "app.kubernetes.io/name"
@@ -266,6 +277,52 @@ def _named_list(value: Any) -> bool:
         isinstance(v, dict) and isinstance(v.get("name"), str) for v in value)
 
 
+def render_ingress(
+    name: str,
+    namespace: str,
+    rules: Sequence[str],
+    port: int,
+    *,
+    tls_secret: str | None = None,
+    ingress_class: str | None = None,
+    annotations: Mapping[str, Any] | None = None,
+    notebook: str | None = None,
+) -> dict[str, Any]:
+    """The networking.k8s.io/v1 Ingress ``name`` routing every ``HOST[/PATH]`` of ``rules``
+    (servespec.parse_ingress; pathType Prefix) to port ``port`` of the Service ``name``.
+
+    Rules of one host share one ``rules`` entry, in the order given. ``tls_secret`` adds one
+    ``tls`` entry for all the hosts; ``ingress_class`` sets ``spec.ingressClassName`` (else the
+    cluster's default IngressClass decides); ``annotations`` (the controller's settings) go into
+    ``metadata.annotations``. Raises ``SpecError`` for a bad value.
+    """
+    if not rules:
+        raise SpecError("ingress", "give at least one HOST[/PATH]")
+    paths: dict[str, list[str]] = {}
+    for text in rules:
+        host, path = parse_ingress(text)
+        if path in paths.setdefault(host, []):
+            raise SpecError("ingress", f"{text!r} is given twice")
+        paths[host].append(path)
+    meta = _metadata(name, namespace, {NAME_LABEL: name, MANAGED_BY_LABEL: MANAGER}, notebook)
+    if annotations:
+        meta["annotations"] = {**check_ingress_annotations(dict(annotations)), **meta.get("annotations", {})}
+    backend = {"service": {"name": name, "port": {"number": port}}}
+    spec: dict[str, Any] = {}
+    if ingress_class is not None:
+        spec["ingressClassName"] = check_ingress_class(ingress_class)
+    if tls_secret is not None:
+        if len(tls_secret) > 253 or not _DNS1123_SUBDOMAIN.fullmatch(tls_secret):
+            raise SpecError("tls_secret", f"{tls_secret!r} is not a Secret name")
+        spec["tls"] = [{"hosts": list(paths), "secretName": tls_secret}]
+    spec["rules"] = [
+        {"host": host, "http": {"paths": [
+            {"path": path, "pathType": "Prefix", "backend": copy.deepcopy(backend)} for path in host_paths]}}
+        for host, host_paths in paths.items()
+    ]
+    return {"apiVersion": "networking.k8s.io/v1", "kind": "Ingress", "metadata": meta, "spec": spec}
+
+
 def render_manifests(
     spec: ServeSpec,
     *,
@@ -276,12 +333,15 @@ def render_manifests(
     color: str | None = None,
     notebook: str | None = None,
     env_key: bytes | None = None,
+    ingress_class: str | None = None,
+    ingress_annotations: Mapping[str, Any] | None = None,
 ) -> list[dict[str, Any]]:
     """The objects of one service, in apply order: ConfigMap, Secret (only with env), Deployment,
-    Service, HorizontalPodAutoscaler (only with autoscale).
+    Service, Ingress (only with ingress), HorizontalPodAutoscaler (only with autoscale).
 
-    ``namespace``, ``service_type``, ``image_pull_secrets`` and ``model_volume`` come from the
-    profile; ``model_volume`` is ``{pvc: NAME}``, ``{nfs: {server, path}}`` or ``{host_path: PATH}``,
+    ``namespace``, ``service_type`` (which the spec's own ``service_type`` overrides),
+    ``image_pull_secrets``, ``model_volume``, ``ingress_class`` and ``ingress_annotations`` come
+    from the profile; ``model_volume`` is ``{pvc: NAME}``, ``{nfs: {server, path}}`` or ``{host_path: PATH}``,
     each with an optional ``sub_path``, mounted read-only at /models. ``color`` (``blue`` or
     ``green``, for ``strategy="bluegreen"``; default blue) names the Deployment, its ConfigMap and
     Secret ``NAME-<color>…`` and points the Service's selector at that color: the tier applies the
@@ -289,6 +349,7 @@ def render_manifests(
     pass a per-user secret. Raises ``SpecError`` for a bad spec or profile value.
     """
     validate_serve_spec(spec)
+    service_type = spec.service_type or service_type
     if not isinstance(namespace, str) or len(namespace) > 63 or not _DNS1123_LABEL.fullmatch(namespace):
         raise SpecError("namespace", f"{namespace!r} is not a namespace name (a lowercase DNS label)")
     if service_type not in SERVICE_TYPES:
@@ -391,6 +452,10 @@ def render_manifests(
             "ports": [{"name": PORT_NAME, "port": spec.port, "targetPort": PORT_NAME, "protocol": "TCP"}],
         },
     })
+    if spec.ingress:
+        objects.append(render_ingress(name, namespace, spec.ingress, spec.port, tls_secret=spec.tls_secret,
+                                      ingress_class=ingress_class, annotations=ingress_annotations,
+                                      notebook=notebook))
     if spec.autoscale is not None:
         low, high, cpu = spec.autoscale
         objects.append({

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import hashlib
 import json
 import os
+import re
 import secrets
 import socket
 import threading
@@ -22,7 +24,7 @@ from typing import Any
 
 from ..checkpoint_upload import store_of
 from ..config import Profile
-from ..errors import ApiError, JobNotFound, SpecError, TiersError
+from ..errors import ApiError, JobNotFound, SpecError, TiersError, Unsupported
 from ..handles import Service
 from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from ..registry import JobRecord, Registry, spec_for_record
@@ -35,8 +37,9 @@ from . import canary_ops
 from .canary import LIVE_CANARY, canary_name, canary_objects, split_pods
 from .client import APPLY_CONTENT_TYPE, FIELD_MANAGER, KubeClient
 from .fetch import add_model_fetch
-from .parse import service_status
+from .parse import ingress_classes, ingress_endpoint, service_status
 from .render import CONTAINER_NAME, body_hash, env_hash, render_manifests, render_yaml
+from .rollback import code_key, plan_rollback
 from .sync_render import with_synced_files
 from .watch import NamespaceWatch, PodLogFollower, container_instance, split_timestamp, timestamp_key
 
@@ -57,6 +60,7 @@ class K8sTier(ServeTier):
         self._forwards: list[_PortForward] = []
         self._subscriptions: set[_Subscription] = set()
         self._switches: dict[str, threading.Thread] = {}
+        self._classes: tuple[float, dict[str, bool] | None] | None = None  # (read at, IngressClasses)
 
     # --- settings ------------------------------------------------------------------------
     @property
@@ -74,7 +78,8 @@ class K8sTier(ServeTier):
             service_type=self.profile.get("service_type", "ClusterIP"),
             image_pull_secrets=tuple(self.profile.get("image_pull_secrets", ())),
             model_volume=self.profile.get("model_volume"), color=color, notebook=notebook,
-            env_key=_env_key(),
+            env_key=_env_key(), ingress_class=self.profile.get("ingress_class"),
+            ingress_annotations=self.profile.get("ingress_annotations"),
         )
         if spec.model_uri:  # --model-from through the object store: an init container fetches it
             objects = add_model_fetch(objects, spec.model_uri, store_of(self.profile),
@@ -160,7 +165,14 @@ class K8sTier(ServeTier):
             self._apply_object(obj)
         if "HorizontalPodAutoscaler" not in by_kind:
             self._delete_quietly("HorizontalPodAutoscaler", spec.name)
+        if "Ingress" not in by_kind and existing is not None and existing.spec.get("ingress"):
+            self._delete_quietly("Ingress", spec.name)  # it stopped using --ingress
         deployment = by_kind["Deployment"]["metadata"]["name"]
+        if color is None:  # what a later rollback to this revision needs that its template lacks
+            template = by_kind["Deployment"]["spec"]["template"]
+            with contextlib.suppress(OSError):
+                _save_code(self.name, self.namespace, spec.name, code_key(template),
+                           [o for o in objects if o["kind"] == "ConfigMap"])
         if not spec.sync and existing is not None and existing.spec.get("sync"):
             self._delete_quietly("ConfigMap", f"{deployment}-sync")  # it stopped using --sync
         if existing is not None and existing.spec.get(LIVE_CANARY):
@@ -249,11 +261,40 @@ class K8sTier(ServeTier):
         spec = (current or record).spec
         return str(spec.get("deployment") or record.name)
 
+    def _ingress_classes(self) -> dict[str, bool] | None:
+        """The cluster's IngressClasses ({name: default}), read at most once a minute; None when
+        they cannot be read (a cluster-scoped list, which a namespaced user may not do)."""
+        cached = self._classes
+        if cached is not None and time.monotonic() - cached[0] < 60:
+            return cached[1]
+        try:
+            resp = self.client.call(self.client.networking().list_ingress_class, _preload_content=False,
+                                    verb="list", resource="ingressclasses")
+            classes: dict[str, bool] | None = ingress_classes(json.loads(resp.data).get("items") or [])
+        except (TiersError, ValueError):
+            classes = None
+        self._classes = (time.monotonic(), classes)
+        return classes
+
+    def _ingress_text(self, ingress: dict[str, Any] | None) -> str:
+        return ingress_endpoint(ingress, self._ingress_classes(),
+                                ingress_class=self.profile.get("ingress_class"))
+
     def _status_fn(self, record: JobRecord, deployment: str | None = None
                    ) -> Callable[[NamespaceWatch], ServiceStatus]:
         endpoint = self.endpoint(record)
+        routed = bool(record.spec.get("ingress"))
+        if routed:
+            self._watch_of_namespace().watch_ingresses()
+            self._ingress_classes()  # read now, not while a status is computed under the watch's lock
 
         def compute(nsw: NamespaceWatch) -> ServiceStatus:
+            shown = endpoint
+            if routed:
+                found = nsw.ingresses(record.name)
+                cached = self._classes[1] if self._classes else None
+                shown = ingress_endpoint(found[0] if found else None, cached,
+                                         ingress_class=self.profile.get("ingress_class"))
             current = self.registry.find_by_name(self.name, record.name) or record
             wanted = deployment or str(current.spec.get("deployment") or record.name)
             all_deps = nsw.deployments(record.name)
@@ -264,9 +305,9 @@ class K8sTier(ServeTier):
                 pods = [p for p in pods
                         if (p["metadata"].get("labels") or {}).get("jupyter-tiers/color") == color]
                 return service_status(record.name, deps[0] if deps else None, pods, nsw.events(),
-                                      endpoint=endpoint, now=time.time())
+                                      endpoint=shown, now=time.time())
             return self._with_canary(current, deps[0] if deps else None, all_deps, pods, nsw.events(),
-                                     endpoint)
+                                     shown)
 
         return compute
 
@@ -289,12 +330,14 @@ class K8sTier(ServeTier):
         events = json.loads(self.client.call(
             self.client.core().list_namespaced_event, ns, _preload_content=False,
             verb="list", resource="events", namespace=ns).data).get("items") or []
+        endpoint = self.endpoint(record)
+        if record.spec.get("ingress"):
+            endpoint = self._ingress_text(self._read_ingress(record.name, ns))
         if record.spec.get("color") and deployment is not None:
             color = deployment["metadata"]["name"].rsplit("-", 1)[-1]
             pods = [p for p in pods
                     if (p["metadata"].get("labels") or {}).get("jupyter-tiers/color") == color]
-            status = service_status(record.name, deployment, pods, events, endpoint=self.endpoint(record),
-                                    now=time.time())
+            status = service_status(record.name, deployment, pods, events, endpoint=endpoint, now=time.time())
         else:
             current = self.registry.find_by_name(self.name, record.name) or record
             canary_dep = None
@@ -307,7 +350,7 @@ class K8sTier(ServeTier):
                     if exc.status != 404:
                         raise
             status = self._with_canary(current, deployment, [canary_dep] if canary_dep else [], pods,
-                                       events, self.endpoint(record))
+                                       events, endpoint)
         self._record(record, status)
         return status
 
@@ -325,6 +368,17 @@ class K8sTier(ServeTier):
         of_canary = service_status(current.name, found[0] if found else None, canary_pods, events,
                                    endpoint=None, now=now)
         return dataclasses.replace(status, canary=canary_status(int(canary["percent"]), of_canary))
+
+    def _read_ingress(self, name: str, ns: str) -> dict[str, Any] | None:
+        try:
+            resp = self.client.call(self.client.networking().read_namespaced_ingress, name, ns,
+                                    _preload_content=False, verb="get", resource="ingresses", namespace=ns)
+        except ApiError as exc:
+            if exc.status in (403, 404):  # not there, or not ours to read: shown as not seen yet
+                return None
+            raise
+        data = json.loads(resp.data)
+        return data if isinstance(data, dict) else None
 
     def _record(self, record: JobRecord, status: ServiceStatus) -> None:
         with contextlib.suppress(Exception):  # the registry is a record, not the source of truth
@@ -424,9 +478,6 @@ class K8sTier(ServeTier):
     def promote(self, record: JobRecord) -> str:
         return canary_ops.promote(self, record)
 
-    def rollback(self, record: JobRecord) -> str:
-        return canary_ops.rollback_canary(self, record)
-
     def restart(self, record: JobRecord) -> None:
         ns = record.spec.get("namespace") or self.namespace
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -435,6 +486,51 @@ class K8sTier(ServeTier):
         self.client.call(self.client.apps().patch_namespaced_deployment, self._deployment_name(record),
                          ns, body, field_manager=f"{FIELD_MANAGER}-restart",
                          verb="patch", resource="deployments", namespace=ns)
+
+    def rollback(self, record: JobRecord, revision: int | None = None) -> str:
+        """Roll a rolling service back to ``revision`` of its Deployment's history (default: the
+        one before the current), as ``kubectl rollout undo`` does, with that revision's cell
+        body (kept on this machine when it was applied). Returns a one-line message; refuses
+        blue-green (its old colour is gone once switched), a revision not kept, and one whose env
+        values differ from the current ones (rollback.py). While a canary runs (``--canary``),
+        rolling back removes the canary instead (canary_ops)."""
+        record = self.registry.find_by_name(self.name, record.name) or record  # the newest cell's
+        if record.spec.get(LIVE_CANARY):
+            if revision is not None:
+                raise TiersError(f"service {record.name} runs a canary: roll the canary back first "
+                                 "(rollback without --to) or promote it, then roll back to a revision")
+            return canary_ops.rollback_canary(self, record)
+        ns = record.spec.get("namespace") or self.namespace
+        if record.spec.get("color") or record.spec.get("strategy") == "bluegreen":
+            raise Unsupported(f"service {record.name} is blue-green: its previous colour is removed once "
+                              "the switch is done, so there is no history to roll back to; run the "
+                              "earlier cell again")
+        name = self._deployment_name(record)
+        deployment = json.loads(self.client.call(
+            self.client.apps().read_namespaced_deployment, name, ns, _preload_content=False,
+            verb="get", resource="deployments", namespace=ns).data)
+        selector = f"app.kubernetes.io/name={record.name},app.kubernetes.io/managed-by=jupyter-tiers"
+        replicasets = json.loads(self.client.call(
+            self.client.apps().list_namespaced_replica_set, ns, label_selector=selector,
+            _preload_content=False, verb="list", resource="replicasets", namespace=ns).data)
+        replicasets = replicasets.get("items") or []
+        plan = plan_rollback(record.name, deployment, replicasets, revision)
+        if plan.revision == plan.current:
+            return f"service {record.name} is at revision {plan.current} already; nothing changed"
+        if plan.code_changes:
+            stored = _load_code(self.name, ns, record.name, plan.code_key)
+            if stored is None:
+                raise TiersError(f"service {record.name}: revision {plan.revision}'s cell body is not kept "
+                                 "on this machine (it was applied from another one); run that cell again")
+            for obj in stored:
+                self._apply_object(obj)
+        self.client.call(self.client.apps().patch_namespaced_deployment, name, ns,
+                         [{"op": "replace", "path": "/spec/template", "value": plan.template}],
+                         field_manager=f"{FIELD_MANAGER}-rollback",
+                         _content_type="application/json-patch+json",
+                         verb="patch", resource="deployments", namespace=ns)
+        return (f"service {record.name} rolling back to revision {plan.revision} (it becomes revision "
+                f"{max(plan.current, plan.revision) + 1}); running the cell again rolls forward")
 
     def _delete_quietly(self, kind: str, name: str, namespace: str | None = None) -> bool:
         ns = namespace or self.namespace
@@ -448,10 +544,16 @@ class K8sTier(ServeTier):
         return True
 
     def delete(self, record: JobRecord) -> None:
-        """Delete every object of the service by its labels (both colors, Secret, ConfigMap, HPA)."""
+        """Delete every object of the service by its labels (both colors, Secret, ConfigMap, HPA,
+        Ingress)."""
         ns = record.spec.get("namespace") or self.namespace
         selector = f"app.kubernetes.io/name={record.name},app.kubernetes.io/managed-by=jupyter-tiers"
-        listers = {
+        listers: dict[str, Callable[..., Any]] = {}
+        current = self.registry.find_by_name(self.name, record.name)  # a later cell may have added one
+        if record.spec.get("ingress") or (current is not None and current.spec.get("ingress")):
+            # First: stop routing to the service before it goes.
+            listers["Ingress"] = self.client.networking().list_namespaced_ingress
+        listers |= {
             "HorizontalPodAutoscaler": self.client.autoscaling().list_namespaced_horizontal_pod_autoscaler,
             "Service": self.client.core().list_namespaced_service,
             "Deployment": self.client.apps().list_namespaced_deployment,
@@ -666,7 +768,8 @@ class _PortForward:
 # --- helpers -------------------------------------------------------------------------------------
 
 _RESOURCES = {"Deployment": "deployments", "Service": "services", "ConfigMap": "configmaps",
-              "Secret": "secrets", "HorizontalPodAutoscaler": "horizontalpodautoscalers"}
+              "Secret": "secrets", "HorizontalPodAutoscaler": "horizontalpodautoscalers",
+              "Ingress": "ingresses"}
 
 
 def _resource(kind: str) -> str:
@@ -680,6 +783,7 @@ def _patch_fn(client: KubeClient, kind: str) -> Callable[..., Any]:
         "ConfigMap": client.core().patch_namespaced_config_map,
         "Secret": client.core().patch_namespaced_secret,
         "HorizontalPodAutoscaler": client.autoscaling().patch_namespaced_horizontal_pod_autoscaler,
+        "Ingress": client.networking().patch_namespaced_ingress,
     }
     if kind not in fns:
         raise SpecError("patch", f"cannot apply a {kind}")
@@ -693,6 +797,7 @@ def _delete_fn(client: KubeClient, kind: str) -> Callable[..., Any]:
         "ConfigMap": client.core().delete_namespaced_config_map,
         "Secret": client.core().delete_namespaced_secret,
         "HorizontalPodAutoscaler": client.autoscaling().delete_namespaced_horizontal_pod_autoscaler,
+        "Ingress": client.networking().delete_namespaced_ingress,
     }
     return fns[kind]
 
@@ -717,6 +822,49 @@ def _spec_for_record(spec: ServeSpec) -> dict[str, Any]:
     # The same hashes the pod template carries (render.py).
     data["body_sha"] = body_hash(spec.body)
     data["env_hash"] = env_hash(spec.env, _env_key())
+    return data
+
+
+_CODE_KEY = re.compile(r"[0-9a-f-]{1,64}\.[0-9a-f-]{1,64}")
+MAX_KEPT_CODE = 12  # the Deployment keeps 10 old ReplicaSets (revisionHistoryLimit), plus the current
+
+
+def _code_dir(profile: str, namespace: str, name: str) -> Path:
+    from jupyter_core.paths import jupyter_data_dir
+
+    digest = hashlib.sha256(f"{profile}/{namespace}/{name}".encode()).hexdigest()[:24]
+    return Path(jupyter_data_dir()) / "tiers" / "k8s-code" / digest
+
+
+def _save_code(profile: str, namespace: str, name: str, key: str, objects: list[dict[str, Any]]) -> None:
+    """Keep the code ConfigMaps of one applied revision (0600, the newest MAX_KEPT_CODE)."""
+    if not _CODE_KEY.fullmatch(key):
+        return
+    folder = _code_dir(profile, namespace, name)
+    folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path = folder / f"{key}.json"
+    tmp = folder / f".{key}.{os.getpid()}.tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(objects, f)
+    os.replace(tmp, path)
+    kept = sorted(folder.glob("*.json"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for old in kept[MAX_KEPT_CODE:]:
+        with contextlib.suppress(OSError):
+            old.unlink()
+
+
+def _load_code(profile: str, namespace: str, name: str, key: str) -> list[dict[str, Any]] | None:
+    """The code ConfigMaps kept for ``key`` (a revision's code_key), or None."""
+    if not _CODE_KEY.fullmatch(key):
+        return None
+    try:
+        data = json.loads((_code_dir(profile, namespace, name) / f"{key}.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    if not isinstance(data, list) or not all(isinstance(o, dict) and o.get("kind") == "ConfigMap"
+                                             for o in data):
+        return None
     return data
 
 

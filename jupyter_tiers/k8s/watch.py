@@ -133,6 +133,8 @@ class KindWatch:
             return self.client.apps().list_namespaced_deployment
         if self.kind == "pods":
             return self.client.core().list_namespaced_pod
+        if self.kind == "ingresses":
+            return self.client.networking().list_namespaced_ingress
         return self.client.core().list_namespaced_event
 
     def _selector(self) -> dict[str, Any]:
@@ -250,7 +252,8 @@ StatusFn = Callable[["NamespaceWatch"], ServiceStatus]
 
 
 class NamespaceWatch:
-    """Deployments, pods and Events of one namespace, shared by every service followed in it."""
+    """Deployments, pods and Events of one namespace, shared by every service followed in it;
+    Ingresses too once a service routed through one is followed (:meth:`watch_ingresses`)."""
 
     KINDS = ("deployments", "pods", "events")
 
@@ -281,11 +284,30 @@ class NamespaceWatch:
         with self._lock:
             if not self._started:
                 self._started = True
-                for kw in self.kinds.values():
+                for kw in list(self.kinds.values()):
                     kw.start()
         deadline = time.monotonic() + timeout
-        for kw in self.kinds.values():
+        for kw in list(self.kinds.values()):
             kw.attempted.wait(max(0.0, deadline - time.monotonic()))
+
+    def watch_ingresses(self, timeout: float = 30.0) -> None:
+        """Add the Ingresses of the namespace (ours only) to what is watched, once: only a
+        namespace with a service routed through an Ingress pays for the list and the watch."""
+        with self._lock:
+            kw = self.kinds.get("ingresses")
+            if kw is None:
+                kw = KindWatch(self.client, "ingresses", self.namespace, self._on_event,
+                               label_selector=MANAGED)
+                self.kinds = {**self.kinds, "ingresses": kw}
+                if self._started:
+                    kw.start()
+        if self._started:
+            kw.attempted.wait(timeout)
+
+    def ingresses(self, service: str) -> list[dict[str, Any]]:
+        kw = self.kinds.get("ingresses")
+        return [] if kw is None else [o for o in list(kw.objects.values())
+                                      if (o["metadata"].get("labels") or {}).get(NAME_LABEL) == service]
 
     def deployments(self, service: str) -> list[dict[str, Any]]:
         return [o for o in list(self.kinds["deployments"].objects.values())
@@ -300,12 +322,12 @@ class NamespaceWatch:
 
     @property
     def problem(self) -> str | None:
-        errors = [kw.error for kw in self.kinds.values() if kw.error]
+        errors = [kw.error for kw in list(self.kinds.values()) if kw.error]
         return errors[0] if errors else None
 
     @property
     def requests(self) -> int:
-        return sum(kw.lists + kw.watches for kw in self.kinds.values())
+        return sum(kw.lists + kw.watches for kw in list(self.kinds.values()))
 
     # --- subscriptions -------------------------------------------------------------------
     def subscribe(self, service: str, compute: StatusFn,
@@ -331,7 +353,7 @@ class NamespaceWatch:
             self._listeners.pop(token, None)
 
     def stop(self) -> None:
-        for kw in self.kinds.values():
+        for kw in list(self.kinds.values()):
             kw.stop()
 
     def _on_event(self, kind: str, etype: str, obj: dict[str, Any]) -> None:

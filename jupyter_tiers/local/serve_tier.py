@@ -8,8 +8,9 @@ one ``code/<revision>/`` per pod template) and reads what the supervisor reports
 Kubernetes tier's (serve_status.py maps the files onto the same model).
 
 Options that only mean something on a cluster (image, GPUs, CPU/memory, node selector, pull
-policy, tolerations, autoscale, secret env, patch) are accepted and reported as not applied: in
-the ``--dry-run`` plan and as the status message (the widget's banner, the text view's ``!`` line).
+policy, tolerations, autoscale, secret env, patch, service type) are accepted and reported as not
+applied: in the ``--dry-run`` plan and as the status message (the widget's banner, the text view's
+``!`` line). ``--ingress`` and ``--tls-secret`` are refused (Kubernetes only).
 """
 
 from __future__ import annotations
@@ -58,7 +59,7 @@ PORT_TOKEN = "{port}"
 
 # ServeSpec fields that only mean something on a cluster: accepted, shown as not applied.
 NOT_APPLIED = ("image", "gpus", "cpu", "memory", "secret_env", "autoscale", "image_pull_policy",
-               "node_selector", "tolerations", "patch", "sync")
+               "node_selector", "tolerations", "patch", "sync", "service_type")
 _SERVE_DEFAULTS = frozenset(profile_keys(SERVE_OPTIONS))
 
 
@@ -103,6 +104,11 @@ def check_local(spec: ServeSpec) -> None:
     if spec.replicas > MAX_REPLICAS:
         raise SpecError("replicas", f"{spec.replicas}: a local service runs at most {MAX_REPLICAS} "
                         "replicas on this machine")
+    # Refused, not ignored: a route that silently does not exist is worse than none.
+    for name in ("ingress", "tls_secret"):
+        if getattr(spec, name):
+            raise SpecError(name, "Kubernetes only: an Ingress routes a cluster's traffic; a local service "
+                            "is reached at its loopback endpoint (use a kubernetes profile)")
 
 
 def revision_of(template: str, restarted_at: str) -> str:
@@ -350,12 +356,13 @@ class LocalServeTier(ServeTier):
         return (f"service {record.name}: canary promoted; its revision rolls out to all "
                 f"{live['total']} replicas")
 
-    def rollback(self, record: JobRecord) -> str:
-        """Stop the canary's replicas; the live revision gets its full count back."""
+    def rollback(self, record: JobRecord, revision: int | None = None) -> str:
+        """Stop the canary's replicas; the live revision gets its full count back. Without a
+        canary there is nothing to go back to here (no revision history is kept locally)."""
         current = self.registry.find_by_name(self.name, record.name) or record
         live = current.spec.get(LIVE_CANARY)
-        if not live:
-            raise TiersError(f"service {record.name} has no canary to roll back")
+        if not live or revision is not None:
+            return super().rollback(record, revision)
 
         def change(desired: dict[str, Any]) -> None:
             canary = desired.pop("canary", None)

@@ -38,7 +38,7 @@ function render({ model, el }) {
   const revision = h("span", "jt-revision");
   const age = h("span", "jt-elapsed jt-age");
   const endpoint = h("span", "jt-endpoint");
-  endpoint.title = "the service's address inside the cluster";
+  endpoint.title = "the service's address: inside the cluster, or its Ingress's once the controller reports one";
   const modelFrom = h("span", "jt-model-from");
   modelFrom.title = "the training job whose checkpoint this service serves (--model-from)";
   header.append(title, where, state, readyCount, revision, age, endpoint, modelFrom);
@@ -164,7 +164,8 @@ function render({ model, el }) {
     if (busy !== "delete" && deleteBtn.dataset.confirm !== "1") deleteBtn.textContent = "Delete";
     if (busy !== "restart" && restartBtn.dataset.confirm !== "1") restartBtn.textContent = "Restart";
     forwardBtn.textContent = busy === "port_forward" ? "Forwarding…" : "Port-forward";
-    endpointBtn.disabled = !model.get("endpoint");
+    // A routed service's endpoint may be "pending: ..." (no Ingress address yet): nothing to copy.
+    endpointBtn.disabled = !model.get("endpoint") || model.get("endpoint").startsWith("pending:");
     yamlBtn.disabled = !model.get("yaml");
     const url = model.get("forward_url");
     if (url && FORWARD_RE.test(url)) {

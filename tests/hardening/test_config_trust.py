@@ -322,6 +322,8 @@ REDIRECTS: dict[str, tuple[str, object]] = {
     "context": ("serving", "attacker"),
     "namespace": ("serving", "attacker"),
     "service_type": ("serving", "LoadBalancer"),
+    "ingress_class": ("serving", "attacker-class"),
+    "ingress_annotations": ("serving", {"nginx.ingress.kubernetes.io/configuration-snippet": "x"}),
     "workdir": ("hpc", "/tmp/shared"),
     "defaults.checkpoint_dir": ("hpc", "/tmp/loot"),
     "path_map": ("local", {"/scratch": "/tmp/evil"}),

@@ -110,6 +110,8 @@ def test_rollback_removes_the_canary_and_gives_the_replicas_back(
     wait_ready(apply_server(tier, name="rb", replicas=3))
     svc = tier.apply(tier.make_spec(V2, name="rb", replicas=3, port=8000, canary=34))
     wait_for(lambda: split_ready(tier, svc, 2, 1), what="2 stable + 1 canary ready")
+    with pytest.raises(TiersError, match="runs a canary: roll the canary back first"):
+        svc.rollback(revision=1)  # a revision rollback waits until the canary is settled
     assert "canary removed" in svc.rollback()
     wait_for(lambda: (get(emulator, "deployments", ns, "rb-canary") is None
                       and pods_by_track(emulator, ns, "rb")[1] == []
@@ -119,8 +121,6 @@ def test_rollback_removes_the_canary_and_gives_the_replicas_back(
     assert "hello from" in code_of(emulator, ns, "rb-code")
     status = wait_ready(svc)
     assert status.canary is None and status.desired == 3
-    with pytest.raises(TiersError, match="has no canary to roll back"):
-        svc.rollback()
     with pytest.raises(TiersError, match="has no canary to promote"):
         svc.promote()
     tier.delete(svc.record)

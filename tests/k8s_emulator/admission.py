@@ -143,6 +143,17 @@ _SVC_SPEC = {
     "internalTrafficPolicy",
 }
 _HPA_SPEC = {"scaleTargetRef", "minReplicas", "maxReplicas", "metrics", "behavior"}
+_INGRESS_SPEC = {"ingressClassName", "defaultBackend", "tls", "rules"}
+_INGRESS_RULE = {"host", "http"}
+_INGRESS_PATH = {"path", "pathType", "backend"}
+_PATH_TYPES = ("Exact", "ImplementationSpecific", "Prefix")
+_WILDCARD_MSG = (
+    "a wildcard DNS-1123 subdomain must start with '*.', followed by a valid DNS subdomain, which must "
+    "consist of lower case alphanumeric characters, '-' or '.' and end with an alphanumeric character "
+    "(e.g. '*.example.com', regex used for validation is "
+    "'\\*\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')"
+)
+_IPV4 = re.compile(r"^[0-9]+(\.[0-9]+){3}$")
 _TOP = {"apiVersion", "kind", "metadata", "spec", "status"}
 _TOP_EXTRA = {
     "configmaps": {"data", "binaryData", "immutable"},
@@ -212,6 +223,14 @@ def unknown_field(resource: str, obj: Obj) -> str | None:
         return _unknown(spec, _SVC_SPEC, ".spec")
     if resource == "horizontalpodautoscalers":
         return _unknown(spec, _HPA_SPEC, ".spec")
+    if resource == "ingresses":
+        bad = _unknown(spec, _INGRESS_SPEC, ".spec")
+        for i, rule in enumerate((spec or {}).get("rules") or [] if isinstance(spec, dict) else []):
+            bad = bad or _unknown(rule, _INGRESS_RULE, f".spec.rules[{i}]")
+            http = rule.get("http") if isinstance(rule, dict) else None
+            for j, path in enumerate((http or {}).get("paths") or [] if isinstance(http, dict) else []):
+                bad = bad or _unknown(path, _INGRESS_PATH, f".spec.rules[{i}].http.paths[{j}]")
+        return bad
     return None
 
 
@@ -317,6 +336,9 @@ class Defaulter:
             obj.setdefault("status", {}).setdefault("phase", "Pending")
         elif resource == "services" and isinstance(spec, dict):
             self._default_service(spec, (old or {}).get("spec") or {})
+            obj["status"] = obj.get("status") or {"loadBalancer": {}}
+        elif resource == "ingresses":
+            # As golden 13c: empty until an ingress controller writes an address.
             obj["status"] = obj.get("status") or {"loadBalancer": {}}
         elif resource == "horizontalpodautoscalers":
             if not obj.get("status"):
@@ -450,6 +472,8 @@ def validate(resource: str, obj: Obj) -> None:
                         f"Invalid value: {port}: must be between 1 and 65535, inclusive",
                     )
                 )
+    elif resource == "ingresses":
+        causes += _ingress_causes(spec)
     elif resource == "horizontalpodautoscalers":
         mn, mx = spec.get("minReplicas", 1), spec.get("maxReplicas")
         if isinstance(mn, int) and mn < 1:
@@ -470,3 +494,68 @@ def validate(resource: str, obj: Obj) -> None:
             )
     if causes:
         raise invalid(info.kind, info.group, name, causes)
+
+
+def _host_causes(host: Any, field: str) -> list[tuple[str, str, str]]:
+    """An Ingress host as the API server checks it (k8s-golden 13c for the wording)."""
+    if not isinstance(host, str) or not host:
+        return []
+    if _IPV4.match(host):
+        return [("FieldValueInvalid", field,
+                 f'Invalid value: "{host}": must be a DNS name, not an IP address')]
+    if "*" in host:
+        rest = host[2:] if host.startswith("*.") else ""
+        if not rest or not _DNS1123_SUBDOMAIN.match(rest) or len(host) > 253:
+            return [("FieldValueInvalid", field, f'Invalid value: "{host}": {_WILDCARD_MSG}')]
+        return []
+    if not _DNS1123_SUBDOMAIN.match(host) or len(host) > 253:
+        return [("FieldValueInvalid", field, f'Invalid value: "{host}": {_SUBDOMAIN_MSG}')]
+    return []
+
+
+def _ingress_causes(spec: Obj) -> list[tuple[str, str, str]]:
+    """networking.k8s.io/v1 Ingress validation: class name, TLS hosts, rule hosts, pathType and
+    the path rules of Prefix and Exact paths (golden 13c shows the host and pathType wording)."""
+    causes: list[tuple[str, str, str]] = []
+    cls = spec.get("ingressClassName")
+    if isinstance(cls, str) and (not _DNS1123_SUBDOMAIN.match(cls) or len(cls) > 253):
+        causes.append(("FieldValueInvalid", "spec.ingressClassName",
+                       f'Invalid value: "{cls}": {_SUBDOMAIN_MSG}'))
+    for i, tls in enumerate(spec.get("tls") or []):
+        for j, host in enumerate((tls or {}).get("hosts") or []):
+            causes += _host_causes(host, f"spec.tls[{i}].hosts[{j}]")
+    rules = spec.get("rules") or []
+    if not rules and not spec.get("defaultBackend"):
+        causes.append(("FieldValueRequired", "spec.rules", "Required value: either `defaultBackend` or "
+                       "`rules` must be specified"))
+    for i, rule in enumerate(rules):
+        rule = rule if isinstance(rule, dict) else {}
+        causes += _host_causes(rule.get("host"), f"spec.rules[{i}].host")
+        http = rule.get("http") if isinstance(rule.get("http"), dict) else {}
+        for j, p in enumerate(http.get("paths") or []):
+            p = p if isinstance(p, dict) else {}
+            field = f"spec.rules[{i}].http.paths[{j}]"
+            ptype, path = p.get("pathType"), p.get("path")
+            if ptype is None:
+                causes.append(("FieldValueRequired", f"{field}.pathType",
+                               "Required value: pathType must be specified"))
+                continue
+            if ptype not in _PATH_TYPES:
+                supported = ", ".join(f'"{t}"' for t in _PATH_TYPES)
+                causes.append(("FieldValueNotSupported", f"{field}.pathType",
+                               f'Unsupported value: "{ptype}": supported values: {supported}'))
+                continue
+            if ptype == "ImplementationSpecific" or not isinstance(path, str):
+                continue
+            if not path.startswith("/"):
+                causes.append(("FieldValueInvalid", f"{field}.path",
+                               f'Invalid value: "{path}": must be an absolute path'))
+            for seq in ("//", "/./", "/../", "%2f", "%2F"):
+                if seq in path:
+                    causes.append(("FieldValueInvalid", f"{field}.path",
+                                   f'Invalid value: "{path}": must not contain \'{seq}\''))
+            for end in ("/..", "/."):
+                if path.endswith(end):
+                    causes.append(("FieldValueInvalid", f"{field}.path",
+                                   f'Invalid value: "{path}": cannot end with \'{end}\''))
+    return causes

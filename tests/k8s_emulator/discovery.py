@@ -22,6 +22,7 @@ _SUBRESOURCES: dict[str, list[tuple[str, str, dict[str, str]]]] = {
         ("status", "ReplicaSet", {}),
     ],
     "horizontalpodautoscalers": [("status", "HorizontalPodAutoscaler", {})],
+    "ingresses": [("status", "Ingress", {})],
     "services": [("status", "Service", {})],
     "namespaces": [("status", "Namespace", {})],
     "serviceaccounts": [("token", "TokenRequest", {"group": "authentication.k8s.io", "version": "v1"})],

@@ -7,7 +7,7 @@ Contract shared by the API server, the controllers and the kubelet
   its own dicts.
 * ``resource`` is always the lowercase plural (``pods``, ``deployments``, ``replicasets``,
   ``services``, ``configmaps``, ``secrets``, ``events``, ``horizontalpodautoscalers``,
-  ``namespaces``, ``endpoints``).  See :data:`RESOURCES`.
+  ``namespaces``, ``endpoints``, ``ingresses``, ``ingressclasses``).  See :data:`RESOURCES`.
 * ``resourceVersion`` is one global integer counter (rendered as a string), bumped by every write.
 * ``store.lock`` is a public ``RLock``.  Hold it around a read-modify-write (``get`` then
   ``update``) so that no other writer slips in between.
@@ -92,6 +92,10 @@ RESOURCES: dict[str, ResourceInfo] = {
         ResourceInfo("serviceaccounts", "ServiceAccount", "", "v1", short_names=("sa",)),
         ResourceInfo("deployments", "Deployment", "apps", "v1", has_generation=True, short_names=("deploy",)),
         ResourceInfo("replicasets", "ReplicaSet", "apps", "v1", has_generation=True, short_names=("rs",)),
+        ResourceInfo("ingresses", "Ingress", "networking.k8s.io", "v1", has_generation=True,
+                     short_names=("ing",)),
+        ResourceInfo("ingressclasses", "IngressClass", "networking.k8s.io", "v1", namespaced=False,
+                     has_generation=True),
         ResourceInfo(
             "horizontalpodautoscalers",
             "HorizontalPodAutoscaler",

@@ -72,8 +72,8 @@ def test_rollback_and_rerun_without_canary(tier: LocalServeTier) -> None:
     assert "canary removed" in svc.rollback()
     wait_for(lambda: split(svc, 2, None), "2 replicas of the live revision, no canary")
     assert not any(get(str(svc.url)).startswith("v2 ") for _ in range(6))
-    with pytest.raises(TiersError, match="no canary to roll back"):
-        svc.rollback()
+    with pytest.raises(TiersError, match="rollback needs a Kubernetes profile"):
+        svc.rollback()  # no canary, and no revision history kept locally
     # A canary again, then the new cell run without --canary: the whole service, no canary left.
     tier.apply(tier.make_spec(V2, name="cr", replicas=2, readiness="/health", canary=50))
     wait_for(lambda: split(svc, 1, 1), "a canary again")

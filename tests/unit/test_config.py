@@ -396,6 +396,10 @@ def test_a_serve_default_is_refused_once_the_tier_is_known_from_another_layer(la
         ("image_pull_secrets: [Bad Name]", "profiles.s.image_pull_secrets[0]", "Secret name"),
         ("model_volume: {pvc: a, nfs: {server: b, path: /c}}", "profiles.s.model_volume", "exactly one"),
         ("model_volume: {claim: models}", "profiles.s.model_volume", "exactly one"),
+        ("ingress_class: Nginx_1", "profiles.s.ingress_class", "not an IngressClass name"),
+        ("ingress_annotations: {'bad key!': x}", "profiles.s.ingress_annotations", "annotation key"),
+        ("ingress_annotations: {a: [1]}", "profiles.s.ingress_annotations", "must be text"),
+        ("ingress_annotations: [a]", "profiles.s.ingress_annotations", "expected a mapping"),
     ],
 )
 def test_bad_kubernetes_settings_name_the_key(layers: Layers, settings: str, key: str, problem: str) -> None:

@@ -43,6 +43,7 @@ SERVE_OPTIONS = [
     "--name", "-n", "--image", "--replicas", "-r", "--gpus", "--cpu", "--memory", "--port", "--env", "-e",
     "--secret-env", "--readiness", "--autoscale", "--strategy", "--python", "--image-pull-policy",
     "--node-selector", "--patch", "--out", "--profile", "-p", "--toleration", "--canary", "--bogus", "-x",
+    "--ingress", "--tls-secret", "--service-type",
 ]
 FLAGS = ["--shell", "--text", "--wait", "-h", "--"]
 VALUES = [
@@ -54,6 +55,8 @@ VALUES = [
     "vllm/vllm-openai:v0.6.0", "HF=hf/token", "HF=../b/c", "disk=ssd", "k", "local", "nope",
     "good", "bad", "notdict", "circular", "unknown_kind", "__builtins__", "class", "None",
     "PATH", "NOT_SET_ANYWHERE_XYZ", "FUZZ_KERNEL_TOKEN",
+    "models.lab.example/llama", "*.lab.example", "a.example//x", "10.0.0.1", "https://a.example",
+    "a.example:80", "NodePort", "LoadBalancer", "models-tls",
 ]
 BODIES = ["print('hi')\n", "", "   \n", "\udcff\n", "x = 1\n" * 3, "\x00\n", "vllm serve /models/x\n"]
 
@@ -168,3 +171,66 @@ def test_dry_run_mode_parser() -> None:
         assert "is not a dry-run mode" in str(err.value) and "\n" not in str(err.value).replace("\\n", "")
     with pytest.raises(argparse.ArgumentTypeError, match=r"…"):
         dry_run_mode("x" * 500)
+
+
+INGRESS_ALPHABET = "ab-.*/:_%2fF9Z~ \x00\u202e"
+
+
+def test_fuzz_ingress_rules_agree_with_the_api_server() -> None:
+    """``--ingress HOST[/PATH]``: every value is either a (host, path) the API server's own
+    Ingress validation accepts (the emulator's admission, which follows golden 13c) or a one-line
+    SpecError for ``ingress``; never anything else. Seeded."""
+    from jupyter_tiers.errors import SpecError
+    from jupyter_tiers.servespec import parse_ingress
+    from tests.k8s_emulator.admission import _ingress_causes
+
+    rng = random.Random(SEED + 3)
+    accepted = refused = 0
+    samples = ["models.lab.example/llama", "*.lab.example", "a.b/c/d", "x" * 64 + ".a", "a/./b", "a/b/."]
+    for i in range(5000):
+        if i < len(samples):
+            text = samples[i]
+        else:
+            text = "".join(rng.choice(INGRESS_ALPHABET) for _ in range(rng.randint(0, 16)))
+        try:
+            host, path = parse_ingress(text)
+        except SpecError as exc:
+            assert exc.field == "ingress" and "\n" not in exc.problem.replace("\\n", ""), text
+            refused += 1
+            continue
+        accepted += 1
+        spec = {"rules": [{"host": host, "http": {"paths": [{"path": path, "pathType": "Prefix"}]}}],
+                "tls": [{"hosts": [host]}]}
+        assert _ingress_causes(spec) == [], (text, _ingress_causes(spec))
+        assert path.startswith("/") and not host.endswith(".")
+    assert accepted > 100 and refused > 1000, (accepted, refused)
+
+
+def test_fuzz_ingress_profile_values() -> None:
+    """The profile's ``ingress_class`` and ``ingress_annotations``: a valid value comes back as
+    Kubernetes takes it (annotation values as text), anything else is a SpecError naming the key."""
+    from jupyter_tiers.errors import SpecError
+    from jupyter_tiers.servespec import check_ingress_annotations, check_ingress_class
+
+    rng = random.Random(SEED + 4)
+    values: list[Any] = ["nginx", "traefik", "", "Nginx", "a" * 300, 1, None, True, ["nginx"], {"a": 1},
+                         "nginx.ingress.kubernetes.io/proxy-body-size", "-x", "a b", "\x00", 1.5]
+    keys = [v for v in values if not isinstance(v, (list, dict))]
+    entrypoints = "traefik.ingress.kubernetes.io/router.entrypoints"
+    for _ in range(2000):
+        value = rng.choice(values)
+        try:
+            assert check_ingress_class(value) == value
+        except SpecError as exc:
+            assert exc.field == "ingress_class"
+        mapping = {rng.choice(keys) if rng.random() < 0.5 else entrypoints: rng.choice(values)
+                   for _ in range(rng.randint(0, 3))}
+        try:
+            got = check_ingress_annotations(mapping)
+        except SpecError as exc:
+            assert exc.field == "ingress_annotations"
+            continue
+        assert all(isinstance(k, str) and isinstance(v, str) for k, v in got.items())
+    with pytest.raises(SpecError, match="must be a mapping"):
+        check_ingress_annotations(["a"])
+    assert check_ingress_annotations({"a/b": True, "c": 2}) == {"a/b": "true", "c": "2"}

@@ -124,6 +124,7 @@ _MODELS = {
     ("apps/v1", "Deployment"): "V1Deployment",
     ("v1", "Service"): "V1Service",
     ("autoscaling/v2", "HorizontalPodAutoscaler"): "V2HorizontalPodAutoscaler",
+    ("networking.k8s.io/v1", "Ingress"): "V1Ingress",
 }
 
 

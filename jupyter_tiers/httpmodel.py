@@ -96,7 +96,12 @@ def check_headers(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None)
         return ()
     if isinstance(headers, (str, bytes)):
         raise SpecError("headers", "a dict or (name, value) pairs; for 'Name: value' lines use parse_headers")
-    items = list(headers.items()) if isinstance(headers, Mapping) else list(headers)
+    if isinstance(headers, Mapping):
+        items = list(headers.items())
+    elif isinstance(headers, (list, tuple)):
+        items = list(headers)
+    else:
+        raise SpecError("headers", f"a dict or (name, value) pairs, got {type(headers).__name__}")
     if len(items) > MAX_HEADERS:
         raise SpecError("headers", f"at most {MAX_HEADERS}, got {len(items)}")
     out: list[tuple[str, str]] = []

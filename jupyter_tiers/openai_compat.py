@@ -207,7 +207,7 @@ def error_text(payload: Any, fallback: str) -> str:
         err = payload.get("error", payload.get("detail", payload.get("message")))
         message = err.get("message") if isinstance(err, dict) else err
     text = message if isinstance(message, str) and message.strip() else fallback
-    return " ".join(printable(text).split())[:500]
+    return printable(" ".join(text.split()))[:500]
 
 
 @dataclass

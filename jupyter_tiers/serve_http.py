@@ -19,7 +19,7 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
 from .errors import TiersError
@@ -69,12 +69,16 @@ def loopback(url: str) -> tuple[str, int]:
     return match.group(1).strip("[]"), int(match.group(2))
 
 
-def _connect(base_url: str, request: HttpRequest, timeout: float) -> tuple[
+def _connect(base_url: str, request: HttpRequest, timeout: float, *,
+             on_socket: Callable[[socket.socket], None] | None = None) -> tuple[
         http.client.HTTPConnection, http.client.HTTPResponse, float]:
     host, port = loopback(base_url)
     conn = http.client.HTTPConnection(host, port, timeout=timeout)
     started = time.perf_counter()
     try:
+        conn.connect()
+        if on_socket is not None and conn.sock is not None:  # (the response may own it later)
+            on_socket(conn.sock)
         conn.request(request.method, request.path, body=request.body or None, headers=dict(request.headers))
         resp = conn.getresponse()
     except BaseException:
@@ -167,13 +171,15 @@ def models(service: Service, *, timeout: float = 10.0) -> list[str]:
 
 class ChatStream:
     """The text pieces of one chat answer as they arrive (iterate it), with ``stats`` (time to
-    first token, pieces per second) and ``answered_by``. ``close()`` ends it early."""
+    first token, pieces per second) and ``answered_by``. ``close()`` ends it early (``abort()``
+    from another thread)."""
 
     def __init__(self, service: Service, body: dict[str, Any], timeout: float) -> None:
         self.stats = ChatStats(started=time.perf_counter())
         self.answered_by: str | None = None
         self.text = ""
-        self._conn: http.client.HTTPConnection | None = None
+        self.aborted = False
+        self._sock: socket.socket | None = None
         self._pieces = self._run(service, body, timeout)
 
     def __iter__(self) -> ChatStream:
@@ -186,7 +192,17 @@ class ChatStream:
         return piece
 
     def close(self) -> None:
+        """End the stream (from the thread that iterates it)."""
         self._pieces.close()
+
+    def abort(self) -> None:
+        """End the stream from another thread: its connection is shut, so the iterating thread
+        gets a TiersError at once (``aborted`` says why)."""
+        self.aborted = True
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
     def __repr__(self) -> str:
         return f"<ChatStream: {self.stats.pieces} pieces, {len(self.text)} characters>"
@@ -198,7 +214,7 @@ class ChatStream:
         url = forward_url(service)
         for attempt in (0, 1):
             try:
-                conn, resp, started = _connect(url, req, timeout)
+                conn, resp, started = _connect(url, req, timeout, on_socket=self._keep_socket)
                 break
             except _NO_ANSWER as exc:
                 if attempt == 0:
@@ -233,6 +249,8 @@ class ChatStream:
                     broke = f"chat: the stream from {service.name} broke"
                     raise TiersError(f"{broke}: {_describe(exc)}") from None
                 if not chunk:
+                    if self.aborted:
+                        raise TiersError("chat: stopped")
                     return
                 for event in parser.feed(chunk):
                     if event.event == "error" or '"error"' in event.data[:20]:
@@ -250,6 +268,13 @@ class ChatStream:
                         yield piece
         finally:
             conn.close()
+            resp.close()
+
+    def _keep_socket(self, sock: socket.socket) -> None:
+        self._sock = sock
+        if self.aborted:  # stopped while connecting
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 def chat(service: Service, messages: Any, *, model: str | None = None, stream: bool = True,

@@ -63,7 +63,19 @@ function render({ model, el }) {
   forwardLink.rel = "noopener noreferrer";
   const yamlBtn = h("button", "jt-copy-yaml", "Copy YAML");
   const endpointBtn = h("button", "jt-copy-endpoint", "Copy endpoint");
-  controls.append(scaleBox, restartBtn, deleteBtn, forwardBtn, forwardLink, yamlBtn, endpointBtn);
+  // Try it (try_panel.js, put in front of this module; the lab panel runs without it).
+  const tryBtn = h("button", "jt-try-toggle", "Try it");
+  tryBtn.title = "send a request to the service (or chat with it) through its forward, from the kernel";
+  const tryBox = h("div", "jt-try-box");
+  tryBox.hidden = true;
+  const tryPanel = typeof jtTryPanel === "function" ? jtTryPanel({ model, box: tryBox }) : null;
+  tryBtn.hidden = !tryPanel;
+  tryBtn.addEventListener("click", () => {
+    tryBox.hidden = !tryBox.hidden;
+    tryBtn.classList.toggle("jt-active", !tryBox.hidden);
+    if (!tryBox.hidden) tryPanel.shown();
+  });
+  controls.append(scaleBox, restartBtn, deleteBtn, forwardBtn, forwardLink, yamlBtn, endpointBtn, tryBtn);
 
   // Rollout progress: updated / ready / available against desired
   const rollout = h("div", "jt-rollout");
@@ -103,7 +115,7 @@ function render({ model, el }) {
   const skippedNote = h("div", "jt-skipped");
   const summary = h("div", "jt-summary");
 
-  root.append(header, banner, reason, message, controls, rollout, podTable, eventsBox,
+  root.append(header, banner, reason, message, controls, tryBox, rollout, podTable, eventsBox,
               logControls, logBox, skippedNote, summary);
 
   let filter = ""; // a pod name, or "" for all

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import threading
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,6 +17,8 @@ from jupyter_tiers.errors import SpecError, TiersError
 from jupyter_tiers.handles import Service
 from jupyter_tiers.httpmodel import pretty_body
 from jupyter_tiers.local.serve_tier import LocalServeTier
+from jupyter_tiers.widgets.serve_view import ServeView
+from tests.helpers import SentRecorder, wait_for
 
 from .conftest import GUARD
 
@@ -105,3 +109,115 @@ def test_a_server_that_is_not_openai_compatible(tier: LocalServeTier) -> None:
     assert svc.wait_ready(GUARD).state.value == "READY"
     with pytest.raises(TiersError, match="not OpenAI-compatible: GET /v1/models gave HTTP 404"):
         svc.models()
+
+
+# --- the Try it panel's kernel side (ServeView) on a real service --------------------------------
+
+class RecordingView(SentRecorder, ServeView):
+    """A ServeView keeping the custom messages it would send to the browser."""
+
+    def front(self, content: Any) -> None:
+        self._on_front_end_msg(self, content, [])
+
+    def of_kind(self, kind: str, mid: Any = None) -> list[dict[str, Any]]:
+        with self.sent_lock:
+            return [m for m in self.sent if m.get("kind") == kind and (mid is None or m.get("id") == mid)]
+
+
+@pytest.fixture
+def view_of_service(tier: LocalServeTier) -> Iterator[RecordingView]:
+    view = RecordingView(serve(tier, "panel"))
+    yield view
+    view.close()
+
+
+def test_panel_request_json_text_and_errors(view_of_service: RecordingView) -> None:
+    view = view_of_service
+    view.front({"kind": "try", "id": 1, "method": "POST", "path": "/echo", "headers": "X-Test: from-panel",
+                "body_kind": "json", "body": '{"n": 1}'})
+    view.front({"kind": "try", "id": 2, "method": "PATCH", "path": "/echo", "headers": "",
+                "body_kind": "text", "body": "<b>plain</b>"})
+    view.front({"kind": "try", "id": 3, "method": "GET", "path": "/hostile", "body_kind": "none"})
+    view.front({"kind": "try", "id": 4, "method": "GET", "path": "/status/503", "body_kind": "none"})
+    view.front({"kind": "try", "id": 5, "method": "POST", "path": "/echo", "body_kind": "json",
+                "body": "{oops"})
+    view.front({"kind": "try", "id": 6, "method": "GET", "path": "http://example.com/", "body_kind": "none"})
+    wait_for(lambda: all(view.of_kind("try_result", i) for i in range(1, 7)), "six answers", timeout=GUARD)
+    first = view.of_kind("try_result", 1)[0]["response"]
+    assert first["status"] == 200 and first["answered_by"] == view.service.pods()[0].name
+    assert '\n  "x_test": "from-panel"' in first["body"]  # indented JSON
+    assert '"body": "{\\"n\\": 1}"' in first["body"]
+    assert first["ttfb_ms"] > 0 and first["total_ms"] >= first["ttfb_ms"]
+    assert ["X-Served-By", first["answered_by"]] in first["headers"]
+    assert '"body": "<b>plain</b>"' in view.of_kind("try_result", 2)[0]["response"]["body"]
+    hostile = view.of_kind("try_result", 3)[0]["response"]["body"]
+    assert "<script>" in hostile and "\x1b" not in hostile
+    assert view.of_kind("try_result", 4)[0]["response"]["status"] == 503
+    assert view.of_kind("try_result", 5)[0]["error"].startswith("body: not JSON")
+    assert view.of_kind("try_result", 6)[0]["error"].startswith("path: a path starting with one '/'")
+
+
+def test_panel_detects_openai_and_streams_a_chat(view_of_service: RecordingView) -> None:
+    view = view_of_service
+    view.front({"kind": "detect"})
+    wait_for(lambda: view.try_openai == "yes", "OpenAI-compatible detected", timeout=GUARD)
+    assert view.try_models == ["tiny-echo"] and view.try_note == "OpenAI-compatible: 1 model"
+    view.front({"kind": "chat", "id": 7, "model": "tiny-echo",
+                "messages": [{"role": "user", "content": "red green blue [hold]"}]})
+    # Three pieces come before the server lets the rest go: they reach the browser first.
+    wait_for(lambda: "".join(m["text"] for m in view.of_kind("chat_piece", 7)) == "echo: red green ",
+             "the first three pieces", timeout=GUARD)
+    assert not view.of_kind("chat_end", 7)
+    urllib.request.urlopen(urllib.request.Request(view.service.url + "/test/release", method="POST"),
+                           timeout=GUARD).read()
+    wait_for(lambda: view.of_kind("chat_end", 7), "the end of the chat", timeout=GUARD)
+    assert "".join(m["text"] for m in view.of_kind("chat_piece", 7)) == "echo: red green blue [hold]"
+    end = view.of_kind("chat_end", 7)[0]
+    assert "error" not in end and end["pieces"] == 5 and end["ttft_ms"] > 0 and end["tokens_per_s"] > 0
+    # An error answer comes back as text; Stop ends a held stream.
+    view.front({"kind": "chat", "id": 8, "messages": [{"role": "user", "content": "[fail500]"}]})
+    wait_for(lambda: view.of_kind("chat_end", 8), "the failed chat", timeout=GUARD)
+    assert view.of_kind("chat_end", 8)[0]["error"] == "chat: HTTP 500: the model crashed <b>badly</b>"
+    view.front({"kind": "chat", "id": 9, "messages": [{"role": "user", "content": "a b c d [hold]"}]})
+    wait_for(lambda: view.of_kind("chat_piece", 9), "a piece", timeout=GUARD)
+    view.front({"kind": "chat_stop", "id": 9})
+    wait_for(lambda: view.of_kind("chat_end", 9), "the stopped chat", timeout=GUARD)
+    assert view.of_kind("chat_end", 9)[0]["error"] == "stopped"
+    urllib.request.urlopen(urllib.request.Request(view.service.url + "/test/release", method="POST"),
+                           timeout=GUARD).read()  # let the server's held handler finish
+
+
+def test_panel_on_a_plain_server_says_not_openai(tier: LocalServeTier) -> None:
+    from .conftest import HTTP_BODY
+
+    svc = tier.apply(tier.make_spec(HTTP_BODY, name="plainview", readiness="/health"))
+    assert svc.wait_ready(GUARD).state.value == "READY"
+    view = RecordingView(svc)
+    try:
+        view.front({"kind": "detect"})
+        wait_for(lambda: view.try_openai == "no", "not OpenAI-compatible", timeout=GUARD)
+        assert "not OpenAI-compatible: GET /v1/models gave HTTP 404" in view.try_note
+    finally:
+        view.close()
+
+
+def test_a_client_gone_mid_answer_leaves_the_service_up(tier: LocalServeTier) -> None:
+    """A chat stopped mid-stream (its socket shut) once killed the supervisor with SIGPIPE when
+    the front port wrote the next piece to it; it now gets EPIPE and goes on. Replicas still
+    start with SIGPIPE at its default (not inherited ignored)."""
+    svc = serve(tier, "survivor")
+    for _ in range(3):
+        stream = svc.chat("a b c d e [hold]")
+        assert next(stream) == "echo: "
+        stream.abort()
+        with pytest.raises(TiersError, match="chat: stopped"):
+            list(stream)
+        assert svc.request("POST", "/test/release").status == 200  # the held answer goes on
+    assert svc.status().state.value == "READY"
+    assert list(svc.chat("still here", stream=False)) == ["echo: still here"]
+    # A shell replica shows what it inherited (Python sets SIGPIPE ignored itself, so not Python).
+    body = "grep '^SigIgn' /proc/$$/status; exec sleep 600"
+    shell = tier.apply(tier.make_spec(body, name="sigs", shell=True))
+    line = wait_for(lambda: next((ln for ln in shell.logs().splitlines() if "SigIgn:" in ln), None),
+                    "the replica's SigIgn line", timeout=GUARD)
+    assert not int(line.split()[-1], 16) & (1 << (13 - 1)), f"SIGPIPE inherited ignored: {line}"

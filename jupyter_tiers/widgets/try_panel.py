@@ -17,6 +17,7 @@ from typing import Any
 
 from ..errors import SpecError, TiersError
 from ..httpmodel import parse_headers, view_of
+from ..openai_compat import check_messages
 from ..plaintext import printable
 from .batcher import LineBatcher
 
@@ -157,8 +158,8 @@ def request_of(content: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
     return method, path, kwargs
 
 
-def chat_of(content: dict[str, Any]) -> tuple[Any, str | None, dict[str, Any]]:
-    """Messages, model and parameters from a chat message (validated again by svc.chat)."""
+def chat_of(content: dict[str, Any]) -> tuple[list[dict[str, str]], str | None, dict[str, Any]]:
+    """Messages, model and parameters from a chat message (SpecError if bad)."""
     model = content.get("model") or None
     params: dict[str, Any] = {}
     max_tokens = content.get("max_tokens")
@@ -167,4 +168,6 @@ def chat_of(content: dict[str, Any]) -> tuple[Any, str | None, dict[str, Any]]:
         if not whole or not 0 < max_tokens <= MAX_TOKENS:
             raise SpecError("max_tokens", f"a whole number from 1 to {MAX_TOKENS}, got {max_tokens!r}")
         params["max_tokens"] = max_tokens
-    return content.get("messages"), model if isinstance(model, str) or model is None else str(model), params
+    if model is not None and not isinstance(model, str):
+        raise SpecError("model", f"a model id, got {model!r}"[:120])
+    return check_messages(content.get("messages")), model, params

@@ -34,6 +34,7 @@ from jupyter_tiers.openai_compat import (
     error_text,
     model_ids,
 )
+from jupyter_tiers.widgets.try_panel import chat_of, request_of
 
 SEED = 20261219
 STREAMS = 1500
@@ -248,3 +249,30 @@ def test_fuzz_bodies_shown_as_text() -> None:
         view = view_of(resp)
         json.dumps(view)
         assert all(ch.isprintable() for k, v in view["headers"] for ch in k + v)
+
+
+# --- the Try it panel's messages from the browser ----------------------------------------------------
+
+def test_fuzz_panel_messages_give_a_request_or_one_short_spec_error() -> None:
+    rng = random.Random(SEED + 7)
+    values: list[Any] = ["GET", "POST", "/", "/echo", "", None, 3, True, [], {}, "X-A: 1\nbad", "X-A: 1",
+                         '{"a": 1}', "{bad", "json", "text", "none", "xml", "\x00", "//h", 10**6, 5, "5"]
+    keys = ["method", "path", "headers", "body", "body_kind", "messages", "model", "max_tokens", "id"]
+    made = 0
+    for i in range(REQUESTS):
+        content = {k: _pick(rng, values, 8) for k in rng.sample(keys, rng.randint(0, len(keys)))}
+        try:
+            method, path, kwargs = request_of(content)
+            made += 1
+            assert isinstance(method, str) and isinstance(path, str)
+            assert set(kwargs) <= {"headers", "json", "body"}
+        except SpecError as exc:
+            assert "\n" not in str(exc) and len(str(exc)) < 400, f"message {i}: {exc!r}"
+        try:
+            messages, model, params = chat_of(content)
+            assert messages and all(isinstance(m["content"], str) for m in messages)
+            assert model is None or isinstance(model, str)
+            assert set(params) <= {"max_tokens"}
+        except SpecError as exc:
+            assert "\n" not in str(exc), f"message {i}: {exc!r}"
+    assert made > REQUESTS // 50

@@ -5,8 +5,8 @@
 Kubernetes (a local port relayed to one ready pod), the front port on the local tier. Only a
 loopback URL is ever used, so nothing here can reach another host. :func:`send` is one request
 on one connection with its timings; :func:`open_stream` is the same for a streamed answer.
-A request on a reused forward that gets no answer at all (the pod behind it went away) is sent
-once more on a fresh forward.
+A request on a reused Kubernetes port-forward that gets no answer at all (the pod behind it
+went away) is sent once more on a fresh forward.
 """
 
 from __future__ import annotations
@@ -47,18 +47,28 @@ _lock = threading.Lock()
 
 
 def forward_url(service: Service, *, fresh: bool = False) -> str:
-    """The service's forward (``http://127.0.0.1:PORT``), opened on first use and reused
-    per tier; ``fresh`` opens a new one (the old pod may be gone)."""
+    """The service's forward (``http://127.0.0.1:PORT``). A Kubernetes port-forward is opened on
+    first use and reused while its tier keeps it open (``fresh`` opens a new one: the old pod
+    may be gone); the local tier's front port is read afresh each time (it is a file read, and a
+    restarted supervisor listens on a new port)."""
+    return _forward(service, fresh=fresh)[0]
+
+
+def _forward(service: Service, *, fresh: bool = False) -> tuple[str, bool]:
+    """The forward's URL, and whether it is a reused Kubernetes port-forward."""
     tier, key = service.tier, service.record.key
-    with _lock:
-        cached = _forwards.get(tier, {}).get(key)
-    if cached and not fresh:
-        return cached
+    forwarded_pod = getattr(tier, "forwarded_pod", None)
+    if callable(forwarded_pod):
+        with _lock:
+            cached = _forwards.get(tier, {}).get(key)
+        if cached and not fresh and forwarded_pod(cached) is not None:  # still open in this process
+            return cached, True
     url = service.port_forward().rstrip("/")
     loopback(url)
-    with _lock:
-        _forwards.setdefault(tier, {})[key] = url
-    return url
+    if callable(forwarded_pod):
+        with _lock:
+            _forwards.setdefault(tier, {})[key] = url
+    return url, False
 
 
 def loopback(url: str) -> tuple[str, int]:
@@ -134,19 +144,18 @@ def request(service: Service, method: str, path: str, *, json: Any = None, body:
     given = {"json": json} if json is not None else {}
     req = make_request(method, path, body=body, headers=headers, **given)
     _check_timeout(timeout)
-    url = forward_url(service)
+    url, reused = _forward(service)
     what = f"{req.method} {req.path}: no answer from {service.name}"
-    for attempt in (0, 1):
+    while True:
         try:
             return send(url, req, timeout=timeout, pod=_pod_of(service, url))
         except _NO_ANSWER as exc:
-            if attempt == 0:  # the forward may point at a pod that is gone: a fresh one, once
-                url = forward_url(service, fresh=True)
+            if reused:  # the forward may point at a pod that is gone: a fresh one, once
+                url, reused = _forward(service, fresh=True)
                 continue
             raise TiersError(f"{what}: {_describe(exc)}") from None
         except (OSError, http.client.HTTPException) as exc:
             raise TiersError(f"{what}: {_describe(exc)}") from None
-    raise AssertionError("unreachable")
 
 
 def _check_timeout(timeout: Any) -> None:
@@ -211,14 +220,14 @@ class ChatStream:
         stream = bool(body.get("stream"))
         req = make_request("POST", "/v1/chat/completions", json=body,
                            headers={"Accept": "text/event-stream" if stream else "application/json"})
-        url = forward_url(service)
-        for attempt in (0, 1):
+        url, reused = _forward(service)
+        while True:
             try:
                 conn, resp, started = _connect(url, req, timeout, on_socket=self._keep_socket)
                 break
             except _NO_ANSWER as exc:
-                if attempt == 0:
-                    url = forward_url(service, fresh=True)
+                if reused:
+                    url, reused = _forward(service, fresh=True)
                     continue
                 raise TiersError(f"chat: no answer from {service.name}: {_describe(exc)}") from None
             except (OSError, http.client.HTTPException) as exc:

@@ -15,7 +15,7 @@ from jupyter_tiers.handles import Service
 from jupyter_tiers.httpmodel import pretty_body
 from jupyter_tiers.k8s.tier import K8sTier
 
-from .conftest import GUARD
+from .conftest import GUARD, wait_for
 
 SERVER = (Path(__file__).parent.parent / "openai_server.py").read_text()
 
@@ -55,3 +55,20 @@ def test_chat_streams_through_the_port_forward(tier: K8sTier) -> None:
     assert stream.answered_by == svc.pods()[0].name
     with pytest.raises(TiersError, match="HTTP 500: the model crashed"):
         list(svc.chat("[fail500]"))
+
+
+def test_a_reused_forward_whose_pod_is_gone_is_opened_afresh(tier: K8sTier) -> None:
+    svc = serve(tier, "moved")
+    first = svc.pods()[0].name
+    assert svc.request("GET", "/health").answered_by == first
+    old = serve_http.forward_url(svc)
+    svc.restart()  # the pod behind the open forward is replaced
+
+    def replaced() -> bool:
+        pods = svc.pods()
+        return len(pods) == 1 and pods[0].name != first and pods[0].ready
+
+    wait_for(replaced, GUARD, "the pod to be replaced")
+    resp = svc.request("GET", "/health")
+    assert resp.status == 200 and resp.answered_by == svc.pods()[0].name != first
+    assert serve_http.forward_url(svc) != old

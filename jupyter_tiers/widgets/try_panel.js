@@ -146,6 +146,15 @@ function jtTryPanel({ model, box }) {
     respBody.textContent = r.body;
   }
 
+  // Time to first token, tokens/s and tokens so far (a chat_piece or chat_end message).
+  function figures(msg) {
+    const parts = [];
+    if (msg.ttft_ms !== null && msg.ttft_ms !== undefined) parts.push(`time to first token ${ms(msg.ttft_ms)}`);
+    if (msg.tokens_per_s !== null && msg.tokens_per_s !== undefined) parts.push(`${msg.tokens_per_s} tokens/s`);
+    if (msg.pieces !== undefined) parts.push(`${msg.pieces} tokens`);
+    return parts;
+  }
+
   function addTurn(role, text) {
     const turn = h("div", `jt-chat-turn jt-chat-${role}`);
     turn.append(h("span", "jt-chat-role", role === "user" ? "you" : "model"), h("span", "jt-chat-text", text));
@@ -215,6 +224,7 @@ function jtTryPanel({ model, box }) {
         text.textContent += msg.text; // text, never markup
         chatLog.scrollTop = chatLog.scrollHeight;
       }
+      chatStats.textContent = figures(msg).join(" · ") + " · streaming…";
     } else if (msg.kind === "chat_end" && msg.id === chatId) {
       chatId = null;
       const turn = lastAnswer();
@@ -224,10 +234,7 @@ function jtTryPanel({ model, box }) {
         if (!msg.error || text) history.push({ role: "assistant", content: text });
         if (msg.error) turn.appendChild(h("div", "jt-chat-error", msg.error));
       }
-      const parts = [];
-      if (msg.ttft_ms !== null && msg.ttft_ms !== undefined) parts.push(`time to first token ${ms(msg.ttft_ms)}`);
-      if (msg.tokens_per_s !== null && msg.tokens_per_s !== undefined) parts.push(`${msg.tokens_per_s} tokens/s`);
-      if (msg.pieces !== undefined) parts.push(`${msg.pieces} tokens`);
+      const parts = figures(msg);
       if (msg.answered_by) parts.push(`answered by ${msg.answered_by}`);
       chatStats.textContent = parts.join(" · ");
       refresh();

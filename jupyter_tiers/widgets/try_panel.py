@@ -102,10 +102,13 @@ class TryPanel:
     def _chat(self, content: dict[str, Any]) -> None:
         cid = content.get("id")
         end: dict[str, Any] = {"kind": "chat_end", "id": cid}
-        batcher: LineBatcher[str] = LineBatcher(
-            lambda text, _skipped: self.view.send({"kind": "chat_piece", "id": cid, "text": text}),
-            interval=PIECE_INTERVAL, max_lines=10**9, join=_join_text)
-        stream = None
+        stream: Any = None
+
+        def send_pieces(text: str, _skipped: int) -> None:  # with the figures so far
+            self.view.send({"kind": "chat_piece", "id": cid, "text": text, **_figures(stream)})
+
+        batcher: LineBatcher[str] = LineBatcher(send_pieces, interval=PIECE_INTERVAL, max_lines=10**9,
+                                                join=_join_text)
         try:
             messages, model, params = chat_of(content)
             stream = self.view.service.chat(messages, model=model, timeout=CHAT_TIMEOUT, **params)
@@ -123,10 +126,7 @@ class TryPanel:
                 self._chats.pop(cid, None)
             batcher.close()
         if stream is not None:
-            ttft, tps = stream.stats.ttft, stream.stats.tokens_per_s
-            end.update(ttft_ms=None if ttft is None else round(ttft * 1000, 1),
-                       tokens_per_s=None if tps is None else round(tps, 1),
-                       pieces=stream.stats.pieces, answered_by=stream.answered_by or "")
+            end.update(_figures(stream), answered_by=stream.answered_by or "")
         self.view.send(end)
 
     def stop(self, cid: Any) -> None:
@@ -135,6 +135,15 @@ class TryPanel:
             stream = self._chats.get(cid)
         if stream is not None:
             stream.abort()
+
+
+def _figures(stream: Any) -> dict[str, Any]:
+    """Time to first token (ms), tokens per second and pieces so far of a ChatStream."""
+    if stream is None:
+        return {}
+    ttft, tps = stream.stats.ttft, stream.stats.tokens_per_s
+    return {"ttft_ms": None if ttft is None else round(ttft * 1000, 1),
+            "tokens_per_s": None if tps is None else round(tps, 1), "pieces": stream.stats.pieces}
 
 
 def request_of(content: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:

@@ -104,6 +104,8 @@ def test_try_it_requests_and_a_chat_streamed_piece_by_piece(page: Any, serve_lab
     expect(asked).to_have_text("one two three four <b>five</b> [hold]")
     expect(answer.locator(".jt-chat-text")).to_have_text("echo: one two ", timeout=TIMEOUT_MS)
     expect(answer).to_have_attribute("data-state", "streaming")
+    expect(widget.locator(".jt-chat-stats")).to_have_text(
+        re.compile(r"^time to first token [\d.]+ ms · ([\d.]+ tokens/s · )?3 tokens · streaming…$"))
     expect(widget.locator(".jt-chat-stop")).to_be_enabled()
     # Let it go on, from the same panel (the request runs beside the chat).
     send(widget, "POST", "/test/release")

@@ -168,6 +168,7 @@ def test_panel_detects_openai_and_streams_a_chat(view_of_service: RecordingView)
     wait_for(lambda: "".join(m["text"] for m in view.of_kind("chat_piece", 7)) == "echo: red green ",
              "the first three pieces", timeout=GUARD)
     assert not view.of_kind("chat_end", 7)
+    assert view.of_kind("chat_piece", 7)[0]["ttft_ms"] > 0  # the figures come with the pieces
     urllib.request.urlopen(urllib.request.Request(view.service.url + "/test/release", method="POST"),
                            timeout=GUARD).read()
     wait_for(lambda: view.of_kind("chat_end", 7), "the end of the chat", timeout=GUARD)

@@ -47,10 +47,10 @@ _lock = threading.Lock()
 
 
 def forward_url(service: Service, *, fresh: bool = False) -> str:
-    """The service's forward (``http://127.0.0.1:PORT``). A Kubernetes port-forward is opened on
-    first use and reused while its tier keeps it open (``fresh`` opens a new one: the old pod
-    may be gone); the local tier's front port is read afresh each time (it is a file read, and a
-    restarted supervisor listens on a new port)."""
+    """The service's forward (``http://127.0.0.1:PORT``), opened on first use and reused: a
+    Kubernetes port-forward while its tier keeps it open, the local tier's front port while the
+    service's state still names it (a restarted supervisor listens on a new port). ``fresh``
+    opens a new one (the pod behind the old one may be gone)."""
     return _forward(service, fresh=fresh)[0]
 
 
@@ -58,16 +58,18 @@ def _forward(service: Service, *, fresh: bool = False) -> tuple[str, bool]:
     """The forward's URL, and whether it is a reused Kubernetes port-forward."""
     tier, key = service.tier, service.record.key
     forwarded_pod = getattr(tier, "forwarded_pod", None)
-    if callable(forwarded_pod):
-        with _lock:
-            cached = _forwards.get(tier, {}).get(key)
-        if cached and not fresh and forwarded_pod(cached) is not None:  # still open in this process
-            return cached, True
+    with _lock:
+        cached = _forwards.get(tier, {}).get(key)
+    if cached and not fresh:
+        if callable(forwarded_pod):
+            if forwarded_pod(cached) is not None:  # still open in this process
+                return cached, True
+        elif (tier.endpoint(service.record) or "").rstrip("/") == cached:  # one small file read
+            return cached, False
     url = service.port_forward().rstrip("/")
     loopback(url)
-    if callable(forwarded_pod):
-        with _lock:
-            _forwards.setdefault(tier, {})[key] = url
+    with _lock:
+        _forwards.setdefault(tier, {})[key] = url
     return url, False
 
 

@@ -4,9 +4,15 @@
 :func:`forward_url` opens the forward on demand and reuses it: ``svc.port_forward()`` on
 Kubernetes (a local port relayed to one ready pod), the front port on the local tier. Only a
 loopback URL is ever used, so nothing here can reach another host. :func:`send` is one request
-on one connection with its timings; :func:`open_stream` is the same for a streamed answer.
-A request on a reused Kubernetes port-forward that gets no answer at all (the pod behind it
-went away) is sent once more on a fresh forward.
+on one connection with its timings; :class:`ChatStream` reads a streamed chat answer as it
+arrives. A request on a reused Kubernetes port-forward that gets no answer at all (the pod
+behind it went away) is sent once more on a fresh forward.
+
+Many requests (a load test): look the forward up once, validate the request once, send it::
+
+    url = forward_url(svc)
+    req = make_request("POST", "/v1/completions", json={"prompt": "hi"})   # httpmodel.py
+    resp = send(url, req, timeout=10)    # HttpResponse: status, ttfb, total, answered_by, ...
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ import weakref
 from collections.abc import Callable, Generator
 from typing import TYPE_CHECKING, Any
 
-from .errors import TiersError
+from .errors import SpecError, TiersError
 from .httpmodel import MAX_BODY, HttpRequest, HttpResponse, answered_by, make_request
 from .openai_compat import (
     ChatStats,
@@ -162,8 +168,6 @@ def request(service: Service, method: str, path: str, *, json: Any = None, body:
 
 def _check_timeout(timeout: Any) -> None:
     if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
-        from .errors import SpecError
-
         raise SpecError("timeout", f"seconds, more than 0 and at most 3600, got {timeout!r}")
 
 

@@ -3,6 +3,8 @@ anything is sent, responses shown as text, the OpenAI payloads (models, chat, ch
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from jupyter_tiers.errors import SpecError
@@ -161,3 +163,48 @@ def test_chat_stats() -> None:
     for now in (10.5, 11.0, 11.5):
         stats.add(now)
     assert stats.ttft == 0.5 and stats.tokens_per_s == 2.0
+
+
+# --- the panel's messages from the browser -------------------------------------------------------
+
+
+def test_panel_messages_become_requests() -> None:
+    from jupyter_tiers.widgets.try_panel import chat_of, request_of
+
+    assert request_of({"method": "POST", "path": "/x", "headers": "X-A: 1", "body_kind": "json",
+                       "body": '{"a": 1}'}) == ("POST", "/x", {"headers": (("X-A", "1"),), "json": {"a": 1}})
+    assert request_of({"method": "PUT", "path": "/x", "body_kind": "text", "body": "t"})[2] == {
+        "headers": (), "body": "t"}
+    assert request_of({"method": "GET", "path": "/", "body_kind": "json", "body": "  "})[2] == {"headers": ()}
+    with pytest.raises(SpecError, match=r"^body: not JSON .*choose text to send it as it is$"):
+        request_of({"method": "POST", "path": "/", "body_kind": "json", "body": "{bad"})
+    with pytest.raises(SpecError, match="body_kind: json, text or none"):
+        request_of({"method": "POST", "path": "/", "body_kind": "xml"})
+    assert chat_of({"messages": [{"role": "user", "content": "hi"}], "model": "", "max_tokens": 4}) == (
+        [{"role": "user", "content": "hi"}], None, {"max_tokens": 4})
+    with pytest.raises(SpecError, match="max_tokens: a whole number from 1 to"):
+        chat_of({"messages": "hi", "max_tokens": 0})
+
+
+def test_a_deleted_service_refuses_try_it(tmp_path: Path) -> None:
+    from jupyter_tiers.model import ServiceState, ServiceStatus
+    from jupyter_tiers.widgets.serve_view import ServeView
+    from tests.helpers import SentRecorder
+
+    from .test_serve_text import make_service
+
+    class View(SentRecorder, ServeView):
+        pass
+
+    tier, service = make_service(tmp_path, [ServiceStatus("llama-svc", ServiceState.DELETED)])
+    view = View(service)
+    try:
+        for content in ({"kind": "try", "id": 1, "method": "GET", "path": "/"},
+                        {"kind": "chat", "id": 2, "messages": "hi"}, {"kind": "detect"}):
+            view._on_front_end_msg(view, content, [])
+        assert view.sent[-2:] == [
+            {"kind": "try_result", "id": 1, "error": "service llama-svc is deleted"},
+            {"kind": "chat_end", "id": 2, "error": "service llama-svc is deleted"}]
+        assert view.try_note == "service llama-svc is deleted" and tier.calls == []
+    finally:
+        view.close()

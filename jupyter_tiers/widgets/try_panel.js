@@ -20,7 +20,9 @@ function jtTryPanel({ model, box }) {
   }
   modeSelect.title = "OpenAI-compatible when GET /v1/models answers (auto), or chosen";
   const detectNote = h("span", "jt-try-detect");
-  modeBar.append(h("span", "jt-label", "mode"), modeSelect, detectNote);
+  const refreshBtn = h("button", "jt-try-models-refresh", "Check /v1/models");
+  refreshBtn.title = "ask the server again whether it is OpenAI-compatible, and its models";
+  modeBar.append(h("span", "jt-label", "mode"), modeSelect, refreshBtn, detectNote);
 
   // --- one request -------------------------------------------------------------------------------
   const reqBox = h("div", "jt-try-request");
@@ -72,10 +74,8 @@ function jtTryPanel({ model, box }) {
   const chatBox = h("div", "jt-try-chat");
   const chatBar = h("div", "jt-try-bar");
   const modelSelect = h("select", "jt-try-model");
-  const refreshBtn = h("button", "jt-try-models-refresh", "Models");
-  refreshBtn.title = "list the served models again (GET /v1/models)";
   const clearBtn = h("button", "jt-chat-clear", "Clear");
-  chatBar.append(h("span", "jt-label", "model"), modelSelect, refreshBtn, clearBtn);
+  chatBar.append(h("span", "jt-label", "model"), modelSelect, clearBtn);
   const chatLog = h("div", "jt-chat-log");
   const chatIn = h("textarea", "jt-chat-input");
   chatIn.rows = 2;
@@ -205,7 +205,7 @@ function jtTryPanel({ model, box }) {
     chatLog.replaceChildren();
     chatStats.textContent = "";
   });
-  refreshBtn.addEventListener("click", () => model.send({ kind: "detect" }));
+  refreshBtn.addEventListener("click", () => { detected = true; model.send({ kind: "detect" }); });
   modeSelect.addEventListener("change", () => {
     if (modeSelect.value !== "http" && !detected) { detected = true; model.send({ kind: "detect" }); }
     refresh();

@@ -24,6 +24,7 @@ MAX_PATH = 8192
 MAX_HEADERS = 64
 MAX_BODY = 8 * 1024 * 1024  # bytes of a response body kept (the rest is read and dropped)
 MAX_REQUEST_BODY = 8 * 1024 * 1024
+MAX_SHOWN = 1_000_000  # characters of a body the Try it panel shows (the browser stays responsive)
 #: Headers the client sets itself (the target is always the forward; lengths are computed).
 RESERVED_HEADERS = frozenset({"host", "content-length", "transfer-encoding", "connection"})
 #: Response headers that name the pod or replica that answered, first match wins.
@@ -216,12 +217,15 @@ def pretty_body(response: HttpResponse) -> str:
 
 
 def view_of(response: HttpResponse) -> dict[str, Any]:
-    """The response as the Try it panel shows it (plain JSON-able data, all text)."""
+    """The response as the Try it panel shows it (plain JSON-able data, all text; a body longer
+    than :data:`MAX_SHOWN` characters is cut there and ``shown_cut`` says so)."""
+    body = pretty_body(response)
     return {
         "status": response.status,
         "reason": printable(response.reason)[:200],
         "headers": [[printable(k)[:200], printable(v)[:2000]] for k, v in response.headers],
-        "body": pretty_body(response),
+        "body": body[:MAX_SHOWN],
+        "shown_cut": len(body) > MAX_SHOWN,
         "truncated": response.truncated,
         "bytes": len(response.body),
         "ttfb_ms": round(response.ttfb * 1000, 1),

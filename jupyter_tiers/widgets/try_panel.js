@@ -141,7 +141,8 @@ function jtTryPanel({ model, box }) {
     status.dataset.code = String(Math.floor(r.status / 100));
     who.textContent = r.answered_by ? `answered by ${r.answered_by}` : "";
     times.textContent = `time to first byte ${ms(r.ttfb_ms)} · total ${ms(r.total_ms)} · ${r.bytes} bytes`;
-    error.textContent = r.truncated ? `the body was longer than shown (${r.bytes} bytes kept)` : "";
+    error.textContent = r.truncated ? `the body was longer: its first ${r.bytes} bytes were kept`
+      : r.shown_cut ? "the body is cut here: svc.request() returns all of it" : "";
     respHeaders.textContent = r.headers.map(([k, v]) => `${k}: ${v}`).join("\n");
     respBody.textContent = r.body;
   }

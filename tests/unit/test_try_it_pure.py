@@ -9,6 +9,7 @@ import pytest
 
 from jupyter_tiers.errors import SpecError
 from jupyter_tiers.httpmodel import (
+    MAX_SHOWN,
     HttpResponse,
     answered_by,
     charset,
@@ -125,6 +126,9 @@ def test_who_answered_from_headers_or_the_forward() -> None:
     assert answered_by((("Server", "x"),), "fwd") == "fwd"
     view = view_of(HttpResponse(503, "Unavailable", (), b"down", 0.0104, 0.0209, answered_by="r0"))
     assert view["answered_by"] == "r0" and view["ttfb_ms"] == 10.4 and view["body"] == "down"
+    assert not view["shown_cut"]
+    big = view_of(HttpResponse(200, "OK", (), b"x" * (MAX_SHOWN + 5), 0.0, 0.0))
+    assert big["shown_cut"] and len(big["body"]) == MAX_SHOWN and big["bytes"] == MAX_SHOWN + 5
 
 
 # --- OpenAI payloads ------------------------------------------------------------------------------

@@ -68,13 +68,22 @@ class TryPanel:
         else:
             self.view.try_note = why
 
+    def _only_ready_pod(self) -> str:
+        """When no header or forward names who answered: the one ready pod, if there is just one
+        (from the view's last status: no request to the cluster); else ""."""
+        status = self.view.last_status
+        ready = [p.name for p in (status.pods if status else ()) if p.ready and p.phase != "Terminating"]
+        return f"{ready[0]} (the only ready pod)" if len(ready) == 1 else ""
+
     # --- one request ---------------------------------------------------------------------------
     def _try(self, content: dict[str, Any]) -> None:
         rid = content.get("id")
         try:
             method, path, kwargs = request_of(content)
             resp = self.view.service.request(method, path, timeout=REQUEST_TIMEOUT, **kwargs)
-            answer: dict[str, Any] = {"kind": "try_result", "id": rid, "response": view_of(resp)}
+            shown = view_of(resp)
+            shown["answered_by"] = shown["answered_by"] or self._only_ready_pod()
+            answer: dict[str, Any] = {"kind": "try_result", "id": rid, "response": shown}
         except TiersError as exc:
             answer = {"kind": "try_result", "id": rid, "error": printable(_one_line(exc))}
         except Exception as exc:  # nothing may escape into the comm machinery
@@ -126,7 +135,7 @@ class TryPanel:
                 self._chats.pop(cid, None)
             batcher.close()
         if stream is not None:
-            end.update(_figures(stream), answered_by=stream.answered_by or "")
+            end.update(_figures(stream), answered_by=stream.answered_by or self._only_ready_pod())
         self.view.send(end)
 
     def stop(self, cid: Any) -> None:

@@ -198,6 +198,11 @@ def test_panel_on_a_plain_server_says_not_openai(tier: LocalServeTier) -> None:
         view.front({"kind": "detect"})
         wait_for(lambda: view.try_openai == "no", "not OpenAI-compatible", timeout=GUARD)
         assert "not OpenAI-compatible: GET /v1/models gave HTTP 404" in view.try_note
+        # No header names the replica: with one ready replica the panel says it is that one.
+        wait_for(lambda: view.ready == 1, "the view to see the ready replica", timeout=GUARD)
+        view.front({"kind": "try", "id": 1, "method": "GET", "path": "/", "body_kind": "none"})
+        answer = wait_for(lambda: view.of_kind("try_result", 1), "the answer", timeout=GUARD)[0]["response"]
+        assert answer["answered_by"] == f"{answer['body']} (the only ready pod)"
     finally:
         view.close()
 

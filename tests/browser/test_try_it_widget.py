@@ -11,14 +11,16 @@ before it ends. Every wait is bounded by a Playwright timeout; nothing asserts h
 from __future__ import annotations
 
 import itertools
+import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
-from .conftest import Lab
+from .conftest import OUTPUT, ROOT, Lab
 from .test_job_widget import no_page_errors, open_notebook, run_cell, write_notebook
 
 pytestmark = [pytest.mark.browser]
@@ -119,6 +121,13 @@ def test_try_it_requests_and_a_chat_streamed_piece_by_piece(page: Any, serve_lab
     assert "echo: one two " in shown and shown[-1] == "echo: one two three four <b>five</b> [hold]", shown
     assert all(b.startswith(a) for a, b in itertools.pairwise(shown)), shown  # it only grew
     expect(widget.locator("b")).to_have_count(0)
+
+    # The picture of Try it with a chat and a request answered (docs/try-it.png on request).
+    OUTPUT.mkdir(exist_ok=True)
+    page.mouse.move(0, 0)
+    widget.locator(".jt-try-box").screenshot(path=str(OUTPUT / "try-it.png"))
+    if os.environ.get("JT_UPDATE_DOCS_SCREENSHOT"):  # refresh the README's picture on purpose only
+        shutil.copyfile(OUTPUT / "try-it.png", ROOT / "docs" / "try-it.png")
 
     # An error answer is text too; the chat goes on after it.
     widget.locator(".jt-chat-input").fill("[fail500]")

@@ -1,5 +1,6 @@
 """Issue 19 §1, the pure parts: the SSE parser (EventSource rules), requests validated before
-anything is sent, responses shown as text, the OpenAI payloads (models, chat, chunks, errors)."""
+anything is sent, responses shown as text, the OpenAI payloads (models, chat, chunks, errors),
+the Try it panel's messages from the browser (and a deleted service refusing them)."""
 
 from __future__ import annotations
 

@@ -227,3 +227,19 @@ def test_a_client_gone_mid_answer_leaves_the_service_up(tier: LocalServeTier) ->
     line = wait_for(lambda: next((ln for ln in shell.logs().splitlines() if "SigIgn:" in ln), None),
                     "the replica's SigIgn line", timeout=GUARD)
     assert not int(line.split()[-1], 16) & (1 << (13 - 1)), f"SIGPIPE inherited ignored: {line}"
+
+
+def test_completions_whole_and_streamed(tier: LocalServeTier) -> None:
+    """/v1/completions through svc.request: the whole answer, and a streamed one whose SSE body
+    the pure parser reads back piece by piece."""
+    from jupyter_tiers.openai_compat import chunk_text, completion_text, parse_sse
+
+    svc = serve(tier, "complete")
+    whole = svc.request("POST", "/v1/completions", json={"model": "tiny-echo", "prompt": "x y"})
+    assert whole.status == 200 and completion_text(whole.json()) == "echo: x y"
+    streamed = svc.request("POST", "/v1/completions", json={"prompt": "x y", "stream": True})
+    assert streamed.header("content-type") == "text/event-stream"
+    pieces = [chunk_text(event.data) for event in parse_sse([streamed.body])]
+    assert pieces == ["echo: ", "x ", "y", None]  # None: the [DONE] marker
+    bad = svc.request("POST", "/v1/completions", json={"prompt": 3})
+    assert bad.status == 400 and bad.json()["error"]["message"] == "prompt: a string is required"

@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
+from . import serve_http
 from .arrays import is_array
 from .errors import SpecError, TiersError
 from .files import download, select
@@ -21,6 +22,7 @@ from .registry import JobRecord
 from .status import summary_line
 
 if TYPE_CHECKING:
+    from .httpmodel import HttpResponse
     from .tier import BatchTier, ServeTier, Tier
 
 
@@ -285,6 +287,31 @@ class Service(Handle):
         """Open a local port to a ready pod; returns ``http://127.0.0.1:PORT``. It stays open
         while this process lives (or until :meth:`close_port_forward`)."""
         return self.tier.port_forward(self.record, local_port)
+
+    def request(self, method: str, path: str, *, json: Any = None, body: str | bytes | None = None,
+                headers: Any = None, timeout: float = 30.0) -> HttpResponse:
+        """Send one HTTP request to the service through its forward (the port-forward on
+        Kubernetes, opened on first use and reused; the front port on the local tier) and
+        return the response: ``status``, ``headers``, ``body``/``text``/``json()``, ``ttfb``
+        and ``total`` seconds, ``answered_by`` (the pod or replica, when a response header or
+        the forward says). ``json`` (any JSON value but None, sent as application/json) or
+        ``body`` (text or bytes); ``headers`` a dict. Only a path is given: the host is always
+        the service's own forward. ``timeout``: seconds to connect and between two reads."""
+        return serve_http.request(self, method, path, json=json, body=body, headers=headers, timeout=timeout)
+
+    def models(self, timeout: float = 10.0) -> list[str]:
+        """The model ids of an OpenAI-compatible server (``GET /v1/models``); TiersError if the
+        server does not answer that."""
+        return serve_http.models(self, timeout=timeout)
+
+    def chat(self, messages: Any, *, model: str | None = None, stream: bool = True,
+             timeout: float = 300.0, **params: Any) -> serve_http.ChatStream:
+        """Ask an OpenAI-compatible server (``/v1/chat/completions``): an iterator of the
+        answer's text pieces as they arrive (Server-Sent Events; one piece when ``stream`` is
+        False). ``messages``: a text or ``[{"role": ..., "content": ...}]``; ``params``:
+        max_tokens, temperature, top_p, seed, stop, ... The iterator's ``stats`` has the time
+        to first token and pieces per second; ``text`` the answer so far."""
+        return serve_http.chat(self, messages, model=model, stream=stream, timeout=timeout, **params)
 
     def wait_ready(self, timeout: float | None = None) -> ServiceStatus:
         """Block until the service is ready, has failed or is gone; returns the last status.

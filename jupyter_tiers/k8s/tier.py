@@ -586,6 +586,11 @@ class K8sTier(ServeTier):
         self._forwards.append(forward)
         return forward.url
 
+    def forwarded_pod(self, url: str) -> str | None:
+        """The pod an open port-forward of this tier relays to (None if it is not one)."""
+        url = url.rstrip("/")
+        return next((f.pod for f in list(self._forwards) if f.url == url), None)
+
     # --- watching ------------------------------------------------------------------------
     def _watch_of_namespace(self) -> NamespaceWatch:
         with self._lock:

@@ -570,7 +570,10 @@ class ServeSupervisor:
 
     # --- the service -------------------------------------------------------------------------
     def run(self) -> int:
-        self._wakeup.install(self._on_signal, defaults=(signal.SIGPIPE, signal.SIGQUIT))
+        self._wakeup.install(self._on_signal, defaults=(signal.SIGQUIT,))
+        # The front port writes to clients that may have gone: EPIPE, never a deadly SIGPIPE.
+        # (Replicas still start with SIGPIPE at its default: Popen's restore_signals resets it.)
+        signal.signal(signal.SIGPIPE, signal.SIG_IGN)
         self._subreaper = processes.become_subreaper()
         os.chdir(self.dir)
         self.log_fd = os.open(self.dir / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

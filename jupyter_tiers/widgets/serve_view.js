@@ -63,7 +63,19 @@ function render({ model, el }) {
   forwardLink.rel = "noopener noreferrer";
   const yamlBtn = h("button", "jt-copy-yaml", "Copy YAML");
   const endpointBtn = h("button", "jt-copy-endpoint", "Copy endpoint");
-  controls.append(scaleBox, restartBtn, deleteBtn, forwardBtn, forwardLink, yamlBtn, endpointBtn);
+  // Try it (try_panel.js, put in front of this module; the lab panel runs without it).
+  const tryBtn = h("button", "jt-try-toggle", "Try it");
+  tryBtn.title = "send a request to the service (or chat with it) through its forward, from the kernel";
+  const tryBox = h("div", "jt-try-box");
+  tryBox.hidden = true;
+  const tryPanel = typeof jtTryPanel === "function" ? jtTryPanel({ model, box: tryBox }) : null;
+  tryBtn.hidden = !tryPanel;
+  tryBtn.addEventListener("click", () => {
+    tryBox.hidden = !tryBox.hidden;
+    tryBtn.classList.toggle("jt-active", !tryBox.hidden);
+    if (!tryBox.hidden) tryPanel.shown();
+  });
+  controls.append(scaleBox, restartBtn, deleteBtn, forwardBtn, forwardLink, yamlBtn, endpointBtn, tryBtn);
 
   // Rollout progress: updated / ready / available against desired
   const rollout = h("div", "jt-rollout");
@@ -103,11 +115,11 @@ function render({ model, el }) {
   const skippedNote = h("div", "jt-skipped");
   const summary = h("div", "jt-summary");
 
-  // Load panel (load_panel.js)
-  const loadPanel = jtLoadPanel(model);
+  // Load panel (load_panel.js, put in front of this module; the lab panel runs without it).
+  const loadPanel = typeof jtLoadPanel === "function" ? jtLoadPanel(model) : null;
 
-  root.append(header, banner, reason, message, controls, rollout, podTable, eventsBox, loadPanel.el,
-              logControls, logBox, skippedNote, summary);
+  root.append(header, banner, reason, message, controls, tryBox, rollout, podTable, eventsBox,
+              ...(loadPanel ? [loadPanel.el] : []), logControls, logBox, skippedNote, summary);
 
   let filter = ""; // a pod name, or "" for all
   let skipped = 0;
@@ -294,7 +306,7 @@ function render({ model, el }) {
   }
 
   model.on("msg:custom", (msg) => {
-    if (msg && msg.kind === "load") { loadPanel.receive(msg); return; }
+    if (msg && msg.kind === "load") { if (loadPanel) loadPanel.receive(msg); return; }
     if (!msg || msg.kind !== "lines" || !Array.isArray(msg.lines)) return;
     skipped += msg.skipped || 0;
     skippedNote.textContent = skipped

@@ -19,6 +19,7 @@ from ..model import PodLogLine, ServiceStatus
 from ..viewstate.serve import line_rows, model_note, status_traits, summary_for
 from .batcher import LineBatcher
 from .load_panel import LoadPanel
+from .try_panel import TryPanel
 from .view_common import view_module
 
 _HERE = Path(__file__).parent
@@ -34,14 +35,16 @@ class ServeView(anywidget.AnyWidget):
     Pod log lines travel as custom messages in batches (at most 8 a second); the front end keeps
     at most ``log_limit`` lines, and the kernel keeps the same number for a reloaded page.
     Actions (scale, restart, delete, port-forward) run on threads; their outcome, good or bad,
-    lands in ``message``.
+    lands in ``message``. The Try it panel's requests and chats run in the kernel too
+    (try_panel.py), through the service's forward.
     """
 
-    # The Load panel's module (load_panel.js) goes in front of the view's.
-    _esm = (_HERE / "load_panel.js").read_text(encoding="utf-8") + "\n" + view_module("serve_view.js")
+    # The panels' modules (try_panel.js, load_panel.js) go in front of the view's.
+    _esm = "\n".join([*((_HERE / name).read_text(encoding="utf-8") for name in ("try_panel.js", "load_panel.js")),
+                      view_module("serve_view.js")])
     # The shared look (.jt-job, header, controls, log) is JobView's; serve_view.css adds the rest.
     _css = "\n".join((_HERE / name).read_text()
-                      for name in ("job_view.css", "serve_view.css", "load_panel.css"))
+                     for name in ("job_view.css", "serve_view.css", "try_panel.css", "load_panel.css"))
 
     # who
     service_name = t.Unicode("").tag(sync=True)
@@ -72,6 +75,10 @@ class ServeView(anywidget.AnyWidget):
     busy = t.Unicode("").tag(sync=True)  # the action in progress: scale, restart, delete, port_forward
     scale_target = t.Int(-1).tag(sync=True)  # replicas asked for and not yet seen as desired
     forward_url = t.Unicode("").tag(sync=True)
+    # Try it (try_panel.py): is the server OpenAI-compatible ("yes", "no", "" not asked), its models
+    try_openai = t.Unicode("").tag(sync=True)
+    try_models: t.List[str] = t.List().tag(sync=True)
+    try_note = t.Unicode("").tag(sync=True)
     # log
     log_limit = t.Int(5000).tag(sync=True)
     lines_received = t.Int(0).tag(sync=True)
@@ -103,6 +110,7 @@ class ServeView(anywidget.AnyWidget):
         self._sub: Any = None
         self._closed = False
         self.load_panel = LoadPanel(service, self.send)
+        self.try_panel = TryPanel(self)
         self.on_msg(self._on_front_end_msg)
         self._sub = service.tier.watch(record, on_status=self._on_status, on_lines=self._on_lines)
         if self.terminal:  # deleted already, seen before ``watch`` returned
@@ -166,6 +174,8 @@ class ServeView(anywidget.AnyWidget):
         kind = content.get("kind")
         if kind == "hello":  # a (re)loaded page asks for what it missed
             self.send({"kind": "lines", "lines": list(self._buffer), "skipped": 0, "reset": True})
+            return
+        if self.try_panel.on_message(content):
             return
         if kind not in ("scale", "restart", "delete", "port_forward"):
             return

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 import urllib.request
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -67,6 +68,49 @@ def test_serve_view_on_the_local_tier(page: Any, local_lab: Lab) -> None:  # noq
     expect(widget.locator(".jt-ready-count")).to_have_text("READY 1/1", timeout=TIMEOUT_MS)
     expect(rows).to_have_count(1, timeout=TIMEOUT_MS)
     # Delete (confirmed): DELETED, and no process of the service is left.
+    delete = widget.locator(".jt-delete")
+    delete.click()
+    delete.click()
+    expect(widget.locator(".jt-state")).to_have_text("DELETED", timeout=TIMEOUT_MS)
+    services = local_lab.root.parent / "work" / "services"
+    wait_for(lambda: service_processes(services) == [], "no process of the service left")
+    no_page_errors(page)
+
+
+def test_try_it_on_the_local_tier(page: Any, local_lab: Lab) -> None:  # noqa: F811 - fixture
+    """Try it through the front port: a JSON body echoed with the replica that answered, and a
+    chat whose first pieces show before the server lets the rest go (released from the panel)."""
+    server = (Path(__file__).parent.parent / "openai_server.py").read_text()
+    name = write_notebook(local_lab, "local-try-it.ipynb", "%load_ext jupyter_tiers",
+                          "%%k8s_serve --profile laptop --name llm --readiness /health\n" + server)
+    cells = open_notebook(page, local_lab, name)
+    run_cell(page, cells, 0)
+    widget = run_cell(page, cells, 1).locator(".jt-serve")
+    expect(widget.locator(".jt-ready-count")).to_have_text("READY 1/1", timeout=TIMEOUT_MS)
+    replica = widget.locator("tr.jt-pod .jt-pod-name").first.text_content()
+    widget.locator(".jt-try-toggle").click()
+    expect(widget.locator(".jt-try-detect")).to_have_text("OpenAI-compatible: 1 model", timeout=TIMEOUT_MS)
+    request = widget.locator(".jt-try-request")
+    request.locator(".jt-try-body-kind").select_option("json")
+    request.locator(".jt-try-path").fill("/echo")
+    request.locator(".jt-try-body-in").fill('{"where": "local"}')
+    request.locator(".jt-try-send").click()  # JSON body: the method became POST
+    expect(request.locator(".jt-try-status")).to_have_text("200 OK", timeout=TIMEOUT_MS)
+    expect(request.locator(".jt-try-who")).to_have_text(f"answered by {replica}")
+    expect(request.locator(".jt-try-body")).to_contain_text('"body": "{\\"where\\": \\"local\\"}"')
+
+    widget.locator(".jt-chat-input").fill("alpha beta gamma [hold]")
+    widget.locator(".jt-chat-send").click()
+    answer = widget.locator(".jt-chat-assistant").last
+    expect(answer.locator(".jt-chat-text")).to_have_text("echo: alpha beta ", timeout=TIMEOUT_MS)
+    expect(answer).to_have_attribute("data-state", "streaming")
+    request.locator(".jt-try-body-kind").select_option("none")
+    request.locator(".jt-try-path").fill("/test/release")
+    request.locator(".jt-try-send").click()
+    expect(answer).to_have_attribute("data-state", "done", timeout=TIMEOUT_MS)
+    expect(answer.locator(".jt-chat-text")).to_have_text("echo: alpha beta gamma [hold]")
+    expect(widget.locator(".jt-chat-stats")).to_contain_text(f"5 tokens · answered by {replica}")
+
     delete = widget.locator(".jt-delete")
     delete.click()
     delete.click()

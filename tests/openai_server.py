@@ -1,0 +1,170 @@
+"""A small OpenAI-compatible server for the tests (standard library only).
+
+Its source is a service's command as it stands: ``%%k8s_serve`` runs it on the local serving
+tier (a replica process, ``PORT`` and ``JT_REPLICA`` set) and on the Kubernetes emulator (the
+kubelet runs the pod's command as a local process, ``PORT`` and ``HOSTNAME`` set). Every answer
+carries ``X-Served-By`` (the replica or pod name).
+
+Routes: ``GET /v1/models``; ``POST /v1/chat/completions`` and ``POST /v1/completions``, streamed
+(SSE, one word per chunk) or not; ``GET /health``; ``/echo`` (any method: the request back as
+JSON); ``GET /status/CODE`` (that status, a text body); ``GET /hostile`` (HTML and escape
+sequences as text/html); ``POST /test/release`` (lets a held stream go on).
+
+What the answer says is the last user message echoed: ``echo: WORDS``. A message containing
+``[hold]`` streams three pieces, then waits for ``POST /test/release`` (so a test can see pieces
+arrive before the stream ends without timing anything); ``[fail500]`` gets a 500 error body,
+``[slow]`` waits 0.2 s between pieces.
+"""
+
+import json
+import os
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+MODEL = os.environ.get("MODEL_ID", "tiny-echo")
+WHO = os.environ.get("JT_REPLICA") or os.environ.get("HOSTNAME") or "unknown"
+PORT = int(os.environ.get("PORT") or os.environ.get("JT_PORT") or 8000)
+HOST = "127.0.0.1" if os.environ.get("JT_REPLICA") else "0.0.0.0"  # local tier: loopback only
+HOLD_PIECES = 3
+RELEASE = threading.Event()
+HOSTILE = ('<img src=x onerror="window.__pwned=1"><b>bold?</b>\x1b[31mred?\x1b[0m '
+           '<script>window.__pwned=2</script>')
+
+
+def words_of(text):
+    words = ("echo: " + text).split()
+    return [w + (" " if i < len(words) - 1 else "") for i, w in enumerate(words)]
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.0"  # a streamed answer ends when the connection closes
+
+    def log_message(self, fmt, *args):
+        print(f"{WHO} {self.command} {self.path.split('?')[0][:200]}", flush=True)
+
+    def _send(self, status, body, ctype="application/json"):
+        data = (body if isinstance(body, str) else json.dumps(body)).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("X-Served-By", WHO)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+
+    def _error(self, status, message, kind="invalid_request_error"):
+        self._send(status, {"error": {"message": message, "type": kind, "code": status}})
+
+    def _body(self):
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length else b""
+
+    def _json_body(self):
+        try:
+            payload = json.loads(self._body() or b"null")
+        except ValueError:
+            self._error(400, "the body is not JSON")
+            return None
+        if not isinstance(payload, dict):
+            self._error(400, "the body must be a JSON object")
+            return None
+        if payload.get("model") not in (None, MODEL):
+            self._error(404, f"The model `{payload.get('model')}` does not exist.", "NotFoundError")
+            return None
+        return payload
+
+    # --- routes ------------------------------------------------------------------------------
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        if path == "/v1/models":
+            models = [{"id": MODEL, "object": "model", "owned_by": "tests"}]
+            self._send(200, {"object": "list", "data": models})
+        elif path == "/health":
+            self._send(200, "ok", "text/plain")
+        elif path == "/hostile":
+            self._send(200, HOSTILE, "text/html; charset=utf-8")
+        elif path.startswith("/status/") and path[8:].isdigit() and 200 <= int(path[8:]) <= 599:
+            code = int(path[8:])
+            self._send(code, f"status {code} from {WHO}: <b>not bold</b>\n", "text/plain; charset=utf-8")
+        elif path == "/echo":
+            self.do_echo()
+        else:
+            self._error(404, f"no route {path}")
+
+    def do_echo(self):
+        body = self._body()
+        self._send(200, {"method": self.command, "path": self.path,
+                         "content_type": self.headers.get("Content-Type"),
+                         "x_test": self.headers.get("X-Test"),
+                         "body": body.decode("utf-8", errors="replace")})
+
+    do_PUT = do_PATCH = do_DELETE = do_echo
+
+    def do_POST(self):
+        path = self.path.split("?")[0]
+        if path == "/test/release":
+            RELEASE.set()
+            self._send(200, {"released": True})
+        elif path == "/echo":
+            self.do_echo()
+        elif path in ("/v1/chat/completions", "/v1/completions"):
+            payload = self._json_body()
+            if payload is None:
+                return
+            chat = path == "/v1/chat/completions"
+            if chat:
+                messages = payload.get("messages")
+                if not isinstance(messages, list) or not messages:
+                    self._error(400, "messages: a non-empty list is required")
+                    return
+                users = [m.get("content", "") for m in messages
+                         if isinstance(m, dict) and m.get("role") == "user"]
+                prompt = users[-1] if users else ""
+            else:
+                prompt = payload.get("prompt")
+                if not isinstance(prompt, str):
+                    self._error(400, "prompt: a string is required")
+                    return
+            if "[fail500]" in prompt:
+                self._error(500, "the model crashed <b>badly</b>", "InternalServerError")
+                return
+            pieces = words_of(prompt)
+            if payload.get("stream"):
+                self._stream(pieces, chat, "[hold]" in prompt, "[slow]" in prompt)
+            else:
+                text = "".join(pieces)
+                message = {"role": "assistant", "content": text}
+                choice = ({"index": 0, "message": message, "finish_reason": "stop"}
+                          if chat else {"index": 0, "text": text, "finish_reason": "stop"})
+                self._send(200, {"id": "cmpl-1", "object": "chat.completion" if chat else "text_completion",
+                                 "created": int(time.time()), "model": MODEL, "choices": [choice],
+                                 "usage": {"completion_tokens": len(pieces)}})
+        else:
+            self._error(404, f"no route {path}")
+
+    def _stream(self, pieces, chat, hold, slow):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("X-Served-By", WHO)
+        self.end_headers()
+        self.wfile.write(b": a comment line, ignored by SSE clients\n\n")
+        for i, piece in enumerate(pieces):
+            if hold and i == HOLD_PIECES:
+                RELEASE.wait(300)
+                RELEASE.clear()
+            if slow and i:
+                time.sleep(0.2)
+            choice = ({"index": 0, "delta": {"content": piece}, "finish_reason": None}
+                      if chat else {"index": 0, "text": piece, "finish_reason": None})
+            chunk = {"id": "cmpl-1", "object": "chat.completion.chunk" if chat else "text_completion",
+                     "created": int(time.time()), "model": MODEL, "choices": [choice]}
+            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            self.wfile.flush()
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+print(f"openai test server {MODEL} on {HOST}:{PORT} as {WHO}", flush=True)
+ThreadingHTTPServer((HOST, PORT), Handler).serve_forever()

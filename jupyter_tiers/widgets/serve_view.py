@@ -40,7 +40,8 @@ class ServeView(anywidget.AnyWidget):
     """
 
     # The panels' modules (try_panel.js, load_panel.js) go in front of the view's.
-    _esm = "\n".join([*((_HERE / name).read_text(encoding="utf-8") for name in ("try_panel.js", "load_panel.js")),
+    _esm = "\n".join([*((_HERE / name).read_text(encoding="utf-8")
+                        for name in ("try_panel.js", "load_panel.js")),
                       view_module("serve_view.js")])
     # The shared look (.jt-job, header, controls, log) is JobView's; serve_view.css adds the rest.
     _css = "\n".join((_HERE / name).read_text()

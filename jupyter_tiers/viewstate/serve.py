@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ..model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
-from ..servestatus import exit_detail, summary_line
+from ..servestatus import canary_text, exit_detail, summary_line
 from ..timefmt import format_elapsed
 from .job import ERROR_RE
 
@@ -82,6 +82,7 @@ def status_traits(status: ServiceStatus, now: float) -> dict[str, Any]:
         "banner": banner_text(status),
         "settled": status.state.settled,
         "terminal": status.state.terminal,
+        "canary": canary_text(status.canary) if status.canary is not None else "",
     }
 
 

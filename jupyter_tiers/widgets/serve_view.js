@@ -87,6 +87,16 @@ function render({ model, el }) {
   const rolloutText = h("span", "jt-rollout-text");
   rollout.append(track, rolloutText);
 
+  // Canary (--canary): its line and its two verbs, shown only while one runs
+  const canaryBox = h("div", "jt-canary");
+  const canaryText = h("span", "jt-canary-text");
+  const promoteBtn = h("button", "jt-promote", "Promote");
+  promoteBtn.title = "roll every replica to the canary's revision and remove the canary";
+  const rollbackBtn = h("button", "jt-rollback", "Roll back");
+  rollbackBtn.title = "remove the canary; the live revision takes its replicas back";
+  canaryBox.append(canaryText, promoteBtn, rollbackBtn);
+  canaryBox.hidden = true;
+
   // Pods
   const podTable = h("table", "jt-pods");
   const podHead = h("thead");
@@ -118,7 +128,7 @@ function render({ model, el }) {
   // Load panel (load_panel.js, put in front of this module; the lab panel runs without it).
   const loadPanel = typeof jtLoadPanel === "function" ? jtLoadPanel(model) : null;
 
-  root.append(header, banner, reason, message, controls, tryBox, rollout, podTable, eventsBox,
+  root.append(header, banner, reason, message, controls, tryBox, rollout, canaryBox, podTable, eventsBox,
               ...(loadPanel ? [loadPanel.el] : []), logControls, logBox, skippedNote, summary);
 
   let filter = ""; // a pod name, or "" for all
@@ -169,8 +179,17 @@ function render({ model, el }) {
     replicas.title = model.get("scale_target") >= 0 ? `scaling to ${n}` : `${n} desired`;
     downBtn.disabled = terminal || n <= 0;
     upBtn.disabled = terminal || n >= MAX_SCALE;
-    for (const btn of [restartBtn, deleteBtn, forwardBtn]) btn.disabled = terminal || busy !== "";
-    if (terminal) for (const btn of [restartBtn, deleteBtn]) unconfirm(btn);
+    for (const btn of [restartBtn, deleteBtn, forwardBtn, promoteBtn, rollbackBtn]) {
+      btn.disabled = terminal || busy !== "";
+    }
+    if (terminal) for (const btn of [restartBtn, deleteBtn, promoteBtn, rollbackBtn]) unconfirm(btn);
+    const canary = model.get("canary") || "";
+    canaryText.textContent = canary; // cluster text: shown as text
+    canaryBox.hidden = !canary || terminal;
+    if (busy === "promote") promoteBtn.textContent = "Promoting…";
+    if (busy === "rollback") rollbackBtn.textContent = "Rolling back…";
+    if (busy !== "promote" && promoteBtn.dataset.confirm !== "1") promoteBtn.textContent = "Promote";
+    if (busy !== "rollback" && rollbackBtn.dataset.confirm !== "1") rollbackBtn.textContent = "Roll back";
     if (busy === "delete") deleteBtn.textContent = "Deleting…";
     if (busy === "restart") restartBtn.textContent = "Restarting…";
     if (busy !== "delete" && deleteBtn.dataset.confirm !== "1") deleteBtn.textContent = "Delete";
@@ -341,6 +360,8 @@ function render({ model, el }) {
   }
   confirmThen(deleteBtn, "Delete", "Really delete?", "delete");
   confirmThen(restartBtn, "Restart", "Really restart all pods?", "restart");
+  confirmThen(promoteBtn, "Promote", "Really promote the canary?", "promote");
+  confirmThen(rollbackBtn, "Roll back", "Really remove the canary?", "rollback");
 
   function scaleBy(step) {
     const n = Math.max(0, Math.min(MAX_SCALE, targetReplicas() + step));
@@ -363,7 +384,7 @@ function render({ model, el }) {
   model.on("change:pods", () => { podsAt = Date.now(); });
   for (const name of ["state", "reason", "revision", "endpoint", "age_s", "ready", "desired", "banner",
                       "message", "summary", "terminal", "busy", "forward_url", "service_name",
-                      "profile", "namespace", "yaml", "model_source"]) {
+                      "profile", "namespace", "yaml", "model_source", "canary"]) {
     model.on(`change:${name}`, refreshHeader);
   }
   model.on("change:scale_target", () => { localTarget = -1; refreshControls(); });

@@ -71,6 +71,7 @@ class ServeView(anywidget.AnyWidget):
     settled = t.Bool(False).tag(sync=True)
     terminal = t.Bool(False).tag(sync=True)
     summary = t.Unicode("").tag(sync=True)
+    canary = t.Unicode("").tag(sync=True)  # "canary 10 %: READY 1/1, 0 restarts" while one runs
     # actions
     message = t.Unicode("").tag(sync=True)
     busy = t.Unicode("").tag(sync=True)  # the action in progress: scale, restart, delete, port_forward
@@ -178,7 +179,7 @@ class ServeView(anywidget.AnyWidget):
             return
         if self.try_panel.on_message(content):
             return
-        if kind not in ("scale", "restart", "delete", "port_forward"):
+        if kind not in ("scale", "restart", "delete", "port_forward", "promote", "rollback"):
             return
         if self.terminal:
             self.message = f"service {self.service_name} is deleted"
@@ -190,6 +191,10 @@ class ServeView(anywidget.AnyWidget):
                       lambda _: f"restart requested: the pods of {self.service_name} are being replaced")
         elif kind == "delete":
             self._act("delete", self.service.delete, lambda _: f"service {self.service_name} deleted")
+        elif kind == "promote":
+            self._act("promote", self.service.promote, str)
+        elif kind == "rollback":  # the canary's: the buttons show only while one runs
+            self._act("rollback", self.service.rollback, str)
         elif kind == "port_forward":
             self._act("port_forward", self.service.port_forward, self._forwarded)
 

@@ -220,6 +220,7 @@ export const SERVE_DEFAULTS: Record<string, unknown> = {
   settled: false,
   terminal: false,
   summary: '',
+  canary: '',
   message: '',
   busy: '',
   scale_target: -1,

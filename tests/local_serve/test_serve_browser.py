@@ -118,3 +118,50 @@ def test_try_it_on_the_local_tier(page: Any, local_lab: Lab) -> None:  # noqa: F
     services = local_lab.root.parent / "work" / "services"
     wait_for(lambda: service_processes(services) == [], "no process of the service left")
     no_page_errors(page)
+
+
+def test_canary_buttons_on_the_local_tier(page: Any, local_lab: Lab) -> None:  # noqa: F811 - fixture
+    """A canary cell's widget shows the canary's line and its two buttons; Promote (confirmed)
+    rolls every replica to it and the line goes; the live cell's widget follows too."""
+    v2 = HTTP_BODY.replace("body = NAME.encode()", 'body = ("v2 " + NAME).encode()')
+    name = write_notebook(
+        local_lab, "local-canary.ipynb", "%load_ext jupyter_tiers",
+        "%%k8s_serve --profile laptop --name cn --replicas 2 --readiness /health\n" + HTTP_BODY,
+        "%%k8s_serve --profile laptop --name cn --replicas 2 --readiness /health --canary 50\n" + v2,
+    )
+    cells = open_notebook(page, local_lab, name)
+    run_cell(page, cells, 0)
+    live = run_cell(page, cells, 1).locator(".jt-serve")
+    expect(live.locator(".jt-ready-count")).to_have_text("READY 2/2", timeout=TIMEOUT_MS)
+    expect(live.locator(".jt-canary")).to_be_hidden()
+    widget = run_cell(page, cells, 2).locator(".jt-serve")
+    text = widget.locator(".jt-canary-text")
+    expect(text).to_have_text("canary 50 %: READY 1/1, 0 restarts", timeout=TIMEOUT_MS)
+    expect(widget.locator(".jt-ready-count")).to_have_text("READY 1/1", timeout=TIMEOUT_MS)
+    expect(live.locator(".jt-canary-text")).to_have_text("canary 50 %: READY 1/1, 0 restarts",
+                                                         timeout=TIMEOUT_MS)
+    promote = widget.locator(".jt-promote")
+    promote.click()
+    expect(promote).to_have_text("Really promote the canary?")
+    promote.click()
+    expect(widget.locator(".jt-message")).to_contain_text("canary promoted", timeout=TIMEOUT_MS)
+    expect(widget.locator(".jt-canary")).to_be_hidden(timeout=TIMEOUT_MS)
+    expect(widget.locator(".jt-ready-count")).to_have_text("READY 2/2", timeout=TIMEOUT_MS)
+    url = (widget.locator(".jt-endpoint").text_content() or "").strip()
+    wait_for(lambda: all(_answer(url).startswith("v2 ") for _ in range(4)),
+             "both replicas on the canary's revision")
+    delete = widget.locator(".jt-delete")
+    delete.click()
+    delete.click()
+    expect(widget.locator(".jt-state")).to_have_text("DELETED", timeout=TIMEOUT_MS)
+    services = local_lab.root.parent / "work" / "services"
+    wait_for(lambda: service_processes(services) == [], "no process of the service left")
+    no_page_errors(page)
+
+
+def _answer(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            return str(resp.read().decode())
+    except OSError:  # a replica going away while the rollout ends
+        return ""

@@ -140,3 +140,13 @@ def test_state_label_and_fallback_summary() -> None:
     assert fallback_summary(ready, 72) == "service web READY 2/2 after 00:01:12 — http://web.ns.svc:8000"
     failed = ServiceStatus("web", ServiceState.FAILED, desired=2, reason="pod web-x CrashLoopBackOff")
     assert fallback_summary(failed) == "service web FAILED 0/2: pod web-x CrashLoopBackOff"
+
+
+def test_status_traits_carry_the_canary_line() -> None:
+    from jupyter_tiers.model import CanaryStatus
+
+    base = ServiceStatus("web", ServiceState.READY, desired=9, ready=9, available=9)
+    assert status_traits(base, 0.0)["canary"] == ""
+    with_canary = ServiceStatus("web", ServiceState.READY, desired=9, ready=9, available=9,
+                                canary=CanaryStatus(percent=10, desired=1, ready=1, state=ServiceState.READY))
+    assert status_traits(with_canary, 0.0)["canary"] == "canary 10 %: READY 1/1, 0 restarts"

@@ -390,19 +390,21 @@ def _read(path: Path) -> bytes:
 def test_a_rotated_log_loses_no_line_for_a_follower(tier: LocalServeTier,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """service.log past its limit becomes service.log.1: a follower reads the rest of the old
-    file, then the new one, every line once and in order. The replica prints each batch (larger
-    than the limit) only when the test says so, and the follower reads only after the rotation,
-    so every batch is read from the rotated file."""
+    file, then the new one, every line once and in order. The replica prints each batch only
+    when the test says so and the follower reads after each batch. A batch (about 1.5 kB) is
+    smaller than the limit (2 kB), so whenever the supervisor's periodic check rotates (after a
+    batch or in the middle of one), at most one rotation falls between two reads: a follower one
+    rotation behind loses nothing (two behind would, as with a kubelet's rotation)."""
     from jupyter_tiers.local.serve_tier import _Poller
 
     monkeypatch.setenv("JUPYTER_TIERS_SERVICE_LOG_MAX", "2000")
     batches = textwrap.dedent("""\
         import time
-        for batch in range(4):
+        for batch in range(8):
             while not os.path.exists(f"go-{batch}"):
                 time.sleep(0.05)
-            for i in range(60):
-                print(f"batch {batch} line {i:02d} " + "x" * 40, flush=True)
+            for i in range(30):
+                print(f"batch {batch} line {i:02d} " + "x" * 30, flush=True)
         """)
     body = HTTP_BODY.replace("print(", batches + "print(", 1)
     svc = tier.apply(tier.make_spec(body, name="chatty", readiness="/"))
@@ -411,17 +413,21 @@ def test_a_rotated_log_loses_no_line_for_a_follower(tier: LocalServeTier,
     poller.stop()  # driven by hand below
     got: list[str] = []
     sub = poller.add(svc.record, None, lambda lines: got.extend(ln.text for ln in lines))
-    for batch in range(4):
+    for batch in range(8):
         (svcdir / f"go-{batch}").touch()
-        marker = f"batch {batch} line 59 ".encode()
-        wait_for(lambda: marker in _read(svcdir / "service.log.1"),  # noqa: B023 - called at once
-                 f"the log to be rotated after batch {batch}")
+        marker = f"batch {batch} line 29 ".encode()
+        wait_for(lambda: any(marker in _read(svcdir / name)  # noqa: B023 - called at once
+                             for name in ("service.log.1", "service.log")),
+                 f"batch {batch} written")
         poller._lines(sub)
-        assert f"batch {batch} line 59 " + "x" * 40 in got
-    expected = [f"batch {b} line {i:02d} " + "x" * 40 for b in range(4) for i in range(60)]
+        assert f"batch {batch} line 29 " + "x" * 30 in got
+    expected = [f"batch {b} line {i:02d} " + "x" * 30 for b in range(8) for i in range(30)]
     assert [t for t in got if t.startswith("batch ")] == expected
+    # About 11 kB went through a 2 kB log: rotated at least three times (each rotated file holds
+    # at most 2 kB + a batch), so batch 0 has left the one rotated file that is kept.
+    wait_for(lambda: (svcdir / "service.log.1").exists(), "a rotated log")
     merged = svc.logs()  # the rotated part, then the current one
-    assert "batch 3 line 59" in merged and "batch 2 line 00" not in merged  # only one rotated file kept
+    assert "batch 7 line 29" in merged and "batch 0 line 00" not in merged
 
 
 def test_fixing_a_crash_looping_cell_rolls_it_out(tier: LocalServeTier) -> None:

@@ -112,6 +112,14 @@ def test_local_serving_from_an_s3_uri_downloads_once(local_store: str, s3_server
     ip: InteractiveShell = tiers_shell()
     s3_server.client().put_object(Bucket=local_store, Key="m/model.txt", Body=b"served from s3")
     capsys.readouterr()
+    # --dry-run downloads nothing: it says what would be fetched, and where to.
+    ip.run_cell_magic("k8s_serve", f"--profile loc --name s3loc --model-from s3://{local_store}/m/model.txt "
+                      "--dry-run", SERVE)
+    out = capsys.readouterr().out
+    assert f"# model s3://{local_store}/m/model.txt would be downloaded to " in out, out
+    assert ": 1 file, 0.0 MB" in out
+    cache = Path(out.split(" would be downloaded to ", 1)[1].split(":", 1)[0])
+    assert not cache.parent.exists()
     ip.run_cell_magic("k8s_serve", f"--profile loc --name s3loc --model-from s3://{local_store}/m/model.txt "
                       "--wait --out svc", SERVE)
     out = capsys.readouterr().out
@@ -120,7 +128,8 @@ def test_local_serving_from_an_s3_uri_downloads_once(local_store: str, s3_server
         assert resp.read() == b"served from s3"
     ip.run_cell_magic("k8s_serve", f"--profile loc --name s3loc --model-from s3://{local_store}/m/model.txt "
                       "--dry-run", SERVE)
-    assert f"model s3://{local_store}/m/model.txt cached at " in capsys.readouterr().out
+    assert f"# model s3://{local_store}/m/model.txt is cached at {cache} (nothing to download)" in \
+        capsys.readouterr().out
     result = ip.run_cell(f"%%k8s_serve --profile loc --name x --model-from s3://{local_store}/m/nope\n{SERVE}")
     assert isinstance(result.error_in_exec, UsageError)
     assert f"no object s3://{local_store}/m/nope" in str(result.error_in_exec)

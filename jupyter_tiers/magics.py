@@ -122,8 +122,9 @@ def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageErro
     if isinstance(exc, ConfigError):
         return UsageError(str(exc))
     from .handoff import HandoffError
+    from .model_cache import FetchError
 
-    if isinstance(exc, HandoffError):
+    if isinstance(exc, (HandoffError, FetchError)):  # their messages start with --model-from
         return UsageError(str(exc))
     from .sync import SyncError
 

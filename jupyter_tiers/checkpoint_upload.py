@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import posixpath
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -239,7 +240,28 @@ def payload(plan: UploadPlan, env: Mapping[str, str]) -> bytes:
     return (json.dumps(request) + "\n").encode()
 
 
+def upload_item(upload: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A job's upload record as the REST list row carries it (the sidebar formats it): only
+    known keys of the right types (the registry's detail may be anything)."""
+    if not isinstance(upload, Mapping) or upload.get("state") not in UPLOAD_STATES:
+        return None
+    out: dict[str, Any] = {"state": upload["state"]}
+    for key in ("uri", "error"):
+        if isinstance(upload.get(key), str):
+            out[key] = " ".join(str(upload[key]).split())[:500]
+    for key in ("sent", "total"):
+        value = upload.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62:
+            out[key] = value
+    return out
+
+
 # --- running it ----------------------------------------------------------------------------------
+
+#: What an upload record's ``state`` may be.
+UPLOAD_STATES = ("uploading", "done", "interrupted", "failed")
+#: How often a running upload's progress is written to the registry (the sidebar reads it there).
+PROGRESS_EVERY_S = 1.0
 
 
 def upload_checkpoint(tier: Any, record: Any, on_progress: Callable[[UploadReport], None] | None = None,
@@ -252,6 +274,7 @@ def upload_checkpoint(tier: Any, record: Any, on_progress: Callable[[UploadRepor
     report = UploadReport()
     _record(tier, record, {"state": "uploading", "uri": plan.uri})
     buffer = b""
+    recorded = time.monotonic()
     try:
         for chunk in tier.run_uploader(plan.python, data):
             buffer += chunk
@@ -260,6 +283,10 @@ def upload_checkpoint(tier: Any, record: Any, on_progress: Callable[[UploadRepor
                 report = parse_upload_output(lines.decode("utf-8", "replace"), report)
                 if on_progress is not None:
                     on_progress(report)
+                if report.total and time.monotonic() - recorded >= PROGRESS_EVERY_S:
+                    recorded = time.monotonic()  # for the sidebar, which reads the registry
+                    _record(tier, record, {"state": "uploading", "uri": plan.uri, "sent": report.sent,
+                                           "total": report.total})
         report = parse_upload_output(buffer.decode("utf-8", "replace"), report)
     except TiersError as exc:
         _record(tier, record, {"state": "interrupted", "uri": plan.uri, "sent": report.sent,

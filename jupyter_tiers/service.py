@@ -87,6 +87,8 @@ class Item:
     elapsed_s: int | None
     summary: str
     submitted: str | None = None
+    #: ``--checkpoint-to``: the upload on record (state, uri, sent, total, error), else None.
+    upload: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -221,10 +223,16 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
 
     if is_array(record):  # "array 51 RUNNING — 16 tasks: 4 RUNNING, 12 PENDING" (no log read here)
         summary = f"array {record.job_id} {state.value}" + (f" — {size}" if size else "")
+    upload = None
+    if record.kind == "job" and not is_array(record):
+        from .checkpoint_upload import upload_item
+        from .handoff import upload_of
+
+        upload = upload_item(upload_of(record.detail))
     return Item(key=record.key, id=record.job_id, kind=record.kind, name=record.name,
                 profile=record.profile, tier=record.tier, state=state.value, terminal=state.terminal,
                 size=size, where=where, reason=reason, started=started, elapsed_s=elapsed,
-                summary=summary, submitted=_iso(record.submitted_at))
+                summary=summary, submitted=_iso(record.submitted_at), upload=upload)
 
 
 def is_active(record: JobRecord) -> bool:

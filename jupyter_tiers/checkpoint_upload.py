@@ -106,18 +106,24 @@ def with_checkpoint(tier: Any, record: Any) -> Any:
         return record
     from dataclasses import replace
 
-    if record.state != "COMPLETED":
-        status = tier.status([record]).get(record.job_id)
-        record = replace(record, state=status.state.value if status is not None else "UNKNOWN")
-    if decode_detail(record.detail)[1] is None:
-        array = tier.registry.get(task[0])
-        listed, _ = tier.task_checkpoints(array, 0)
-        directory, newest = listed.get(task[1]) or (None, None)
-        if directory is None:
-            raise UploadError(f"job {record.job_id} ({record.name}): the scheduler no longer says "
-                              "which job id it ran as, so its checkpoint directory is unknown")
-        record = replace(record, detail=encode_detail(directory, posixpath.join(directory, newest)
-                                                      if newest else None))
+    try:
+        if record.state != "COMPLETED":
+            status = tier.status([record]).get(record.job_id)
+            record = replace(record, state=status.state.value if status is not None else "UNKNOWN")
+        if decode_detail(record.detail)[1] is not None:
+            return record
+        listed, _ = tier.task_checkpoints(tier.registry.get(task[0]), 0)
+    except UploadError:
+        raise
+    except TiersError as exc:  # a dropped connection, say: the next attempt may succeed
+        raise UploadError(f"job {record.job_id} ({record.name}): cannot find its checkpoint: {exc}",
+                          retry=True) from None
+    directory, newest = listed.get(task[1]) or (None, None)
+    if directory is None:
+        raise UploadError(f"job {record.job_id} ({record.name}): the scheduler no longer says "
+                          "which job id it ran as, so its checkpoint directory is unknown")
+    record = replace(record, detail=encode_detail(directory, posixpath.join(directory, newest)
+                                                  if newest else None))
     return record
 
 

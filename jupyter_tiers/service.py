@@ -384,7 +384,7 @@ def array_view(job: Any, status: JobStatus | None = None) -> tuple[dict[str, Any
     """An array's ArrayTable state (the notebook's ArrayView table: ``tasks`` rows, ``counts``,
     ``state``, ``summary``, ...) and its status. With ``status`` (the server's shared watch of the
     array) the tasks' statuses come from that watch, else from one batched query now."""
-    from .arrays import aggregate_status, array_summary, counts_text, task_index
+    from .arrays import aggregate_status, counts_text, task_index
 
     plan = job.plan
     tasks: dict[int, JobStatus] = {}
@@ -426,8 +426,9 @@ def array_view(job: Any, status: JobStatus | None = None) -> tuple[dict[str, Any
             "tier_kind": job.record.tier, "sweep": plan.sweep, "limit": plan.limit or 0,
             "state": whole.state.value, "counts": counts_text([s.state for s in tasks.values()]),
             "tasks": rows, "selected": -1, "terminal": terminal,
-            "summary": array_summary(job.id, plan, tasks, failures=failures, metrics=metrics)
-            if terminal else "", "cancel_requested": False, "message": ""}
+            # with --checkpoint-to, the tasks' checkpoint URIs (best first), as in the notebook
+            "summary": job.summary_of(tasks, failures, metrics) if terminal else "",
+            "cancel_requested": False, "message": ""}
     return view, whole
 
 

@@ -223,8 +223,9 @@ def check_model(uri_text: str, store: ObjectStore | None) -> KernelCheck:
         return KernelCheck(False, f"{uri} not checked from this kernel (it has no AWS credentials); {pods}")
     where = (store.endpoint_url if store is not None else None) or "AWS S3"
     how = f"checked from this kernel with its own AWS credentials at {where}"
-    client = session.client("s3", endpoint_url=store.endpoint_url if store else None, config=Config(
-        connect_timeout=CHECK_TIMEOUT_S, read_timeout=CHECK_TIMEOUT_S * 3, retries={"max_attempts": 2}))
+    config = Config(connect_timeout=CHECK_TIMEOUT_S, read_timeout=CHECK_TIMEOUT_S * 3,
+                    retries={"max_attempts": 1, "mode": "standard"})  # one attempt: a check only
+    client = session.client("s3", endpoint_url=store.endpoint_url if store else None, config=config)
     try:
         if uri.prefix:
             page = client.list_objects_v2(Bucket=uri.bucket, Prefix=uri.key + "/", MaxKeys=1)

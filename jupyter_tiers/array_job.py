@@ -3,23 +3,29 @@
 from __future__ import annotations
 
 import contextlib
+import posixpath
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 from .arrays import (
     ArrayPlan,
     aggregate_status,
     array_summary,
-    counts_detail,
+    best_task,
+    counts_text,
     plan_of,
+    record_counts,
     task_index,
     task_records,
 )
-from .errors import JobNotFound
+from .checkpoint_upload import UploadError, task_order, upload_checkpoint, uploads_text, wants_upload
+from .errors import JobNotFound, TiersError
 from .handles import Job
+from .handoff import encode_detail, task_uploads
 from .metrics import MetricsTracker
-from .model import JobStatus
+from .model import JobState, JobStatus
 from .registry import JobRecord
 from .status import describe_rank
 
@@ -68,8 +74,8 @@ class ArrayJob(Job):
         status = aggregate_status(self.id, tasks)
         # The registry is a record, not the job: a failed update changes nothing else.
         with contextlib.suppress(Exception):
-            self.tier.registry.update(self.record.key, state=status.state.value,
-                                      detail=counts_detail([s.state for s in tasks.values()]))
+            record_counts(self.tier.registry, self.record.key, status.state.value,
+                          counts_text([s.state for s in tasks.values()]))
         return status
 
     def status(self) -> JobStatus:
@@ -77,22 +83,32 @@ class ArrayJob(Job):
         return aggregate_status(self.id, self.task_statuses())
 
     def wait(self, timeout: float | None = None) -> JobStatus:
-        """Block until every task has ended (or ``timeout``); returns the array's status."""
+        """Block until every task has ended (or ``timeout``); returns the array's status. With
+        ``--checkpoint-to`` a task ends once its checkpoint's upload has."""
         recs = self.task_records()
         done = threading.Event()
         latest: dict[int, JobStatus] = {}
+        ended: set[int] = set()
         lock = threading.Lock()
 
-        def make(index: int) -> Any:
+        def make(index: int) -> tuple[Any, Any]:
             def on_status(status: JobStatus) -> None:
                 with lock:
                     latest[index] = status
-                    if len(latest) == len(recs) and all(s.state.terminal for s in latest.values()):
+
+            def on_end(status: JobStatus) -> None:
+                with lock:
+                    latest[index] = status
+                    ended.add(index)
+                    if len(ended) == len(recs):
                         done.set()
-            return on_status
+            return on_status, on_end
 
         watcher = self.tier.watcher
-        subs = [watcher.watch(r, on_status=make(task_index(r.job_id)), follow_logs=False) for r in recs]
+        subs = []
+        for r in recs:
+            on_status, on_end = make(task_index(r.job_id))
+            subs.append(watcher.watch(r, on_status=on_status, on_end=on_end, follow_logs=False))
         try:
             done.wait(timeout)
         finally:
@@ -100,7 +116,7 @@ class ArrayJob(Job):
                 watcher.unwatch(sub)
         with lock:
             tasks = dict(latest)
-        if len(tasks) < len(recs):
+        if len(tasks) < len(recs) or not all(s.state.terminal for s in tasks.values()):
             return self.status()
         return self.record_counts(tasks)
 
@@ -161,7 +177,65 @@ class ArrayJob(Job):
 
     def summary(self, status: JobStatus | None = None, tasks: dict[int, JobStatus] | None = None) -> str:
         """``array 51 (16 tasks) 14 COMPLETED, 1 FAILED (task 7: rank 0 exit 1 — ValueError: ...),
-        1 CANCELLED; best loss 0.0123 at lr=3e-4 bs=64`` (reads the end of each task's log)."""
+        1 CANCELLED; best loss 0.0123 at lr=3e-4 bs=64`` (reads the end of each task's log), then
+        with ``--checkpoint-to`` the tasks' checkpoint URIs, best first."""
         tasks = tasks if tasks is not None else self.task_statuses()
         failures, metrics = self.task_results(tasks)
-        return array_summary(self.id, self.plan, tasks, failures=failures, metrics=metrics)
+        return self.summary_of(tasks, failures, metrics)
+
+    def summary_of(self, tasks: dict[int, JobStatus], failures: dict[int, str],
+                   metrics: dict[int, tuple[str, float]]) -> str:
+        """The summary line from what the caller already read (the views)."""
+        line = array_summary(self.id, self.plan, tasks, failures=failures, metrics=metrics)
+        if not wants_upload(self.record):
+            return line
+        best = best_task(metrics)
+        text = uploads_text(self.uploads(), best[0] if best else None)
+        return f"{line}; {text}" if text else line
+
+    # --- --checkpoint-to -----------------------------------------------------------------
+    def uploads(self) -> dict[int, dict[str, Any]]:
+        """Each task's checkpoint upload on record (``--checkpoint-to``): task index -> its
+        state (uploading, done, interrupted, failed), uri, sent and total bytes, error."""
+        try:
+            detail = self.tier.registry.get(self.record.key).detail
+        except JobNotFound:
+            detail = self.record.detail
+        return task_uploads(detail)
+
+    def upload_all(self) -> dict[int, str]:
+        """Upload (or finish uploading) the newest checkpoint of every COMPLETED task to
+        ``--checkpoint-to`` (``.../{name}/{ID}_{i}/{checkpoint}``), the best task first; one
+        status query and one listing of all tasks' checkpoints. Returns task -> URI in that
+        order; a one-line UploadError naming each task that could not be uploaded (after the
+        others were)."""
+        tasks = self.task_statuses()
+        completed = [i for i in self.plan.indices if i in tasks and tasks[i].state is JobState.COMPLETED]
+        if not completed:
+            raise UploadError(f"array {self.id} ({self.name}) has no COMPLETED task; a checkpoint is "
+                              "uploaded when a task COMPLETES")
+        listed, tails = self.tier.task_checkpoints(self.record, TAIL_LINES)
+        _failures, metrics = self.task_results({i: tasks[i] for i in completed}, tails=tails)
+        best = best_task(metrics)
+        out: dict[int, str] = {}
+        errors: list[str] = []
+        by_index = {task_index(r.job_id): r for r in self.task_records()}
+        for i in task_order(completed, best[0] if best else None):
+            directory, newest = listed.get(i) or (None, None)
+            rec = replace(by_index[i], state="COMPLETED")
+            if directory is not None:
+                rec = replace(rec, detail=encode_detail(directory, posixpath.join(directory, newest)
+                                                        if newest else None))
+            try:
+                out[i] = str(upload_checkpoint(self.tier, rec).done_uri)
+            except TiersError as exc:
+                errors.append(f"task {i}: {exc}")
+        if errors:
+            raise UploadError(f"array {self.id}: {len(out)} of {len(completed)} COMPLETED tasks' "
+                              f"checkpoints uploaded; " + "; ".join(errors))
+        return out
+
+    def upload(self) -> str:
+        """Upload (or resume) every COMPLETED task's newest checkpoint (see :meth:`upload_all`);
+        returns the best task's URI (the first uploaded)."""
+        return next(iter(self.upload_all().values()))

@@ -329,6 +329,25 @@ def counts_detail(states: Sequence[JobState]) -> str:
     return json.dumps({"tasks": counts_text(states)})  # as counts_json(counts_text(states))
 
 
+def with_counts(detail: str | None, counts: str) -> str:
+    """An array record's ``detail`` with its counts line replaced, its other entries (the tasks'
+    checkpoint uploads) kept."""
+    try:
+        data = json.loads(detail or "{}")
+    except ValueError:
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    data["tasks"] = counts
+    return json.dumps(data, sort_keys=True)
+
+
+def record_counts(registry: Any, key: str, state: str, counts: str) -> None:
+    """Record an array's state and counts line, keeping the rest of its ``detail``."""
+    registry.update(key, state=state)
+    registry.change_detail(key, lambda detail: with_counts(detail, counts))
+
+
 def counts_json(counts: str | None) -> str | None:
     """The registry ``detail`` of an array from its counts line (None: nothing to record)."""
     return json.dumps({"tasks": counts}) if counts else None

@@ -9,20 +9,28 @@ it when it sees the job COMPLETED (watch.py), ``job.upload()`` runs (or resumes)
 
 What a run achieved is recorded in the job's registry ``detail`` under ``upload`` (state, URI,
 bytes), so a later ``--model-from`` knows the checkpoint's URI and a refusal can show progress.
+
+An array's tasks (``--array`` / ``--sweep``) each upload their own newest checkpoint, to
+``{name}/{ID}_{i}/{checkpoint}``, as each task COMPLETES (the watcher follows every task); a
+task's record is derived, not stored, so its upload is recorded in the array record's ``detail``
+under ``uploads`` (task index -> the same entry). ``ArrayJob.upload()`` runs or resumes every
+COMPLETED task's, the best task (the summary's ranking) first.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import posixpath
-from collections.abc import Callable, Iterator, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .errors import SpecError, TiersError
-from .handoff import decode_detail, with_upload
+from .handoff import decode_detail, encode_detail, task_upload_of, upload_of, with_task_upload, with_upload
 from .objectstore import (
     MANIFEST_NAME,
     ObjectStore,
@@ -66,6 +74,59 @@ def store_of(profile: Any) -> ObjectStore | None:
         raise UploadError(f"profile {profile.name!r}: object_store.{sub}: {message}") from None
 
 
+def task_of(record: Any) -> tuple[str, int] | None:
+    """(the array record's key, task index) when ``record`` is one task of an array (a derived
+    record, ``ID_i``); None for a job or a whole array."""
+    spec = getattr(record, "spec", None)
+    if not isinstance(spec, Mapping) or not (spec.get("array") or spec.get("sweep")):
+        return None
+    base, sep, index = str(getattr(record, "job_id", "")).rpartition("_")
+    if not sep or not base or not index.isascii() or not index.isdigit() or len(index) > 7:
+        return None
+    return f"{record.profile}/{base}", int(index)
+
+
+def recorded_upload(registry: Any, record: Any) -> dict[str, Any] | None:
+    """The upload on record for a job or an array's task (None: none, or no such record)."""
+    task = task_of(record)
+    try:
+        if task is None:
+            return upload_of(registry.get(record.key).detail)
+        return task_upload_of(registry.get(task[0]).detail, task[1])
+    except TiersError:
+        return None
+
+
+def with_checkpoint(tier: Any, record: Any) -> Any:
+    """``record`` as plan_upload needs it: a job's as given; an array task's with its state (one
+    status query, unless the caller knows it COMPLETED) and its newest checkpoint (one listing
+    of the array's task directories) filled in."""
+    task = task_of(record)
+    if task is None:
+        return record
+    from dataclasses import replace
+
+    try:
+        if record.state != "COMPLETED":
+            status = tier.status([record]).get(record.job_id)
+            record = replace(record, state=status.state.value if status is not None else "UNKNOWN")
+        if decode_detail(record.detail)[1] is not None:
+            return record
+        listed, _ = tier.task_checkpoints(tier.registry.get(task[0]), 0)
+    except UploadError:
+        raise
+    except TiersError as exc:  # a dropped connection, say: the next attempt may succeed
+        raise UploadError(f"job {record.job_id} ({record.name}): cannot find its checkpoint: {exc}",
+                          retry=True) from None
+    directory, newest = listed.get(task[1]) or (None, None)
+    if directory is None:
+        raise UploadError(f"job {record.job_id} ({record.name}): the scheduler no longer says "
+                          "which job id it ran as, so its checkpoint directory is unknown")
+    record = replace(record, detail=encode_detail(directory, posixpath.join(directory, newest)
+                                                  if newest else None))
+    return record
+
+
 def check_checkpoint_to(value: Any, profile: Any) -> str:
     """A ``--checkpoint-to`` value for ``profile``; SpecError naming what is allowed."""
     if not isinstance(value, str):
@@ -87,10 +148,12 @@ def shown_checkpoint(path: str | None, report: UploadReport | None, uri: str) ->
     if report.done_uri:
         return report.done_uri
     if report.error:
-        return f"{path} (upload to {uri} failed: {report.error})"
-    if report.total <= 0:  # not started yet: no size known
-        return f"{path} (uploading to {uri})"
-    return f"{path} (uploading to {uri} {progress_text(report.sent, report.total)})"
+        note = f"upload to {uri} failed: {report.error}"
+    elif report.total <= 0:  # not started yet: no size known
+        note = f"uploading to {uri}"
+    else:
+        note = f"uploading to {uri} {progress_text(report.sent, report.total)}"
+    return f"{path} ({note})" if path else f"checkpoint ({note})"  # a task's path: not listed yet
 
 
 def target_uri(profile: Any, record: Any, path: str | None) -> str:
@@ -183,18 +246,41 @@ def payload(plan: UploadPlan, env: Mapping[str, str]) -> bytes:
     return (json.dumps(request) + "\n").encode()
 
 
+def upload_item(upload: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A job's upload record as the REST list row carries it (the sidebar formats it): only
+    known keys of the right types (the registry's detail may be anything)."""
+    if not isinstance(upload, Mapping) or upload.get("state") not in UPLOAD_STATES:
+        return None
+    out: dict[str, Any] = {"state": upload["state"]}
+    for key in ("uri", "error"):
+        if isinstance(upload.get(key), str):
+            out[key] = " ".join(str(upload[key]).split())[:500]
+    for key in ("sent", "total"):
+        value = upload.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 1 << 62:
+            out[key] = value
+    return out
+
+
 # --- running it ----------------------------------------------------------------------------------
+
+#: What an upload record's ``state`` may be.
+UPLOAD_STATES = ("uploading", "done", "interrupted", "failed")
+#: How often a running upload's progress is written to the registry (the sidebar reads it there).
+PROGRESS_EVERY_S = 1.0
 
 
 def upload_checkpoint(tier: Any, record: Any, on_progress: Callable[[UploadReport], None] | None = None,
                       env: Mapping[str, str] | None = None) -> UploadReport:
     """Upload (or finish uploading) ``record``'s newest checkpoint through ``tier.run_uploader``;
     records the outcome in the registry. Returns the final report; UploadError on a refusal."""
+    record = with_checkpoint(tier, record)
     plan = plan_upload(tier.profile, record)
     data = payload(plan, os.environ if env is None else env)
     report = UploadReport()
     _record(tier, record, {"state": "uploading", "uri": plan.uri})
     buffer = b""
+    recorded = time.monotonic()
     try:
         for chunk in tier.run_uploader(plan.python, data):
             buffer += chunk
@@ -203,6 +289,10 @@ def upload_checkpoint(tier: Any, record: Any, on_progress: Callable[[UploadRepor
                 report = parse_upload_output(lines.decode("utf-8", "replace"), report)
                 if on_progress is not None:
                     on_progress(report)
+                if report.total and time.monotonic() - recorded >= PROGRESS_EVERY_S:
+                    recorded = time.monotonic()  # for the sidebar, which reads the registry
+                    _record(tier, record, {"state": "uploading", "uri": plan.uri, "sent": report.sent,
+                                           "total": report.total})
         report = parse_upload_output(buffer.decode("utf-8", "replace"), report)
     except TiersError as exc:
         _record(tier, record, {"state": "interrupted", "uri": plan.uri, "sent": report.sent,
@@ -228,6 +318,12 @@ def upload_checkpoint(tier: Any, record: Any, on_progress: Callable[[UploadRepor
 
 
 def _record(tier: Any, record: Any, upload: Mapping[str, Any]) -> None:
+    task = task_of(record)
+    if task is not None:  # in the array's record; the task's path says which checkpoint it was
+        entry = {**upload, "path": decode_detail(record.detail)[1]}
+        with contextlib.suppress(TiersError):
+            tier.registry.change_detail(task[0], lambda detail: with_task_upload(detail, task[1], entry))
+        return
     try:
         current = tier.registry.get(record.key)
         tier.registry.update(record.key, state=current.state, detail=with_upload(current.detail, upload))
@@ -257,3 +353,40 @@ def local_uploader(python: str, data: bytes) -> Iterator[bytes]:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# --- an array's tasks ------------------------------------------------------------------------------
+
+
+def task_order(indices: Sequence[int], best: int | None) -> list[int]:
+    """The tasks in upload (and listing) order: the best task first, then by index."""
+    return ([best] if best is not None and best in indices else []) + [i for i in indices if i != best]
+
+
+def uploads_text(uploads: Mapping[int, Mapping[str, Any]], best: int | None, shown: int = 3) -> str:
+    """An array's tasks' uploads for its summary line, best task first: ``checkpoints s3://b/jt/
+    sw/51_3/ckpt/ (task 3, best), s3://b/jt/sw/51_0/ckpt/ (task 0) and 2 more; task 5 upload
+    failed: ...`` ("" when none is on record)."""
+    done: list[str] = []
+    other: list[str] = []
+    for i in task_order(sorted(uploads), best):
+        up = uploads[i]
+        uri = up.get("uri") if isinstance(up.get("uri"), str) else ""
+        if up.get("state") == "done" and uri:
+            done.append(f"{uri} (task {i}{', best' if i == best else ''})")
+            continue
+        sent, total = up.get("sent"), up.get("total")
+        progress = (f" {progress_text(sent, total)}" if isinstance(sent, int) and isinstance(total, int)
+                    and total > 0 else "")
+        if up.get("state") == "uploading":
+            other.append(f"task {i} uploading{progress}")
+        else:
+            why = f": {up['error']}" if up.get("error") else ""
+            other.append(f"task {i} upload {up.get('state', 'failed')}{progress}{why}")
+    parts = []
+    if done:
+        more = len(done) - shown
+        parts.append("checkpoint" + ("s " if len(done) > 1 else " ") + ", ".join(done[:shown])
+                     + (f" and {more} more" if more > 0 else ""))
+    parts += other[:shown] + ([f"{len(other) - shown} more not uploaded"] if len(other) > shown else [])
+    return " ".join("; ".join(parts).split())  # one line, whatever an error said

@@ -152,6 +152,48 @@ def with_upload(detail: str | None, upload: Mapping[str, Any]) -> str:
     return json.dumps(data, sort_keys=True)
 
 
+def task_upload_of(detail: str | None, index: int) -> dict[str, Any] | None:
+    """The upload entry of an array's task ``index`` (in the array record's ``detail``, under
+    ``uploads``: task records are derived, not stored)."""
+    try:
+        data = json.loads(detail or "")
+    except ValueError:
+        return None
+    uploads = data.get("uploads") if isinstance(data, dict) else None
+    up = uploads.get(str(index)) if isinstance(uploads, dict) else None
+    return up if isinstance(up, dict) else None
+
+
+def task_uploads(detail: str | None) -> dict[int, dict[str, Any]]:
+    """Every task's upload entry of an array record's ``detail`` (task index -> entry)."""
+    try:
+        data = json.loads(detail or "")
+    except ValueError:
+        return {}
+    uploads = data.get("uploads") if isinstance(data, dict) else None
+    if not isinstance(uploads, dict):
+        return {}
+    return {int(k): v for k, v in uploads.items()
+            if isinstance(k, str) and k.isascii() and k.isdigit() and len(k) <= _MAX_TASK_DIGITS
+            and isinstance(v, dict)}
+
+
+def with_task_upload(detail: str | None, index: int, upload: Mapping[str, Any]) -> str:
+    """An array record's ``detail`` with task ``index``'s upload entry replaced (the counts
+    line and the other tasks' entries kept)."""
+    try:
+        data = json.loads(detail or "{}")
+    except ValueError:
+        data = {}
+    if not isinstance(data, dict):
+        data = {}
+    uploads = data.get("uploads")
+    if not isinstance(uploads, dict):
+        uploads = data["uploads"] = {}
+    uploads[str(index)] = dict(upload)
+    return json.dumps(data, sort_keys=True)
+
+
 def checkpoint_of(record: Any) -> Checkpoint:
     """The checkpoint of a completed job's registry record, or a one-line refusal."""
     who = f"job {record.job_id} ({record.name})"
@@ -421,8 +463,12 @@ def task_checkpoint(array: Any, index: int, state: str | None,
                            "longer says which job id it ran as, so its checkpoint directory "
                            "({workdir}/NAME/JOB_ID/checkpoints) is unknown")
     directory, newest = listed if listed is not None else ("", None)
-    record = replace(array, job_id=f"{array.job_id}_{index}", state=state or "UNKNOWN",
-                     detail=encode_detail(directory, posixpath.join(directory, newest) if newest else None))
+    path = posixpath.join(directory, newest) if newest else None
+    detail = encode_detail(directory, path)
+    upload = task_upload_of(array.detail, index)  # --checkpoint-to: where the task's went
+    if upload is not None and (upload.get("state") != "done" or upload.get("path") in (None, path)):
+        detail = with_upload(detail, upload)
+    record = replace(array, job_id=f"{array.job_id}_{index}", state=state or "UNKNOWN", detail=detail)
     return checkpoint_of(record)
 
 

@@ -122,8 +122,9 @@ def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageErro
     if isinstance(exc, ConfigError):
         return UsageError(str(exc))
     from .handoff import HandoffError
+    from .model_cache import FetchError
 
-    if isinstance(exc, HandoffError):
+    if isinstance(exc, (HandoffError, FetchError)):  # their messages start with --model-from
         return UsageError(str(exc))
     from .sync import SyncError
 
@@ -271,7 +272,7 @@ class TiersMagics(Magics):
             if args.patch is not None:
                 options["patch"] = self._notebook_dict(args.patch)
             if args.model_from:
-                cell = self._model_from(args.model_from, tier, cell, options)
+                cell = self._model_from(args.model_from, tier, cell, options, dry_run=bool(args.dry_run))
             spec = tier.make_spec(cell, **options)
             if not args.force:
                 from .guard import serve_refusal
@@ -300,7 +301,8 @@ class TiersMagics(Magics):
         show_service(service, wait=args.wait, text=args.text)
         return None
 
-    def _model_from(self, ref: str, tier: Any, cell: str, options: dict[str, Any]) -> str:
+    def _model_from(self, ref: str, tier: Any, cell: str, options: dict[str, Any], *,
+                    dry_run: bool = False) -> str:
         """Resolve ``--model-from`` to the serving tier's view of the job's checkpoint: set the
         spec's model path and source in ``options``; returns the body with {model_path} filled."""
         from . import handoff, task_handoff
@@ -323,31 +325,41 @@ class TiersMagics(Magics):
             if resolved.line:  # the cell's first line: which task, and why
                 print(resolved.line, flush=True)
         if uri is not None:
-            path = self._model_from_store(uri, tier, options)
+            path = self._model_from_store(uri, tier, options, dry_run=dry_run)
         options["model_path"] = path
         options["model_source"] = source
         return handoff.substitute_model_path(cell, str(path))
 
     @staticmethod
-    def _model_from_store(uri: str, tier: Any, options: dict[str, Any]) -> str:
+    def _model_from_store(uri: str, tier: Any, options: dict[str, Any], *, dry_run: bool = False) -> str:
         """A model in the object store: on Kubernetes an init container fetches it (the spec's
-        model_uri); on the local tier it is downloaded into the cache (nothing if cached)."""
+        model_uri), after a check from the kernel when it has credentials of its own (a missing
+        key is refused before anything is created); on the local tier it is downloaded into the
+        cache (nothing if cached; ``--dry-run`` says what would be, and downloads nothing)."""
         from . import handoff
         from .checkpoint_upload import store_of
+        from .model_cache import check_model, fetch_model, plan_model
         from .objectstore import parse_uri
 
         try:
             parse_uri(uri)
         except ValueError as exc:
             raise UsageError(f"--model-from {exc}") from None
+        store = store_of(tier.profile)
         if tier.profile.tier == "kubernetes":
+            inside = handoff.fetched_model_path(uri)  # validates the URI first
+            check = check_model(uri, store)
+            if dry_run:
+                print(f"# --model-from {check.line}", flush=True)
             options["model_uri"] = uri
-            return handoff.fetched_model_path(uri)
-        from .model_cache import fetch_model
-
-        path, downloaded = fetch_model(uri, store_of(tier.profile))
-        print(f"model {uri} {'downloaded to' if downloaded else 'cached at'} {path}", flush=True)
-        return str(path)
+            return inside
+        if dry_run:
+            plan = plan_model(uri, store)
+            print(f"# {plan.line}", flush=True)
+            return str(plan.target)
+        local, downloaded = fetch_model(uri, store)
+        print(f"model {uri} {'downloaded to' if downloaded else 'cached at'} {local}", flush=True)
+        return str(local)
 
     def _notebook_dict(self, name: str) -> dict[str, Any]:
         namespace = self.shell.user_ns if self.shell is not None else {}

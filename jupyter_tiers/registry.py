@@ -11,7 +11,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -203,6 +203,18 @@ class Registry:
                 " updated_at = ? WHERE key = ?",
                 (state, nodelist, detail, restarts, time.time(), key),
             )
+
+    def change_detail(self, key: str, change: Callable[[str | None], str | None]) -> None:
+        """Replace a record's ``detail`` by ``change(current detail)`` in one transaction (read
+        and write together), so writers of different parts of one detail (an array's task
+        counts, its tasks' checkpoint uploads) keep each other's part. No record: nothing."""
+        with self._lock, self._connect() as db:
+            db.execute("BEGIN IMMEDIATE")
+            row = db.execute("SELECT detail FROM jobs WHERE key = ?", (key,)).fetchone()
+            if row is None:
+                return
+            db.execute("UPDATE jobs SET detail = ?, updated_at = ? WHERE key = ?",
+                       (change(row["detail"]), time.time(), key))
 
     def remove(self, key: str) -> None:
         """Forget one record (a deleted service)."""

@@ -15,6 +15,9 @@ FAILING_WAITING = frozenset({
 })
 _EXITED = ("CrashLoopBackOff", "OOMKilled", "Error", "Completed", "Terminated")
 _WORDS_SHOWN = (FAILING_WAITING - {"CrashLoopBackOff"}) | {"Unhealthy", "ContainerCreating"}
+#: How a failed init container's own line starts (k8s/fetch.py's fetch_failure): shown whatever
+#: the reason (its back-off's CrashLoopBackOff, or Error the first time).
+INIT_FAILURE = "init container "
 
 
 def _first_sentence(message: str) -> str:
@@ -39,8 +42,8 @@ def describe_pod_problem(pod: PodInfo) -> str:
     text = f"pod {pod.name} {pod.reason or pod.phase}{exit_detail(pod)}"
     if pod.reason == "Unschedulable" and pod.message:
         text += f": {_first_sentence(pod.message)}"
-    elif pod.reason in _WORDS_SHOWN and pod.message:
-        text += f": {pod.message}"
+    elif pod.message and (pod.reason in _WORDS_SHOWN or pod.message.startswith(INIT_FAILURE)):
+        text += f": {pod.message}"  # an init container's failure (the model's fetch): whatever the reason
     return " ".join(text.split())
 
 

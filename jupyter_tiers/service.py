@@ -88,6 +88,8 @@ class Item:
     summary: str
     submitted: str | None = None
     canary: int | None = None  # a service's live canary (--canary): its share in percent
+    #: ``--checkpoint-to``: the upload on record (state, uri, sent, total, error), else None.
+    upload: dict[str, Any] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -228,10 +230,17 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
 
     if is_array(record):  # "array 51 RUNNING — 16 tasks: 4 RUNNING, 12 PENDING" (no log read here)
         summary = f"array {record.job_id} {state.value}" + (f" — {size}" if size else "")
+    upload = None
+    if record.kind == "job" and not is_array(record):
+        from .checkpoint_upload import upload_item
+        from .handoff import upload_of
+
+        upload = upload_item(upload_of(record.detail))
     return Item(key=record.key, id=record.job_id, kind=record.kind, name=record.name,
                 profile=record.profile, tier=record.tier, state=state.value, terminal=state.terminal,
                 size=size, where=where, reason=reason, started=started, elapsed_s=elapsed,
-                summary=summary, submitted=_iso(record.submitted_at), canary=canary)
+                summary=summary, submitted=_iso(record.submitted_at), canary=canary,
+                upload=upload)
 
 
 def _live_canary_percent(record: JobRecord) -> int | None:
@@ -389,7 +398,7 @@ def array_view(job: Any, status: JobStatus | None = None) -> tuple[dict[str, Any
     """An array's ArrayTable state (the notebook's ArrayView table: ``tasks`` rows, ``counts``,
     ``state``, ``summary``, ...) and its status. With ``status`` (the server's shared watch of the
     array) the tasks' statuses come from that watch, else from one batched query now."""
-    from .arrays import aggregate_status, array_summary, counts_text, task_index
+    from .arrays import aggregate_status, counts_text, task_index
 
     plan = job.plan
     tasks: dict[int, JobStatus] = {}
@@ -431,8 +440,9 @@ def array_view(job: Any, status: JobStatus | None = None) -> tuple[dict[str, Any
             "tier_kind": job.record.tier, "sweep": plan.sweep, "limit": plan.limit or 0,
             "state": whole.state.value, "counts": counts_text([s.state for s in tasks.values()]),
             "tasks": rows, "selected": -1, "terminal": terminal,
-            "summary": array_summary(job.id, plan, tasks, failures=failures, metrics=metrics)
-            if terminal else "", "cancel_requested": False, "message": ""}
+            # with --checkpoint-to, the tasks' checkpoint URIs (best first), as in the notebook
+            "summary": job.summary_of(tasks, failures, metrics) if terminal else "",
+            "cancel_requested": False, "message": ""}
     return view, whole
 
 

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
-from .arrays import aggregate_status, counts_detail, is_array, task_index, task_records
-from .checkpoint_upload import check_checkpoint_to, local_uploader, upload_checkpoint
+from .arrays import aggregate_status, counts_text, is_array, record_counts, task_index, task_records
+from .checkpoint_upload import check_checkpoint_to, local_uploader, task_of, upload_checkpoint
 from .config import Profile
 from .errors import ConfigError, SpecError, TiersError, Unsupported
 from .handles import Handle, Job, Service, handle_for
@@ -184,9 +184,10 @@ class BatchTier(Tier):
         spec: JobSpec = self._build_spec(JobSpec, JOB_OPTIONS, "script", self.validate, script, options)
         if spec.checkpoint_to:  # "store" needs this profile's object_store
             check_checkpoint_to(spec.checkpoint_to, self.profile)
-            if spec.array or spec.sweep:  # refused rather than silently not uploaded
-                raise SpecError("checkpoint_to", "is not available for job arrays yet; upload a task's "
-                                "checkpoint by submitting it as a single job")
+            if (spec.array or spec.sweep) and spec.checkpoint_dir:  # no checkpoint there is one task's
+                raise SpecError("checkpoint_to", "with --checkpoint-dir on an array: every task shares "
+                                "that directory, so no checkpoint in it is one task's; drop "
+                                "--checkpoint-dir (each task then has its own)")
         return spec
 
     def validate(self, spec: JobSpec) -> None:
@@ -203,8 +204,10 @@ class BatchTier(Tier):
         yield from local_uploader(sys.executable, data)
 
     def upload_checkpoint(self, record: JobRecord, on_progress: Any = None) -> Any:
-        """Upload (or resume uploading) a COMPLETED job's newest checkpoint (--checkpoint-to)."""
-        return upload_checkpoint(self, self.registry.get(record.key), on_progress)
+        """Upload (or resume uploading) a COMPLETED job's (or array task's) newest checkpoint
+        (--checkpoint-to)."""
+        stored = record if task_of(record) is not None else self.registry.get(record.key)
+        return upload_checkpoint(self, stored, on_progress)
 
     def log_decoder(self, offset: int, *, skip_partial: bool = False) -> LogDecoder:
         """A decoder of this tier's merged log from a byte offset (rank-prefixed lines)."""
@@ -304,8 +307,8 @@ class BatchTier(Tier):
             if rec.key in arrays:
                 tasks = {task_index(t.job_id): out[t.job_id] for t in arrays[rec.key]}
                 st = aggregate_status(rec.job_id, tasks)
-                self.registry.update(rec.key, state=st.state.value,
-                                     detail=counts_detail([s.state for s in tasks.values()]))
+                record_counts(self.registry, rec.key, st.state.value,
+                              counts_text([s.state for s in tasks.values()]))
                 out[rec.job_id] = st
         return out
 

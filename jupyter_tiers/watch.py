@@ -10,6 +10,7 @@ resumes where it stopped, with no line lost or repeated.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import threading
@@ -19,10 +20,10 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from . import checkpoint_upload
-from .arrays import counts_json, expand_arrays, is_array, merge_array_status
-from .checkpoint_upload import UploadError, shown_checkpoint, target_uri
+from .arrays import expand_arrays, is_array, merge_array_status, record_counts
+from .checkpoint_upload import UploadError, recorded_upload, shown_checkpoint, target_uri
 from .errors import ControllerUnreachable, TiersError
-from .handoff import decode_detail, upload_of
+from .handoff import decode_detail
 from .model import JobState, JobStatus, LogLine, RankPhase
 from .objectstore import UploadReport
 from .registry import JobRecord
@@ -417,10 +418,7 @@ class Watcher:
 
     # --- --checkpoint-to: the upload between COMPLETED and the end of the watch -------------
     def _uploaded_uri(self, rec: JobRecord) -> str | None:
-        try:
-            upload = upload_of(self.tier.registry.get(rec.key).detail)
-        except TiersError:
-            return None
+        upload = recorded_upload(self.tier.registry, rec)
         uri = upload.get("uri") if upload is not None and upload.get("state") == "done" else None
         return uri if isinstance(uri, str) else None
 
@@ -435,7 +433,13 @@ class Watcher:
         an interrupted upload (an SSH cut) is resumed with back-off; then end every subscriber
         with the final status (its checkpoint is the URI, or why the upload failed)."""
         rec = watched.record
-        path = decode_detail(self.tier.registry.get(rec.key).detail)[1]
+        task = checkpoint_upload.task_of(rec) is not None
+        record = replace(rec, state="COMPLETED") if task else rec  # a task's: the status says so
+        with contextlib.suppress(TiersError):  # the upload below says what is wrong
+            # An array's task: its checkpoint is listed now (one remote command).
+            record = (checkpoint_upload.with_checkpoint(self.tier, record) if task
+                      else self.tier.registry.get(rec.key))
+        path = decode_detail(record.detail)[1]
         target = target_uri(self.tier.profile, rec, path)
 
         def deliver(report: UploadReport) -> None:
@@ -450,7 +454,8 @@ class Watcher:
         delay = self.upload_retry_delay
         for attempt in range(self.upload_attempts):
             try:
-                record = self.tier.registry.get(rec.key)
+                if not task:
+                    record = self.tier.registry.get(rec.key)
                 final = checkpoint_upload.upload_checkpoint(self.tier, record, deliver)  # tests replace it
                 break
             except UploadError as exc:
@@ -462,7 +467,8 @@ class Watcher:
                 log.exception("checkpoint upload failed")
                 final = UploadReport(error=repr(exc))
                 break
-        end = replace(status, checkpoint=final.done_uri or f"{path} (not uploaded: {final.error})")
+        end = replace(status, checkpoint=final.done_uri
+                      or f"{path or 'checkpoint'} (not uploaded: {final.error})")
         with self._lock:
             watched.status = end
             self._uploading.discard(rec.key)
@@ -473,9 +479,11 @@ class Watcher:
 
     def _record_state(self, rec: JobRecord, status: JobStatus) -> None:
         try:
-            self.tier.registry.update(rec.key, state=status.state.value, nodelist=status.nodelist,
-                                      restarts=status.restarts,
-                                      detail=counts_json(status.reason) if is_array(rec) else None)
+            if is_array(rec):  # its detail also holds its tasks' uploads: keep them
+                record_counts(self.tier.registry, rec.key, status.state.value, status.reason or "")
+            else:
+                self.tier.registry.update(rec.key, state=status.state.value, nodelist=status.nodelist,
+                                          restarts=status.restarts)
         except Exception:
             log.exception("registry update failed")
 
@@ -493,6 +501,8 @@ class Watcher:
 
 
 def _wants_upload(rec: JobRecord) -> bool:
+    """A job's or an array task's checkpoint is uploaded when it COMPLETES (a whole array
+    watched as one record is not: its tasks are, each when it completes)."""
     spec = rec.spec if isinstance(rec.spec, dict) else {}
     return bool(spec.get("checkpoint_to")) and not is_array(rec)
 

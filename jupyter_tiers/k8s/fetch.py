@@ -9,12 +9,18 @@ credentials from the profile's ``credentials_secret`` (``AWS_ACCESS_KEY_ID`` /
 ``AWS_SECRET_ACCESS_KEY``, and ``AWS_SESSION_TOKEN`` if the Secret has it). A URI ending in ``/``
 is a prefix (a directory checkpoint, copied recursively), any other one object. The shapes follow
 a real cluster's (/work/shared/facts/k8s-golden/13a-init-container-emptydir.json).
+
+When the copy fails, the init container's ``terminationMessagePolicy: FallbackToLogsOnError``
+puts the end of its log (the AWS CLI's ``fatal error: An error occurred (403) when calling the
+HeadObject operation: Forbidden``) into the pod's status, and :func:`fetch_failure` turns it
+into one line naming the URI and the credentials Secret (the pod row, the summary, the widget).
 """
 
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+import re
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import SpecError
@@ -54,6 +60,8 @@ def fetch_init_container(uri: str, store: ObjectStore | None, image: str | None)
         "image": image or DEFAULT_FETCH_IMAGE,
         "command": fetch_command(uri, store),
         "volumeMounts": [{"name": VOLUME, "mountPath": MODEL_DIR}],
+        # The end of its log becomes its termination message (fetch_failure reads it).
+        "terminationMessagePolicy": "FallbackToLogsOnError",
     }
     if env:
         container["env"] = env
@@ -84,3 +92,70 @@ def add_model_fetch(objects: Sequence[dict[str, Any]], uri: str, store: ObjectSt
             if not any(e.get("name") == "JT_MODEL_DIR" for e in env):
                 env.insert(0, {"name": "JT_MODEL_DIR", "value": MODEL_DIR})
     return out
+
+
+# --- why the fetch failed (pure) -------------------------------------------------------------------
+
+#: botocore's ClientError text, which the AWS CLI prints after ``fatal error: ``.
+_CLIENT_ERROR = re.compile(r"An error occurred \(([A-Za-z0-9]{1,64})\) when calling the ([A-Za-z0-9]{1,64}) "
+                           r"operation(?: \(reached max retries: \d+\))?: ?([^\n]*)")
+_NOT_FOUND = ("404", "NoSuchKey", "NotFound")
+_DENIED = ("403", "AccessDenied", "Forbidden", "AllAccessDisabled")
+_REFUSED = ("InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken",
+            "InvalidClientTokenId")
+
+
+def _fetch_spec(pod_spec: Mapping[str, Any]) -> tuple[str | None, str | None, str | None]:
+    """(URI, endpoint, credentials Secret) from the pod's fetch-model init container."""
+    inits = pod_spec.get("initContainers")
+    for c in inits if isinstance(inits, list) else ():
+        if not isinstance(c, Mapping) or c.get("name") != FETCH_CONTAINER:
+            continue
+        command = c.get("command")
+        argv = [a for a in command if isinstance(a, str)] if isinstance(command, list) else []
+        uri = next((a for a in argv if a.startswith("s3://")), None)
+        endpoint = argv[argv.index("--endpoint-url") + 1] if "--endpoint-url" in argv[:-1] else None
+        secret = None
+        env = c.get("env")
+        for e in env if isinstance(env, list) else ():
+            source = e.get("valueFrom") if isinstance(e, Mapping) else None
+            ref = source.get("secretKeyRef") if isinstance(source, Mapping) else None
+            if isinstance(ref, Mapping) and e.get("name") == "AWS_ACCESS_KEY_ID":
+                secret = str(ref.get("name") or "") or None
+        return uri, endpoint, secret
+    return None, None, None
+
+
+def fetch_failure(message: str | None, pod_spec: Mapping[str, Any], exit_code: int | None = None) -> str:
+    """The fetch-model init container's failure in one line, from its termination message (the
+    end of its log) and the pod's spec: ``init container fetch-model: s3://team-ckpt/x: 403
+    Forbidden — check the Secret s3-creds (its credentials lack access to bucket team-ckpt)``."""
+    uri, endpoint, secret = _fetch_spec(pod_spec)
+    bucket = uri[len("s3://"):].split("/", 1)[0] if uri else "?"
+    check = f"check the Secret {secret}" if secret else "the profile's object_store has no credentials_secret"
+    text = message or ""
+    head = f"init container {FETCH_CONTAINER}: {uri or 's3://?'}: "
+    match = _CLIENT_ERROR.search(text)
+    if match:
+        code, operation, said = match.group(1), match.group(2), match.group(3).strip()
+        if code == "NoSuchBucket":
+            line = head + f"bucket {bucket} does not exist" + (f" at {endpoint}" if endpoint else "")
+        elif code in _NOT_FOUND:
+            what = "no such key" if operation in ("HeadObject", "GetObject") else "not found"
+            line = head + f"404 Not Found — {what} in bucket {bucket} (or no such bucket)"
+        elif code in _DENIED:
+            line = head + f"403 Forbidden — {check} (its credentials lack access to bucket {bucket})"
+        elif code in _REFUSED:
+            line = head + f"the object store refused the credentials ({code}) — {check}"
+        else:
+            line = head + f"{code} from {operation}" + (f": {said}" if said else "")
+    elif "Unable to locate credentials" in text:
+        line = head + f"no credentials in the pod — {check}"
+    elif "Could not connect to the endpoint URL" in text or "Connect timeout" in text:
+        line = head + f"cannot reach {endpoint or 'AWS S3'} from the pod"
+    else:
+        last = next((ln.strip() for ln in reversed(text.splitlines()) if ln.strip()), "")
+        code = f"exit {exit_code}" if exit_code is not None else "failed"
+        line = head + code + (f": {last}" if last else "")
+    line = " ".join(line.split())
+    return line if len(line) <= 400 else line[:399] + "…"

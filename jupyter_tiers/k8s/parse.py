@@ -15,6 +15,7 @@ from typing import Any
 
 from ..model import EventInfo, PodInfo, ServiceState, ServiceStatus
 from ..servestatus import FAILING_WAITING, describe_pod_problem
+from .fetch import FETCH_CONTAINER, fetch_failure
 
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
 TEMPLATE_HASH_LABEL = "pod-template-hash"
@@ -157,6 +158,24 @@ def _crash_loop(cstatus: Mapping[str, Any]) -> tuple[str, str | None, int | None
     return "CrashLoopBackOff", None, code
 
 
+def _fetch_failed(pod: Mapping[str, Any], cstatus: Mapping[str, Any]) -> str | None:
+    """One line for a failed ``fetch-model`` init container (k8s/fetch.py), from its termination
+    message (the end of its log); None for any other container."""
+    spec = pod.get("spec")
+    if cstatus.get("name") != FETCH_CONTAINER or not isinstance(spec, Mapping):
+        return None
+    inits = spec.get("initContainers")
+    if not isinstance(inits, list) or not any(
+            isinstance(c, Mapping) and c.get("name") == FETCH_CONTAINER for c in inits):
+        return None
+    term = _get(cstatus, "state", "terminated")
+    if not isinstance(term, Mapping) or _exit_of(term) == 0:
+        term = _get(cstatus, "lastState", "terminated")
+    if not isinstance(term, Mapping) or _exit_of(term) == 0:
+        return None
+    return fetch_failure(_str(term.get("message")), spec, _exit_of(term))
+
+
 def pod_info(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -> PodInfo:
     """One pod (and the Events about it) -> PodInfo.
 
@@ -221,7 +240,8 @@ def _not_ready_reason(
     for cstatus in statuses:
         crash = _crash_loop(cstatus)
         if crash is not None:
-            return crash
+            fetch = _fetch_failed(pod, cstatus)  # --model-from s3://: say which key, which Secret
+            return (crash[0], fetch, crash[2]) if fetch else crash
     # 2. a container waiting for a reason other than plain creation
     for cstatus in statuses:
         waiting = _get(cstatus, "state", "waiting")
@@ -237,7 +257,8 @@ def _not_ready_reason(
         if isinstance(term, Mapping):
             code = _exit_of(term)
             why = _str(term.get("reason")) or "Terminated"
-            said = _str(term.get("message")) or (f"exit code {code}" if code is not None else None)
+            said = _fetch_failed(pod, cstatus) or _str(term.get("message")) or (
+                f"exit code {code}" if code is not None else None)
             return why, said, code
     # 4. not scheduled
     scheduled = _condition(pod, "PodScheduled")

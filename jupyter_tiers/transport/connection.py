@@ -165,6 +165,7 @@ def handshake(
         t.handshake_timeout = timeout
         t.auth_timeout = timeout
         leave_rekeying_to_the_server(t)
+        prefer_aead_ciphers(t)
         prefer_key_types(t, sshconfig.known_key_types(known, hop.host_key_name))
         try:
             t.start_client(timeout=timeout)
@@ -198,6 +199,22 @@ def handshake(
 
 # Far beyond any session: paramiko then never starts a key exchange itself.
 _NO_CLIENT_REKEY = 2**62
+
+
+#: Ciphers asked for first: AES-GCM authenticates as it decrypts, so no HMAC-SHA2 per packet on
+#: either side (paramiko's own first choice is aes128-ctr with hmac-sha2-256). Measured on the
+#: cluster in a box (bench/sync_download.py): a 512 MiB read 72 -> 100 MiB/s, about 1.0x `ssh cat`.
+AEAD_CIPHERS = ("aes128-gcm@openssh.com", "aes256-gcm@openssh.com")
+
+
+def prefer_aead_ciphers(t: paramiko.Transport) -> None:
+    """Offer AES-GCM first (OpenSSH servers support it by default); the other ciphers paramiko
+    supports stay offered after it, for servers without it."""
+    opts = t.get_security_options()
+    available = list(opts.ciphers)
+    first = [c for c in AEAD_CIPHERS if c in available]
+    if first:
+        opts.ciphers = first + [c for c in available if c not in first]
 
 
 def leave_rekeying_to_the_server(t: paramiko.Transport) -> None:

@@ -10,7 +10,8 @@ from collections.abc import Callable
 from typing import TextIO
 
 from ..array_job import ArrayJob
-from ..arrays import array_summary, format_tasks, task_index
+from ..arrays import format_tasks, task_index
+from ..checkpoint_upload import wants_upload
 from ..model import JobStatus
 from ..plaintext import printable
 
@@ -50,23 +51,33 @@ class ArrayTextView:
         labels = dict(zip(self.job.plan.indices, self.job.plan.labels, strict=True))
         done = threading.Event()
         shown: dict[int, str] = {}
+        ended: set[int] = set()
+        uploads = wants_upload(self.job.record)
 
-        def make(index: int) -> Callable[[JobStatus], None]:
+        def make(index: int) -> tuple[Callable[[JobStatus], None], Callable[[JobStatus], None]]:
             def on_status(status: JobStatus) -> None:
                 with self._lock:
                     self.tasks[index] = status
-                    finished = len(self.tasks) == len(records) and all(
-                        s.state.terminal for s in self.tasks.values())
                 if shown.get(index) != status.state.value:
                     shown[index] = status.state.value
                     self._print(f"[task {index} {labels[index]}] {status.state.value}")
+
+            def on_end(status: JobStatus) -> None:  # with --checkpoint-to: after its upload
+                on_status(status)
+                if uploads and status.checkpoint:
+                    self._print(f"[task {index} {labels[index]}] checkpoint {status.checkpoint}")
+                with self._lock:
+                    ended.add(index)
+                    finished = len(ended) == len(records)
                 if finished:
                     done.set()
-            return on_status
+            return on_status, on_end
 
         watcher = self.job.tier.watcher
-        subs = [watcher.watch(r, on_status=make(task_index(r.job_id)), follow_logs=False)
-                for r in records]
+        subs = []
+        for r in records:
+            on_status, on_end = make(task_index(r.job_id))
+            subs.append(watcher.watch(r, on_status=on_status, on_end=on_end, follow_logs=False))
         try:
             done.wait(timeout)
         finally:
@@ -79,7 +90,6 @@ class ArrayTextView:
         failures, metrics = self.job.task_results(tasks)
         self._print(format_tasks(self.job.plan, tasks, metrics))
 
-        self.summary = array_summary(self.job.id, self.job.plan, tasks, failures=failures,
-                                     metrics=metrics)
+        self.summary = self.job.summary_of(tasks, failures, metrics)
         self._print(self.summary)
         return self.final_status

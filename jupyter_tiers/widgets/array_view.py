@@ -19,7 +19,7 @@ import ipywidgets
 import traitlets as t
 
 from ..array_job import ArrayJob
-from ..arrays import aggregate_status, array_summary, counts_text, task_index
+from ..arrays import aggregate_status, counts_text, task_index
 from ..errors import TiersError
 from ..model import JobStatus
 from ..viewstate.array import task_row
@@ -106,8 +106,7 @@ class ArrayView(ipywidgets.VBox):
         with self._lock:
             tasks = dict(self.statuses)
         self.final_status = self.job.record_counts(tasks)
-        self.table.summary = array_summary(self.job.id, self.plan, tasks, failures=self.failures,
-                                           metrics=self.metrics)
+        self.table.summary = self.job.summary_of(tasks, self.failures, self.metrics)
         self.table.terminal = True
         self.table.state = self.final_status.state.value
         for sub in self._subs:

@@ -28,6 +28,7 @@ import {
   parseReplicas,
   reduce,
   stateClass,
+  uploadText,
   visibleItems
 } from './state';
 
@@ -380,6 +381,12 @@ export class TiersSidebar extends Widget {
     const parts: HTMLElement[] = [line1, line2];
     if (item.reason) {
       parts.push(h('div', 'jt-side-reason', item.reason));
+    }
+    const upload = uploadText(item.upload);
+    if (upload) {
+      const node = h('div', 'jt-side-upload', upload);
+      node.dataset.state = item.upload?.state ?? '';
+      parts.push(node);
     }
     const verbs = actionsOf(item);
     if (verbs.length) {

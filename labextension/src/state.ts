@@ -21,6 +21,82 @@ export interface Item {
   submitted?: string | null;
   /** A service's live canary (`--canary`): its share in percent. */
   canary?: number | null;
+  /** `--checkpoint-to`: the job's checkpoint upload on record, if any. */
+  upload?: Upload | null;
+}
+
+/** A job's checkpoint upload (`--checkpoint-to`), as the registry records it. */
+export interface Upload {
+  state: 'uploading' | 'done' | 'interrupted' | 'failed';
+  uri?: string;
+  sent?: number;
+  total?: number;
+  error?: string;
+}
+
+const UPLOAD_STATES = new Set(['uploading', 'done', 'interrupted', 'failed']);
+
+/** The upload of a server item when it has that shape, else null (a newer or broken server). */
+export function asUpload(value: unknown): Upload | null {
+  if (typeof value !== 'object' || value === null) {
+    return null;
+  }
+  const v = value as Record<string, unknown>;
+  if (typeof v.state !== 'string' || !UPLOAD_STATES.has(v.state)) {
+    return null;
+  }
+  const out: Upload = { state: v.state as Upload['state'] };
+  if (typeof v.uri === 'string') {
+    out.uri = v.uri;
+  }
+  if (typeof v.error === 'string') {
+    out.error = v.error;
+  }
+  for (const key of ['sent', 'total'] as const) {
+    const n = v[key];
+    if (typeof n === 'number' && Number.isFinite(n) && n >= 0) {
+      out[key] = n;
+    }
+  }
+  return out;
+}
+
+/** `1.2 of 2.7 GB`: both sizes in the unit of the total (decimal units, one decimal). */
+export function sizePair(sent: number, total: number): string {
+  const units: [number, string][] = [
+    [1e12, 'TB'],
+    [1e9, 'GB'],
+    [1e6, 'MB'],
+    [1e3, 'kB']
+  ];
+  const [scale, unit] = units.find(([s]) => total >= s) ?? [1, 'B'];
+  const fmt = (n: number) => (scale === 1 ? String(Math.round(n)) : (n / scale).toFixed(1));
+  return `${fmt(sent)} of ${fmt(total)} ${unit}`;
+}
+
+/**
+ * The job row's upload line: `uploading 45 % (1.2 of 2.7 GB)`, then the checkpoint's URI; why
+ * it failed, or where an interrupted one stopped (`job.upload()` resumes it). "" when none.
+ */
+export function uploadText(upload: Upload | null | undefined): string {
+  if (!upload) {
+    return '';
+  }
+  const { sent, total } = upload;
+  const known = typeof sent === 'number' && typeof total === 'number' && total > 0;
+  const pct = known ? Math.min(100, Math.floor((sent! * 100) / total!)) : 0;
+  const progress = known ? `${pct} % (${sizePair(sent!, total!)})` : '';
+  const line = (text: string) => text.split(/\s+/).join(' ').trim();
+  switch (upload.state) {
+    case 'done':
+      return line(upload.uri ? `checkpoint ${upload.uri}` : 'checkpoint uploaded');
+    case 'uploading':
+      return line(`uploading ${progress}` + (upload.uri ? ` to ${upload.uri}` : ''));
+    case 'interrupted':
+      return line(`upload interrupted ${progress ? `at ${progress}` : ''} — job.upload() resumes it`);
+    case 'failed':
+      return line(`upload failed${upload.error ? `: ${upload.error}` : ''}`);
+  }
 }
 
 /** The verbs of a list row's actions (each a server route, see api.ts). */
@@ -87,7 +163,8 @@ export function normalize(raw: Item): Item {
     reason: raw.reason ?? '',
     started: raw.started ?? null,
     elapsed_s: typeof raw.elapsed_s === 'number' ? raw.elapsed_s : null,
-    summary: raw.summary ?? ''
+    summary: raw.summary ?? '',
+    upload: asUpload(raw.upload)
   };
 }
 

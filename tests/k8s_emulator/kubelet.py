@@ -37,6 +37,9 @@ Simplifications (deliberate, documented here once):
   incomplete status: [...]"); a failing one restarts with the same back-off as a main container
   (``restartPolicy: Always`` acts as ``OnFailure`` for them) and shows ``Error`` then
   ``CrashLoopBackOff`` in ``initContainerStatuses`` while the pod stays Pending (golden 13a, 13b).
+* **Termination messages:** a container that fails under ``terminationMessagePolicy:
+  FallbackToLogsOnError`` gets the end of its log (at most 80 lines and 2048 bytes, as the
+  Kubernetes docs say) as ``terminated.message``; the termination-log file is not emulated.
 * **Not emulated:** readiness gates, ephemeral containers, exec/attach, CPU limits,
   pod-level DNS, image entrypoints.
 
@@ -586,6 +589,15 @@ class Kubelet:
         if w is None or w.uid != pod["metadata"]["uid"]:
             raise bad_request(f"pod {name} does not have a host assigned")
         return w.netns_pid, w.sandbox_id
+
+
+def _log_tail_message(path: Path) -> str:
+    """A failed container's termination message under ``terminationMessagePolicy:
+    FallbackToLogsOnError`` (its termination-log file is never written here): the end of its
+    log, at most 80 lines and 2048 bytes, as the kubelet documents it."""
+    entries, _ = _log_entries(path, 0)
+    lines = b"".join(content for _, content in entries).splitlines(keepends=True)[-80:]
+    return b"".join(lines)[-2048:].decode("utf-8", "replace")
 
 
 def _log_entries(path: Path, start: int) -> tuple[list[tuple[int, bytes]], int]:
@@ -1397,6 +1409,8 @@ class _PodWorker(threading.Thread):
             inst.exit_code, inst.reason = 137, "OOMKilled"
         else:
             inst.exit_code, inst.reason = code, ("Completed" if code == 0 else "Error")
+        if inst.exit_code != 0 and cst.spec.get("terminationMessagePolicy") == "FallbackToLogsOnError":
+            inst.message = _log_tail_message(inst.log_path)
         if cst.probe_stop is not None:
             cst.probe_stop.set()
         cst.ready = False

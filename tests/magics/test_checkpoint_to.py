@@ -44,7 +44,7 @@ def refusal(ip, capsys: pytest.CaptureFixture[str], line: str) -> str:  # type: 
     ("--profile plain --checkpoint-to s3://Team/x", "lower-case letters"),
     ("--profile plain --checkpoint-to /scratch/x", "not an s3:// URI"),
     ("--profile plain --checkpoint-to 's3://team-ckpt/a b'", "letters, digits"),
-    ("--profile stored --array 0-3", "not available for job arrays yet"),
+    ("--profile stored --array 0-3 --checkpoint-dir /scratch/shared", "every task shares"),
 ])
 def test_bad_checkpoint_to_is_one_usage_error_naming_the_option(ip, capsys: pytest.CaptureFixture[str],  # type: ignore[no-untyped-def]
                                                                 line: str, says: str) -> None:
@@ -54,7 +54,8 @@ def test_bad_checkpoint_to_is_one_usage_error_naming_the_option(ip, capsys: pyte
 
 def test_store_from_the_profiles_defaults_and_an_explicit_uri_are_accepted(  # type: ignore[no-untyped-def]
         ip, capsys: pytest.CaptureFixture[str]) -> None:
-    for line in ("--profile stored", "--profile plain --checkpoint-to s3://team-ckpt/jt/"):
+    for line in ("--profile stored", "--profile plain --checkpoint-to s3://team-ckpt/jt/",
+                 "--profile stored --array 0-3"):
         capsys.readouterr()
         result = ip.run_cell(f"%%slurm_train {line} --dry-run\nprint(1)\n")
         assert result.error_in_exec is None, result.error_in_exec

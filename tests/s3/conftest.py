@@ -19,6 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_tiers.objectstore import DEFAULT_FETCH_IMAGE
+from tests.k8s_emulator.emulator import Emulator
+
 #: Any credentials work on moto; these are what the tests' kernels and login node "have".
 ACCESS_KEY, SECRET_KEY = "jt-test-key", "jt-test-secret"
 
@@ -85,3 +88,17 @@ def aws_env(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", SECRET_KEY)
     monkeypatch.setenv("AWS_CONFIG_FILE", os.devnull)
     monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", os.devnull)
+
+
+@pytest.fixture(scope="module")
+def emulator_host_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+    """The Kubernetes emulator with pods on the host network (so that they reach moto on
+    loopback) and the fetch image's ``aws`` being the host's AWS CLI."""
+    images = {"python:3.11-slim", "jupyter-tiers/test:latest", DEFAULT_FETCH_IMAGE}
+    emu = Emulator(tmp_path_factory.mktemp("k8s-emulator-s3"),
+                   kubelet_options={"images": images, "pod_netns": False, "backoff_base": 1.0})
+    emu.start()
+    try:
+        yield emu
+    finally:
+        emu.stop()

@@ -152,3 +152,27 @@ def test_a_missing_bucket_is_one_line_naming_it(hpc: tuple[SlurmTier, str]) -> N
     assert status.checkpoint is not None
     assert status.checkpoint.endswith("bucket jt-missing-bucket does not exist at "
                                       f"{tier.profile.get('object_store')['endpoint_url']})")
+
+
+def test_a_slurm_sweeps_tasks_each_upload_their_checkpoint_from_the_login_node(
+        hpc: tuple[SlurmTier, str], s3_server: S3Server) -> None:
+    """Each task's newest checkpoint is found with one listing of the array's task directories
+    over SSH and uploaded by the login node's uploader (its state file in the task's directory)
+    to {name}/{ID}_{i}/; the summary lists them best first."""
+    from jupyter_tiers.array_job import ArrayJob
+
+    tier, bucket = hpc
+    body = ("import os, pathlib\n"
+            "d = pathlib.Path(os.environ['JT_CHECKPOINT_DIR'])\n"
+            "(d / 'ckpt-1.pt').write_text('task %s' % params['lr'])\n"
+            "print('loss=%s' % params['lr'], flush=True)\n")
+    job = tier.submit(tier.make_spec(body, name="s3sw", sweep="lr=0.5,0.25", checkpoint_to="store"))
+    assert isinstance(job, ArrayJob)
+    status = job.wait(timeout=GUARD)
+    assert status.state is JobState.COMPLETED, status
+    got = objects(s3_server, bucket)
+    for i, lr in ((0, "0.5"), (1, "0.25")):
+        assert got[f"jt/s3sw/{job.id}_{i}/ckpt-1.pt"] == f"task {lr}".encode()
+        assert parse_manifest(got[f"jt/s3sw/{job.id}_{i}/{MANIFEST_NAME}"]).kind == "file"
+    uri = {i: f"s3://{bucket}/jt/s3sw/{job.id}_{i}/ckpt-1.pt" for i in (0, 1)}
+    assert job.summary().endswith(f"; checkpoints {uri[1]} (task 1, best), {uri[0]} (task 0)")

@@ -112,6 +112,14 @@ def test_local_serving_from_an_s3_uri_downloads_once(local_store: str, s3_server
     ip: InteractiveShell = tiers_shell()
     s3_server.client().put_object(Bucket=local_store, Key="m/model.txt", Body=b"served from s3")
     capsys.readouterr()
+    # --dry-run downloads nothing: it says what would be fetched, and where to.
+    ip.run_cell_magic("k8s_serve", f"--profile loc --name s3loc --model-from s3://{local_store}/m/model.txt "
+                      "--dry-run", SERVE)
+    out = capsys.readouterr().out
+    assert f"# model s3://{local_store}/m/model.txt would be downloaded to " in out, out
+    assert ": 1 file, 0.0 MB" in out
+    cache = Path(out.split(" would be downloaded to ", 1)[1].split(":", 1)[0])
+    assert not cache.parent.exists()
     ip.run_cell_magic("k8s_serve", f"--profile loc --name s3loc --model-from s3://{local_store}/m/model.txt "
                       "--wait --out svc", SERVE)
     out = capsys.readouterr().out
@@ -120,7 +128,26 @@ def test_local_serving_from_an_s3_uri_downloads_once(local_store: str, s3_server
         assert resp.read() == b"served from s3"
     ip.run_cell_magic("k8s_serve", f"--profile loc --name s3loc --model-from s3://{local_store}/m/model.txt "
                       "--dry-run", SERVE)
-    assert f"model s3://{local_store}/m/model.txt cached at " in capsys.readouterr().out
+    assert f"# model s3://{local_store}/m/model.txt is cached at {cache} (nothing to download)" in \
+        capsys.readouterr().out
     result = ip.run_cell(f"%%k8s_serve --profile loc --name x --model-from s3://{local_store}/m/nope\n{SERVE}")
     assert isinstance(result.error_in_exec, UsageError)
     assert f"no object s3://{local_store}/m/nope" in str(result.error_in_exec)
+
+
+def test_the_kernel_check_is_skipped_with_a_reason_when_the_endpoint_is_unreachable() -> None:
+    """``--model-from s3://`` on Kubernetes: kernel credentials, but an endpoint only the cluster
+    reaches (here a loopback port nobody listens on): not checked, and the line says why."""
+    import socket
+
+    from jupyter_tiers.model_cache import check_model
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed again below: nothing listens there
+    store = parse_object_store({"endpoint_url": f"http://127.0.0.1:{port}", "bucket": "team-ckpt",
+                                "credentials_secret": "s3-creds"}, "kubernetes")
+    check = check_model("s3://team-ckpt/m/model.bin", store)
+    assert not check.checked
+    assert check.line == (f"s3://team-ckpt/m/model.bin not checked from this kernel (this kernel cannot "
+                          f"reach http://127.0.0.1:{port}); the init container uses the Secret s3-creds")

@@ -24,7 +24,6 @@ from jupyter_tiers import api, config
 from jupyter_tiers.objectstore import DEFAULT_FETCH_IMAGE
 from jupyter_tiers.registry import Registry
 from tests.cluster.conftest import profile_yaml
-from tests.handoff.conftest import weights_server
 from tests.helpers import cancel_registered_jobs, ipython_test_shell
 from tests.k8s_emulator.emulator import Emulator
 from tests.s3.conftest import ACCESS_KEY, SECRET_KEY, S3Server
@@ -54,18 +53,6 @@ class H(http.server.BaseHTTPRequestHandler):
         pass
 http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve_forever()
 """
-
-
-@pytest.fixture(scope="module")
-def emulator_host_net(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
-    images = {"python:3.11-slim", "jupyter-tiers/test:latest", DEFAULT_FETCH_IMAGE}
-    emu = Emulator(tmp_path_factory.mktemp("k8s-emulator-s3"),
-                   kubelet_options={"images": images, "pod_netns": False, "backoff_base": 1.0})
-    emu.start()
-    try:
-        yield emu
-    finally:
-        emu.stop()
 
 
 @pytest.fixture(scope="module")
@@ -153,37 +140,3 @@ def test_slurm_checkpoint_uploaded_then_served_on_kubernetes_through_an_init_con
     assert isinstance(result.error_in_exec, UsageError)
     assert f"--model-from: job {job.id} (s3ft): profile 'serving-nostore' has no model_volume" in str(
         result.error_in_exec)
-
-
-SERVE_FILE = weights_server("127.0.0.1", "PORT")
-
-
-def test_model_from_an_s3_object_and_a_missing_key_shown_as_the_init_containers_failure(
-        clusters: dict[str, Any], s3_server: S3Server, ip: InteractiveShell,
-        capsys: pytest.CaptureFixture[str]) -> None:
-    import time
-
-    bucket = clusters["bucket"]
-    s3_server.client().put_object(Bucket=bucket, Key="elsewhere/model.txt", Body=b"trained elsewhere")
-    port = free_port()
-    out = cell(ip, capsys, "k8s_serve", f"--profile serving --name direct --port {port} --wait "
-               f"--model-from s3://{bucket}/elsewhere/model.txt", SERVE_FILE)
-    assert " READY 1/1" in out, out
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as resp:
-        assert resp.read() == b"trained elsewhere"
-
-    cell(ip, capsys, "k8s_serve", f"--profile serving --name missing --port {free_port()} --out bad "
-         f"--model-from s3://{bucket}/elsewhere/nope.txt", SERVE_FILE)
-    bad = ip.user_ns["bad"]
-    deadline = time.monotonic() + 120
-    while True:
-        pods = bad.pods()
-        if pods and pods[0].reason == "CrashLoopBackOff":
-            break
-        assert time.monotonic() < deadline, pods
-        time.sleep(0.5)
-    # As on a real cluster (golden 13b): the pod stays Pending, its init container in a crash loop.
-    assert pods[0].phase == "Pending" and pods[0].exit_code == 1
-    # The kubelet's back-off text is not shown (issue 20 item 1: the row reads the same in every
-    # phase of the back-off); the restart count says the init container has been retried.
-    assert pods[0].restarts >= 1

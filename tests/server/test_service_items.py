@@ -99,3 +99,24 @@ def test_what_is_active() -> None:
     assert service.is_active(job("PENDING")) and service.is_active(job("RUNNING"))
     assert not service.is_active(job("COMPLETED")) and not service.is_active(job("CANCELLED by 0"))
     assert service.is_active(svc("FAILED")) and not service.is_active(svc("DELETED"))
+
+
+def test_a_jobs_checkpoint_upload_rides_in_its_item_for_the_sidebar() -> None:
+    from jupyter_tiers.handoff import encode_detail, with_upload
+
+    detail = with_upload(encode_detail("/c", "/c/ckpt"), {"state": "uploading", "uri": "s3://b/k",
+                                                          "sent": 1_215_000_000, "total": 2_700_000_000})
+    item = service.item_from(job("COMPLETED", detail=detail), now=NOW).to_json()
+    assert item["upload"] == {"state": "uploading", "uri": "s3://b/k", "sent": 1_215_000_000,
+                              "total": 2_700_000_000}
+    assert service.item_from(job("COMPLETED", detail=encode_detail("/c", "/c/ckpt")), now=NOW).upload is None
+    # Only known keys of the right types: the registry's detail may hold anything.
+    odd = with_upload(None, {"state": "failed", "error": "a\nb", "sent": True, "total": -1, "x": 1})
+    assert service.item_from(job("COMPLETED", detail=odd), now=NOW).upload == {"state": "failed",
+                                                                               "error": "a b"}
+    unknown = with_upload(None, {"state": "odd"})
+    assert service.item_from(job("COMPLETED", detail=unknown), now=NOW).upload is None
+    # An array's row carries none (its tasks' uploads are in its summary).
+    array = job("COMPLETED", detail=detail)
+    array = JobRecord(**{**array.__dict__, "spec": {"nodes": 1, "array": "0-3"}})
+    assert service.item_from(array, now=NOW).upload is None

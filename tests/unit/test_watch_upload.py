@@ -93,3 +93,53 @@ def test_a_job_attached_after_its_upload_ended_is_not_uploaded_again(monkeypatch
     w._apply([watched], {"7": SchedulerInfo(job_id="7", state=JobState.COMPLETED, checkpoint=PATH)}, {}, True,
              None)
     assert statuses[-1].checkpoint == URI and not w._uploading
+
+
+def test_an_array_tasks_checkpoint_is_listed_then_uploaded_and_a_cut_listing_is_retried(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task record (derived, not stored): the watcher lists the array's task checkpoints (one
+    command; the first attempt's connection drops and is retried), hands the task's newest
+    checkpoint to the upload, and ends the task with its URI."""
+    from jupyter_tiers.errors import TiersError
+
+    array = JobRecord(profile="fake", tier="fake", job_id="7", name="sw", jobdir="/jobs/7", world_size=1,
+                      state="RUNNING", spec={"checkpoint_to": "store", "array": "0-1"})
+    task = JobRecord(**{**array.__dict__, "job_id": "7_1", "jobdir": "/jobs/7/tasks/1"})
+    task_uri = "s3://team-ckpt/jt/sw/7_1/ckpt-9.pt"
+    listings = [TiersError("connection lost"), ({1: ("/jobs/sw/7_1/checkpoints", "ckpt-9.pt")}, None)]
+    seen: list[Any] = []
+
+    def task_checkpoints(record: Any, tail_lines: int = 0) -> Any:
+        assert record is array
+        step = listings.pop(0) if len(listings) > 1 else listings[0]
+        if isinstance(step, Exception):
+            raise step
+        return step
+
+    def fake_upload(tier: Any, record: Any, on_progress: Any = None, env: Any = None) -> UploadReport:
+        record = checkpoint_upload.with_checkpoint(tier, record)
+        seen.append((record.job_id, record.state, record.detail))
+        on_progress(UploadReport(sent=1, total=2))
+        return UploadReport(sent=2, total=2, done_uri=task_uri)
+
+    monkeypatch.setattr(checkpoint_upload, "upload_checkpoint", fake_upload)
+    tier = FakeTier()
+    tier.registry = SimpleNamespace(get=lambda key: array if key == "fake/7" else pytest.fail(key),
+                                    update=lambda key, **kw: None, change_detail=lambda key, fn: None)
+    tier.task_checkpoints = task_checkpoints  # type: ignore[attr-defined]
+    statuses: list[JobStatus] = []
+    ends: list[JobStatus] = []
+    w = Watcher(tier)  # type: ignore[arg-type]
+    w.upload_retry_delay = 0.01
+    watched = _Watched(task, subs=[Subscription(task, on_status=statuses.append, on_end=ends.append)])
+    w._jobs[task.key] = watched
+    w._upload_then_end(watched, JobStatus(job_id="7_1", state=JobState.COMPLETED))
+    deadline = time.monotonic() + 30
+    while not ends and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert seen == [("7_1", "COMPLETED", encode_detail("/jobs/sw/7_1/checkpoints",
+                                                       "/jobs/sw/7_1/checkpoints/ckpt-9.pt"))]
+    # The first listing was cut, so the progress names the task's destination, not its file.
+    shown = [s.checkpoint for s in statuses]
+    assert "checkpoint (uploading to s3://team-ckpt/jt/sw/7_1 50% (0.0/0.0 MB))" in shown, shown
+    assert [e.checkpoint for e in ends] == [task_uri]

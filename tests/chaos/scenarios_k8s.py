@@ -63,12 +63,13 @@ class FollowedService:
     """A line-numbering service, followed as the widget follows it, with what it delivered."""
 
     def __init__(self, emulator: Emulator, namespace: str, name: str, *, replicas: int = 2,
-                 rate: float = 20.0) -> None:
+                 rate: float = 20.0, stale_after: float = 300.0) -> None:
         self.emulator = emulator
         self.namespace = namespace
         self.profile = Profile(name="chaos", tier="kubernetes",
                                settings={"kubeconfig": str(emulator.kubeconfig_path),
-                                         "namespace": namespace, "request_timeout": 10},
+                                         "namespace": namespace, "request_timeout": 10,
+                                         "stale_after": stale_after},
                                defaults={"image": IMAGE}, sources=("chaos",))
         self.replicas = replicas
         self.tier = K8sTier(self.profile)
@@ -263,6 +264,53 @@ def pod_deletions(emulator: Emulator, namespace: str, *, seed: int, deletions: i
             if progress:
                 progress(f"  pod deletion {i + 1}/{deletions}")
         svc.check_logs(outcome)
+    finally:
+        svc.close()
+    return outcome
+
+
+def api_down_longer_than_stale_after(emulator: Emulator, namespace: str, *, seed: int, outages: int,
+                                     stale_after: float = 3.0,
+                                     progress: Callable[[str], None] | None = None) -> Outcome:
+    """The API server down ``outages`` times for longer than the profile's ``stale_after``: the
+    followed status must turn UNKNOWN (last seen READY, the reconnect attempt in words) rather
+    than stay a confident READY, the registry must keep READY, and READY must come back."""
+    outcome = Outcome("k8s: API down > stale_after")
+    rng = random.Random(seed)
+    svc = FollowedService(emulator, namespace, "chaos-stale", replicas=1, stale_after=stale_after)
+    try:
+        if not svc.wait_ready(outcome):
+            return outcome
+        for i in range(outages):
+            old = emulator.server
+            old.stop()
+            outcome.faults += 1
+
+            def unknown() -> ServiceStatus | None:
+                last = svc.last
+                return last if last and last.state is ServiceState.UNKNOWN else None
+
+            shown = wait_until(unknown, GUARD, interval=0.1)
+            outcome.checked += 1
+            if shown is None:
+                outcome.wrong(f"outage {i}: still {svc.last} after stale_after")
+            elif not (shown.reason or "").startswith("last seen READY ") or "reconnecting (attempt " \
+                    not in (shown.message or ""):
+                outcome.wrong(f"outage {i}: UNKNOWN without the last seen state or the reconnect "
+                              f"attempt: {shown.reason!r} / {shown.message!r}")
+            recorded = svc.tier.registry.get(svc.record.key).state
+            if recorded != "READY":
+                outcome.wrong(f"outage {i}: the registry says {recorded}, not the last seen READY")
+            time.sleep(rng.uniform(0.0, 1.0))
+            up = restart_api_server(emulator, 0.0)
+            back = wait_until(lambda: svc.last and svc.last.state is ServiceState.READY
+                              and svc.last.api_reachable, GUARD, interval=0.1)
+            if back is None:
+                outcome.wrong(f"outage {i}: READY never came back: {svc.last}")
+            else:
+                outcome.recover_s.append(time.monotonic() - up)
+            if progress:
+                progress(f"  API outage {i + 1}/{outages}")
     finally:
         svc.close()
     return outcome

@@ -4,7 +4,7 @@ hand; any line lost or repeated, or a status that does not end equal to a fresh 
 from __future__ import annotations
 
 from tests.chaos.harness import Outcome
-from tests.chaos.scenarios_k8s import api_server_restarts, pod_deletions
+from tests.chaos.scenarios_k8s import api_down_longer_than_stale_after, api_server_restarts, pod_deletions
 from tests.k8s_emulator.emulator import Emulator
 
 
@@ -21,4 +21,10 @@ def test_api_server_restarted_mid_rollout(emulator: Emulator, k8s_namespace: str
 
 def test_pod_deleted_by_hand(emulator: Emulator, k8s_namespace: str, seed: int) -> None:
     outcome = pod_deletions(emulator, k8s_namespace, seed=seed, deletions=1)
+    assert_clean(outcome)
+
+
+def test_api_down_longer_than_stale_after_shows_unknown(emulator: Emulator, k8s_namespace: str,
+                                                       seed: int) -> None:
+    outcome = api_down_longer_than_stale_after(emulator, k8s_namespace, seed=seed, outages=1)
     assert_clean(outcome)

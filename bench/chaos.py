@@ -11,6 +11,9 @@ Scenarios (bounded default / ``--full``):
   the service followed as its widget follows it (status watch, pod log followers); recovery is
   from the server answering again to the watch seeing a change made then;
 - k8s: a pod deleted by hand (1 / 5); recovery is to the replacement's first followed line;
+- k8s: the API server down longer than the profile's stale_after (3 s here) (1 / 5): the followed
+  status turns UNKNOWN (last seen READY, "reconnecting (attempt N, next in M s)"), the registry
+  keeps READY; recovery is from the server answering again to READY shown again;
 - registry: two kernels adding/removing 200 jobs + 50 services (2,000 + 500 with --full) while
   the server lists, one kernel SIGSTOPped or SIGKILLed and restarted (2 / 20); recovery is to
   that kernel's next finished operation;
@@ -42,8 +45,10 @@ sys.path.insert(0, str(ROOT))
 from tests.chaos import scenarios_k8s, scenarios_local, scenarios_registry  # noqa: E402
 from tests.chaos.harness import Outcome, table  # noqa: E402
 
-BOUNDED = {"restarts": 5, "deletions": 1, "jobs": 200, "services": 50, "registry_faults": 2, "kills": 1}
-FULL = {"restarts": 20, "deletions": 5, "jobs": 2000, "services": 500, "registry_faults": 20, "kills": 10}
+BOUNDED = {"restarts": 5, "deletions": 1, "outages": 1, "jobs": 200, "services": 50,
+           "registry_faults": 2, "kills": 1}
+FULL = {"restarts": 20, "deletions": 5, "outages": 5, "jobs": 2000, "services": 500,
+        "registry_faults": 20, "kills": 10}
 
 
 def main() -> int:
@@ -76,6 +81,9 @@ def main() -> int:
             ("k8s", "pod deletions", lambda d: scenarios_k8s.run_on_fresh_emulator(
                 d, lambda emu, ns: scenarios_k8s.pod_deletions(
                     emu, ns, seed=args.seed, deletions=size["deletions"], progress=say))),
+            ("k8s", "API outages > stale_after", lambda d: scenarios_k8s.run_on_fresh_emulator(
+                d, lambda emu, ns: scenarios_k8s.api_down_longer_than_stale_after(
+                    emu, ns, seed=args.seed, outages=size["outages"], progress=say))),
             ("registry", "concurrent registry", lambda d: scenarios_registry.concurrent(
                 d, seed=args.seed, jobs=size["jobs"], services=size["services"],
                 faults=size["registry_faults"], progress=say)),

@@ -18,9 +18,13 @@ Scenarios (bounded default / ``--full``):
   the server lists, one kernel SIGSTOPped or SIGKILLed and restarted (2 / 20); recovery is to
   that kernel's next finished operation;
 - registry: the file truncated, its header and a page overwritten, read by `jupyter tiers jobs`;
+- ssh (when the Slurm test cluster runs): this process's own SSH connection cut client side
+  (`ss -K` on its socket) while a job's 1,000 (30,000 with --full: 5 min) numbered lines are
+  followed (10 / 100 cuts); recovery is from a cut to the next line received;
 - local: a job's supervisor SIGKILLed mid-job, then reattached from a new tier (1 / 10).
-Not yet here (they need the shared Slurm cluster's daemons restarted, or more time): SSH kills,
-slurmctld/slurmd/slurmdbd, a restarted Jupyter server, a full disk, a stepped clock.
+Not yet here (they need the shared Slurm cluster's daemons or other users' sshd children
+restarted or killed, or more time): server-side SSH kills, kills mid-submit, slurmctld/slurmd/
+slurmdbd, a restarted Jupyter server or kernel, a full disk, a stepped clock.
 
 The bounded subset runs in CI as tests/chaos/ and fails on any loss. Nothing is timed as an
 assertion; every wait is bounded only so that a broken component fails instead of hanging.
@@ -42,27 +46,54 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests.chaos import scenarios_k8s, scenarios_local, scenarios_registry  # noqa: E402
+from jupyter_tiers import sandbox  # noqa: E402
+from tests.chaos import scenarios_k8s, scenarios_local, scenarios_registry, scenarios_ssh  # noqa: E402
 from tests.chaos.harness import Outcome, table  # noqa: E402
 
 BOUNDED = {"restarts": 5, "deletions": 1, "outages": 1, "jobs": 200, "services": 50,
-           "registry_faults": 2, "kills": 1}
+           "registry_faults": 2, "kills": 1, "cuts": 10, "lines": 1000}
 FULL = {"restarts": 20, "deletions": 5, "outages": 5, "jobs": 2000, "services": 500,
-        "registry_faults": 20, "kills": 10}
+        "registry_faults": 20, "kills": 10, "cuts": 100, "lines": 30000}
+CLUSTER_ENV = Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster")) / "cluster.env"
+GROUPS = ("k8s", "registry", "local", "ssh")
+
+
+def _ssh_run(workdir: Path, seed: int, cuts: int, lines: int, say: Callable[[str], None]) -> Outcome:
+    """The SSH scenario on the Slurm test cluster (its sshd; only this process's connections)."""
+    from jupyter_tiers.config import load_config
+    from jupyter_tiers.registry import Registry
+    from jupyter_tiers.slurm.tier import SlurmTier
+    from tests.cluster.conftest import profile_yaml
+
+    env = sandbox.read_cluster_env(CLUSTER_ENV)
+    (workdir / "tiers.yaml").write_text(profile_yaml(env))
+    os.environ["JUPYTER_TIERS_CONFIG"] = str(workdir / "tiers.yaml")
+    tier = SlurmTier(load_config().profile("box"), Registry(workdir / "registry.sqlite"))
+    try:
+        return scenarios_ssh.log_stream_cuts(tier, env["JT_SSH_HOST"], int(env["JT_SSH_PORT"]),
+                                             seed=seed, cuts=cuts, lines=lines, progress=say)
+    finally:
+        for rec in tier.registry.list(limit=100):
+            tier.cancel(rec)
+        tier.close()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--full", action="store_true", help="the long run (default: the bounded one)")
     parser.add_argument("--seed", type=int, default=18, help="the fault schedule's seed")
-    parser.add_argument("--only", default="k8s,registry,local",
-                        help="comma-separated groups to run: k8s, registry, local")
+    parser.add_argument("--only", default=",".join(GROUPS),
+                        help="comma-separated groups to run: k8s, registry, local, ssh (ssh only "
+                             "when the Slurm test cluster runs)")
     args = parser.parse_args()
     size = FULL if args.full else BOUNDED
     groups = {g.strip() for g in args.only.split(",") if g.strip()}
-    unknown = groups - {"k8s", "registry", "local"}
+    unknown = groups - set(GROUPS)
     if unknown:
-        parser.error(f"--only: unknown group(s) {', '.join(sorted(unknown))}; use k8s, registry, local")
+        parser.error(f"--only: unknown group(s) {', '.join(sorted(unknown))}; use {', '.join(GROUPS)}")
+    if "ssh" in groups and not CLUSTER_ENV.exists():
+        print(f"(ssh skipped: no Slurm test cluster, {CLUSTER_ENV} missing)", file=sys.stderr)
+        groups.discard("ssh")
 
     def say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
@@ -89,6 +120,7 @@ def main() -> int:
                 faults=size["registry_faults"], progress=say)),
             ("registry", "damaged registry", lambda d: scenarios_registry.damaged(
                 d, seed=args.seed, progress=say)),
+            ("ssh", "SSH cuts", lambda d: _ssh_run(d, args.seed, size["cuts"], size["lines"], say)),
             ("local", "supervisor kills", lambda d: scenarios_local.supervisor_kills(
                 d, seed=args.seed, kills=size["kills"], progress=say, notes=notes)),
         ]

@@ -65,7 +65,9 @@ def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, li
 
     def cutter() -> None:
         first.wait(GUARD)
-        for delay in schedule(seed, cuts, 0.2, 0.6):
+        # Spread over most of the job's run (100 lines a second): a cut every 0.2..0.8 s for
+        # the bounded run's 1,000 lines, proportionally more apart for a longer job.
+        for delay in schedule(seed, cuts, 0.2, max(0.8, 0.8 * lines / 100 / cuts)):
             if stop.wait(delay):
                 return
             if cut_own_connections(host, port):

@@ -76,3 +76,19 @@ def test_rows_of_a_silent_cluster_turn_unknown_after_stale_after() -> None:
     # The tier answered a minute ago in this process: that is when the state was last confirmed.
     _, fresh = mark_stale(records, items, {"hpc": 300.0}, {"hpc": now - 60}, now)
     assert fresh[0].state == "RUNNING"
+
+
+def test_paramikos_dropped_connection_record_does_not_reach_stderr() -> None:
+    """Found by the chaos harness: each client-side cut printed paramiko's "Socket exception:
+    Software caused connection abort (103)" on stderr (Python's last-resort handler), into
+    whatever notebook cell ran then. A fresh interpreter with no logging configured."""
+    import subprocess
+    import sys
+
+    code = ("import logging, jupyter_tiers.transport.connection; "
+            "logging.getLogger('paramiko.transport').error('Socket exception: abort (103)')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0 and run.stderr == ""
+    plain = subprocess.run([sys.executable, "-c", code.replace(", jupyter_tiers.transport.connection", "")],
+                           capture_output=True, text=True, timeout=120)
+    assert "Socket exception" in plain.stderr  # what it was before: the test can fail

@@ -247,13 +247,15 @@ def pod_deletions(emulator: Emulator, namespace: str, *, seed: int, deletions: i
             before = set(svc.live_pods())
             victim = rng.choice(sorted(before))
             time.sleep(rng.uniform(0.2, 1.5))
+            with svc.lock:
+                known = before | set(svc.first_line_at)  # earlier victims too
             at = time.monotonic()
             delete_pod(emulator, namespace, victim)
             outcome.faults += 1
 
-            def replacement_logs(before: set[str] = before) -> float | None:
+            def replacement_logs(known: set[str] = known) -> float | None:
                 with svc.lock:
-                    return next((t for p, t in svc.first_line_at.items() if p not in before), None)
+                    return next((t for p, t in svc.first_line_at.items() if p not in known), None)
 
             first = wait_until(replacement_logs, GUARD)
             if first is None:

@@ -79,7 +79,7 @@ def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, li
     thread = threading.Thread(target=cutter, name="chaos-ssh-cutter", daemon=True)
     thread.start()
     try:
-        for line in job.follow(timeout=GUARD):
+        for line in job.follow(timeout=GUARD + 3 * lines / 100):  # a bound on the whole run
             parts = line.text.split()
             if len(parts) == 2 and parts[0] == "n" and parts[1].isdigit():
                 seen.append(int(parts[1]))
@@ -95,7 +95,7 @@ def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, li
         outcome.wrong(f"{result.out_of_order} lines out of order")
     if result.lost or result.duplicated:
         outcome.problems.append(f"{result.lost} lost, {result.duplicated} duplicated of {lines}")
-    status = job.wait(timeout=GUARD)
+    status = job.wait(timeout=GUARD + 3 * lines / 100)
     if status.state is not JobState.COMPLETED:
         outcome.wrong(f"job {job.id} ended {status.state.value}: {status.reason}")
     for at in cut_at:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 from jupyter_tiers.registry import MAX_LIST, JobRecord, Registry
 
+PACE_S = 0.005  # between operations: a kernel's pace, so that a fault finds it still working
+
 
 def ops(worker: str, jobs: int, services: int) -> list[tuple[str, str, str]]:
     """The worker's operations in order: (verb, key's job id, kind)."""
@@ -66,6 +68,7 @@ def main(argv: list[str]) -> int:
             out.write(f"{verb} {job_id}\n")
             out.flush()
             os.fsync(out.fileno())
+            time.sleep(PACE_S)
     return 0
 
 

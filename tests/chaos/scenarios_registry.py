@@ -75,13 +75,18 @@ def concurrent(workdir: Path, *, seed: int, jobs: int, services: int, faults: in
     lister = _Worker("lister", 0, 0, workdir, env, journal=stop)  # lists until ``stop`` exists
     kernels = [_Worker(f"k{i}", jobs // writers, services // writers, workdir, env) for i in range(writers)]
     rng = random.Random(seed)
+    total = len(ops("k", jobs // writers, services // writers))
+    # Each fault comes once its kernel has done a seeded share of its operations (not at a
+    # moment in time: a quiet machine would finish before a late fault, a busy one start late).
+    shares = sorted(schedule(seed, faults, 0.05, 0.85))
     try:
-        for delay in schedule(seed, faults, 0.2, 1.5):
-            time.sleep(delay)
-            alive = [k for k in kernels if k.running]
-            if not alive:
-                break
-            target = rng.choice(alive)
+        for share in shares:
+            target = rng.choice(kernels)
+            threshold = int(share * total)
+            wait_until(lambda t=target, n=threshold: t.done() >= n or not t.running, GUARD, 0.002)
+            if not target.running:
+                outcome.wrong(f"kernel {target.name} ended before its fault at operation {threshold}")
+                continue
             before = target.done()
             assert target.proc is not None
             if rng.random() < 0.5:

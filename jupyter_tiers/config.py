@@ -131,6 +131,7 @@ _SECONDS_BOUNDS = {
     "status_interval": (1.0, 3600.0),
     "rank_interval": (0.2, 3600.0),
     "request_timeout": (1.0, 3600.0),
+    "stale_after": (10.0, 7 * 86400.0),  # reachability.py: a state older than this shows UNKNOWN
 }
 # Limits that keep a hostile YAML file (alias bombs, deep nesting) from exhausting the kernel.
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
@@ -183,6 +184,7 @@ TIER_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
         "connect_timeout": (int, float),
         "status_interval": (int, float),
         "rank_interval": (int, float),
+        "stale_after": (int, float),
     },
     # path_map: where another profile's (a cluster's) checkpoint paths are mounted on this
     # machine, for %%k8s_serve --model-from on the local tier (handoff.py).
@@ -201,6 +203,7 @@ TIER_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
         "fetch_image": str,  # the init container that fetches a model from the object store
         "request_timeout": (int, float),
         "load_limit_rps": (int, float),  # the most Service.load_test may send a second (loadplan.py)
+        "stale_after": (int, float),
     },
 }
 

@@ -22,6 +22,24 @@ from .model import JobSpec, ServeSpec
 
 ENV_VAR = "JUPYTER_TIERS_REGISTRY"
 MAX_LIST = 1_000_000
+LOCK_TIMEOUT_S = 30.0  # how long a call waits for another process's write to end
+
+
+class RegistryError(TiersError):
+    """The registry file cannot be used (damaged, or locked too long); the message says which file
+    and what to do."""
+
+
+def registry_problem(path: Path, exc: sqlite3.DatabaseError) -> str:
+    """One line for a sqlite error on the registry at ``path`` (pure)."""
+    text = " ".join(str(exc).replace("*** in database main ***", "").split()) or type(exc).__name__
+    if "locked" in text or "busy" in text:
+        return (f"the registry {path} stayed locked by another process for {LOCK_TIMEOUT_S:.0f} s "
+                f"({text}); try again")
+    if isinstance(exc, sqlite3.OperationalError) and "disk" not in text and "malformed" not in text:
+        return f"cannot use the registry {path}: {text}"
+    return (f"the registry {path} is damaged ({text}) and was left as it is: move it aside to "
+            f"start a new one, or recover its records with `sqlite3 {path} .recover`")
 
 
 def _create_private(path: Path) -> None:
@@ -172,17 +190,29 @@ class Registry:
         self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         _create_private(self.path)
         with self._lock, self._connect() as db:
+            self._check(db)
             migrate(db)
 
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
-        db = sqlite3.connect(self.path, timeout=30)
         try:
-            db.row_factory = sqlite3.Row
-            with db:
-                yield db
-        finally:
-            db.close()
+            db = sqlite3.connect(self.path, timeout=LOCK_TIMEOUT_S)
+            try:
+                db.row_factory = sqlite3.Row
+                with db:
+                    yield db
+            finally:
+                db.close()
+        except sqlite3.DatabaseError as exc:  # never sqlite's traceback: one line naming the file
+            raise RegistryError(registry_problem(self.path, exc)) from None
+
+    def _check(self, db: sqlite3.Connection) -> None:
+        """Refuse a damaged file (pages lost or garbled) rather than list it with records silently
+        missing; the file is left exactly as it is."""
+        rows = db.execute("PRAGMA quick_check").fetchall()
+        found = [str(r[0]) for r in rows]
+        if found != ["ok"]:
+            raise sqlite3.DatabaseError(found[0] if found else "quick_check gave no answer")
 
     def add(self, record: JobRecord) -> None:
         row = asdict(record)

@@ -12,7 +12,7 @@ import contextlib
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
@@ -29,6 +29,7 @@ from .errors import (
 )
 from .handles import Handle, Job, Service
 from .model import JobState, JobStatus, ServiceState, ServiceStatus
+from .reachability import STALE_AFTER_S, ago, last_seen, stale_after
 from .registry import LIVE_CANARY, JobRecord, Registry
 from .viewstate import job as job_state
 from .viewstate import serve as serve_state
@@ -108,7 +109,9 @@ class ProfileError:
 
 @dataclass
 class Listing:
-    """What ``list_items`` found: items (newest first), their records, per-profile errors."""
+    """What ``list_items`` found: items (newest first), their records, per-profile errors. A
+    record of a profile that did not answer shows ``UNKNOWN (last seen ...)`` as its state once
+    that is older than the profile's ``stale_after`` (for display; the registry keeps it)."""
 
     items: list[Item] = field(default_factory=list)
     records: list[JobRecord] = field(default_factory=list)
@@ -214,8 +217,8 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
         state = status.state
         size, where = job_size(record), status.nodelist or record.nodelist or ""
         pending = state in (JobState.PENDING, JobState.CONFIGURING)
-        if pending and status.reason and status.reason != "None":
-            reason = status.reason
+        if (pending or state is JobState.UNKNOWN) and status.reason and status.reason != "None":
+            reason = status.reason  # why pending; or an outage's "last seen RUNNING 6 min ago"
         started, elapsed = (None if pending else status.start_time or None), status.elapsed_s
         if state.terminal:
             summary = summary_line(status)
@@ -330,6 +333,37 @@ def fetch_statuses(profile: str, records: Sequence[JobRecord]
     return out
 
 
+_last_answer: dict[str, float] = {}  # profile -> when its tier last answered list_items (this process)
+
+
+def mark_stale(records: Sequence[JobRecord], items: Sequence[Item], limits: dict[str, float],
+               answered: dict[str, float], now: float) -> tuple[list[JobRecord], list[Item]]:
+    """Rows of the profiles in ``limits`` (those that did not answer now; profile -> its
+    ``stale_after``) whose state was last confirmed longer ago than that become UNKNOWN, with
+    the last seen state and when, never a confident RUNNING (pure). Confirmed: the record's
+    last change, or ``answered[profile]``, the last time that profile's tier answered."""
+    out_records, out_items = [], []
+    for rec, item in zip(records, items, strict=True):
+        limit = limits.get(rec.profile)
+        seen = max(rec.updated_at, answered.get(rec.profile, 0.0))
+        if limit is not None and not item.terminal and item.state != "UNKNOWN" and now - seen > limit:
+            words = last_seen(item.state, seen, now)
+            kind = "service" if rec.kind == "service" else "job"
+            summary = f"{kind} {rec.job_id} UNKNOWN — {words}"
+            item = replace(item, state="UNKNOWN", reason=words, summary=summary)
+            rec = replace(rec, state=f"UNKNOWN (last seen {rec.state} {ago(now - seen)} ago)")
+        out_records.append(rec)
+        out_items.append(item)
+    return out_records, out_items
+
+
+def _stale_after_of(profile: str) -> float:
+    try:
+        return stale_after(load_config().profiles[profile].settings)
+    except Exception:  # an unknown or broken profile: its error is reported already
+        return STALE_AFTER_S
+
+
 def list_items(limit: int = 50, profile: str | None = None, kind: str | None = None,
                refresh: bool = True, registry: Registry | None = None) -> Listing:
     """Jobs and services, newest first. With ``refresh``, each profile's tier is asked once
@@ -347,11 +381,15 @@ def list_items(limit: int = 50, profile: str | None = None, kind: str | None = N
         for prof, recs in sorted(by_profile.items()):
             try:
                 statuses.update(fetch_statuses(prof, recs))
+                _last_answer[prof] = time.time()
             except (TiersError, ValueError) as exc:
                 errors.append(ProfileError(prof, str(exc)))
         records = registry.list(limit=limit, profile=profile, kind=kind)
     now = time.time()
     items = [item_from(r, statuses.get(r.key), now) for r in records]
+    if errors:
+        limits = {e.profile: _stale_after_of(e.profile) for e in errors}
+        records, items = mark_stale(records, items, limits, dict(_last_answer), now)
     return Listing(items=items, records=records, errors=errors)
 
 

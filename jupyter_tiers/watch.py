@@ -13,10 +13,12 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import random
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from time import time as wall_clock
 from typing import TYPE_CHECKING
 
 from . import checkpoint_upload
@@ -26,6 +28,7 @@ from .errors import ControllerUnreachable, TiersError
 from .handoff import decode_detail
 from .model import JobState, JobStatus, LogLine, RankPhase
 from .objectstore import UploadReport
+from .reachability import backoff_delay, is_stale, last_seen, reconnecting, stale_after
 from .registry import JobRecord
 from .status import merge_status
 
@@ -56,7 +59,8 @@ class Subscription:
 class _Watched:
     record: JobRecord
     subs: list[Subscription] = field(default_factory=list)
-    status: JobStatus | None = None
+    status: JobStatus | None = None  # as shown (UNKNOWN once the cluster has been gone too long)
+    real: JobStatus | None = None  # as last merged from what the cluster said
 
 
 def _safe_call(fn: Callable[..., object] | None, *args: object) -> None:
@@ -177,12 +181,19 @@ class Watcher:
         rank_interval: float = 1.0,
         first_poll: float = 0.5,
         max_backoff: float = 30.0,
+        jitter: float = 0.2,
+        stale_after_s: float | None = None,
     ) -> None:
         self.tier = tier
         self.status_interval = status_interval
         self.rank_interval = rank_interval
         self.first_poll = first_poll
         self.max_backoff = max_backoff
+        self.jitter = jitter  # a reconnect waits up to this fraction less (reachability.py)
+        profile = getattr(tier, "profile", None)
+        self.stale_after = (stale_after_s if stale_after_s is not None
+                            else stale_after(getattr(profile, "settings", None)))
+        self._rng = random.Random()
         self.scheduler_queries = 0
         self.rank_queries = 0
         self._jobs: dict[str, _Watched] = {}
@@ -196,6 +207,9 @@ class Watcher:
         self._sched_message: str | None = None
         self._next_ranks = 0.0
         self._fail_delay = 0.0
+        self._fail_attempts = 0  # scheduler queries failed in a row
+        self._last_ok: float | None = None  # monotonic time of the last answer
+        self._down_since: float | None = None  # the last answer before the current outage
         self._counter = itertools.count()
         self._array_tasks: dict[str, dict[str, JobStatus]] = {}  # array key -> its tasks' status
         self._uploading: set[str] = set()  # keys of COMPLETED jobs whose checkpoint is being uploaded
@@ -307,18 +321,26 @@ class Watcher:
         polled = now >= self._next_sched
         if polled:
             self.scheduler_queries += 1
+            problem = None
             try:
                 sched = self.tier.poll_scheduler(records)
                 self._reachable, self._sched_message = True, None
+                self._fail_attempts, self._last_ok, self._down_since = 0, now, None
             except ControllerUnreachable as exc:
-                self._reachable = False
-                self._sched_message = f"controller unreachable, retrying: {exc}"
+                problem = f"controller unreachable: {exc}"
             except TiersError as exc:
-                self._reachable = False
-                self._sched_message = f"cannot reach the cluster, retrying: {exc}"
+                problem = f"cannot reach the cluster: {exc}"
             except Exception as exc:
+                problem = f"status query failed: {exc!r}"
+            if problem is not None:
+                # Back off with jitter, capped; the banner says which attempt and when the next.
                 self._reachable = False
-                self._sched_message = f"status query failed, retrying: {exc!r}"
+                self._fail_attempts += 1
+                self._fail_delay = backoff_delay(self._fail_attempts, base=2.0, cap=self.max_backoff,
+                                                 jitter=self.jitter, uniform=self._rng.random)
+                if self._down_since is None:
+                    self._down_since = self._last_ok if self._last_ok is not None else now
+                self._sched_message = f"{problem} — {reconnecting(self._fail_attempts, self._fail_delay)}"
         ranks = None
         rank_message = None
         if now >= self._next_ranks or sched is not None:
@@ -334,7 +356,6 @@ class Watcher:
         with self._lock:
             now = time.monotonic()
             if polled and not self._reachable:
-                self._fail_delay = min(self.max_backoff, max(2.0, self._fail_delay * 2))
                 self._next_sched = now + self._fail_delay
             elif polled:
                 self._fail_delay = 0.0
@@ -366,6 +387,7 @@ class Watcher:
             rec = watched.record
             info = sched.get(rec.job_id) if sched is not None else None
             prev = watched.status
+            prev_real = watched.real or prev
             if is_array(rec):
                 status, self._array_tasks[rec.key] = merge_array_status(
                     rec, sched, ranks, self._array_tasks.get(rec.key, {}))
@@ -375,12 +397,14 @@ class Watcher:
                     info,
                     ranks.get(rec.job_id) if ranks is not None else None,
                     rec.world_size,
-                    prev,
+                    prev_real,
                     restarts=rec.restarts,
                 )
             status = replace(status, controller_reachable=reachable, message=message)
             if prev is not None and prev.state.terminal:
                 continue
+            real = status
+            status = self._shown(real, reachable)
             upload = status.state is JobState.COMPLETED and _wants_upload(rec)
             if upload:
                 uploaded = self._uploaded_uri(rec)  # attached after the upload ended: show it
@@ -397,12 +421,13 @@ class Watcher:
                     or [r.phase for r in status.ranks] != [r.phase for r in prev.ranks]
                 )
                 with self._lock:
-                    watched.status = status
+                    watched.status, watched.real = status, real
                     subs = list(watched.subs)
                 # Record first: a listener (Job.wait) may return to code that reads the registry.
-                if prev is None or prev.state != status.state or prev.restarts != status.restarts \
-                        or (is_array(rec) and prev.reason != status.reason):  # the task counts
-                    self._record_state(rec, status)
+                # What is recorded is what the cluster said, never the UNKNOWN of a long outage.
+                if prev_real is None or prev_real.state != real.state or prev_real.restarts != real.restarts \
+                        or (is_array(rec) and prev_real.reason != real.reason):  # the task counts
+                    self._record_state(rec, real)
                 for sub in subs:
                     _safe_call(sub.on_status, status)
             finishing = finishing or (not status.state.terminal and _ranks_finishing(status))
@@ -415,6 +440,17 @@ class Watcher:
                 for sub in subs:
                     self._end(sub, status)
         return changed_any, finishing
+
+    def _shown(self, status: JobStatus, reachable: bool) -> JobStatus:
+        """``status`` as views show it: UNKNOWN (the last seen state and when) once the cluster
+        has not answered for longer than ``stale_after``, never a confident RUNNING."""
+        now = time.monotonic()
+        if reachable or status.state.terminal or not is_stale(self._down_since, now, self.stale_after):
+            return status
+        assert self._down_since is not None
+        wall = wall_clock()
+        reason = last_seen(status.state.value, wall - (now - self._down_since), wall)
+        return replace(status, state=JobState.UNKNOWN, reason=reason)
 
     # --- --checkpoint-to: the upload between COMPLETED and the end of the watch -------------
     def _uploaded_uri(self, rec: JobRecord) -> str | None:

@@ -72,6 +72,7 @@ FOLDER_ENVIRONMENTS = {
     "k8s_emulator_tests": "k8s_emulator",
     "s3": "s3",
     "examples": "local_procs",
+    "chaos": "local_procs",
 }
 # Older spellings: a test marked ``cluster`` needs the Slurm cluster.
 ALIASES = {"cluster": "slurm"}

@@ -75,6 +75,9 @@ PROFILE_KEY_DOCS: dict[str, str] = {
                      "cluster's default class decides); a connection key.",
     "ingress_annotations": "Annotations of the Ingress `--ingress` makes (a map of strings, e.g. "
                            "ingress-nginx's or Traefik's settings); a connection key.",
+    "stale_after": "Seconds without an answer from the cluster after which a job or service is "
+                   "shown as UNKNOWN (last seen state and when) instead of its last state (10 s to "
+                   "7 days; default 300).",
     "load_limit_rps": "The highest rate `svc.load_test` and the Load panel may ask of a service "
                       "(1 to 10,000 requests/s; default 200); a connection key, so a project file "
                       "cannot raise it.",

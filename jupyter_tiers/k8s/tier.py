@@ -27,6 +27,7 @@ from ..config import Profile
 from ..errors import ApiError, JobNotFound, SpecError, TiersError, Unsupported
 from ..handles import Service
 from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
+from ..reachability import stale_after
 from ..registry import JobRecord, Registry, spec_for_record
 from ..servespec import canary_replicas
 from ..servestatus import canary_status, summary_line
@@ -595,7 +596,8 @@ class K8sTier(ServeTier):
     def _watch_of_namespace(self) -> NamespaceWatch:
         with self._lock:
             if self._namespace_watch is None:
-                self._namespace_watch = NamespaceWatch(self.client, self.namespace)
+                self._namespace_watch = NamespaceWatch(self.client, self.namespace,
+                                                       stale_after=stale_after(self.profile.settings))
             return self._namespace_watch
 
     def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,
@@ -606,7 +608,8 @@ class K8sTier(ServeTier):
             self._subscriptions.add(sub)
 
         def status_changed(status: ServiceStatus) -> None:
-            if status.state.value != sub.recorded:
+            # Not while the API is unreachable: the registry keeps the last state it said.
+            if status.state.value != sub.recorded and status.api_reachable:
                 sub.recorded = status.state.value
                 self._record(record, status)
             if on_status is not None:

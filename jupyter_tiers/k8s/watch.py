@@ -19,6 +19,7 @@ import itertools
 import json
 import logging
 import math
+import random
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -28,6 +29,7 @@ from typing import Any
 
 from ..errors import ApiError, TiersError
 from ..model import PodLogLine, ServiceState, ServiceStatus
+from ..reachability import STALE_AFTER_S, backoff_delay, is_stale, last_seen, reconnecting
 from .client import KubeClient
 
 log = logging.getLogger(__name__)
@@ -96,7 +98,7 @@ class KindWatch:
 
     def __init__(self, client: KubeClient, kind: str, namespace: str, on_event: Listener, *,
                  label_selector: str | None = None, watch_timeout: int = 290,
-                 max_backoff: float = 30.0, list_first: bool = True) -> None:
+                 max_backoff: float = 30.0, list_first: bool = True, jitter: float = 0.2) -> None:
         self.client = client
         self.kind = kind
         # Without list_first the kind is synced by one watch from resourceVersion 0, which the
@@ -109,6 +111,11 @@ class KindWatch:
         self.on_event = on_event
         self.watch_timeout = watch_timeout
         self.max_backoff = max_backoff
+        self.jitter = jitter
+        self.failures = 0  # attempts failed in a row
+        self.last_ok: float | None = None  # monotonic time the API last answered
+        self.down_since: float | None = None  # the last answer before the current outage
+        self._rng = random.Random()
         self.objects: dict[str, dict[str, Any]] = {}
         self.resource_version: str | None = None
         self.synced = threading.Event()
@@ -205,7 +212,6 @@ class KindWatch:
         return True
 
     def _run(self) -> None:
-        backoff = 0.5
         need_list = True
         while not self._stop.is_set():
             try:
@@ -220,29 +226,36 @@ class KindWatch:
                     self.relists_after_gone += 1
                     need_list = True
                     continue
-                backoff = 0.5
+                self.failures = 0  # a watch that ended cleanly: the next drop starts over
             except TiersError as exc:
-                self._failed(str(exc))
+                problem = str(exc)
                 # A 410 from the list/watch request itself (not an ERROR event) means the same.
                 need_list = need_list or (isinstance(exc, ApiError) and exc.status == 410)
             except Exception as exc:  # a dropped stream (urllib3 ProtocolError, ...): resume
                 if self._stop.is_set():
                     return
-                self._failed(f"watch of {self.kind} dropped: {type(exc).__name__}")
+                problem = f"watch of {self.kind} dropped: {type(exc).__name__}"
             else:
                 continue
-            if self._stop.wait(backoff):
+            # Back off with jitter, capped (many watches cut at once do not return in step).
+            self.failures += 1
+            delay = backoff_delay(self.failures, base=0.5, cap=self.max_backoff, jitter=self.jitter,
+                                  uniform=self._rng.random)
+            self._failed(f"{problem} — {reconnecting(self.failures, delay)}")
+            if self._stop.wait(delay):
                 return
-            backoff = min(self.max_backoff, backoff * 2)
 
     def _recovered(self) -> None:
         """The API answers again: clear the problem and let every service drop its banner."""
+        self.last_ok, self.down_since = time.monotonic(), None
         if self.error is not None:
             self.error = None
             self.on_event(self.kind, "SYNCED", {})
 
     def _failed(self, message: str) -> None:
         log.debug("k8s watch %s/%s: %s", self.namespace, self.kind, message)
+        if self.down_since is None:
+            self.down_since = self.last_ok if self.last_ok is not None else time.monotonic()
         self.error = message
         self.attempted.set()
         self.on_event(self.kind, "ERROR", {})
@@ -257,9 +270,10 @@ class NamespaceWatch:
 
     KINDS = ("deployments", "pods", "events")
 
-    def __init__(self, client: KubeClient, namespace: str) -> None:
+    def __init__(self, client: KubeClient, namespace: str, *, stale_after: float = STALE_AFTER_S) -> None:
         self.client = client
         self.namespace = namespace
+        self.stale_after = stale_after  # reachability.py: a state older than this shows UNKNOWN
         self._lock = threading.RLock()
         # Held while a status is computed and handed to its subscriber, so the three watch
         # threads deliver in the order they computed (an older status delivered last would stay
@@ -392,11 +406,26 @@ class NamespaceWatch:
                                      message=f"{problem} — retrying" if problem else status.message)
                 elif problem:
                     status = replace(status, api_reachable=False,
-                                     message=f"{problem} — retrying; the state is as last seen")
+                                     message=f"{problem}; the state is as last seen")
+                    status = self._stale(status)
                 if self._last.get(token) == status:
                     return
                 self._last[token] = status
             _safe(on_status, status)
+
+
+    def _stale(self, status: ServiceStatus) -> ServiceStatus:
+        """UNKNOWN (the last seen state and when) once the API has not answered for longer than
+        ``stale_after``: never a confident READY from a copy that old."""
+        downs = [kw.down_since for kw in self.kinds.values() if kw.error and kw.down_since is not None]
+        now = time.monotonic()
+        since = min(downs) if downs else None
+        if status.state.terminal or not is_stale(since, now, self.stale_after):
+            return status
+        assert since is not None
+        wall = time.time()
+        return replace(status, state=ServiceState.UNKNOWN,
+                       reason=last_seen(status.state.value, wall - (now - since), wall))
 
 
 def _service_of(obj: dict[str, Any]) -> str:

@@ -24,6 +24,9 @@ Then, like ``sbatch`` + ``srun --kill-on-bad-exit``:
    every process still below it is killed too: a daemon that left its session and cleared its
    environment is found that way. Limit: if the supervisor itself is SIGKILLed, such a daemon
    is re-parented away and only the environment scan of ``recover_lost`` looks for it.
+5. A supervisor killed without recording the end (SIGKILL, the OOM killer): its lifeline
+   (lifeline.py, a process forked at start) notices at once, stops the job's processes and
+   records FAILED naming the supervisor; the job does not run on unwatched.
 
 ``state.json`` is only ever replaced atomically (write a temporary file, then rename).
 
@@ -58,6 +61,7 @@ from pathlib import Path
 from typing import Any
 
 from ..jobdir import LOG_NAME, RANKS_DIR
+from . import lifeline
 from .jobstate import CANCEL_FILE, ENV_DUMP, PID_FILE, PLAN_FILE, read_state, write_state
 from .processes import (
     KILL_WAIT,
@@ -119,6 +123,7 @@ class Supervisor:
         self._wakeup = Wakeup()
         self._procs: dict[int, subprocess.Popen[bytes]] = {}
         self._subreaper = False
+        self._lifeline = -1  # the write end of the lifeline's pipe (lifeline.py), kept until exit
 
     # --- signals and waiting ---------------------------------------------------------------
     def _on_signal(self, signum: int, frame: object) -> None:
@@ -372,6 +377,8 @@ class Supervisor:
     def run(self) -> int:
         self._wakeup.install(self._on_signal)
         self._subreaper = become_subreaper()
+        with contextlib.suppress(OSError):  # without it, the job is stopped when next looked at
+            self._lifeline = lifeline.start(self.jobdir)
         os.chdir(self.jobdir)
         self.log_fd = os.open(self.jobdir / LOG_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         (self.jobdir / RANKS_DIR).mkdir(exist_ok=True)

@@ -25,6 +25,11 @@ if TYPE_CHECKING:
     BeforeAuth = Callable[[paramiko.Transport, Hop], None]
 
 log = logging.getLogger(__name__)
+# paramiko logs a dropped connection from its own thread ("Socket exception: Software caused
+# connection abort (103)"); with no logging configured Python prints that on stderr, into
+# whichever notebook cell runs then. The views say it once, in words ("reconnecting (attempt
+# ...)"): only an application that configures logging sees paramiko's records.
+logging.getLogger("paramiko").addHandler(logging.NullHandler())
 
 
 class Connection:

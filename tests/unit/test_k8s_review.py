@@ -331,7 +331,7 @@ def test_closing_the_tier_stops_log_followers_and_a_later_watch_starts_afresh(
 
     watches: list[_StubNamespaceWatch] = []
 
-    def new_watch(client: Any, namespace: str) -> _StubNamespaceWatch:
+    def new_watch(client: Any, namespace: str, **_options: Any) -> _StubNamespaceWatch:
         watches.append(_StubNamespaceWatch())
         return watches[-1]
 

@@ -209,3 +209,31 @@ def test_a_registry_from_a_newer_version_is_refused_clearly(tmp_path: Path) -> N
         db.execute("PRAGMA user_version = 99")
     with pytest.raises(TiersError, match="newer jupyter-tiers"):
         Registry(path)
+
+
+# --- a damaged or locked file (found by the chaos harness: sqlite's traceback reached the user,
+# and a garbled page listed the other records with some silently missing) ------------------------
+def test_a_damaged_registry_is_one_line_naming_it_and_left_as_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "registry.sqlite"
+    reg = Registry(path)
+    for i in range(200):
+        reg.add(_record(str(i), at=1000.0 + i))
+    with open(path, "r+b") as f:  # garble one b-tree page in the middle
+        f.seek(4096 * 3)
+        f.write(b"\xff" * 4096)
+    before = path.read_bytes()
+    with pytest.raises(registry_mod.RegistryError) as err:
+        Registry(path).list()
+    text = str(err.value)
+    assert "\n" not in text and str(path) in text and "damaged" in text and ".recover" in text
+    assert path.read_bytes() == before
+
+
+def test_registry_problem_words() -> None:
+    import sqlite3
+
+    path = Path("/r.sqlite")
+    locked = registry_mod.registry_problem(path, sqlite3.OperationalError("database is locked"))
+    assert "stayed locked" in locked and "try again" in locked
+    bad = registry_mod.registry_problem(path, sqlite3.DatabaseError("*** in database main ***\nPage 3: x"))
+    assert "\n" not in bad and "damaged (Page 3: x)" in bad

@@ -65,6 +65,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 
 
 def _watcher(tier: FakeTier, statuses: list[JobStatus], **kw: Any) -> Watcher:
+    kw.setdefault("jitter", 0.0)  # exact gaps; test_reconnects_jitter_within_bounds has jitter
     w = Watcher(tier, status_interval=15.0, rank_interval=1.0, first_poll=0.5, max_backoff=30.0, **kw)
     sub = Subscription(REC, on_status=statuses.append)
     w._jobs[REC.key] = _Watched(REC, subs=[sub])  # as watch() does, without starting the thread
@@ -110,7 +111,7 @@ def test_unreachable_controller_backs_off_then_recovers(clock: Clock) -> None:
     assert _scheduler_gaps(w, clock, 7) == [2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0]
     down = statuses[-1]
     assert not down.controller_reachable
-    assert down.message == "controller unreachable, retrying: slurmctld down"
+    assert down.message == "controller unreachable: slurmctld down — reconnecting (attempt 7, next in 30 s)"
     assert down.state is JobState.RUNNING  # the last known state is kept, not invented
     # The scheduler answers again: fast polling resumes and the banner goes away.
     gaps = _scheduler_gaps(w, clock, 2)
@@ -120,8 +121,10 @@ def test_unreachable_controller_backs_off_then_recovers(clock: Clock) -> None:
 
 @pytest.mark.parametrize(
     ("error", "words"),
-    [(TiersError("connection lost"), "cannot reach the cluster, retrying: connection lost"),
-     (RuntimeError("bug"), "status query failed, retrying: RuntimeError('bug')")],
+    [(TiersError("connection lost"),
+      "cannot reach the cluster: connection lost — reconnecting (attempt 2, next in 4 s)"),
+     (RuntimeError("bug"),
+      "status query failed: RuntimeError('bug') — reconnecting (attempt 2, next in 4 s)")],
 )
 def test_other_scheduler_failures_back_off_the_same_way(clock: Clock, error: Exception, words: str) -> None:
     tier, statuses = FakeTier(), []
@@ -129,6 +132,46 @@ def test_other_scheduler_failures_back_off_the_same_way(clock: Clock, error: Exc
     tier.sched = [error, error]
     assert _scheduler_gaps(w, clock, 2) == [2.0, 4.0]
     assert statuses[-1].message == words and not statuses[-1].controller_reachable
+
+
+def test_reconnects_jitter_within_bounds(clock: Clock) -> None:
+    tier, statuses = FakeTier(), []
+    w = _watcher(tier, statuses, jitter=0.2)
+    w._rng.seed(7)
+    tier.sched = [ControllerUnreachable("down")] * 12
+    gaps = _scheduler_gaps(w, clock, 12)
+    plain = [2.0, 4.0, 8.0, 16.0] + [30.0] * 8
+    assert all(0.8 * p <= g <= p for g, p in zip(gaps, plain, strict=True)), gaps
+    assert len(set(gaps[4:])) > 1  # the capped waits are not all the same: no lockstep
+    assert statuses[-1].message.endswith(f"reconnecting (attempt 12, next in {round(gaps[-1])} s)")
+
+
+def test_a_state_too_old_is_shown_unknown_and_not_recorded(clock: Clock) -> None:
+    tier, statuses = FakeTier(), []
+    w = _watcher(tier, statuses, stale_after_s=300.0)
+    _scheduler_gaps(w, clock, 3)
+    assert statuses[-1].state is JobState.RUNNING
+    recorded = len(tier.updates)
+    tier.sched = [ControllerUnreachable("down")] * 20
+    _scheduler_gaps(w, clock, 9)  # 2+4+8+16+30*5 = 180 s: still the last seen state
+    assert statuses[-1].state is JobState.RUNNING and not statuses[-1].controller_reachable
+    _scheduler_gaps(w, clock, 6)  # 2+4+8+16+30*10 = 330 s after the last answer (at 5 min 2 s)
+    shown = statuses[-1]
+    assert shown.state is JobState.UNKNOWN
+    assert shown.reason is not None and shown.reason.startswith("last seen RUNNING 5 min ago (at ")
+    assert "reconnecting (attempt 15, next in 30 s)" in (shown.message or "")
+    assert len(tier.updates) == recorded  # the registry keeps RUNNING, as last seen
+    tier.sched = []
+    _scheduler_gaps(w, clock, 1)  # it answers again: RUNNING, no banner
+    assert statuses[-1].state is JobState.RUNNING and statuses[-1].controller_reachable
+    assert not statuses[-1].reason and len(tier.updates) == recorded
+
+
+def test_stale_after_comes_from_the_profile() -> None:
+    tier = FakeTier()
+    tier.profile = SimpleNamespace(settings={"stale_after": 60})  # type: ignore[attr-defined]
+    assert Watcher(tier).stale_after == 60.0
+    assert Watcher(FakeTier()).stale_after == 300.0
 
 
 def test_rank_poll_failure_is_reported_and_retried_each_rank_interval(clock: Clock) -> None:

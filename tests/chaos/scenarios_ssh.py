@@ -1,0 +1,105 @@
+"""SSH scenario on the Slurm test cluster: this process's own SSH connections cut from the outside
+(``ss -K`` destroys the TCP socket in the kernel, as a dropped link does to the client) while a
+short job's log is followed. Only sockets of this process to the cluster's sshd are touched:
+never another process's connection, never an sshd.
+
+Invariants: every numbered line exactly once and in order, the job COMPLETED; recovery is from a
+cut to the next line received.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import textwrap
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from jupyter_tiers.model import JobState
+from tests.chaos.harness import Outcome, check_sequence, schedule
+
+GUARD = 300.0
+
+
+def own_ssh_ports(host: str, port: int) -> list[int]:
+    """Local ports of this process's TCP connections to ``host:port`` (from ``ss -tnp``)."""
+    out = subprocess.run(["ss", "-tnpH", "state", "established", "dst", f"{host}:{port}"],
+                         capture_output=True, text=True, timeout=30).stdout
+    mine = f"pid={os.getpid()},"
+    ports = []
+    for line in out.splitlines():
+        fields = line.split()
+        if mine in line and len(fields) >= 3:
+            ports.append(int(fields[2].rsplit(":", 1)[1]))
+    return ports
+
+
+def cut_own_connections(host: str, port: int) -> int:
+    """Destroy this process's sockets to ``host:port`` (``ss -K``); returns how many."""
+    ports = own_ssh_ports(host, port)
+    for local in ports:
+        subprocess.run(["ss", "-K", "-tn", "dst", f"{host}:{port}", "sport", "=", f":{local}"],
+                       capture_output=True, timeout=30, check=False)
+    return len(ports)
+
+
+def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, lines: int = 1000,
+                    progress: Callable[[str], None] | None = None) -> Outcome:
+    """A job printing ``lines`` numbered lines (100 a second) followed while this process's SSH
+    connection is cut ``cuts`` times, at moments drawn from ``seed``."""
+    outcome = Outcome("ssh: client connection cut mid-stream")
+    body = textwrap.dedent(f"""\
+        import time
+        for i in range({lines}):
+            print("n", i, flush=True)
+            time.sleep(0.01)
+        """)
+    job = tier.submit(tier.make_spec(body, name="chaos-ssh"))
+    seen: list[int] = []
+    received_at: list[float] = []
+    first = threading.Event()
+    cut_at: list[float] = []
+    stop = threading.Event()
+
+    def cutter() -> None:
+        first.wait(GUARD)
+        # Spread over most of the job's run (100 lines a second): a cut every 0.2..0.8 s for
+        # the bounded run's 1,000 lines, proportionally more apart for a longer job.
+        for delay in schedule(seed, cuts, 0.2, max(0.8, 0.8 * lines / 100 / cuts)):
+            if stop.wait(delay):
+                return
+            if cut_own_connections(host, port):
+                cut_at.append(time.monotonic())
+                outcome.faults += 1
+                if progress:
+                    progress(f"  SSH cut {outcome.faults}/{cuts}")
+
+    thread = threading.Thread(target=cutter, name="chaos-ssh-cutter", daemon=True)
+    thread.start()
+    try:
+        for line in job.follow(timeout=GUARD + 3 * lines / 100):  # a bound on the whole run
+            parts = line.text.split()
+            if len(parts) == 2 and parts[0] == "n" and parts[1].isdigit():
+                seen.append(int(parts[1]))
+                received_at.append(time.monotonic())
+                first.set()
+    finally:
+        stop.set()
+        thread.join(30)
+    result = check_sequence(seen, lines)
+    outcome.checked = len(seen)
+    outcome.lost, outcome.duplicated = result.lost, result.duplicated
+    if result.out_of_order:
+        outcome.wrong(f"{result.out_of_order} lines out of order")
+    if result.lost or result.duplicated:
+        outcome.problems.append(f"{result.lost} lost, {result.duplicated} duplicated of {lines}")
+    status = job.wait(timeout=GUARD + 3 * lines / 100)
+    if status.state is not JobState.COMPLETED:
+        outcome.wrong(f"job {job.id} ended {status.state.value}: {status.reason}")
+    for at in cut_at:
+        after = next((t for t in received_at if t > at), None)
+        if after is not None:
+            outcome.recover_s.append(after - at)
+    return outcome

@@ -1,0 +1,15 @@
+"""Bounded local-tier chaos: one job's supervisor SIGKILLed mid-job, then reattached."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.chaos.scenarios_local import supervisor_kills
+
+
+def test_supervisor_killed_then_reattached(tmp_path: Path, seed: int) -> None:
+    notes: list[str] = []
+    outcome = supervisor_kills(tmp_path, seed=seed, kills=1, notes=notes)
+    assert outcome.faults == 1 and outcome.checked
+    assert outcome.clean, (outcome.problems, outcome)
+    print("\n".join(notes))

@@ -1,0 +1,36 @@
+"""Bounded SSH chaos on the Slurm test cluster (slurm lane; one short job): this process's own SSH
+connection cut 10 times while the job's log is followed; any line lost or repeated fails."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from jupyter_tiers.config import load_config
+from jupyter_tiers.registry import Registry
+from jupyter_tiers.slurm.tier import SlurmTier
+from tests.chaos.scenarios_ssh import log_stream_cuts
+from tests.cluster.conftest import profile_yaml
+
+
+@pytest.fixture
+def slurm_tier(cluster_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+               ) -> Iterator[SlurmTier]:
+    path = tmp_path / "tiers.yaml"
+    path.write_text(profile_yaml(cluster_env))
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
+    tier = SlurmTier(load_config().profile("box"), Registry(tmp_path / "registry.sqlite"))
+    yield tier
+    for rec in tier.registry.list(limit=100):
+        tier.cancel(rec)
+    tier.close()
+
+
+def test_client_connection_cut_mid_stream(slurm_tier: SlurmTier, cluster_env: dict[str, str],
+                                          seed: int) -> None:
+    outcome = log_stream_cuts(slurm_tier, cluster_env["JT_SSH_HOST"], int(cluster_env["JT_SSH_PORT"]),
+                              seed=seed, cuts=10)
+    assert outcome.faults >= 5 and outcome.checked  # the job may end before the tenth cut
+    assert outcome.clean, (outcome.problems, outcome)

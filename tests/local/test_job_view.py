@@ -19,12 +19,18 @@ class RecordingView(SentRecorder, JobView):
             return [row for msg in self.sent if msg.get("kind") == "lines" for row in message_rows(msg)]
 
 
+# Each rank writes its 400 lines at once; rank 1 fails only once rank 0 has written all of its
+# own, so fail-stop never cuts rank 0 short however slowly a busy machine starts it.
 BODY = """\
-import os, sys
+import os, sys, time
 rank = int(os.environ["RANK"])
-for i in range(400):
-    print(f"line {i:04d} from rank {rank} " + "x" * 40)
+sys.stdout.write("".join(f"line {i:04d} from rank {rank} " + "x" * 40 + "\\n" for i in range(400)))
+sys.stdout.flush()
+jobdir = os.environ["JT_JOB_DIR"]
+open(os.path.join(jobdir, f"rank{rank}-printed"), "w").close()
 if rank == 1:
+    while not os.path.exists(os.path.join(jobdir, "rank0-printed")):
+        time.sleep(0.05)
     print("Traceback (most recent call last):", file=sys.stderr)
     sys.exit(3)
 """

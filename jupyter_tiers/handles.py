@@ -369,8 +369,11 @@ class Service(Handle):
         run = LoadRun(url, plan, on_update=on_update)
         self.last_load_test = run
         status = self.status()
-        run.note_replicas(status.ready, status.desired)
-        sub = self.tier.watch(self.record, on_status=lambda s: run.note_replicas(s.ready, s.desired))
+        def note(s: ServiceStatus) -> None:
+            run.note_replicas(s.ready, s.desired, s.canary.pods if s.canary is not None else ())
+
+        note(status)
+        sub = self.tier.watch(self.record, on_status=note)
 
         def unwatch_when_done() -> None:
             run.wait()

@@ -15,11 +15,13 @@ import contextlib
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from .errors import TiersError
-from .loadplan import LoadPlan, Sample, Series, arrival, summarize, to_frame
+from .httpmodel import ANSWER_HEADERS
+from .loadplan import LoadPlan, Sample, Series, arrival, canary_counts, summarize, to_frame
+from .plaintext import printable
 
 #: How often a run's ``on_update`` gets the changed rows of the series (seconds).
 UPDATE_INTERVAL = 0.5
@@ -88,6 +90,7 @@ class LoadRun:
         self._pool: list[_Conn] = []
         self._inflight = 0
         self._ready: tuple[int, int] | None = None
+        self._canary_pods: set[str] = set()  # every canary pod seen while the run lasted
 
     # --- control -------------------------------------------------------------------------------
     def start(self) -> LoadRun:
@@ -112,10 +115,12 @@ class LoadRun:
     def done(self) -> bool:
         return self._done.is_set()
 
-    def note_replicas(self, ready: int, desired: int) -> None:
-        """The service's ready and desired replicas now (from a status watch)."""
+    def note_replicas(self, ready: int, desired: int, canary_pods: Iterable[str] = ()) -> None:
+        """The service's ready and desired replicas now (from a status watch), and the pods of
+        its canary (``--canary``) if one runs: answers naming one count as the canary's."""
         with self._lock:
             self._ready = (ready, desired)
+            self._canary_pods.update(canary_pods)
             if self._started_at is not None:
                 self.series.replicas(time.monotonic() - self._t0, ready, desired)
 
@@ -129,6 +134,8 @@ class LoadRun:
     def summary(self) -> dict[str, Any]:
         with self._lock:
             out = summarize(self.samples, self._send_window(), self.plan.rps)
+            if self._canary_pods:
+                out.update(canary_counts(self.samples, self._canary_pods))
         out["stopped"] = self.stopped
         if self.error:
             out["error"] = self.error
@@ -279,8 +286,8 @@ class LoadRun:
                     raise _Closed()
                 raise ConnectionResetError("the service closed the connection without answering")
             sample.ttfb = time.monotonic() - self._t0
-            status, keep = await _read_response(conn.reader, line, self.plan.request.method)
-            sample.status = status
+            status, keep, replica = await _read_response(conn.reader, line, self.plan.request.method)
+            sample.status, sample.replica = status, replica
         except (OSError, asyncio.IncompleteReadError) as exc:
             if reused and sample.ttfb is None:
                 raise _Closed() from exc
@@ -292,9 +299,11 @@ class LoadRun:
                 conn.close()
 
 
-async def _read_response(reader: asyncio.StreamReader, status_line: bytes, method: str) -> tuple[int, bool]:
+async def _read_response(reader: asyncio.StreamReader, status_line: bytes, method: str
+                         ) -> tuple[int, bool, str | None]:
     """Read one response after its status line (the body is read and dropped); returns the
-    status and whether the connection may carry another request."""
+    status, whether the connection may carry another request, and who answered when a header
+    of :data:`~jupyter_tiers.httpmodel.ANSWER_HEADERS` names it (the first of them that does)."""
     parts = status_line.split(None, 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
         raise ValueError(f"not an HTTP/1.x response: {status_line[:60]!r}")
@@ -302,6 +311,7 @@ async def _read_response(reader: asyncio.StreamReader, status_line: bytes, metho
     length: int | None = None
     chunked = False
     conn_header = b""
+    named: dict[str, str] = {}
     for _ in range(200):
         line = await reader.readline()
         if not line:
@@ -316,11 +326,14 @@ async def _read_response(reader: asyncio.StreamReader, status_line: bytes, metho
             chunked = True
         elif key == b"connection":
             conn_header = value.strip().lower()
+        elif key.decode("latin-1") in ANSWER_HEADERS and value.strip():
+            named.setdefault(key.decode("latin-1"), printable(value.strip().decode("utf-8", "replace"))[:253])
     else:
         raise ValueError("more than 200 response headers")
+    replica = next((named[h] for h in ANSWER_HEADERS if h in named), None)
     keep = (b"close" not in conn_header) if version == b"HTTP/1.1" else (b"keep-alive" in conn_header)
     if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
-        return status, keep
+        return status, keep, replica
     if chunked:
         while True:
             size_line = await reader.readline()
@@ -328,14 +341,14 @@ async def _read_response(reader: asyncio.StreamReader, status_line: bytes, metho
             if size == 0:
                 while (await reader.readline()) not in (b"\r\n", b"\n", b""):
                     pass
-                return status, keep
+                return status, keep, replica
             await _skip(reader, size + 2)
     if length is not None:
         await _skip(reader, length)
-        return status, keep
+        return status, keep, replica
     while await reader.read(1 << 16):  # no length: the body ends with the connection
         pass
-    return status, False
+    return status, False, replica
 
 
 async def _skip(reader: asyncio.StreamReader, n: int) -> None:

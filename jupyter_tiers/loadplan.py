@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -206,7 +206,7 @@ class Sample:
     """One scheduled request. Times in seconds from the run's start; ``start`` is None for a
     request never sent (``dropped``), ``ttfb`` and ``status`` None without a response."""
 
-    __slots__ = ("end", "error", "i", "ready", "scheduled", "start", "status", "ttfb")
+    __slots__ = ("end", "error", "i", "ready", "replica", "scheduled", "start", "status", "ttfb")
 
     def __init__(self, i: int, scheduled: float) -> None:
         self.i = i
@@ -217,6 +217,7 @@ class Sample:
         self.status: int | None = None
         self.error: str | None = None
         self.ready: int | None = None  # the service's ready replicas when it was scheduled
+        self.replica: str | None = None  # who answered, when the response names it (X-Served-By, ...)
 
     @property
     def ok(self) -> bool:
@@ -242,7 +243,7 @@ class Sample:
         return {"i": self.i, "scheduled": self.scheduled, "start": self.start,
                 "ttfb": None if self.ttfb is None or self.start is None else self.ttfb - self.start,
                 "end": self.end, "latency": latency, "status": self.status, "error": self.error,
-                "late": self.late, "ready": self.ready}
+                "late": self.late, "ready": self.ready, "replica": self.replica}
 
 
 def percentile(values: Sequence[float], q: float) -> float | None:
@@ -269,6 +270,15 @@ def latency_percentiles(latencies: Iterable[float]) -> dict[str, float | None]:
         v = percentile(xs, q)
         out[f"p{q}_ms"] = None if v is None else round(v * 1000, 3)
     return out
+
+
+def canary_counts(samples: Sequence[Sample], canary_pods: Collection[str]) -> dict[str, Any]:
+    """What the canary's pods answered (known only from responses that name who answered):
+    ``canary_answered``, ``canary_errors`` and ``canary_error_rate`` (None without answers)."""
+    mine = [s for s in samples if s.replica is not None and s.replica in canary_pods and s.end is not None]
+    errors = sum(1 for s in mine if not s.ok)
+    return {"canary_answered": len(mine), "canary_errors": errors,
+            "canary_error_rate": round(errors / len(mine), 4) if mine else None}
 
 
 def summarize(samples: Sequence[Sample], elapsed: float, rps: float) -> dict[str, Any]:

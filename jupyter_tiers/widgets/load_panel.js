@@ -156,6 +156,10 @@ function jtLoadPanel(model) {
       `${s.sent} sent (${jtLoadNum(s.sent_rps)}/s of ${jtLoadNum(s.asked_rps)} asked) · ` +
       `${s.answered} answered · p50 ${jtLoadNum(s.p50_ms)} ms · p95 ${jtLoadNum(s.p95_ms)} ms · ` +
       `p99 ${jtLoadNum(s.p99_ms)} ms · errors ${s.errors} (${pct} %) · dropped ${s.dropped} · late ${s.late}`;
+    if (typeof s.canary_answered === "number" && s.canary_answered > 0) {
+      const cpct = (100 * (s.canary_error_rate || 0)).toFixed(1);
+      summary.textContent += ` · canary: ${s.canary_answered} answered, errors ${s.canary_errors} (${cpct} %)`;
+    }
     summary.dataset.sent = String(s.sent);
     summary.dataset.errorRate = String(s.error_rate || 0);
   }

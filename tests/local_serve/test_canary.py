@@ -82,6 +82,34 @@ def test_rollback_and_rerun_without_canary(tier: LocalServeTier) -> None:
     assert all(get(str(svc.url)).startswith("v2 ") for _ in range(4))
 
 
+NAMED = HTTP_BODY.replace("self.send_response(200 if self.path in (\"/\", \"/health\") else 404)",
+                          "self.send_response(200 if self.path in (\"/\", \"/health\") else 404)\n"
+                          "        self.send_header(\"X-Served-By\", NAME)")
+
+
+def test_a_load_test_counts_what_the_canary_answered(tier: LocalServeTier) -> None:
+    """The canary's error rate from traffic: answers that name their replica (X-Served-By) and
+    come from the canary's pods; here the canary answers every request with a 500. The test
+    server speaks HTTP/1.0 (a connection per request), so the front port's round goes through
+    both replicas."""
+    svc = tier.apply(tier.make_spec(NAMED, name="cl", replicas=2, readiness="/health"))
+    assert svc.wait_ready(GUARD).state is ServiceState.READY
+    broken = NAMED.replace('200 if self.path in ("/", "/health") else 404',
+                           '200 if self.path == "/health" else 500')
+    assert broken != NAMED
+    tier.apply(tier.make_spec(broken, name="cl", replicas=2, readiness="/health", canary=50))
+    wait_for(lambda: split(svc, 1, 1), "1 live + 1 canary")
+    svc.load_test(rps=20, seconds=2, concurrency=2, request="/")
+    summary = svc.last_load_test.summary()
+    assert summary["answered"] >= 20 and summary["canary_answered"] >= 1, summary
+    assert summary["canary_errors"] == summary["canary_answered"] == summary["errors"], summary
+    assert summary["canary_error_rate"] == 1.0
+    rows = svc.last_load_test.records()
+    canary = svc.status().canary
+    assert canary is not None
+    assert {r["replica"] for r in rows if r["status"] == 500} <= set(canary.pods)
+
+
 def test_a_canary_needs_a_running_service(tier: LocalServeTier) -> None:
     with pytest.raises(SpecError, match="run it without --canary first"):
         tier.apply(tier.make_spec(V2, name="none", replicas=4, canary=25))

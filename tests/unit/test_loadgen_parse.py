@@ -21,7 +21,12 @@ HANDLED = (ValueError, asyncio.IncompleteReadError, asyncio.LimitOverrunError, O
 
 
 def read(raw: bytes, method: str = "GET") -> tuple[tuple[int, bool], bytes]:
-    async def go() -> tuple[tuple[int, bool], bytes]:
+    result, left = read_named(raw, method)
+    return result[:2], left
+
+
+def read_named(raw: bytes, method: str = "GET") -> tuple[tuple[int, bool, str | None], bytes]:
+    async def go() -> tuple[tuple[int, bool, str | None], bytes]:
         reader = asyncio.StreamReader()
         reader.feed_data(raw)
         reader.feed_eof()
@@ -44,6 +49,15 @@ def read(raw: bytes, method: str = "GET") -> tuple[tuple[int, bool], bytes]:
 ])
 def test_responses(raw: bytes, method: str, expected: tuple[int, bool], left: bytes) -> None:
     assert read(raw, method) == (expected, left)
+
+
+def test_who_answered_is_read_from_the_first_naming_header() -> None:
+    raw = (b"HTTP/1.1 200 OK\r\nX-Replica: web-b\r\nX-Served-By: web-a\r\nX-Served-By: web-z\r\n"
+           b"Content-Length: 0\r\n\r\n")
+    assert read_named(raw)[0] == (200, True, "web-a")  # x-served-by ranks first, its first value
+    assert read_named(b"HTTP/1.1 200 OK\r\nX-Pod-Name: \x1b[31mweb-x\r\nContent-Length: 0\r\n\r\n")[0] \
+        == (200, True, "?[31mweb-x")  # shown as text
+    assert read_named(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n")[0] == (200, True, None)
 
 
 @pytest.mark.parametrize("raw", [b"SSH-2.0-OpenSSH\r\n\r\n", b"HTTP/1.1 abc\r\n\r\n", b"",

@@ -230,6 +230,18 @@ def test_summary_counts_every_kind_of_request() -> None:
     assert rows[0]["latency"] == pytest.approx(0.010) and rows[0]["ttfb"] == pytest.approx(0.001)
 
 
+def test_canary_counts_are_the_answers_its_pods_named() -> None:
+    samples = [_sample(i, i * 0.1, i * 0.1, i * 0.1 + 0.01, 200 if i % 2 else 500) for i in range(6)]
+    for s, who in zip(samples, ["web-canary-a", "web-canary-a", "web-b", None, "web-canary-a", "web-b"],
+                      strict=True):
+        s.replica = who
+    assert lp.canary_counts(samples, {"web-canary-a"}) == {
+        "canary_answered": 3, "canary_errors": 2, "canary_error_rate": round(2 / 3, 4)}
+    assert lp.canary_counts(samples, set()) == {"canary_answered": 0, "canary_errors": 0,
+                                                "canary_error_rate": None}
+    assert samples[0].record()["replica"] == "web-canary-a"
+
+
 def test_series_rows_per_second_with_ready_replicas() -> None:
     series = lp.Series()
     series.replicas(0.0, 1, 1)

@@ -445,6 +445,9 @@ DDP_SLURM: list[Cell] = [
             torch.save({"model": model.module.state_dict(), "step": step}, path)
             print(f"checkpoint saved: {path} ({os.path.getsize(path)} bytes)")
         dist.barrier()
+        # DDP holds the process group: let it go first, so that the group (and gloo's threads) ends
+        # here and not while Python shuts down, where a rank can abort after its work is done.
+        del model, opt
         dist.destroy_process_group()
         '''),
     md("after-md", """

@@ -104,3 +104,19 @@ def test_the_status_traits_are_schema_fields() -> None:
     assert schema.checked(JobViewState, job) == job
     svc = serve_state.status_traits(ServiceStatus(name="s", state=ServiceState.READY), now=0.0)
     assert schema.checked(ServeViewState, svc) == svc
+
+
+def test_checked_fuzz_only_passes_or_says_which_field() -> None:
+    """Seeded: random names and values either come back unchanged or raise a ValueError that
+    names the schema, never another exception."""
+    import random
+
+    rng = random.Random(17)
+    names = [f.name for f in dataclasses.fields(ServeViewState)] + ["x", "", "pods ", "__init__"]
+    pool: list[object] = ["", "a", 0, -1, 2**40, 1.5, True, None, [], [[1]], {}, {"k": 1}, ("t",)]
+    for _ in range(2000):
+        values = {rng.choice(names): rng.choice(pool) for _ in range(rng.randint(0, 4))}
+        try:
+            assert schema.checked(ServeViewState, values) == values
+        except ValueError as exc:
+            assert str(exc).startswith("ServeViewState")

@@ -32,6 +32,7 @@ from .model import JobState, JobStatus, ServiceState, ServiceStatus
 from .reachability import STALE_AFTER_S, ago, last_seen, stale_after
 from .registry import LIVE_CANARY, JobRecord, Registry
 from .viewstate import job as job_state
+from .viewstate import schema as view_schema
 from .viewstate import serve as serve_state
 from .viewstate.array import task_row
 from .viewstate.serve import summary_for
@@ -402,7 +403,8 @@ def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[s
     now = time.time()
     if isinstance(handle, ArrayJob):
         table, status = array_view(handle, status if isinstance(status, JobStatus) else None)
-        return {**item_from(rec, status, now).to_json(), "view_kind": "array", "view": table}
+        return {**item_from(rec, status, now).to_json(), "view_kind": "array",
+                "view": view_schema.checked(view_schema.ArrayViewState, table)}
     if status is None:
         status = handle.status()
     item = item_from(rec, status, now).to_json()
@@ -422,7 +424,8 @@ def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[s
                 "tier_kind": rec.tier, "script": rec.script, **job_state.status_traits(status),
                 "ranks_per_node": job_state.ranks_per_node(rec.spec, rec.world_size),
                 "summary": item["summary"] if status.state.terminal else ""}
-    return {**item, "view_kind": rec.kind, "view": view}
+    schema = view_schema.ServeViewState if rec.kind == "service" else view_schema.JobViewState
+    return {**item, "view_kind": rec.kind, "view": view_schema.checked(schema, view)}
 
 
 _results_lock = threading.Lock()

@@ -38,6 +38,7 @@ class ArrayTable(anywidget.AnyWidget):
     array_id = t.Unicode("").tag(sync=True)
     array_name = t.Unicode("").tag(sync=True)
     profile = t.Unicode("").tag(sync=True)
+    tier_kind = t.Unicode("").tag(sync=True)
     sweep = t.Bool(False).tag(sync=True)
     limit = t.Int(0).tag(sync=True)
     state = t.Unicode("PENDING").tag(sync=True)
@@ -56,7 +57,7 @@ class ArrayView(ipywidgets.VBox):
     def __init__(self, job: ArrayJob, **kwargs: Any) -> None:
         plan = job.plan
         self.table = ArrayTable(array_id=job.id, array_name=job.name, profile=job.record.profile,
-                                sweep=plan.sweep, limit=plan.limit or 0)
+                                tier_kind=job.record.tier, sweep=plan.sweep, limit=plan.limit or 0)
         super().__init__(children=[self.table], **kwargs)
         self.job = job
         self.plan = plan

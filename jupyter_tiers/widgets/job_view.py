@@ -24,7 +24,6 @@ from .rank_metrics import RankMetrics
 from .view_common import view_module
 
 _HERE = Path(__file__).parent
-_HELPERS = ("metrics_chart.js", "rank_grid.js", "files_pane.js")  # put in front of the view's module
 
 
 class JobView(anywidget.AnyWidget):
@@ -35,9 +34,8 @@ class JobView(anywidget.AnyWidget):
     lines, and the kernel keeps at least as many, as message texts, for a reloaded page.
     """
 
-    # The metric charts' and the rank grid's helpers, then the shared helpers and the view.
-    _esm = "\n".join([*((_HERE / name).read_text(encoding="utf-8") for name in _HELPERS),
-                       view_module("job_view.js")])
+    # The metric charts', rank grid's and Files tab's helpers, the shared ones, the view (views.json).
+    _esm = view_module("job_view.js")
     _css = _HERE / "job_view.css"
 
     job_id = t.Unicode("").tag(sync=True)

@@ -39,10 +39,8 @@ class ServeView(anywidget.AnyWidget):
     (try_panel.py), through the service's forward.
     """
 
-    # The panels' modules (try_panel.js, load_panel.js) go in front of the view's.
-    _esm = "\n".join([*((_HERE / name).read_text(encoding="utf-8")
-                        for name in ("try_panel.js", "load_panel.js")),
-                      view_module("serve_view.js")])
+    # The panels' modules (try_panel.js, load_panel.js) go in front of the view's (views.json).
+    _esm = view_module("serve_view.js")
     # The shared look (.jt-job, header, controls, log) is JobView's; serve_view.css adds the rest.
     _css = "\n".join((_HERE / name).read_text()
                      for name in ("job_view.css", "serve_view.css", "try_panel.css", "load_panel.css"))

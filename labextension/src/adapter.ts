@@ -4,6 +4,9 @@
 
 import type { Item } from './state';
 
+// The views' trait defaults, generated from jupyter_tiers/viewstate/schema.py.
+export { ARRAY_DEFAULTS, JOB_DEFAULTS, SERVE_DEFAULTS } from './viewDefaults';
+
 type Callback = (...args: unknown[]) => void;
 
 /** What a view asks for with `model.send` (e.g. {kind: "cancel"} or {kind: "scale", replicas}). */
@@ -148,35 +151,6 @@ export class ViewModel {
   private _disposed = false;
 }
 
-/** The traits JobView reads, with the Python defaults (jupyter_tiers/widgets/job_view.py). */
-export const JOB_DEFAULTS: Record<string, unknown> = {
-  job_id: '',
-  job_name: '',
-  profile: '',
-  tier_kind: '',
-  state: 'PENDING',
-  reason: '',
-  start_time: '',
-  elapsed: '',
-  elapsed_s: -1,
-  nodelist: '',
-  world_size: 0,
-  ranks_per_node: 0,
-  ranks: [],
-  first_failure: -1,
-  message: '',
-  terminal: false,
-  summary: '',
-  script: '',
-  log_limit: 5000,
-  lines_received: 0,
-  cancel_requested: false,
-  log_skipped_bytes: 0,
-  files: [],
-  files_note: '',
-  downloads: {}
-};
-
 /** The `GET .../files` answer as the Files tab's rows [name, size, mtime]; malformed entries
  * (not a name, a negative size) are dropped. */
 export function fileRows(data: unknown): [string, number, number][] {
@@ -196,55 +170,6 @@ export function fileRows(data: unknown): [string, number, number][] {
   }
   return rows;
 }
-
-/** The traits ServeView reads, with the Python defaults (jupyter_tiers/widgets/serve_view.py). */
-export const SERVE_DEFAULTS: Record<string, unknown> = {
-  service_name: '',
-  profile: '',
-  namespace: '',
-  tier_kind: '',
-  image: '',
-  yaml: '',
-  state: 'UNKNOWN',
-  reason: '',
-  revision: '',
-  endpoint: '',
-  age_s: -1,
-  desired: 0,
-  updated: 0,
-  ready: 0,
-  available: 0,
-  pods: [],
-  events: [],
-  banner: '',
-  settled: false,
-  terminal: false,
-  summary: '',
-  canary: '',
-  message: '',
-  busy: '',
-  scale_target: -1,
-  forward_url: '',
-  log_limit: 5000,
-  lines_received: 0
-};
-
-/** The traits ArrayView's table reads, with the Python defaults (jupyter_tiers/widgets/array_view.py). */
-export const ARRAY_DEFAULTS: Record<string, unknown> = {
-  array_id: '',
-  array_name: '',
-  profile: '',
-  sweep: false,
-  limit: 0,
-  state: 'PENDING',
-  counts: '',
-  tasks: [],
-  selected: -1,
-  terminal: false,
-  summary: '',
-  cancel_requested: false,
-  message: ''
-};
 
 /**
  * What an array table's request means for the panel: cancel the whole array or one task (a task

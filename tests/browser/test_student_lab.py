@@ -36,6 +36,7 @@ from typing import Any
 
 import nbformat
 import pytest
+import tomllib
 import yaml
 from playwright.sync_api import expect
 
@@ -83,36 +84,68 @@ def _wheel(out: Path) -> Path:
     return wheel
 
 
+def _source_key() -> str:
+    """A hash of everything the wheel is built from: an unchanged checkout needs no new wheel."""
+    digest = hashlib.sha256()
+    files = [ROOT / "pyproject.toml", ROOT / "README.md", ROOT / "labextension" / "package.json"]
+    for base in ("jupyter_tiers", "jupyter-config", "labextension/src", "labextension/style"):
+        files += sorted(p for p in (ROOT / base).rglob("*") if p.is_file() and "__pycache__" not in p.parts)
+    for path in files:
+        digest.update(f"{path.relative_to(ROOT)}\0".encode() + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _deps_key(pins: str) -> str:
+    """A hash of what the venv holds besides the package: the package's dependencies, the pins
+    and the machine's Python; a new key makes a new venv."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    python = subprocess.run(["/usr/bin/python3", "-V"], capture_output=True, text=True, check=True).stdout
+    text = "\n".join([*project["dependencies"], pins, python])
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _pip(venv: Path, *args: str) -> None:
+    old_umask = os.umask(0o022)  # files every student may read and nobody else may write
+    try:
+        done = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", *args],
+                              capture_output=True, text=True, timeout=1200, check=False)
+    finally:
+        os.umask(old_umask)
+    said = "\n".join(line for line in (done.stdout + done.stderr).splitlines()
+                     if "WARNING: Location" not in line)  # a local index's harmless noise
+    assert done.returncode == 0, f"pip install into {venv} failed:\n{said[-4000:]}"
+
+
 @pytest.fixture(scope="session")
 def system_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A venv made with the machine's python3 holding the wheel and JupyterLab, as an admin
-    installs it (the front end's packages pinned to the developer venv's versions)."""
+    installs it (the front end's packages pinned to the developer venv's versions).
+
+    Cached: the venv is kept per dependency set (:func:`_deps_key`) and the wheel it holds is
+    rebuilt and reinstalled (no dependencies) only when the sources changed (:func:`_source_key`).
+    """
     _need(os.geteuid() == 0, "it creates a Unix user and installs into /opt: it needs root")
     _need(shutil.which("python3", path="/usr/bin:/bin") is not None, "/usr/bin/python3 is missing")
     _need(shutil.which("runuser", path="/usr/sbin:/sbin:/usr/bin:/bin") is not None, "runuser is missing")
-    wheel = _wheel(tmp_path_factory.mktemp("wheel"))
-    digest = hashlib.sha256(wheel.read_bytes()).hexdigest()[:16]
-    venv = VENV_ROOT / digest
-    if (venv / ".complete").is_file():
+    pins = "".join(f"{name}=={metadata.version(name)}\n" for name in PINNED)
+    venv = VENV_ROOT / _deps_key(pins)
+    source, stamp = _source_key(), venv / ".jt-source"
+    if (venv / ".complete").is_file() and stamp.is_file() and stamp.read_text() == source:
         return venv
-    VENV_ROOT.mkdir(mode=0o755, parents=True, exist_ok=True)
-    for old in VENV_ROOT.iterdir():  # one venv at a time: an older wheel's is stale
-        if old.is_dir() and not old.is_symlink():
-            shutil.rmtree(old)
-    constraints = tmp_path_factory.mktemp("pins") / "constraints.txt"
-    constraints.write_text("".join(f"{name}=={metadata.version(name)}\n" for name in PINNED))
-    old_umask = os.umask(0o022)  # files every student may read and nobody else may write
-    try:
+    wheel = _wheel(tmp_path_factory.mktemp("wheel"))
+    if (venv / ".complete").is_file():
+        _pip(venv, "--no-deps", "--force-reinstall", str(wheel))
+    else:
+        VENV_ROOT.mkdir(mode=0o755, parents=True, exist_ok=True)
+        for old in VENV_ROOT.iterdir():  # one venv at a time: another dependency set's is stale
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old)
         subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True, timeout=300)
-        installed = subprocess.run(
-            [str(venv / "bin" / "python"), "-m", "pip", "install", "-c", str(constraints),
-             str(wheel), "jupyterlab"], capture_output=True, text=True, timeout=1200, check=False)
-    finally:
-        os.umask(old_umask)
-    said = "\n".join(line for line in (installed.stdout + installed.stderr).splitlines()
-                     if "WARNING: Location" not in line)  # a local index's harmless noise
-    assert installed.returncode == 0, f"pip install into {venv} failed:\n{said[-4000:]}"
-    (venv / ".complete").write_text(wheel.name + "\n")
+        constraints = tmp_path_factory.mktemp("pins") / "constraints.txt"
+        constraints.write_text(pins)
+        _pip(venv, "-c", str(constraints), str(wheel), "jupyterlab")
+        (venv / ".complete").write_text(wheel.name + "\n")
+    stamp.write_text(source)
     return venv
 
 

@@ -258,6 +258,10 @@ def student_lab(student: pwd.struct_passwd, system_venv: Path) -> Iterator[Lab]:
             except subprocess.TimeoutExpired:
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait(timeout=10)
+        # A run that failed half-way may have left the notebook's local service up: the student's
+        # own CLI stops it (a no-op after the last cell deleted it).
+        _as_student([str(system_venv / "bin" / "jupyter"), "tiers", "delete", "lab-model"], str(home),
+                    system_venv, timeout=120)
 
 
 def _run_all_and_wait(page: Any, cells: Any) -> None:

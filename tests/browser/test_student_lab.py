@@ -205,8 +205,6 @@ def student_lab(student: pwd.struct_passwd, system_venv: Path) -> Iterator[Lab]:
     shutil.copyfile(ROOT / "examples" / NOTEBOOK, target)
     os.chown(target, student.pw_uid, student.pw_gid)
     os.chmod(target, 0o644)
-    made = _as_student(["mkdir", "-p", ".jt-test/jupyter-config/labconfig"], str(home), system_venv)
-    assert made.returncode == 0, made.stderr
     page_config = home / ".jt-test" / "jupyter-config" / "labconfig" / "page_config.json"
     no_news = {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}}
     # Every cell stays in the page (no windowing), so each one's prompt can be read while it runs.
@@ -231,7 +229,7 @@ def student_lab(student: pwd.struct_passwd, system_venv: Path) -> Iterator[Lab]:
         proc = subprocess.Popen(argv, cwd=home, stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     server = Lab(url=f"http://127.0.0.1:{port}", token=token, root=home, config=lab.SYSTEM_CONFIG,
-                 registry=home / ".local", log=log)
+                 registry=home / ".local", log=log)  # registry: unused here (the student's own)
     try:
         deadline = time.monotonic() + SERVER_START_S
         while True:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -22,6 +23,8 @@ from ..registry import MAX_LIST, JobRecord, Registry, spec_for_record
 from ..requeue import requeue_pending
 from ..sync import notebook_manifest
 from ..tier import BatchTier
+from ..transport.errors import ConnectError
+from ..transport.exchange import CommandResult
 from ..transport.ssh import SSHTarget, SSHTransport
 from . import commands
 from .files_remote import cat_argv, list_argv
@@ -41,12 +44,17 @@ from .render import render_job
 from .sync_remote import sync_root, sync_to_cluster
 from .task_listing import parse_task_checkpoints, task_checkpoints_argv
 
+log = logging.getLogger(__name__)
+
 _UNREACHABLE_MARKERS = (
     "Unable to contact slurm controller",
     "Socket timed out",
     "Zero Bytes were transmitted",
     "Connection refused",
 )
+
+#: How many times a submit is sent when the connection drops under it (each retry idempotent).
+SUBMIT_ATTEMPTS = 4
 
 _NO_ACCOUNTING_MARKERS = ("accounting storage is disabled", "Slurm accounting storage is disabled")
 
@@ -129,9 +137,7 @@ class SlurmTier(BatchTier):
         plan = plan_of(spec)
         workdir = commands.check_workdir(self.profile.workdir)
         jobdir = f"{workdir}/{commands.job_dir_name(spec.name, token=secrets.token_hex(3))}"
-        result = self.transport.run(
-            commands.submit_argv(jobdir), stdin=commands.pack_job(rendered), check=False
-        )
+        result = self._submit_once(jobdir, commands.pack_job(rendered))
         if result.exit_status != 0:
             err = result.stderr.decode("utf-8", errors="replace").strip()
             raise SubmitError(f"sbatch refused the job: {err[-500:] or 'no message'}")
@@ -154,6 +160,22 @@ class SlurmTier(BatchTier):
             record = replace(record, detail=counts_detail([JobState.PENDING] * len(plan)))
         self.registry.add(record)
         return self.job(record)
+
+    def _submit_once(self, jobdir: str, packed: bytes) -> CommandResult:
+        """Run the submit program, again with the same job directory when the connection drops
+        (the program answers the first run's job id if that one reached sbatch): one job per
+        submit, never two, never one the registry does not know."""
+        for attempt in range(SUBMIT_ATTEMPTS):
+            try:
+                return self.transport.run(commands.submit_argv(jobdir, packed, again=attempt > 0),
+                                          stdin=packed, check=False)
+            except ConnectError as e:
+                if attempt == SUBMIT_ATTEMPTS - 1:
+                    raise SubmitError(
+                        f"the connection dropped {SUBMIT_ATTEMPTS} times while submitting ({e}); "
+                        f"the job may have been submitted from {jobdir}: see squeue") from None
+                log.info("connection lost while submitting to %s (%s); asking again", jobdir, e)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _run_scheduler(self, argv: list[str]) -> tuple[int, str, str]:
         result = self.transport.run(argv, check=False)

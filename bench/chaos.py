@@ -21,9 +21,12 @@ Scenarios (bounded default / ``--full``):
 - ssh (when the Slurm test cluster runs): this process's own SSH connection cut client side
   (`ss -K` on its socket) while a job's 1,000 (30,000 with --full: 5 min) numbered lines are
   followed (10 / 100 cuts); recovery is from a cut to the next line received;
+- ssh: this process's own SSH connection cut once in each of 5 / 50 submits, at a seeded moment
+  0..0.4 s into `tier.submit` (the job's files going up, sbatch, its answer): one job on the
+  cluster and one registry record per submit; recovery is from the cut to submit returning;
 - local: a job's supervisor SIGKILLed mid-job, then reattached from a new tier (1 / 10).
 Not yet here (they need the shared Slurm cluster's daemons or other users' sshd children
-restarted or killed, or more time): server-side SSH kills, kills mid-submit, slurmctld/slurmd/
+restarted or killed, or more time): server-side SSH kills, slurmctld/slurmd/
 slurmdbd, a restarted Jupyter server or kernel, a full disk, a stepped clock.
 
 The bounded subset runs in CI as tests/chaos/ and fails on any loss. Nothing is timed as an
@@ -51,15 +54,17 @@ from tests.chaos import scenarios_k8s, scenarios_local, scenarios_registry, scen
 from tests.chaos.harness import Outcome, table  # noqa: E402
 
 BOUNDED = {"restarts": 5, "deletions": 1, "outages": 1, "jobs": 200, "services": 50,
-           "registry_faults": 2, "kills": 1, "cuts": 10, "lines": 1000}
+           "registry_faults": 2, "kills": 1, "cuts": 10, "lines": 1000, "submits": 5}
 FULL = {"restarts": 20, "deletions": 5, "outages": 5, "jobs": 2000, "services": 500,
-        "registry_faults": 20, "kills": 10, "cuts": 100, "lines": 30000}
+        "registry_faults": 20, "kills": 10, "cuts": 100, "lines": 30000, "submits": 50}
 CLUSTER_ENV = Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster")) / "cluster.env"
 GROUPS = ("k8s", "registry", "local", "ssh")
 
 
-def _ssh_run(workdir: Path, seed: int, cuts: int, lines: int, say: Callable[[str], None]) -> Outcome:
-    """The SSH scenario on the Slurm test cluster (its sshd; only this process's connections)."""
+def _ssh_run(workdir: Path, seed: int, cuts: int, lines: int, say: Callable[[str], None],
+             submits: int = 0) -> Outcome:
+    """An SSH scenario on the Slurm test cluster (its sshd; only this process's connections):
+    cuts while a log is followed, or with ``submits`` one cut in each of that many submits."""
     from jupyter_tiers.config import load_config
     from jupyter_tiers.registry import Registry
     from jupyter_tiers.slurm.tier import SlurmTier
@@ -70,6 +75,9 @@ def _ssh_run(workdir: Path, seed: int, cuts: int, lines: int, say: Callable[[str
     os.environ["JUPYTER_TIERS_CONFIG"] = str(workdir / "tiers.yaml")
     tier = SlurmTier(load_config().profile("box"), Registry(workdir / "registry.sqlite"))
     try:
+        if submits:
+            return scenarios_ssh.submit_cuts(tier, env["JT_SSH_HOST"], int(env["JT_SSH_PORT"]),
+                                             seed=seed, submits=submits, progress=say)
         return scenarios_ssh.log_stream_cuts(tier, env["JT_SSH_HOST"], int(env["JT_SSH_PORT"]),
                                              seed=seed, cuts=cuts, lines=lines, progress=say)
     finally:
@@ -121,6 +129,8 @@ def main() -> int:
             ("registry", "damaged registry", lambda d: scenarios_registry.damaged(
                 d, seed=args.seed, progress=say)),
             ("ssh", "SSH cuts", lambda d: _ssh_run(d, args.seed, size["cuts"], size["lines"], say)),
+            ("ssh", "SSH cuts mid-submit", lambda d: _ssh_run(d, args.seed, 0, 0, say,
+                                                                submits=size["submits"])),
             ("local", "supervisor kills", lambda d: scenarios_local.supervisor_kills(
                 d, seed=args.seed, kills=size["kills"], progress=say, notes=notes)),
         ]

@@ -10,6 +10,7 @@ cut to the next line received.
 from __future__ import annotations
 
 import os
+import secrets
 import subprocess
 import textwrap
 import threading
@@ -102,4 +103,76 @@ def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, li
         after = next((t for t in received_at if t > at), None)
         if after is not None:
             outcome.recover_s.append(after - at)
+    return outcome
+
+
+def submit_cuts(tier: Any, host: str, port: int, *, seed: int, submits: int,
+                progress: Callable[[str], None] | None = None) -> Outcome:
+    """``submits`` short jobs, each submit's SSH connection cut once at a moment drawn from
+    ``seed`` (0..0.4 s into ``tier.submit``: while the job's files go up, sbatch runs or its
+    answer comes back). Invariants: every submit returns a job, the cluster holds exactly one
+    job of that name (squeue, which keeps ended jobs for MinJobAge), the registry exactly one
+    record, its id that job's. Recovery: from the cut to ``submit`` returning."""
+    outcome = Outcome("ssh: connection cut mid-submit")
+    run = secrets.token_hex(3)
+    tier.login()  # a live connection for the first cut to hit
+    names: list[str] = []
+    ids: dict[str, str] = {}
+    for i, delay in enumerate(schedule(seed, submits, 0.0, 0.4)):
+        name = f"chaos-sub-{run}-{i}"
+        names.append(name)
+        cut_at: list[float] = []
+        started = threading.Event()
+
+        def cutter(delay: float = delay, cut_at: list[float] = cut_at,
+                   started: threading.Event = started) -> None:
+            started.wait(GUARD)
+            time.sleep(delay)
+            at = time.monotonic()  # before the cut: a submit may fail the instant it lands
+            if cut_own_connections(host, port):
+                cut_at.append(at)
+
+        thread = threading.Thread(target=cutter, name="chaos-submit-cutter", daemon=True)
+        thread.start()
+        spec = tier.make_spec("print('done')", name=name)
+        started.set()
+        try:
+            job = tier.submit(spec)
+            ids[name] = job.id
+        except Exception as e:  # a failed submit is what this scenario counts
+            outcome.lost += 1
+            outcome.problems.append(f"submit {i} failed: {type(e).__name__}: {e}")
+        done = time.monotonic()
+        thread.join(GUARD)
+        mid = bool(cut_at) and cut_at[0] < done
+        if mid:
+            outcome.faults += 1
+            outcome.recover_s.append(done - cut_at[0])
+        if progress:
+            progress(f"  submit {i + 1}/{submits}{' (cut mid-submit)' if mid else ''}")
+    # What the cluster holds: every job of these names, ended ones too.
+    listing = tier.transport.run(["squeue", "-h", "-a", "-t", "all", "-o", "%i|%j"], check=False).text()
+    on_cluster: dict[str, list[str]] = {}
+    for line in listing.splitlines():
+        job_id, _, job_name = line.strip().partition("|")
+        if job_name in names:
+            on_cluster.setdefault(job_name, []).append(job_id)
+    recorded: dict[str, list[str]] = {}
+    for rec in tier.registry.list(limit=1000):
+        if rec.name in names:
+            recorded.setdefault(rec.name, []).append(rec.job_id)
+    for name in names:
+        outcome.checked += 1
+        jobs, recs = on_cluster.get(name, []), recorded.get(name, [])
+        if len(jobs) > 1:
+            outcome.duplicated += len(jobs) - 1
+            outcome.problems.append(f"{name}: {len(jobs)} jobs on the cluster ({', '.join(jobs)})")
+        if not jobs and name in ids:
+            outcome.lost += 1
+            outcome.problems.append(f"{name}: job {ids[name]} not on the cluster")
+        if len(recs) > 1:
+            outcome.duplicated += len(recs) - 1
+            outcome.problems.append(f"{name}: {len(recs)} registry records")
+        if jobs and (recs != [ids.get(name)] or ids.get(name) not in jobs):
+            outcome.wrong(f"{name}: registry {recs}, submit answered {ids.get(name)}, cluster {jobs}")
     return outcome

@@ -9,6 +9,7 @@ cut to the next line received.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import secrets
 import subprocess
@@ -16,8 +17,10 @@ import textwrap
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from jupyter_tiers.errors import TiersError
 from jupyter_tiers.model import JobState
 from tests.chaos.harness import Outcome, check_sequence, schedule
 
@@ -175,4 +178,84 @@ def submit_cuts(tier: Any, host: str, port: int, *, seed: int, submits: int,
             outcome.problems.append(f"{name}: {len(recs)} registry records")
         if jobs and (recs != [ids.get(name)] or ids.get(name) not in jobs):
             outcome.wrong(f"{name}: registry {recs}, submit answered {ids.get(name)}, cluster {jobs}")
+    return outcome
+
+
+def download_cuts(tier: Any, host: str, port: int, dest: Path, *, seed: int, cuts: int,
+                  megabytes: int = 64, progress: Callable[[str], None] | None = None) -> Outcome:
+    """A finished job's ``megabytes`` MiB random file fetched with ``job.download`` while this
+    process's SSH connection is cut ``cuts`` times (each once the transfer is under way, after a
+    seeded share of the bytes), ``download`` called again after a cut that reached the caller.
+    Invariants: the local file's sha256 equals the cluster's, no ``.part`` left, download
+    called at most cuts + 1 times. Recovery: from a cut to the next chunk written."""
+    outcome = Outcome("ssh: connection cut mid-download")
+    size = megabytes << 20
+    job = tier.submit(tier.make_spec(
+        f"import os\nwith open('big.bin', 'wb') as f:\n    f.write(os.urandom({size}))\n",
+        name="chaos-dl"))
+    status = job.wait(timeout=GUARD)
+    if status.state is not JobState.COMPLETED:
+        outcome.wrong(f"job {job.id} ended {status.state.value}: {status.reason}")
+        return outcome
+    remote = tier.transport.run(["sha256sum", f"{job.record.jobdir}/big.bin"]).text().split()[0]
+    shares = sorted(schedule(seed, cuts, 0.05, 0.95))
+    written = [0]
+    cut_at: list[float] = []
+    recovered: list[float] = []
+    pending = threading.Event()
+    finished = threading.Event()
+
+    def on_progress(name: str, have: int, total: int) -> None:
+        written[0] = have
+        if cut_at and len(recovered) < len(cut_at):
+            recovered.append(time.monotonic() - cut_at[len(recovered)])
+        if len(cut_at) < cuts and have >= shares[len(cut_at)] * total and not pending.is_set():
+            pending.set()
+
+    def cutter() -> None:
+        while len(cut_at) < cuts:
+            if not pending.wait(GUARD) or finished.is_set():
+                return
+            at, before = time.monotonic(), written[0]
+            if cut_own_connections(host, port) and before < size:  # not after the last byte
+                cut_at.append(at)
+                outcome.faults += 1
+                if progress:
+                    progress(f"  download cut {outcome.faults}/{cuts} at {written[0] >> 20} MiB")
+            pending.clear()
+
+    thread = threading.Thread(target=cutter, name="chaos-download-cutter", daemon=True)
+    thread.start()
+    calls = 0
+    errors: list[str] = []
+    paths: list[Path] = []
+    while calls <= cuts + 1 and not paths:
+        calls += 1
+        try:
+            paths = job.download("big.bin", str(dest), progress=on_progress)
+        except TiersError as e:
+            errors.append(str(e))
+    finished.set()
+    pending.set()
+    thread.join(30)
+    outcome.checked = 1
+    outcome.recover_s = recovered
+    local = dest / "big.bin"
+    if not paths or not local.exists():
+        outcome.lost += 1
+        outcome.problems.append(f"not downloaded after {calls} calls: {errors[-1:]}")
+        return outcome
+    digest = hashlib.sha256(local.read_bytes()).hexdigest()
+    if digest != remote:
+        outcome.wrong(f"big.bin differs: {local.stat().st_size} of {size} bytes, sha256 {digest[:12]} "
+                      f"!= {remote[:12]}")
+    if local.stat().st_size > size:
+        outcome.duplicated += 1
+    if list(dest.glob("*.part")):
+        outcome.wrong(f".part left: {list(dest.glob('*.part'))}")
+    for error in errors:
+        if "\n" in error or "Traceback" in error:
+            outcome.wrong(f"a cut said more than one line: {error!r}")
+    if progress:
+        progress(f"  {calls} download call(s); what they said: {errors}")
     return outcome

@@ -12,7 +12,7 @@ import pytest
 from jupyter_tiers.config import load_config
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
-from tests.chaos.scenarios_ssh import log_stream_cuts, submit_cuts
+from tests.chaos.scenarios_ssh import download_cuts, log_stream_cuts, submit_cuts
 from tests.cluster.conftest import profile_yaml
 
 
@@ -42,4 +42,14 @@ def test_connection_cut_mid_submit(slurm_tier: SlurmTier, cluster_env: dict[str,
     outcome = submit_cuts(slurm_tier, cluster_env["JT_SSH_HOST"], int(cluster_env["JT_SSH_PORT"]),
                           seed=seed, submits=5)
     assert outcome.checked == 5 and outcome.faults >= 1  # a cut may land after a quick submit
+    assert outcome.clean, (outcome.problems, outcome)
+
+
+def test_connection_cut_mid_download(slurm_tier: SlurmTier, cluster_env: dict[str, str], seed: int,
+                                     tmp_path: Path) -> None:
+    """A 32 MiB file fetched with job.download while the connection is cut up to three times:
+    byte-identical (sha256), no .part left, no traceback (paramiko's EOFError once escaped)."""
+    outcome = download_cuts(slurm_tier, cluster_env["JT_SSH_HOST"], int(cluster_env["JT_SSH_PORT"]),
+                            tmp_path / "dest", seed=seed, cuts=3, megabytes=32)
+    assert outcome.checked == 1 and outcome.faults >= 1
     assert outcome.clean, (outcome.problems, outcome)

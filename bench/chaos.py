@@ -24,6 +24,11 @@ Scenarios (bounded default / ``--full``):
 - ssh: this process's own SSH connection cut once in each of 5 / 50 submits, at a seeded moment
   0..0.4 s into `tier.submit` (the job's files going up, sbatch, its answer): one job on the
   cluster and one registry record per submit; recovery is from the cut to submit returning;
+- ssh: a 32 MiB (256 MiB with --full) file fetched with `job.download` while the connection is
+  cut 3 / 20 times mid-transfer: sha256 equal to the cluster's, no .part left, no traceback;
+  recovery is from a cut to the next chunk written;
+- ssh: 3 / 20 submits with --sync of an 8 MiB, 40-file project (a quarter changed before each),
+  each cut once 0..1 s in: one job each, its snapshot the project byte for byte (sha256);
 - local: a job's supervisor SIGKILLed mid-job, then reattached from a new tier (1 / 10).
 Not yet here (they need the shared Slurm cluster's daemons or other users' sshd children
 restarted or killed, or more time): server-side SSH kills, slurmctld/slurmd/
@@ -45,6 +50,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -54,17 +60,19 @@ from tests.chaos import scenarios_k8s, scenarios_local, scenarios_registry, scen
 from tests.chaos.harness import Outcome, table  # noqa: E402
 
 BOUNDED = {"restarts": 5, "deletions": 1, "outages": 1, "jobs": 200, "services": 50,
-           "registry_faults": 2, "kills": 1, "cuts": 10, "lines": 1000, "submits": 5}
+           "registry_faults": 2, "kills": 1, "cuts": 10, "lines": 1000, "submits": 5,
+           "download_cuts": 3, "download_mb": 32, "sync_submits": 3}
 FULL = {"restarts": 20, "deletions": 5, "outages": 5, "jobs": 2000, "services": 500,
-        "registry_faults": 20, "kills": 10, "cuts": 100, "lines": 30000, "submits": 50}
+        "registry_faults": 20, "kills": 10, "cuts": 100, "lines": 30000, "submits": 50,
+        "download_cuts": 20, "download_mb": 256, "sync_submits": 20}
 CLUSTER_ENV = Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster")) / "cluster.env"
 GROUPS = ("k8s", "registry", "local", "ssh")
 
 
-def _ssh_run(workdir: Path, seed: int, cuts: int, lines: int, say: Callable[[str], None],
-             submits: int = 0) -> Outcome:
+def _ssh_run(workdir: Path, say: Callable[[str], None],
+             scenario: Callable[[Any, str, int], Outcome]) -> Outcome:
     """An SSH scenario on the Slurm test cluster (its sshd; only this process's connections):
-    cuts while a log is followed, or with ``submits`` one cut in each of that many submits."""
+    ``scenario(tier, host, port)``."""
     from jupyter_tiers.config import load_config
     from jupyter_tiers.registry import Registry
     from jupyter_tiers.slurm.tier import SlurmTier
@@ -75,15 +83,16 @@ def _ssh_run(workdir: Path, seed: int, cuts: int, lines: int, say: Callable[[str
     os.environ["JUPYTER_TIERS_CONFIG"] = str(workdir / "tiers.yaml")
     tier = SlurmTier(load_config().profile("box"), Registry(workdir / "registry.sqlite"))
     try:
-        if submits:
-            return scenarios_ssh.submit_cuts(tier, env["JT_SSH_HOST"], int(env["JT_SSH_PORT"]),
-                                             seed=seed, submits=submits, progress=say)
-        return scenarios_ssh.log_stream_cuts(tier, env["JT_SSH_HOST"], int(env["JT_SSH_PORT"]),
-                                             seed=seed, cuts=cuts, lines=lines, progress=say)
+        return scenario(tier, env["JT_SSH_HOST"], int(env["JT_SSH_PORT"]))
     finally:
-        for rec in tier.registry.list(limit=100):
+        for rec in tier.registry.list(limit=1000):
             tier.cancel(rec)
         tier.close()
+
+
+def _dir(path: Path) -> Path:
+    path.mkdir()
+    return path
 
 
 def main() -> int:
@@ -128,9 +137,19 @@ def main() -> int:
                 faults=size["registry_faults"], progress=say)),
             ("registry", "damaged registry", lambda d: scenarios_registry.damaged(
                 d, seed=args.seed, progress=say)),
-            ("ssh", "SSH cuts", lambda d: _ssh_run(d, args.seed, size["cuts"], size["lines"], say)),
-            ("ssh", "SSH cuts mid-submit", lambda d: _ssh_run(d, args.seed, 0, 0, say,
-                                                                submits=size["submits"])),
+            ("ssh", "SSH cuts", lambda d: _ssh_run(d, say, lambda t, h, p: scenarios_ssh.log_stream_cuts(
+                t, h, p, seed=args.seed, cuts=size["cuts"], lines=size["lines"], progress=say))),
+            ("ssh", "SSH cuts mid-submit", lambda d: _ssh_run(
+                d, say, lambda t, h, p: scenarios_ssh.submit_cuts(
+                    t, h, p, seed=args.seed, submits=size["submits"], progress=say))),
+            ("ssh", "SSH cuts mid-download", lambda d: _ssh_run(
+                d, say, lambda t, h, p: scenarios_ssh.download_cuts(
+                    t, h, p, _dir(d / "dest"), seed=args.seed, cuts=size["download_cuts"],
+                    megabytes=size["download_mb"], progress=say))),
+            ("ssh", "SSH cuts mid --sync", lambda d: _ssh_run(
+                d, say, lambda t, h, p: scenarios_ssh.sync_cuts(
+                    t, h, p, _dir(d / "nb"), seed=args.seed, submits=size["sync_submits"],
+                    progress=say))),
             ("local", "supervisor kills", lambda d: scenarios_local.supervisor_kills(
                 d, seed=args.seed, kills=size["kills"], progress=say, notes=notes)),
         ]

@@ -53,7 +53,8 @@ _UNREACHABLE_MARKERS = (
     "Connection refused",
 )
 
-#: How many times a submit is sent when the connection drops under it (each retry idempotent).
+#: How many times a submit (and --sync's upload) is sent when the connection drops under it
+#: (each retry idempotent).
 SUBMIT_ATTEMPTS = 4
 
 _NO_ACCOUNTING_MARKERS = ("accounting storage is disabled", "Slurm accounting storage is disabled")
@@ -127,7 +128,18 @@ class SlurmTier(BatchTier):
         if not spec.sync:
             return None
         manifest, sources = notebook_manifest(spec.sync, self.profile.settings)
-        return sync_to_cluster(self.transport, self.profile.workdir, spec.name, manifest, sources)
+        for attempt in range(SUBMIT_ATTEMPTS):
+            try:
+                return sync_to_cluster(self.transport, self.profile.workdir, spec.name, manifest,
+                                       sources)
+            except ConnectError as e:
+                # Safe to start over: the cluster side takes turns under a lock, and a cut apply
+                # leaves the stored manifest without the entries it was changing (re-sent).
+                if attempt == SUBMIT_ATTEMPTS - 1:
+                    raise SubmitError(f"--sync: the connection dropped {SUBMIT_ATTEMPTS} times "
+                                      f"while sending the notebook's files ({e})") from None
+                log.info("connection lost during --sync of %s (%s); starting over", spec.name, e)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def submit(self, spec: JobSpec) -> Job:
         """Write the job directory and run sbatch in one round trip; record the job (after

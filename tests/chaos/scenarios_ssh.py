@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import hashlib
 import os
+import random
+import re
 import secrets
+import shlex
 import subprocess
 import textwrap
 import threading
@@ -258,4 +261,77 @@ def download_cuts(tier: Any, host: str, port: int, dest: Path, *, seed: int, cut
             outcome.wrong(f"a cut said more than one line: {error!r}")
     if progress:
         progress(f"  {calls} download call(s); what they said: {errors}")
+    return outcome
+
+
+def sync_cuts(tier: Any, host: str, port: int, project: Path, *, seed: int, submits: int,
+              progress: Callable[[str], None] | None = None) -> Outcome:
+    """``submits`` jobs submitted with ``--sync`` from ``project`` (40 files, 8 MiB; a quarter
+    of them changed before each submit so there is something to send), the connection cut once
+    at a seeded moment 0..1 s into each (the manifest check, the tar going up, the snapshot,
+    sbatch). Invariants: each submit returns one job, the cluster holds one job of its name, and
+    the snapshot it runs in holds exactly the project's files as they were, byte for byte
+    (sha256). Recovery: from the cut to submit returning."""
+    outcome = Outcome("ssh: connection cut mid --sync upload")
+    rng = random.Random(seed)
+    run = secrets.token_hex(3)
+    name = f"chaos-sync-{run}"
+    for i in range(40):
+        (project / f"d{i % 4}").mkdir(parents=True, exist_ok=True)
+        (project / f"d{i % 4}" / f"f{i}.bin").write_bytes(rng.randbytes(200_000))
+    tier.login()
+    ids: list[str] = []
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        for i, delay in enumerate(schedule(seed, submits, 0.0, 1.0)):
+            for j in rng.sample(range(40), 10):
+                (project / f"d{j % 4}" / f"f{j}.bin").write_bytes(rng.randbytes(200_000))
+            local = {str(p.relative_to(project)): hashlib.sha256(p.read_bytes()).hexdigest()
+                     for p in project.rglob("*") if p.is_file()}
+            cut_at: list[float] = []
+            timer = threading.Timer(delay, lambda c=cut_at: c.append(time.monotonic())
+                                    if cut_own_connections(host, port) else None)
+            timer.start()
+            try:
+                job = tier.submit(tier.make_spec("print('synced')", name=name, sync=["."]))
+            except TiersError as e:
+                outcome.lost += 1
+                outcome.problems.append(f"submit {i} failed: {e}")
+                continue
+            finally:
+                done = time.monotonic()
+                timer.join(GUARD)
+            ids.append(job.id)
+            if cut_at and cut_at[0] < done:
+                outcome.faults += 1
+                outcome.recover_s.append(done - cut_at[0])
+            found = re.search(r"export JT_SYNC_DIR=(\S+)", job.record.script or "")
+            if not found:
+                outcome.wrong(f"job {job.id}: no JT_SYNC_DIR in its script")
+                continue
+            snap = shlex.split(found.group(1))[0]
+            listing = tier.transport.run(["bash", "-c", 'cd -- "$1" && find . -type f -print0 | '
+                                          'xargs -0 -r sha256sum', "jt", snap]).text()
+            remote = {path[2:]: digest for digest, path in
+                      (line.split(None, 1) for line in listing.splitlines() if line.strip())}
+            outcome.checked += len(local)
+            outcome.lost += len(set(local) - set(remote))
+            extra = set(remote) - set(local)
+            if extra:
+                outcome.wrong(f"job {job.id}: files not in the project: {sorted(extra)[:3]}")
+            differ = [p for p in local if p in remote and remote[p] != local[p]]
+            if differ:
+                outcome.wrong(f"job {job.id}: {len(differ)} files differ, e.g. {differ[0]}")
+            if progress:
+                mid = " (cut mid-submit)" if cut_at and cut_at[0] < done else ""
+                progress(f"  sync submit {i + 1}/{submits}{mid}")
+    finally:
+        os.chdir(cwd)
+    listing = tier.transport.run(["squeue", "-h", "-a", "-t", "all", "-n", name, "-o", "%i"],
+                                 check=False).text().split()
+    if sorted(listing) != sorted(ids):
+        outcome.duplicated += max(0, len(listing) - len(ids))
+        outcome.wrong(f"jobs on the cluster {sorted(listing)}, submits answered {sorted(ids)}")
+    tier.transport.run(["rm", "-rf", "--", f"{tier.profile.workdir}/.sync/{name}"], check=False)
     return outcome

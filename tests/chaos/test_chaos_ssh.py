@@ -12,7 +12,7 @@ import pytest
 from jupyter_tiers.config import load_config
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
-from tests.chaos.scenarios_ssh import download_cuts, log_stream_cuts, submit_cuts
+from tests.chaos.scenarios_ssh import download_cuts, log_stream_cuts, submit_cuts, sync_cuts
 from tests.cluster.conftest import profile_yaml
 
 
@@ -52,4 +52,15 @@ def test_connection_cut_mid_download(slurm_tier: SlurmTier, cluster_env: dict[st
     outcome = download_cuts(slurm_tier, cluster_env["JT_SSH_HOST"], int(cluster_env["JT_SSH_PORT"]),
                             tmp_path / "dest", seed=seed, cuts=3, megabytes=32)
     assert outcome.checked == 1 and outcome.faults >= 1
+    assert outcome.clean, (outcome.problems, outcome)
+
+
+def test_connection_cut_mid_sync(slurm_tier: SlurmTier, cluster_env: dict[str, str], seed: int,
+                                 tmp_path: Path) -> None:
+    """Two --sync submits (8 MiB project, a quarter changed each time), each one's connection cut
+    at a seeded moment: one job each, its snapshot the project byte for byte."""
+    (tmp_path / "nb").mkdir()
+    outcome = sync_cuts(slurm_tier, cluster_env["JT_SSH_HOST"], int(cluster_env["JT_SSH_PORT"]),
+                        tmp_path / "nb", seed=seed, submits=2)
+    assert outcome.checked == 80 and outcome.faults >= 1
     assert outcome.clean, (outcome.problems, outcome)

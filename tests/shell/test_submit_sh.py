@@ -6,6 +6,8 @@ stdin does) and then says the connection was lost, as SSHTransport.run does."""
 from __future__ import annotations
 
 import os
+import re
+import shlex
 import subprocess
 import threading
 import time
@@ -124,15 +126,17 @@ class DroppingTransport:
     """run() by local bash; the first ``drops`` calls are cut: after ``cut_after`` bytes of stdin
     (None: after the command finished) the caller is told the connection was lost."""
 
-    def __init__(self, env: dict[str, str], drops: int, cut_after: int | None) -> None:
+    def __init__(self, env: dict[str, str], drops: int, cut_after: int | None,
+                 only: set[int] | None = None) -> None:
         self.env, self.drops, self.cut_after = env, drops, cut_after
+        self.only = only  # the 1-based calls cut instead of the first ``drops``
         self.calls: list[list[str]] = []
 
     def run(self, argv: Sequence[str], *, stdin: bytes | None = None, timeout: float | None = 60.0,
             check: bool = True) -> CommandResult:
         self.calls.append(list(argv))
         data = stdin or b""
-        cut = len(self.calls) <= self.drops
+        cut = len(self.calls) in self.only if self.only is not None else len(self.calls) <= self.drops
         if cut and self.cut_after is not None:
             data = data[: self.cut_after]
         p = subprocess.run(list(argv), input=data, capture_output=True, env=self.env, timeout=timeout)
@@ -167,3 +171,30 @@ def test_tier_submit_gives_up_with_one_clear_line(tmp_path: Path, env: dict[str,
         tier.submit(tier.make_spec("print(1)", name="once"))
     assert "\n" not in str(err.value) and _calls(env) == 0
     assert tier.registry.list(limit=10) == []
+
+
+@pytest.mark.parametrize(("only", "cut_after"), [({1}, None), ({2}, 300), ({2}, None), ({1, 3}, 0)])
+def test_sync_after_drops_sends_the_project_whole(tmp_path: Path, env: dict[str, str],
+                                                   monkeypatch: pytest.MonkeyPatch,
+                                                   only: set[int], cut_after: int | None) -> None:
+    """--sync cut in its check or its apply (after it ran, or with its tar cut short) starts
+    over: the snapshot the job gets holds the project's files byte for byte, one sbatch."""
+    project = tmp_path / "nb"
+    (project / "pkg").mkdir(parents=True)
+    files = {"main.py": b"print(1)\n", "pkg/data.bin": os.urandom(5000)}
+    for name, data in files.items():
+        (project / name).write_bytes(data)
+    monkeypatch.chdir(project)
+    transport = DroppingTransport(env, drops=0, cut_after=cut_after, only=only)
+    profile = Profile(name="hpc", tier="slurm",
+                      settings={"host": "h", "workdir": str(tmp_path / "work")})
+    tier = SlurmTier(profile, Registry(tmp_path / "registry.sqlite"), transport=transport)  # type: ignore[arg-type]  # run() is all submit uses
+    job = tier.submit(tier.make_spec("print(1)", name="synced", sync=["."]))
+    assert _calls(env) == 1 and job.id == "4001"
+    found = re.search(r"export JT_SYNC_DIR=(\S+)", job.record.script or "")
+    assert found
+    snap = Path(shlex.split(found.group(1))[0])
+    # A cut after the apply ran may leave one more snapshot (no job's; pruned after 30 days).
+    assert snap.parent == tmp_path / "work" / ".sync" / "synced" / "snap"
+    got = {str(p.relative_to(snap)): p.read_bytes() for p in snap.rglob("*") if p.is_file()}
+    assert got == files

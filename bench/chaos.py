@@ -29,10 +29,13 @@ Scenarios (bounded default / ``--full``):
   recovery is from a cut to the next chunk written;
 - ssh: 3 / 20 submits with --sync of an 8 MiB, 40-file project (a quarter changed before each),
   each cut once 0..1 s in: one job each, its snapshot the project byte for byte (sha256);
-- local: a job's supervisor SIGKILLed mid-job, then reattached from a new tier (1 / 10).
+- local: a job's supervisor SIGKILLed mid-job, then reattached from a new tier (1 / 10);
+- local: a kernel process following a 2-rank job SIGKILLed after a seeded number of lines, a new
+  kernel process attaching and following on from the last line it had (1 / 10): the job
+  COMPLETED, each rank's lines once, in order, equal to the log file.
 Not yet here (they need the shared Slurm cluster's daemons or other users' sshd children
 restarted or killed, or more time): server-side SSH kills, slurmctld/slurmd/
-slurmdbd, a restarted Jupyter server or kernel, a full disk, a stepped clock.
+slurmdbd, a restarted Jupyter server, a full disk, a stepped clock.
 
 The bounded subset runs in CI as tests/chaos/ and fails on any loss. Nothing is timed as an
 assertion; every wait is bounded only so that a broken component fails instead of hanging.
@@ -152,6 +155,8 @@ def main() -> int:
                     progress=say))),
             ("local", "supervisor kills", lambda d: scenarios_local.supervisor_kills(
                 d, seed=args.seed, kills=size["kills"], progress=say, notes=notes)),
+            ("local", "kernel kills", lambda d: scenarios_local.kernel_kills(
+                d, seed=args.seed, kills=size["kills"], progress=say)),
         ]
         for i, (group, label, run) in enumerate(runs):
             if group not in groups:

@@ -12,6 +12,8 @@ import json
 import random
 import re
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +29,7 @@ GUARD = 120.0
 FAST = {"status_interval": 0.5, "rank_interval": 0.2, "first_poll": 0.1}
 WRITER = 'i=0; while true; do echo "n $i"; i=$((i+1)); sleep 0.02; done'
 NUMBER = re.compile(r"\bn (\d+)$")
+ROOT = Path(__file__).resolve().parent.parent.parent
 
 
 def supervisor_kills(workdir: Path, *, seed: int, kills: int,
@@ -89,4 +92,82 @@ def supervisor_kills(workdir: Path, *, seed: int, kills: int,
     if notes is not None and ran_on:
         notes.append(f"local: after {ran_on} of {outcome.faults} supervisor kills the ranks ran on "
                      "unwatched")
+    return outcome
+
+
+def _kernel(workdir: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "tests.chaos.kernel_worker", str(workdir), *args],
+                            stdout=subprocess.PIPE, text=True, cwd=ROOT)
+
+
+def kernel_kills(workdir: Path, *, seed: int, kills: int, lines: int = 300,
+                 progress: Callable[[str], None] | None = None) -> Outcome:
+    """``kills`` times: a kernel process submits a 2-rank job (``lines`` numbered lines a rank,
+    50 a second) and follows its log; it is SIGKILLed after a seeded number of lines; a new
+    kernel process attaches and follows on from the last line the first one had. Invariants:
+    the job runs on to COMPLETED; every rank's lines, the first kernel's then the second's,
+    exactly once and in order, and equal to the log file. Recovery: from the kill to the new
+    kernel's first line."""
+    outcome = Outcome("local: kernel SIGKILLed mid-job, attached")
+    rng = random.Random(seed)
+    for i in range(kills):
+        jobdir_root = workdir / f"k{i}"
+        jobdir_root.mkdir()
+        first = _kernel(jobdir_root, "submit", str(lines))
+        assert first.stdout is not None
+        job_id, seen, offset = "", [], 0
+        stop_after = rng.randint(20, lines)  # of 2 * lines
+        for raw in first.stdout:
+            words = raw.rstrip("\n").split(" ", 3)
+            if words[0] == "JOB":
+                job_id = words[1]
+            elif words[0] == "L":
+                offset = int(words[1])
+                seen.append((words[2], words[3]))
+                if len(seen) >= stop_after:
+                    break
+            else:
+                outcome.problems.append(f"first kernel said: {raw.strip()}")
+                break
+        kill(first.pid, signal.SIGKILL)
+        at = time.monotonic()
+        first.wait(GUARD)
+        outcome.faults += 1
+        second = _kernel(jobdir_root, "attach", job_id, str(offset))
+        assert second.stdout is not None
+        end = ""
+        for raw in second.stdout:
+            words = raw.rstrip("\n").split(" ", 3)
+            if words[0] == "L":
+                if len(outcome.recover_s) <= i:
+                    outcome.recover_s.append(time.monotonic() - at)
+                seen.append((words[2], words[3]))
+            elif words[0] == "END":
+                end = words[1]
+            else:
+                outcome.problems.append(f"new kernel said: {raw.strip()}")
+        second.wait(GUARD)
+        if end != JobState.COMPLETED.value:
+            outcome.wrong(f"job {job_id} after the kernel was killed ended {end or 'unseen'}")
+        tier = LocalTier(local_profile(jobdir_root / "jobs"),
+                         Registry(jobdir_root / "registry.sqlite"), watcher_options=FAST)
+        try:
+            job = tier.job(tier.registry.get(job_id, profile=tier.name))
+            for rank in (0, 1):
+                followed = [int(m.group(1)) for r, text in seen if r == str(rank)
+                            if (m := NUMBER.search(text))]
+                in_file = [int(m.group(1)) for m in map(NUMBER.search, job.logs(rank=rank).splitlines())
+                           if m]
+                result = check_sequence(followed, lines)
+                outcome.checked += len(followed)
+                outcome.lost += result.lost
+                outcome.duplicated += result.duplicated
+                if result.out_of_order:
+                    outcome.wrong(f"job {job_id} rank {rank}: lines out of order")
+                if followed != in_file:
+                    outcome.wrong(f"job {job_id} rank {rank}: followed lines differ from the log file")
+        finally:
+            tier.close()
+        if progress:
+            progress(f"  kernel kill {i + 1}/{kills} after {stop_after} lines")
     return outcome

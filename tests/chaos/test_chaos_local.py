@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.chaos.scenarios_local import supervisor_kills
+from tests.chaos.scenarios_local import kernel_kills, supervisor_kills
 
 
 def test_supervisor_killed_then_reattached(tmp_path: Path, seed: int) -> None:
@@ -13,3 +13,9 @@ def test_supervisor_killed_then_reattached(tmp_path: Path, seed: int) -> None:
     assert outcome.faults == 1 and outcome.checked
     assert outcome.clean, (outcome.problems, outcome)
     print("\n".join(notes))
+
+
+def test_kernel_killed_mid_job_then_attached(tmp_path: Path, seed: int) -> None:
+    outcome = kernel_kills(tmp_path, seed=seed, kills=1)
+    assert outcome.faults == 1 and outcome.checked == 600
+    assert outcome.clean, (outcome.problems, outcome)

@@ -32,7 +32,10 @@ Scenarios (bounded default / ``--full``):
 - local: a job's supervisor SIGKILLed mid-job, then reattached from a new tier (1 / 10);
 - local: a kernel process following a 2-rank job SIGKILLed after a seeded number of lines, a new
   kernel process attaching and following on from the last line it had (1 / 10): the job
-  COMPLETED, each rank's lines once, in order, equal to the log file.
+  COMPLETED, each rank's lines once, in order, equal to the log file;
+- local: a kernel process SIGKILLed 0..1 s after applying a 2-replica local service (replicas
+  slow to listen), a new kernel process attaching (1 / 10): READY 2/2, answering, and after its
+  delete no process left; recovery is from the kill to READY seen.
 Not yet here (they need the shared Slurm cluster's daemons or other users' sshd children
 restarted or killed, or more time): server-side SSH kills, slurmctld/slurmd/
 slurmdbd, a restarted Jupyter server, a full disk, a stepped clock.
@@ -156,6 +159,8 @@ def main() -> int:
             ("local", "supervisor kills", lambda d: scenarios_local.supervisor_kills(
                 d, seed=args.seed, kills=size["kills"], progress=say, notes=notes)),
             ("local", "kernel kills", lambda d: scenarios_local.kernel_kills(
+                d, seed=args.seed, kills=size["kills"], progress=say)),
+            ("local", "kernel kills mid-rollout", lambda d: scenarios_local.kernel_kills_mid_rollout(
                 d, seed=args.seed, kills=size["kills"], progress=say)),
         ]
         for i, (group, label, run) in enumerate(runs):

@@ -22,7 +22,7 @@ from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.model import JobState
 from jupyter_tiers.registry import Registry
 from tests.chaos.faults import kill
-from tests.chaos.harness import Outcome, check_sequence, wait_until
+from tests.chaos.harness import Outcome, check_sequence, schedule, wait_until
 from tests.helpers import local_profile, processes_mentioning
 
 GUARD = 120.0
@@ -170,4 +170,45 @@ def kernel_kills(workdir: Path, *, seed: int, kills: int, lines: int = 300,
             tier.close()
         if progress:
             progress(f"  kernel kill {i + 1}/{kills} after {stop_after} lines")
+    return outcome
+
+
+def kernel_kills_mid_rollout(workdir: Path, *, seed: int, kills: int,
+                             progress: Callable[[str], None] | None = None) -> Outcome:
+    """``kills`` times: a kernel process rolls out a 2-replica local service (replicas slow to
+    listen) and is SIGKILLed a seeded 0..1 s after applying it; a new kernel process attaches.
+    Invariants: the service comes READY for the new kernel with 2/2 replicas and answers;
+    deleted from there, no process of it is left. Recovery: from the kill to READY seen."""
+    outcome = Outcome("local: kernel SIGKILLed mid-rollout, attached")
+    for i, delay in enumerate(schedule(seed, kills, 0.0, 1.0)):
+        root = workdir / f"r{i}"
+        root.mkdir()
+        name = f"chaos-roll-{i}"
+        first = _kernel(root, "serve", name)
+        assert first.stdout is not None
+        said = first.stdout.readline().split()
+        if said[:1] != ["SVC"]:
+            outcome.problems.append(f"first kernel said: {' '.join(said)}")
+        time.sleep(delay)
+        kill(first.pid, signal.SIGKILL)
+        at = time.monotonic()
+        first.wait(GUARD)
+        outcome.faults += 1
+        second = _kernel(root, "attach-service", name)
+        out, _ = second.communicate(timeout=GUARD)
+        lines = out.splitlines()
+        ready = next((line.split() for line in lines if line.startswith("READY ")), None)
+        outcome.checked += 1
+        if ready is None or ready[1:3] != ["READY", "2/2"] or len(ready) < 4:
+            outcome.wrong(f"service {name} after the kernel was killed: {lines}")
+        else:
+            outcome.recover_s.append(time.monotonic() - at)
+        if "DELETED" not in lines:
+            outcome.problems.append(f"service {name} not deleted: {lines}")
+        left = wait_until(lambda r=root: not processes_mentioning(r, skip_zombies=True) or None, GUARD)
+        if left is None:
+            outcome.wrong(f"service {name}: processes left after delete: "
+                          f"{processes_mentioning(root, skip_zombies=True)}")
+        if progress:
+            progress(f"  kernel kill mid-rollout {i + 1}/{kills} ({delay:.2f} s after apply)")
     return outcome

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.chaos.scenarios_local import kernel_kills, supervisor_kills
+from tests.chaos.scenarios_local import kernel_kills, kernel_kills_mid_rollout, supervisor_kills
 
 
 def test_supervisor_killed_then_reattached(tmp_path: Path, seed: int) -> None:
@@ -18,4 +18,10 @@ def test_supervisor_killed_then_reattached(tmp_path: Path, seed: int) -> None:
 def test_kernel_killed_mid_job_then_attached(tmp_path: Path, seed: int) -> None:
     outcome = kernel_kills(tmp_path, seed=seed, kills=1)
     assert outcome.faults == 1 and outcome.checked == 600
+    assert outcome.clean, (outcome.problems, outcome)
+
+
+def test_kernel_killed_mid_rollout_then_attached(tmp_path: Path, seed: int) -> None:
+    outcome = kernel_kills_mid_rollout(tmp_path, seed=seed, kills=1)
+    assert outcome.faults == 1 and outcome.checked == 1
     assert outcome.clean, (outcome.problems, outcome)

@@ -35,15 +35,19 @@ Scenarios (bounded default / ``--full``):
   COMPLETED, each rank's lines once, in order, equal to the log file;
 - local: a kernel process SIGKILLed 0..1 s after applying a 2-replica local service (replicas
   slow to listen), a new kernel process attaching (1 / 10): READY 2/2, answering, and after its
-  delete no process left; recovery is from the kill to READY seen.
+  delete no process left; recovery is from the kill to READY seen;
+- disk (root): the local tier's workdir on a 2 MiB tmpfs; a job logging as fast as it can fills
+  it (FAILED, one line naming the job directory and the full disk, nothing left running, no
+  temporary file left), then a submit on the full disk (refused, one line naming the workdir).
 Not yet here (they need the shared Slurm cluster's daemons or other users' sshd children
 restarted or killed, or more time): server-side SSH kills, slurmctld/slurmd/
-slurmdbd, a restarted Jupyter server, a full disk, a stepped clock.
+slurmdbd, a restarted Jupyter server, a full disk on the cluster side, a stepped clock (it
+cannot be stepped safely on a shared machine).
 
 The bounded subset runs in CI as tests/chaos/ and fails on any loss. Nothing is timed as an
 assertion; every wait is bounded only so that a broken component fails instead of hanging.
 
-Run: .venv/bin/python bench/chaos.py [--full] [--seed 18] [--only k8s,registry,local]
+Run: .venv/bin/python bench/chaos.py [--full] [--seed 18] [--only k8s,registry,local,ssh,disk]
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -72,7 +77,7 @@ FULL = {"restarts": 20, "deletions": 5, "outages": 5, "jobs": 2000, "services": 
         "registry_faults": 20, "kills": 10, "cuts": 100, "lines": 30000, "submits": 50,
         "download_cuts": 20, "download_mb": 256, "sync_submits": 20}
 CLUSTER_ENV = Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster")) / "cluster.env"
-GROUPS = ("k8s", "registry", "local", "ssh")
+GROUPS = ("k8s", "registry", "local", "ssh", "disk")
 
 
 def _ssh_run(workdir: Path, say: Callable[[str], None],
@@ -96,6 +101,17 @@ def _ssh_run(workdir: Path, say: Callable[[str], None],
         tier.close()
 
 
+def _on_small_disk(workdir: Path, say: Callable[[str], None]) -> Outcome:
+    """The disk-full scenario on a 2 MiB tmpfs mounted for it (root), unmounted after."""
+    disk = _dir(workdir / "disk")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(disk)],
+                   check=True, capture_output=True, timeout=60)
+    try:
+        return scenarios_local.disk_full(disk, workdir / "registry.sqlite", progress=say)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=60, check=False)
+
+
 def _dir(path: Path) -> Path:
     path.mkdir()
     return path
@@ -106,14 +122,17 @@ def main() -> int:
     parser.add_argument("--full", action="store_true", help="the long run (default: the bounded one)")
     parser.add_argument("--seed", type=int, default=18, help="the fault schedule's seed")
     parser.add_argument("--only", default=",".join(GROUPS),
-                        help="comma-separated groups to run: k8s, registry, local, ssh (ssh only "
-                             "when the Slurm test cluster runs)")
+                        help="comma-separated groups to run: k8s, registry, local, ssh, disk (ssh "
+                             "only when the Slurm test cluster runs, disk only as root)")
     args = parser.parse_args()
     size = FULL if args.full else BOUNDED
     groups = {g.strip() for g in args.only.split(",") if g.strip()}
     unknown = groups - set(GROUPS)
     if unknown:
         parser.error(f"--only: unknown group(s) {', '.join(sorted(unknown))}; use {', '.join(GROUPS)}")
+    if "disk" in groups and os.geteuid() != 0:
+        print("(disk skipped: mounting a small tmpfs needs root)", file=sys.stderr)
+        groups.discard("disk")
     if "ssh" in groups and not CLUSTER_ENV.exists():
         print(f"(ssh skipped: no Slurm test cluster, {CLUSTER_ENV} missing)", file=sys.stderr)
         groups.discard("ssh")
@@ -162,6 +181,7 @@ def main() -> int:
                 d, seed=args.seed, kills=size["kills"], progress=say)),
             ("local", "kernel kills mid-rollout", lambda d: scenarios_local.kernel_kills_mid_rollout(
                 d, seed=args.seed, kills=size["kills"], progress=say)),
+            ("disk", "disk full", lambda d: _on_small_disk(d, say)),
         ]
         for i, (group, label, run) in enumerate(runs):
             if group not in groups:

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from jupyter_tiers.errors import TiersError
 from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.model import JobState
 from jupyter_tiers.registry import Registry
@@ -211,4 +212,61 @@ def kernel_kills_mid_rollout(workdir: Path, *, seed: int, kills: int,
                           f"{processes_mentioning(root, skip_zombies=True)}")
         if progress:
             progress(f"  kernel kill mid-rollout {i + 1}/{kills} ({delay:.2f} s after apply)")
+    return outcome
+
+
+def disk_full(disk: Path, registry_path: Path, progress: Callable[[str], None] | None = None
+              ) -> Outcome:
+    """The local tier's workdir on a small file system (``disk``: a tmpfs of a few MiB the
+    caller mounted). A job logging as fast as it can fills it; then a submit finds it full.
+    Invariants: the job ends FAILED, its reason one line naming the job directory and the full
+    disk, no process of it left, no temporary state file left; the submit on the full disk is
+    refused with one line naming the workdir and leaves no record."""
+    outcome = Outcome("local: workdir disk full")
+    tier = LocalTier(local_profile(disk / "jobs"), Registry(registry_path), watcher_options=FAST)
+    try:
+        job = tier.submit(tier.make_spec('i=0; while true; do echo "................................'
+                                         '................ n $i"; i=$((i+1)); done',
+                                         shell=True, name="chaos-disk"))
+        outcome.faults += 1
+        at = time.monotonic()
+        status = job.wait(timeout=GUARD)
+        outcome.recover_s.append(time.monotonic() - at)
+        jobdir = job.record.jobdir
+        reason = status.reason or ""
+        outcome.checked += 1
+        if status.state is not JobState.FAILED or jobdir not in reason or "No space left" not in reason:
+            outcome.wrong(f"job {job.id} on a full disk: {status.state.value} ({reason})")
+        if "\n" in reason or "Traceback" in reason:
+            outcome.wrong(f"job {job.id}: its reason is not one line: {reason!r}")
+        if wait_until(lambda: not processes_mentioning(jobdir, skip_zombies=True) or None, GUARD) is None:
+            outcome.wrong(f"job {job.id}: processes left: {processes_mentioning(jobdir, skip_zombies=True)}")
+        left = list(Path(jobdir).glob(".*.tmp"))
+        if left:
+            outcome.wrong(f"job {job.id}: temporary files left on the full disk: {left}")
+        seen = [int(m.group(1)) for m in map(NUMBER.search, job.logs(rank=0).splitlines()) if m]
+        result = check_sequence(seen, max(seen, default=-1) + 1)
+        outcome.checked += len(seen)
+        outcome.lost += result.lost
+        outcome.duplicated += result.duplicated
+        if progress:
+            progress(f"  job on a full disk: {status.state.value} after {len(seen)} lines")
+        outcome.faults += 1
+        outcome.checked += 1
+        before = len(tier.registry.list(limit=1000))
+        try:
+            tier.submit(tier.make_spec("print(1)", name="chaos-disk-2"))
+            outcome.wrong("a submit on the full disk was accepted")
+        except TiersError as e:
+            text = str(e)
+            if str(disk / "jobs") not in text or "No space left" not in text or "\n" in text:
+                outcome.wrong(f"the submit on the full disk said: {text!r}")
+            if progress:
+                progress(f"  submit on a full disk: {text}")
+        if len(tier.registry.list(limit=1000)) != before:
+            outcome.wrong("the refused submit left a record")
+    finally:
+        for rec in tier.registry.list(limit=100):
+            tier.cancel(rec)
+        tier.close()
     return outcome

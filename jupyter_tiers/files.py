@@ -22,7 +22,6 @@ from typing import NamedTuple
 
 from .errors import TiersError
 from .sync import SyncError, check_relpath
-from .transport.errors import ConnectError
 
 CHECKPOINTS = "checkpoints"
 SKIPPED_DIRS = ("ranks",)
@@ -121,6 +120,10 @@ def destination(dest: str | os.PathLike[str], name: str) -> Path:
 ChunkSource = Callable[[str, int], Iterator[bytes]]  # (listed name, offset) -> its bytes from there
 
 
+class TransferCut(TiersError):
+    """A chunk source's connection dropped mid-file: ``download`` goes on from what arrived."""
+
+
 def download(files: Sequence[FileInfo], dest: str | os.PathLike[str], chunks: ChunkSource,
              progress: Callable[[str, int, int], None] | None = None) -> list[Path]:
     """Fetch ``files`` into ``dest`` (streamed, resumable); returns the local paths."""
@@ -152,7 +155,7 @@ def download(files: Sequence[FileInfo], dest: str | os.PathLike[str], chunks: Ch
                         if have > info.size:
                             break
                     break
-                except ConnectError:
+                except TransferCut:
                     # The connection dropped: what arrived is in the .part; go on from there
                     # over a new one (a bounded number of times, then say so below).
                     drops += 1

@@ -12,7 +12,7 @@ from ..arrays import counts_detail, plan_of
 from ..checkpoint_upload import uploader_source
 from ..config import Profile
 from ..errors import ControllerUnreachable, SubmitError, TiersError
-from ..files import MAX_FILES, remote_path
+from ..files import MAX_FILES, TransferCut, remote_path
 from ..files import parse_listing as parse_file_listing
 from ..handles import Job
 from ..handoff import attach_checkpoints, decode_detail, encode_detail
@@ -326,8 +326,11 @@ class SlurmTier(BatchTier):
     def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
         """One file from ``offset``, streamed over the shared connection (``tail -c``)."""
         path = remote_path(name, record.jobdir, decode_detail(record.detail)[0])
-        with self.transport.stream(cat_argv(path, offset), timeout=300) as stream:
-            yield from stream
+        try:
+            with self.transport.stream(cat_argv(path, offset), timeout=300) as stream:
+                yield from stream
+        except ConnectError as e:
+            raise TransferCut(str(e)) from None
 
     def cancel_array(self, record: JobRecord, tasks: Sequence[JobRecord]) -> None:
         """Cancel every task of an array: one ``scancel`` of the array's id."""

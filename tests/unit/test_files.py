@@ -99,10 +99,10 @@ def test_fuzz_parse_listing() -> None:
 
 
 def test_download_goes_on_by_itself_after_dropped_connections(tmp_path: Path) -> None:
-    """Issue 18 §1: a dropped connection (ConnectError from the chunk source, as the SSH stream
-    raises) is resumed from the .part at once; the file arrives whole, each byte fetched once."""
-    from jupyter_tiers.files import RESUME_ATTEMPTS
-    from jupyter_tiers.transport.errors import ConnectError
+    """Issue 18 §1: a dropped connection (TransferCut from the chunk source, as SlurmTier's
+    raises on the SSH stream's ConnectError) is resumed from the .part at once; the file arrives
+    whole, each byte fetched once."""
+    from jupyter_tiers.files import RESUME_ATTEMPTS, TransferCut
 
     blob = random.Random(SEED).randbytes(100_000)
     drops = [30_000, 30_001, 77_777]
@@ -115,7 +115,7 @@ def test_download_goes_on_by_itself_after_dropped_connections(tmp_path: Path) ->
             if drops and drops[0] < end:
                 yield blob[at:drops[0]]
                 drops.pop(0)
-                raise ConnectError("stream `tail` failed: connection lost")
+                raise TransferCut("stream `tail` failed: connection lost")
             yield blob[at:end]
 
     got = download([FileInfo("big.bin", len(blob), 0.0)], tmp_path, chunks)
@@ -124,7 +124,7 @@ def test_download_goes_on_by_itself_after_dropped_connections(tmp_path: Path) ->
 
     def always_drops(name: str, offset: int) -> Iterator[bytes]:
         yield blob[offset:offset + 10]
-        raise ConnectError("connection lost")
+        raise TransferCut("connection lost")
 
     with pytest.raises(TiersError, match=r"big\.bin stopped at \d+ of 100000 bytes.*resume") as err:
         download([FileInfo("big.bin", len(blob), 0.0)], tmp_path / "again", always_drops)

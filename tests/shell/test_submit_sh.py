@@ -198,3 +198,20 @@ def test_sync_after_drops_sends_the_project_whole(tmp_path: Path, env: dict[str,
     assert snap.parent == tmp_path / "work" / ".sync" / "synced" / "snap"
     got = {str(p.relative_to(snap)): p.read_bytes() for p in snap.rglob("*") if p.is_file()}
     assert got == files
+
+
+def test_tier_submit_does_not_dial_again_when_the_host_is_down(tmp_path: Path, env: dict[str, str]) -> None:
+    """The transport already retried connecting: a submit does not multiply that wait."""
+
+    class Down:
+        calls = 0
+
+        def run(self, argv: Sequence[str], **kw: object) -> CommandResult:
+            Down.calls += 1
+            raise ConnectError("cannot connect to h:22: refused (gave up after 6 attempts)")
+
+    profile = Profile(name="hpc", tier="slurm", settings={"host": "h", "workdir": str(tmp_path)})
+    tier = SlurmTier(profile, Registry(tmp_path / "registry.sqlite"), transport=Down())  # type: ignore[arg-type]  # run() is all submit uses
+    with pytest.raises(ConnectError, match="gave up"):
+        tier.submit(tier.make_spec("print(1)", name="once"))
+    assert Down.calls == 1 and _calls(env) == 0

@@ -21,15 +21,33 @@ Scenarios (bounded default / ``--full``):
 - ssh (when the Slurm test cluster runs): this process's own SSH connection cut client side
   (`ss -K` on its socket) while a job's 1,000 (30,000 with --full: 5 min) numbered lines are
   followed (10 / 100 cuts); recovery is from a cut to the next line received;
-- local: a job's supervisor SIGKILLed mid-job, then reattached from a new tier (1 / 10).
+- ssh: this process's own SSH connection cut once in each of 5 / 50 submits, at a seeded moment
+  0..0.4 s into `tier.submit` (the job's files going up, sbatch, its answer): one job on the
+  cluster and one registry record per submit; recovery is from the cut to submit returning;
+- ssh: a 32 MiB (256 MiB with --full) file fetched with `job.download` while the connection is
+  cut 3 / 20 times mid-transfer: sha256 equal to the cluster's, no .part left, no traceback;
+  recovery is from a cut to the next chunk written;
+- ssh: 3 / 20 submits with --sync of an 8 MiB, 40-file project (a quarter changed before each),
+  each cut once 0..1 s in: one job each, its snapshot the project byte for byte (sha256);
+- local: a job's supervisor SIGKILLed mid-job, then reattached from a new tier (1 / 10);
+- local: a kernel process following a 2-rank job SIGKILLed after a seeded number of lines, a new
+  kernel process attaching and following on from the last line it had (1 / 10): the job
+  COMPLETED, each rank's lines once, in order, equal to the log file;
+- local: a kernel process SIGKILLed 0..1 s after applying a 2-replica local service (replicas
+  slow to listen), a new kernel process attaching (1 / 10): READY 2/2, answering, and after its
+  delete no process left; recovery is from the kill to READY seen;
+- disk (root): the local tier's workdir on a 2 MiB tmpfs; a job logging as fast as it can fills
+  it (FAILED, one line naming the job directory and the full disk, nothing left running, no
+  temporary file left), then a submit on the full disk (refused, one line naming the workdir).
 Not yet here (they need the shared Slurm cluster's daemons or other users' sshd children
-restarted or killed, or more time): server-side SSH kills, kills mid-submit, slurmctld/slurmd/
-slurmdbd, a restarted Jupyter server or kernel, a full disk, a stepped clock.
+restarted or killed, or more time): server-side SSH kills, slurmctld/slurmd/
+slurmdbd, a restarted Jupyter server, a full disk on the cluster side, a stepped clock (it
+cannot be stepped safely on a shared machine).
 
 The bounded subset runs in CI as tests/chaos/ and fails on any loss. Nothing is timed as an
 assertion; every wait is bounded only so that a broken component fails instead of hanging.
 
-Run: .venv/bin/python bench/chaos.py [--full] [--seed 18] [--only k8s,registry,local]
+Run: .venv/bin/python bench/chaos.py [--full] [--seed 18] [--only k8s,registry,local,ssh,disk]
 """
 
 from __future__ import annotations
@@ -37,11 +55,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -51,15 +71,19 @@ from tests.chaos import scenarios_k8s, scenarios_local, scenarios_registry, scen
 from tests.chaos.harness import Outcome, table  # noqa: E402
 
 BOUNDED = {"restarts": 5, "deletions": 1, "outages": 1, "jobs": 200, "services": 50,
-           "registry_faults": 2, "kills": 1, "cuts": 10, "lines": 1000}
+           "registry_faults": 2, "kills": 1, "cuts": 10, "lines": 1000, "submits": 5,
+           "download_cuts": 3, "download_mb": 32, "sync_submits": 3}
 FULL = {"restarts": 20, "deletions": 5, "outages": 5, "jobs": 2000, "services": 500,
-        "registry_faults": 20, "kills": 10, "cuts": 100, "lines": 30000}
+        "registry_faults": 20, "kills": 10, "cuts": 100, "lines": 30000, "submits": 50,
+        "download_cuts": 20, "download_mb": 256, "sync_submits": 20}
 CLUSTER_ENV = Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster")) / "cluster.env"
-GROUPS = ("k8s", "registry", "local", "ssh")
+GROUPS = ("k8s", "registry", "local", "ssh", "disk")
 
 
-def _ssh_run(workdir: Path, seed: int, cuts: int, lines: int, say: Callable[[str], None]) -> Outcome:
-    """The SSH scenario on the Slurm test cluster (its sshd; only this process's connections)."""
+def _ssh_run(workdir: Path, say: Callable[[str], None],
+             scenario: Callable[[Any, str, int], Outcome]) -> Outcome:
+    """An SSH scenario on the Slurm test cluster (its sshd; only this process's connections):
+    ``scenario(tier, host, port)``."""
     from jupyter_tiers.config import load_config
     from jupyter_tiers.registry import Registry
     from jupyter_tiers.slurm.tier import SlurmTier
@@ -70,12 +94,27 @@ def _ssh_run(workdir: Path, seed: int, cuts: int, lines: int, say: Callable[[str
     os.environ["JUPYTER_TIERS_CONFIG"] = str(workdir / "tiers.yaml")
     tier = SlurmTier(load_config().profile("box"), Registry(workdir / "registry.sqlite"))
     try:
-        return scenarios_ssh.log_stream_cuts(tier, env["JT_SSH_HOST"], int(env["JT_SSH_PORT"]),
-                                             seed=seed, cuts=cuts, lines=lines, progress=say)
+        return scenario(tier, env["JT_SSH_HOST"], int(env["JT_SSH_PORT"]))
     finally:
-        for rec in tier.registry.list(limit=100):
+        for rec in tier.registry.list(limit=1000):
             tier.cancel(rec)
         tier.close()
+
+
+def _on_small_disk(workdir: Path, say: Callable[[str], None]) -> Outcome:
+    """The disk-full scenario on a 2 MiB tmpfs mounted for it (root), unmounted after."""
+    disk = _dir(workdir / "disk")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(disk)],
+                   check=True, capture_output=True, timeout=60)
+    try:
+        return scenarios_local.disk_full(disk, workdir / "registry.sqlite", progress=say)
+    finally:
+        subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=60, check=False)
+
+
+def _dir(path: Path) -> Path:
+    path.mkdir()
+    return path
 
 
 def main() -> int:
@@ -83,14 +122,17 @@ def main() -> int:
     parser.add_argument("--full", action="store_true", help="the long run (default: the bounded one)")
     parser.add_argument("--seed", type=int, default=18, help="the fault schedule's seed")
     parser.add_argument("--only", default=",".join(GROUPS),
-                        help="comma-separated groups to run: k8s, registry, local, ssh (ssh only "
-                             "when the Slurm test cluster runs)")
+                        help="comma-separated groups to run: k8s, registry, local, ssh, disk (ssh "
+                             "only when the Slurm test cluster runs, disk only as root)")
     args = parser.parse_args()
     size = FULL if args.full else BOUNDED
     groups = {g.strip() for g in args.only.split(",") if g.strip()}
     unknown = groups - set(GROUPS)
     if unknown:
         parser.error(f"--only: unknown group(s) {', '.join(sorted(unknown))}; use {', '.join(GROUPS)}")
+    if "disk" in groups and os.geteuid() != 0:
+        print("(disk skipped: mounting a small tmpfs needs root)", file=sys.stderr)
+        groups.discard("disk")
     if "ssh" in groups and not CLUSTER_ENV.exists():
         print(f"(ssh skipped: no Slurm test cluster, {CLUSTER_ENV} missing)", file=sys.stderr)
         groups.discard("ssh")
@@ -120,9 +162,26 @@ def main() -> int:
                 faults=size["registry_faults"], progress=say)),
             ("registry", "damaged registry", lambda d: scenarios_registry.damaged(
                 d, seed=args.seed, progress=say)),
-            ("ssh", "SSH cuts", lambda d: _ssh_run(d, args.seed, size["cuts"], size["lines"], say)),
+            ("ssh", "SSH cuts", lambda d: _ssh_run(d, say, lambda t, h, p: scenarios_ssh.log_stream_cuts(
+                t, h, p, seed=args.seed, cuts=size["cuts"], lines=size["lines"], progress=say))),
+            ("ssh", "SSH cuts mid-submit", lambda d: _ssh_run(
+                d, say, lambda t, h, p: scenarios_ssh.submit_cuts(
+                    t, h, p, seed=args.seed, submits=size["submits"], progress=say))),
+            ("ssh", "SSH cuts mid-download", lambda d: _ssh_run(
+                d, say, lambda t, h, p: scenarios_ssh.download_cuts(
+                    t, h, p, _dir(d / "dest"), seed=args.seed, cuts=size["download_cuts"],
+                    megabytes=size["download_mb"], progress=say))),
+            ("ssh", "SSH cuts mid --sync", lambda d: _ssh_run(
+                d, say, lambda t, h, p: scenarios_ssh.sync_cuts(
+                    t, h, p, _dir(d / "nb"), seed=args.seed, submits=size["sync_submits"],
+                    progress=say))),
             ("local", "supervisor kills", lambda d: scenarios_local.supervisor_kills(
                 d, seed=args.seed, kills=size["kills"], progress=say, notes=notes)),
+            ("local", "kernel kills", lambda d: scenarios_local.kernel_kills(
+                d, seed=args.seed, kills=size["kills"], progress=say)),
+            ("local", "kernel kills mid-rollout", lambda d: scenarios_local.kernel_kills_mid_rollout(
+                d, seed=args.seed, kills=size["kills"], progress=say)),
+            ("disk", "disk full", lambda d: _on_small_disk(d, say)),
         ]
         for i, (group, label, run) in enumerate(runs):
             if group not in groups:

@@ -84,7 +84,7 @@ def main() -> None:
                 parts.setdefault("render + pack (ms)", []).append(ms(t0))
                 jobdir = f"{tier.profile.workdir}/{commands.job_dir_name('bd', token=os.urandom(3).hex())}"
                 t0 = time.perf_counter()
-                res = tier.transport.run(commands.submit_argv(jobdir), stdin=payload)
+                res = tier.transport.run(commands.submit_argv(jobdir, payload), stdin=payload)
                 parts.setdefault("remote command: unpack + sbatch (ms)", []).append(ms(t0))
                 ids.append(res.text().split()[0])
                 t0 = time.perf_counter()

@@ -7,8 +7,9 @@ Names are relative: ``loss.png``, ``out/metrics.csv`` for the job directory, and
 is here: the listing's parser, patterns, safe destinations and the download loop.
 
 A download writes ``NAME.part`` in chunks and renames it to ``NAME`` once the size matches the
-listing: a cut leaves the ``.part`` and the next ``download`` continues from its size; a file
-already complete at the destination (same size) is not fetched again.
+listing: a dropped connection is resumed from the ``.part``'s size at once (up to
+``RESUME_ATTEMPTS`` times), any other cut leaves the ``.part`` and the next ``download`` continues
+from its size; a file already complete at the destination (same size) is not fetched again.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from .sync import SyncError, check_relpath
 
 CHECKPOINTS = "checkpoints"
 SKIPPED_DIRS = ("ranks",)
+RESUME_ATTEMPTS = 5  # a download goes on from its .part after this many dropped connections
 MAX_FILES = 10_000  # listed per directory; a job that leaves more is told to narrow the pattern
 
 
@@ -118,6 +120,10 @@ def destination(dest: str | os.PathLike[str], name: str) -> Path:
 ChunkSource = Callable[[str, int], Iterator[bytes]]  # (listed name, offset) -> its bytes from there
 
 
+class TransferCut(TiersError):
+    """A chunk source's connection dropped mid-file: ``download`` goes on from what arrived."""
+
+
 def download(files: Sequence[FileInfo], dest: str | os.PathLike[str], chunks: ChunkSource,
              progress: Callable[[str, int, int], None] | None = None) -> list[Path]:
     """Fetch ``files`` into ``dest`` (streamed, resumable); returns the local paths."""
@@ -138,13 +144,23 @@ def download(files: Sequence[FileInfo], dest: str | os.PathLike[str], chunks: Ch
             if have > info.size:  # a different file's leftover: start again
                 out.truncate(0)
                 have = 0
-            if have < info.size:
-                for chunk in chunks(info.name, have):
-                    out.write(chunk)
-                    have += len(chunk)
-                    if progress is not None:
-                        progress(info.name, have, info.size)
-                    if have > info.size:
+            drops = 0
+            while have < info.size:
+                try:
+                    for chunk in chunks(info.name, have):
+                        out.write(chunk)
+                        have += len(chunk)
+                        if progress is not None:
+                            progress(info.name, have, info.size)
+                        if have > info.size:
+                            break
+                    break
+                except TransferCut:
+                    # The connection dropped: what arrived is in the .part; go on from there
+                    # over a new one (a bounded number of times, then say so below).
+                    drops += 1
+                    out.flush()
+                    if drops > RESUME_ATTEMPTS:
                         break
         if have != info.size:
             raise TiersError(f"download: {info.name} stopped at {have} of {info.size} bytes (it "

@@ -9,6 +9,7 @@ This module imports only the standard library and small pure modules, to start f
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
@@ -75,11 +76,17 @@ def write_state(jobdir: Path | str, state: Mapping[str, Any]) -> None:
     path = Path(jobdir) / STATE_FILE
     tmp = path.with_name(f".{STATE_FILE}.{os.getpid()}.tmp")
     data = json.dumps(dict(state), indent=1, sort_keys=True).encode("utf-8")
-    with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600), "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with os.fdopen(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600),
+                       "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except OSError:
+        with contextlib.suppress(OSError):  # a full disk: leave no empty temporary behind
+            os.unlink(tmp)
+        raise
 
 
 
@@ -111,6 +118,12 @@ def recover_lost(jobdir: Path | str, state: Mapping[str, Any], pid: int | None) 
         ),
         end_time=time.time(),
     )
-    write_state(jobdir, final)
+    try:
+        write_state(jobdir, final)
+    except OSError as exc:
+        # Not recorded (a full disk, typically what killed the supervisor): the same end is
+        # derived again on every look, and the reason says why it could not be written.
+        final["reason"] = (f"{final['reason']}; the end could not be recorded in "
+                           f"{Path(jobdir) / STATE_FILE}: {exc.strerror or exc}")
     return final
 

@@ -296,8 +296,9 @@ class LocalTier(BatchTier):
         try:
             return self._next_jobdir(name)
         except OSError as exc:  # e.g. ELOOP: a symlink planted as the counter's lock
+            where = f" ({exc.filename})" if exc.filename else ""
             raise SubmitError(f"cannot take the next job id in {self.workdir}: "
-                              f"{exc.strerror or exc} ({exc.filename})") from None
+                              f"{exc.strerror or exc}{where}") from None
 
     def _next_jobdir(self, name: str) -> tuple[str, Path]:
         if not os.path.lexists(self.workdir):  # a symlink there is refused below, not followed

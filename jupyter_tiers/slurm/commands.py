@@ -6,6 +6,7 @@ stdin; the small bash programs below are constants and refer to their arguments 
 
 from __future__ import annotations
 
+import hashlib
 import io
 import re
 import tarfile
@@ -31,16 +32,38 @@ BASH = ["bash", "--norc", "--noprofile", "-c"]
 # The job directory is 0710 and a new workdir 0710 too, so the user's group may traverse them to
 # the checkpoints (0750, see jobdir.checkpoint_lines) but not list them. The job directory itself
 # must be new (not one another user prepared).
+# "$2" is the tar's sha256: a tar cut short by a dropped connection may end on a file boundary,
+# which tar takes for the end; such a job is never submitted.
+# Idempotent across a dropped connection: a retry ("$3" = again) may find the directory it made
+# itself (ours, not a link); under a lock on .submit.lock it submits only when .jobid (sbatch's
+# answer, written to a file so a cut pipe cannot lose it) is still missing, else answers the same
+# id. The lock makes a retry wait for an earlier run still going after its connection dropped.
 SUBMIT_SH = r"""set -e
 umask 077
 d="$1"
 case "$d" in "~/"*) d="$HOME/${d#"~/"}";; esac
 (umask 067 && mkdir -p -- "${d%/*}")
-mkdir -m 0710 -- "$d"
-mkdir -- "$d/ranks"
+if [ "${3:-}" = again ] && [ -d "$d" ] && [ ! -L "$d" ] && [ -O "$d" ]; then :
+else mkdir -m 0710 -- "$d"
+fi
 cd -- "$d"
-tar -x -f -
-sbatch --parsable job.sbatch
+exec 9>>.submit.lock
+if command -v flock >/dev/null; then flock 9; fi
+if [ -s .jobid ]; then
+  cat >/dev/null
+else
+  mkdir -p -- ranks
+  cat >.upload.tar
+  if [ "$(sha256sum <.upload.tar)" != "$2  -" ]; then
+    rm -f .upload.tar
+    echo "the job's files arrived incomplete (the connection dropped?)" >&2
+    exit 3
+  fi
+  tar -x -f .upload.tar
+  rm -f .upload.tar
+  sbatch --parsable job.sbatch >.jobid || { rm -f .jobid; exit 1; }
+fi
+cat .jobid
 pwd
 """
 
@@ -135,8 +158,12 @@ def pack_job(rendered: RenderedJob) -> bytes:
     return buf.getvalue()
 
 
-def submit_argv(jobdir: str) -> list[str]:
-    return [*BASH, SUBMIT_SH, "jt-submit", jobdir]
+def submit_argv(jobdir: str, packed: bytes, *, again: bool = False) -> list[str]:
+    """Unpack ``packed`` (:func:`pack_job`, sent on stdin) into ``jobdir`` and sbatch it; the
+    remote side checks its sha256 first. ``again``: a retry after the connection dropped, which
+    answers the first run's job id when that one got as far as sbatch."""
+    digest = hashlib.sha256(packed).hexdigest()
+    return [*BASH, SUBMIT_SH, "jt-submit", jobdir, digest, *(["again"] if again else [])]
 
 
 def squeue_argv(job_ids: Sequence[str]) -> list[str]:

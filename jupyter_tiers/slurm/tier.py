@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
@@ -11,7 +12,7 @@ from ..arrays import counts_detail, plan_of
 from ..checkpoint_upload import uploader_source
 from ..config import Profile
 from ..errors import ControllerUnreachable, SubmitError, TiersError
-from ..files import MAX_FILES, remote_path
+from ..files import MAX_FILES, TransferCut, remote_path
 from ..files import parse_listing as parse_file_listing
 from ..handles import Job
 from ..handoff import attach_checkpoints, decode_detail, encode_detail
@@ -22,6 +23,8 @@ from ..registry import MAX_LIST, JobRecord, Registry, spec_for_record
 from ..requeue import requeue_pending
 from ..sync import notebook_manifest
 from ..tier import BatchTier
+from ..transport.errors import ConnectError
+from ..transport.exchange import CommandResult
 from ..transport.ssh import SSHTarget, SSHTransport
 from . import commands
 from .files_remote import cat_argv, list_argv
@@ -41,12 +44,19 @@ from .render import render_job
 from .sync_remote import sync_root, sync_to_cluster
 from .task_listing import parse_task_checkpoints, task_checkpoints_argv
 
+log = logging.getLogger(__name__)
+
 _UNREACHABLE_MARKERS = (
     "Unable to contact slurm controller",
     "Socket timed out",
     "Zero Bytes were transmitted",
     "Connection refused",
 )
+
+#: How many times a submit (and --sync's upload) is sent when the connection drops under it
+#: (each retry idempotent).
+SUBMIT_ATTEMPTS = 4
+GAVE_UP = "gave up after"  # SSHTransport's words when it could not connect at all
 
 _NO_ACCOUNTING_MARKERS = ("accounting storage is disabled", "Slurm accounting storage is disabled")
 
@@ -119,7 +129,20 @@ class SlurmTier(BatchTier):
         if not spec.sync:
             return None
         manifest, sources = notebook_manifest(spec.sync, self.profile.settings)
-        return sync_to_cluster(self.transport, self.profile.workdir, spec.name, manifest, sources)
+        for attempt in range(SUBMIT_ATTEMPTS):
+            try:
+                return sync_to_cluster(self.transport, self.profile.workdir, spec.name, manifest,
+                                       sources)
+            except ConnectError as e:
+                if GAVE_UP in str(e):
+                    raise
+                # Safe to start over: the cluster side takes turns under a lock, and a cut apply
+                # leaves the stored manifest without the entries it was changing (re-sent).
+                if attempt == SUBMIT_ATTEMPTS - 1:
+                    raise SubmitError(f"--sync: the connection dropped {SUBMIT_ATTEMPTS} times "
+                                      f"while sending the notebook's files ({e})") from None
+                log.info("connection lost during --sync of %s (%s); starting over", spec.name, e)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def submit(self, spec: JobSpec) -> Job:
         """Write the job directory and run sbatch in one round trip; record the job (after
@@ -129,9 +152,7 @@ class SlurmTier(BatchTier):
         plan = plan_of(spec)
         workdir = commands.check_workdir(self.profile.workdir)
         jobdir = f"{workdir}/{commands.job_dir_name(spec.name, token=secrets.token_hex(3))}"
-        result = self.transport.run(
-            commands.submit_argv(jobdir), stdin=commands.pack_job(rendered), check=False
-        )
+        result = self._submit_once(jobdir, commands.pack_job(rendered))
         if result.exit_status != 0:
             err = result.stderr.decode("utf-8", errors="replace").strip()
             raise SubmitError(f"sbatch refused the job: {err[-500:] or 'no message'}")
@@ -154,6 +175,24 @@ class SlurmTier(BatchTier):
             record = replace(record, detail=counts_detail([JobState.PENDING] * len(plan)))
         self.registry.add(record)
         return self.job(record)
+
+    def _submit_once(self, jobdir: str, packed: bytes) -> CommandResult:
+        """Run the submit program, again with the same job directory when the connection drops
+        (the program answers the first run's job id if that one reached sbatch): one job per
+        submit, never two, never one the registry does not know."""
+        for attempt in range(SUBMIT_ATTEMPTS):
+            try:
+                return self.transport.run(commands.submit_argv(jobdir, packed, again=attempt > 0),
+                                          stdin=packed, check=False)
+            except ConnectError as e:
+                if GAVE_UP in str(e):  # no connection at all after the transport's own retries
+                    raise
+                if attempt == SUBMIT_ATTEMPTS - 1:
+                    raise SubmitError(
+                        f"the connection dropped {SUBMIT_ATTEMPTS} times while submitting ({e}); "
+                        f"the job may have been submitted from {jobdir}: see squeue") from None
+                log.info("connection lost while submitting to %s (%s); asking again", jobdir, e)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _run_scheduler(self, argv: list[str]) -> tuple[int, str, str]:
         result = self.transport.run(argv, check=False)
@@ -292,8 +331,11 @@ class SlurmTier(BatchTier):
     def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
         """One file from ``offset``, streamed over the shared connection (``tail -c``)."""
         path = remote_path(name, record.jobdir, decode_detail(record.detail)[0])
-        with self.transport.stream(cat_argv(path, offset), timeout=300) as stream:
-            yield from stream
+        try:
+            with self.transport.stream(cat_argv(path, offset), timeout=300) as stream:
+                yield from stream
+        except ConnectError as e:
+            raise TransferCut(str(e)) from None
 
     def cancel_array(self, record: JobRecord, tasks: Sequence[JobRecord]) -> None:
         """Cancel every task of an array: one ``scancel`` of the array's id."""

@@ -94,7 +94,9 @@ class RemoteStream(ClosedOnExit):
                 data = chan.recv(BUFSIZE)
             except TimeoutError:
                 continue
-            except OSError as e:  # pragma: no cover - paramiko reports closure as b""
+            except (OSError, EOFError) as e:
+                # paramiko reports a closed channel as b""; but recv() also sends the window
+                # adjustment, and on a connection the network dropped that raises EOFError.
                 if self._closed:
                     return b""
                 raise ConnectError(f"stream `{short_argv(self.argv)}` failed: {reason(e)}") from None

@@ -9,14 +9,21 @@ cut to the next line received.
 
 from __future__ import annotations
 
+import hashlib
 import os
+import random
+import re
+import secrets
+import shlex
 import subprocess
 import textwrap
 import threading
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
+from jupyter_tiers.errors import TiersError
 from jupyter_tiers.model import JobState
 from tests.chaos.harness import Outcome, check_sequence, schedule
 
@@ -102,4 +109,229 @@ def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, li
         after = next((t for t in received_at if t > at), None)
         if after is not None:
             outcome.recover_s.append(after - at)
+    return outcome
+
+
+def submit_cuts(tier: Any, host: str, port: int, *, seed: int, submits: int,
+                progress: Callable[[str], None] | None = None) -> Outcome:
+    """``submits`` short jobs, each submit's SSH connection cut once at a moment drawn from
+    ``seed`` (0..0.4 s into ``tier.submit``: while the job's files go up, sbatch runs or its
+    answer comes back). Invariants: every submit returns a job, the cluster holds exactly one
+    job of that name (squeue, which keeps ended jobs for MinJobAge), the registry exactly one
+    record, its id that job's. Recovery: from the cut to ``submit`` returning."""
+    outcome = Outcome("ssh: connection cut mid-submit")
+    run = secrets.token_hex(3)
+    tier.login()  # a live connection for the first cut to hit
+    names: list[str] = []
+    ids: dict[str, str] = {}
+    for i, delay in enumerate(schedule(seed, submits, 0.0, 0.4)):
+        name = f"chaos-sub-{run}-{i}"
+        names.append(name)
+        cut_at: list[float] = []
+        started = threading.Event()
+
+        def cutter(delay: float = delay, cut_at: list[float] = cut_at,
+                   started: threading.Event = started) -> None:
+            started.wait(GUARD)
+            time.sleep(delay)
+            at = time.monotonic()  # before the cut: a submit may fail the instant it lands
+            if cut_own_connections(host, port):
+                cut_at.append(at)
+
+        thread = threading.Thread(target=cutter, name="chaos-submit-cutter", daemon=True)
+        thread.start()
+        spec = tier.make_spec("print('done')", name=name)
+        started.set()
+        try:
+            job = tier.submit(spec)
+            ids[name] = job.id
+        except Exception as e:  # a failed submit is what this scenario counts
+            outcome.lost += 1
+            outcome.problems.append(f"submit {i} failed: {type(e).__name__}: {e}")
+        done = time.monotonic()
+        thread.join(GUARD)
+        mid = bool(cut_at) and cut_at[0] < done
+        if mid:
+            outcome.faults += 1
+            outcome.recover_s.append(done - cut_at[0])
+        if progress:
+            progress(f"  submit {i + 1}/{submits}{' (cut mid-submit)' if mid else ''}")
+    # What the cluster holds: every job of these names, ended ones too.
+    listing = tier.transport.run(["squeue", "-h", "-a", "-t", "all", "-o", "%i|%j"], check=False).text()
+    on_cluster: dict[str, list[str]] = {}
+    for line in listing.splitlines():
+        job_id, _, job_name = line.strip().partition("|")
+        if job_name in names:
+            on_cluster.setdefault(job_name, []).append(job_id)
+    recorded: dict[str, list[str]] = {}
+    for rec in tier.registry.list(limit=1000):
+        if rec.name in names:
+            recorded.setdefault(rec.name, []).append(rec.job_id)
+    for name in names:
+        outcome.checked += 1
+        jobs, recs = on_cluster.get(name, []), recorded.get(name, [])
+        if len(jobs) > 1:
+            outcome.duplicated += len(jobs) - 1
+            outcome.problems.append(f"{name}: {len(jobs)} jobs on the cluster ({', '.join(jobs)})")
+        if not jobs and name in ids:
+            outcome.lost += 1
+            outcome.problems.append(f"{name}: job {ids[name]} not on the cluster")
+        if len(recs) > 1:
+            outcome.duplicated += len(recs) - 1
+            outcome.problems.append(f"{name}: {len(recs)} registry records")
+        if jobs and (recs != [ids.get(name)] or ids.get(name) not in jobs):
+            outcome.wrong(f"{name}: registry {recs}, submit answered {ids.get(name)}, cluster {jobs}")
+    return outcome
+
+
+def download_cuts(tier: Any, host: str, port: int, dest: Path, *, seed: int, cuts: int,
+                  megabytes: int = 64, progress: Callable[[str], None] | None = None) -> Outcome:
+    """A finished job's ``megabytes`` MiB random file fetched with ``job.download`` while this
+    process's SSH connection is cut ``cuts`` times (each once the transfer is under way, after a
+    seeded share of the bytes), ``download`` called again after a cut that reached the caller.
+    Invariants: the local file's sha256 equals the cluster's, no ``.part`` left, download
+    called at most cuts + 1 times. Recovery: from a cut to the next chunk written."""
+    outcome = Outcome("ssh: connection cut mid-download")
+    size = megabytes << 20
+    job = tier.submit(tier.make_spec(
+        f"import os\nwith open('big.bin', 'wb') as f:\n    f.write(os.urandom({size}))\n",
+        name="chaos-dl"))
+    status = job.wait(timeout=GUARD)
+    if status.state is not JobState.COMPLETED:
+        outcome.wrong(f"job {job.id} ended {status.state.value}: {status.reason}")
+        return outcome
+    remote = tier.transport.run(["sha256sum", f"{job.record.jobdir}/big.bin"]).text().split()[0]
+    shares = sorted(schedule(seed, cuts, 0.05, 0.95))
+    written = [0]
+    cut_at: list[float] = []
+    recovered: list[float] = []
+    pending = threading.Event()
+    finished = threading.Event()
+
+    def on_progress(name: str, have: int, total: int) -> None:
+        written[0] = have
+        if cut_at and len(recovered) < len(cut_at):
+            recovered.append(time.monotonic() - cut_at[len(recovered)])
+        if len(cut_at) < cuts and have >= shares[len(cut_at)] * total and not pending.is_set():
+            pending.set()
+
+    def cutter() -> None:
+        while len(cut_at) < cuts:
+            if not pending.wait(GUARD) or finished.is_set():
+                return
+            at, before = time.monotonic(), written[0]
+            if cut_own_connections(host, port) and before < size:  # not after the last byte
+                cut_at.append(at)
+                outcome.faults += 1
+                if progress:
+                    progress(f"  download cut {outcome.faults}/{cuts} at {written[0] >> 20} MiB")
+            pending.clear()
+
+    thread = threading.Thread(target=cutter, name="chaos-download-cutter", daemon=True)
+    thread.start()
+    calls = 0
+    errors: list[str] = []
+    paths: list[Path] = []
+    while calls <= cuts + 1 and not paths:
+        calls += 1
+        try:
+            paths = job.download("big.bin", str(dest), progress=on_progress)
+        except TiersError as e:
+            errors.append(str(e))
+    finished.set()
+    pending.set()
+    thread.join(30)
+    outcome.checked = 1
+    outcome.recover_s = recovered
+    local = dest / "big.bin"
+    if not paths or not local.exists():
+        outcome.lost += 1
+        outcome.problems.append(f"not downloaded after {calls} calls: {errors[-1:]}")
+        return outcome
+    digest = hashlib.sha256(local.read_bytes()).hexdigest()
+    if digest != remote:
+        outcome.wrong(f"big.bin differs: {local.stat().st_size} of {size} bytes, sha256 {digest[:12]} "
+                      f"!= {remote[:12]}")
+    if local.stat().st_size > size:
+        outcome.duplicated += 1
+    if list(dest.glob("*.part")):
+        outcome.wrong(f".part left: {list(dest.glob('*.part'))}")
+    for error in errors:
+        if "\n" in error or "Traceback" in error:
+            outcome.wrong(f"a cut said more than one line: {error!r}")
+    if progress:
+        progress(f"  {calls} download call(s); what they said: {errors}")
+    return outcome
+
+
+def sync_cuts(tier: Any, host: str, port: int, project: Path, *, seed: int, submits: int,
+              progress: Callable[[str], None] | None = None) -> Outcome:
+    """``submits`` jobs submitted with ``--sync`` from ``project`` (40 files, 8 MiB; a quarter
+    of them changed before each submit so there is something to send), the connection cut once
+    at a seeded moment 0..1 s into each (the manifest check, the tar going up, the snapshot,
+    sbatch). Invariants: each submit returns one job, the cluster holds one job of its name, and
+    the snapshot it runs in holds exactly the project's files as they were, byte for byte
+    (sha256). Recovery: from the cut to submit returning."""
+    outcome = Outcome("ssh: connection cut mid --sync upload")
+    rng = random.Random(seed)
+    run = secrets.token_hex(3)
+    name = f"chaos-sync-{run}"
+    for i in range(40):
+        (project / f"d{i % 4}").mkdir(parents=True, exist_ok=True)
+        (project / f"d{i % 4}" / f"f{i}.bin").write_bytes(rng.randbytes(200_000))
+    tier.login()
+    ids: list[str] = []
+    cwd = os.getcwd()
+    os.chdir(project)
+    try:
+        for i, delay in enumerate(schedule(seed, submits, 0.0, 1.0)):
+            for j in rng.sample(range(40), 10):
+                (project / f"d{j % 4}" / f"f{j}.bin").write_bytes(rng.randbytes(200_000))
+            local = {str(p.relative_to(project)): hashlib.sha256(p.read_bytes()).hexdigest()
+                     for p in project.rglob("*") if p.is_file()}
+            cut_at: list[float] = []
+            timer = threading.Timer(delay, lambda c=cut_at: c.append(time.monotonic())
+                                    if cut_own_connections(host, port) else None)
+            timer.start()
+            try:
+                job = tier.submit(tier.make_spec("print('synced')", name=name, sync=["."]))
+            except TiersError as e:
+                outcome.lost += 1
+                outcome.problems.append(f"submit {i} failed: {e}")
+                continue
+            finally:
+                done = time.monotonic()
+                timer.join(GUARD)
+            ids.append(job.id)
+            if cut_at and cut_at[0] < done:
+                outcome.faults += 1
+                outcome.recover_s.append(done - cut_at[0])
+            found = re.search(r"export JT_SYNC_DIR=(\S+)", job.record.script or "")
+            if not found:
+                outcome.wrong(f"job {job.id}: no JT_SYNC_DIR in its script")
+                continue
+            snap = shlex.split(found.group(1))[0]
+            listing = tier.transport.run(["bash", "-c", 'cd -- "$1" && find . -type f -print0 | '
+                                          'xargs -0 -r sha256sum', "jt", snap]).text()
+            remote = {path[2:]: digest for digest, path in
+                      (line.split(None, 1) for line in listing.splitlines() if line.strip())}
+            outcome.checked += len(local)
+            outcome.lost += len(set(local) - set(remote))
+            extra = set(remote) - set(local)
+            if extra:
+                outcome.wrong(f"job {job.id}: files not in the project: {sorted(extra)[:3]}")
+            differ = [p for p in local if p in remote and remote[p] != local[p]]
+            if differ:
+                outcome.wrong(f"job {job.id}: {len(differ)} files differ, e.g. {differ[0]}")
+            if progress:
+                mid = " (cut mid-submit)" if cut_at and cut_at[0] < done else ""
+                progress(f"  sync submit {i + 1}/{submits}{mid}")
+    finally:
+        os.chdir(cwd)
+    listing = tier.transport.run(["squeue", "-h", "-a", "-t", "all", "-n", name, "-o", "%i"],
+                                 check=False).text().split()
+    if sorted(listing) != sorted(ids):
+        outcome.duplicated += max(0, len(listing) - len(ids))
+        outcome.wrong(f"jobs on the cluster {sorted(listing)}, submits answered {sorted(ids)}")
+    tier.transport.run(["rm", "-rf", "--", f"{tier.profile.workdir}/.sync/{name}"], check=False)
     return outcome

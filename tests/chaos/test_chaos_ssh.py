@@ -1,5 +1,6 @@
 """Bounded SSH chaos on the Slurm test cluster (slurm lane; one short job): this process's own SSH
-connection cut 10 times while the job's log is followed; any line lost or repeated fails."""
+connection cut 10 times while the job's log is followed (any line lost or repeated fails), and cut
+once in each of five submits (a job lost or submitted twice fails)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from jupyter_tiers.config import load_config
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
-from tests.chaos.scenarios_ssh import log_stream_cuts
+from tests.chaos.scenarios_ssh import download_cuts, log_stream_cuts, submit_cuts, sync_cuts
 from tests.cluster.conftest import profile_yaml
 
 
@@ -33,4 +34,33 @@ def test_client_connection_cut_mid_stream(slurm_tier: SlurmTier, cluster_env: di
     outcome = log_stream_cuts(slurm_tier, cluster_env["JT_SSH_HOST"], int(cluster_env["JT_SSH_PORT"]),
                               seed=seed, cuts=10)
     assert outcome.faults >= 5 and outcome.checked  # the job may end before the tenth cut
+    assert outcome.clean, (outcome.problems, outcome)
+
+
+def test_connection_cut_mid_submit(slurm_tier: SlurmTier, cluster_env: dict[str, str], seed: int) -> None:
+    """Five submits, each one's connection cut at a seeded moment: one job each, never two."""
+    outcome = submit_cuts(slurm_tier, cluster_env["JT_SSH_HOST"], int(cluster_env["JT_SSH_PORT"]),
+                          seed=seed, submits=5)
+    assert outcome.checked == 5 and outcome.faults >= 1  # a cut may land after a quick submit
+    assert outcome.clean, (outcome.problems, outcome)
+
+
+def test_connection_cut_mid_download(slurm_tier: SlurmTier, cluster_env: dict[str, str], seed: int,
+                                     tmp_path: Path) -> None:
+    """A 32 MiB file fetched with job.download while the connection is cut up to three times:
+    byte-identical (sha256), no .part left, no traceback (paramiko's EOFError once escaped)."""
+    outcome = download_cuts(slurm_tier, cluster_env["JT_SSH_HOST"], int(cluster_env["JT_SSH_PORT"]),
+                            tmp_path / "dest", seed=seed, cuts=3, megabytes=32)
+    assert outcome.checked == 1 and outcome.faults >= 1
+    assert outcome.clean, (outcome.problems, outcome)
+
+
+def test_connection_cut_mid_sync(slurm_tier: SlurmTier, cluster_env: dict[str, str], seed: int,
+                                 tmp_path: Path) -> None:
+    """Two --sync submits (8 MiB project, a quarter changed each time), each one's connection cut
+    at a seeded moment: one job each, its snapshot the project byte for byte."""
+    (tmp_path / "nb").mkdir()
+    outcome = sync_cuts(slurm_tier, cluster_env["JT_SSH_HOST"], int(cluster_env["JT_SSH_PORT"]),
+                        tmp_path / "nb", seed=seed, submits=2)
+    assert outcome.checked == 80 and outcome.faults >= 1
     assert outcome.clean, (outcome.problems, outcome)

@@ -46,7 +46,8 @@ def test_existing_job_directory_is_refused(box: SlurmTier, cluster_env: dict[str
     taken = f"{box.profile.workdir}/already-there-{secrets.token_hex(4)}"
     _ssh(cluster_env, f"mkdir -p {shlex.quote(taken)}")  # as if another user had prepared it
     rendered = render_job(box.make_spec("print(1)", name="taken"))
-    result = box.transport.run(commands.submit_argv(taken), stdin=commands.pack_job(rendered), check=False)
+    packed = commands.pack_job(rendered)
+    result = box.transport.run(commands.submit_argv(taken, packed), stdin=packed, check=False)
     assert result.exit_status != 0
     assert b"File exists" in result.stderr
     assert _ssh(cluster_env, f"ls -A {shlex.quote(taken)}; rmdir {shlex.quote(taken)}") == ""  # untouched

@@ -96,3 +96,37 @@ def test_fuzz_parse_listing() -> None:
         text = b"".join(rng.choice(bits) for _ in range(rng.randint(0, 20)))
         for f in parse_listing(text):
             assert f.size >= 0 and not f.name.startswith("/") and ".." not in f.name.split("/")
+
+
+def test_download_goes_on_by_itself_after_dropped_connections(tmp_path: Path) -> None:
+    """Issue 18 §1: a dropped connection (TransferCut from the chunk source, as SlurmTier's
+    raises on the SSH stream's ConnectError) is resumed from the .part at once; the file arrives
+    whole, each byte fetched once."""
+    from jupyter_tiers.files import RESUME_ATTEMPTS, TransferCut
+
+    blob = random.Random(SEED).randbytes(100_000)
+    drops = [30_000, 30_001, 77_777]
+    fetched: list[int] = []
+
+    def chunks(name: str, offset: int) -> Iterator[bytes]:
+        fetched.append(offset)
+        for at in range(offset, len(blob), 1000):
+            end = min(at + 1000, len(blob))
+            if drops and drops[0] < end:
+                yield blob[at:drops[0]]
+                drops.pop(0)
+                raise TransferCut("stream `tail` failed: connection lost")
+            yield blob[at:end]
+
+    got = download([FileInfo("big.bin", len(blob), 0.0)], tmp_path, chunks)
+    assert got == [tmp_path / "big.bin"] and (tmp_path / "big.bin").read_bytes() == blob
+    assert fetched == [0, 30_000, 30_001, 77_777] and not (tmp_path / "big.bin.part").exists()
+
+    def always_drops(name: str, offset: int) -> Iterator[bytes]:
+        yield blob[offset:offset + 10]
+        raise TransferCut("connection lost")
+
+    with pytest.raises(TiersError, match=r"big\.bin stopped at \d+ of 100000 bytes.*resume") as err:
+        download([FileInfo("big.bin", len(blob), 0.0)], tmp_path / "again", always_drops)
+    assert "\n" not in str(err.value)
+    assert (tmp_path / "again" / "big.bin.part").stat().st_size == 10 * (RESUME_ATTEMPTS + 1)

@@ -3,9 +3,8 @@
 - the generated reference (docs/_ext/jt_reference.py) lists every option of both magics, every
   profile key and ``defaults`` key, every ``%tiers`` subcommand, every REST route and every FAIL
   of the doctor; every generated table is on a page;
-- every part of README.md reaches a docs page through an include with unique markers, so
-  docs/_tools/front_door.py can make README the front door without losing a line;
-- the front door's draft stays short and its links lead to files that exist;
+- README.md is the front door (docs/_tools/front_door.py moved its sections into the pages): it
+  stays short, no page includes it any more, and its links lead to files that exist;
 - the internal link check finds what is broken, and the pure helpers survive arbitrary input.
 
 The Sphinx build itself (warnings as errors) is tests/run.sh's "docs" phase.
@@ -32,11 +31,6 @@ import jt_reference as ref  # noqa: E402
 
 from jupyter_tiers.config import TIER_KEYS, TIERS, default_keys  # noqa: E402
 from jupyter_tiers.options import JOB_OPTIONS, SERVE_OPTIONS  # noqa: E402
-
-# Once docs/_tools/front_door.py has run, README.md is the front door and the pages hold its text.
-MOVED = not front_door.DRAFT.exists()
-before_the_move = pytest.mark.skipif(MOVED, reason="README.md is the front door already (the draft "
-                                     "docs/_front_door_README.md was moved): nothing left to include")
 
 
 @pytest.mark.parametrize("magic,options", [("slurm_train", JOB_OPTIONS), ("k8s_serve", SERVE_OPTIONS)])
@@ -128,60 +122,9 @@ def test_every_generated_table_is_on_a_page_and_every_page_names_a_known_table()
     assert used == set(ref.GENERATORS)
 
 
-@before_the_move
-def test_every_part_of_the_readme_reaches_a_docs_page() -> None:
-    """Each README line but the include markers is inside some include's slice: once README is
-    cut to the front door (docs/_tools/front_door.py), nothing of it is lost."""
-    text = front_door.README.read_text(encoding="utf-8")
-    includes = front_door.readme_includes()
-    assert len(includes) >= 20
-    covered = bytearray(len(text))
-    markers = set()
-    for include in includes:
-        part = front_door.slice_of(text, include)  # raises on a missing or repeated marker
-        after = include.options.get("start-after")
-        start = text.index(after) + len(after) if after else 0
-        covered[start:start + len(part)] = b"\1" * len(part)
-        markers |= {include.options.get("start-after"), include.options.get("end-before")}
-    pos, lost = 0, []
-    for number, line in enumerate(text.split("\n"), 1):
-        if line.strip() and not all(covered[pos:pos + len(line)]) and \
-                not any(m and line.startswith(m) for m in markers):
-            lost.append(f"{number}: {line[:80]}")
-        pos += len(line) + 1
-    assert not lost, "README lines no docs page includes:\n" + "\n".join(lost)
-
-
-@before_the_move
-def test_front_door_inlines_every_include_and_swaps_the_readme(tmp_path: Path,
-                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    """The move on a copy of README and docs: afterwards no page includes README, the pages hold
-    its text with image paths that resolve, and README is the draft."""
-    import shutil
-
-    root = tmp_path / "repo"
-    shutil.copytree(DOCS, root / "docs", ignore=shutil.ignore_patterns("_build", "notebooks"))
-    shutil.copy(front_door.README, root / "README.md")
-    monkeypatch.setattr(front_door, "ROOT", root)
-    monkeypatch.setattr(front_door, "DOCS", root / "docs")
-    monkeypatch.setattr(front_door, "README", root / "README.md")
-    monkeypatch.setattr(front_door, "DRAFT", root / "docs" / "_front_door_README.md")
-    draft = (DOCS / "_front_door_README.md").read_text(encoding="utf-8")
-    assert front_door.main([]) == 0
-    assert (root / "README.md").read_text(encoding="utf-8") == draft
-    assert not (root / "docs" / "_front_door_README.md").exists()
-    assert front_door.readme_includes(root / "docs", root / "README.md") == []
-    training = (root / "docs" / "howto" / "training.md").read_text(encoding="utf-8")
-    assert "![the job widget](../widget.png)" in training and "{include}" not in training
-    architecture = (root / "docs" / "architecture.md").read_text(encoding="utf-8")
-    assert re.search(r"^## Layout\n\n```\njupyter_tiers/\n", architecture, re.M)
-    for page in (root / "docs").rglob("*.md"):
-        for image in re.findall(r"!\[[^\]]*\]\(([^)]+)\)", page.read_text(encoding="utf-8")):
-            assert (page.parent / image).exists(), f"{page}: {image}"
-
-
 def test_front_door_is_short_and_its_links_exist() -> None:
-    draft = (front_door.README if MOVED else front_door.DRAFT).read_text(encoding="utf-8")
+    draft = front_door.README.read_text(encoding="utf-8")
+    assert front_door.readme_includes() == [], "a docs page still includes README.md"
     assert draft.count("\n") <= 200
     links = re.findall(r"\]\(([^)#\s]+)", draft)
     assert len(links) > 15

@@ -571,6 +571,9 @@ class PodLogFollower:
             return True
         key, last = timestamp_key(ts), timestamp_key(self.last_ts)
         if key > last:
+            # Past the last delivered stamp: what is left of the skip (lines a reopened stream
+            # repeats) cannot apply any more, e.g. a restarted container's log never repeats them.
+            self._skip_same = 0
             return True
         if key == last and self._skip_same > 0:
             self._skip_same -= 1

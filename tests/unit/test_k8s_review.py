@@ -97,6 +97,28 @@ def test_a_reopened_log_stream_resumes_and_the_follower_of_a_gone_pod_ends() -> 
     assert "since_seconds" in api.calls[1] and "since_time" not in api.calls[1]
 
 
+def test_lines_sharing_a_timestamp_after_a_reopen_are_all_delivered() -> None:
+    """A kubelet may stamp several lines alike (the emulator stamps a chunk read at once). The
+    skip of a reopened stream covers only lines stamped as the last delivered one; a restarted
+    container's log does not hold those, and a later pair sharing a stamp must be delivered
+    whole (a rehearsal lost one such line of a restarted container: [0, 1, 2, 4])."""
+    a, b, c, d = ("2026-01-01T00:00:01.5Z", "2026-01-01T00:00:05.5Z", "2026-01-01T00:00:06.5Z",
+                  "2026-01-01T00:00:07.5Z")
+    api = _LogApi([
+        [f"{a} 0 first", f"{a} 1 first"],  # the first instance, its last line stamped a
+        [f"{b} 0 second", f"{b} 1 second", f"{c} 2 second", f"{c} 3 second", f"{d} 4 second"],
+    ])
+    got: list[PodLogLine] = []
+    follower = PodLogFollower(_FakeClient(api), "ns", "web-1", got.extend, max_backoff=0.05)
+    follower.start()
+    try:
+        wait_for(lambda: not follower._thread.is_alive(), "the follower to end on 404")
+    finally:
+        follower.stop()
+    assert [line.text for line in got] == ["0 first", "1 first", "0 second", "1 second", "2 second",
+                                          "3 second", "4 second"]
+
+
 def test_container_instance_reads_the_pod_watchs_container_state() -> None:
     def pod(*statuses: dict[str, Any]) -> dict[str, Any]:
         return {"status": {"containerStatuses": list(statuses)}}

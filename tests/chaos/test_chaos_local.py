@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.chaos.scenarios_local import disk_full, kernel_kills, kernel_kills_mid_rollout, supervisor_kills
+from tests.helpers import loud_skip
 
 
 def test_supervisor_killed_then_reattached(tmp_path: Path, seed: int) -> None:
@@ -38,11 +39,11 @@ def small_disk(tmp_path: Path) -> Iterator[Path]:
     disk = tmp_path / "disk"
     disk.mkdir()
     if os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root")
+        loud_skip("disk-full chaos test", "mounting a small tmpfs needs root")
     mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(disk)],
                              capture_output=True, text=True, timeout=60, check=False)
     if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
+        loud_skip("disk-full chaos test", f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
     try:
         yield disk
     finally:

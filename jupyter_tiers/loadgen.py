@@ -19,9 +19,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from .errors import TiersError
-from .httpmodel import ANSWER_HEADERS
+from .httpmodel import ANSWER_HEADERS, answered_by
 from .loadplan import LoadPlan, Sample, Series, arrival, canary_counts, summarize, to_frame
-from .plaintext import printable
 
 #: How often a run's ``on_update`` gets the changed rows of the series (seconds).
 UPDATE_INTERVAL = 0.5
@@ -311,7 +310,7 @@ async def _read_response(reader: asyncio.StreamReader, status_line: bytes, metho
     length: int | None = None
     chunked = False
     conn_header = b""
-    named: dict[str, str] = {}
+    named: list[tuple[str, str]] = []  # the headers that may name who answered
     for _ in range(200):
         line = await reader.readline()
         if not line:
@@ -327,10 +326,10 @@ async def _read_response(reader: asyncio.StreamReader, status_line: bytes, metho
         elif key == b"connection":
             conn_header = value.strip().lower()
         elif key.decode("latin-1") in ANSWER_HEADERS and value.strip():
-            named.setdefault(key.decode("latin-1"), printable(value.strip().decode("utf-8", "replace"))[:253])
+            named.append((key.decode("latin-1"), value.strip().decode("utf-8", "replace")))
     else:
         raise ValueError("more than 200 response headers")
-    replica = next((named[h] for h in ANSWER_HEADERS if h in named), None)
+    replica = answered_by(tuple(named))
     keep = (b"close" not in conn_header) if version == b"HTTP/1.1" else (b"keep-alive" in conn_header)
     if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
         return status, keep, replica

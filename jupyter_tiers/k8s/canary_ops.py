@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 _OWN = (("ConfigMap", "-code"), ("Secret", "-env"), ("ConfigMap", "-sync"))
 
 
-def _read(tier: K8sTier, kind: str, name: str, ns: str) -> dict[str, Any] | None:
+def read_object(tier: K8sTier, kind: str, name: str, ns: str) -> dict[str, Any] | None:
+    """One object of the service's namespace as JSON, or None when it does not exist (404)."""
     readers = {
         "Deployment": (tier.client.apps().read_namespaced_deployment, "deployments"),
         "ConfigMap": (tier.client.core().read_namespaced_config_map, "configmaps"),
@@ -51,12 +52,6 @@ def _read(tier: K8sTier, kind: str, name: str, ns: str) -> dict[str, Any] | None
     return data
 
 
-def _scale(tier: K8sTier, name: str, ns: str, replicas: int) -> None:
-    tier.client.call(tier.client.apps().patch_namespaced_deployment_scale, name, ns,
-                     {"spec": {"replicas": replicas}}, verb="patch", resource="deployments/scale",
-                     namespace=ns)
-
-
 def _current(tier: K8sTier, record: JobRecord) -> JobRecord:
     return tier.registry.find_by_name(tier.name, record.name) or record
 
@@ -67,7 +62,7 @@ def apply_canary(tier: K8sTier, spec: ServeSpec, stored: dict[str, Any]) -> Serv
     assert spec.canary is not None
     ns = tier.namespace
     existing = tier.registry.find_by_name(tier.name, spec.name)
-    stable = _read(tier, "Deployment", spec.name, ns)
+    stable = read_object(tier, "Deployment", spec.name, ns)
     if existing is not None and existing.spec.get("color"):
         raise SpecError("canary", f"service {spec.name} runs blue-green; a canary runs beside a "
                         "rolling service")
@@ -78,7 +73,7 @@ def apply_canary(tier: K8sTier, spec: ServeSpec, stored: dict[str, Any]) -> Serv
     objects = canary_objects(tier._manifests(spec), spec.name, count)
     for obj in objects:
         tier._apply_object(obj)
-    _scale(tier, spec.name, ns, spec.replicas - count)
+    tier._scale_deployment(spec.name, ns, spec.replicas - count)
     whole = dataclasses.replace(spec, canary=None)
     canary = {
         "percent": spec.canary, "replicas": count, "total": spec.replicas,
@@ -114,14 +109,14 @@ def promote(tier: K8sTier, record: JobRecord) -> str:
         raise TiersError(f"service {record.name} has no canary to promote")
     ns = current.spec.get("namespace") or tier.namespace
     name = record.name
-    canary_dep = _read(tier, "Deployment", canary_name(name), ns)
-    stable = _read(tier, "Deployment", name, ns)
+    canary_dep = read_object(tier, "Deployment", canary_name(name), ns)
+    stable = read_object(tier, "Deployment", name, ns)
     if canary_dep is None or stable is None:
         raise TiersError(f"service {name}: the {'canary' if canary_dep is None else 'stable'} "
                          "Deployment is gone; nothing was promoted")
     stale = []
     for kind, suffix in _OWN:  # the canary's code, env and synced files become the service's
-        obj = _read(tier, kind, f"{canary_name(name)}{suffix}", ns)
+        obj = read_object(tier, kind, f"{canary_name(name)}{suffix}", ns)
         if obj is not None:
             tier._apply_object(promoted_object(obj, name))
         elif suffix != "-code":  # the new revision has none: removed once the old pods are told
@@ -165,8 +160,8 @@ def rollback_canary(tier: K8sTier, record: JobRecord) -> str:
     if not canary:
         raise TiersError(f"service {record.name} has no canary to roll back")
     ns = current.spec.get("namespace") or tier.namespace
-    if _read(tier, "Deployment", record.name, ns) is not None:
-        _scale(tier, record.name, ns, int(canary["total"]))
+    if read_object(tier, "Deployment", record.name, ns) is not None:
+        tier._scale_deployment(record.name, ns, int(canary["total"]))
     remove_canary(tier, record.name, ns)
     _without_canary(tier, current)
     return f"service {record.name}: canary removed; the stable revision is back to {canary['total']} replicas"

@@ -343,13 +343,7 @@ class K8sTier(ServeTier):
             current = self.registry.find_by_name(self.name, record.name) or record
             canary_dep = None
             if current.spec.get(LIVE_CANARY):
-                try:
-                    canary_dep = json.loads(self.client.call(
-                        self.client.apps().read_namespaced_deployment, canary_name(record.name), ns,
-                        _preload_content=False, verb="get", resource="deployments", namespace=ns).data)
-                except ApiError as exc:
-                    if exc.status != 404:
-                        raise
+                canary_dep = canary_ops.read_object(self, "Deployment", canary_name(record.name), ns)
             status = self._with_canary(current, deployment, [canary_dep] if canary_dep else [], pods,
                                        events, endpoint)
         self._record(record, status)
@@ -472,9 +466,13 @@ class K8sTier(ServeTier):
         if replicas < 0 or replicas > 1000:
             raise SpecError("replicas", f"must be 0-1000, got {replicas}")
         ns = record.spec.get("namespace") or self.namespace
-        self.client.call(self.client.apps().patch_namespaced_deployment_scale,
-                         self._deployment_name(record), ns, {"spec": {"replicas": replicas}},
-                         verb="patch", resource="deployments/scale", namespace=ns)
+        self._scale_deployment(self._deployment_name(record), ns, replicas)
+
+    def _scale_deployment(self, name: str, ns: str, replicas: int) -> None:
+        """Set one Deployment's replicas through its scale subresource (also a canary's split)."""
+        self.client.call(self.client.apps().patch_namespaced_deployment_scale, name, ns,
+                         {"spec": {"replicas": replicas}}, verb="patch", resource="deployments/scale",
+                         namespace=ns)
 
     def promote(self, record: JobRecord) -> str:
         return canary_ops.promote(self, record)

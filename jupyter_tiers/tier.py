@@ -21,6 +21,7 @@ from .checkpoint_upload import check_checkpoint_to, local_uploader, task_of, upl
 from .config import Profile
 from .errors import ConfigError, SpecError, TiersError, Unsupported
 from .handles import Handle, Job, Service, handle_for
+from .history import HistoryQuery, HistoryRow, no_history_message
 from .jobspec import validate_spec
 from .logs import ByteStream, LogDecoder
 from .model import JobSpec, JobStatus, LogLine, RankState, SchedulerInfo, ServeSpec, ServiceStatus
@@ -282,6 +283,20 @@ class BatchTier(Tier):
     def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
         """One listed file's bytes from ``offset``, in chunks (streamed)."""
         raise Unsupported(f"profile {self.name!r}: this tier cannot fetch a job's files")
+
+    # --- job history: a tier that keeps accounting overrides both -------------------------
+    def history(self, query: HistoryQuery | None = None, **filters: Any) -> list[HistoryRow]:
+        """Jobs from the scheduler's accounting, every submitter's, newest first, at most
+        ``query.limit``; the ones this registry submitted are marked ``ours``. Filters (or a
+        ready ``query``) as :func:`~jupyter_tiers.history.make_query` takes them. Raises
+        AccountingDisabled when the cluster keeps none, :class:`Unsupported` when the tier has
+        no accounting at all (only Slurm has)."""
+        raise Unsupported(no_history_message(self.name, self.kind))
+
+    def output_tail(self, row: HistoryRow, lines: int = 50) -> tuple[str, str | None]:
+        """The last ``lines`` of a history job's output (read-only): (the path read, its text
+        or None when the file is missing or unreadable). :class:`Unsupported` as for history."""
+        raise Unsupported(no_history_message(self.name, self.kind))
 
     def close(self) -> None:
         """Stop the watcher and drop the connection."""

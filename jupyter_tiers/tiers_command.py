@@ -15,10 +15,10 @@ from .array_job import ArrayJob
 from .arrays import detail_counts, format_tasks, is_array
 from .display import show_handle
 from .errors import Unsupported
+from .history import HistoryRow, format_history
 from .options import bare_dash_option
 from .plaintext import printable
 from .registry import JobRecord
-from .slurm.history import format_history
 
 
 class CommandUsage(Exception):
@@ -168,7 +168,7 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
                      for row in rows)
 
 
-def _history_output(row: Any, output: str | None, path: str, tail: int) -> str:
+def _history_output(row: HistoryRow, output: str | None, path: str, tail: int) -> str:
     """What follows one job's history row: where to look further, or its output's end."""
     if row.ours:
         return f"(submitted by jupyter-tiers: %tiers attach {row.key} / %tiers logs {row.key})"

@@ -16,6 +16,7 @@ from ..files import MAX_FILES, TransferCut, remote_path
 from ..files import parse_listing as parse_file_listing
 from ..handles import Job
 from ..handoff import attach_checkpoints, decode_detail, encode_detail
+from ..history import AccountingDisabled, HistoryQuery, HistoryRow, make_query, mark_ours
 from ..jobdir import checkpoint_root, expected_checkpoint_dir, parse_listing, parse_rank_files, split_listing
 from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
@@ -28,17 +29,7 @@ from ..transport.exchange import CommandResult
 from ..transport.ssh import SSHTarget, SSHTransport
 from . import commands
 from .files_remote import cat_argv, list_argv
-from .history import (
-    AccountingDisabled,
-    HistoryQuery,
-    HistoryRow,
-    history_argv,
-    history_result,
-    make_query,
-    mark_ours,
-    parse_tail_output,
-    tail_output_argv,
-)
+from .history import history_argv, history_result, parse_tail_output, tail_output_argv
 from .parse import parse_sacct, parse_sbatch_parsable, parse_scontrol_jobs, parse_squeue
 from .render import render_job
 from .sync_remote import sync_root, sync_to_cluster

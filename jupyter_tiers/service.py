@@ -41,7 +41,7 @@ from .viewstate.serve import summary_for
 
 if TYPE_CHECKING:
     from .doctor.model import Report
-    from .tier import Tier
+    from .tier import BatchTier, Tier
 
 #: Most log lines one ``log_range`` call returns.
 MAX_LOG_LINES = 10_000
@@ -437,7 +437,7 @@ _task_results: dict[tuple[str, int, str, int | None], tuple[str | None, tuple[st
 _MAX_TASK_RESULTS = 20_000
 
 
-def array_view(job: Any, status: JobStatus | None = None) -> tuple[dict[str, Any], JobStatus]:
+def array_view(job: ArrayJob, status: JobStatus | None = None) -> tuple[dict[str, Any], JobStatus]:
     """An array's ArrayTable state (the notebook's ArrayView table: ``tasks`` rows, ``counts``,
     ``state``, ``summary``, ...) and its status. With ``status`` (the server's shared watch of the
     array) the tasks' statuses come from that watch, else from one batched query now."""
@@ -539,7 +539,7 @@ def log_range(ref: str, *, rank: int | None = None, pod: str | None = None, offs
     return LogRange(chunk, end, end >= len(pairs))
 
 
-def _job_log_range(tier: Any, rec: JobRecord, rank: int | None, offset: int, limit: int) -> LogRange:
+def _job_log_range(tier: BatchTier, rec: JobRecord, rank: int | None, offset: int, limit: int) -> LogRange:
     """A job's log range, read in chunks and stopped once ``limit`` lines are in hand and one
     more complete line shows the log goes on: the rest of a large log is never read. The next
     offset is then exactly the end of the last returned line; at the end of the log it is the
@@ -707,9 +707,7 @@ def http_status(exc: BaseException) -> int:
 
 
 
-def _job(ref: str) -> Any:
-    from .handles import Job
-
+def _job(ref: str) -> Job:
     handle = attach(ref, "job")
     if not isinstance(handle, Job):
         raise WrongKind(f"{ref} is not a job")

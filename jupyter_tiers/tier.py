@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import fields
 from typing import Any
 
 from .arrays import aggregate_status, counts_text, is_array, record_counts, task_index, task_records
-from .checkpoint_upload import check_checkpoint_to, local_uploader, task_of, upload_checkpoint
+from .checkpoint_upload import UploadReport, check_checkpoint_to, local_uploader, task_of, upload_checkpoint
 from .config import Profile
 from .errors import ConfigError, SpecError, TiersError, Unsupported
+from .files import FileInfo
 from .handles import Handle, Job, Service, handle_for
 from .history import HistoryQuery, HistoryRow, no_history_message
 from .jobspec import validate_spec
@@ -204,7 +205,8 @@ class BatchTier(Tier):
 
         yield from local_uploader(sys.executable, data)
 
-    def upload_checkpoint(self, record: JobRecord, on_progress: Any = None) -> Any:
+    def upload_checkpoint(self, record: JobRecord,
+                          on_progress: Callable[[UploadReport], None] | None = None) -> UploadReport:
         """Upload (or resume uploading) a COMPLETED job's (or array task's) newest checkpoint
         (--checkpoint-to)."""
         stored = record if task_of(record) is not None else self.registry.get(record.key)
@@ -239,7 +241,7 @@ class BatchTier(Tier):
     def read_log(self, record: JobRecord, offset: int = 0) -> bytes:
         """The merged log from a byte offset to its current end."""
 
-    def log_chunks(self, record: JobRecord, offset: int = 0) -> Iterator[bytes]:
+    def log_chunks(self, record: JobRecord, offset: int = 0) -> Generator[bytes, None, None]:
         """The merged log from a byte offset to its end, in pieces as they are read (tiers
         override this so a large log is never whole in memory)."""
         yield self.read_log(record, offset)
@@ -276,7 +278,7 @@ class BatchTier(Tier):
         the tier cannot list them."""
         raise Unsupported(f"the {self.kind} tier cannot list an array's task checkpoints")
 
-    def list_files(self, record: JobRecord) -> list[Any]:
+    def list_files(self, record: JobRecord) -> list[FileInfo]:
         """Every file the job left in its job and checkpoint directories (files.FileInfo)."""
         raise Unsupported(f"profile {self.name!r}: this tier cannot list a job's files")
 

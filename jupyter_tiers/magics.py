@@ -523,7 +523,7 @@ def _fix_dash_values(words: list[str]) -> list[str]:
 
 def _print_sync_listing(tier: Tier, spec: JobSpec | ServeSpec) -> None:
     """--dry-run with --sync: what would be synced, and its size (sync.py)."""
-    if getattr(spec, "sync", ()):
+    if spec.sync:
         from .sync import describe, notebook_manifest
 
         manifest, _ = notebook_manifest(spec.sync, tier.profile.settings)

@@ -345,6 +345,10 @@ class ServeTier(Tier):
     A service never ends by itself; ``Service.wait_ready`` waits for READY or FAILED.
     """
 
+    #: Whether :meth:`port_forward` opens a forward this process keeps open and can name the
+    #: pod of (:meth:`forwarded_pod`: Kubernetes); else the endpoint itself is the forward.
+    keeps_forwards: bool = False
+
     def make_spec(self, body: str, **options: Any) -> ServeSpec:
         """A ServeSpec from the cell body, the profile's defaults and env, then ``options``."""
         spec: ServeSpec = self._build_spec(ServeSpec, SERVE_OPTIONS, "body", self.validate, body, options)
@@ -416,6 +420,11 @@ class ServeTier(Tier):
     @abc.abstractmethod
     def port_forward(self, record: JobRecord, local_port: int = 0) -> str:
         """Open a local port to a ready replica; returns its URL."""
+
+    def forwarded_pod(self, url: str) -> str | None:
+        """The pod an open forward of this tier at ``url`` relays to (None: not one of its
+        forwards, or a tier whose forward is no single pod's)."""
+        return None
 
     @abc.abstractmethod
     def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,

@@ -90,6 +90,11 @@ class SlurmTier(BatchTier):
                 self._transport = transport_for(self.profile)
             return self._transport
 
+    @property
+    def opened_transport(self) -> SSHTransport | None:
+        """The transport once this tier has made one (None before; nothing is opened here)."""
+        return self._transport
+
     def login(self) -> str:
         transport = self.transport
         was = transport.connected

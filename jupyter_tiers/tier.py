@@ -14,7 +14,7 @@ import abc
 import threading
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import fields
-from typing import Any
+from typing import Any, TypeVar
 
 from .arrays import aggregate_status, counts_text, is_array, record_counts, task_index, task_records
 from .checkpoint_upload import UploadReport, check_checkpoint_to, local_uploader, task_of, upload_checkpoint
@@ -52,6 +52,7 @@ def cut_marker(what: str) -> str:
 _UPDATED = ("env", "node_selector")
 _EXTENDED = ("sbatch_options", "setup")
 _STAND_INS = {"script": "", "body": "pass\n", "image": "stand-in:1"}
+_Spec = TypeVar("_Spec", bound="JobSpec | ServeSpec")
 
 
 class Tier(abc.ABC):
@@ -104,8 +105,8 @@ class Tier(abc.ABC):
     def close(self) -> None:  # noqa: B027 - optional: only tiers that hold connections override it
         """Stop watching and drop the connection."""
 
-    def _build_spec(self, spec_class: type, options: Sequence[Option], body_field: str,
-                    validate: Callable[[Any], None], body: str, given: dict[str, Any]) -> Any:
+    def _build_spec(self, spec_class: type[_Spec], options: Sequence[Option], body_field: str,
+                    validate: Callable[[_Spec], None], body: str, given: dict[str, Any]) -> _Spec:
         """A spec from the body, the profile's defaults, env and setup, then ``given`` options.
 
         ``env`` (and node selectors) merge key by key over the profile's, passthrough lists
@@ -128,7 +129,8 @@ class Tier(abc.ABC):
                 values[key] = (*current, *value)
             else:
                 values[key] = value
-        return spec_class(**{body_field: body}, **values)
+        body_value: dict[str, Any] = {body_field: body}
+        return spec_class(**body_value, **values)
 
     def profile_defaults(self) -> Mapping[str, Any]:
         """The profile's ``defaults`` this tier applies (a tier serving from a profile of

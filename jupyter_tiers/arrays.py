@@ -24,7 +24,7 @@ from typing import Any
 
 from .errors import SpecError
 from .metrics import format_value
-from .model import JobState, JobStatus
+from .model import JobSpec, JobState, JobStatus
 from .status import merge_status
 from .timefmt import format_elapsed
 
@@ -206,12 +206,12 @@ def plan_array(array: str | None, sweep: str | None) -> ArrayPlan | None:
     return ArrayPlan(tuple(range(len(params))), params, labels, limit, sweep=True)
 
 
-def plan_of(spec: Any) -> ArrayPlan | None:
+def plan_of(spec: JobSpec | Mapping[str, Any]) -> ArrayPlan | None:
     """The plan of a JobSpec or of a record's stored spec dict (None: not an array)."""
     if isinstance(spec, Mapping):
         array, sweep = spec.get("array"), spec.get("sweep")
     else:
-        array, sweep = getattr(spec, "array", None), getattr(spec, "sweep", None)
+        array, sweep = spec.array, spec.sweep
     if array is None and sweep is None:
         return None
     return plan_array(array, sweep)
@@ -233,7 +233,7 @@ def params_json(params: Mapping[str, Any]) -> str:
     return json.dumps(dict(params), sort_keys=False)
 
 
-def task_files(spec: Any, files: Mapping[str, tuple[str, int]]) -> dict[str, tuple[str, int]]:
+def task_files(spec: JobSpec, files: Mapping[str, tuple[str, int]]) -> dict[str, tuple[str, int]]:
     """A task's code files from a job's: a Python body becomes ``cell.py`` run by PY_LAUNCHER."""
     out = dict(files)
     if not spec.shell and "main.py" in out:

@@ -92,7 +92,7 @@ def show_job(job: Job, *, wait: bool = False, text: bool = False, attach: bool =
         widget.summary if widget.ended.is_set() and widget.summary else summary_line(status)))
 
 
-def show_array(job: Any, *, wait: bool = False, text: bool = False, attach: bool = False,
+def show_array(job: ArrayJob, *, wait: bool = False, text: bool = False, attach: bool = False,
                timeout: float | None = None) -> JobStatus | None:
     """The view of a job array: one widget (a row per task), or the text view."""
     try:  # the widgets (anywidget, ipywidgets) load only when a view is first shown

@@ -18,7 +18,7 @@ import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import (
@@ -41,6 +41,12 @@ from .options import (
     flag_names,
     given_values,
 )
+
+if TYPE_CHECKING:  # the tier machinery loads when a cell first needs it (bench/load_ext.py)
+    from .handles import Job, Service
+    from .model import JobSpec, ServeSpec
+    from .registry import JobRecord
+    from .tier import BatchTier, ServeTier, Tier
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -137,17 +143,30 @@ def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageErro
     return UsageError(f"{type(exc).__name__}: {exc}")
 
 
-def _connect(profile: str | None, want: type, magic: str) -> Any:
-    """The tier of ``profile``, which must be of the kind the magic drives."""
+def _connect_batch(profile: str | None) -> BatchTier:
+    """The training tier of ``profile`` (Slurm or local) for ``%%slurm_train``."""
     from .api import connect
+    from .tier import BatchTier
 
-    tier = connect(profile, kind="batch" if magic == "%%slurm_train" else "serve")
-    if not isinstance(tier, want):
-        fits = ("a slurm or local profile" if magic == "%%slurm_train"
-                else "a kubernetes profile or a local one")
-        raise UsageError(f"{magic} --profile {tier.name}: a {tier.profile.tier} profile; "
-                         f"{magic} needs {fits}")
+    tier = connect(profile, kind="batch")
+    if not isinstance(tier, BatchTier):
+        raise _wrong_profile(tier, "%%slurm_train", "a slurm or local profile")
     return tier
+
+
+def _connect_serve(profile: str | None) -> ServeTier:
+    """The serving tier of ``profile`` (Kubernetes or local) for ``%%k8s_serve``."""
+    from .api import connect
+    from .tier import ServeTier
+
+    tier = connect(profile, kind="serve")
+    if not isinstance(tier, ServeTier):
+        raise _wrong_profile(tier, "%%k8s_serve", "a kubernetes profile or a local one")
+    return tier
+
+
+def _wrong_profile(tier: Tier, magic: str, fits: str) -> UsageError:
+    return UsageError(f"{magic} --profile {tier.name}: a {tier.profile.tier} profile; {magic} needs {fits}")
 
 
 @magics_class
@@ -180,9 +199,7 @@ class TiersMagics(Magics):
         if not cell.strip():
             raise UsageError("the cell is empty: its body is the training script")
         try:
-            from .tier import BatchTier
-
-            tier = _connect(args.profile, BatchTier, "%%slurm_train")
+            tier = _connect_batch(args.profile)
             options = given_values(args, JOB_OPTIONS)
             options["env"] = parse_env(args.env)
             spec = tier.make_spec(cell, **options)
@@ -258,9 +275,7 @@ class TiersMagics(Magics):
             raise UsageError("the cell is empty: its body is the server program (or, with --shell, "
                              "its command line)")
         try:
-            from .tier import ServeTier
-
-            tier = _connect(args.profile, ServeTier, "%%k8s_serve")
+            tier = _connect_serve(args.profile)
             if args.delete:
                 if not args.name:
                     raise UsageError("--delete: give the --name of the service to delete")
@@ -301,24 +316,25 @@ class TiersMagics(Magics):
         show_service(service, wait=args.wait, text=args.text)
         return None
 
-    def _model_from(self, ref: str, tier: Any, cell: str, options: dict[str, Any], *,
+    def _model_from(self, ref: str, tier: ServeTier, cell: str, options: dict[str, Any], *,
                     dry_run: bool = False) -> str:
         """Resolve ``--model-from`` to the serving tier's view of the job's checkpoint: set the
         spec's model path and source in ``options``; returns the body with {model_path} filled."""
         from . import handoff, task_handoff
-        from .api import connect
+        from .api import connect, connect_batch
 
         path: str | None
         uri: str | None
         if ref.startswith("s3://"):  # a model in the object store, trained anywhere
             path, uri, source = None, ref, ref
         else:
-            def refresh(record: Any) -> None:
+            def refresh(record: JobRecord) -> None:
                 connect(record.profile).refresh([record])
 
             namespace = self.shell.user_ns if self.shell is not None else {}
             # A sweep's task (51_7, NAME_7, a task handle) or a whole array (its best task), else a job.
-            resolved = task_handoff.resolve(ref, tier.registry, namespace, connect, refresh=refresh)
+            resolved = task_handoff.resolve(ref, tier.registry, namespace, connect_batch,
+                                            refresh=refresh)
             ckpt = resolved.checkpoint
             path, uri = handoff.serving_model(ckpt, tier.profile)
             source = ckpt.source
@@ -331,7 +347,8 @@ class TiersMagics(Magics):
         return handoff.substitute_model_path(cell, str(path))
 
     @staticmethod
-    def _model_from_store(uri: str, tier: Any, options: dict[str, Any], *, dry_run: bool = False) -> str:
+    def _model_from_store(uri: str, tier: ServeTier, options: dict[str, Any], *,
+                          dry_run: bool = False) -> str:
         """A model in the object store: on Kubernetes an init container fetches it (the spec's
         model_uri), after a check from the kernel when it has credentials of its own (a missing
         key is refused before anything is created); on the local tier it is downloaded into the
@@ -504,16 +521,16 @@ def _fix_dash_values(words: list[str]) -> list[str]:
     return out
 
 
-def _print_sync_listing(tier: Any, spec: Any) -> None:
+def _print_sync_listing(tier: Tier, spec: JobSpec | ServeSpec) -> None:
     """--dry-run with --sync: what would be synced, and its size (sync.py)."""
-    if getattr(spec, "sync", ()):
+    if spec.sync:
         from .sync import describe, notebook_manifest
 
         manifest, _ = notebook_manifest(spec.sync, tier.profile.settings)
         print(describe(manifest, spec.sync), end="")
 
 
-def _live_job_named(tier: Any, name: str) -> Any:
+def _live_job_named(tier: BatchTier, name: str) -> Job | None:
     record = tier.registry.find_by_name(tier.name, name)
     if record is None:
         return None
@@ -525,7 +542,7 @@ def _live_job_named(tier: Any, name: str) -> Any:
     return None if state.terminal else job
 
 
-def _service_named(tier: Any, name: str) -> Any:
+def _service_named(tier: ServeTier, name: str) -> Service:
     from .errors import JobNotFound
 
     record = tier.registry.find_by_name(tier.name, name)

@@ -63,12 +63,11 @@ def forward_url(service: Service, *, fresh: bool = False) -> str:
 def _forward(service: Service, *, fresh: bool = False) -> tuple[str, bool]:
     """The forward's URL, and whether it is a reused Kubernetes port-forward."""
     tier, key = service.tier, service.record.key
-    forwarded_pod = getattr(tier, "forwarded_pod", None)
     with _lock:
         cached = _forwards.get(tier, {}).get(key)
     if cached and not fresh:
-        if callable(forwarded_pod):
-            if forwarded_pod(cached) is not None:  # still open in this process
+        if tier.keeps_forwards:
+            if tier.forwarded_pod(cached) is not None:  # still open in this process
                 return cached, True
         elif (tier.endpoint(service.record) or "").rstrip("/") == cached:  # one small file read
             return cached, False
@@ -133,8 +132,7 @@ def send(base_url: str, request: HttpRequest, *, timeout: float = DEFAULT_TIMEOU
 
 def _pod_of(service: Service, url: str) -> str | None:
     """The pod a Kubernetes forward relays to (the local tier's front port has none)."""
-    find = getattr(service.tier, "forwarded_pod", None)
-    return find(url) if callable(find) else None
+    return service.tier.forwarded_pod(url)
 
 
 def _describe(exc: BaseException) -> str:

@@ -26,8 +26,10 @@ from .errors import (
     JobNotFound,
     SpecError,
     TiersError,
+    Unsupported,
 )
 from .handles import Handle, Job, Service
+from .history import HistoryRow, make_query, no_history_message
 from .model import JobState, JobStatus, ServiceState, ServiceStatus
 from .reachability import STALE_AFTER_S, ago, last_seen, stale_after
 from .registry import LIVE_CANARY, JobRecord, Registry
@@ -39,7 +41,7 @@ from .viewstate.serve import summary_for
 
 if TYPE_CHECKING:
     from .doctor.model import Report
-    from .tier import Tier
+    from .tier import BatchTier, Tier
 
 #: Most log lines one ``log_range`` call returns.
 MAX_LOG_LINES = 10_000
@@ -435,7 +437,7 @@ _task_results: dict[tuple[str, int, str, int | None], tuple[str | None, tuple[st
 _MAX_TASK_RESULTS = 20_000
 
 
-def array_view(job: Any, status: JobStatus | None = None) -> tuple[dict[str, Any], JobStatus]:
+def array_view(job: ArrayJob, status: JobStatus | None = None) -> tuple[dict[str, Any], JobStatus]:
     """An array's ArrayTable state (the notebook's ArrayView table: ``tasks`` rows, ``counts``,
     ``state``, ``summary``, ...) and its status. With ``status`` (the server's shared watch of the
     array) the tasks' statuses come from that watch, else from one batched query now."""
@@ -537,7 +539,7 @@ def log_range(ref: str, *, rank: int | None = None, pod: str | None = None, offs
     return LogRange(chunk, end, end >= len(pairs))
 
 
-def _job_log_range(tier: Any, rec: JobRecord, rank: int | None, offset: int, limit: int) -> LogRange:
+def _job_log_range(tier: BatchTier, rec: JobRecord, rank: int | None, offset: int, limit: int) -> LogRange:
     """A job's log range, read in chunks and stopped once ``limit`` lines are in hand and one
     more complete line shows the log goes on: the rest of a large log is never read. The next
     offset is then exactly the end of the last returned line; at the end of the log it is the
@@ -632,7 +634,7 @@ class History:
     ``output`` is the end of its output file when this account can read it (else None)."""
 
     profile: str
-    rows: list[Any]
+    rows: list[HistoryRow]
     output: str | None = None
     output_path: str = ""  # the file ``output`` was read from (or could not be read from)
 
@@ -649,18 +651,19 @@ def history(profile: str | None = None, *, days: Any = 7, user: Any = None, stat
     ``123_4``) whenever it ran, with the last ``tail`` lines of its output if it was submitted
     without jupyter-tiers and its output is readable. Values are checked before anything is
     asked; a cluster without accounting is an ``AccountingDisabled`` error."""
-    from .slurm.history import make_query
-    from .slurm.tier import SlurmTier
+    from .tier import BatchTier
 
     query = make_query(days=days, user=user, states=state, limit=limit, job=job)
     if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or not 0 <= tail <= 100_000):
         raise SpecError("tail", f"give 0 to 100000 lines, got {tail!r}"[:100])
     name = profile or load_config().default_profile
     tier = _connect(name, "job")
-    if not isinstance(tier, SlurmTier):
-        raise SpecError("profile", f"{name!r} is a {tier.kind} tier; job history comes from Slurm "
-                        "accounting (sacct): use a Slurm profile, or %tiers jobs")
-    rows = tier.history(query)
+    if not isinstance(tier, BatchTier):  # a Kubernetes profile serves, it runs no jobs
+        raise SpecError("profile", no_history_message(name, tier.kind))
+    try:
+        rows = tier.history(query)
+    except Unsupported as exc:  # a batch tier without accounting (local)
+        raise SpecError("profile", str(exc)) from None
     output, path = None, ""
     if job is not None and tail is not None and len(rows) == 1 and not rows[0].ours:
         path, output = tier.output_tail(rows[0], tail)
@@ -704,9 +707,7 @@ def http_status(exc: BaseException) -> int:
 
 
 
-def _job(ref: str) -> Any:
-    from .handles import Job
-
+def _job(ref: str) -> Job:
     handle = attach(ref, "job")
     if not isinstance(handle, Job):
         raise WrongKind(f"{ref} is not a job")

@@ -441,7 +441,7 @@ def shell_lines(tree: str) -> list[str]:
     ]
 
 
-def max_mb(settings: Mapping[str, Any] | Any) -> float:
+def max_mb(settings: Mapping[str, Any]) -> float:
     """The profile's ``sync_max_mb`` (default 100); SyncError if it is not a positive number."""
     value = settings.get("sync_max_mb", DEFAULT_MAX_MB)
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1e6:
@@ -450,8 +450,8 @@ def max_mb(settings: Mapping[str, Any] | Any) -> float:
     return float(value)
 
 
-def notebook_manifest(paths: Sequence[str], profile: Any,
+def notebook_manifest(paths: Sequence[str], profile: Mapping[str, Any],
                       root: str | os.PathLike[str] | None = None) -> tuple[Manifest, dict[str, str]]:
     """The manifest of ``paths`` in the notebook's directory (``root``, default the kernel's
-    working directory) under ``profile``'s size cap."""
+    working directory) under the size cap of ``profile`` (a profile's settings)."""
     return build_manifest(os.getcwd() if root is None else root, paths, max_mb(profile))

@@ -8,13 +8,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import handoff
-from .array_job import TAIL_LINES
+from .array_job import TAIL_LINES, ArrayJob
 from .arrays import is_array, plan_of
 from .errors import JobNotFound, TiersError, Unsupported
 from .handoff import Checkpoint, HandoffError
+
+if TYPE_CHECKING:
+    from .registry import JobRecord, Registry
+    from .tier import BatchTier
 
 
 @dataclass(frozen=True)
@@ -26,8 +30,8 @@ class Resolved:
     line: str | None = None
 
 
-def find_array_task(ref: str, registry: Any, user_ns: Mapping[str, Any] | None = None
-                    ) -> tuple[Any, int | None] | None:
+def find_array_task(ref: str, registry: Registry, user_ns: Mapping[str, Any] | None = None
+                    ) -> tuple[JobRecord, int | None] | None:
     """(array record, task index or None for the whole array) when ``ref`` names an array or one
     of its tasks: a notebook variable holding an ArrayJob or a task's Job (``job.task(7)``),
     ``51_7`` / ``hpc/51_7`` / ``NAME_7``, or an array's id or name. None: not an array."""
@@ -56,20 +60,21 @@ def find_array_task(ref: str, registry: Any, user_ns: Mapping[str, Any] | None =
     return (record, None) if is_array(record) else None
 
 
-def _stored(registry: Any, ref: str) -> Any:
+def _stored(registry: Registry, ref: str) -> JobRecord | None:
     try:
         return registry.get(ref)
     except JobNotFound:
         return None
 
 
-def _latest(registry: Any, record: Any) -> Any:
+def _latest(registry: Registry, record: JobRecord) -> JobRecord:
     stored = _stored(registry, record.key)
     return stored if stored is not None else record
 
 
-def resolve(ref: str, registry: Any, user_ns: Mapping[str, Any] | None,
-            connect: Callable[[str], Any], refresh: Any = None) -> Resolved:
+def resolve(ref: str, registry: Registry, user_ns: Mapping[str, Any] | None,
+            connect: Callable[[str], BatchTier],
+            refresh: Callable[[JobRecord], None] | None = None) -> Resolved:
     """``ref`` -> the checkpoint to serve. An array's task or a whole array asks its training
     tier (``connect(profile)``) once for every task's state and checkpoint; anything else is a
     job, resolved by handoff.resolve (``refresh`` as there)."""
@@ -79,6 +84,7 @@ def resolve(ref: str, registry: Any, user_ns: Mapping[str, Any] | None,
     array, index = found
     tier = connect(array.profile)
     job = tier.job(array)
+    assert isinstance(job, ArrayJob)  # find_array_task found an array record
     try:
         statuses = job.task_statuses()
     except TiersError as exc:
@@ -96,7 +102,7 @@ def resolve(ref: str, registry: Any, user_ns: Mapping[str, Any] | None,
     return Resolved(best.checkpoint, best.line)
 
 
-def _task_checkpoints(tier: Any, array: Any, ref: str, tail_lines: int
+def _task_checkpoints(tier: BatchTier, array: JobRecord, ref: str, tail_lines: int
                       ) -> tuple[dict[int, tuple[str, str | None]], dict[int, str] | None]:
     try:
         listed, tails = tier.task_checkpoints(array, tail_lines)
@@ -108,7 +114,7 @@ def _task_checkpoints(tier: Any, array: Any, ref: str, tail_lines: int
     return listed, tails
 
 
-def _label(array: Any, index: int) -> str:
+def _label(array: JobRecord, index: int) -> str:
     plan = plan_of(array.spec)
     if plan is None or not plan.sweep or index not in plan.indices:
         return ""

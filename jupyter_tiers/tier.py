@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import abc
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import fields
-from typing import Any
+from typing import Any, TypeVar
 
 from .arrays import aggregate_status, counts_text, is_array, record_counts, task_index, task_records
-from .checkpoint_upload import check_checkpoint_to, local_uploader, task_of, upload_checkpoint
+from .checkpoint_upload import UploadReport, check_checkpoint_to, local_uploader, task_of, upload_checkpoint
 from .config import Profile
 from .errors import ConfigError, SpecError, TiersError, Unsupported
+from .files import FileInfo
 from .handles import Handle, Job, Service, handle_for
+from .history import HistoryQuery, HistoryRow, no_history_message
 from .jobspec import validate_spec
 from .logs import ByteStream, LogDecoder
 from .model import JobSpec, JobStatus, LogLine, RankState, SchedulerInfo, ServeSpec, ServiceStatus
@@ -50,6 +52,7 @@ def cut_marker(what: str) -> str:
 _UPDATED = ("env", "node_selector")
 _EXTENDED = ("sbatch_options", "setup")
 _STAND_INS = {"script": "", "body": "pass\n", "image": "stand-in:1"}
+_Spec = TypeVar("_Spec", bound="JobSpec | ServeSpec")
 
 
 class Tier(abc.ABC):
@@ -102,8 +105,8 @@ class Tier(abc.ABC):
     def close(self) -> None:  # noqa: B027 - optional: only tiers that hold connections override it
         """Stop watching and drop the connection."""
 
-    def _build_spec(self, spec_class: type, options: Sequence[Option], body_field: str,
-                    validate: Callable[[Any], None], body: str, given: dict[str, Any]) -> Any:
+    def _build_spec(self, spec_class: type[_Spec], options: Sequence[Option], body_field: str,
+                    validate: Callable[[_Spec], None], body: str, given: dict[str, Any]) -> _Spec:
         """A spec from the body, the profile's defaults, env and setup, then ``given`` options.
 
         ``env`` (and node selectors) merge key by key over the profile's, passthrough lists
@@ -126,7 +129,8 @@ class Tier(abc.ABC):
                 values[key] = (*current, *value)
             else:
                 values[key] = value
-        return spec_class(**{body_field: body}, **values)
+        body_value: dict[str, Any] = {body_field: body}
+        return spec_class(**body_value, **values)
 
     def profile_defaults(self) -> Mapping[str, Any]:
         """The profile's ``defaults`` this tier applies (a tier serving from a profile of
@@ -203,7 +207,8 @@ class BatchTier(Tier):
 
         yield from local_uploader(sys.executable, data)
 
-    def upload_checkpoint(self, record: JobRecord, on_progress: Any = None) -> Any:
+    def upload_checkpoint(self, record: JobRecord,
+                          on_progress: Callable[[UploadReport], None] | None = None) -> UploadReport:
         """Upload (or resume uploading) a COMPLETED job's (or array task's) newest checkpoint
         (--checkpoint-to)."""
         stored = record if task_of(record) is not None else self.registry.get(record.key)
@@ -238,7 +243,7 @@ class BatchTier(Tier):
     def read_log(self, record: JobRecord, offset: int = 0) -> bytes:
         """The merged log from a byte offset to its current end."""
 
-    def log_chunks(self, record: JobRecord, offset: int = 0) -> Iterator[bytes]:
+    def log_chunks(self, record: JobRecord, offset: int = 0) -> Generator[bytes, None, None]:
         """The merged log from a byte offset to its end, in pieces as they are read (tiers
         override this so a large log is never whole in memory)."""
         yield self.read_log(record, offset)
@@ -275,13 +280,27 @@ class BatchTier(Tier):
         the tier cannot list them."""
         raise Unsupported(f"the {self.kind} tier cannot list an array's task checkpoints")
 
-    def list_files(self, record: JobRecord) -> list[Any]:
+    def list_files(self, record: JobRecord) -> list[FileInfo]:
         """Every file the job left in its job and checkpoint directories (files.FileInfo)."""
         raise Unsupported(f"profile {self.name!r}: this tier cannot list a job's files")
 
     def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
         """One listed file's bytes from ``offset``, in chunks (streamed)."""
         raise Unsupported(f"profile {self.name!r}: this tier cannot fetch a job's files")
+
+    # --- job history: a tier that keeps accounting overrides both -------------------------
+    def history(self, query: HistoryQuery | None = None, **filters: Any) -> list[HistoryRow]:
+        """Jobs from the scheduler's accounting, every submitter's, newest first, at most
+        ``query.limit``; the ones this registry submitted are marked ``ours``. Filters (or a
+        ready ``query``) as :func:`~jupyter_tiers.history.make_query` takes them. Raises
+        AccountingDisabled when the cluster keeps none, :class:`Unsupported` when the tier has
+        no accounting at all (only Slurm has)."""
+        raise Unsupported(no_history_message(self.name, self.kind))
+
+    def output_tail(self, row: HistoryRow, lines: int = 50) -> tuple[str, str | None]:
+        """The last ``lines`` of a history job's output (read-only): (the path read, its text
+        or None when the file is missing or unreadable). :class:`Unsupported` as for history."""
+        raise Unsupported(no_history_message(self.name, self.kind))
 
     def close(self) -> None:
         """Stop the watcher and drop the connection."""
@@ -327,6 +346,10 @@ class ServeTier(Tier):
 
     A service never ends by itself; ``Service.wait_ready`` waits for READY or FAILED.
     """
+
+    #: Whether :meth:`port_forward` opens a forward this process keeps open and can name the
+    #: pod of (:meth:`forwarded_pod`: Kubernetes); else the endpoint itself is the forward.
+    keeps_forwards: bool = False
 
     def make_spec(self, body: str, **options: Any) -> ServeSpec:
         """A ServeSpec from the cell body, the profile's defaults and env, then ``options``."""
@@ -399,6 +422,11 @@ class ServeTier(Tier):
     @abc.abstractmethod
     def port_forward(self, record: JobRecord, local_port: int = 0) -> str:
         """Open a local port to a ready replica; returns its URL."""
+
+    def forwarded_pod(self, url: str) -> str | None:
+        """The pod an open forward of this tier at ``url`` relays to (None: not one of its
+        forwards, or a tier whose forward is no single pod's)."""
+        return None
 
     @abc.abstractmethod
     def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,

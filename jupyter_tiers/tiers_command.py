@@ -15,10 +15,11 @@ from .array_job import ArrayJob
 from .arrays import detail_counts, format_tasks, is_array
 from .display import show_handle
 from .errors import Unsupported
+from .handles import Handle, Job, Service
+from .history import HistoryRow, format_history
 from .options import bare_dash_option
 from .plaintext import printable
 from .registry import JobRecord
-from .slurm.history import format_history
 
 
 class CommandUsage(Exception):
@@ -168,7 +169,7 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
                      for row in rows)
 
 
-def _history_output(row: Any, output: str | None, path: str, tail: int) -> str:
+def _history_output(row: HistoryRow, output: str | None, path: str, tail: int) -> str:
     """What follows one job's history row: where to look further, or its output's end."""
     if row.ours:
         return f"(submitted by jupyter-tiers: %tiers attach {row.key} / %tiers logs {row.key})"
@@ -180,7 +181,7 @@ def _history_output(row: Any, output: str | None, path: str, tail: int) -> str:
     return f"--- last {tail} lines of {path} (read-only) ---\n{text.rstrip()}"
 
 
-def _handle(ref: str, kind: str | None = None) -> Any:
+def _handle(ref: str, kind: str | None = None) -> Handle:
     """The Job or Service handle of ``ref``; ``kind`` names what the command acts on."""
     try:
         return service.attach(ref, kind)
@@ -236,7 +237,7 @@ def run(argv: list[str], shell: Any = None) -> Any:
         if args.tail is not None and args.tail < 0:
             raise CommandUsage(f"%tiers logs --tail {args.tail}: give 0 or more lines")
         handle = _handle(args.job)
-        if handle.kind == "job":
+        if isinstance(handle, Job):
             if args.pod is not None:
                 raise CommandUsage(f"%tiers logs: {args.job} is a job; use --rank N, not --pod")
             if args.rank is None and args.tail is None:  # a whole log: printed as it arrives
@@ -245,6 +246,7 @@ def run(argv: list[str], shell: Any = None) -> Any:
                 return None
             text = handle.logs(rank=args.rank, tail=args.tail)
         else:
+            assert isinstance(handle, Service)
             if args.rank is not None:
                 raise CommandUsage(f"%tiers logs: {args.job} is a service; use --pod NAME, not --rank")
             text = handle.logs(pod=args.pod, tail=args.tail)

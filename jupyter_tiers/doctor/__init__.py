@@ -35,11 +35,13 @@ def check_profile(profile: Profile, *, suggest_role: bool = False, compute: bool
     extra = ""
     if profile.tier == "slurm":
         from ..api import cached
+        from ..slurm.tier import SlurmTier
         from . import slurm_probe
         from .slurm_checks import slurm_checks
 
         tier = cached(profile)
-        probed = slurm_probe.probe(profile, getattr(tier, "transport", None), compute=compute)
+        transport = tier.transport if isinstance(tier, SlurmTier) else None
+        probed = slurm_probe.probe(profile, transport, compute=compute)
         checks = slurm_checks(probed, profile=profile.name, workdir=profile.workdir,
                               python=str(profile.defaults.get("python") or "python3"),
                               partition=profile.defaults.get("partition"),

@@ -56,11 +56,12 @@ def _run_remote(profile: Profile, data: bytes) -> tuple[str, str]:
     """(output, error) of the program on the login node."""
     from ..api import cached
     from ..slurm.commands import upload_argv
-    from ..slurm.tier import transport_for
+    from ..slurm.tier import SlurmTier, transport_for
     from ..transport.errors import TransportError
     from ..transport.prompt import refusing_prompter
 
-    live = getattr(cached(profile), "_transport", None)
+    tier = cached(profile)
+    live = tier.opened_transport if isinstance(tier, SlurmTier) else None
     transport = live if live is not None and live.connected else transport_for(profile)
     fresh = transport is not live
     if fresh:

@@ -51,6 +51,7 @@ class K8sTier(ServeTier):
     """A Kubernetes namespace reached through a kubeconfig context (or in-cluster config)."""
 
     kind = "kubernetes"
+    keeps_forwards = True
 
     def __init__(self, profile: Profile, registry: Registry | None = None,
                  client: KubeClient | None = None) -> None:

@@ -26,7 +26,7 @@ import sys
 import threading
 import time
 from collections import deque
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -43,7 +43,7 @@ from ..arrays import (
 )
 from ..config import LOCAL_SERVE_DEFAULTS, Profile
 from ..errors import SpecError, SubmitError
-from ..files import list_local, local_chunks, remote_path
+from ..files import FileInfo, list_local, local_chunks, remote_path
 from ..handles import Job
 from ..handoff import attach_checkpoints, decode_detail, encode_detail
 from ..jobdir import (
@@ -554,7 +554,7 @@ class LocalTier(BatchTier):
         except FileNotFoundError:
             return b""
 
-    def log_chunks(self, record: JobRecord, offset: int = 0) -> Iterator[bytes]:
+    def log_chunks(self, record: JobRecord, offset: int = 0) -> Generator[bytes, None, None]:
         """The merged log from ``offset`` to its size when opened, read LOG_CHUNK bytes at a time
         (a log of any size is never whole in memory; a running job's later lines are not read)."""
         try:
@@ -619,7 +619,7 @@ class LocalTier(BatchTier):
         return list(lines)
 
     # --- cancel --------------------------------------------------------------------------
-    def list_files(self, record: JobRecord) -> list[Any]:
+    def list_files(self, record: JobRecord) -> list[FileInfo]:
         return _list_files(record)
 
     def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:

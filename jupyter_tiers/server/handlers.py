@@ -28,6 +28,7 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 from .. import service
 from ..arrays import split_task_ref
 from ..errors import SpecError, TiersError
+from ..history import AccountingDisabled
 from . import params
 from .hub import Hub
 
@@ -266,8 +267,6 @@ class HistoryHandler(TiersAPIHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        from ..slurm.history import AccountingDisabled
-
         q = self.parsed(params.history_query, self.request.query_arguments)
         try:
             found = await blocking(service.history, q.profile, days=q.days, user=q.user,

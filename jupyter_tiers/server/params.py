@@ -12,9 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from .. import history
 from ..errors import SpecError
 from ..service import MAX_LOG_LINES, MAX_REPLICAS
-from ..slurm import history as slurm_history
 
 #: Longest query value, path segment or body accepted (everything real is far shorter).
 MAX_TEXT = 256
@@ -181,7 +181,7 @@ def scale_body(body: bytes) -> int:
 
 @dataclass(frozen=True)
 class HistoryParams:
-    """``GET history``'s validated query (the sacct values checked by slurm.history)."""
+    """``GET history``'s validated query (the values checked by jupyter_tiers.history)."""
 
     profile: str | None = None
     days: int = 7
@@ -200,14 +200,14 @@ def history_query(query: Query) -> HistoryParams:
     profile = _one(query, "profile") or None
     if profile is not None:
         segment(profile, "profile")
-    days = _int(query, "days", 1, slurm_history.MAX_DAYS, slurm_history.DEFAULT_DAYS)
-    limit = _int(query, "limit", 1, slurm_history.MAX_LIMIT, slurm_history.DEFAULT_LIMIT)
+    days = _int(query, "days", 1, history.MAX_DAYS, history.DEFAULT_DAYS)
+    limit = _int(query, "limit", 1, history.MAX_LIMIT, history.DEFAULT_LIMIT)
     assert days is not None and limit is not None
-    user = slurm_history.check_user(_one(query, "user") or None)
-    states = slurm_history.check_states(_one(query, "state") or None)
+    user = history.check_user(_one(query, "user") or None)
+    states = history.check_states(_one(query, "state") or None)
     job_text = _one(query, "job") or None
-    job = None if job_text is None else slurm_history.check_job_ref(job_text)
-    tail = _int(query, "tail", 0, slurm_history.MAX_TAIL, None)
+    job = None if job_text is None else history.check_job_ref(job_text)
+    tail = _int(query, "tail", 0, history.MAX_TAIL, None)
     if tail is not None and job is None:
         raise SpecError("tail", "give it with job=ID (the end of one job's output)")
     return HistoryParams(profile=profile, days=days, user=user, states=states, limit=limit, job=job,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -12,10 +12,11 @@ from ..arrays import counts_detail, plan_of
 from ..checkpoint_upload import uploader_source
 from ..config import Profile
 from ..errors import ControllerUnreachable, SubmitError, TiersError
-from ..files import MAX_FILES, TransferCut, remote_path
+from ..files import MAX_FILES, FileInfo, TransferCut, remote_path
 from ..files import parse_listing as parse_file_listing
 from ..handles import Job
 from ..handoff import attach_checkpoints, decode_detail, encode_detail
+from ..history import AccountingDisabled, HistoryQuery, HistoryRow, make_query, mark_ours
 from ..jobdir import checkpoint_root, expected_checkpoint_dir, parse_listing, parse_rank_files, split_listing
 from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
@@ -28,20 +29,10 @@ from ..transport.exchange import CommandResult
 from ..transport.ssh import SSHTarget, SSHTransport
 from . import commands
 from .files_remote import cat_argv, list_argv
-from .history import (
-    AccountingDisabled,
-    HistoryQuery,
-    HistoryRow,
-    history_argv,
-    history_result,
-    make_query,
-    mark_ours,
-    parse_tail_output,
-    tail_output_argv,
-)
+from .history import history_argv, history_result, parse_tail_output, tail_output_argv
 from .parse import parse_sacct, parse_sbatch_parsable, parse_scontrol_jobs, parse_squeue
 from .render import render_job
-from .sync_remote import sync_root, sync_to_cluster
+from .sync_remote import SyncOutcome, sync_root, sync_to_cluster
 from .task_listing import parse_task_checkpoints, task_checkpoints_argv
 
 log = logging.getLogger(__name__)
@@ -99,6 +90,11 @@ class SlurmTier(BatchTier):
                 self._transport = transport_for(self.profile)
             return self._transport
 
+    @property
+    def opened_transport(self) -> SSHTransport | None:
+        """The transport once this tier has made one (None before; nothing is opened here)."""
+        return self._transport
+
     def login(self) -> str:
         transport = self.transport
         was = transport.connected
@@ -122,7 +118,7 @@ class SlurmTier(BatchTier):
             sync_dir = f"{sync_root(self.profile.workdir, spec.name)}/snap/TOKEN-AT-SUBMIT"
         return render_job(spec, sync_dir).script
 
-    def sync(self, spec: JobSpec) -> Any:
+    def sync(self, spec: JobSpec) -> SyncOutcome | None:
         """--sync: bring the cluster's copy of the notebook's directory up to date (one round
         trip when nothing changed) and snapshot it for this job; a SyncOutcome, None without
         --sync (slurm/sync_remote.py)."""
@@ -291,7 +287,7 @@ class SlurmTier(BatchTier):
     def read_log(self, record: JobRecord, offset: int = 0) -> bytes:
         return self.transport.run(commands.read_log_argv(record.jobdir, offset), timeout=300).stdout
 
-    def log_chunks(self, record: JobRecord, offset: int = 0) -> Iterator[bytes]:
+    def log_chunks(self, record: JobRecord, offset: int = 0) -> Generator[bytes, None, None]:
         """The merged log from ``offset`` to its current end, as it arrives (a 1 GB log is never
         whole in memory); a stall of 300 s without data raises CommandTimeout."""
         with self.transport.stream(commands.read_log_argv(record.jobdir, offset), timeout=300) as s:
@@ -323,7 +319,7 @@ class SlurmTier(BatchTier):
         if refusal is not None:
             raise TiersError(f"cannot cancel job {record.job_id} on {self.profile.name}: scancel: {refusal}")
 
-    def list_files(self, record: JobRecord) -> list[Any]:
+    def list_files(self, record: JobRecord) -> list[FileInfo]:
         """The job's files in one remote command (files.py, slurm/files_remote.py)."""
         argv = list_argv(record.jobdir, decode_detail(record.detail)[0], MAX_FILES)
         return parse_file_listing(self.transport.run(argv, check=False, timeout=300).stdout)

@@ -315,3 +315,29 @@ def test_service_history_as_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert rows["3"]["max_rss"] == 16272 * 1024
     with pytest.raises(SpecError, match="tail"):
         service.history("box", job="3", tail=-1)
+
+
+def test_history_is_a_declared_capability_only_slurm_answers(tmp_path: Path,
+                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """BatchTier declares history and output_tail: a local tier says Unsupported naming the
+    profile, and service.history turns that (and a Kubernetes profile) into the same 400-class
+    SpecError, before anything is asked."""
+    from jupyter_tiers import service
+    from jupyter_tiers.errors import Unsupported
+    from jupyter_tiers.history import HistoryRow
+    from jupyter_tiers.k8s.tier import K8sTier
+    from jupyter_tiers.local.tier import LocalTier
+
+    local = LocalTier(Profile(name="laptop", tier="local", settings={}), Registry(tmp_path / "r.sqlite"))
+    with pytest.raises(Unsupported, match="'laptop' is a local tier; job history comes from Slurm"):
+        local.history(days=2)
+    row = HistoryRow("1", "1", "n", "u", "COMPLETED", 0, None, 1, 1, "n1", None, "", "", "", "", "/w")
+    with pytest.raises(Unsupported, match="'laptop' is a local tier"):
+        local.output_tail(row)
+    monkeypatch.setattr(service, "_connect", lambda name, kind="batch": local)
+    with pytest.raises(SpecError, match=r"^profile: 'laptop' is a local tier; job history comes from Slurm"):
+        service.history("laptop")
+    k8s = K8sTier(Profile(name="gpu", tier="kubernetes", settings={}), Registry(tmp_path / "k.sqlite"))
+    monkeypatch.setattr(service, "_connect", lambda name, kind="batch": k8s)
+    with pytest.raises(SpecError, match=r"^profile: 'gpu' is a kubernetes tier; job history"):
+        service.history("gpu")

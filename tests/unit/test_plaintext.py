@@ -12,11 +12,10 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers import cli, tiers_command
+from jupyter_tiers import cli, history, tiers_command
 from jupyter_tiers.errors import TiersError
 from jupyter_tiers.model import JobState, JobStatus, PodInfo, ServiceState
 from jupyter_tiers.plaintext import printable
-from jupyter_tiers.slurm import history
 from jupyter_tiers.widgets.text import TextView
 from tests.unit.test_serve_text import make_service, status
 

@@ -285,7 +285,7 @@ class Service(Handle):
 
     def port_forward(self, local_port: int = 0) -> str:
         """Open a local port to a ready pod; returns ``http://127.0.0.1:PORT``. It stays open
-        while this process lives (or until :meth:`close_port_forward`)."""
+        while this process lives, until its tier closes (:func:`jupyter_tiers.api.close_all`)."""
         return self.tier.port_forward(self.record, local_port)
 
     def request(self, method: str, path: str, *, json: Any = None, body: str | bytes | None = None,

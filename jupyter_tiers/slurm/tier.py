@@ -47,7 +47,6 @@ _UNREACHABLE_MARKERS = (
 #: How many times a submit (and --sync's upload) is sent when the connection drops under it
 #: (each retry idempotent).
 SUBMIT_ATTEMPTS = 4
-GAVE_UP = "gave up after"  # SSHTransport's words when it could not connect at all
 
 _NO_ACCOUNTING_MARKERS = ("accounting storage is disabled", "Slurm accounting storage is disabled")
 
@@ -130,7 +129,7 @@ class SlurmTier(BatchTier):
                 return sync_to_cluster(self.transport, self.profile.workdir, spec.name, manifest,
                                        sources)
             except ConnectError as e:
-                if GAVE_UP in str(e):
+                if e.at_connect:  # no connection at all after the transport's own retries
                     raise
                 # Safe to start over: the cluster side takes turns under a lock, and a cut apply
                 # leaves the stored manifest without the entries it was changing (re-sent).
@@ -181,7 +180,7 @@ class SlurmTier(BatchTier):
                 return self.transport.run(commands.submit_argv(jobdir, packed, again=attempt > 0),
                                           stdin=packed, check=False)
             except ConnectError as e:
-                if GAVE_UP in str(e):  # no connection at all after the transport's own retries
+                if e.at_connect:  # no connection at all after the transport's own retries
                     raise
                 if attempt == SUBMIT_ATTEMPTS - 1:
                     raise SubmitError(

@@ -64,9 +64,12 @@ class OneTimeCodeRequired(AuthenticationError):
 class ConnectError(TransportError):
     """The server could not be reached (refused, unreachable, timed out, dropped)."""
 
-    def __init__(self, message: str, *, transient: bool = True) -> None:
+    def __init__(self, message: str, *, transient: bool = True, at_connect: bool = False) -> None:
         super().__init__(message)
         self.transient = transient  # whether trying again later may help
+        # True when no connection was made at all (the transport's own retries are spent), as
+        # opposed to one that dropped under a command: a caller must not dial again then.
+        self.at_connect = at_connect
 
 
 class CommandError(TransportError):

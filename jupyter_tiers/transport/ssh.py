@@ -212,7 +212,9 @@ class SSHTransport(ClosedOnExit):
             except ConnectError as e:
                 if not e.transient or attempt == attempts - 1:
                     if attempts > 1 and e.transient:
-                        raise ConnectError(f"{e} (gave up after {attempts} attempts)") from None
+                        raise ConnectError(f"{e} (gave up after {attempts} attempts)",
+                                           at_connect=True) from None
+                    e.at_connect = True
                     raise
                 delay = self._delay(attempt)
                 log.info("SSH connect to %s failed (%s); retrying in %.1fs", self.target, e, delay)

@@ -208,7 +208,7 @@ def test_tier_submit_does_not_dial_again_when_the_host_is_down(tmp_path: Path, e
 
         def run(self, argv: Sequence[str], **kw: object) -> CommandResult:
             Down.calls += 1
-            raise ConnectError("cannot connect to h:22: refused (gave up after 6 attempts)")
+            raise ConnectError("cannot connect to h:22: refused (gave up after 6 attempts)", at_connect=True)
 
     profile = Profile(name="hpc", tier="slurm", settings={"host": "h", "workdir": str(tmp_path)})
     tier = SlurmTier(profile, Registry(tmp_path / "registry.sqlite"), transport=Down())  # type: ignore[arg-type]  # run() is all submit uses

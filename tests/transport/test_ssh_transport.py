@@ -596,6 +596,7 @@ def test_drop_mid_run_raises_and_does_not_rerun(sshd: SSHServer, transports: lis
     assert not worker.is_alive()
     assert len(outcome) == 1 and isinstance(outcome[0], ConnectError)
     assert "may or may not" in str(outcome[0])
+    assert not outcome[0].at_connect  # it was connected: a caller may dial again
     assert log.read_text() == "ran\n"  # not silently re-run
 
 
@@ -656,9 +657,11 @@ def test_server_down_is_connect_error_after_retries(private_sshd: SSHServer, tra
         t.run(["echo", "down"])
     assert "2 attempts" in str(info.value)
     assert str(private_sshd.port) in str(info.value)
+    assert info.value.at_connect  # callers must not dial again on top of these retries
     fresh = make(transports, target, retries=0)
-    with pytest.raises(ConnectError, match="refused"):
+    with pytest.raises(ConnectError, match="refused") as info:
         fresh.connect()
+    assert info.value.at_connect
 
 
 def test_connect_close_and_lazy_reconnect(sshd: SSHServer, transports: list):

@@ -22,6 +22,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from ..checkpoint_upload import store_of
 from ..config import Profile
 from ..errors import ApiError, JobNotFound, SpecError, TiersError, Unsupported
@@ -142,13 +144,28 @@ class K8sTier(ServeTier):
             return None, False
         existing = self.registry.find_by_name(self.name, spec.name)
         live = self._live_color(spec.name)
-        color = "blue" if live is None else ("green" if live == "blue" else "blue")
-        # The registry gives back JSON (lists where the spec has tuples): compare in that form.
-        applied = json.loads(json.dumps(self._applied_spec(spec)))
-        unchanged = existing is not None and existing.spec.get("applied_spec") == applied
-        if live is not None and unchanged:
-            color = live  # unchanged cell: nothing to switch
-        return color, live is not None and color != live
+        if live is None:
+            return "blue", False
+        same = existing is not None and existing.spec.get("color") == live
+        if same and existing is not None and self._same_pods(spec, existing, live):
+            return live, False  # the pods stay as they are: replicas, Service or Ingress change in place
+        return ("green" if live == "blue" else "blue"), True
+
+    def _same_pods(self, spec: ServeSpec, existing: JobRecord, live: str) -> bool:
+        """Whether ``spec`` applied to the ``live`` colour leaves its pods as they are: the same
+        pod template (code, env and their hashes, image, resources, volumes) and the same synced
+        files. A change elsewhere (replicas, autoscale, Service type, Ingress) needs no new colour."""
+        applied = self._applied_spec(spec)
+        if applied.get("sync_sha") != existing.spec.get("applied_spec", {}).get("sync_sha"):
+            return False
+        try:
+            before = [o for o in yaml.safe_load_all(existing.script or "") if isinstance(o, dict)]
+        except yaml.YAMLError:
+            return False
+        old = next((o for o in before if o.get("kind") == "Deployment"), None)
+        new = next(o for o in self._manifests(spec, live) if o["kind"] == "Deployment")
+        # Through JSON: the stored YAML has lists where the rendered objects may have tuples.
+        return old is not None and json.loads(json.dumps(new["spec"]["template"])) == old["spec"]["template"]
 
     def apply(self, spec: ServeSpec) -> Service:
         """Create or update the service; returns its handle at once (the rollout goes on).

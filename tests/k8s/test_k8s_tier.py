@@ -482,6 +482,24 @@ def test_watch_relists_after_410_and_loses_nothing(tier: K8sTier, emulator: Emul
 
 
 # --- 7. blue-green -----------------------------------------------------------------------------
+def test_bluegreen_changes_that_leave_the_pods_alone_stay_on_the_live_colour(
+        tier: K8sTier, emulator: Emulator, k8s_namespace: str) -> None:
+    """Replicas, Service type or Ingress change in place; only a pod change switches colour."""
+    ns = k8s_namespace
+    wait_ready(apply_server(tier, name="bgi", strategy="bluegreen"))
+    scaled = apply_server(tier, name="bgi", strategy="bluegreen", replicas=2, ingress=["bgi.example.test"])
+    assert scaled.record.spec["deployment"] == "bgi-blue"
+    assert get(emulator, "deployments", ns, "bgi-green") is None
+    dep = get(emulator, "deployments", ns, "bgi-blue")
+    assert dep is not None and dep["spec"]["replicas"] == 2
+    assert get(emulator, "ingresses", ns, "bgi") is not None
+    wait_ready(scaled)
+    changed = tier.apply(tier.make_spec(SERVER + "\n# changed\n", name="bgi", port=8000,
+                                        strategy="bluegreen", replicas=2, ingress=["bgi.example.test"]))
+    assert changed.record.spec["deployment"] == "bgi-green"  # new code: a new colour
+    tier.wait_switched("bgi", GUARD)
+
+
 def test_bluegreen_switches_only_when_the_new_colour_is_ready(
         tier: K8sTier, emulator: Emulator, k8s_namespace: str, tmp_path: Path) -> None:
     ns = k8s_namespace

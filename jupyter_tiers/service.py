@@ -149,7 +149,8 @@ class ActionResult:
 @dataclass(frozen=True)
 class ProfileInfo:
     """A profile without anything secret: name, tier, host (or Kubernetes context), a
-    human-readable ``where``, whether it is the default, and the files it came from."""
+    human-readable ``where``, whether it is the default, the files it came from and its
+    ``description`` (the profile's free text for people, "" when it has none)."""
 
     name: str
     tier: str
@@ -157,10 +158,11 @@ class ProfileInfo:
     where: str
     default: bool
     sources: tuple[str, ...] = ()
+    description: str = ""
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "tier": self.tier, "host": self.host, "where": self.where,
-                "default": self.default}
+                "default": self.default, "description": self.description}
 
 
 # --- pure item building ------------------------------------------------------------------------
@@ -684,7 +686,8 @@ def profiles() -> tuple[list[ProfileInfo], str]:
             host = prof.get("host") or prof.get("context")
             where = host or "this machine"
         out.append(ProfileInfo(name=name, tier=prof.tier, host=str(host) if host else None, where=where,
-                               default=name == cfg.default_profile, sources=tuple(prof.sources)))
+                               default=name == cfg.default_profile, sources=tuple(prof.sources),
+                               description=str(prof.get("description") or "").strip()))
     return out, cfg.default_profile
 
 

@@ -228,11 +228,14 @@ def run(argv: list[str], shell: Any = None) -> Any:
             print(printable(f"({error.profile}: states as last recorded — {error.message})"))
     elif args.command == "profiles":
         infos, _default = service.profiles()
-        rows = [("*" if p.default else " ", p.name, p.tier, p.where, ", ".join(p.sources)) for p in infos]
-        tier_width = max([6, *(len(row[2]) for row in rows)])
-        where_width = max([24, *(len(row[3]) for row in rows)])
-        for mark, name, tier, where, sources in rows:
-            print(f"{mark} {name:<16} {tier:<{tier_width}} {where:<{where_width}} from {sources}")
+        tier_width = max([6, *(len(p.tier) for p in infos)])
+        where_width = max([24, *(len(p.where) for p in infos)])
+        for p in infos:
+            mark = "*" if p.default else " "
+            print(printable(f"{mark} {p.name:<16} {p.tier:<{tier_width}} {p.where:<{where_width}} "
+                            f"from {', '.join(p.sources)}"))
+            if p.description:  # the file's own words for people; one line, shown as text
+                print(printable("    " + " ".join(p.description.split())[:200]))
     elif args.command == "logs":
         if args.tail is not None and args.tail < 0:
             raise CommandUsage(f"%tiers logs --tail {args.tail}: give 0 or more lines")

@@ -30,7 +30,8 @@ DOCTOR_DIR = ROOT / "jupyter_tiers" / "doctor"
 # has none, so a new key cannot reach a release undocumented.
 PROFILE_KEY_DOCS: dict[str, str] = {
     "tier": "`slurm`, `local` or `kubernetes` (`k8s` is accepted); required.",
-    "description": "Free text for people reading the file (kept with the profile, not shown).",
+    "description": "Free text for people reading the file, shown under the profile by "
+                   "`%tiers profiles` (and in REST `GET profiles`).",
     "workdir": "Where job directories live: on the cluster for Slurm (default `~/jupyter-tiers`), "
                "on this machine for local, services under its `services/` (default `<jupyter data "
                "dir>/tiers/local-jobs`; it must be yours and not writable by others).",

@@ -406,6 +406,16 @@ def test_tiers_profiles_shows_where_a_kubernetes_profile_serves(ip, capsys, far)
     assert len(columns) == 1, out  # still aligned
 
 
+def test_tiers_profiles_shows_a_profile_description_under_it(ip, capsys, far) -> None:
+    far.write_text(UNREACHABLE_YAML + "  gpu:\n    tier: slurm\n    host: 192.0.2.2\n"
+                   "    description: |\n      A100 partition;\n      ask Ana for access\n")
+    out = tiers(ip, capsys, "profiles")
+    lines = out.splitlines()
+    at = next(i for i, line in enumerate(lines) if re.match(r"^  gpu\s+slurm", line))
+    assert lines[at + 1] == "    A100 partition; ask Ana for access", out
+    assert not any(line.startswith("    ") for line in lines if "far" in line), out
+
+
 def test_tiers_profiles_without_any_config_shows_the_builtin_local(ip, capsys) -> None:
     out = tiers(ip, capsys, "profiles")
     assert re.fullmatch(r"\* local\s+local\s+this machine\s+from built-in\n", out), out

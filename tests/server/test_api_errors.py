@@ -56,7 +56,7 @@ async def test_profiles_list_names_tiers_and_hosts_but_no_secret(jp_fetch: Any,
     assert data["default"] == "hpc"
     by_name = {p["name"]: p for p in data["profiles"]}
     assert by_name["hpc"] == {"name": "hpc", "tier": "slurm", "host": "login.example.org",
-                              "where": "login.example.org", "default": True}
+                              "where": "login.example.org", "default": True, "description": ""}
     assert by_name["serving"]["tier"] == "kubernetes" and by_name["serving"]["host"] == "prod"
     assert by_name["laptop"]["host"] is None and not by_name["laptop"]["default"]
     text = response.body.decode()

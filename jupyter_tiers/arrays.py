@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+from .detail import entries, with_entries
 from .errors import SpecError
 from .metrics import format_value
 from .model import JobSpec, JobState, JobStatus
@@ -332,14 +333,7 @@ def counts_detail(states: Sequence[JobState]) -> str:
 def with_counts(detail: str | None, counts: str) -> str:
     """An array record's ``detail`` with its counts line replaced, its other entries (the tasks'
     checkpoint uploads) kept."""
-    try:
-        data = json.loads(detail or "{}")
-    except ValueError:
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    data["tasks"] = counts
-    return json.dumps(data, sort_keys=True)
+    return with_entries(detail, tasks=counts)
 
 
 def record_counts(registry: Any, key: str, state: str, counts: str) -> None:
@@ -355,11 +349,7 @@ def counts_json(counts: str | None) -> str | None:
 
 def detail_counts(detail: str | None) -> str | None:
     """The counts line of an array record's ``detail``, if recorded."""
-    try:
-        data = json.loads(detail or "")
-    except ValueError:
-        return None
-    value = data.get("tasks") if isinstance(data, dict) else None
+    value = entries(detail).get("tasks")
     return value if isinstance(value, str) else None
 
 

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .arrays import best_task, plan_of
+from .detail import entries, with_entries
 from .errors import JobNotFound, SpecError, TiersError
 from .metrics import format_value
 from .objectstore import S3Uri, parse_uri, progress_text
@@ -117,14 +118,7 @@ def encode_detail(directory: str, checkpoint: str | None) -> str:
 
 def decode_detail(detail: str | None) -> tuple[str | None, str | None]:
     """``(checkpoint_dir, checkpoint)`` from a job's ``detail`` (``(None, None)`` if absent)."""
-    if not detail:
-        return None, None
-    try:
-        data = json.loads(detail)
-    except ValueError:
-        return None, None
-    if not isinstance(data, dict):
-        return None, None
+    data = entries(detail)
     directory, checkpoint = data.get("checkpoint_dir"), data.get("checkpoint")
     return (directory if isinstance(directory, str) else None,
             checkpoint if isinstance(checkpoint, str) else None)
@@ -132,45 +126,26 @@ def decode_detail(detail: str | None) -> tuple[str | None, str | None]:
 
 def upload_of(detail: str | None) -> dict[str, Any] | None:
     """The ``upload`` entry of a job's registry detail (state, uri, sent, total, error)."""
-    try:
-        data = json.loads(detail or "")
-    except ValueError:
-        return None
-    up = data.get("upload") if isinstance(data, dict) else None
+    up = entries(detail).get("upload")
     return up if isinstance(up, dict) else None
 
 
 def with_upload(detail: str | None, upload: Mapping[str, Any]) -> str:
     """``detail`` with its ``upload`` entry replaced (the checkpoint entries kept)."""
-    try:
-        data = json.loads(detail or "{}")
-    except ValueError:
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    data["upload"] = dict(upload)
-    return json.dumps(data, sort_keys=True)
+    return with_entries(detail, upload=dict(upload))
 
 
 def task_upload_of(detail: str | None, index: int) -> dict[str, Any] | None:
     """The upload entry of an array's task ``index`` (in the array record's ``detail``, under
     ``uploads``: task records are derived, not stored)."""
-    try:
-        data = json.loads(detail or "")
-    except ValueError:
-        return None
-    uploads = data.get("uploads") if isinstance(data, dict) else None
+    uploads = entries(detail).get("uploads")
     up = uploads.get(str(index)) if isinstance(uploads, dict) else None
     return up if isinstance(up, dict) else None
 
 
 def task_uploads(detail: str | None) -> dict[int, dict[str, Any]]:
     """Every task's upload entry of an array record's ``detail`` (task index -> entry)."""
-    try:
-        data = json.loads(detail or "")
-    except ValueError:
-        return {}
-    uploads = data.get("uploads") if isinstance(data, dict) else None
+    uploads = entries(detail).get("uploads")
     if not isinstance(uploads, dict):
         return {}
     return {int(k): v for k, v in uploads.items()
@@ -181,17 +156,9 @@ def task_uploads(detail: str | None) -> dict[int, dict[str, Any]]:
 def with_task_upload(detail: str | None, index: int, upload: Mapping[str, Any]) -> str:
     """An array record's ``detail`` with task ``index``'s upload entry replaced (the counts
     line and the other tasks' entries kept)."""
-    try:
-        data = json.loads(detail or "{}")
-    except ValueError:
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    uploads = data.get("uploads")
-    if not isinstance(uploads, dict):
-        uploads = data["uploads"] = {}
-    uploads[str(index)] = dict(upload)
-    return json.dumps(data, sort_keys=True)
+    uploads = entries(detail).get("uploads")
+    kept = uploads if isinstance(uploads, dict) else {}
+    return with_entries(detail, uploads={**kept, str(index): dict(upload)})
 
 
 def checkpoint_of(record: Any) -> Checkpoint:

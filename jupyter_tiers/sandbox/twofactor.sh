@@ -121,16 +121,16 @@ EOF
 # change needs no sshd restart): a time-based code; each code accepted once (DISALLOW_REUSE: a
 # second login within the same 30 s needs another step's code, and a code seen by someone else is
 # spent); at most 30 attempts per 30 s (RATE_LIMIT: a 6-digit code is not guessed by brute force;
-# 30, not 3, because a test module and the health check log in many times in a row); the steps from 4 before to 4
-# after now are accepted (WINDOW_SIZE 9, the default is 3), so a burst of test logins finds unused
+# 30, not 3, because a test module and the health check log in many times in a row); the steps from 8 before to 8
+# after now are accepted (WINDOW_SIZE 17, the default is 3), so a burst of test logins finds unused
 # codes without waiting out 30 s steps, as DISALLOW_REUSE would otherwise make it.
 gen_secret_options() {
-    printf '%s\n' '" RATE_LIMIT 30 30' '" WINDOW_SIZE 9' '" DISALLOW_REUSE' '" TOTP_AUTH'
+    printf '%s\n' '" RATE_LIMIT 30 30' '" WINDOW_SIZE 17' '" DISALLOW_REUSE' '" TOTP_AUTH'
 }
 
 # A TOTP code (RFC 6238: HMAC-SHA1, 30 s, 6 digits) for the health check's SSH_ASKPASS: the
-# first unused step (DISALLOW_REUSE lists used steps) of now, 1..3 after, 1..3 before (inside the
-# window of 4 either side, with a step to spare); when all were used, it waits for the next step.
+# first unused step (DISALLOW_REUSE lists used steps) of now, 1..7 after, 1..7 before (inside the
+# window of 8 either side, with a step to spare); when all were used, it waits for the next step.
 gen_askpass() {
     cat <<EOF
 #!/usr/bin/python3
@@ -143,7 +143,8 @@ for line in lines[1:]:
         used = {int(w) for w in line.split()[2:] if w.isdigit()}
 while True:
     now = int(time.time()) // 30
-    step = next((now + k for k in (0, 1, 2, 3, -1, -2, -3) if now + k not in used), None)
+    step = next((now + k for k in (0, 1, 2, 3, 4, 5, 6, 7, -1, -2, -3, -4, -5, -6, -7)
+                 if now + k not in used), None)
     if step is not None:
         break
     time.sleep(30 - time.time() % 30 + 0.5)
@@ -194,6 +195,13 @@ cmd_up() {
             ! mv -f "$TF/totp-secret.new" "$TF/totp-secret"; then
             fail "cannot write the TOTP secret"
         fi
+    fi
+    # A secret written by an older version keeps its key and used codes; its window is widened.
+    local window
+    window=$(gen_secret_options | grep '^" WINDOW_SIZE ')
+    if ! grep -qxF "$window" "$TF/totp-secret"; then
+        sed -i "s/^\" WINDOW_SIZE [0-9]*\$/$window/" "$TF/totp-secret" ||
+            fail "cannot update the TOTP secret's window"
     fi
     chown root:root "$TF/totp-secret" && chmod 400 "$TF/totp-secret"
     ln -sfn /usr/sbin/sshd "$TF/$SERVICE"

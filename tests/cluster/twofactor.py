@@ -63,12 +63,12 @@ def used_steps(secret_file: str) -> set[int]:
     return set()
 
 
-NEAR_STEPS = (0, 1, 2, 3, -1, -2, -3)
+NEAR_STEPS = (0, 1, 2, 3, 4, 5, 6, 7, -1, -2, -3, -4, -5, -6, -7)
 
 
 def next_code(secret_file: str, guard: float = 120.0) -> str:
-    """A code the server accepts now: the first step not yet used of now, 1..3 after, 1..3 before
-    (the test secret's WINDOW_SIZE 9 accepts 4 either side; one to spare for a slow login); when
+    """A code the server accepts now: the first step not yet used of now, 1..7 after, 1..7 before
+    (the test secret's WINDOW_SIZE 17 accepts 8 either side; one to spare for a slow login); when
     all were used, wait (at most ``guard`` s) for a step that was not."""
     deadline = time.monotonic() + guard
     while True:
@@ -82,8 +82,8 @@ def next_code(secret_file: str, guard: float = 120.0) -> str:
 
 
 def wrong_code(secret_file: str) -> str:
-    """A 6-digit code that no step the server accepts now (±2 steps) gives."""
-    near = {totp(secret_file, time.time() + 30 * k) for k in range(-3, 4)}
+    """A 6-digit code that no step the server accepts now (±8 steps, one to spare) gives."""
+    near = {totp(secret_file, time.time() + 30 * k) for k in range(-9, 10)}
     far = time.time() + 30 * 100_000
     k = 0
     while (code := totp(secret_file, far + 30 * k)) in near:

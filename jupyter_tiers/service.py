@@ -659,7 +659,7 @@ def history(profile: str | None = None, *, days: Any = 7, user: Any = None, stat
     name = profile or load_config().default_profile
     tier = _connect(name, "job")
     if not isinstance(tier, BatchTier):  # a Kubernetes profile serves, it runs no jobs
-        raise SpecError("profile", no_history_message(name, tier.kind))
+        raise SpecError("profile", no_history_message(name, tier.backend))
     try:
         rows = tier.history(query)
     except Unsupported as exc:  # a batch tier without accounting (local)

@@ -158,7 +158,7 @@ def render_plan(spec: ServeSpec, setup: Sequence[str] = ()) -> str:
 class LocalServeTier(ServeTier):
     """Services as local processes; see the module docstring."""
 
-    kind = "local"
+    backend = "local"
 
     def __init__(self, profile: Profile, registry: Registry | None = None, *,
                  poll_interval: float = POLL_INTERVAL) -> None:
@@ -292,7 +292,7 @@ class LocalServeTier(ServeTier):
                 self._launch(svcdir)
         existing = self.registry.find_by_name(self.name, spec.name)
         record = JobRecord(
-            profile=self.name, tier=self.kind, job_id=spec.name, name=spec.name, kind="service",
+            profile=self.name, tier=self.backend, job_id=spec.name, name=spec.name, kind="service",
             jobdir=str(svcdir), state=ServiceState.DEPLOYING.value,
             submitted_at=(existing.submitted_at if existing and existing.kind == "service" and not fresh
                           else time.time()),

@@ -70,7 +70,7 @@ def transport_for(profile: Profile) -> SSHTransport:
 class SlurmTier(BatchTier):
     """A Slurm cluster reached over SSH. One connection and one watcher for all its jobs."""
 
-    kind = "slurm"
+    backend = "slurm"
 
     def __init__(
         self,
@@ -158,7 +158,7 @@ class SlurmTier(BatchTier):
         checkpoints = expected_checkpoint_dir(spec.checkpoint_dir, abs_dir, spec.name, job_id)
         record = JobRecord(
             profile=self.name,
-            tier=self.kind,
+            tier=self.backend,
             job_id=job_id,
             name=spec.name,
             jobdir=abs_dir,

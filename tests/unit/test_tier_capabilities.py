@@ -95,3 +95,16 @@ def test_typed_entry_points(tmp_path: Path) -> None:
     assert isinstance(serve, ServeTier) and serve is api.connect("local", kind="serve")
     with pytest.raises(SpecError, match="'far' is a slurm profile; services run on a kubernetes or local"):
         api.connect_serve("far")
+
+
+def test_each_tier_names_its_backend_and_kind_is_its_deprecated_alias(tmp_path: Path) -> None:
+    from jupyter_tiers.k8s.tier import K8sTier
+    from jupyter_tiers.local.serve_tier import LocalServeTier
+    from jupyter_tiers.slurm.tier import SlurmTier
+
+    # The values are what a profile's ``tier:`` says and a registry record's ``tier`` holds.
+    assert [t.backend for t in (SlurmTier, K8sTier, LocalTier, LocalServeTier)] == [
+        "slurm", "kubernetes", "local", "local"]
+    tier = LocalTier(local_profile(tmp_path))
+    assert tier.kind == tier.backend == "local"
+    assert isinstance(Tier.__dict__["kind"], property) and Tier.__dict__["kind"].fset is None

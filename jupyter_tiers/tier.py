@@ -25,7 +25,7 @@ from .handles import Handle, Job, Service, handle_for
 from .history import HistoryQuery, HistoryRow, no_history_message
 from .jobspec import validate_spec
 from .logs import ByteStream, LogDecoder
-from .model import JobSpec, JobStatus, LogLine, RankState, SchedulerInfo, ServeSpec, ServiceStatus
+from .model import JobSpec, JobStatus, LogLine, RankState, SchedulerInfo, ServeSpec, ServiceStatus, WorkKind
 from .options import JOB_OPTIONS, SERVE_OPTIONS, Option, convert_values
 from .registry import JobRecord, Registry
 from .servespec import validate_serve_spec
@@ -88,7 +88,7 @@ class Tier(abc.ABC):
     def handle(self, record: JobRecord) -> Handle:
         """The Job or Service handle of a registry record. A record of the other kind of work
         (a service asked of a local profile's batch tier) gets the tier that runs it."""
-        runs = ServeTier if record.kind == "service" else BatchTier
+        runs = ServeTier if record.kind == WorkKind.SERVICE else BatchTier
         if not isinstance(self, runs) and record.profile == self.name and self.sibling is not None:
             other = self.sibling(record)
             if isinstance(other, runs):

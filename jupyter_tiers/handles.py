@@ -420,7 +420,7 @@ class Service(Handle):
 
 def handle_for(tier: Any, record: JobRecord) -> Handle:
     """The right handle for a registry record (an array's is an ArrayJob)."""
-    if record.kind is WorkKind.SERVICE:
+    if record.kind == WorkKind.SERVICE:
         return Service(tier, record)
     if is_array(record):
         from .array_job import ArrayJob  # it subclasses Job: imported here, else a cycle

@@ -15,17 +15,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from .model import WorkKind  # plain data, no I/O: cheap to import with the package
+
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from .tier import BatchTier, ServeTier, Tier
 
-__all__ = ["__version__", "connect", "connect_batch", "connect_serve", "load_ipython_extension"]
+__all__ = ["WorkKind", "__version__", "connect", "connect_batch", "connect_serve", "load_ipython_extension"]
 
 
-def connect(profile: str | None = None, kind: str = "batch") -> Tier:
+def connect(profile: str | None = None, kind: WorkKind | str = WorkKind.JOB) -> Tier:
     """The tier of a profile (cached: one connection and one watcher per profile) for a kind of
-    work: ``"batch"`` (training jobs) or ``"serve"`` (services; a local profile does both)."""
+    work: ``WorkKind.JOB`` (training jobs) or ``WorkKind.SERVICE`` (services; a local profile does
+    both). The strings ``"job"``/``"service"`` and the older ``"batch"``/``"serve"`` work too."""
     from .api import connect as _connect
 
     return _connect(profile, kind=kind)

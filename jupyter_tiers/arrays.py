@@ -25,7 +25,7 @@ from typing import Any
 from .detail import entries, with_entries
 from .errors import SpecError
 from .metrics import format_value
-from .model import JobSpec, JobState, JobStatus
+from .model import JobSpec, JobState, JobStatus, WorkKind
 from .status import merge_status
 from .timefmt import format_elapsed
 
@@ -221,7 +221,7 @@ def plan_of(spec: JobSpec | Mapping[str, Any]) -> ArrayPlan | None:
 def is_array(record: Any) -> bool:
     """Whether a registry record is a whole array (its derived task records are not)."""
     spec = getattr(record, "spec", None)
-    return (isinstance(spec, Mapping) and getattr(record, "kind", "job") == "job"
+    return (isinstance(spec, Mapping) and getattr(record, "kind", WorkKind.JOB) == WorkKind.JOB
             and "_" not in str(getattr(record, "job_id", ""))
             and bool(spec.get("array") or spec.get("sweep")))
 

@@ -10,14 +10,14 @@ import abc
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from . import serve_http
 from .arrays import is_array
 from .errors import SpecError, TiersError
 from .files import download, select
 from .metrics import MetricsTracker, parse_patterns, to_frame
-from .model import JobStatus, LogLine, PodInfo, ServiceStatus
+from .model import JobStatus, LogLine, PodInfo, ServiceStatus, WorkKind
 from .registry import JobRecord
 from .status import summary_line
 
@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 class Handle(abc.ABC):
     """One job or service of a tier, as recorded in the registry."""
 
-    kind: str = ""
+    #: What kind of work this handle is on (the record's ``kind``).
+    kind: ClassVar[WorkKind]
 
     def __init__(self, tier: Tier, record: JobRecord) -> None:
         self.tier = tier
@@ -76,7 +77,7 @@ class Handle(abc.ABC):
 class Job(Handle):
     """Handle on one submitted training job."""
 
-    kind = "job"
+    kind = WorkKind.JOB
     tier: BatchTier
 
     def status(self) -> JobStatus:
@@ -234,7 +235,7 @@ class Job(Handle):
 class Service(Handle):
     """Handle on one service (a Deployment + Service on Kubernetes, or local replicas)."""
 
-    kind = "service"
+    kind = WorkKind.SERVICE
     tier: ServeTier
     #: The last load test's run (loadgen.LoadRun, from :meth:`load_test` or
     #: :meth:`start_load_test`), for its summary and series.
@@ -419,7 +420,7 @@ class Service(Handle):
 
 def handle_for(tier: Any, record: JobRecord) -> Handle:
     """The right handle for a registry record (an array's is an ArrayJob)."""
-    if record.kind == "service":
+    if record.kind == WorkKind.SERVICE:
         return Service(tier, record)
     if is_array(record):
         from .array_job import ArrayJob  # it subclasses Job: imported here, else a cycle

@@ -31,6 +31,7 @@ from .arrays import best_task, plan_of
 from .detail import entries, with_entries
 from .errors import JobNotFound, SpecError, TiersError
 from .metrics import format_value
+from .model import WorkKind
 from .objectstore import S3Uri, parse_uri, progress_text
 
 #: Where the Kubernetes tier mounts the profile's model volume (read-only): k8s/render.py's
@@ -164,7 +165,7 @@ def with_task_upload(detail: str | None, index: int, upload: Mapping[str, Any]) 
 def checkpoint_of(record: Any) -> Checkpoint:
     """The checkpoint of a completed job's registry record, or a one-line refusal."""
     who = f"job {record.job_id} ({record.name})"
-    if getattr(record, "kind", "job") != "job":
+    if getattr(record, "kind", WorkKind.JOB) != WorkKind.JOB:
         raise HandoffError(f"--model-from {record.job_id}: {record.name!r} is a service, not a "
                            "training job; give a job id, a job name or a Job variable")
     if record.state != "COMPLETED":
@@ -353,7 +354,7 @@ def find_job(ref: str, registry: Any, user_ns: Mapping[str, Any] | None = None) 
     made), a job id (``42`` or ``profile/42``), or a job name (the newest of that name)."""
     value = (user_ns or {}).get(ref) if ref.isidentifier() else None
     record = getattr(value, "record", None)
-    if record is not None and getattr(record, "kind", None) == "job":
+    if record is not None and getattr(record, "kind", None) == WorkKind.JOB:
         try:
             return registry.get(record.key)
         except JobNotFound:
@@ -363,7 +364,7 @@ def find_job(ref: str, registry: Any, user_ns: Mapping[str, Any] | None = None) 
             return registry.get(ref)
         except JobNotFound:
             pass
-    named = registry.find_named(ref, kind="job")
+    named = registry.find_named(ref, kind=WorkKind.JOB)
     if named is not None:
         return named
     try:

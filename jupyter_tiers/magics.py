@@ -32,6 +32,7 @@ from IPython.core.magic import (
 from IPython.core.magic_arguments import ArgDecorator, argument, magic_arguments
 
 from .errors import ConfigError, SpecError, TiersError
+from .model import WorkKind
 from .options import (
     JOB_OPTIONS,
     SERVE_OPTIONS,
@@ -148,7 +149,7 @@ def _connect_batch(profile: str | None) -> BatchTier:
     from .api import connect
     from .tier import BatchTier
 
-    tier = connect(profile, kind="batch")
+    tier = connect(profile, kind=WorkKind.JOB)
     if not isinstance(tier, BatchTier):
         raise _wrong_profile(tier, "%%slurm_train", "a slurm or local profile")
     return tier
@@ -159,7 +160,7 @@ def _connect_serve(profile: str | None) -> ServeTier:
     from .api import connect
     from .tier import ServeTier
 
-    tier = connect(profile, kind="serve")
+    tier = connect(profile, kind=WorkKind.SERVICE)
     if not isinstance(tier, ServeTier):
         raise _wrong_profile(tier, "%%k8s_serve", "a kubernetes profile or a local one")
     return tier
@@ -546,7 +547,7 @@ def _service_named(tier: ServeTier, name: str) -> Service:
     from .errors import JobNotFound
 
     record = tier.registry.find_by_name(tier.name, name)
-    if record is None or record.kind != "service":
+    if record is None or record.kind != WorkKind.SERVICE:
         raise JobNotFound(f"no service {name!r} of profile {tier.name!r} in the registry")
     return tier.service(record)
 

@@ -86,6 +86,18 @@ _SHORT_CODES = {
 }
 
 
+class WorkKind(str, enum.Enum):
+    """The two kinds of work: a training job (run by a BatchTier, handled as a Job) or a service
+    (run by a ServeTier, handled as a Service). The values are the registry's ``kind`` column and
+    the REST ``kind`` field; a ``str`` so ``kind == "job"`` and JSON keep working."""
+
+    JOB = "job"
+    SERVICE = "service"
+
+    def __str__(self) -> str:  # "job", not "WorkKind.JOB", in f-strings and printed tables
+        return str(self.value)
+
+
 class RankPhase(str, enum.Enum):
     """What one rank (one process of the job) is doing."""
 

@@ -11,20 +11,22 @@ import argparse
 import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .errors import SpecError
 from .model import LAUNCHERS, PULL_POLICIES, SERVE_STRATEGIES, SERVICE_TYPES
 from .signals import canonical_signal
 
 YamlType = type | tuple[type, ...]
+#: How many values a flag takes: one word, none (store_true), or one per repetition.
+Arity = Literal["value", "flag", "multi"]
 
 
 @dataclass(frozen=True)
 class Option:
     """One spec field as the magic, the profile and the API see it.
 
-    ``flags``: the magic's flags, long form first (the form named in errors). ``kind``: ``value``
+    ``flags``: the magic's flags, long form first (the form named in errors). ``arity``: ``value``
     (one word), ``flag`` (store_true), ``multi`` (repeatable, collected in a list). ``convert``
     turns what the magic or the API got into the spec's value and ``from_yaml`` does the same for
     a profile default; both raise SpecError naming the field.
@@ -33,7 +35,7 @@ class Option:
     field: str
     flags: tuple[str, ...]
     help: str
-    kind: str = "value"
+    arity: Arity = "value"
     type: type = str
     choices: tuple[str, ...] = ()
     metavar: str | None = None
@@ -165,8 +167,8 @@ JOB_OPTIONS: tuple[Option, ...] = (
     Option("account", ("--account",), "account to charge"),
     Option("qos", ("--qos",), "quality of service"),
     Option("constraint", ("--constraint",), "node features, Slurm syntax"),
-    Option("exclusive", ("--exclusive",), "whole nodes only", kind="flag", yaml=bool),
-    Option("requeue", ("--requeue",), "allow Slurm to requeue the job", kind="flag", yaml=bool),
+    Option("exclusive", ("--exclusive",), "whole nodes only", arity="flag", yaml=bool),
+    Option("requeue", ("--requeue",), "allow Slurm to requeue the job", arity="flag", yaml=bool),
     Option("signal", ("--signal",),
            "send SIG to every rank SECONDS before the time limit (USR1, USR2, HUP, URG, ALRM, XCPU;"
            " 0..65535 s), e.g. USR1@120 to checkpoint", metavar="SIG@SECONDS",
@@ -177,9 +179,9 @@ JOB_OPTIONS: tuple[Option, ...] = (
     Option("nproc_per_node", ("--nproc-per-node",), "ranks per node with torchrun", type=int, yaml=int),
     Option("python", ("--python",),
            "interpreter on the cluster (torchrun runs as PATH -m torch.distributed.run)"),
-    Option("shell", ("--shell",), "the cell is a bash script, not Python", kind="flag", yaml=None),
-    Option("env", ("--env", "-e"), _ENV_HELP, kind="multi", metavar="K=V", yaml=None, convert=_pairs("env")),
-    Option("sbatch_options", ("--sbatch",), "extra sbatch option (validated)", kind="multi",
+    Option("shell", ("--shell",), "the cell is a bash script, not Python", arity="flag", yaml=None),
+    Option("env", ("--env", "-e"), _ENV_HELP, arity="multi", metavar="K=V", yaml=None, convert=_pairs("env")),
+    Option("sbatch_options", ("--sbatch",), "extra sbatch option (validated)", arity="multi",
            metavar="--OPT=VALUE", yaml=list, convert=tuple, from_yaml=tuple),
     Option("checkpoint_dir", ("--checkpoint-dir",),
            "JT_CHECKPOINT_DIR of every rank (default {workdir}/{name}/{job_id}/checkpoints)",
@@ -190,7 +192,7 @@ JOB_OPTIONS: tuple[Option, ...] = (
            convert=_checkpoint_to, from_yaml=_checkpoint_to),
     Option("metrics", ("--metrics",),
            "a metric read from rank 0's log: KEY=REGEX, the regex's first group is the number "
-           "(repeatable; common keys such as loss, lr, step are read without it)", kind="multi",
+           "(repeatable; common keys such as loss, lr, step are read without it)", arity="multi",
            metavar="KEY=REGEX", yaml=(list, dict), convert=_metric_patterns, from_yaml=_metric_patterns),
     Option("array", ("--array",),
            "a job array, Slurm's syntax: 0-15, 1,3,5, 0-30:10, then %%LIMIT to run at most LIMIT "
@@ -199,7 +201,7 @@ JOB_OPTIONS: tuple[Option, ...] = (
            "a grid of parameters, one array task per combination: \"lr=1e-4,3e-4 bs=32,64\"; task "
            "i gets them as JSON in $JT_PARAMS and, in a Python body, as the dict params",
            metavar="GRID", yaml=None),
-    Option("sync", ("--sync",), _SYNC_HELP, kind="multi", metavar="PATH", yaml=(list, str),
+    Option("sync", ("--sync",), _SYNC_HELP, arity="multi", metavar="PATH", yaml=(list, str),
            convert=_sync, from_yaml=_sync),
 )
 
@@ -213,10 +215,10 @@ SERVE_OPTIONS: tuple[Option, ...] = (
     Option("memory", ("--memory",), "memory per pod: 512Mi, 16Gi", yaml=(str, int), convert=_text,
            from_yaml=_text),
     Option("port", ("--port",), "port the server listens on", type=int, yaml=int),
-    Option("env", ("--env", "-e"), _ENV_HELP + " (delivered through a Secret)", kind="multi",
+    Option("env", ("--env", "-e"), _ENV_HELP + " (delivered through a Secret)", arity="multi",
            metavar="K=V", yaml=None, convert=_pairs("env")),
     Option("secret_env", ("--secret-env",), "environment variable from an existing Secret",
-           kind="multi", metavar="K=SECRET/KEY", yaml=dict, convert=_pairs("secret_env"),
+           arity="multi", metavar="K=SECRET/KEY", yaml=dict, convert=_pairs("secret_env"),
            from_yaml=_pairs("secret_env")),
     Option("readiness", ("--readiness",), "HTTP path of the readiness probe (default: TCP on the port)",
            metavar="PATH"),
@@ -227,22 +229,22 @@ SERVE_OPTIONS: tuple[Option, ...] = (
     Option("canary", ("--canary",), "run this cell on PERCENT of the replicas beside the live revision "
            "(then svc.promote() or svc.rollback())", type=int, metavar="PERCENT", yaml=None),
     Option("shell", ("--shell",), "the cell is a shell command line (e.g. vllm serve ...), not Python",
-           kind="flag", yaml=None),
+           arity="flag", yaml=None),
     Option("python", ("--python",), "interpreter in the image"),
     Option("image_pull_policy", ("--image-pull-policy",), "when to pull the image", choices=PULL_POLICIES),
-    Option("node_selector", ("--node-selector",), "node label the pods need (repeatable)", kind="multi",
+    Option("node_selector", ("--node-selector",), "node label the pods need (repeatable)", arity="multi",
            metavar="K=V", yaml=dict, convert=_pairs("node_selector"), from_yaml=_pairs("node_selector")),
-    Option("tolerations", ("--toleration",), "", kind="multi", yaml=list, convert=_tolerations,
+    Option("tolerations", ("--toleration",), "", arity="multi", yaml=list, convert=_tolerations,
            from_yaml=_tolerations),
     Option("patch", ("--patch",), "notebook dict {Kind: partial object} merged over the generated objects",
            metavar="VAR", yaml=None, convert=_patch),
     Option("sync", ("--sync",), _SYNC_HELP.replace("the job runs", "the server runs") +
-           " (sent in the ConfigMap: at most about 1 MiB)", kind="multi", metavar="PATH",
+           " (sent in the ConfigMap: at most about 1 MiB)", arity="multi", metavar="PATH",
            yaml=(list, str), convert=_sync, from_yaml=_sync),
     # Routing (Kubernetes only): per service, so not profile defaults; the profile gives
     # ingress_class, ingress_annotations and service_type.
     Option("ingress", ("--ingress",), "route HOST[/PATH] to the service through an Ingress (repeatable; "
-           "path prefix, default /)", kind="multi", metavar="HOST[/PATH]", yaml=None),
+           "path prefix, default /)", arity="multi", metavar="HOST[/PATH]", yaml=None),
     Option("tls_secret", ("--tls-secret",), "TLS for the --ingress hosts from this kubernetes.io/tls Secret",
            metavar="NAME", yaml=None),
     Option("service_type", ("--service-type",), "the Service's type (default: the profile's service_type, "
@@ -283,10 +285,10 @@ def add_arguments(parser: argparse.ArgumentParser, options: Sequence[Option],
         if o.field in skip or not o.help:
             continue
         kwargs: dict[str, Any] = {"dest": o.field, "help": o.help}
-        if o.kind == "flag":
+        if o.arity == "flag":
             kwargs["action"] = "store_true"
             kwargs["default"] = None
-        elif o.kind == "multi":
+        elif o.arity == "multi":
             kwargs["action"] = "append"
         else:
             kwargs["type"] = o.type
@@ -302,7 +304,7 @@ def given_values(args: argparse.Namespace, options: Sequence[Option]) -> dict[st
     out: dict[str, Any] = {}
     for o in options:
         value = getattr(args, o.field, None)
-        if value is None or (o.kind == "flag" and not value):
+        if value is None or (o.arity == "flag" and not value):
             continue
         out[o.field] = value
     return out

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import JobNotFound, TiersError
-from .model import JobSpec, ServeSpec
+from .model import JobSpec, ServeSpec, WorkKind
 
 ENV_VAR = "JUPYTER_TIERS_REGISTRY"
 MAX_LIST = 1_000_000
@@ -154,9 +154,10 @@ def spec_for_record(spec: JobSpec | ServeSpec) -> dict[str, Any]:
 class JobRecord:
     """One training job or service as the registry knows it.
 
-    ``kind`` is ``"job"`` or ``"service"``. For a service, ``job_id`` is its name (unique in its
-    profile's namespace), ``jobdir`` is empty, ``world_size`` is 0, ``script`` is the rendered
-    YAML (secrets redacted) and ``detail`` a short line such as ``2/2 ready``.
+    ``kind`` is a :class:`~jupyter_tiers.model.WorkKind` (job or service). For a service,
+    ``job_id`` is its name (unique in its profile's namespace), ``jobdir`` is empty,
+    ``world_size`` is 0, ``script`` is the rendered YAML (secrets redacted) and ``detail`` a
+    short line such as ``2/2 ready``.
     """
 
     profile: str
@@ -171,9 +172,13 @@ class JobRecord:
     spec: dict[str, Any] = field(default_factory=dict)
     script: str = ""
     updated_at: float = field(default_factory=time.time)
-    kind: str = "job"
+    kind: WorkKind = WorkKind.JOB
     detail: str | None = None
     restarts: int = 0  # a requeued job's restarts so far (requeue.py)
+
+    def __post_init__(self) -> None:
+        # A plain "job"/"service" (callers, tests) becomes the WorkKind; anything else is a ValueError.
+        object.__setattr__(self, "kind", WorkKind(self.kind))
 
     @property
     def key(self) -> str:
@@ -257,6 +262,8 @@ class Registry:
         data.pop("key")
         data["spec"] = json.loads(data["spec"])
         data["jobdir"] = data["jobdir"] or ""
+        # The column holds "job" or "service" (old rows: the default 'job'); read anything else as a job.
+        data["kind"] = WorkKind.SERVICE if data["kind"] == WorkKind.SERVICE.value else WorkKind.JOB
         return JobRecord(**data)
 
     def get(self, ref: str, profile: str | None = None) -> JobRecord:
@@ -293,7 +300,7 @@ class Registry:
             ).fetchone()
         return self._record(row) if row else None
 
-    def find_named(self, name: str, kind: str = "job") -> JobRecord | None:
+    def find_named(self, name: str, kind: WorkKind = WorkKind.JOB) -> JobRecord | None:
         """The newest record of any profile with this name and kind, if any."""
         if not _storable(name, kind):
             return None
@@ -305,7 +312,7 @@ class Registry:
         return self._record(row) if row else None
 
     def list(self, limit: int = 50, profile: str | None = None,
-             kind: str | None = None) -> list[JobRecord]:
+             kind: WorkKind | None = None) -> list[JobRecord]:
         """Newest first, optionally of one profile and one kind (``job`` or ``service``)."""
         if not _storable(profile, kind):
             return []

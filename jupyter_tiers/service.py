@@ -30,7 +30,7 @@ from .errors import (
 )
 from .handles import Handle, Job, Service
 from .history import HistoryRow, make_query, no_history_message
-from .model import JobState, JobStatus, ServiceState, ServiceStatus
+from .model import JobState, JobStatus, ServiceState, ServiceStatus, WorkKind
 from .reachability import STALE_AFTER_S, ago, last_seen, stale_after
 from .registry import LIVE_CANARY, JobRecord, Registry
 from .viewstate import job as job_state
@@ -60,7 +60,7 @@ class WrongKind(TiersError):
     """The verb does not apply to this kind (cancel a service, scale a job): ``kind`` is what
     the reference is, ``verb`` what applies to it."""
 
-    def __init__(self, message: str, kind: str = "", verb: str = "") -> None:
+    def __init__(self, message: str, kind: WorkKind, verb: str = "") -> None:
         super().__init__(message)
         self.kind, self.verb = kind, verb
 
@@ -78,7 +78,7 @@ class Item:
 
     key: str
     id: str
-    kind: str
+    kind: WorkKind
     name: str
     profile: str
     tier: str
@@ -198,7 +198,7 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
     state: JobState | ServiceState
     reason, started, elapsed = "", None, None
     canary = _live_canary_percent(record)
-    if record.kind == "service":
+    if record.kind == WorkKind.SERVICE:
         if isinstance(status, ServiceStatus):
             state = status.state
             size, where = f"{status.ready}/{status.desired} ready", status.endpoint or ""
@@ -239,7 +239,7 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
     if is_array(record):  # "array 51 RUNNING — 16 tasks: 4 RUNNING, 12 PENDING" (no log read here)
         summary = f"array {record.job_id} {state.value}" + (f" — {size}" if size else "")
     upload = None
-    if record.kind == "job" and not is_array(record):
+    if record.kind == WorkKind.JOB and not is_array(record):
         from .checkpoint_upload import upload_item
         from .handoff import upload_of
 
@@ -259,7 +259,7 @@ def _live_canary_percent(record: JobRecord) -> int | None:
 
 def is_active(record: JobRecord) -> bool:
     """Whether a record may still change: an unfinished job or a service not deleted."""
-    if record.kind == "service":
+    if record.kind == WorkKind.SERVICE:
         return record.state != ServiceState.DELETED.value
     return not JobState.parse(record.state).terminal
 
@@ -267,8 +267,8 @@ def is_active(record: JobRecord) -> bool:
 # --- registry and tiers ------------------------------------------------------------------------
 
 
-def _connect(profile: str, kind: str = "batch") -> Tier:
-    """The cached tier of ``profile`` for a kind of work (``job``/``batch``, ``service``/``serve``)."""
+def _connect(profile: str, kind: WorkKind = WorkKind.JOB) -> Tier:
+    """The cached tier of ``profile`` for a kind of work."""
     from .api import connect
 
     if profile not in load_config().profiles:
@@ -285,7 +285,7 @@ def record(ref: str, registry: Registry | None = None) -> JobRecord:
     return (registry or Registry()).get(ref)
 
 
-def attach(ref: str, kind: str | None = None) -> Handle:
+def attach(ref: str, kind: WorkKind | None = None) -> Handle:
     """The Job or Service handle of ``ref``. With ``kind``, a record of the other kind is a
     :class:`WrongKind` error naming the verb that applies. ``ID_7`` is task 7 of array ID."""
     from .arrays import is_array, split_task_ref
@@ -307,10 +307,10 @@ def attach(ref: str, kind: str | None = None) -> Handle:
     return _connect(rec.profile, rec.kind).handle(rec)
 
 
-def _check_kind(ref: str, actual: str, wanted: str | None) -> None:
+def _check_kind(ref: str, actual: WorkKind, wanted: WorkKind | None) -> None:
     """A :class:`WrongKind` naming the verb that applies when ``actual`` is not ``wanted``."""
     if wanted is not None and actual != wanted:
-        other = {"job": "cancel", "service": "delete"}[actual]
+        other = {WorkKind.JOB: "cancel", WorkKind.SERVICE: "delete"}[actual]
         raise WrongKind(f"{ref} is a {actual}, not a {wanted}; use {other}", actual, other)
 
 
@@ -321,17 +321,17 @@ def fetch_statuses(profile: str, records: Sequence[JobRecord]
     from .tier import BatchTier, ServeTier
 
     out: dict[str, JobStatus | ServiceStatus] = {}
-    jobs = [r for r in records if r.kind == "job"]
-    services = [r for r in records if r.kind == "service"]
+    jobs = [r for r in records if r.kind == WorkKind.JOB]
+    services = [r for r in records if r.kind == WorkKind.SERVICE]
     if jobs:
-        tier = _connect(profile, "job")
+        tier = _connect(profile, WorkKind.JOB)
         if isinstance(tier, BatchTier):
             with _counts_lock:
                 refresh_queries[profile] = refresh_queries.get(profile, 0) + 1
             by_id = tier.status(jobs)
             out.update({r.key: by_id[r.job_id] for r in jobs if r.job_id in by_id})
     if services:
-        serve = _connect(profile, "service")
+        serve = _connect(profile, WorkKind.SERVICE)
         if isinstance(serve, ServeTier):
             for rec in services:
                 out[rec.key] = serve.service_status(rec)
@@ -353,8 +353,7 @@ def mark_stale(records: Sequence[JobRecord], items: Sequence[Item], limits: dict
         seen = max(rec.updated_at, answered.get(rec.profile, 0.0))
         if limit is not None and not item.terminal and item.state != "UNKNOWN" and now - seen > limit:
             words = last_seen(item.state, seen, now)
-            kind = "service" if rec.kind == "service" else "job"
-            summary = f"{kind} {rec.job_id} UNKNOWN — {words}"
+            summary = f"{rec.kind} {rec.job_id} UNKNOWN — {words}"
             item = replace(item, state="UNKNOWN", reason=words, summary=summary)
             rec = replace(rec, state=f"UNKNOWN (last seen {rec.state} {ago(now - seen)} ago)")
         out_records.append(rec)
@@ -369,7 +368,7 @@ def _stale_after_of(profile: str) -> float:
         return STALE_AFTER_S
 
 
-def list_items(limit: int = 50, profile: str | None = None, kind: str | None = None,
+def list_items(limit: int = 50, profile: str | None = None, kind: WorkKind | None = None,
                refresh: bool = True, registry: Registry | None = None) -> Listing:
     """Jobs and services, newest first. With ``refresh``, each profile's tier is asked once
     (batched) about its active items and their states are recorded; a profile that cannot be
@@ -412,7 +411,7 @@ def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[s
     if status is None:
         status = handle.status()
     item = item_from(rec, status, now).to_json()
-    if rec.kind == "service":
+    if rec.kind == WorkKind.SERVICE:
         assert isinstance(status, ServiceStatus)
         spec = rec.spec or {}
         view: dict[str, Any] = {
@@ -428,7 +427,7 @@ def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[s
                 "tier_kind": rec.tier, "script": rec.script, **job_state.status_traits(status),
                 "ranks_per_node": job_state.ranks_per_node(rec.spec, rec.world_size),
                 "summary": item["summary"] if status.state.terminal else ""}
-    schema = view_schema.ServeViewState if rec.kind == "service" else view_schema.JobViewState
+    schema = view_schema.ServeViewState if rec.kind == WorkKind.SERVICE else view_schema.JobViewState
     return {**item, "view_kind": rec.kind, "view": view_schema.checked(schema, view)}
 
 
@@ -511,7 +510,7 @@ def log_range(ref: str, *, rank: int | None = None, pod: str | None = None, offs
         raise SpecError("offset", f"give 0 or more, got {offset!r}")
     handle = attach(ref)
     rec = handle.record
-    if rec.kind == "job":
+    if rec.kind == WorkKind.JOB:
         if pod is not None:
             raise SpecError("pod", f"{ref} is a job; filter by rank, not pod")
         if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
@@ -523,7 +522,7 @@ def log_range(ref: str, *, rank: int | None = None, pod: str | None = None, offs
         return _job_log_range(tier, rec, rank, offset, limit)
     if rank is not None:
         raise SpecError("rank", f"{ref} is a service; filter by pod, not rank")
-    assert isinstance(handle, Service)  # a record of kind "service"
+    assert isinstance(handle, Service)  # a record of kind WorkKind.SERVICE
     text = handle.logs(pod=pod)
     pairs: list[tuple[int | str | None, str]] = []
     from .tier import CUT_PREFIX
@@ -563,14 +562,14 @@ def _job_log_range(tier: BatchTier, rec: JobRecord, rank: int | None, offset: in
 def attach_job(ref: str) -> Job:
     """The Job handle of ``ref`` (an ArrayJob for an array, ``ID_7`` a task's); a service is a
     :class:`WrongKind` error naming the verb that applies."""
-    handle = attach(ref, "job")
+    handle = attach(ref, WorkKind.JOB)
     assert isinstance(handle, Job)  # attach checked the record's kind
     return handle
 
 
 def attach_service(ref: str) -> Service:
     """The Service handle of ``ref``; a job is a :class:`WrongKind` error."""
-    handle = attach(ref, "service")
+    handle = attach(ref, WorkKind.SERVICE)
     assert isinstance(handle, Service)  # attach checked the record's kind
     return handle
 
@@ -659,9 +658,9 @@ def history(profile: str | None = None, *, days: Any = 7, user: Any = None, stat
     if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or not 0 <= tail <= 100_000):
         raise SpecError("tail", f"give 0 to 100000 lines, got {tail!r}"[:100])
     name = profile or load_config().default_profile
-    tier = _connect(name, "job")
+    tier = _connect(name, WorkKind.JOB)
     if not isinstance(tier, BatchTier):  # a Kubernetes profile serves, it runs no jobs
-        raise SpecError("profile", no_history_message(name, tier.kind))
+        raise SpecError("profile", no_history_message(name, tier.backend))
     try:
         rows = tier.history(query)
     except Unsupported as exc:  # a batch tier without accounting (local)
@@ -711,9 +710,9 @@ def http_status(exc: BaseException) -> int:
 
 
 def _job(ref: str) -> Job:
-    handle = attach(ref, "job")
+    handle = attach(ref, WorkKind.JOB)
     if not isinstance(handle, Job):
-        raise WrongKind(f"{ref} is not a job")
+        raise WrongKind(f"{ref} is not a job", handle.kind, "delete")
     return handle
 
 

@@ -15,6 +15,7 @@ from .array_job import TAIL_LINES, ArrayJob
 from .arrays import is_array, plan_of
 from .errors import JobNotFound, TiersError, Unsupported
 from .handoff import Checkpoint, HandoffError
+from .model import WorkKind
 
 if TYPE_CHECKING:
     from .registry import JobRecord, Registry
@@ -37,7 +38,7 @@ def find_array_task(ref: str, registry: Registry, user_ns: Mapping[str, Any] | N
     ``51_7`` / ``hpc/51_7`` / ``NAME_7``, or an array's id or name. None: not an array."""
     value = (user_ns or {}).get(ref) if ref.isidentifier() else None
     record = getattr(value, "record", None)
-    if record is not None and getattr(record, "kind", None) == "job":
+    if record is not None and getattr(record, "kind", None) == WorkKind.JOB:
         if "_" in record.job_id:  # a task handle: its array is the stored record
             base, _, index = record.job_id.rpartition("_")
             array = _stored(registry, f"{record.profile}/{base}")
@@ -50,7 +51,7 @@ def find_array_task(ref: str, registry: Registry, user_ns: Mapping[str, Any] | N
         base, index = task
         array = _stored(registry, base) if base.isdigit() or "/" in base else None
         if array is None:
-            array = registry.find_named(base, kind="job")
+            array = registry.find_named(base, kind=WorkKind.JOB)
         if array is not None and is_array(array):
             return array, index
     try:

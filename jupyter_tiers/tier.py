@@ -14,7 +14,7 @@ import abc
 import threading
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import fields
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
 from .arrays import aggregate_status, counts_text, is_array, record_counts, task_index, task_records
 from .checkpoint_upload import UploadReport, check_checkpoint_to, local_uploader, task_of, upload_checkpoint
@@ -25,7 +25,7 @@ from .handles import Handle, Job, Service, handle_for
 from .history import HistoryQuery, HistoryRow, no_history_message
 from .jobspec import validate_spec
 from .logs import ByteStream, LogDecoder
-from .model import JobSpec, JobStatus, LogLine, RankState, SchedulerInfo, ServeSpec, ServiceStatus
+from .model import JobSpec, JobStatus, LogLine, RankState, SchedulerInfo, ServeSpec, ServiceStatus, WorkKind
 from .options import JOB_OPTIONS, SERVE_OPTIONS, Option, convert_values
 from .registry import JobRecord, Registry
 from .servespec import validate_serve_spec
@@ -58,7 +58,9 @@ _Spec = TypeVar("_Spec", bound="JobSpec | ServeSpec")
 class Tier(abc.ABC):
     """What every tier shares: its profile, the registry, handles, and specs from defaults."""
 
-    kind: str = ""
+    #: The backend that runs this tier's work: ``"slurm"``, ``"kubernetes"`` or ``"local"`` (the
+    #: value a profile's ``tier:`` names and a registry record's ``tier`` column holds).
+    backend: ClassVar[str] = ""
     #: The tier that runs a record of the other kind of work (a local profile's services from its
     #: batch tier). api.make_tier sets its tier cache here; a tier made without it keeps the record.
     sibling: Callable[[JobRecord], Tier] | None = None
@@ -73,6 +75,11 @@ class Tier(abc.ABC):
         return self.profile.name
 
     @property
+    def kind(self) -> str:
+        """Deprecated: the old name of :attr:`backend` (read-only), kept so user code keeps working."""
+        return self.backend
+
+    @property
     def registry(self) -> Registry:
         if self._registry is None:
             self._registry = Registry()
@@ -81,7 +88,7 @@ class Tier(abc.ABC):
     def handle(self, record: JobRecord) -> Handle:
         """The Job or Service handle of a registry record. A record of the other kind of work
         (a service asked of a local profile's batch tier) gets the tier that runs it."""
-        runs = ServeTier if record.kind == "service" else BatchTier
+        runs = ServeTier if record.kind == WorkKind.SERVICE else BatchTier
         if not isinstance(self, runs) and record.profile == self.name and self.sibling is not None:
             other = self.sibling(record)
             if isinstance(other, runs):
@@ -278,7 +285,7 @@ class BatchTier(Tier):
         or None)) of the array ``record``, and with ``tail_lines`` each task's log tail when the
         same round trip can bring it (None: the caller reads them). :class:`Unsupported` when
         the tier cannot list them."""
-        raise Unsupported(f"the {self.kind} tier cannot list an array's task checkpoints")
+        raise Unsupported(f"the {self.backend} tier cannot list an array's task checkpoints")
 
     def list_files(self, record: JobRecord) -> list[FileInfo]:
         """Every file the job left in its job and checkpoint directories (files.FileInfo)."""
@@ -295,12 +302,12 @@ class BatchTier(Tier):
         ready ``query``) as :func:`~jupyter_tiers.history.make_query` takes them. Raises
         AccountingDisabled when the cluster keeps none, :class:`Unsupported` when the tier has
         no accounting at all (only Slurm has)."""
-        raise Unsupported(no_history_message(self.name, self.kind))
+        raise Unsupported(no_history_message(self.name, self.backend))
 
     def output_tail(self, row: HistoryRow, lines: int = 50) -> tuple[str, str | None]:
         """The last ``lines`` of a history job's output (read-only): (the path read, its text
         or None when the file is missing or unreadable). :class:`Unsupported` as for history."""
-        raise Unsupported(no_history_message(self.name, self.kind))
+        raise Unsupported(no_history_message(self.name, self.backend))
 
     def close(self) -> None:
         """Stop the watcher and drop the connection."""
@@ -374,7 +381,7 @@ class ServeTier(Tier):
     def dry_run_server(self, spec: ServeSpec) -> str:
         """``--dry-run=server``: the cluster's own check of every object, creating nothing.
         Only a Kubernetes tier has an API server to ask."""
-        raise TiersError(f"--dry-run=server needs a kubernetes profile; {self.name!r} is a {self.kind} "
+        raise TiersError(f"--dry-run=server needs a kubernetes profile; {self.name!r} is a {self.backend} "
                          "profile (plain --dry-run prints what would run)")
 
     @abc.abstractmethod

@@ -17,6 +17,7 @@ from .display import show_handle
 from .errors import Unsupported
 from .handles import Handle, Job, Service
 from .history import HistoryRow, format_history
+from .model import WorkKind
 from .options import bare_dash_option
 from .plaintext import printable
 from .registry import JobRecord
@@ -62,7 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     jobs = sub.add_parser("jobs", help="jobs and services of every tier, newest first")
     jobs.add_argument("--profile", "-p")
     jobs.add_argument("--limit", type=_int_up_to(1_000_000), default=20)
-    jobs.add_argument("--kind", choices=["job", "service"])
+    jobs.add_argument("--kind", choices=[k.value for k in WorkKind])
     jobs.add_argument("job", nargs="?", help="an array's id: one row per task")
     attach = sub.add_parser("attach", help="show the live view of a job or service")
     attach.add_argument("job", help="job id, service name, or profile/id")
@@ -153,13 +154,13 @@ def format_jobs(records: list[JobRecord], now: float | None = None) -> str:
     for r in records:
         age = int(now - r.submitted_at)
         ago = f"{age // 3600}h ago" if age >= 3600 else f"{age // 60}m ago" if age >= 60 else f"{age}s ago"
-        if r.kind == "service":
+        if r.kind == WorkKind.SERVICE:
             size, where = r.detail or "-", r.nodelist or "-"
         else:
             counts = detail_counts(r.detail) if is_array(r) else None
             size, where = counts or str(r.world_size), r.nodelist or "-"
         state = r.state
-        if r.kind != "service" and r.restarts:
+        if r.kind != WorkKind.SERVICE and r.restarts:
             state += f" ({r.restarts} restart{'s' if r.restarts > 1 else ''})"
         # Recorded cluster text (nodelist, state detail) is shown as text, like every cell.
         rows.append(tuple(printable(c) for c in (r.job_id, r.kind, r.name, r.profile, r.tier, state, size,
@@ -181,7 +182,7 @@ def _history_output(row: HistoryRow, output: str | None, path: str, tail: int) -
     return f"--- last {tail} lines of {path} (read-only) ---\n{text.rstrip()}"
 
 
-def _handle(ref: str, kind: str | None = None) -> Handle:
+def _handle(ref: str, kind: WorkKind | None = None) -> Handle:
     """The Job or Service handle of ``ref``; ``kind`` names what the command acts on."""
     try:
         return service.attach(ref, kind)
@@ -213,7 +214,7 @@ def run(argv: list[str], shell: Any = None) -> Any:
                                "with an array's id (or write ID_TASK without --task)")
         args.job = f"{args.job}_{args.task}"
     if args.command == "jobs" and args.job is not None:
-        handle = _handle(args.job, "job")
+        handle = _handle(args.job, WorkKind.JOB)
         if not isinstance(handle, ArrayJob):
             print(format_jobs([handle.record]))
             return None
@@ -222,7 +223,8 @@ def run(argv: list[str], shell: Any = None) -> Any:
         print(format_jobs([handle.tier.registry.get(handle.key)]))
         print(format_tasks(handle.plan, tasks, metrics))
     elif args.command == "jobs":
-        listing = service.list_items(limit=args.limit, profile=args.profile, kind=args.kind)
+        listing = service.list_items(limit=args.limit, profile=args.profile,
+                                     kind=WorkKind(args.kind) if args.kind else None)
         print(format_jobs(listing.records) if listing.records else "no jobs yet")
         for error in listing.errors:
             print(printable(f"({error.profile}: states as last recorded — {error.message})"))
@@ -257,10 +259,10 @@ def run(argv: list[str], shell: Any = None) -> Any:
     elif args.command == "rollback":
         if args.revision is not None and args.revision < 1:
             raise CommandUsage(f"%tiers rollback --to {args.revision}: give a revision from 1")
-        _handle(args.job, "service")
+        _handle(args.job, WorkKind.SERVICE)
         print(service.rollback(args.job, args.revision).message)
     elif args.command in ("cancel", "delete", "scale", "restart", "promote"):
-        kind = "job" if args.command == "cancel" else "service"
+        kind = WorkKind.JOB if args.command == "cancel" else WorkKind.SERVICE
         if args.command == "scale" and args.replicas < 0:
             raise CommandUsage("%tiers scale: replicas must be 0 or more")
         _handle(args.job, kind)  # a record of the other kind is a usage error naming the verb

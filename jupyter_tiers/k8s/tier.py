@@ -28,7 +28,7 @@ from ..checkpoint_upload import store_of
 from ..config import Profile
 from ..errors import ApiError, JobNotFound, SpecError, TiersError, Unsupported
 from ..handles import Service
-from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
+from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus, WorkKind
 from ..reachability import stale_after
 from ..registry import JobRecord, Registry, spec_for_record
 from ..servespec import canary_replicas
@@ -52,7 +52,7 @@ BLUEGREEN_TIMEOUT = 900.0  # seconds a new color may take to become ready before
 class K8sTier(ServeTier):
     """A Kubernetes namespace reached through a kubeconfig context (or in-cluster config)."""
 
-    kind = "kubernetes"
+    backend = "kubernetes"
     keeps_forwards = True
 
     def __init__(self, profile: Profile, registry: Registry | None = None,
@@ -198,7 +198,7 @@ class K8sTier(ServeTier):
             # The cell run without --canary is the whole service again: the canary goes.
             canary_ops.remove_canary(self, spec.name, self.namespace)
         record = JobRecord(
-            profile=self.name, tier=self.kind, job_id=spec.name, name=spec.name, kind="service",
+            profile=self.name, tier=self.backend, job_id=spec.name, name=spec.name, kind=WorkKind.SERVICE,
             state=ServiceState.DEPLOYING.value,
             # A deleted and re-created service is a new one: it shows its own start time.
             submitted_at=(existing.submitted_at if existing and existing.state != ServiceState.DELETED.value

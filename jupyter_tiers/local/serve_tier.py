@@ -36,7 +36,7 @@ from typing import Any
 from ..config import Profile
 from ..errors import JobNotFound, SpecError, SubmitError, TiersError
 from ..handles import Service
-from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus
+from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus, WorkKind
 from ..options import SERVE_OPTIONS, profile_keys
 from ..registry import LIVE_CANARY, JobRecord, Registry, spec_for_record
 from ..servespec import canary_replicas, validate_serve_spec
@@ -158,7 +158,7 @@ def render_plan(spec: ServeSpec, setup: Sequence[str] = ()) -> str:
 class LocalServeTier(ServeTier):
     """Services as local processes; see the module docstring."""
 
-    kind = "local"
+    backend = "local"
 
     def __init__(self, profile: Profile, registry: Registry | None = None, *,
                  poll_interval: float = POLL_INTERVAL) -> None:
@@ -292,10 +292,10 @@ class LocalServeTier(ServeTier):
                 self._launch(svcdir)
         existing = self.registry.find_by_name(self.name, spec.name)
         record = JobRecord(
-            profile=self.name, tier=self.kind, job_id=spec.name, name=spec.name, kind="service",
+            profile=self.name, tier=self.backend, job_id=spec.name, name=spec.name, kind=WorkKind.SERVICE,
             jobdir=str(svcdir), state=ServiceState.DEPLOYING.value,
-            submitted_at=(existing.submitted_at if existing and existing.kind == "service" and not fresh
-                          else time.time()),
+            submitted_at=(existing.submitted_at
+                          if existing and existing.kind == WorkKind.SERVICE and not fresh else time.time()),
             spec={**spec_for_record(spec), "revision": revision}, script=self.render(spec),
             nodelist=self._endpoint_of(svcdir), detail=f"0/{spec.replicas}",
         )

@@ -251,7 +251,7 @@ class FileFollower:
 class LocalTier(BatchTier):
     """Jobs as local processes; one watcher for all of them. See the module docstring."""
 
-    kind = "local"
+    backend = "local"
 
     def profile_defaults(self) -> Mapping[str, Any]:
         # A local profile's defaults may carry serving keys too (config.LOCAL_SERVE_DEFAULTS).
@@ -377,7 +377,7 @@ class LocalTier(BatchTier):
         self._launch(jobdir)
         record = JobRecord(
             profile=self.name,
-            tier=self.kind,
+            tier=self.backend,
             job_id=job_id,
             name=spec.name,
             jobdir=str(jobdir),
@@ -426,7 +426,7 @@ class LocalTier(BatchTier):
                        encoding="utf-8") as f:
             f.write(_json({"tasks": list(plan.indices), "limit": plan.limit}))
         self._launch(arraydir, "jupyter_tiers.local.array_supervisor")
-        record = JobRecord(profile=self.name, tier=self.kind, job_id=array_id, name=spec.name,
+        record = JobRecord(profile=self.name, tier=self.backend, job_id=array_id, name=spec.name,
                            jobdir=str(arraydir), world_size=spec.world_size, spec=spec_for_record(spec),
                            script=script, detail=counts_detail([JobState.PENDING] * len(plan)))
         self.registry.add(record)

@@ -29,6 +29,7 @@ from .. import service
 from ..arrays import split_task_ref
 from ..errors import SpecError, TiersError
 from ..history import AccountingDisabled
+from ..model import WorkKind
 from . import params
 from .hub import Hub
 
@@ -398,12 +399,12 @@ class LogStreamHandler(TiersWebSocket):
             self._query = params.log_query(self.request.query_arguments, with_limit=False)
             self._handle = await blocking(service.attach, ref)
             kind = self._handle.record.kind
-            if kind == "job" and self._query.pod is not None:
+            if kind == WorkKind.JOB and self._query.pod is not None:
                 raise SpecError("pod", f"{ref} is a job; filter by rank, not pod")
-            if kind == "service" and self._query.rank is not None:
+            if kind == WorkKind.SERVICE and self._query.rank is not None:
                 raise SpecError("rank", f"{ref} is a service; filter by pod, not rank")
             self._start, self._skip_partial = self._query.offset, False
-            if kind == "job" and self._query.backlog is not None and self._query.offset == 0:
+            if kind == WorkKind.JOB and self._query.backlog is not None and self._query.offset == 0:
                 tier: Any = self._handle.tier  # a BatchTier: the record is a job
                 size = await blocking(tier.log_size, self._handle.record)
                 self._start = max(0, size - self._query.backlog)
@@ -417,7 +418,7 @@ class LogStreamHandler(TiersWebSocket):
         super().open()
         handle = self._handle
         self._tier = handle.tier
-        if handle.record.kind == "job":
+        if handle.record.kind == WorkKind.JOB:
             self._open_job()
         else:
             self._open_service()

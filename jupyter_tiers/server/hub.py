@@ -21,7 +21,7 @@ from typing import Any
 
 from .. import api, service
 from ..errors import TiersError
-from ..model import JobStatus, ServiceStatus
+from ..model import JobStatus, ServiceStatus, WorkKind
 from ..registry import JobRecord, Registry
 from ..tier import BatchTier
 
@@ -35,7 +35,7 @@ Listener = Callable[[Message], None]
 class _Sub:
     tier: Any
     token: Any
-    kind: str  # "job" | "service"
+    kind: WorkKind
 
 
 class Hub:
@@ -44,7 +44,7 @@ class Hub:
 
     def __init__(self, *, scan_interval: float = 2.0, limit: int = 500,
                  registry: Callable[[], Registry] = Registry,
-                 connect: Callable[[str, str], Any] | None = None) -> None:
+                 connect: Callable[[str, WorkKind], Any] | None = None) -> None:
         self.scan_interval = scan_interval
         self.limit = limit
         self._registry = registry
@@ -281,7 +281,7 @@ class Hub:
         with self._lock:
             subs = dict(self._subs)
             kinds = {(self._records[k].profile, self._records[k].kind) for k in subs if k in self._records}
-        current: dict[tuple[str, str], Any] = {}
+        current: dict[tuple[str, WorkKind], Any] = {}
         for profile, kind in kinds:
             try:
                 current[(profile, kind)] = self._connect(profile, kind)
@@ -301,8 +301,8 @@ class Hub:
 
         if isinstance(tier, BatchTier):
             token = tier.watcher.watch(rec, on_status=on_status, follow_logs=False)
-            return _Sub(tier, token, "job")
-        return _Sub(tier, tier.watch(rec, on_status=on_status), "service")
+            return _Sub(tier, token, WorkKind.JOB)
+        return _Sub(tier, tier.watch(rec, on_status=on_status), WorkKind.SERVICE)
 
     def scheduler_queries(self) -> dict[str, int]:
         """Batched scheduler queries each batch profile's watcher made in this process."""
@@ -315,7 +315,7 @@ class Hub:
 
 def _unsubscribe(sub: _Sub) -> None:
     try:
-        if sub.kind == "job":
+        if sub.kind == WorkKind.JOB:
             sub.tier.watcher.unwatch(sub.token)
         else:
             sub.tier.unwatch(sub.token)

@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import history
 from ..errors import SpecError
+from ..model import WorkKind
 from ..service import MAX_LOG_LINES, MAX_REPLICAS
 
 #: Longest query value, path segment or body accepted (everything real is far shorter).
@@ -80,7 +81,7 @@ def flag(query: Query, name: str, default: bool) -> bool:
 class ListQuery:
     refresh: bool = True
     profile: str | None = None
-    kind: str | None = None
+    kind: WorkKind | None = None
     limit: int = 200
 
 
@@ -89,9 +90,10 @@ def list_query(query: Query) -> ListQuery:
     profile = _one(query, "profile") or None
     if profile is not None:
         segment(profile, "profile")
-    kind = _one(query, "kind") or None
-    if kind is not None and kind not in ("job", "service"):
+    kind_text = _one(query, "kind") or None
+    if kind_text is not None and kind_text not in (WorkKind.JOB.value, WorkKind.SERVICE.value):
         raise SpecError("kind", "give job or service")
+    kind = WorkKind(kind_text) if kind_text is not None else None
     limit = _int(query, "limit", 1, 1000, 200)
     assert limit is not None
     return ListQuery(refresh=flag(query, "refresh", True), profile=profile, kind=kind, limit=limit)

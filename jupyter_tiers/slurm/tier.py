@@ -19,7 +19,7 @@ from ..handoff import attach_checkpoints, decode_detail, encode_detail
 from ..history import AccountingDisabled, HistoryQuery, HistoryRow, make_query, mark_ours
 from ..jobdir import checkpoint_root, expected_checkpoint_dir, parse_listing, parse_rank_files, split_listing
 from ..logs import ByteStream, split_log_line
-from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
+from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo, WorkKind
 from ..registry import MAX_LIST, JobRecord, Registry, spec_for_record
 from ..requeue import requeue_pending
 from ..sync import notebook_manifest
@@ -69,7 +69,7 @@ def transport_for(profile: Profile) -> SSHTransport:
 class SlurmTier(BatchTier):
     """A Slurm cluster reached over SSH. One connection and one watcher for all its jobs."""
 
-    kind = "slurm"
+    backend = "slurm"
 
     def __init__(
         self,
@@ -157,7 +157,7 @@ class SlurmTier(BatchTier):
         checkpoints = expected_checkpoint_dir(spec.checkpoint_dir, abs_dir, spec.name, job_id)
         record = JobRecord(
             profile=self.name,
-            tier=self.kind,
+            tier=self.backend,
             job_id=job_id,
             name=spec.name,
             jobdir=abs_dir,
@@ -259,7 +259,8 @@ class SlurmTier(BatchTier):
             self.accounting = False
             raise
         self.accounting = True
-        known = {r.job_id: r.key for r in self.registry.list(limit=MAX_LIST, profile=self.name, kind="job")}
+        mine = self.registry.list(limit=MAX_LIST, profile=self.name, kind=WorkKind.JOB)
+        known = {r.job_id: r.key for r in mine}
         return mark_ours(rows[: query.limit], known)
 
     def output_tail(self, row: HistoryRow, lines: int = 50) -> tuple[str, str | None]:

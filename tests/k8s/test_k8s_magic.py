@@ -295,7 +295,7 @@ def random_line(rng: random.Random) -> str:
         if roll < 0.75:
             option = rng.choice(SERVE_OPTIONS)
             flag = rng.choice(option.flags)
-            if option.kind == "flag":
+            if option.arity == "flag":
                 words.append(flag)
                 continue
             value = rng.choice(VALUES.get(option.field) or JUNK) if rng.random() < 0.8 else rng.choice(JUNK)

@@ -13,6 +13,7 @@ from jupyter_tiers import connect as public_connect
 from jupyter_tiers.errors import SpecError
 from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.local.tier import LocalTier
+from jupyter_tiers.model import WorkKind
 from jupyter_tiers.registry import JobRecord
 
 YAML = """\
@@ -37,10 +38,13 @@ def _config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 
 
 def test_a_local_profile_has_a_tier_for_each_kind() -> None:
-    batch, serve = api.connect("laptop"), api.connect("laptop", kind="serve")
+    batch, serve = api.connect("laptop"), api.connect("laptop", kind=WorkKind.SERVICE)
     assert isinstance(batch, LocalTier) and isinstance(serve, LocalServeTier)
     assert api.connect("laptop", kind="job") is batch and api.connect("laptop", kind="service") is serve
-    assert public_connect("laptop", kind="serve") is serve  # cached: one per profile and kind
+    # the words from before WorkKind still work (user code)
+    assert api.connect("laptop", kind="batch") is batch and api.connect("laptop", kind="serve") is serve
+    assert public_connect("laptop", kind=WorkKind.SERVICE) is serve  # cached: one per profile and kind
+    assert public_connect("laptop", kind="serve") is serve
     assert isinstance(api.connect(None, kind="serve"), LocalServeTier)  # the built-in local profile
 
 
@@ -52,7 +56,7 @@ def test_other_profiles_have_one_tier_for_both_kinds() -> None:
 def test_a_bad_kind_names_what_is_allowed() -> None:
     with pytest.raises(SpecError) as err:
         api.connect("laptop", kind="train")
-    assert err.value.field == "kind" and "batch or serve" in err.value.problem
+    assert err.value.field == "kind" and "use job or service" in err.value.problem
 
 
 def test_a_record_gets_the_tier_that_runs_it_and_its_handle() -> None:
@@ -63,7 +67,7 @@ def test_a_record_gets_the_tier_that_runs_it_and_its_handle() -> None:
     assert isinstance(api.tier_for(svc), LocalServeTier) and isinstance(api.tier_for(job), LocalTier)
     # a service asked of the local training tier is handled by the serving tier
     handle = api.connect("laptop").handle(svc)
-    assert handle.kind == "service" and isinstance(handle.tier, LocalServeTier)
+    assert handle.kind is WorkKind.SERVICE and isinstance(handle.tier, LocalServeTier)
     assert api.connect("laptop", kind="serve").handle(job).tier is api.connect("laptop")
 
 

@@ -10,7 +10,7 @@ import pytest
 
 from jupyter_tiers import registry as registry_mod
 from jupyter_tiers.errors import JobNotFound
-from jupyter_tiers.model import JobSpec
+from jupyter_tiers.model import JobSpec, WorkKind
 from jupyter_tiers.registry import JobRecord, Registry, spec_for_record
 from jupyter_tiers.slurm.render import render_sbatch
 
@@ -194,8 +194,9 @@ def test_a_registry_written_by_the_first_layout_is_migrated_in_place(tmp_path: P
     reg.add(JobRecord(profile="serving", tier="kubernetes", job_id="llama-svc", name="llama-svc",
                       kind="service", state="READY", detail="2/2 ready"))
     again = Registry(path)
-    assert [r.kind for r in again.list()] == ["service", "job", "job"]
-    assert [r.key for r in again.list(kind="service")] == ["serving/llama-svc"]
+    assert [r.kind for r in again.list()] == [WorkKind.SERVICE, WorkKind.JOB, WorkKind.JOB]
+    assert all(type(r.kind) is WorkKind for r in again.list())  # old rows read as the enum too
+    assert [r.key for r in again.list(kind=WorkKind.SERVICE)] == ["serving/llama-svc"]
     assert again.get("serving/llama-svc").jobdir == ""
 
 
@@ -237,3 +238,18 @@ def test_registry_problem_words() -> None:
     assert "stayed locked" in locked and "try again" in locked
     bad = registry_mod.registry_problem(path, sqlite3.DatabaseError("*** in database main ***\nPage 3: x"))
     assert "\n" not in bad and "damaged (Page 3: x)" in bad
+
+
+def test_a_record_kind_is_a_work_kind_stored_as_its_plain_text(reg: Registry, tmp_path: Path) -> None:
+    import sqlite3
+
+    rec = JobRecord(profile="serving", tier="kubernetes", job_id="web", name="web", kind="service")
+    assert rec.kind is WorkKind.SERVICE and rec.kind == "service" and f"{rec.kind}" == "service"
+    assert JobRecord(profile="p", tier="slurm", job_id="1", name="t").kind is WorkKind.JOB
+    with pytest.raises(ValueError, match="'train' is not a valid WorkKind"):
+        JobRecord(profile="p", tier="slurm", job_id="1", name="t", kind="train")
+    reg.add(rec)
+    with sqlite3.connect(reg.path) as db:  # the column keeps its text values: older versions read it
+        assert db.execute("SELECT kind, typeof(kind) FROM jobs").fetchall() == [("service", "text")]
+    assert reg.get("serving/web").kind is WorkKind.SERVICE
+    assert json.dumps({"kind": rec.kind}) == '{"kind": "service"}'  # the REST field keeps its value

@@ -24,7 +24,7 @@ Event = ServiceStatus | list[PodLogLine]
 
 
 class FakeServeTier(ServeTier):
-    kind = "kubernetes"
+    backend = "kubernetes"
 
     def __init__(self, registry_path: Path, script: list[Event] | None = None) -> None:
         super().__init__(Profile("serving", "kubernetes", settings={"namespace": "team-llm"}),
@@ -57,7 +57,7 @@ class FakeServeTier(ServeTier):
         return f"kind: Deployment\nmetadata:\n  name: {spec.name}\n"
 
     def apply(self, spec: ServeSpec) -> Service:
-        record = JobRecord(profile=self.name, tier=self.kind, job_id=spec.name, name=spec.name,
+        record = JobRecord(profile=self.name, tier=self.backend, job_id=spec.name, name=spec.name,
                            kind="service", script=self.render(spec),
                            spec={"image": spec.image, "replicas": spec.replicas})
         return Service(self, record)

@@ -13,6 +13,7 @@ from jupyter_tiers import api, task_handoff, tiers_command
 from jupyter_tiers.errors import Unsupported
 from jupyter_tiers.handoff import HandoffError
 from jupyter_tiers.local.tier import LocalTier
+from jupyter_tiers.model import WorkKind
 from jupyter_tiers.registry import JobRecord
 from jupyter_tiers.tier import BatchTier, Tier
 from tests.helpers import isolate_tiers, local_profile
@@ -65,11 +66,11 @@ def test_login_is_refused_for_a_profile_without_ssh() -> None:
 
 
 def test_the_public_tier_cache_and_scheduler_query_count() -> None:
-    batch, serve = api.connect("local"), api.connect("local", kind="serve")
+    batch, serve = api.connect("local"), api.connect("local", kind=WorkKind.SERVICE)
     cached = api.cached_tiers()
-    assert cached == {("local", "batch"): batch, ("local", "serve"): serve}
+    assert cached == {("local", WorkKind.JOB): batch, ("local", WorkKind.SERVICE): serve}
     cached.clear()  # a snapshot: the cache itself is untouched
-    assert api.cached_tiers()[("local", "batch")] is batch
+    assert api.cached_tiers()[("local", WorkKind.JOB)] is batch
     assert isinstance(batch, BatchTier) and batch.scheduler_queries == 0  # no watcher started yet
 
 
@@ -92,6 +93,19 @@ def test_typed_entry_points(tmp_path: Path) -> None:
     batch = jupyter_tiers.connect_batch("local")
     assert isinstance(batch, BatchTier) and batch is api.connect("local")
     serve = jupyter_tiers.connect_serve("local")
-    assert isinstance(serve, ServeTier) and serve is api.connect("local", kind="serve")
+    assert isinstance(serve, ServeTier) and serve is api.connect("local", kind=WorkKind.SERVICE)
     with pytest.raises(SpecError, match="'far' is a slurm profile; services run on a kubernetes or local"):
         api.connect_serve("far")
+
+
+def test_each_tier_names_its_backend_and_kind_is_its_deprecated_alias(tmp_path: Path) -> None:
+    from jupyter_tiers.k8s.tier import K8sTier
+    from jupyter_tiers.local.serve_tier import LocalServeTier
+    from jupyter_tiers.slurm.tier import SlurmTier
+
+    # The values are what a profile's ``tier:`` says and a registry record's ``tier`` holds.
+    assert [t.backend for t in (SlurmTier, K8sTier, LocalTier, LocalServeTier)] == [
+        "slurm", "kubernetes", "local", "local"]
+    tier = LocalTier(local_profile(tmp_path))
+    assert tier.kind == tier.backend == "local"
+    assert isinstance(Tier.__dict__["kind"], property) and Tier.__dict__["kind"].fset is None

@@ -26,6 +26,7 @@ from .detail import entries, with_entries
 from .errors import SpecError
 from .metrics import format_value
 from .model import JobSpec, JobState, JobStatus, WorkKind
+from .record import JobRecord, RecordStore
 from .status import merge_status
 from .timefmt import format_elapsed
 
@@ -218,7 +219,7 @@ def plan_of(spec: JobSpec | Mapping[str, Any]) -> ArrayPlan | None:
     return plan_array(array, sweep)
 
 
-def is_array(record: Any) -> bool:
+def is_array(record: JobRecord) -> bool:
     """Whether a registry record is a whole array (its derived task records are not)."""
     spec = getattr(record, "spec", None)
     return (isinstance(spec, Mapping) and getattr(record, "kind", WorkKind.JOB) == WorkKind.JOB
@@ -243,7 +244,7 @@ def task_files(spec: JobSpec, files: Mapping[str, tuple[str, int]]) -> dict[str,
     return out
 
 
-def task_records(record: Any) -> list[Any]:
+def task_records(record: JobRecord) -> list[JobRecord]:
     """The task records of an array record (derived, not stored): ``ID_i`` in ``tasks/i``."""
     plan = plan_of(record.spec)
     if plan is None:
@@ -264,15 +265,15 @@ def task_index(task_id: str) -> int:
     return int(task_id.rsplit("_", 1)[1])
 
 
-def expand_arrays(records: Sequence[Any]) -> list[Any]:
+def expand_arrays(records: Sequence[JobRecord]) -> list[JobRecord]:
     """``records`` with each whole array replaced by its task records (for one batched query)."""
-    out: list[Any] = []
+    out: list[JobRecord] = []
     for rec in records:
         out.extend(task_records(rec) if is_array(rec) else [rec])
     return out
 
 
-def merge_array_status(record: Any, sched: Mapping[str, Any] | None, ranks: Mapping[str, Any] | None,
+def merge_array_status(record: JobRecord, sched: Mapping[str, Any] | None, ranks: Mapping[str, Any] | None,
                        previous: Mapping[str, JobStatus]) -> tuple[JobStatus, dict[str, JobStatus]]:
     """An array record's status from its tasks' scheduler and rank views (status.merge_status
     per task, over each task's previous status), and the tasks' statuses."""
@@ -336,7 +337,7 @@ def with_counts(detail: str | None, counts: str) -> str:
     return with_entries(detail, tasks=counts)
 
 
-def record_counts(registry: Any, key: str, state: str, counts: str) -> None:
+def record_counts(registry: RecordStore, key: str, state: str, counts: str) -> None:
     """Record an array's state and counts line, keeping the rest of its ``detail``."""
     registry.update(key, state=state)
     registry.change_detail(key, lambda detail: with_counts(detail, counts))

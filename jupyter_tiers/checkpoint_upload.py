@@ -27,10 +27,11 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import SpecError, TiersError
 from .handoff import decode_detail, encode_detail, task_upload_of, upload_of, with_task_upload, with_upload
+from .model import JobStatus
 from .objectstore import (
     MANIFEST_NAME,
     ObjectStore,
@@ -42,6 +43,8 @@ from .objectstore import (
     parse_upload_output,
     progress_text,
 )
+from .profile import Profile
+from .record import JobRecord, RecordStore
 
 #: Multipart settings (bytes): files of at least THRESHOLD go in parts of PART_SIZE, CONCURRENCY
 #: at a time. A profile may set ``object_store_part_mb`` only through the environment below (the
@@ -62,7 +65,25 @@ class UploadError(TiersError):
         self.retry = retry
 
 
-def store_of(profile: Any) -> ObjectStore | None:
+class UploadingTier(Protocol):
+    """What an upload asks of the training tier (``BatchTier`` is one): its profile and
+    registry, a status query, an array's task checkpoints, and running the uploader."""
+
+    @property
+    def profile(self) -> Profile: ...
+
+    @property
+    def registry(self) -> RecordStore: ...
+
+    def status(self, records: Sequence[JobRecord]) -> Mapping[str, JobStatus]: ...
+
+    def task_checkpoints(self, record: JobRecord, tail_lines: int = 0
+                         ) -> tuple[dict[int, tuple[str, str | None]], dict[int, str] | None]: ...
+
+    def run_uploader(self, python: str, data: bytes) -> Iterator[bytes]: ...
+
+
+def store_of(profile: Profile) -> ObjectStore | None:
     """The profile's validated ``object_store`` (None when it has none)."""
     raw = profile.get("object_store")
     if raw is None:
@@ -74,7 +95,7 @@ def store_of(profile: Any) -> ObjectStore | None:
         raise UploadError(f"profile {profile.name!r}: object_store.{sub}: {message}") from None
 
 
-def task_of(record: Any) -> tuple[str, int] | None:
+def task_of(record: JobRecord) -> tuple[str, int] | None:
     """(the array record's key, task index) when ``record`` is one task of an array (a derived
     record, ``ID_i``); None for a job or a whole array."""
     spec = getattr(record, "spec", None)
@@ -86,7 +107,7 @@ def task_of(record: Any) -> tuple[str, int] | None:
     return f"{record.profile}/{base}", int(index)
 
 
-def recorded_upload(registry: Any, record: Any) -> dict[str, Any] | None:
+def recorded_upload(registry: RecordStore, record: JobRecord) -> dict[str, Any] | None:
     """The upload on record for a job or an array's task (None: none, or no such record)."""
     task = task_of(record)
     try:
@@ -97,7 +118,7 @@ def recorded_upload(registry: Any, record: Any) -> dict[str, Any] | None:
         return None
 
 
-def with_checkpoint(tier: Any, record: Any) -> Any:
+def with_checkpoint(tier: UploadingTier, record: JobRecord) -> JobRecord:
     """``record`` as plan_upload needs it: a job's as given; an array task's with its state (one
     status query, unless the caller knows it COMPLETED) and its newest checkpoint (one listing
     of the array's task directories) filled in."""
@@ -127,7 +148,7 @@ def with_checkpoint(tier: Any, record: Any) -> Any:
     return record
 
 
-def check_checkpoint_to(value: Any, profile: Any) -> str:
+def check_checkpoint_to(value: Any, profile: Profile) -> str:
     """A ``--checkpoint-to`` value for ``profile``; SpecError naming what is allowed."""
     if not isinstance(value, str):
         raise SpecError("checkpoint_to", "write store (the profile's object_store) or s3://BUCKET/PREFIX")
@@ -156,7 +177,7 @@ def shown_checkpoint(path: str | None, report: UploadReport | None, uri: str) ->
     return f"{path} ({note})" if path else f"checkpoint ({note})"  # a task's path: not listed yet
 
 
-def target_uri(profile: Any, record: Any, path: str | None) -> str:
+def target_uri(profile: Profile, record: JobRecord, path: str | None) -> str:
     """Where ``record``'s checkpoint ``path`` goes (for display; ``--checkpoint-to`` as given
     when it cannot be resolved)."""
     value = str(record.spec.get("checkpoint_to")) if isinstance(record.spec, Mapping) else ""
@@ -184,13 +205,13 @@ class UploadPlan:
         return self.request["mode"]
 
 
-def wants_upload(record: Any) -> bool:
+def wants_upload(record: JobRecord) -> bool:
     """Whether ``record`` (a job) was submitted with ``--checkpoint-to``."""
     spec = getattr(record, "spec", None)
     return isinstance(spec, Mapping) and bool(spec.get("checkpoint_to"))
 
 
-def plan_upload(profile: Any, record: Any) -> UploadPlan:
+def plan_upload(profile: Profile, record: JobRecord) -> UploadPlan:
     """The request for uploading ``record``'s newest checkpoint; UploadError when it has none."""
     who = f"job {record.job_id} ({record.name})"
     value = record.spec.get("checkpoint_to") if isinstance(record.spec, Mapping) else None
@@ -270,7 +291,8 @@ UPLOAD_STATES = ("uploading", "done", "interrupted", "failed")
 PROGRESS_EVERY_S = 1.0
 
 
-def upload_checkpoint(tier: Any, record: Any, on_progress: Callable[[UploadReport], None] | None = None,
+def upload_checkpoint(tier: UploadingTier, record: JobRecord,
+                      on_progress: Callable[[UploadReport], None] | None = None,
                       env: Mapping[str, str] | None = None) -> UploadReport:
     """Upload (or finish uploading) ``record``'s newest checkpoint through ``tier.run_uploader``;
     records the outcome in the registry. Returns the final report; UploadError on a refusal."""
@@ -317,7 +339,7 @@ def upload_checkpoint(tier: Any, record: Any, on_progress: Callable[[UploadRepor
     raise UploadError(f"upload to {plan.uri} failed: {error}")
 
 
-def _record(tier: Any, record: Any, upload: Mapping[str, Any]) -> None:
+def _record(tier: UploadingTier, record: JobRecord, upload: Mapping[str, Any]) -> None:
     task = task_of(record)
     if task is not None:  # in the array's record; the task's path says which checkpoint it was
         entry = {**upload, "path": decode_detail(record.detail)[1]}

@@ -25,7 +25,7 @@ import math
 import os
 import re
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -33,6 +33,7 @@ from typing import Any
 from .errors import ConfigError
 from .loadplan import MAX_LIMIT_RPS
 from .model import SERVICE_TYPES
+from .profile import Profile as Profile  # defined below the config layer, used with it
 
 __all__ = ["Config", "ConfigError", "Profile", "ProjectFileRefused", "load_config"]
 
@@ -206,26 +207,6 @@ TIER_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
         "stale_after": (int, float),
     },
 }
-
-
-@dataclass(frozen=True)
-class Profile:
-    """One validated profile. ``sources`` lists the files that contributed to it."""
-
-    name: str
-    tier: str
-    settings: Mapping[str, Any] = field(default_factory=dict)
-    defaults: Mapping[str, Any] = field(default_factory=dict)
-    env: Mapping[str, str] = field(default_factory=dict, repr=False)  # values may be secrets
-    setup: tuple[str, ...] = ()
-    sources: tuple[str, ...] = ()
-
-    def get(self, key: str, default: Any = None) -> Any:
-        return self.settings.get(key, default)
-
-    @property
-    def workdir(self) -> str:
-        return str(self.settings.get("workdir", "~/jupyter-tiers"))
 
 
 @dataclass(frozen=True)

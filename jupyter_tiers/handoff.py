@@ -23,7 +23,7 @@ import json
 import posixpath
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,8 @@ from .errors import JobNotFound, SpecError, TiersError
 from .metrics import format_value
 from .model import WorkKind
 from .objectstore import S3Uri, parse_uri, progress_text
+from .profile import Profile
+from .record import JobRecord, RecordStore
 
 #: Where the Kubernetes tier mounts the profile's model volume (read-only): k8s/render.py's
 #: MODEL_DIR, repeated so that the training tiers need not import the Kubernetes renderer.
@@ -73,7 +75,7 @@ class Checkpoint:
 
 
 def attach_checkpoints(records: Sequence[Any], found: dict[str, Any],
-                       listed: Mapping[str, tuple[str, str | None]], registry: Any,
+                       listed: Mapping[str, tuple[str, str | None]], registry: RecordStore,
                        noted: dict[str, str]) -> None:
     """Put each listed job's newest checkpoint into its SchedulerInfo in ``found`` (in place) and
     record directory and checkpoint in the registry's ``detail`` when they changed.
@@ -162,7 +164,7 @@ def with_task_upload(detail: str | None, index: int, upload: Mapping[str, Any]) 
     return with_entries(detail, uploads={**kept, str(index): dict(upload)})
 
 
-def checkpoint_of(record: Any) -> Checkpoint:
+def checkpoint_of(record: JobRecord) -> Checkpoint:
     """The checkpoint of a completed job's registry record, or a one-line refusal."""
     who = f"job {record.job_id} ({record.name})"
     if getattr(record, "kind", WorkKind.JOB) != WorkKind.JOB:
@@ -204,7 +206,7 @@ def _upload_state(detail: str | None) -> tuple[str | None, str | None]:
     return None, note
 
 
-def serving_model(ckpt: Checkpoint, serve_profile: Any) -> tuple[str | None, str | None]:
+def serving_model(ckpt: Checkpoint, serve_profile: Profile) -> tuple[str | None, str | None]:
     """``(path, uri)``: where the serving profile sees ``ckpt`` through shared storage (uri
     None), else, when the profile has an ``object_store``, the URI of its upload (path: where a
     Kubernetes init container puts it; None on the local tier, which downloads it into a
@@ -333,7 +335,7 @@ def local_model_path(ckpt: Checkpoint, profile: str, path_map: Any) -> str:
                        "(add path_map: {CLUSTER_PREFIX: /WHERE/IT/IS/MOUNTED/HERE})")
 
 
-def serving_model_path(ckpt: Checkpoint, serve_profile: Any) -> str:
+def serving_model_path(ckpt: Checkpoint, serve_profile: Profile) -> str:
     """Where the serving tier of ``serve_profile`` (a config.Profile) sees ``ckpt``."""
     if serve_profile.tier == "kubernetes":
         return volume_model_path(ckpt, serve_profile.name, serve_profile.get("model_volume"))
@@ -349,7 +351,7 @@ def substitute_model_path(body: str, path: str) -> str:
 # --- finding the job (reads the registry) -----------------------------------------------------
 
 
-def find_job(ref: str, registry: Any, user_ns: Mapping[str, Any] | None = None) -> Any:
+def find_job(ref: str, registry: RecordStore, user_ns: Mapping[str, Any] | None = None) -> JobRecord:
     """The registry record ``ref`` names: a notebook variable holding a Job (what ``--out``
     made), a job id (``42`` or ``profile/42``), or a job name (the newest of that name)."""
     value = (user_ns or {}).get(ref) if ref.isidentifier() else None
@@ -376,8 +378,8 @@ def find_job(ref: str, registry: Any, user_ns: Mapping[str, Any] | None = None) 
                        "job id, a job name, or a notebook variable holding a Job (--out)")
 
 
-def resolve(ref: str, registry: Any, user_ns: Mapping[str, Any] | None = None,
-            refresh: Any = None) -> Checkpoint:
+def resolve(ref: str, registry: RecordStore, user_ns: Mapping[str, Any] | None = None,
+            refresh: Callable[[JobRecord], object] | None = None) -> Checkpoint:
     """``ref`` -> its completed job's checkpoint. ``refresh(record)`` asks the training tier once
     when the record is not final or has no checkpoint yet (then the registry is read again)."""
     record = find_job(ref, registry, user_ns)
@@ -405,12 +407,12 @@ def split_task_ref(ref: str) -> tuple[str, int] | None:
     return base, int(index)
 
 
-def task_who(array: Any, index: int) -> str:
+def task_who(array: JobRecord, index: int) -> str:
     """``job 51_7 (lr-sweep)``: how a refusal names a task."""
     return f"job {array.job_id}_{index} ({array.name})"
 
 
-def task_checkpoint(array: Any, index: int, state: str | None,
+def task_checkpoint(array: JobRecord, index: int, state: str | None,
                     listed: tuple[str, str | None] | None) -> Checkpoint:
     """Task ``index`` of the array record ``array`` -> its newest checkpoint, or the same
     one-line refusals as a job's (not COMPLETED, no checkpoint, unsafe path).
@@ -440,7 +442,7 @@ def task_checkpoint(array: Any, index: int, state: str | None,
     return checkpoint_of(record)
 
 
-def _refuse_shared_dir(array: Any, index: int) -> None:
+def _refuse_shared_dir(array: JobRecord, index: int) -> None:
     """Refuse an array submitted with ``--checkpoint-dir``: its tasks share that directory, so
     no checkpoint in it is one task's."""
     shared = array.spec.get("checkpoint_dir") if isinstance(array.spec, Mapping) else None
@@ -460,7 +462,7 @@ class BestTask:
     line: str  # "model from array 51 task 7 (best loss 0.0123 at lr=3e-4 bs=64)"
 
 
-def pick_best_task(array: Any, states: Mapping[int, str], listed: Mapping[int, tuple[str, str | None]],
+def pick_best_task(array: JobRecord, states: Mapping[int, str], listed: Mapping[int, tuple[str, str | None]],
                    metrics: Mapping[int, tuple[str, float]]) -> BestTask:
     """The task of a whole array to serve: the best main-metric value (arrays.best_task, the
     ranking the array's summary line prints) among COMPLETED tasks with a checkpoint; a

@@ -13,12 +13,13 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from .errors import JobNotFound, TiersError
 from .model import JobSpec, ServeSpec, WorkKind
+from .record import JobRecord as JobRecord  # defined below the registry's layer, used with it
 
 ENV_VAR = "JUPYTER_TIERS_REGISTRY"
 MAX_LIST = 1_000_000
@@ -148,42 +149,6 @@ def spec_for_record(spec: JobSpec | ServeSpec) -> dict[str, Any]:
     data.pop("body", None)
     data.pop("metadata", None)
     return data
-
-
-@dataclass(frozen=True)
-class JobRecord:
-    """One training job or service as the registry knows it.
-
-    ``kind`` is a :class:`~jupyter_tiers.model.WorkKind` (job or service). For a service,
-    ``job_id`` is its name (unique in its profile's namespace), ``jobdir`` is empty,
-    ``world_size`` is 0, ``script`` is the rendered YAML (secrets redacted) and ``detail`` a
-    short line such as ``2/2 ready``.
-    """
-
-    profile: str
-    tier: str
-    job_id: str
-    name: str
-    jobdir: str = ""
-    world_size: int = 0
-    submitted_at: float = field(default_factory=time.time)
-    state: str = "PENDING"
-    nodelist: str | None = None
-    spec: dict[str, Any] = field(default_factory=dict)
-    script: str = ""
-    updated_at: float = field(default_factory=time.time)
-    kind: WorkKind = WorkKind.JOB
-    detail: str | None = None
-    restarts: int = 0  # a requeued job's restarts so far (requeue.py)
-
-    def __post_init__(self) -> None:
-        # A plain "job"/"service" (callers, tests) becomes the WorkKind; anything else is a ValueError.
-        object.__setattr__(self, "kind", WorkKind(self.kind))
-
-    @property
-    def key(self) -> str:
-        """Unique across clusters: ``profile/job_id``."""
-        return f"{self.profile}/{self.job_id}"
 
 
 class Registry:

@@ -96,7 +96,8 @@ def test_eviction_api_deletes_the_pod_gracefully(emu: Emulator, api: client.ApiC
     assert "name in URL does not match name in Eviction object" in mismatch.value.body
     # dryRun leaves the pod alone
     core.create_namespaced_pod_eviction(replacement, ns, client.V1Eviction(
-        metadata=client.V1ObjectMeta(name=replacement), delete_options=client.V1DeleteOptions(dry_run=["All"])))
+        metadata=client.V1ObjectMeta(name=replacement),
+        delete_options=client.V1DeleteOptions(dry_run=["All"])))
     assert core.read_namespaced_pod(replacement, ns).metadata.deletion_timestamp is None
 
 

@@ -11,6 +11,11 @@ Scenarios (bounded default / ``--full``):
   the service followed as its widget follows it (status watch, pod log followers); recovery is
   from the server answering again to the watch seeing a change made then;
 - k8s: a pod deleted by hand (1 / 5); recovery is to the replacement's first followed line;
+- k8s: every pod of the node evicted mid-serving (2 / 6), alternately by the kubelet under memory
+  pressure (the pods stay Failed/Evicted, the ReplicaSet replaces them) and drained through the
+  Eviction API: replacements followed, every line of an evicted pod once, the status naming
+  "Evicted: The node was low on resource: memory" and never counting an evicted pod as ready;
+  recovery is from the eviction to READY with only replacements;
 - k8s: the API server down longer than the profile's stale_after (3 s here) (1 / 5): the followed
   status turns UNKNOWN (last seen READY, "reconnecting (attempt N, next in M s)"), the registry
   keeps READY; recovery is from the server answering again to READY shown again;
@@ -70,10 +75,10 @@ from jupyter_tiers import sandbox  # noqa: E402
 from tests.chaos import scenarios_k8s, scenarios_local, scenarios_registry, scenarios_ssh  # noqa: E402
 from tests.chaos.harness import Outcome, table  # noqa: E402
 
-BOUNDED = {"restarts": 5, "deletions": 1, "outages": 1, "jobs": 200, "services": 50,
+BOUNDED = {"restarts": 5, "deletions": 1, "evictions": 2, "outages": 1, "jobs": 200, "services": 50,
            "registry_faults": 2, "kills": 1, "cuts": 10, "lines": 1000, "submits": 5,
            "download_cuts": 3, "download_mb": 32, "sync_submits": 3}
-FULL = {"restarts": 20, "deletions": 5, "outages": 5, "jobs": 2000, "services": 500,
+FULL = {"restarts": 20, "deletions": 5, "evictions": 6, "outages": 5, "jobs": 2000, "services": 500,
         "registry_faults": 20, "kills": 10, "cuts": 100, "lines": 30000, "submits": 50,
         "download_cuts": 20, "download_mb": 256, "sync_submits": 20}
 CLUSTER_ENV = Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster")) / "cluster.env"
@@ -154,6 +159,9 @@ def main() -> int:
             ("k8s", "pod deletions", lambda d: scenarios_k8s.run_on_fresh_emulator(
                 d, lambda emu, ns: scenarios_k8s.pod_deletions(
                     emu, ns, seed=args.seed, deletions=size["deletions"], progress=say))),
+            ("k8s", "node evictions", lambda d: scenarios_k8s.run_on_fresh_emulator(
+                d, lambda emu, ns: scenarios_k8s.node_evictions(
+                    emu, ns, seed=args.seed, evictions=size["evictions"], progress=say))),
             ("k8s", "API outages > stale_after", lambda d: scenarios_k8s.run_on_fresh_emulator(
                 d, lambda emu, ns: scenarios_k8s.api_down_longer_than_stale_after(
                     emu, ns, seed=args.seed, outages=size["outages"], progress=say))),

@@ -442,6 +442,11 @@ def service_status(
     updated = _int(_get(deployment, "status", "updatedReplicas"))
     ready = _int(_get(deployment, "status", "readyReplicas"))
     available = _int(_get(deployment, "status", "availableReplicas"))
+    if any(p.phase in TERMINAL_PHASES for p in infos):
+        # The pod watch is ahead of the controllers: a pod just evicted is still counted ready by
+        # the Deployment's status until its ReplicaSet catches up. Not a ready replica here.
+        seen = sum(1 for p in infos if p.ready and p.phase not in (*TERMINAL_PHASES, "Terminating"))
+        ready, available = min(ready, seen), min(available, seen)
     counts = {"desired": desired, "updated": updated, "ready": ready, "available": available}
     if _get(deployment, "metadata", "deletionTimestamp"):
         return status(ServiceState.DELETED, "the Deployment is being deleted", counts)

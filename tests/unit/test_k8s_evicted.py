@@ -132,3 +132,14 @@ def test_terminal_words_fuzz() -> None:
         info = pod_info({"metadata": {"name": "p"}, "status": {"phase": "Failed", "reason": "Evicted",
                                                                "message": text}})
         assert "\n" not in describe_pod_problem(info)
+
+
+def test_a_pod_just_evicted_is_not_ready_while_the_deployment_lags() -> None:
+    """Found by the chaos run: the pod watch saw the eviction before the ReplicaSet updated the
+    Deployment's status (still readyReplicas 2): the status said READY 2/2 beside a Failed pod."""
+    pods = [_pod("web-5c88689f44-aaaaa", evicted=True), _pod("web-5c88689f44-ccccc")]
+    status = service_status("web", _deployment(ready=2, available=2), pods, [], now=T0 + 1)
+    assert (status.ready, status.available) == (1, 1)
+    assert status.state is ServiceState.DEGRADED
+    assert status.reason == ("1 of 2 replicas are available; pod web-5c88689f44-aaaaa Evicted: "
+                             "The node was low on resource: memory")

@@ -82,7 +82,7 @@ if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null && ! { command -v ip &&
     || { tail -n 20 test-output/apt-netns.log >&2; echo "[run] iproute2 install failed" >&2; exit 1; }
 fi
 
-# tests/local/test_clock_step.py steps the wall clock of a kernel and its job under Debian's
+# tests/chaos/test_chaos_clock.py steps the wall clock of a kernel and its job under Debian's
 # libfaketime (never the machine's), with a small sleep shim it compiles (gcc).
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null \
     && { [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || ! command -v gcc >/dev/null; }; then

@@ -1,9 +1,10 @@
-"""A kernel whose machine clock is stepped (run under libfaketime by tests/local/test_clock_step.py):
-``python -m tests.local.clock_worker WORKDIR GO_FILE`` submits a local job with a 30-minute
+"""A kernel whose machine clock is stepped (run under libfaketime by tests/chaos/scenarios_clock.py):
+``python -m tests.chaos.clock_worker WORKDIR GO_FILE`` submits a local job with a 30-minute
 ``--time`` limit that writes numbered lines until GO_FILE exists, then prints, every 0.1 s until
 the job ends, ``S STATE ELAPSED ROW_ELAPSED WALL`` — the job status's elapsed seconds (the widget
-shows these), the ``%tiers jobs`` row's, and this process's wall clock — and at the end ``END
-STATE ELAPSED SUMMARY``. Any error is one line, ``ERROR <text>``."""
+shows these), the ``%tiers jobs`` row's, and this process's wall clock — and at the end ``LOG
+N,N,...`` (the numbers of the job's log lines, in order) and ``END STATE ELAPSED SUMMARY``. Any
+error is one line, ``ERROR <text>``."""
 
 from __future__ import annotations
 
@@ -31,6 +32,9 @@ def main(argv: list[str]) -> int:
             row = item_from(job.record, status)
             print("S", status.state.value, status.elapsed_s, row.elapsed_s, f"{time.time():.3f}", flush=True)
             if status.state.terminal:
+                numbers = [w[-1] for w in (ln.split() for ln in job.logs(rank=0).splitlines())
+                           if len(w) >= 2 and w[-2] == "n" and w[-1].isdigit()]  # "0: n 12"
+                print("LOG", ",".join(numbers), flush=True)
                 print("END", status.state.value, status.elapsed_s, summary_line(status), flush=True)
                 return 0
             time.sleep(0.1)

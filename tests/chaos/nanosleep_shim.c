@@ -1,4 +1,4 @@
-/* Loaded before Debian 12's libfaketime 0.9.10 by tests/local/test_clock_step.py.
+/* Loaded before Debian 12's libfaketime 0.9.10 by tests/chaos/scenarios_clock.py.
  *
  * With FAKETIME_DONT_FAKE_MONOTONIC=1 (only the wall clock is faked, as an NTP step moves only
  * CLOCK_REALTIME), libfaketime still shifts an absolute clock_nanosleep deadline on the

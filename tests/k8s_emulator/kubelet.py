@@ -40,6 +40,12 @@ Simplifications (deliberate, documented here once):
 * **Termination messages:** a container that fails under ``terminationMessagePolicy:
   FallbackToLogsOnError`` gets the end of its log (at most 80 lines and 2048 bytes, as the
   Kubernetes docs say) as ``terminated.message``; the termination-log file is not emulated.
+* **Node-pressure eviction** (:meth:`Kubelet.evict_pods`, driven by a test, as no real pressure
+  is measured): every pod of the node at once, containers stopped with the runtime's 2 s minimum
+  grace, ``phase: Failed`` / ``reason: Evicted`` and the eviction manager's message, the
+  ``DisruptionTarget`` condition (``TerminationByKubelet``), a Warning ``Evicted`` Event; the pod
+  object stays until deleted. No node condition or taint is modelled (the emulator serves no
+  Node objects), so replacements schedule at once.
 * **Not emulated:** readiness gates, ephemeral containers, exec/attach, CPU limits,
   pod-level DNS, image entrypoints.
 

@@ -11,6 +11,11 @@ Scenarios (bounded default / ``--full``):
   the service followed as its widget follows it (status watch, pod log followers); recovery is
   from the server answering again to the watch seeing a change made then;
 - k8s: a pod deleted by hand (1 / 5); recovery is to the replacement's first followed line;
+- k8s: every pod of the node evicted mid-serving (2 / 6), alternately by the kubelet under memory
+  pressure (the pods stay Failed/Evicted, the ReplicaSet replaces them) and drained through the
+  Eviction API: replacements followed, every line of an evicted pod once, the status naming
+  "Evicted: The node was low on resource: memory" and never counting an evicted pod as ready;
+  recovery is from the eviction to READY with only replacements;
 - k8s: the API server down longer than the profile's stale_after (3 s here) (1 / 5): the followed
   status turns UNKNOWN (last seen READY, "reconnecting (attempt N, next in M s)"), the registry
   keeps READY; recovery is from the server answering again to READY shown again;
@@ -36,13 +41,16 @@ Scenarios (bounded default / ``--full``):
 - local: a kernel process SIGKILLed 0..1 s after applying a 2-replica local service (replicas
   slow to listen), a new kernel process attaching (1 / 10): READY 2/2, answering, and after its
   delete no process left; recovery is from the kill to READY seen;
+- local: the wall clock of a kernel and its 30-min-limit job stepped +1 h, back, -1 h, back...
+  (4 / 20 steps) under Debian's libfaketime (never the machine's clock; skipped without it or a
+  C compiler): elapsed (status, %tiers jobs row) never negative, ahead of real time or going
+  back, the job COMPLETED (no false TIMEOUT), its log lines once each;
 - disk (root): the local tier's workdir on a 2 MiB tmpfs; a job logging as fast as it can fills
   it (FAILED, one line naming the job directory and the full disk, nothing left running, no
   temporary file left), then a submit on the full disk (refused, one line naming the workdir).
 Not yet here (they need the shared Slurm cluster's daemons or other users' sshd children
 restarted or killed, or more time): server-side SSH kills, slurmctld/slurmd/
-slurmdbd, a restarted Jupyter server, a full disk on the cluster side, a stepped clock (it
-cannot be stepped safely on a shared machine).
+slurmdbd, a restarted Jupyter server, a full disk on the cluster side.
 
 The bounded subset runs in CI as tests/chaos/ and fails on any loss. Nothing is timed as an
 assertion; every wait is bounded only so that a broken component fails instead of hanging.
@@ -67,15 +75,21 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from jupyter_tiers import sandbox  # noqa: E402
-from tests.chaos import scenarios_k8s, scenarios_local, scenarios_registry, scenarios_ssh  # noqa: E402
+from tests.chaos import (  # noqa: E402
+    scenarios_clock,
+    scenarios_k8s,
+    scenarios_local,
+    scenarios_registry,
+    scenarios_ssh,
+)
 from tests.chaos.harness import Outcome, table  # noqa: E402
 
-BOUNDED = {"restarts": 5, "deletions": 1, "outages": 1, "jobs": 200, "services": 50,
+BOUNDED = {"restarts": 5, "deletions": 1, "evictions": 2, "outages": 1, "jobs": 200, "services": 50,
            "registry_faults": 2, "kills": 1, "cuts": 10, "lines": 1000, "submits": 5,
-           "download_cuts": 3, "download_mb": 32, "sync_submits": 3}
-FULL = {"restarts": 20, "deletions": 5, "outages": 5, "jobs": 2000, "services": 500,
+           "download_cuts": 3, "download_mb": 32, "sync_submits": 3, "clock_steps": 4}
+FULL = {"restarts": 20, "deletions": 5, "evictions": 6, "outages": 5, "jobs": 2000, "services": 500,
         "registry_faults": 20, "kills": 10, "cuts": 100, "lines": 30000, "submits": 50,
-        "download_cuts": 20, "download_mb": 256, "sync_submits": 20}
+        "download_cuts": 20, "download_mb": 256, "sync_submits": 20, "clock_steps": 20}
 CLUSTER_ENV = Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster")) / "cluster.env"
 GROUPS = ("k8s", "registry", "local", "ssh", "disk")
 
@@ -110,6 +124,15 @@ def _on_small_disk(workdir: Path, say: Callable[[str], None]) -> Outcome:
         return scenarios_local.disk_full(disk, workdir / "registry.sqlite", progress=say)
     finally:
         subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=60, check=False)
+
+
+def _clock(workdir: Path, say: Callable[[str], None], seed: int, steps: int) -> Outcome | None:
+    """The clock-step scenario, or None (said why) where libfaketime or a compiler is missing."""
+    try:
+        return scenarios_clock.clock_steps(workdir, seed=seed, steps=steps, progress=say)
+    except scenarios_clock.ClockStepUnavailable as e:
+        say(f"(clock step skipped: {e})")
+        return None
 
 
 def _dir(path: Path) -> Path:
@@ -147,13 +170,16 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="jt-chaos-") as tmp:
         base = Path(tmp)
         os.environ["JUPYTER_TIERS_REGISTRY"] = str(base / "registry.sqlite")
-        runs: list[tuple[str, str, Callable[[Path], Outcome]]] = [
+        runs: list[tuple[str, str, Callable[[Path], Outcome | None]]] = [
             ("k8s", "API server restarts", lambda d: scenarios_k8s.run_on_fresh_emulator(
                 d, lambda emu, ns: scenarios_k8s.api_server_restarts(
                     emu, ns, seed=args.seed, restarts=size["restarts"], progress=say))),
             ("k8s", "pod deletions", lambda d: scenarios_k8s.run_on_fresh_emulator(
                 d, lambda emu, ns: scenarios_k8s.pod_deletions(
                     emu, ns, seed=args.seed, deletions=size["deletions"], progress=say))),
+            ("k8s", "node evictions", lambda d: scenarios_k8s.run_on_fresh_emulator(
+                d, lambda emu, ns: scenarios_k8s.node_evictions(
+                    emu, ns, seed=args.seed, evictions=size["evictions"], progress=say))),
             ("k8s", "API outages > stale_after", lambda d: scenarios_k8s.run_on_fresh_emulator(
                 d, lambda emu, ns: scenarios_k8s.api_down_longer_than_stale_after(
                     emu, ns, seed=args.seed, outages=size["outages"], progress=say))),
@@ -181,6 +207,7 @@ def main() -> int:
                 d, seed=args.seed, kills=size["kills"], progress=say)),
             ("local", "kernel kills mid-rollout", lambda d: scenarios_local.kernel_kills_mid_rollout(
                 d, seed=args.seed, kills=size["kills"], progress=say)),
+            ("local", "clock steps", lambda d: _clock(d, say, args.seed, size["clock_steps"])),
             ("disk", "disk full", lambda d: _on_small_disk(d, say)),
         ]
         for i, (group, label, run) in enumerate(runs):
@@ -189,7 +216,9 @@ def main() -> int:
             say(f"{label} ...")
             workdir = base / f"s{i}"
             workdir.mkdir()
-            outcomes.append(run(workdir))
+            outcome = run(workdir)
+            if outcome is not None:
+                outcomes.append(outcome)
     elapsed = time.monotonic() - started
     print(f"chaos run {'--full' if args.full else '(bounded)'} seed {args.seed}, "
           f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC, {os.cpu_count()} cores, "

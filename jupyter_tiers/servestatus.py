@@ -15,6 +15,9 @@ FAILING_WAITING = frozenset({
 })
 _EXITED = ("CrashLoopBackOff", "OOMKilled", "Error", "Completed", "Terminated")
 _WORDS_SHOWN = (FAILING_WAITING - {"CrashLoopBackOff"}) | {"Unhealthy", "ContainerCreating"}
+#: Phases of a pod that has stopped for good (an evicted pod stays Failed until deleted): not a
+#: replica, not running, whatever its containers last said.
+TERMINAL_PHASES = frozenset({"Failed", "Succeeded"})
 #: How a failed init container's own line starts (k8s/fetch.py's fetch_failure): shown whatever
 #: the reason (its back-off's CrashLoopBackOff, or Error the first time).
 INIT_FAILURE = "init container "
@@ -24,6 +27,14 @@ def _first_sentence(message: str) -> str:
     """The scheduler's message without its preemption postscript."""
     head, sep, _ = message.partition(" preemption:")
     return head.strip() if sep else message.strip()
+
+
+def terminal_words(message: str) -> str:
+    """The first sentence of why a pod stopped for good, e.g. the kubelet's ``The node was low
+    on resource: memory. Threshold quantity: ...`` -> ``The node was low on resource: memory``."""
+    text = " ".join(message.split())
+    head, sep, _ = text.partition(". ")
+    return head if sep else text.rstrip(".")
 
 
 def exit_detail(pod: PodInfo) -> str:
@@ -42,6 +53,8 @@ def describe_pod_problem(pod: PodInfo) -> str:
     text = f"pod {pod.name} {pod.reason or pod.phase}{exit_detail(pod)}"
     if pod.reason == "Unschedulable" and pod.message:
         text += f": {_first_sentence(pod.message)}"
+    elif pod.phase in TERMINAL_PHASES and pod.message:  # Evicted: The node was low on resource: memory
+        text += f": {terminal_words(pod.message)}"
     elif pod.message and (pod.reason in _WORDS_SHOWN or pod.message.startswith(INIT_FAILURE)):
         text += f": {pod.message}"  # an init container's failure (the model's fetch): whatever the reason
     return " ".join(text.split())
@@ -52,7 +65,7 @@ def canary_status(percent: int, status: ServiceStatus) -> CanaryStatus:
     return CanaryStatus(
         percent=percent, desired=status.desired, ready=status.available,
         restarts=sum(p.restarts for p in status.pods), state=status.state, reason=status.reason,
-        pods=tuple(p.name for p in status.pods))
+        pods=tuple(p.name for p in status.pods if p.phase not in TERMINAL_PHASES))
 
 
 def canary_text(canary: CanaryStatus) -> str:

@@ -82,6 +82,16 @@ if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null && ! { command -v ip &&
     || { tail -n 20 test-output/apt-netns.log >&2; echo "[run] iproute2 install failed" >&2; exit 1; }
 fi
 
+# tests/chaos/test_chaos_clock.py steps the wall clock of a kernel and its job under Debian's
+# libfaketime (never the machine's), with a small sleep shim it compiles (gcc).
+if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null \
+    && { [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || ! command -v gcc >/dev/null; }; then
+  echo "[run] installing faketime and gcc for the clock-step test"
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q faketime gcc libc6-dev; } \
+    >test-output/apt-faketime.log 2>&1 </dev/null \
+    || { tail -n 20 test-output/apt-faketime.log >&2; echo "[run] faketime install failed" >&2; exit 1; }
+fi
+
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null && [ ! -x /usr/bin/chromium ]; then
   echo "[run] installing Debian's chromium for the browser tests"
   { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } \

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ..model import EventInfo, PodInfo, ServiceState, ServiceStatus
-from ..servestatus import FAILING_WAITING, describe_pod_problem
+from ..servestatus import FAILING_WAITING, TERMINAL_PHASES, describe_pod_problem
 from .fetch import FETCH_CONTAINER, fetch_failure
 
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"
@@ -187,6 +187,8 @@ def pod_info(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -
     Error, Completed) with its exit code; ``PodScheduled=False`` (Unschedulable) with the
     scheduler's message; failing
     probes (``Unhealthy`` from the Events); ContainerCreating (with a FailedMount event's words).
+    A pod stopped for good (phase Failed or Succeeded) with a reason of its own (``Evicted``
+    and the kubelet's "The node was low on resource: memory. ...") has that instead.
     A ready or terminating pod has no reason.
     """
     meta = pod.get("metadata") if isinstance(pod.get("metadata"), Mapping) else {}
@@ -210,7 +212,13 @@ def pod_info(pod: Mapping[str, Any], events: Sequence[Mapping[str, Any]] = ()) -
 
     reason: str | None = None
     message: str | None = None
-    if not ready and not terminating:
+    pod_reason = _str(_get(pod, "status", "reason"))
+    if not ready and not terminating and phase in TERMINAL_PHASES and pod_reason:
+        # Stopped for good for a reason of the pod's own (Evicted, OutOfmemory, Shutdown...): that,
+        # not the exit code its containers got when the kubelet stopped them.
+        said = _str(_get(pod, "status", "message"))
+        reason, message = pod_reason, " ".join(said.split()) if said else None
+    elif not ready and not terminating:
         reason, message, code = _not_ready_reason(pod, statuses, name, _str(meta.get("uid")), events)
         if code is not None:
             exit_code = code
@@ -392,8 +400,11 @@ def service_status(
     READY; ``ProgressDeadlineExceeded`` -> FAILED; a pod of the current revision crash looping,
     unable to get its image, misconfigured, unschedulable or OOM-killed -> FAILED naming that pod;
     rolled out but fewer available than desired (and no new pod on its way) -> DEGRADED; else
-    DEPLOYING with kubectl's progress text. ``template_hash`` names the current revision's pods;
-    by default it is read from the Progressing condition (all pods count when it is unknown).
+    DEPLOYING with kubectl's progress text. A pod of the current revision that stopped for good
+    (Evicted) within EVENT_WINDOW_S is named after that text (it is why replacements start); it
+    is never a replica (the counts come from the Deployment) nor a FAILED service.
+    ``template_hash`` names the current revision's pods; by default it is read from the
+    Progressing condition (all pods count when it is unknown).
     ``events`` are reduced to recent Warning events about the service's objects (deduplicated by
     reason and object, newest last, at most MAX_EVENTS; with ``now``, none older than
     EVENT_WINDOW_S).
@@ -431,6 +442,11 @@ def service_status(
     updated = _int(_get(deployment, "status", "updatedReplicas"))
     ready = _int(_get(deployment, "status", "readyReplicas"))
     available = _int(_get(deployment, "status", "availableReplicas"))
+    if any(p.phase in TERMINAL_PHASES for p in infos):
+        # The pod watch is ahead of the controllers: a pod just evicted is still counted ready by
+        # the Deployment's status until its ReplicaSet catches up. Not a ready replica here.
+        seen = sum(1 for p in infos if p.ready and p.phase not in (*TERMINAL_PHASES, "Terminating"))
+        ready, available = min(ready, seen), min(available, seen)
     counts = {"desired": desired, "updated": updated, "ready": ready, "available": available}
     if _get(deployment, "metadata", "deletionTimestamp"):
         return status(ServiceState.DELETED, "the Deployment is being deleted", counts)
@@ -466,17 +482,37 @@ def service_status(
 
     rolled_out = bool(progressing and progressing.get("reason") == "NewReplicaSetAvailable")
     starting = any(p.phase == "Pending" for p in mine)
+    stopped = {str(_get(p, "metadata", "name")) for p in pods if isinstance(p, Mapping)
+               and _recently_stopped(p, now)}
+    # A replica that stopped for good (evicted) is why the others are being replaced.
+    evicted = [p for p in mine if p.name in stopped and p.reason]
+    culprit = next((p for p in mine if not p.ready and p.reason and p.phase not in TERMINAL_PHASES),
+                   evicted[0] if evicted else None)
     if rolled_out and updated >= desired and replicas <= updated and not starting:
         text = f"{available} of {desired} replicas are available"
-        culprit = next((p for p in mine if not p.ready and p.reason), None)
         if culprit:
             text += f"; {describe_pod_problem(culprit)}"
         return status(ServiceState.DEGRADED, text, counts)
 
-    culprit = next((p for p in mine if not p.ready and p.reason), None)
     if culprit and culprit.reason == "Unhealthy":
         progress += f"; {describe_pod_problem(culprit)}"
+    elif evicted:
+        progress += f"; {describe_pod_problem(evicted[0])}"
+        if len(evicted) > 1:
+            progress += f" (and {len(evicted) - 1} more)"
     return status(ServiceState.DEPLOYING, progress, counts)
+
+
+def _recently_stopped(pod: Mapping[str, Any], now: float | None) -> bool:
+    """A pod that stopped for good for a reason of its own (Evicted), within EVENT_WINDOW_S of
+    ``now`` (when it stopped: its DisruptionTarget or Ready condition's transition)."""
+    if _str(_get(pod, "status", "phase")) not in TERMINAL_PHASES or not _str(_get(pod, "status", "reason")):
+        return False
+    if now is None:
+        return True
+    cond = _condition(pod, "DisruptionTarget") or _condition(pod, "Ready")
+    when = parse_time(cond.get("lastTransitionTime")) if cond else None
+    return when is None or when >= now - EVENT_WINDOW_S
 
 
 # --- Ingress --------------------------------------------------------------------------------

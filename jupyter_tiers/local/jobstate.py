@@ -36,7 +36,7 @@ _STATE_TYPES: dict[str, type | tuple[type, ...]] = {
     "submitted_at": (int, float), "start_time": (int, float), "end_time": (int, float),
     "updated_at": (int, float), "exit_code": int, "exit_signal": int, "failed_rank": int,
     "world_size": int, "pid": int, "pid_start": int, "master_port": int, "nodes": list,
-    "rank_pids": dict,
+    "rank_pids": dict, "boot_id": str, "start_boot": (int, float), "end_boot": (int, float),
 }
 _MAX_PID = 1 << 22  # Linux's largest pid_max
 
@@ -56,6 +56,52 @@ def _state_value_ok(key: str, value: Any) -> bool:
         return abs(value) < 10**12
     return True
 
+
+
+def boot_id() -> str | None:
+    """This boot of the machine (``/proc/sys/kernel/random/boot_id``), None where unknown: a
+    CLOCK_BOOTTIME reading means something only within the boot it was taken in."""
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text(encoding="ascii").strip() or None
+    except OSError:
+        return None
+
+
+def boottime() -> float:
+    """Seconds on CLOCK_BOOTTIME: shared by every process of the machine, never stepped by NTP
+    or by hand (only the wall clock is), counting a suspend (CLOCK_MONOTONIC where missing)."""
+    return time.clock_gettime(getattr(time, "CLOCK_BOOTTIME", time.CLOCK_MONOTONIC))
+
+
+def end_stamp(state: Mapping[str, Any]) -> dict[str, float]:
+    """``end_time`` (wall clock, to show) and, when the job started in this boot, ``end_boot``
+    (to measure): what to record when a job ends."""
+    out = {"end_time": time.time()}
+    if isinstance(state.get("start_boot"), (int, float)) and state.get("boot_id") == boot_id():
+        out["end_boot"] = boottime()
+    return out
+
+
+def elapsed_s(state: Mapping[str, Any], *, now_wall: float, now_boot: float,
+              boot: str | None) -> int | None:
+    """How long the job has run (or ran), in whole seconds; None before it started (pure).
+
+    Measured on CLOCK_BOOTTIME (``start_boot``/``end_boot``, recorded by the supervisor) so that
+    the wall clock stepped mid-job (NTP, a hand-set clock, ±1 h) moves neither way; from the
+    wall-clock ``start_time``/``end_time`` only for a record without them, or a still running
+    job whose start was taken in another boot. Never negative."""
+    start = state.get("start_time")
+    if not isinstance(start, (int, float)):
+        return None
+    start_boot, end_boot = state.get("start_boot"), state.get("end_boot")
+    if isinstance(start_boot, (int, float)):
+        if isinstance(end_boot, (int, float)):
+            return int(max(0.0, end_boot - start_boot))
+        ended = isinstance(state.get("end_time"), (int, float))
+        if not ended and boot is not None and state.get("boot_id") == boot:
+            return int(max(0.0, now_boot - start_boot))
+    end = state.get("end_time")
+    return int(max(0.0, (end if isinstance(end, (int, float)) else now_wall) - start))
 
 
 def read_state(jobdir: Path | str) -> dict[str, Any] | None:
@@ -116,7 +162,7 @@ def recover_lost(jobdir: Path | str, state: Mapping[str, Any], pid: int | None) 
             f"the local supervisor (pid {pid}) ended without recording the job's end; "
             f"see {Path(jobdir) / SUPERVISOR_LOG}"
         ),
-        end_time=time.time(),
+        **end_stamp(state),
     )
     try:
         write_state(jobdir, final)

@@ -62,7 +62,17 @@ from typing import Any
 
 from ..jobdir import LOG_NAME, RANKS_DIR
 from . import lifeline
-from .jobstate import CANCEL_FILE, ENV_DUMP, PID_FILE, PLAN_FILE, read_state, write_state
+from .jobstate import (
+    CANCEL_FILE,
+    ENV_DUMP,
+    PID_FILE,
+    PLAN_FILE,
+    boot_id,
+    boottime,
+    end_stamp,
+    read_state,
+    write_state,
+)
 from .processes import (
     KILL_WAIT,
     become_subreaper,
@@ -275,7 +285,8 @@ class Supervisor:
         outcome: Outcome | None = None
         kill_at: float | None = None
         limit = self.plan.get("time_limit_s")
-        started = float(self.state.get("start_time") or time.time())
+        # The time limit on CLOCK_BOOTTIME: a wall clock stepped +1 h is not an hour of running.
+        started = float(self.state.get("start_boot") or boottime())
         while live:
             for key, proc in sorted(live.items()):
                 rc = proc.poll()
@@ -294,7 +305,7 @@ class Supervisor:
                 outcome = Outcome("CANCELLED", exit_code=0, exit_signal=signal.SIGTERM)
                 self._say(f"job {self.plan['job_id']} CANCELLED at {_iso(time.time())}: stopping every rank")
                 kill_at = self._stop(live)
-            if outcome is None and limit and time.time() - started >= float(limit):
+            if outcome is None and limit and boottime() - started >= float(limit):
                 outcome = Outcome("TIMEOUT", exit_code=0, exit_signal=signal.SIGTERM, reason="TimeLimit")
                 self._say(f"job {self.plan['job_id']} reached its time limit: stopping every rank")
                 kill_at = self._stop(live)
@@ -308,7 +319,7 @@ class Supervisor:
             if kill_at is not None:
                 timeout = min(timeout, kill_at - time.monotonic())
             if outcome is None and limit:
-                timeout = min(timeout, started + float(limit) - time.time())
+                timeout = min(timeout, started + float(limit) - boottime())
             self._wait(timeout)
         return outcome or Outcome("COMPLETED", exit_code=0)
 
@@ -395,7 +406,8 @@ class Supervisor:
             if self._cancel_requested():
                 outcome = Outcome("CANCELLED", exit_code=0, exit_signal=signal.SIGTERM)
             else:
-                self.state.update(state="RUNNING", start_time=time.time(), reason=None)
+                self.state.update(state="RUNNING", start_time=time.time(), start_boot=boottime(),
+                                  boot_id=boot_id(), reason=None)
                 self._save()
                 outcome, env, cwd = self._batch_step(self._job_env())
                 if outcome is None:
@@ -428,7 +440,7 @@ class Supervisor:
             exit_signal=outcome.exit_signal,
             reason=outcome.reason,
             failed_rank=outcome.failed_rank,
-            end_time=time.time(),
+            **end_stamp(self.state),
         )
         self._save()
         if self.log_fd >= 0:

@@ -481,7 +481,7 @@ class LocalTier(BatchTier):
             message = f"the local supervisor {how}: {tail or 'no message'} (job dir {jobdir})"
             state = jobstate.read_state(jobdir) or {}
             if state.get("state") == "PENDING":
-                state.update(state="FAILED", reason=message, end_time=time.time())
+                state.update(state="FAILED", reason=message, **jobstate.end_stamp(state))
                 jobstate.write_state(jobdir, state)
             raise SubmitError(message)
 
@@ -711,9 +711,8 @@ def _iso(ts: Any) -> str | None:
 def _scheduler_info(job_id: str, state: dict[str, Any]) -> SchedulerInfo:
     start = state.get("start_time")
     end = state.get("end_time")
-    elapsed = None
-    if isinstance(start, (int, float)):
-        elapsed = int(max(0.0, (end if isinstance(end, (int, float)) else time.time()) - start))
+    elapsed = jobstate.elapsed_s(state, now_wall=time.time(), now_boot=jobstate.boottime(),
+                                 boot=jobstate.boot_id())
     return SchedulerInfo(
         job_id=job_id,
         state=JobState.parse(str(state.get("state") or "UNKNOWN")),

@@ -90,7 +90,8 @@ function render({ model, el }) {
 
   let filter = -1;
   let skipped = 0;
-  let lastElapsedAt = Date.now();
+  // performance.now(), not Date.now(): a wall clock stepped ±1 h must not tick the elapsed time.
+  let lastElapsedAt = performance.now();
   let confirmTimer = null;
   let hovered = -1; // the rank under the pointer, whose details the tip line shows
 
@@ -117,14 +118,14 @@ function render({ model, el }) {
     } else if (model.get("cancel_requested")) {
       cancelBtn.textContent = "Cancelling…";
     }
-    lastElapsedAt = Date.now();
+    lastElapsedAt = performance.now();
     tickElapsed();
   }
 
   function tickElapsed() {
     const base = model.get("elapsed_s");
     const running = model.get("state") === "RUNNING";
-    const extra = running && base >= 0 ? (Date.now() - lastElapsedAt) / 1000 : 0;
+    const extra = running && base >= 0 ? Math.max(0, performance.now() - lastElapsedAt) / 1000 : 0;
     elapsed.textContent = base >= 0 ? fmt(base + extra) : "";
   }
   const ticker = setInterval(tickElapsed, 1000);

@@ -163,7 +163,7 @@ export class TiersSidebar extends Widget {
     try {
       const answer = await this.api.list(true);
       const before = this._state;
-      this._state = fromList(answer.items, answer.errors ?? [], Date.now());
+      this._state = fromList(answer.items, answer.errors ?? [], performance.now());
       const keys = new Set([...before.items.keys(), ...this._state.items.keys()]);
       this._changed.emit(meaningfulChanges(before, this._state, keys));
       this._say('');
@@ -254,7 +254,7 @@ export class TiersSidebar extends Widget {
       return;
     }
     const before = this._state;
-    this._state = reduce(before, msg, Date.now());
+    this._state = reduce(before, msg, performance.now());
     const keys =
       msg.type === 'update'
         ? msg.items.map(i => i.key)
@@ -404,7 +404,9 @@ export class TiersSidebar extends Widget {
 
   /** Updates the elapsed column locally, once a second, with no request. */
   private _tick(): void {
-    const now = Date.now();
+    // The page's monotonic clock (as when each elapsed_s arrived): a stepped wall clock must not
+    // tick the elapsed column by an hour.
+    const now = performance.now();
     for (const [key, node] of this._rows) {
       const item = this._state.items.get(key);
       const span = node.querySelector('.jt-side-elapsed');

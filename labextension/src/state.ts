@@ -118,7 +118,7 @@ export type EventMessage =
 export interface State {
   /** Items by key. */
   items: ReadonlyMap<string, Item>;
-  /** When (ms since the epoch) each item's `elapsed_s` was received: the local tick starts there. */
+  /** When (ms, the page's monotonic clock) each item's `elapsed_s` was received: the local tick starts there. */
   receivedAt: ReadonlyMap<string, number>;
   /** The latest error per profile; a snapshot or an update of that profile clears it. */
   errors: ReadonlyMap<string, string>;

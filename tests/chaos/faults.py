@@ -47,6 +47,21 @@ def delete_pod(emulator: Emulator, namespace: str, pod: str) -> None:
         client.CoreV1Api(api).delete_namespaced_pod(pod, namespace)
 
 
+def evict_pod(emulator: Emulator, namespace: str, pod: str) -> None:
+    """Evict a pod through the Eviction subresource, as ``kubectl drain`` does (graceful)."""
+    from kubernetes import client
+
+    with emulator.api_client() as api:
+        client.CoreV1Api(api).create_namespaced_pod_eviction(
+            pod, namespace, client.V1Eviction(metadata=client.V1ObjectMeta(name=pod, namespace=namespace)))
+
+
+def node_pressure(emulator: Emulator, namespace: str) -> list[str]:
+    """The node runs out of memory: its kubelet evicts every pod of ``namespace`` on it (they stay
+    Failed/Evicted). Returns the evicted pods."""
+    return list(emulator.kubelet.evict_pods("memory", namespace=namespace))
+
+
 def kill(pid: int, sig: int = signal.SIGKILL) -> None:
     """Send ``sig`` to one process we started (never by name)."""
     os.kill(pid, sig)

@@ -1,6 +1,7 @@
 """Kubernetes scenarios on the emulator: the API server restarted mid-rollout, a pod deleted by
-hand. The workload is a service whose replicas number their log lines; it is followed the way the
-service widget follows it (``tier.watch(record, on_status=..., on_lines=...)``).
+hand, a node's pods evicted (memory pressure, or drained through the Eviction API). The workload
+is a service whose replicas number their log lines; it is followed the way the service widget
+follows it (``tier.watch(record, on_status=..., on_lines=...)``).
 
 Invariants: every line of a pod that still runs at the end is seen exactly once and in order (the
 kubelet's own log is the ground truth); a pod gone during the run was seen from its first line
@@ -21,7 +22,8 @@ from jupyter_tiers.config import Profile
 from jupyter_tiers.k8s.render import CONTAINER_NAME
 from jupyter_tiers.k8s.tier import K8sTier
 from jupyter_tiers.model import PodLogLine, ServiceState, ServiceStatus
-from tests.chaos.faults import delete_pod, restart_api_server
+from jupyter_tiers.servestatus import TERMINAL_PHASES, summary_line
+from tests.chaos.faults import delete_pod, evict_pod, node_pressure, restart_api_server
 from tests.chaos.harness import Outcome, check_sequence, schedule, wait_until
 from tests.k8s_emulator.emulator import Emulator
 
@@ -56,7 +58,12 @@ def emulator_options() -> dict[str, Any]:
 
 def _key(status: ServiceStatus) -> tuple[Any, ...]:
     return (status.state, status.desired, status.ready,
-            tuple(sorted((p.name, p.ready) for p in status.pods)))
+            tuple(sorted((p.name, p.phase, p.ready, p.reason) for p in status.pods)))
+
+
+def _replicas(status: ServiceStatus) -> list[Any]:
+    """The pods that are replicas: not the ones stopped for good (an evicted pod stays Failed)."""
+    return [p for p in status.pods if p.phase not in TERMINAL_PHASES]
 
 
 class FollowedService:
@@ -155,7 +162,7 @@ class FollowedService:
         def settled() -> bool:
             last = self.last
             return bool(last and last.state is ServiceState.READY and last.ready == self.replicas
-                        and len(last.pods) == self.replicas and all(p.ready for p in last.pods)
+                        and len(_replicas(last)) == self.replicas and all(p.ready for p in _replicas(last))
                         and last.api_reachable and _key(last) == _key(self.fresh_status()))
 
         if not wait_until(settled, GUARD, interval=0.25):
@@ -269,6 +276,87 @@ def pod_deletions(emulator: Emulator, namespace: str, *, seed: int, deletions: i
     finally:
         svc.close()
     return outcome
+
+
+def node_evictions(emulator: Emulator, namespace: str, *, seed: int, evictions: int,
+                   progress: Callable[[str], None] | None = None) -> Outcome:
+    """Every pod of the node evicted ``evictions`` times mid-serving: by the kubelet under memory
+    pressure (even rounds: the pods stay Failed/Evicted) or drained through the Eviction API (odd
+    rounds: the pods are deleted gracefully). The replacements are followed and their logs read,
+    every line of an evicted pod seen once; the followed status names a memory eviction
+    (``Evicted: The node was low on resource: memory``) and never counts an evicted pod as a
+    replica or shows it running. Recovery is from the eviction to the service READY again."""
+    outcome = Outcome("k8s: node's pods evicted")
+    rng = random.Random(seed)
+    svc = FollowedService(emulator, namespace, "chaos-evict")
+    try:
+        if not svc.wait_ready(outcome):
+            return outcome
+        for i in range(evictions):
+            time.sleep(rng.uniform(0.2, 1.5))
+            with svc.lock:
+                seen_before = len(svc.statuses)
+            at = time.monotonic()
+            pressure = i % 2 == 0
+            if pressure:
+                victims = node_pressure(emulator, namespace)
+            else:
+                victims = svc.live_pods()
+                for pod in victims:
+                    evict_pod(emulator, namespace, pod)
+            outcome.faults += 1
+            if not victims:
+                outcome.wrong(f"eviction {i}: no pod was evicted")
+                continue
+
+            def replaced(victims: list[str] = victims) -> ServiceStatus | None:
+                last = svc.last
+                names = {p.name for p in _replicas(last)} if last else set(victims)
+                ready = bool(last and last.state is ServiceState.READY and not names & set(victims)
+                             and last.ready == svc.replicas)
+                return last if ready else None
+
+            if wait_until(replaced, GUARD, interval=0.1) is None:
+                outcome.wrong(f"eviction {i}: the replacements of {victims} never became READY: {svc.last}")
+            else:
+                outcome.recover_s.append(time.monotonic() - at)
+            svc.settle(outcome)
+            with svc.lock:
+                after = svc.statuses[seen_before:]
+            outcome.checked += len(after)
+            _check_evicted_shown(outcome, i, after, victims, pressure)
+            if progress:
+                progress(f"  eviction {i + 1}/{evictions} ({'memory pressure' if pressure else 'drain'})")
+        svc.check_logs(outcome)
+    finally:
+        svc.close()
+    return outcome
+
+
+def _check_evicted_shown(outcome: Outcome, i: int, statuses: list[ServiceStatus], victims: list[str],
+                         pressure: bool) -> None:
+    """An evicted pod is never a ready or running replica; under memory pressure the pod row and
+    a summary line name the eviction."""
+    for status in statuses:
+        for pod in status.pods:
+            if pod.name in victims and pod.phase in TERMINAL_PHASES and (pod.ready or pod.phase == "Running"):
+                outcome.wrong(f"eviction {i}: evicted pod {pod.name} shown ready/running: {pod}")
+        if status.ready > len(_replicas(status)):
+            outcome.wrong(f"eviction {i}: {status.ready} ready but only {len(_replicas(status))} replicas")
+    if not pressure:
+        return
+    final = statuses[-1] if statuses else None
+    rows = {p.name: p for p in (final.pods if final else ())}
+    for pod in victims:
+        row = rows.get(pod)
+        if row is None or (row.phase, row.reason) != ("Failed", "Evicted") or not (
+            row.message or ""
+        ).startswith("The node was low on resource: memory."):
+            outcome.wrong(f"eviction {i}: pod {pod} not shown as evicted for memory: {row}")
+    words = "Evicted: The node was low on resource: memory"
+    if not any(words in summary_line(s) for s in statuses):
+        outcome.wrong(f"eviction {i}: no summary named the eviction; last: "
+                      f"{summary_line(statuses[-1]) if statuses else None}")
 
 
 def api_down_longer_than_stale_after(emulator: Emulator, namespace: str, *, seed: int, outages: int,

@@ -1,10 +1,16 @@
 """Bounded chaos on the Kubernetes emulator: 5 API server restarts mid-rollout, 1 pod deleted by
-hand; any line lost or repeated, or a status that does not end equal to a fresh list, fails."""
+hand, the node's pods evicted twice (memory pressure, then a drain); any line lost or repeated,
+or a status that does not end equal to a fresh list, fails."""
 
 from __future__ import annotations
 
 from tests.chaos.harness import Outcome
-from tests.chaos.scenarios_k8s import api_down_longer_than_stale_after, api_server_restarts, pod_deletions
+from tests.chaos.scenarios_k8s import (
+    api_down_longer_than_stale_after,
+    api_server_restarts,
+    node_evictions,
+    pod_deletions,
+)
 from tests.k8s_emulator.emulator import Emulator
 
 
@@ -27,4 +33,10 @@ def test_pod_deleted_by_hand(emulator: Emulator, k8s_namespace: str, seed: int) 
 def test_api_down_longer_than_stale_after_shows_unknown(emulator: Emulator, k8s_namespace: str,
                                                        seed: int) -> None:
     outcome = api_down_longer_than_stale_after(emulator, k8s_namespace, seed=seed, outages=1)
+    assert_clean(outcome)
+
+
+def test_node_pods_evicted(emulator: Emulator, k8s_namespace: str, seed: int) -> None:
+    outcome = node_evictions(emulator, k8s_namespace, seed=seed, evictions=2)
+    assert outcome.faults == 2
     assert_clean(outcome)

@@ -12,7 +12,12 @@ from .store import RESOURCES
 VERBS = ["create", "delete", "deletecollection", "get", "list", "patch", "update", "watch"]
 _SUBRESOURCES: dict[str, list[tuple[str, str, dict[str, str]]]] = {
     # plural -> [(subresource, kind, extra fields), ...]
-    "pods": [("log", "Pod", {}), ("portforward", "PodPortForwardOptions", {}), ("status", "Pod", {})],
+    "pods": [
+        ("eviction", "Eviction", {"group": "policy", "version": "v1"}),
+        ("log", "Pod", {}),
+        ("portforward", "PodPortForwardOptions", {}),
+        ("status", "Pod", {}),
+    ],
     "deployments": [
         ("scale", "Scale", {"group": "autoscaling", "version": "v1"}),
         ("status", "Deployment", {}),
@@ -27,7 +32,7 @@ _SUBRESOURCES: dict[str, list[tuple[str, str, dict[str, str]]]] = {
     "namespaces": [("status", "Namespace", {})],
     "serviceaccounts": [("token", "TokenRequest", {"group": "authentication.k8s.io", "version": "v1"})],
 }
-_SUB_VERBS = {"log": ["get"], "portforward": ["create", "get"], "token": ["create"]}
+_SUB_VERBS = {"eviction": ["create"], "log": ["get"], "portforward": ["create", "get"], "token": ["create"]}
 _CATEGORIES = {"pods", "services", "deployments", "replicasets", "horizontalpodautoscalers"}
 
 VERSION = {

@@ -40,6 +40,12 @@ Simplifications (deliberate, documented here once):
 * **Termination messages:** a container that fails under ``terminationMessagePolicy:
   FallbackToLogsOnError`` gets the end of its log (at most 80 lines and 2048 bytes, as the
   Kubernetes docs say) as ``terminated.message``; the termination-log file is not emulated.
+* **Node-pressure eviction** (:meth:`Kubelet.evict_pods`, driven by a test, as no real pressure
+  is measured): every pod of the node at once, containers stopped with the runtime's 2 s minimum
+  grace, ``phase: Failed`` / ``reason: Evicted`` and the eviction manager's message, the
+  ``DisruptionTarget`` condition (``TerminationByKubelet``), a Warning ``Evicted`` Event; the pod
+  object stays until deleted. No node condition or taint is modelled (the emulator serves no
+  Node objects), so replacements schedule at once.
 * **Not emulated:** readiness gates, ephemeral containers, exec/attach, CPU limits,
   pod-level DNS, image entrypoints.
 
@@ -500,6 +506,36 @@ class Kubelet:
         with self._lock:
             return self._workers.get((namespace, name))
 
+    def evict_pods(
+        self,
+        resource: str = "memory",
+        *,
+        namespace: str | None = None,
+        threshold: str = "100Mi",
+        available: str = "51200Ki",
+        timeout: float = 30.0,
+    ) -> list[str]:
+        """Node-pressure eviction of every running pod of this node (of ``namespace`` if given),
+        as the kubelet's eviction manager does past a hard threshold (``memory.available<100Mi``
+        by default): each pod's containers are stopped (grace 0, i.e. the runtime's 2 s minimum),
+        the pod object stays with ``phase: Failed``, ``reason: Evicted`` and the manager's message
+        (``The node was low on resource: memory. Threshold quantity: ..., available: .... Container
+        server was using ..., request is 0, has larger consumption of memory. ``), the
+        ``DisruptionTarget`` condition (``TerminationByKubelet``) and a Warning ``Evicted`` Event.
+        A real kubelet evicts one pod per housekeeping pass until the pressure is gone; here all
+        go at once and the pressure ends with them (no taint keeps replacements off the node).
+        Returns the evicted pods' names once each is Failed (bounded by ``timeout``)."""
+        with self._lock:
+            workers = [w for (ns, _), w in self._workers.items()
+                       if w.is_alive() and (namespace is None or ns == namespace)
+                       and w.bound and w.terminal_phase is None and not w.deleting]
+        for w in workers:
+            w.request_eviction(resource, threshold, available)
+        deadline = time.monotonic() + timeout
+        for w in workers:
+            w.evicted.wait(max(0.0, deadline - time.monotonic()))
+        return sorted(w.name for w in workers if w.evicted.is_set())
+
     # -- logs -----------------------------------------------------------------------------------
     def read_log(
         self,
@@ -705,6 +741,10 @@ class _PodWorker(threading.Thread):
         self.sched_msg = ""
         self.terminal_phase: str | None = None
         self.deleting = False
+        self.bound = False
+        self.eviction: tuple[str, str, str] | None = None  # (resource, threshold, available) asked for
+        self.evicted_message: str | None = None
+        self.evicted = threading.Event()
 
     # -- small utilities
     def involved(self, container: str | None = None) -> Obj:
@@ -728,6 +768,11 @@ class _PodWorker(threading.Thread):
 
     def shutdown(self) -> None:
         self._shutdown.set()
+        self.wake.set()
+
+    def request_eviction(self, resource: str, threshold: str, available: str) -> None:
+        """Ask the worker's loop to evict the pod (see :meth:`Kubelet.evict_pods`)."""
+        self.eviction = (resource, threshold, available)
         self.wake.set()
 
     def set_condition(
@@ -772,6 +817,7 @@ class _PodWorker(threading.Thread):
     def _run(self) -> None:
         if not self._schedule():
             return
+        self.bound = True
         self.dir.mkdir(parents=True, exist_ok=True)
         for c in self.pod["spec"].get("containers") or []:
             self.containers[c["name"]] = _Container(c)
@@ -798,7 +844,10 @@ class _PodWorker(threading.Thread):
             if pod["metadata"].get("deletionTimestamp"):
                 self._terminate(pod)
                 return
-            self._sync()
+            if self.eviction is not None and self.terminal_phase is None:
+                self._evict(*self.eviction)
+            if self.terminal_phase is None:
+                self._sync()
             self.write_status()
             self.wake.wait(_TICK)
             self.wake.clear()
@@ -1420,20 +1469,8 @@ class _PodWorker(threading.Thread):
     def _watch_rss(self, inst: _Instance, limit: int) -> None:
         assert inst.proc is not None
         pgid = inst.proc.pid
-        page = os.sysconf("SC_PAGE_SIZE")
         while not inst.done.wait(0.05):
-            total = 0
-            for entry in os.listdir("/proc"):
-                if not entry.isdigit():
-                    continue
-                try:
-                    stat = Path(f"/proc/{entry}/stat").read_text()
-                    fields = stat[stat.rindex(")") + 2 :].split()
-                    if int(fields[2]) != pgid:
-                        continue
-                    total += int(fields[21]) * page
-                except (OSError, ValueError, IndexError):
-                    continue
+            total = _group_rss(pgid)
             if total > limit:
                 inst.oom = True
                 with contextlib.suppress(OSError):
@@ -1653,6 +1690,39 @@ class _PodWorker(threading.Thread):
         with contextlib.suppress(Exception):
             self.store.remove("pods", self.ns, self.name)
 
+    def _evict(self, resource: str, threshold: str, available: str) -> None:
+        """Node-pressure eviction: stop the containers, Failed/Evicted, the object stays."""
+        usage = {c.name: _group_rss(c.current.proc.pid) for c in self.containers.values()
+                 if c.current is not None and c.current.proc is not None and c.current.running}
+        message = (f"The node was low on resource: {resource}. "
+                   f"Threshold quantity: {threshold}, available: {available}. ")
+        if usage:
+            top = max(usage, key=lambda n: usage[n])
+            message += (f"Container {top} was using {usage[top] // 1024}Ki, request is 0, has larger "
+                        f"consumption of {resource}. ")
+        self.evicted_message = message
+        self.event("Warning", "Evicted", message)
+        self.set_condition("DisruptionTarget", "True", "TerminationByKubelet", message)
+        threads = []
+        for cst in [*self.init_containers.values(), *self.containers.values()]:
+            cur = cst.current
+            if cur is not None and cur.running:
+                self.event("Normal", "Killing", f"Stopping container {cst.name}", cst.name)
+                t = threading.Thread(target=self._stop_instance, args=(cur, 2.0), daemon=True)
+                t.start()
+                threads.append(t)
+            cst.finished_for_good = True
+            cst.ready = False
+            if cst.probe_stop is not None:
+                cst.probe_stop.set()
+        for t in threads:
+            while t.is_alive() and not self._shutdown.is_set():
+                t.join(0.2)
+        self.terminal_phase = "Failed"
+        with contextlib.suppress(ApiError):
+            self.write_status()
+        self.evicted.set()
+
     def _kill_everything(self) -> None:
         for cst in [*self.init_containers.values(), *self.containers.values()]:
             if cst.probe_stop is not None:
@@ -1778,9 +1848,16 @@ class _PodWorker(threading.Thread):
         statuses = [self.container_status(c) for c in self.containers.values()]
         st: Obj = {"phase": self._phase(statuses)}
         self._update_readiness(st["phase"])
-        st["conditions"] = [
+        if self.evicted_message is not None:
+            st["message"] = self.evicted_message
+            st["reason"] = "Evicted"
+        # DisruptionTarget is written by whoever disrupts the pod (the eviction API or this
+        # kubelet); as a real kubelet's status manager, keep one it did not write.
+        theirs = [c for c in (pod.get("status") or {}).get("conditions") or []
+                  if c.get("type") == "DisruptionTarget" and "DisruptionTarget" not in self.conditions]
+        st["conditions"] = theirs + [
             self.conditions[t]
-            for t in ("Initialized", "Ready", "ContainersReady", "PodScheduled")
+            for t in ("DisruptionTarget", "Initialized", "Ready", "ContainersReady", "PodScheduled")
             if t in self.conditions
         ]
         st["hostIP"] = self.k.host_ip
@@ -1826,6 +1903,23 @@ def _expand(s: str, env: dict[str, str]) -> str:
         return env.get(m.group(2), m.group(0))
 
     return re.sub(r"\$\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)", sub, s)
+
+
+def _group_rss(pgid: int) -> int:
+    """Resident bytes of every process in process group ``pgid`` (from /proc)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+            fields = stat[stat.rindex(")") + 2 :].split()
+            if int(fields[2]) == pgid:
+                total += int(fields[21]) * page
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
 
 
 def _qos_class(pod: Obj) -> str:

@@ -597,12 +597,12 @@ class _Handler(BaseHTTPRequestHandler):
         }[method]
         if r.subresource == "portforward" and method == "GET":
             verb = "get"
-        if r.subresource == "token" and method == "POST":
+        if r.subresource in ("token", "eviction") and method == "POST":
             verb = "create"
         self.api.authorize(user, verb, info, r.namespace, r.name, r.subresource)
         dry_run = _dry_run(method, q)
         if dry_run and not (
-            (method == "POST" and r.name is None)
+            (method == "POST" and (r.name is None or r.subresource == "eviction"))
             or (method == "PATCH" and not r.subresource
                 and (self.headers.get("Content-Type") or "").startswith("application/apply-patch+yaml"))
         ):
@@ -618,6 +618,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._create(info, r.namespace, q, raw)
         elif method == "POST" and r.subresource == "token":
             self._token_request(info, r, raw)
+        elif method == "POST" and r.subresource == "eviction" and info.plural == "pods":
+            self._evict(r, q, raw, dry_run)
         elif method == "PUT" and r.name is not None:
             self._replace(info, r, q, raw)
         elif method == "PATCH" and r.name is not None:
@@ -1115,6 +1117,45 @@ class _Handler(BaseHTTPRequestHandler):
                 return
             result = store.update(info.plural, new)
         self._send_json(200, result)
+
+    def _evict(self, r: Route, q: dict[str, str], raw: bytes, dry_run: bool) -> None:
+        """``POST .../pods/NAME/eviction`` (policy/v1 Eviction): the pod gets the
+        ``DisruptionTarget`` condition (``EvictionByEvictionAPI``, PodDisruptionConditions is on by
+        default in 1.28) and is deleted gracefully (``deleteOptions.gracePeriodSeconds`` or the
+        pod's own). PodDisruptionBudgets are not served by the emulator, so none is checked; a
+        pod already being deleted is a success without a second deletion."""
+        store = self.api.store
+        body = self._json_body(raw) if raw.strip() else None
+        # Without kind/apiVersion (the Python client's V1Eviction) the endpoint's own type is assumed.
+        if not isinstance(body, dict) or body.get("kind", "Eviction") != "Eviction" or body.get(
+            "apiVersion", "policy/v1"
+        ) not in ("policy/v1", "policy/v1beta1"):
+            raise bad_request("the body must be a policy/v1 Eviction object")
+        named = (body.get("metadata") or {}).get("name")
+        if named and named != r.name:
+            raise bad_request("name in URL does not match name in Eviction object")
+        opts = body.get("deleteOptions") or {}
+        opts = opts if isinstance(opts, dict) else {}
+        dry_run = dry_run or opts.get("dryRun") == ["All"]
+        grace = opts.get("gracePeriodSeconds")
+        if grace is not None and not isinstance(grace, int):
+            raise bad_request("deleteOptions.gracePeriodSeconds must be an integer")
+        with store.lock:
+            pod = store.get("pods", r.namespace, r.name or "")
+            if pod is None:
+                raise not_found("pods", "", r.name or "")
+            if not dry_run and not pod["metadata"].get("deletionTimestamp"):
+                status = copy.deepcopy(pod.get("status") or {})
+                conditions = [c for c in status.get("conditions") or []
+                              if c.get("type") != "DisruptionTarget"]
+                conditions.insert(0, {"type": "DisruptionTarget", "status": "True", "lastProbeTime": None,
+                                      "lastTransitionTime": now_rfc3339(), "reason": "EvictionByEvictionAPI",
+                                      "message": "Eviction API: evicting"})
+                status["conditions"] = conditions
+                store.patch_status("pods", r.namespace, r.name or "", status)
+                store.delete("pods", r.namespace, r.name or "", "Background", grace)
+        self._send_json(201, {"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success",
+                              "code": 201})
 
     def _delete(self, info: ResourceInfo, r: Route, q: dict[str, str], raw: bytes) -> None:
         store = self.api.store

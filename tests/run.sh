@@ -73,30 +73,22 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
   "$PY" -m pip install -q torch==2.13.0 numpy
 fi
 
-# The Kubernetes emulator's kubelet runs each pod in its own network namespace (unshare/nsenter
-# from util-linux, ip from iproute2).
-if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null && ! { command -v ip && command -v nsenter; } >/dev/null; then
-  echo "[run] installing iproute2 and util-linux for the Kubernetes emulator's pods"
-  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q iproute2 util-linux; } \
-    >test-output/apt-netns.log 2>&1 </dev/null \
-    || { tail -n 20 test-output/apt-netns.log >&2; echo "[run] iproute2 install failed" >&2; exit 1; }
-fi
-
-# tests/chaos/test_chaos_clock.py steps the wall clock of a kernel and its job under Debian's
-# libfaketime (never the machine's), with a small sleep shim it compiles (gcc).
-if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null \
-    && { [ ! -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] || ! command -v gcc >/dev/null; }; then
-  echo "[run] installing faketime and gcc for the clock-step test"
-  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q faketime gcc libc6-dev; } \
-    >test-output/apt-faketime.log 2>&1 </dev/null \
-    || { tail -n 20 test-output/apt-faketime.log >&2; echo "[run] faketime install failed" >&2; exit 1; }
-fi
-
-if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null && [ ! -x /usr/bin/chromium ]; then
-  echo "[run] installing Debian's chromium for the browser tests"
-  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; } \
-    >test-output/apt-chromium.log 2>&1 </dev/null \
-    || { tail -n 20 test-output/apt-chromium.log >&2; echo "[run] chromium install failed" >&2; exit 1; }
+# Debian packages the tests use, installed with one apt-get update (each was its own):
+# the Kubernetes emulator's kubelet runs each pod in its own network namespace (unshare/nsenter
+# from util-linux, ip from iproute2); tests/chaos/test_chaos_clock.py steps the wall clock of a
+# kernel and its job under libfaketime (never the machine's), with a small sleep shim it compiles
+# (gcc); the browser tests drive Debian's chromium; shellcheck checks the cluster script.
+apt_wanted=()
+{ command -v ip && command -v nsenter; } >/dev/null || apt_wanted+=(iproute2 util-linux)
+{ [ -e /usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1 ] && command -v gcc >/dev/null; } \
+  || apt_wanted+=(faketime gcc libc6-dev)
+[ -x /usr/bin/chromium ] || apt_wanted+=(chromium)
+command -v shellcheck >/dev/null || apt_wanted+=(shellcheck)
+if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null && [ "${#apt_wanted[@]}" -gt 0 ]; then
+  echo "[run] installing ${apt_wanted[*]}"
+  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${apt_wanted[@]}"; } \
+    >test-output/apt-tests.log 2>&1 </dev/null \
+    || { tail -n 20 test-output/apt-tests.log >&2; echo "[run] apt-get install failed" >&2; exit 1; }
 fi
 
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
@@ -109,12 +101,6 @@ else
        "cluster tests will be SKIPPED (in CI they fail instead)" >&2
 fi
 
-if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null && ! command -v shellcheck >/dev/null; then
-  echo "[run] installing shellcheck for the cluster script"
-  { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q shellcheck; } \
-    >test-output/apt-shellcheck.log 2>&1 </dev/null \
-    || { tail -n 20 test-output/apt-shellcheck.log >&2; echo "[run] shellcheck install failed" >&2; exit 1; }
-fi
 if command -v shellcheck >/dev/null; then
   echo "[run] shellcheck cluster.sh (no repository-wide exceptions)"
   shellcheck jupyter_tiers/sandbox/cluster.sh

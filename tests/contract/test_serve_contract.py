@@ -1,0 +1,183 @@
+"""The ServeTier contract (jupyter_tiers/tier.py), written once and run on every serving backend
+(conftest.py: ``kubernetes`` on the emulator, ``local`` with real supervisors and replicas).
+
+Each test states one promise of a public verb, as the docstrings of ServeTier and Service give
+it: deploy (``apply``) reaches READY and is idempotent, status, logs, watch, scale, restart,
+delete (twice), promote and rollback with the errors users see. One service per backend is
+shared by the module (each test leaves it READY with one replica); delete has its own. Where a
+backend declares it cannot (CAPABILITIES), the test asserts the declared refusal instead."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+import pytest
+
+from jupyter_tiers.errors import JobNotFound, SpecError, TiersError, Unsupported
+from jupyter_tiers.handles import Service
+from jupyter_tiers.model import ServiceState, ServiceStatus
+from tests.contract.conftest import GUARD, ServeBackend
+
+# Prints one line, then answers GET / with its replica's name (HOSTNAME on Kubernetes, JT_REPLICA
+# locally); PORT is set on both.
+SERVER = """\
+import http.server, os
+NAME = os.environ.get("JT_REPLICA") or os.environ.get("HOSTNAME", "?")
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        body = ("hello from " + NAME).encode()
+        self.send_response(200); self.send_header("Content-Length", str(len(body))); self.end_headers()
+        self.wfile.write(body)
+    def log_message(self, *args):
+        pass
+print("serving on", os.environ["PORT"], flush=True)
+http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ["PORT"])), H).serve_forever()
+"""
+
+
+def ready(svc: Service, replicas: int = 1) -> ServiceStatus:
+    """Wait (bounded) until ``svc`` is READY with ``replicas`` ready replicas and no other pod."""
+    deadline = time.monotonic() + GUARD
+    while True:
+        status = svc.wait_ready(timeout=GUARD)
+        if (status.state is ServiceState.READY and status.ready == replicas == status.desired
+                and len(status.pods) == replicas):
+            return status
+        if time.monotonic() > deadline:
+            pytest.fail(f"service {svc.name} not READY {replicas}/{replicas}: {status}")
+        time.sleep(0.2)
+
+
+def wait_for(cond: Callable[[], object], what: str) -> None:
+    deadline = time.monotonic() + GUARD
+    while not cond():
+        if time.monotonic() > deadline:
+            pytest.fail(f"gave up waiting for {what} after {GUARD:.0f} s")
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def svc(serve: ServeBackend) -> Service:
+    """The module's service: one replica of SERVER, READY."""
+    service = serve.tier.apply(serve.tier.make_spec(SERVER, name="contract-svc", readiness="/"))
+    ready(service)
+    return service
+
+
+# --- deploy (apply) ------------------------------------------------------------------------
+def test_deploy_reaches_ready_and_records_the_service(serve: ServeBackend, svc: Service) -> None:
+    status = svc.status()
+    assert status.state is ServiceState.READY and (status.desired, status.ready) == (1, 1)
+    assert [p.ready for p in status.pods] == [True]
+    assert status.endpoint and svc.url
+    record = serve.tier.registry.get(svc.key)
+    assert (record.kind, record.tier, record.state) == ("service", serve.name, "READY")
+    assert serve.tier.attach(svc.id).key == svc.key
+
+
+def test_deploy_of_an_unchanged_spec_changes_nothing(serve: ServeBackend, svc: Service) -> None:
+    before = svc.status()
+    again = serve.tier.apply(serve.tier.make_spec(SERVER, name="contract-svc", readiness="/"))
+    assert again.key == svc.key
+    after = ready(again)
+    assert after.revision == before.revision
+    assert [p.name for p in after.pods] == [p.name for p in before.pods]
+
+
+def test_deploy_refuses_a_bad_spec_naming_the_field(serve: ServeBackend) -> None:
+    spec = serve.tier.make_spec(SERVER, name="contract-bad", replicas=-1)
+    with pytest.raises(SpecError, match="replicas"):
+        serve.tier.apply(spec)
+    assert serve.tier.registry.find_by_name(serve.tier.name, "contract-bad") is None
+
+
+def test_attach_of_an_unknown_service_names_it(serve: ServeBackend) -> None:
+    with pytest.raises(JobNotFound, match="no job 'no-such-service' in the registry"):
+        serve.tier.attach("no-such-service")
+
+
+# --- logs ----------------------------------------------------------------------------------
+def test_logs_are_pod_prefixed_and_one_pods_are_not(svc: Service) -> None:
+    pod = svc.status().pods[0].name
+    wait_for(lambda: "serving on" in svc.logs(), "the server's first line")
+    # the replica's own port: 8000 in its pod on Kubernetes, a free one behind the front locally
+    assert [ln for ln in svc.logs().splitlines() if ln.startswith(f"{pod}: serving on ")]
+    assert svc.logs(pod=pod).splitlines()[-1].startswith("serving on ")
+    assert svc.logs(tail=1).splitlines() == [svc.logs().splitlines()[-1]]
+    assert svc.logs(tail=0) == ""
+    with pytest.raises(JobNotFound, match=f"service {svc.name} has no pod 'no-such-pod'"):
+        svc.logs(pod="no-such-pod")
+
+
+# --- watch ---------------------------------------------------------------------------------
+def test_watch_delivers_the_status_until_unwatch(serve: ServeBackend, svc: Service) -> None:
+    seen: list[ServiceStatus] = []
+    got = threading.Event()
+
+    def on_status(status: ServiceStatus) -> None:
+        seen.append(status)
+        got.set()
+
+    sub = serve.tier.watch(svc.record, on_status=on_status)
+    try:
+        assert got.wait(GUARD), "no status delivered"
+        assert seen[-1].name == svc.name
+        wait_for(lambda: seen[-1].state is ServiceState.READY, "a READY status from the watch")
+    finally:
+        serve.tier.unwatch(sub)
+    serve.tier.unwatch(sub)  # twice: nothing left to stop, no error
+
+
+# --- scale ---------------------------------------------------------------------------------
+def test_scale_up_and_back_down(svc: Service) -> None:
+    svc.scale(2)
+    assert len(ready(svc, 2).pods) == 2
+    svc.scale(1)
+    ready(svc, 1)
+
+
+def test_scale_refuses_a_negative_count_naming_replicas(svc: Service) -> None:
+    with pytest.raises(SpecError, match="replicas"):
+        svc.scale(-1)
+
+
+# --- restart -------------------------------------------------------------------------------
+def test_restart_replaces_every_pod(svc: Service) -> None:
+    before = {p.name for p in svc.status().pods}
+    svc.restart()
+
+    def replaced() -> bool:
+        status = svc.status()
+        return (status.state is ServiceState.READY and len(status.pods) == 1
+                and not before & {p.name for p in status.pods})
+
+    wait_for(replaced, "every pod replaced")
+
+
+# --- promote / rollback --------------------------------------------------------------------
+def test_promote_without_a_canary_says_there_is_none(svc: Service) -> None:
+    with pytest.raises(TiersError, match=f"service {svc.name} has no canary to promote"):
+        svc.promote()
+
+
+def test_rollback_to_a_revision_not_kept(serve: ServeBackend, svc: Service) -> None:
+    if not serve.can("revision_history"):
+        with pytest.raises(Unsupported, match="rollback needs a Kubernetes profile"):
+            svc.rollback(99)
+        return
+    with pytest.raises(TiersError, match=f"service {svc.name}: no revision 99 "):
+        svc.rollback(99)
+
+
+# --- delete --------------------------------------------------------------------------------
+def test_delete_removes_the_service_and_is_safe_twice(serve: ServeBackend) -> None:
+    doomed = serve.tier.apply(serve.tier.make_spec(SERVER, name="contract-del"))
+    ready(doomed)
+    doomed.delete()
+    wait_for(lambda: not doomed.status().pods, "every pod of the deleted service to go")
+    assert doomed.status().state is ServiceState.DELETED
+    doomed.delete()  # nothing left: no error
+    assert serve.tier.registry.get(doomed.key).state == "DELETED"
+    assert doomed.stop() == "service contract-del deleted"

@@ -9,9 +9,10 @@ interface:
 - serve: ``kubernetes`` (K8sTier on the emulator: ``k8s_emulator``) and ``local``
   (LocalServeTier with real supervisors and replicas: ``local_procs``).
 
-Each param carries its environment's marker, so ``-m``/``--fast`` select on them as on any other
-test. The tier of a backend lives for the module (one registry and work directory), so the
-processes a job or a service costs are paid once per module, not per test.
+Each param carries its environment's marker (``BACKEND_ENVIRONMENTS`` in tests/conftest.py), so
+``-m``/``--fast`` select on them as on any other test. The tier of a backend lives for the
+module (one registry and work directory), so the processes a job or a service costs are paid
+once per module, not per test.
 
 What a backend declares it cannot do is in CAPABILITIES, nowhere else: a test asks
 ``backend.can("history")`` and asserts the promised refusal when it cannot.
@@ -23,6 +24,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,6 +34,7 @@ from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.tier import BatchTier, ServeTier
+from tests.conftest import BACKEND_ENVIRONMENTS
 from tests.contract.fake_slurm import FakeSlurm
 from tests.helpers import local_profile
 from tests.local_serve.conftest import stop_everything
@@ -70,6 +73,17 @@ class ServeBackend(Backend):
     tier: ServeTier
 
 
+def backend_params(interface: str) -> list[Any]:
+    """One param per backend of ``interface``, marked with the environment it needs."""
+    params = []
+    for key, environment in BACKEND_ENVIRONMENTS.items():
+        kind, name = key.split("/")
+        if kind == interface:
+            marks = [getattr(pytest.mark, environment)] if environment else []
+            params.append(pytest.param(name, id=name, marks=marks))
+    return params
+
+
 # --- batch ---------------------------------------------------------------------------------
 FAST_WATCHER = {"status_interval": 0.3, "rank_interval": 0.2, "first_poll": 0.05}
 
@@ -100,10 +114,7 @@ def _local_batch(root: Path) -> Iterator[BatchTier]:
 BATCH_MAKERS = {"slurm": _slurm, "local": _local_batch}
 
 
-@pytest.fixture(scope="module", params=[
-    pytest.param("slurm", id="slurm"),
-    pytest.param("local", id="local", marks=pytest.mark.local_procs),
-])
+@pytest.fixture(scope="module", params=backend_params("batch"))
 def batch(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BatchBackend]:
     """A batch tier of each backend, for the module."""
     root = tmp_path_factory.mktemp(f"batch-{request.param}")
@@ -161,10 +172,7 @@ def _local_serve(root: Path, request: pytest.FixtureRequest) -> Iterator[ServeTi
 SERVE_MAKERS = {"kubernetes": _kubernetes, "local": _local_serve}
 
 
-@pytest.fixture(scope="module", params=[
-    pytest.param("kubernetes", id="kubernetes", marks=pytest.mark.k8s_emulator),
-    pytest.param("local", id="local", marks=pytest.mark.local_procs),
-])
+@pytest.fixture(scope="module", params=backend_params("serve"))
 def serve(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServeBackend]:
     """A serving tier of each backend, for the module."""
     root = tmp_path_factory.mktemp(f"serve-{request.param}")

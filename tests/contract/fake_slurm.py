@@ -61,13 +61,13 @@ exit "$rc"
     # show hostnames / show node (the rendezvous lines), -o show job ID (output_tail's StdOut).
     "scontrol": r"""#!/bin/bash
 case "$*" in
-  "show hostnames"*) echo "%(node)s";;
-  "show node"*) echo "NodeName=%(node)s NodeAddr=127.0.0.1 State=IDLE";;
+  "show hostnames"*) echo "NODE";;
+  "show node"*) echo "NodeName=NODE NodeAddr=127.0.0.1 State=IDLE";;
   "-o show job "*) f="$JT_FAKE_STATE/${4:-none}.stdout"
     [ -f "$f" ] && echo "JobId=$4 JobName=x JobState=RUNNING StdOut=$(cat "$f")";;
 esac
 exit 0
-""" % {"node": NODE},
+""".replace("NODE", NODE),
 }
 
 
@@ -195,8 +195,9 @@ class FakeSlurm:
         log = Path(job.jobdir, LOG_NAME)
         (self.state_dir / f"{job.job_id}.stdout").write_text(str(log))
         with open(log, "ab") as out:
-            job.proc = subprocess.Popen(["bash", "job.sbatch"], cwd=job.jobdir, env=env, stdin=subprocess.DEVNULL,
-                                        stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            job.proc = subprocess.Popen(["bash", "job.sbatch"], cwd=job.jobdir, env=env,
+                                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
         job.state, job.start = "RUNNING", time.time()
 
     def _known(self, ids: str) -> list[FakeJob]:

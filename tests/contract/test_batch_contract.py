@@ -85,8 +85,8 @@ def test_make_spec_refuses_an_unknown_option_naming_the_known_ones(batch: BatchB
 
 
 # --- status --------------------------------------------------------------------------------
-def test_a_job_completes_with_its_rank_exited_and_the_state_recorded(batch: BatchBackend,
-                                                                      finished: tuple[Job, JobStatus]) -> None:
+def test_a_job_completes_with_its_rank_exited_and_the_state_recorded(
+        batch: BatchBackend, finished: tuple[Job, JobStatus]) -> None:
     job, status = finished
     assert status.state is JobState.COMPLETED, job.logs()
     assert status.exit_code in (0, None) and status.world_size == 1

@@ -162,6 +162,53 @@ def test_promote_without_a_canary_says_there_is_none(svc: Service) -> None:
         svc.promote()
 
 
+def canary_ready(svc: Service) -> ServiceStatus:
+    """Wait (bounded) until the canary beside ``svc``'s stable revision has its one pod ready."""
+    found: list[ServiceStatus] = []
+
+    def both_ready() -> bool:
+        status = svc.status()
+        found[:] = [status]
+        return (status.canary is not None and status.canary.ready == status.canary.desired == 1
+                and status.ready == 1)
+
+    wait_for(both_ready, "the canary and the stable revision ready")
+    return found[0]
+
+
+def test_a_canary_rolls_back_then_promotes(serve: ServeBackend) -> None:
+    """--canary 50 of two replicas runs one pod of the new cell beside one of the stable; rollback
+    removes it (the stable revision takes its replica back); promote makes it the service."""
+    tier = serve.tier
+    svc = tier.apply(tier.make_spec(SERVER, name="contract-canary", replicas=2))
+    try:
+        stable = ready(svc, 2).revision
+        v2 = SERVER + "# v2\n"
+        tier.apply(tier.make_spec(v2, name="contract-canary", replicas=2, canary=50))
+        canary = canary_ready(svc).canary
+        assert canary is not None and canary.percent == 50
+        assert svc.rollback() == ("service contract-canary: canary removed; the stable revision is back "
+                                  "to 2 replicas")
+        status = ready(svc, 2)
+        assert status.canary is None and status.revision == stable
+
+        tier.apply(tier.make_spec(v2, name="contract-canary", replicas=2, canary=50))
+        canary_ready(svc)
+        assert svc.promote() == ("service contract-canary: canary promoted; the canary revision rolls "
+                                 "out to all 2 replicas")
+
+        def promoted() -> bool:
+            status = svc.status()
+            return (status.state is ServiceState.READY and status.canary is None and status.ready == 2
+                    and len(status.pods) == 2 and status.revision != stable)
+
+        wait_for(promoted, "the promoted revision on both replicas")
+        with pytest.raises(TiersError, match="service contract-canary has no canary to promote"):
+            svc.promote()
+    finally:
+        svc.delete()
+
+
 def test_rollback_to_a_revision_not_kept(serve: ServeBackend, svc: Service) -> None:
     if not serve.can("revision_history"):
         with pytest.raises(Unsupported, match="rollback needs a Kubernetes profile"):

@@ -36,7 +36,7 @@ from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.tier import BatchTier, ServeTier
 from tests.conftest import BACKEND_ENVIRONMENTS
 from tests.contract.fake_slurm import FakeSlurm
-from tests.helpers import local_profile
+from tests.helpers import local_profile, processes_mentioning, wait_for
 from tests.local_serve.conftest import stop_everything
 
 GUARD = 120.0  # seconds; bounds every wait so a broken backend fails instead of hanging
@@ -98,6 +98,7 @@ def _slurm(root: Path) -> Iterator[BatchTier]:
     finally:
         tier.close()
         fake.close()
+        wait_for(lambda: not processes_mentioning(root), "every process of the fake cluster to end", GUARD)
 
 
 def _local_batch(root: Path) -> Iterator[BatchTier]:

@@ -71,6 +71,43 @@ exit 0
 }
 
 
+class FakeStream:
+    """A command run by local bash in its own session, read chunk by chunk; closing it ends the
+    command (as closing an SSH channel ends ``tail -F`` on the login node)."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], stdin: bytes | None) -> None:
+        self._proc = subprocess.Popen(argv, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, start_new_session=True)
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        with contextlib.suppress(BrokenPipeError):
+            self._proc.stdin.write(stdin or b"")
+        self._proc.stdin.close()
+        self._out = self._proc.stdout
+
+    def __iter__(self) -> Iterator[bytes]:
+        while True:
+            try:
+                chunk = os.read(self._out.fileno(), 65536)
+            except (OSError, ValueError):  # closed under us
+                return
+            if not chunk:
+                return
+            yield chunk
+
+    def close(self) -> None:
+        if self._proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._proc.pid, signal.SIGKILL)
+        self._proc.wait()
+        self._out.close()
+
+    def __enter__(self) -> FakeStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 @dataclass
 class FakeJob:
     job_id: str
@@ -147,11 +184,13 @@ class FakeSlurm:
                 return CommandResult(tuple(argv), code, out.encode(), err.encode())
         return self._bash(argv, stdin, timeout)
 
-    @contextlib.contextmanager
     def stream(self, argv: Sequence[str], *, timeout: float | None = None,
-               stdin: bytes | None = None) -> Iterator[Iterator[bytes]]:
-        """The whole output at once (the tier's streamed reads end when the command does)."""
-        yield iter([self.run(argv, stdin=stdin, timeout=timeout).stdout])
+               stdin: bytes | None = None) -> FakeStream:
+        """A long-running command's output as it comes (a followed log), as SSHTransport's."""
+        self.connected = True
+        with self._lock:
+            self.calls.append(list(argv))
+        return FakeStream(list(argv), self._env(), stdin)
 
     def connect(self) -> None:
         self.connected = True

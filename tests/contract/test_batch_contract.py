@@ -8,10 +8,7 @@ test asserts the declared refusal instead."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
 
 import pytest
 
@@ -20,8 +17,7 @@ from jupyter_tiers.handles import Job
 from jupyter_tiers.history import make_query
 from jupyter_tiers.model import JobState, JobStatus, RankPhase
 from tests.contract.conftest import GUARD, BatchBackend
-
-T = TypeVar("T")
+from tests.helpers import wait_for
 
 # Prints, writes a file beside itself and a checkpoint, and ends well.
 GOOD = """\
@@ -34,17 +30,6 @@ print("done", flush=True)
 """
 FAILS = "import sys\nprint('about to fail', flush=True)\nsys.exit(3)\n"
 SLEEPS = "import time\nprint('started', flush=True)\ntime.sleep(600)\n"
-
-
-def wait_for(cond: Callable[[], T | None], what: str, timeout: float = GUARD) -> T:
-    deadline = time.monotonic() + timeout
-    while True:
-        value = cond()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting for {what} after {timeout:.0f} s")
-        time.sleep(0.1)
 
 
 def run_to_end(batch: BatchBackend, script: str, name: str) -> tuple[Job, JobStatus]:
@@ -127,6 +112,16 @@ def test_logs_are_rank_prefixed_and_a_rank_filter_drops_the_prefix(finished: tup
     assert "".join(job.iter_logs()) == job.logs()
     size = job.tier.log_size(job.record)
     assert size == len(job.logs().encode()) and job.tier.read_log(job.record, size) == b""
+
+
+def test_follow_yields_every_line_until_the_job_ends(batch: BatchBackend) -> None:
+    script = "import time\nfor i in range(3):\n    print('line', i, flush=True)\n    time.sleep(0.3)\n"
+    job = batch.tier.submit(batch.tier.make_spec(script, name="contract-follow"))
+    lines = [(ln.rank, ln.text) for ln in job.follow(timeout=GUARD)]
+    assert [x for x in lines if x[0] == 0] == [(0, "line 0"), (0, "line 1"), (0, "line 2")]
+    assert job.status().state is JobState.COMPLETED
+    size = job.tier.log_size(job.record)
+    assert list(job.follow(offset=size, timeout=GUARD)) == []  # ended: nothing more to give
 
 
 # --- cancel --------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
 
 import pytest
 
@@ -19,6 +18,7 @@ from jupyter_tiers.errors import JobNotFound, SpecError, TiersError, Unsupported
 from jupyter_tiers.handles import Service
 from jupyter_tiers.model import ServiceState, ServiceStatus
 from tests.contract.conftest import GUARD, ServeBackend
+from tests.helpers import wait_for
 
 # Prints one line, then answers GET / with its replica's name (HOSTNAME on Kubernetes, JT_REPLICA
 # locally); PORT is set on both.
@@ -47,14 +47,6 @@ def ready(svc: Service, replicas: int = 1) -> ServiceStatus:
             return status
         if time.monotonic() > deadline:
             pytest.fail(f"service {svc.name} not READY {replicas}/{replicas}: {status}")
-        time.sleep(0.2)
-
-
-def wait_for(cond: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + GUARD
-    while not cond():
-        if time.monotonic() > deadline:
-            pytest.fail(f"gave up waiting for {what} after {GUARD:.0f} s")
         time.sleep(0.2)
 
 

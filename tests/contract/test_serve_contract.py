@@ -16,7 +16,7 @@ import pytest
 
 from jupyter_tiers.errors import JobNotFound, SpecError, TiersError, Unsupported
 from jupyter_tiers.handles import Service
-from jupyter_tiers.model import ServiceState, ServiceStatus
+from jupyter_tiers.model import PodLogLine, ServiceState, ServiceStatus
 from tests.contract.conftest import GUARD, ServeBackend
 from tests.helpers import wait_for
 
@@ -135,17 +135,36 @@ def test_scale_refuses_a_negative_count_naming_replicas(svc: Service) -> None:
         svc.scale(-1)
 
 
-# --- restart -------------------------------------------------------------------------------
-def test_restart_replaces_every_pod(svc: Service) -> None:
+# --- restart (and the watch's log lines) ---------------------------------------------------
+def test_restart_replaces_every_pod_and_a_watcher_gets_the_new_pods_lines(serve: ServeBackend,
+                                                                          svc: Service) -> None:
     before = {p.name for p in svc.status().pods}
-    svc.restart()
+    lines: list[PodLogLine] = []
+    sub = serve.tier.watch(svc.record, on_lines=lines.extend)
+    try:
+        svc.restart()
 
-    def replaced() -> bool:
-        status = svc.status()
-        return (status.state is ServiceState.READY and len(status.pods) == 1
-                and not before & {p.name for p in status.pods})
+        def replaced() -> bool:
+            status = svc.status()
+            return (status.state is ServiceState.READY and len(status.pods) == 1
+                    and not before & {p.name for p in status.pods})
 
-    wait_for(replaced, "every pod replaced")
+        wait_for(replaced, "every pod replaced")
+        new = svc.status().pods[0].name
+        wait_for(lambda: any(ln.pod == new and ln.text.startswith("serving on ") for ln in list(lines)),
+                 "the new pod's first line from the watch")
+    finally:
+        serve.tier.unwatch(sub)
+
+
+# --- port_forward --------------------------------------------------------------------------
+def test_port_forward_reaches_a_ready_replica(svc: Service) -> None:
+    url = svc.port_forward()
+    assert url.startswith("http://127.0.0.1:")
+    response = svc.request("GET", "/")
+    assert response.status == 200 and response.text.startswith("hello from ")
+    with pytest.raises(SpecError, match="local_port"):
+        svc.port_forward(-1)
 
 
 # --- promote / rollback --------------------------------------------------------------------

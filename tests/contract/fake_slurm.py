@@ -95,9 +95,7 @@ class FakeStream:
             yield chunk
 
     def close(self) -> None:
-        if self._proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(self._proc.pid, signal.SIGKILL)
+        _end_session(self._proc.pid)
         self._proc.wait()
         self._out.close()
 
@@ -120,6 +118,21 @@ class FakeJob:
     exit_code: int = 0
     signal: int = 0
     proc: subprocess.Popen[bytes] | None = None
+
+
+def _exited(proc: subprocess.Popen[bytes]) -> bool:
+    """Whether ``proc`` has exited, leaving it unreaped (its pid, and so its session's id, stays
+    ours until it is waited for: killing that session cannot reach anyone else's processes)."""
+    if proc.returncode is not None:
+        return True
+    return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+
+
+def _end_session(pid: int) -> None:
+    """Kill every process left in the session a job or stream was started in (``pid``: its
+    leader, not yet reaped)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 def _stamp(t: float | None) -> str:
@@ -199,9 +212,8 @@ class FakeSlurm:
         """Stop every job still running (its whole session)."""
         with self._lock:
             for job in self.jobs.values():
-                if job.proc is not None and job.proc.poll() is None:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(job.proc.pid, signal.SIGKILL)
+                if job.proc is not None and job.proc.returncode is None:  # not reaped: its pid is ours
+                    _end_session(job.proc.pid)
                     job.proc.wait()
 
     # --- sbatch --------------------------------------------------------------------------
@@ -222,8 +234,9 @@ class FakeSlurm:
     def _tick(self) -> None:
         """Record the end of batch scripts that ended."""
         for job in self.jobs.values():
-            if job.state == "RUNNING" and job.proc is not None and job.proc.poll() is not None:
-                code = job.proc.returncode
+            if job.state == "RUNNING" and job.proc is not None and _exited(job.proc):
+                _end_session(job.proc.pid)  # as slurmstepd ends what the job left behind
+                code = job.proc.wait()
                 job.state, job.end = ("COMPLETED" if code == 0 else "FAILED"), time.time()
                 job.exit_code, job.signal = (code, 0) if code >= 0 else (0, -code)
 

@@ -237,5 +237,8 @@ def test_delete_removes_the_service_and_is_safe_twice(serve: ServeBackend) -> No
     wait_for(lambda: not doomed.status().pods, "every pod of the deleted service to go")
     assert doomed.status().state is ServiceState.DELETED
     doomed.delete()  # nothing left: no error
+    for verb in (lambda: doomed.scale(1), doomed.restart):
+        with pytest.raises(JobNotFound, match=r"service contract-del is not running .*\(deleted\?\)"):
+            verb()
     assert serve.tier.registry.get(doomed.key).state == "DELETED"
     assert doomed.stop() == "service contract-del deleted"

@@ -12,10 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.errors import JobNotFound, TiersError, Unsupported
+from jupyter_tiers.errors import JobNotFound, SpecError, TiersError, Unsupported
 from jupyter_tiers.handles import Job
 from jupyter_tiers.history import make_query
 from jupyter_tiers.model import JobState, JobStatus, RankPhase
+from jupyter_tiers.registry import JobRecord
 from tests.contract.conftest import GUARD, BatchBackend
 from tests.helpers import wait_for
 
@@ -67,6 +68,13 @@ def test_attach_of_an_unknown_job_names_it(batch: BatchBackend) -> None:
 def test_make_spec_refuses_an_unknown_option_naming_the_known_ones(batch: BatchBackend) -> None:
     with pytest.raises(TiersError, match=r"nodez: unknown option; known: .*nodes"):
         batch.tier.make_spec("print(1)", nodez=2)
+
+
+def test_submit_refuses_a_bad_value_naming_it_and_records_nothing(batch: BatchBackend) -> None:
+    before = len(batch.tier.registry.list(limit=1000, profile=batch.tier.name))
+    with pytest.raises(SpecError, match="nodes"):
+        batch.tier.submit(batch.tier.make_spec("print(1)", name="contract-bad", nodes=0))
+    assert len(batch.tier.registry.list(limit=1000, profile=batch.tier.name)) == before
 
 
 # --- status --------------------------------------------------------------------------------
@@ -136,6 +144,12 @@ def test_cancel_stops_a_running_job_and_is_safe_twice(batch: BatchBackend) -> No
     assert job.status().state is JobState.CANCELLED
     assert batch.tier.registry.get(job.key).state == "CANCELLED"
     assert job.stop() == f"cancel requested for job {job.id} (contract-sleeps)"
+
+
+def test_cancel_of_a_job_the_backend_never_had_is_a_no_op(batch: BatchBackend, tmp_path: Path) -> None:
+    ghost = JobRecord(profile=batch.tier.name, tier=batch.tier.kind, job_id="999999", name="ghost",
+                      jobdir=str(tmp_path / "never"))
+    batch.tier.cancel(ghost)  # scancel: "Invalid job id"; locally: no job directory
 
 
 def test_cancel_of_a_completed_job_changes_nothing(finished: tuple[Job, JobStatus]) -> None:

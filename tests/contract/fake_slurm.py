@@ -1,17 +1,18 @@
 """A Slurm cluster small enough to live in one test: the transport SlurmTier talks to.
 
-``FakeSlurm`` has the one method of SSHTransport that SlurmTier's batch verbs use, ``run`` (and
-``stream``, ``close``). The tier's remote programs (the submit script, log reads, rank files,
-file listings, the checkpoint listing around squeue) run unchanged with local bash, as they would
-on a login node; the scheduler's commands are answered here the way Slurm 22.05 answers them:
+``FakeSlurm`` has what SlurmTier uses of SSHTransport (``run``, ``stream``, ``connect``,
+``close``; ``connected``, ``target`` and ``code_prompts`` for ``login``). The tier's remote
+programs (the submit script, log reads, rank files, file listings, the checkpoint listing around
+squeue) run unchanged with local bash, as they would on a login node; the scheduler's commands
+are answered here the way Slurm 22.05 answers them:
 
 - ``sbatch --parsable`` (called by the submit script) prints the next job id, and the job starts
   at once on the idle node (``job.sbatch`` run by bash in its own session, output to the job's
   ``--output`` file, with a one-node ``srun`` and ``scontrol``);
 - each ``squeue`` is a scheduler tick: jobs whose batch script ended become COMPLETED or FAILED
-  by its exit status; squeue lists the
-  jobs still pending or running (an ended job is purged at once, as if MinJobAge had passed, so
-  its end comes from accounting);
+  by its exit status, and what they left running is killed; squeue lists the jobs still pending
+  or running (an ended job is purged at once, as if MinJobAge had passed, so its end comes from
+  accounting);
 - ``sacct`` answers the status query and the history query (``--delimiter``) from the same jobs;
 - ``scancel`` cancels (a running job's session gets SIGTERM), is silent for a job that already
   ended and says "Invalid job id specified" for one the cluster never had.
@@ -64,7 +65,7 @@ case "$*" in
   "show hostnames"*) echo "NODE";;
   "show node"*) echo "NodeName=NODE NodeAddr=127.0.0.1 State=IDLE";;
   "-o show job "*) f="$JT_FAKE_STATE/${4:-none}.stdout"
-    [ -f "$f" ] && echo "JobId=$4 JobName=x JobState=RUNNING StdOut=$(cat "$f")";;
+    [ -f "$f" ] && echo "JobId=$4 StdOut=$(cat "$f")";;
 esac
 exit 0
 """.replace("NODE", NODE),
@@ -95,8 +96,9 @@ class FakeStream:
             yield chunk
 
     def close(self) -> None:
-        _end_session(self._proc.pid)
-        self._proc.wait()
+        if self._proc.returncode is None:  # not reaped yet: its session's id is still ours
+            _end_session(self._proc.pid)
+            self._proc.wait()
         self._out.close()
 
     def __enter__(self) -> FakeStream:

@@ -149,7 +149,7 @@ def test_cancel_stops_a_running_job_and_is_safe_twice(batch: BatchBackend) -> No
 def test_cancel_of_a_job_the_backend_never_had_is_a_no_op(batch: BatchBackend, tmp_path: Path) -> None:
     ghost = JobRecord(profile=batch.tier.name, tier=batch.name, job_id="999999", name="ghost",
                       jobdir=str(tmp_path / "never"))
-    batch.tier.cancel(ghost)  # scancel: "Invalid job id"; locally: no job directory
+    batch.tier.cancel(ghost)  # scancel: nothing to do; locally: no job directory
 
 
 def test_cancel_of_a_completed_job_changes_nothing(finished: tuple[Job, JobStatus]) -> None:

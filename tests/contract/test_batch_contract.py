@@ -137,6 +137,7 @@ def test_cancel_stops_a_running_job_and_is_safe_twice(batch: BatchBackend) -> No
     job = batch.tier.submit(batch.tier.make_spec(SLEEPS, name="contract-sleeps"))
     wait_for(lambda: "0: started" in job.logs(), "the job to start")
     assert job.status().state is JobState.RUNNING
+    assert job.wait(timeout=0.3).state is JobState.RUNNING  # a wait that times out: the last status
     job.cancel()
     status = job.wait(timeout=GUARD)
     assert status.state is JobState.CANCELLED

@@ -9,6 +9,7 @@ backend declares it cannot (CAPABILITIES), the test asserts the declared refusal
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 
@@ -35,6 +36,8 @@ class H(http.server.BaseHTTPRequestHandler):
 print("serving on", os.environ["PORT"], flush=True)
 http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ["PORT"])), H).serve_forever()
 """
+
+CRASHES = "import sys\nprint('about to fail', flush=True)\nsys.exit(3)\n"
 
 
 def ready(svc: Service, replicas: int = 1) -> ServiceStatus:
@@ -76,6 +79,19 @@ def test_deploy_of_an_unchanged_spec_changes_nothing(serve: ServeBackend, svc: S
     after = ready(again)
     assert after.revision == before.revision
     assert [p.name for p in after.pods] == [p.name for p in before.pods]
+
+
+def test_a_replica_that_keeps_exiting_is_failed_with_the_reason(serve: ServeBackend) -> None:
+    crashy = serve.tier.apply(serve.tier.make_spec(CRASHES, name="contract-crash"))
+    try:
+        status = crashy.wait_ready(timeout=GUARD)
+        assert status.state is ServiceState.FAILED, status
+        pod = status.pods[0]
+        reason = rf"pod {pod.name} CrashLoopBackOff \(exit 3(, \d+ restarts?)?\)"
+        assert re.fullmatch(reason, status.reason or ""), status.reason
+        assert f"{pod.name}: about to fail" in crashy.logs().splitlines()
+    finally:
+        crashy.delete()
 
 
 def test_deploy_refuses_a_bad_spec_naming_the_field(serve: ServeBackend) -> None:

@@ -77,8 +77,8 @@ def backend_params(interface: str) -> list[Any]:
     """One param per backend of ``interface``, marked with the environment it needs."""
     params = []
     for key, environment in BACKEND_ENVIRONMENTS.items():
-        kind, name = key.split("/")
-        if kind == interface:
+        of, name = key.split("/")
+        if of == interface:
             marks = [getattr(pytest.mark, environment)] if environment else []
             params.append(pytest.param(name, id=name, marks=marks))
     return params
@@ -110,6 +110,8 @@ def _local_batch(root: Path) -> Iterator[BatchTier]:
         for rec in tier.registry.list(limit=1000):
             tier.cancel(rec)
         tier.close()
+        wait_for(lambda: not processes_mentioning(root / "jobs"), "every process of the local jobs to end",
+                 GUARD)
 
 
 BATCH_MAKERS = {"slurm": _slurm, "local": _local_batch}

@@ -74,6 +74,15 @@ FOLDER_ENVIRONMENTS = {
     "examples": "local_procs",
     "chaos": "local_procs",
 }
+# The contract suites (tests/contract/) are in no folder above: each test runs once per backend of
+# an interface, and each backend's param carries that backend's environment (None: the fake Slurm
+# cluster of tests/contract/fake_slurm.py, which needs nothing, so those runs stay in --fast).
+BACKEND_ENVIRONMENTS: dict[str, str | None] = {
+    "batch/slurm": None,
+    "batch/local": "local_procs",
+    "serve/kubernetes": "k8s_emulator",
+    "serve/local": "local_procs",
+}
 # Older spellings: a test marked ``cluster`` needs the Slurm cluster.
 ALIASES = {"cluster": "slurm"}
 CLUSTER_DIR = Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster"))

@@ -18,7 +18,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -484,7 +484,19 @@ class K8sTier(ServeTier):
         if replicas < 0 or replicas > 1000:
             raise SpecError("replicas", f"must be 0-1000, got {replicas}")
         ns = record.spec.get("namespace") or self.namespace
-        self._scale_deployment(self._deployment_name(record), ns, replicas)
+        with self._gone_is_not_found(record, ns):
+            self._scale_deployment(self._deployment_name(record), ns, replicas)
+
+    @contextlib.contextmanager
+    def _gone_is_not_found(self, record: JobRecord, ns: str) -> Iterator[None]:
+        """A 404 for the service's Deployment is :class:`JobNotFound` naming the service, as a
+        local service that is not running is (not the API's words about a resource)."""
+        try:
+            yield
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            raise JobNotFound(f"service {record.name} is not running in namespace {ns} (deleted?)") from None
 
     def _scale_deployment(self, name: str, ns: str, replicas: int) -> None:
         """Set one Deployment's replicas through its scale subresource (also a canary's split)."""
@@ -500,9 +512,10 @@ class K8sTier(ServeTier):
         stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         body = {"spec": {"template": {"metadata": {"annotations": {
             "kubectl.kubernetes.io/restartedAt": stamp}}}}}
-        self.client.call(self.client.apps().patch_namespaced_deployment, self._deployment_name(record),
-                         ns, body, field_manager=f"{FIELD_MANAGER}-restart",
-                         verb="patch", resource="deployments", namespace=ns)
+        with self._gone_is_not_found(record, ns):
+            self.client.call(self.client.apps().patch_namespaced_deployment, self._deployment_name(record),
+                             ns, body, field_manager=f"{FIELD_MANAGER}-restart",
+                             verb="patch", resource="deployments", namespace=ns)
 
     def rollback(self, record: JobRecord, revision: int | None = None) -> str:
         """Roll a rolling service back to ``revision`` of its Deployment's history (default: the

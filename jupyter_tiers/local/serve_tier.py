@@ -353,7 +353,7 @@ class LocalServeTier(ServeTier):
                 "revision": live["revision"], "canary": None}
         self.registry.add(replace(current, spec=spec, script=str(live.get("script") or current.script),
                                   state=ServiceState.DEPLOYING.value))
-        return (f"service {record.name}: canary promoted; its revision rolls out to all "
+        return (f"service {record.name}: canary promoted; the canary revision rolls out to all "
                 f"{live['total']} replicas")
 
     def rollback(self, record: JobRecord, revision: int | None = None) -> str:
@@ -371,7 +371,8 @@ class LocalServeTier(ServeTier):
         self._update(current, change)
         spec = {k: v for k, v in current.spec.items() if k != LIVE_CANARY}
         self.registry.add(replace(current, spec=spec, state=ServiceState.DEPLOYING.value))
-        return f"service {record.name}: canary removed; the live revision is back to {live['total']} replicas"
+        return (f"service {record.name}: canary removed; the stable revision is back to "
+                f"{live['total']} replicas")
 
     def _clean(self, svcdir: Path) -> None:
         """A service directory whose supervisor is gone: stop what is left, start afresh (the

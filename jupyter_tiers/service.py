@@ -274,6 +274,12 @@ def _connect(profile: str, kind: str = "batch") -> Tier:
     return connect(profile, kind=kind)
 
 
+def connect(profile: str, kind: str = "batch") -> Tier:
+    """The cached tier of a configured ``profile`` for a kind of work (``job``/``batch``,
+    ``service``/``serve``); ProfileNotFound names the known profiles (the server's hub)."""
+    return _connect(profile, kind)
+
+
 def profile_names() -> list[str]:
     return sorted(load_config().profiles)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import posixpath
-import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -28,6 +28,7 @@ from .metrics import MetricsTracker
 from .model import JobState, JobStatus
 from .registry import JobRecord
 from .status import describe_rank
+from .subscription import wait_for
 
 TAIL_LINES = 400  # of each ended task's log, read once for its last metric and first error
 
@@ -85,38 +86,17 @@ class ArrayJob(Job):
     def wait(self, timeout: float | None = None) -> JobStatus:
         """Block until every task has ended (or ``timeout``); returns the array's status. With
         ``--checkpoint-to`` a task ends once its checkpoint's upload has."""
-        recs = self.task_records()
-        done = threading.Event()
-        latest: dict[int, JobStatus] = {}
-        ended: set[int] = set()
-        lock = threading.Lock()
-
-        def make(index: int) -> tuple[Any, Any]:
-            def on_status(status: JobStatus) -> None:
-                with lock:
-                    latest[index] = status
-
-            def on_end(status: JobStatus) -> None:
-                with lock:
-                    latest[index] = status
-                    ended.add(index)
-                    if len(ended) == len(recs):
-                        done.set()
-            return on_status, on_end
-
-        watcher = self.tier.watcher
-        subs = []
-        for r in recs:
-            on_status, on_end = make(task_index(r.job_id))
-            subs.append(watcher.watch(r, on_status=on_status, on_end=on_end, follow_logs=False))
+        deadline = None if timeout is None else time.monotonic() + timeout
+        subs = {task_index(task.id): task.watch() for task in self.tasks}
         try:
-            done.wait(timeout)
+            for sub in subs.values():  # each until it ends (with --checkpoint-to: after its upload)
+                left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                wait_for(sub, lambda status: False, left)
         finally:
-            for sub in subs:
-                watcher.unwatch(sub)
-        with lock:
-            tasks = dict(latest)
-        if len(tasks) < len(recs) or not all(s.state.terminal for s in tasks.values()):
+            for sub in subs.values():
+                sub.close()
+        tasks = {index: sub.latest for index, sub in subs.items() if sub.latest is not None}
+        if len(tasks) < len(subs) or not all(s.state.terminal for s in tasks.values()):
             return self.status()
         return self.record_counts(tasks)
 

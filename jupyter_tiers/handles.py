@@ -10,24 +10,27 @@ import abc
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
 from . import serve_http
 from .arrays import is_array
 from .errors import SpecError, TiersError
 from .files import download, select
 from .metrics import MetricsTracker, parse_patterns, to_frame
-from .model import JobStatus, LogLine, PodInfo, ServiceStatus, WorkKind
+from .model import JobStatus, LogLine, PodInfo, PodLogLine, ServiceStatus, WorkKind
 from .registry import JobRecord
 from .status import summary_line
+from .subscription import StatusT, Subscription, wait_for
 
 if TYPE_CHECKING:
     from .httpmodel import HttpResponse
     from .tier import BatchTier, ServeTier, Tier
+    from .watch import JobSubscription
 
 
-class Handle(abc.ABC):
-    """One job or service of a tier, as recorded in the registry."""
+class Handle(abc.ABC, Generic[StatusT]):
+    """One job or service of a tier, as recorded in the registry; ``StatusT`` is its status
+    type (JobStatus or ServiceStatus)."""
 
     #: What kind of work this handle is on (the record's ``kind``).
     kind: ClassVar[WorkKind]
@@ -58,15 +61,22 @@ class Handle(abc.ABC):
         return self.record.script
 
     @abc.abstractmethod
-    def status(self) -> JobStatus | ServiceStatus:
+    def status(self) -> StatusT:
         """The current status, asked of the cluster now."""
+
+    @abc.abstractmethod
+    def watch(self, on_status: Callable[[StatusT], None] | None = None) -> Subscription[StatusT]:
+        """Follow the status: ``on_status`` gets the status now (once known) and each change, on
+        the tier's threads, until the returned subscription is closed (subscription.py); its
+        ``latest`` is the last one. One protocol for jobs and services: views, the server's hub
+        and :func:`~jupyter_tiers.subscription.wait_for` use it whatever the handle."""
 
     @abc.abstractmethod
     def logs(self, *, tail: int | None = None) -> str:
         """The log as text (all ranks or all pods, merged), or only its last ``tail`` lines."""
 
     @abc.abstractmethod
-    def wait(self, timeout: float | None = None) -> JobStatus | ServiceStatus:
+    def wait(self, timeout: float | None = None) -> StatusT:
         """Block until the job ends / the service is ready or failed; returns the last status."""
 
     @abc.abstractmethod
@@ -74,7 +84,7 @@ class Handle(abc.ABC):
         """Cancel the job / delete the service; returns a line saying what was done."""
 
 
-class Job(Handle):
+class Job(Handle[JobStatus]):
     """Handle on one submitted training job."""
 
     kind = WorkKind.JOB
@@ -145,30 +155,24 @@ class Job(Handle):
         tracker = self.metric_tracker()
         return summary_line(status, metric=tracker.main(), error=tracker.error)
 
+    def watch(self, on_status: Callable[[JobStatus], None] | None = None, *,
+              on_lines: Callable[[Sequence[LogLine]], None] | None = None,
+              on_end: Callable[[JobStatus], None] | None = None,
+              log_offset: int = 0, skip_partial: bool = False) -> JobSubscription:
+        """Follow the job through its tier's watcher (one batched query for all its jobs): the
+        status as :meth:`Handle.watch`; with ``on_lines`` the log from byte ``log_offset``
+        (``skip_partial``: drop the first, cut line), nothing lost or repeated across a dropped
+        connection; ``on_end`` once the job has ended and the rest of its log (and, with
+        ``--checkpoint-to``, its checkpoint's upload) is through."""
+        return self.tier.watch(self.record, on_status=on_status, on_lines=on_lines, on_end=on_end,
+                               log_offset=log_offset, skip_partial=skip_partial)
+
     def wait(self, timeout: float | None = None) -> JobStatus:
         """Block until the job ends (or ``timeout`` seconds pass); returns the last status."""
-        done = threading.Event()
-        last: list[JobStatus] = []
-
-        def on_status(status: JobStatus) -> None:
-            last[:] = [status]
-            if status.state.terminal:
-                done.set()
-
-        def on_end(status: JobStatus) -> None:
-            last[:] = [status]
-            done.set()
-
-        # --checkpoint-to: the job's end is after its checkpoint's upload (the watcher's on_end).
-        if isinstance(self.record.spec, dict) and self.record.spec.get("checkpoint_to"):
-            sub = self.tier.watcher.watch(self.record, on_end=on_end, follow_logs=False)
-        else:
-            sub = self.tier.watcher.watch(self.record, on_status=on_status, follow_logs=False)
-        try:
-            done.wait(timeout)
-        finally:
-            self.tier.watcher.unwatch(sub)
-        return last[0] if last else self.status()
+        # --checkpoint-to: the job's end is after its checkpoint's upload (the subscription's end).
+        uploads = isinstance(self.record.spec, dict) and bool(self.record.spec.get("checkpoint_to"))
+        last = wait_for(self, lambda status: status.state.terminal and not uploads, timeout)
+        return last if last is not None else self.status()
 
     def follow(self, offset: int = 0, timeout: float | None = None) -> Iterator[LogLine]:
         """Yield log lines as they are written until the job ends (resumes from ``offset``)."""
@@ -180,12 +184,7 @@ class Job(Handle):
             for line in lines:
                 q.put(line)
 
-        sub = self.tier.watcher.watch(
-            self.record,
-            on_lines=on_lines,
-            on_end=lambda status: q.put(None),
-            log_offset=offset,
-        )
+        sub = self.watch(on_lines=on_lines, on_end=lambda status: q.put(None), log_offset=offset)
         deadline = None if timeout is None else time.monotonic() + timeout
         try:
             while True:
@@ -195,7 +194,7 @@ class Job(Handle):
                     return
                 yield item
         finally:
-            self.tier.watcher.unwatch(sub)
+            sub.close()
 
     def files(self, pattern: str = "*") -> list[Any]:
         """What the job left in its job directory and checkpoint directory (``checkpoints/...``),
@@ -232,7 +231,7 @@ class Job(Handle):
         return f"cancel requested for job {self.id} ({self.name})"
 
 
-class Service(Handle):
+class Service(Handle[ServiceStatus]):
     """Handle on one service (a Deployment + Service on Kubernetes, or local replicas)."""
 
     kind = WorkKind.SERVICE
@@ -244,6 +243,13 @@ class Service(Handle):
     def status(self) -> ServiceStatus:
         """Current status: the Deployment, its pods and their recent Warning events."""
         return self.tier.service_status(self.record)
+
+    def watch(self, on_status: Callable[[ServiceStatus], None] | None = None, *,
+              on_lines: Callable[[list[PodLogLine]], None] | None = None) -> Subscription[ServiceStatus]:
+        """Follow the service through its tier's watch (Kubernetes: the namespace's shared
+        watches; local: the service's files): the status as :meth:`Handle.watch`; with
+        ``on_lines`` every pod's log lines as they come (``PodLogLine``, across restarts)."""
+        return self.tier.watch(self.record, on_status=on_status, on_lines=on_lines)
 
     def pods(self) -> tuple[PodInfo, ...]:
         return self.status().pods
@@ -321,34 +327,18 @@ class Service(Handle):
         have seen a change made just before (``scale(3)`` then ``wait_ready()`` would otherwise
         return the old READY 2/2 at once)."""
         deadline = None if timeout is None else time.monotonic() + timeout
-        changed = threading.Condition()
-        last: list[ServiceStatus] = []
-        delivered = [0]  # statuses the watch delivered
-        confirmed = [0]  # ... of which the first this many were checked by a fresh read
-
-        def on_status(status: ServiceStatus) -> None:
-            with changed:
-                last[:] = [status]
-                delivered[0] += 1
-                changed.notify_all()
-
-        def settled_news() -> bool:
-            return delivered[0] > confirmed[0] and bool(last) and last[0].state.settled
-
-        sub = self.tier.watch(self.record, on_status=on_status)
-        try:
+        with self.watch() as sub:
+            confirmed = 0  # statuses delivered and checked by a fresh read
             while True:
                 remaining = None if deadline is None else max(0.0, deadline - time.monotonic())
-                with changed:
-                    if not changed.wait_for(settled_news, remaining):
-                        break
-                    confirmed[0] = delivered[0]
+                last = wait_for(sub, lambda status: status.state.settled, remaining, after=confirmed)
+                if last is None or not last.state.settled or sub.delivered <= confirmed:
+                    break  # timed out (or the watch ended with nothing new)
+                confirmed = sub.delivered
                 fresh = self.status()
                 if fresh.state.settled:
                     return fresh
-        finally:
-            self.tier.unwatch(sub)
-        return last[0] if last and not last[0].state.settled else self.status()  # timed out
+        return last if last is not None and not last.state.settled else self.status()  # timed out
 
     def wait(self, timeout: float | None = None) -> ServiceStatus:
         return self.wait_ready(timeout)
@@ -374,11 +364,11 @@ class Service(Handle):
             run.note_replicas(s.ready, s.desired, s.canary.pods if s.canary is not None else ())
 
         note(status)
-        sub = self.tier.watch(self.record, on_status=note)
+        sub = self.watch(note)
 
         def unwatch_when_done() -> None:
             run.wait()
-            self.tier.unwatch(sub)
+            sub.close()
 
         run.start()
         try:

@@ -276,6 +276,12 @@ def _connect(profile: str, kind: WorkKind = WorkKind.JOB) -> Tier:
     return connect(profile, kind=kind)
 
 
+def connect(profile: str, kind: WorkKind = WorkKind.JOB) -> Tier:
+    """The cached tier of a configured ``profile`` for a kind of work; ProfileNotFound names
+    the known profiles (the server's hub)."""
+    return _connect(profile, kind)
+
+
 def profile_names() -> list[str]:
     return sorted(load_config().profiles)
 

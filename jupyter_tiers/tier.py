@@ -5,7 +5,8 @@ of its profile. :class:`Tier` is what every tier shares (profile, registry, hand
 spec from the profile's defaults); :class:`BatchTier` runs training jobs with ranks (Slurm, local)
 and is driven by the Watcher (watch.py) through three batched calls, ``poll_scheduler``,
 ``poll_ranks`` and ``open_log``; :class:`ServeTier` runs long-lived services (Kubernetes) and
-follows them with its own watches. Magics, widgets and the server only talk to this API.
+follows them with its own watches. Both hand a listener the same kind of subscription
+(``watch`` -> subscription.Subscription). Magics, widgets and the server only talk to this API.
 """
 
 from __future__ import annotations
@@ -25,12 +26,23 @@ from .handles import Handle, Job, Service, handle_for
 from .history import HistoryQuery, HistoryRow, no_history_message
 from .jobspec import validate_spec
 from .logs import ByteStream, LogDecoder
-from .model import JobSpec, JobStatus, LogLine, RankState, SchedulerInfo, ServeSpec, ServiceStatus, WorkKind
+from .model import (
+    JobSpec,
+    JobStatus,
+    LogLine,
+    PodLogLine,
+    RankState,
+    SchedulerInfo,
+    ServeSpec,
+    ServiceStatus,
+    WorkKind,
+)
 from .options import JOB_OPTIONS, SERVE_OPTIONS, Option, convert_values
 from .registry import JobRecord, Registry
 from .servespec import validate_serve_spec
 from .status import merge_status
-from .watch import Watcher
+from .subscription import Subscription
+from .watch import JobSubscription, LinesCallback, StatusCallback, Watcher
 
 __all__ = ["BatchTier", "ByteStream", "Handle", "Job", "ServeTier", "Service", "Tier"]
 
@@ -186,6 +198,20 @@ class BatchTier(Tier):
 
     def watcher_options(self) -> dict[str, Any]:
         return {}
+
+    def watch(self, record: JobRecord, *, on_status: StatusCallback | None = None,
+              on_lines: LinesCallback | None = None, on_end: StatusCallback | None = None,
+              log_offset: int = 0, skip_partial: bool = False) -> JobSubscription:
+        """Deliver the job's status changes (and, with ``on_lines``, its log from byte
+        ``log_offset``) until the subscription is closed; ``on_end`` once it has ended and its
+        log (and checkpoint upload) is through. Through this tier's one watcher."""
+        return self.watcher.watch(record, on_status=on_status, on_lines=on_lines, on_end=on_end,
+                                  follow_logs=on_lines is not None, log_offset=log_offset,
+                                  skip_partial=skip_partial)
+
+    def unwatch(self, subscription: Subscription[JobStatus]) -> None:
+        """Stop delivering to one ``watch`` subscription (``subscription.close()``)."""
+        subscription.close()
 
     def make_spec(self, script: str, **options: Any) -> JobSpec:
         """A JobSpec from the cell body, the profile's defaults, setup and env, then ``options``.
@@ -437,9 +463,10 @@ class ServeTier(Tier):
 
     @abc.abstractmethod
     def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,
-              on_lines: Callable[[list[Any]], None] | None = None) -> Any:
-        """Deliver status changes (and pod log lines) to the callbacks until ``unwatch``."""
+              on_lines: Callable[[list[PodLogLine]], None] | None = None) -> Subscription[ServiceStatus]:
+        """Deliver status changes (and pod log lines) to the callbacks until the subscription
+        is closed: the status now first, then each change."""
 
-    @abc.abstractmethod
-    def unwatch(self, subscription: Any) -> None:
-        """Stop delivering to one ``watch`` subscription."""
+    def unwatch(self, subscription: Subscription[ServiceStatus]) -> None:
+        """Stop delivering to one ``watch`` subscription (``subscription.close()``)."""
+        subscription.close()

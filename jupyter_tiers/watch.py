@@ -1,4 +1,5 @@
-"""One watcher per tier: batched status polling and log following, delivered as callbacks.
+"""One watcher per batch tier: batched status polling and log following, delivered to each
+listener's :class:`JobSubscription` (the watch protocol of subscription.py).
 
 The scheduler is asked about every watched job of the tier in one query, every
 ``status_interval`` seconds in steady state (15 s: 4 queries a minute however many jobs), sooner
@@ -31,6 +32,7 @@ from .objectstore import UploadReport
 from .reachability import backoff_delay, is_stale, last_seen, reconnecting, stale_after
 from .registry import JobRecord
 from .status import merge_status
+from .subscription import Subscription
 
 if TYPE_CHECKING:
     from .logs import ByteStream
@@ -43,22 +45,31 @@ StatusCallback = Callable[[JobStatus], None]
 LinesCallback = Callable[[Sequence[LogLine]], None]
 
 
-@dataclass(eq=False)
-class Subscription:
-    """One listener on one job. Returned by :meth:`Watcher.watch`; pass to ``unwatch``."""
+class JobSubscription(Subscription[JobStatus]):
+    """One listener on one job (subscription.py's protocol), from :meth:`Watcher.watch`: its
+    statuses, its log lines (``on_lines``, from a follower of its own) and ``on_end``, called
+    once the job has ended and the rest of its log (and its checkpoint's upload) is through."""
 
-    record: JobRecord
-    on_status: StatusCallback | None = None
-    on_lines: LinesCallback | None = None
-    on_end: StatusCallback | None = None
-    follower: LogFollower | None = None
-    ended: bool = False
+    def __init__(self, record: JobRecord, on_status: StatusCallback | None = None,
+                 on_lines: LinesCallback | None = None, on_end: StatusCallback | None = None) -> None:
+        super().__init__(record, on_status)
+        self.on_lines = on_lines
+        self.on_end = on_end
+        self.follower: LogFollower | None = None
+        self.watcher: Watcher | None = None  # set by Watcher.watch
+        self.ending = False  # the end is on its way (Watcher._end)
+
+    def _detach(self) -> None:
+        if self.watcher is not None:
+            self.watcher._forget(self)
+        if self.follower is not None:
+            self.follower.stop()
 
 
 @dataclass(eq=False)
 class _Watched:
     record: JobRecord
-    subs: list[Subscription] = field(default_factory=list)
+    subs: list[JobSubscription] = field(default_factory=list)
     status: JobStatus | None = None  # as shown (UNKNOWN once the cluster has been gone too long)
     real: JobStatus | None = None  # as last merged from what the cluster said
 
@@ -228,9 +239,11 @@ class Watcher:
         follow_logs: bool = True,
         log_offset: int = 0,
         skip_partial: bool = False,
-    ) -> Subscription:
-        """Start delivering this job's status changes (and log lines) to the callbacks."""
-        sub = Subscription(record, on_status=on_status, on_lines=on_lines, on_end=on_end)
+    ) -> JobSubscription:
+        """Start delivering this job's status changes (and log lines) to the callbacks; ``close``
+        the subscription (or :meth:`unwatch` it) to stop."""
+        sub = JobSubscription(record, on_status=on_status, on_lines=on_lines, on_end=on_end)
+        sub.watcher = self
         with self._lock:
             watched = self._jobs.setdefault(record.key, _Watched(record))
             watched.subs.append(sub)
@@ -241,7 +254,7 @@ class Watcher:
             )
             sub.follower.start()
         if current is not None:
-            _safe_call(on_status, current)
+            _safe_call(sub.deliver, current)
             with self._lock:
                 uploading = record.key in self._uploading
             if current.state.terminal and not uploading:  # else the upload's end ends it
@@ -250,15 +263,18 @@ class Watcher:
         self.kick()
         return sub
 
-    def unwatch(self, sub: Subscription) -> None:
+    def unwatch(self, sub: JobSubscription) -> None:
+        """Stop delivering to ``sub``: the same as ``sub.close()``."""
+        sub.close()
+
+    def _forget(self, sub: JobSubscription) -> None:
+        """The watcher's half of closing ``sub`` (its follower is stopped by the subscription)."""
         with self._lock:
             watched = self._jobs.get(sub.record.key)
             if watched and sub in watched.subs:
                 watched.subs.remove(sub)
                 if not watched.subs and (watched.status is None or not watched.status.state.terminal):
                     del self._jobs[sub.record.key]
-        if sub.follower is not None:
-            sub.follower.stop()
 
     def array_tasks(self, key: str) -> dict[str, JobStatus]:
         """The latest status of each task of the array ``key`` while it is watched (task id ->
@@ -429,7 +445,7 @@ class Watcher:
                         or (is_array(rec) and prev_real.reason != real.reason):  # the task counts
                     self._record_state(rec, real)
                 for sub in subs:
-                    _safe_call(sub.on_status, status)
+                    _safe_call(sub.deliver, status)
             finishing = finishing or (not status.state.terminal and _ranks_finishing(status))
             if upload:
                 threading.Thread(target=self._upload_then_end, args=(watched, status),
@@ -484,7 +500,7 @@ class Watcher:
                 watched.status = shown
                 subs = list(watched.subs)
             for sub in subs:
-                _safe_call(sub.on_status, shown)
+                _safe_call(sub.deliver, shown)
 
         final = UploadReport(error="not started")
         delay = self.upload_retry_delay
@@ -510,7 +526,7 @@ class Watcher:
             self._uploading.discard(rec.key)
             subs = list(watched.subs)
         for sub in subs:
-            _safe_call(sub.on_status, end)
+            _safe_call(sub.deliver, end)
             self._end(sub, end)
 
     def _record_state(self, rec: JobRecord, status: JobStatus) -> None:
@@ -523,15 +539,17 @@ class Watcher:
         except Exception:
             log.exception("registry update failed")
 
-    def _end(self, sub: Subscription, status: JobStatus) -> None:
-        if sub.ended:
+    def _end(self, sub: JobSubscription, status: JobStatus) -> None:
+        if sub.ending:
             return
-        sub.ended = True
+        sub.ending = True
 
         def finish() -> None:
             if sub.follower is not None:
                 sub.follower.finish()
-            _safe_call(sub.on_end, status)
+            if not sub.closed:
+                _safe_call(sub.on_end, status)
+            sub.end(status)
 
         threading.Thread(target=finish, name=f"jt-end-{next(self._counter)}", daemon=True).start()
 

@@ -33,6 +33,7 @@ from ..reachability import stale_after
 from ..registry import JobRecord, Registry, spec_for_record
 from ..servespec import canary_replicas
 from ..servestatus import canary_status, summary_line
+from ..subscription import Subscription
 from ..sync import notebook_manifest
 from ..tier import ServeTier
 from ..transport.relay import relay
@@ -630,9 +631,10 @@ class K8sTier(ServeTier):
             return self._namespace_watch
 
     def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,
-              on_lines: Callable[[list[Any]], None] | None = None) -> Any:
+              on_lines: Callable[[list[PodLogLine]], None] | None = None) -> Subscription[ServiceStatus]:
+        """Through the namespace's shared watches (one list+watch per kind, whoever listens)."""
         nsw = self._watch_of_namespace()
-        sub = _Subscription(record, nsw)
+        sub = _Subscription(self, record, nsw, on_status)
         with self._lock:
             self._subscriptions.add(sub)
 
@@ -641,8 +643,7 @@ class K8sTier(ServeTier):
             if status.state.value != sub.recorded and status.api_reachable:
                 sub.recorded = status.state.value
                 self._record(record, status)
-            if on_status is not None:
-                on_status(status)
+            sub.deliver(status)
 
         if on_lines is not None:
             sub.logs = _ServiceLogs(self.client, nsw.namespace, record.name, on_lines)
@@ -652,9 +653,8 @@ class K8sTier(ServeTier):
             sub.logs.sync(nsw.pods(record.name))
         return sub
 
-    def unwatch(self, subscription: Any) -> None:
-        if not isinstance(subscription, _Subscription):
-            return
+    def _forget(self, subscription: _Subscription) -> None:
+        """The tier's half of closing a subscription: its watch tokens and log followers."""
         with self._lock:
             self._subscriptions.discard(subscription)
         for token in (subscription.token, subscription.listener):
@@ -685,14 +685,22 @@ class K8sTier(ServeTier):
             forward.close()
 
 
-class _Subscription:
-    def __init__(self, record: JobRecord, nsw: NamespaceWatch) -> None:
-        self.record = record
+class _Subscription(Subscription[ServiceStatus]):
+    """One listener on one service: its token on the namespace watch, and its pods' log
+    followers when it wants lines."""
+
+    def __init__(self, tier: K8sTier, record: JobRecord, nsw: NamespaceWatch,
+                 on_status: Callable[[ServiceStatus], None] | None) -> None:
+        super().__init__(record, on_status)
+        self.tier = tier
         self.nsw = nsw
         self.token: int | None = None
         self.listener: int | None = None
         self.logs: _ServiceLogs | None = None
         self.recorded = ""
+
+    def _detach(self) -> None:
+        self.tier._forget(self)
 
 
 class _ServiceLogs:

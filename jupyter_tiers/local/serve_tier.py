@@ -41,6 +41,7 @@ from ..options import SERVE_OPTIONS, profile_keys
 from ..registry import LIVE_CANARY, JobRecord, Registry, spec_for_record
 from ..servespec import canary_replicas, validate_serve_spec
 from ..servestatus import summary_line
+from ..subscription import Subscription
 from ..tier import ServeTier
 from . import jobstate, listeners, processes
 from . import serve_supervisor as ssv
@@ -589,17 +590,13 @@ class LocalServeTier(ServeTier):
 
     # --- watching --------------------------------------------------------------------------
     def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,
-              on_lines: Callable[[list[Any]], None] | None = None) -> Any:
+              on_lines: Callable[[list[PodLogLine]], None] | None = None) -> Subscription[ServiceStatus]:
+        """Through the tier's one poller of the services' files."""
         with self._lock:
             if self._poller is None:
                 self._poller = _Poller(self, self.poll_interval)
             poller = self._poller
         return poller.add(record, on_status, on_lines)
-
-    def unwatch(self, subscription: Any) -> None:
-        poller = self._poller
-        if poller is not None and isinstance(subscription, _Subscription):
-            poller.remove(subscription)
 
     def close(self) -> None:
         with self._lock:
@@ -611,11 +608,13 @@ class LocalServeTier(ServeTier):
             forward.close()
 
 
-class _Subscription:
-    def __init__(self, record: JobRecord, on_status: Callable[[ServiceStatus], None] | None,
-                 on_lines: Callable[[list[Any]], None] | None, offset: int) -> None:
-        self.record = record
-        self.on_status = on_status
+class _Subscription(Subscription[ServiceStatus]):
+    """One listener on one service: where its log reading stands, and the state it recorded."""
+
+    def __init__(self, poller: _Poller, record: JobRecord, on_status: Callable[[ServiceStatus], None] | None,
+                 on_lines: Callable[[list[PodLogLine]], None] | None, offset: int) -> None:
+        super().__init__(record, on_status)
+        self.poller = poller
         self.on_lines = on_lines
         self.offset = offset
         self.partial = b""
@@ -623,6 +622,9 @@ class _Subscription:
         self.inode: int | None = None  # of the log file the offset is in
         self.last: ServiceStatus | None = None
         self.recorded = ""
+
+    def _detach(self) -> None:
+        self.poller.remove(self)
 
 
 class _Poller:
@@ -639,12 +641,12 @@ class _Poller:
         self._thread.start()
 
     def add(self, record: JobRecord, on_status: Callable[[ServiceStatus], None] | None,
-            on_lines: Callable[[list[Any]], None] | None) -> _Subscription:
+            on_lines: Callable[[list[PodLogLine]], None] | None) -> _Subscription:
         size, inode = 0, None
         with contextlib.suppress(OSError):
             info = (Path(record.jobdir) / ssv.LOG_FILE).stat()
             size, inode = info.st_size, info.st_ino
-        sub = _Subscription(record, on_status, on_lines, max(0, size - MAX_LOG_REPLAY))
+        sub = _Subscription(self, record, on_status, on_lines, max(0, size - MAX_LOG_REPLAY))
         sub.skip_first = sub.offset > 0
         sub.inode = inode
         with self._lock:
@@ -677,10 +679,10 @@ class _Poller:
         if status.state.value != sub.recorded:
             sub.recorded = status.state.value
             self.tier._record(sub.record, status)
-        if sub.on_status is not None:
-            sub.on_status(status)
+        sub.deliver(status)
         if status.state.terminal:
             self.remove(sub)
+            sub.end(status)
 
     def _lines(self, sub: _Subscription) -> None:
         assert sub.on_lines is not None

@@ -28,6 +28,7 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 from .. import service
 from ..arrays import split_task_ref
 from ..errors import SpecError, TiersError
+from ..handles import Service
 from ..history import AccountingDisabled
 from ..model import WorkKind
 from . import params
@@ -487,10 +488,13 @@ class LogStreamHandler(TiersWebSocket):
             if rows:
                 self.send_soon({"lines": rows, "offset": count[0]})
 
+        svc = self._handle
+        assert isinstance(svc, Service)  # open() sends only services here
+
         def subscribe() -> None:
-            sub = self._tier.watch(self._handle.record, on_lines=on_lines)
+            sub = svc.watch(on_lines=on_lines)
             if self.ws_connection is None:
-                self._tier.unwatch(sub)
+                sub.close()
             else:
                 self._service_sub = sub
 
@@ -504,7 +508,7 @@ class LogStreamHandler(TiersWebSocket):
             self._follower.stop()
         if self._service_sub is not None:
             sub, self._service_sub = self._service_sub, None
-            _executor.submit(self._tier.unwatch, sub)
+            _executor.submit(sub.close)
 
 
 def handler_table(base_url: str) -> list[tuple[str, type]]:

@@ -3,11 +3,12 @@ browser tab.
 
 The hub reads the local registry (a cheap sqlite query, every ``scan_interval`` seconds) to learn
 about jobs and services whichever kernel started them, and while at least one listener (an
-``events`` websocket, a log stream) is connected it subscribes each active one to its profile's
-tier: a batch tier's Watcher (one ``squeue`` per profile per interval for all its jobs) or a
-Kubernetes tier's namespace watch. Listeners get the items' changes as JSON-ready messages; ten
-tabs are ten listeners on the same subscriptions, so the cluster sees the same load as one. When
-the last listener leaves, every subscription is dropped and nothing is polled.
+``events`` websocket, a log stream) is connected it watches each active one through its handle
+(``Handle.watch``, the one subscription protocol of jobs and services; underneath, a batch tier's
+Watcher makes one ``squeue`` per profile per interval for all its jobs, a Kubernetes tier shares
+its namespace's watches). Listeners get the items' changes as JSON-ready messages; ten tabs are
+ten listeners on the same subscriptions, so the cluster sees the same load as one. When the last
+listener leaves, every subscription is closed and nothing is polled.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ from .. import api, service
 from ..errors import TiersError
 from ..model import JobStatus, ServiceStatus, WorkKind
 from ..registry import JobRecord, Registry
-from ..tier import BatchTier
+from ..subscription import Subscription
+from ..tier import BatchTier, Tier
 
 log = logging.getLogger(__name__)
 
@@ -33,9 +35,8 @@ Listener = Callable[[Message], None]
 
 @dataclass(eq=False)
 class _Sub:
-    tier: Any
-    token: Any
-    kind: WorkKind
+    tier: Tier  # the tier it was made on (a replaced tier's are dropped)
+    subscription: Subscription[Any]
 
 
 class Hub:
@@ -44,11 +45,11 @@ class Hub:
 
     def __init__(self, *, scan_interval: float = 2.0, limit: int = 500,
                  registry: Callable[[], Registry] = Registry,
-                 connect: Callable[[str, WorkKind], Any] | None = None) -> None:
+                 connect: Callable[[str, WorkKind], Tier] | None = None) -> None:
         self.scan_interval = scan_interval
         self.limit = limit
         self._registry = registry
-        self._connect = connect or service._connect
+        self._connect = connect or service.connect
         self._lock = threading.RLock()
         self._listeners: dict[int, Listener] = {}
         self._ids = itertools.count(1)
@@ -281,7 +282,7 @@ class Hub:
         with self._lock:
             subs = dict(self._subs)
             kinds = {(self._records[k].profile, self._records[k].kind) for k in subs if k in self._records}
-        current: dict[tuple[str, WorkKind], Any] = {}
+        current: dict[tuple[str, WorkKind], Tier | None] = {}
         for profile, kind in kinds:
             try:
                 current[(profile, kind)] = self._connect(profile, kind)
@@ -295,14 +296,11 @@ class Hub:
         for key in stale:
             _unsubscribe(subs[key])
 
-    def _subscribe(self, tier: Any, rec: JobRecord) -> _Sub:
+    def _subscribe(self, tier: Tier, rec: JobRecord) -> _Sub:
         def on_status(status: JobStatus | ServiceStatus) -> None:
             self._on_status(rec.key, status)
 
-        if isinstance(tier, BatchTier):
-            token = tier.watcher.watch(rec, on_status=on_status, follow_logs=False)
-            return _Sub(tier, token, WorkKind.JOB)
-        return _Sub(tier, tier.watch(rec, on_status=on_status), WorkKind.SERVICE)
+        return _Sub(tier, tier.handle(rec).watch(on_status))
 
     def scheduler_queries(self) -> dict[str, int]:
         """Batched scheduler queries each batch profile's watcher made in this process."""
@@ -315,10 +313,7 @@ class Hub:
 
 def _unsubscribe(sub: _Sub) -> None:
     try:
-        if sub.kind == WorkKind.JOB:
-            sub.tier.watcher.unwatch(sub.token)
-        else:
-            sub.tier.unwatch(sub.token)
+        sub.subscription.close()
     except Exception:
         log.exception("jupyter-tiers hub unsubscribe failed")
 

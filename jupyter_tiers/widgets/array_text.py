@@ -73,16 +73,15 @@ class ArrayTextView:
                     done.set()
             return on_status, on_end
 
-        watcher = self.job.tier.watcher
         subs = []
-        for r in records:
-            on_status, on_end = make(task_index(r.job_id))
-            subs.append(watcher.watch(r, on_status=on_status, on_end=on_end, follow_logs=False))
+        for task in self.job.tasks:
+            on_status, on_end = make(task_index(task.id))
+            subs.append(task.watch(on_status, on_end=on_end))
         try:
             done.wait(timeout)
         finally:
             for sub in subs:
-                watcher.unwatch(sub)
+                sub.close()
         if not done.is_set():
             return None
         tasks = dict(self.tasks)

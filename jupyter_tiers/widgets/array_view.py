@@ -22,6 +22,7 @@ from ..array_job import ArrayJob
 from ..arrays import aggregate_status, counts_text, task_index
 from ..errors import TiersError
 from ..model import JobStatus
+from ..subscription import Subscription
 from ..viewstate.array import task_row
 from .job_view import JobView
 from .view_common import view_module
@@ -69,13 +70,12 @@ class ArrayView(ipywidgets.VBox):
         self.ended = threading.Event()
         self.task_view: Any = None
         self._lock = threading.Lock()
-        self._subs: list[Any] = []
+        self._subs: list[Subscription[JobStatus]] = []
         self._refresh()
         self.table.on_msg(self._on_front_end_msg)
-        watcher = job.tier.watcher
-        self._subs = [watcher.watch(r, on_status=self._status_cb(task_index(r.job_id)),
-                                    on_end=self._end_cb(task_index(r.job_id)), follow_logs=False)
-                      for r in job.task_records()]
+        for task in job.tasks:
+            index = task_index(task.id)
+            self._subs.append(task.watch(self._status_cb(index), on_end=self._end_cb(index)))
 
     @property
     def summary(self) -> str:
@@ -111,7 +111,7 @@ class ArrayView(ipywidgets.VBox):
         self.table.terminal = True
         self.table.state = self.final_status.state.value
         for sub in self._subs:
-            self.job.tier.watcher.unwatch(sub)
+            sub.close()
         self.ended.set()
 
     def _refresh(self) -> None:
@@ -174,7 +174,7 @@ class ArrayView(ipywidgets.VBox):
 
     def close(self) -> None:
         for sub in self._subs:
-            self.job.tier.watcher.unwatch(sub)
+            sub.close()
         if self.task_view is not None:
             self.task_view.close()
         self.table.close()

@@ -118,14 +118,8 @@ class JobView(anywidget.AnyWidget):
             skip_partial = log_offset > 0
             self.log_skipped_bytes = log_offset
         self._metrics.start_at(log_offset)
-        self._sub = job.tier.watcher.watch(
-            job.record,
-            on_status=self._on_status,
-            on_lines=self._on_lines,
-            on_end=self._on_end,
-            log_offset=log_offset,
-            skip_partial=skip_partial,
-        )
+        self._sub = job.watch(self._on_status, on_lines=self._on_lines, on_end=self._on_end,
+                              log_offset=log_offset, skip_partial=skip_partial)
 
     # --- from the watcher (background threads) ---------------------------------------
     def _on_lines(self, lines: Sequence[LogLine]) -> None:
@@ -194,7 +188,7 @@ class JobView(anywidget.AnyWidget):
         self._track_metrics("", final=True)
         rank0 = self._metrics.summary
         self.summary = summary_line(status, metric=rank0.main(), error=rank0.error)
-        self.job.tier.watcher.unwatch(self._sub)
+        self._sub.close()
         self.ended.set()
 
     # --- from the front end --------------------------------------------------------------
@@ -240,7 +234,7 @@ class JobView(anywidget.AnyWidget):
         return self.final_status
 
     def close(self) -> None:
-        self.job.tier.watcher.unwatch(self._sub)
+        self._sub.close()
         self._batcher.close()
         super().close()
 

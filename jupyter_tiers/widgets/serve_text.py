@@ -89,12 +89,8 @@ class ServiceTextView:
                 self.out.write("".join(format_line(ln) + "\n" for ln in lines))
                 self.out.flush()
 
-        tier = self.service.tier
-        sub = tier.watch(self.service.record, on_status=on_status, on_lines=on_lines)
-        try:
+        with self.service.watch(on_status, on_lines=on_lines):
             settled.wait(timeout)
-        finally:
-            tier.unwatch(sub)
         elapsed = time.monotonic() - started
         final = self.final_status
         if final is not None:

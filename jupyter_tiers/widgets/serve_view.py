@@ -16,6 +16,7 @@ import traitlets as t
 
 from ..handles import Service
 from ..model import PodLogLine, ServiceStatus
+from ..subscription import Subscription
 from ..viewstate.serve import line_rows, model_note, status_traits, summary_for
 from .batcher import LineBatcher
 from .load_panel import LoadPanel
@@ -107,12 +108,12 @@ class ServeView(anywidget.AnyWidget):
         self._scale_wanted: int | None = None
         self._buffer: collections.deque[list[Any]] = collections.deque(maxlen=self.log_limit)
         self._batcher: LineBatcher[PodLogLine] = LineBatcher(self._send_lines)
-        self._sub: Any = None
+        self._sub: Subscription[ServiceStatus] | None = None
         self._closed = False
         self.load_panel = LoadPanel(service, self.send)
         self.try_panel = TryPanel(self)
         self.on_msg(self._on_front_end_msg)
-        self._sub = service.tier.watch(record, on_status=self._on_status, on_lines=self._on_lines)
+        self._sub = service.watch(self._on_status, on_lines=self._on_lines)
         if self.terminal:  # deleted already, seen before ``watch`` returned
             self._unsubscribe()
 
@@ -270,7 +271,7 @@ class ServeView(anywidget.AnyWidget):
             sub, self._sub = self._sub, None
         if sub is not None:
             try:
-                self.service.tier.unwatch(sub)
+                sub.close()
             except Exception as exc:
                 self.message = f"error while unwatching: {exc}"
         self._batcher.close()

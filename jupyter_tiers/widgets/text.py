@@ -126,12 +126,8 @@ class TextView:
             self.final_status = status
             ended.set()
 
-        watcher = self.job.tier.watcher
-        sub = watcher.watch(self.job.record, on_status=on_status, on_lines=on_lines, on_end=on_end)
-        try:
+        with self.job.watch(on_status, on_lines=on_lines, on_end=on_end):
             ended.wait(timeout)
-        finally:
-            watcher.unwatch(sub)
         with self._lock:
             if self.final_status is not None:
                 self._print_lines(self.fold.status(self.final_status))

@@ -13,6 +13,7 @@ from typing import Any
 
 from jupyter_tiers.logs import LogDecoder
 from jupyter_tiers.model import JobState, JobStatus
+from jupyter_tiers.subscription import Subscription
 from jupyter_tiers.widgets.job_view import JobView
 
 
@@ -22,12 +23,9 @@ class FakeWatcher:
     def __init__(self) -> None:
         self.callbacks: dict[str, Any] = {}
 
-    def watch(self, record: Any, **kwargs: Any) -> object:
-        self.callbacks = kwargs
-        return object()
-
-    def unwatch(self, sub: object) -> None:
-        pass
+    def watch(self, on_status: Any = None, **kwargs: Any) -> Subscription[JobStatus]:
+        self.callbacks = {"on_status": on_status, **kwargs}
+        return Subscription(SimpleNamespace(key="local:1"), on_status)
 
 
 class HeldView(JobView):
@@ -48,9 +46,8 @@ class HeldView(JobView):
 
 def fake_job(watcher: FakeWatcher) -> Any:
     record = SimpleNamespace(profile="p", tier="local", world_size=2, spec={"nodes": 2}, key="local:1")
-    tier = SimpleNamespace(watcher=watcher)
-    return SimpleNamespace(id="1", name="crowded", record=record, script="", tier=tier,
-                           metric_patterns=lambda: ())
+    return SimpleNamespace(id="1", name="crowded", record=record, script="", tier=SimpleNamespace(),
+                           metric_patterns=lambda: (), watch=watcher.watch)
 
 
 def test_summary_has_rank0_final_metric_when_other_ranks_crowd_it_out() -> None:

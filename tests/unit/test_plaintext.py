@@ -16,6 +16,7 @@ from jupyter_tiers import cli, history, tiers_command
 from jupyter_tiers.errors import TiersError
 from jupyter_tiers.model import JobState, JobStatus, PodInfo, ServiceState
 from jupyter_tiers.plaintext import printable
+from jupyter_tiers.subscription import Subscription
 from jupyter_tiers.widgets.text import TextView
 from tests.unit.test_serve_text import make_service, status
 
@@ -56,25 +57,24 @@ def test_service_text_view_prints_pod_events_and_reasons_as_text(tmp_path: Path)
 
 
 class _Watcher:
-    def __init__(self, statuses: list[JobStatus]) -> None:
+    def __init__(self, record: Any, statuses: list[JobStatus]) -> None:
+        self.record = record
         self.statuses = statuses
 
-    def watch(self, record: Any, *, on_status: Any, on_lines: Any, on_end: Any) -> int:
+    def watch(self, on_status: Any, *, on_lines: Any, on_end: Any) -> Subscription[JobStatus]:
+        sub = Subscription(self.record, on_status)
         for st in self.statuses:
-            on_status(st)
+            sub.deliver(st)
         on_end(self.statuses[-1])
-        return 1
-
-    def unwatch(self, sub: Any) -> None:
-        pass
+        sub.end(self.statuses[-1])
+        return sub
 
 
 def test_job_text_view_prints_a_slurm_reason_as_text() -> None:
     record = SimpleNamespace(job_id="41", name="train", profile="hpc", world_size=2, spec={})
     statuses = [JobStatus("41", JobState.PENDING, reason=f"Resources{NASTY}"),
                 JobStatus("41", JobState.CANCELLED, message=f"gone {NASTY}")]
-    job = SimpleNamespace(record=record, tier=SimpleNamespace(watcher=_Watcher(statuses)),
-                          metric_patterns=lambda: ())
+    job = SimpleNamespace(record=record, watch=_Watcher(record, statuses).watch, metric_patterns=lambda: ())
     out = io.StringIO()
     TextView(job, out).run(timeout=10)  # type: ignore[arg-type]  # a duck-typed Job
     _clean(out.getvalue())

@@ -17,6 +17,7 @@ from jupyter_tiers.config import Profile
 from jupyter_tiers.handles import Service
 from jupyter_tiers.model import PodInfo, PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from jupyter_tiers.registry import JobRecord, Registry
+from jupyter_tiers.subscription import Subscription
 from jupyter_tiers.tier import ServeTier
 from jupyter_tiers.widgets.serve_text import ServiceTextView
 
@@ -30,8 +31,7 @@ class FakeServeTier(ServeTier):
         super().__init__(Profile("serving", "kubernetes", settings={"namespace": "team-llm"}),
                          Registry(registry_path))
         self.script = list(script or [])
-        self.subs: dict[int, tuple[Callable[[ServiceStatus], None] | None,
-                                   Callable[[list[Any]], None] | None]] = {}
+        self.subs: dict[int, tuple[Subscription[ServiceStatus], Callable[[list[Any]], None] | None]] = {}
         self.calls: list[tuple[Any, ...]] = []
         self.fail: dict[str, Exception] = {}  # method name -> what it raises
         self.gate: threading.Event | None = None  # when set up, actions wait for it
@@ -45,10 +45,9 @@ class FakeServeTier(ServeTier):
             raise self.fail[call[0]]
 
     def push(self, event: Event) -> None:
-        for on_status, on_lines in list(self.subs.values()):
+        for sub, on_lines in list(self.subs.values()):
             if isinstance(event, ServiceStatus):
-                if on_status:
-                    on_status(event)
+                sub.deliver(event)
             elif on_lines:
                 on_lines(event)
 
@@ -85,19 +84,27 @@ class FakeServeTier(ServeTier):
         return "http://127.0.0.1:40123"
 
     def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,
-              on_lines: Callable[[list[Any]], None] | None = None) -> Any:
+              on_lines: Callable[[list[Any]], None] | None = None) -> Subscription[ServiceStatus]:
         self._next += 1
-        self.subs[self._next] = (on_status, on_lines)
+        token = self._next
+        sub = FakeSubscription(record, on_status, lambda: self.subs.pop(token, None))
+        self.subs[token] = (sub, on_lines)
         for event in self.script:
             if isinstance(event, ServiceStatus):
-                if on_status:
-                    on_status(event)
+                sub.deliver(event)
             elif on_lines:
                 on_lines(event)
-        return self._next
+        return sub
 
-    def unwatch(self, subscription: Any) -> None:
-        self.subs.pop(subscription, None)
+
+class FakeSubscription(Subscription[ServiceStatus]):
+    def __init__(self, record: JobRecord, on_status: Callable[[ServiceStatus], None] | None,
+                 detach: Callable[[], object]) -> None:
+        super().__init__(record, on_status)
+        self.detach = detach
+
+    def _detach(self) -> None:
+        self.detach()
 
 
 def make_service(tmp_path: Path, script: list[Event] | None = None) -> tuple[FakeServeTier, Service]:

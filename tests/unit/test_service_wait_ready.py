@@ -8,6 +8,7 @@ from typing import Any
 from jupyter_tiers.handles import Service
 from jupyter_tiers.model import ServiceState, ServiceStatus
 from jupyter_tiers.registry import JobRecord
+from jupyter_tiers.subscription import Subscription
 
 
 def status(state: ServiceState, ready: int, desired: int) -> ServiceStatus:
@@ -22,19 +23,27 @@ class LaggingTier:
         self.reads: list[ServiceStatus] = [status(ServiceState.DEPLOYING, 2, 3)]
         self.unwatched = threading.Event()
 
-    def watch(self, record: JobRecord, *, on_status: Any = None, on_lines: Any = None) -> object:
-        on_status(status(ServiceState.READY, 2, 2))  # from the cache, before the change
+    def subscription(self, record: JobRecord, on_status: Any) -> Subscription[ServiceStatus]:
+        tier = self
+
+        class Sub(Subscription[ServiceStatus]):
+            def _detach(self) -> None:
+                tier.unwatched.set()
+
+        return Sub(record, on_status)
+
+    def watch(self, record: JobRecord, *, on_status: Any = None,
+              on_lines: Any = None) -> Subscription[ServiceStatus]:
+        sub = self.subscription(record, on_status)
+        sub.deliver(status(ServiceState.READY, 2, 2))  # from the cache, before the change
 
         def catch_up() -> None:
-            on_status(status(ServiceState.DEPLOYING, 2, 3))
+            sub.deliver(status(ServiceState.DEPLOYING, 2, 3))
             self.reads.append(status(ServiceState.READY, 3, 3))
-            on_status(status(ServiceState.READY, 3, 3))
+            sub.deliver(status(ServiceState.READY, 3, 3))
 
         threading.Timer(0.2, catch_up).start()
-        return object()
-
-    def unwatch(self, subscription: object) -> None:
-        self.unwatched.set()
+        return sub
 
     def service_status(self, record: JobRecord) -> ServiceStatus:
         return self.reads[-1]
@@ -50,8 +59,13 @@ def test_wait_ready_does_not_return_a_stale_settled_status() -> None:
 
 def test_wait_ready_times_out_with_a_fresh_status() -> None:
     tier = LaggingTier()
-    tier.watch = lambda record, on_status=None, on_lines=None: (  # type: ignore[method-assign]
-        on_status(status(ServiceState.READY, 2, 2)) or object())
+    def stale_only(record: JobRecord, on_status: Any = None,
+                   on_lines: Any = None) -> Subscription[ServiceStatus]:
+        sub = tier.subscription(record, on_status)
+        sub.deliver(status(ServiceState.READY, 2, 2))
+        return sub
+
+    tier.watch = stale_only  # type: ignore[method-assign]
     record = JobRecord(profile="serving", tier="kubernetes", job_id="echo", name="echo", kind="service")
     final = Service(tier, record).wait_ready(timeout=0.3)  # type: ignore[arg-type]
     assert (final.state, final.ready, final.desired) == (ServiceState.DEPLOYING, 2, 3)

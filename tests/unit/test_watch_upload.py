@@ -16,7 +16,7 @@ from jupyter_tiers.handoff import encode_detail
 from jupyter_tiers.model import JobState, JobStatus
 from jupyter_tiers.objectstore import UploadReport
 from jupyter_tiers.registry import JobRecord
-from jupyter_tiers.watch import Subscription, Watcher, _Watched
+from jupyter_tiers.watch import JobSubscription, Watcher, _Watched
 
 URI = "s3://team-ckpt/jt/ft/7/ckpt-000100/"
 PATH = "/jobs/ft/7/checkpoints/ckpt-000100"
@@ -50,7 +50,7 @@ def run(monkeypatch: pytest.MonkeyPatch, script: list[Any]) -> tuple[list[JobSta
     ends: list[JobStatus] = []
     w = Watcher(FakeTier())  # type: ignore[arg-type]
     w.upload_retry_delay = 0.01
-    watched = _Watched(REC, subs=[Subscription(REC, on_status=statuses.append, on_end=ends.append)])
+    watched = _Watched(REC, subs=[JobSubscription(REC, on_status=statuses.append, on_end=ends.append)])
     w._jobs[REC.key] = watched
     status = w._upload_started(REC, JobStatus(job_id="7", state=JobState.COMPLETED, checkpoint=PATH))
     assert status.checkpoint == f"{PATH} (uploading to {URI.rstrip('/')})"
@@ -88,7 +88,7 @@ def test_a_job_attached_after_its_upload_ended_is_not_uploaded_again(monkeypatch
     tier.registry = SimpleNamespace(get=lambda key: done, update=lambda key, **kw: None)
     statuses: list[JobStatus] = []
     w = Watcher(tier)  # type: ignore[arg-type]
-    watched = _Watched(done, subs=[Subscription(done, on_status=statuses.append)])
+    watched = _Watched(done, subs=[JobSubscription(done, on_status=statuses.append)])
     w._jobs[done.key] = watched
     w._apply([watched], {"7": SchedulerInfo(job_id="7", state=JobState.COMPLETED, checkpoint=PATH)}, {}, True,
              None)
@@ -131,7 +131,7 @@ def test_an_array_tasks_checkpoint_is_listed_then_uploaded_and_a_cut_listing_is_
     ends: list[JobStatus] = []
     w = Watcher(tier)  # type: ignore[arg-type]
     w.upload_retry_delay = 0.01
-    watched = _Watched(task, subs=[Subscription(task, on_status=statuses.append, on_end=ends.append)])
+    watched = _Watched(task, subs=[JobSubscription(task, on_status=statuses.append, on_end=ends.append)])
     w._jobs[task.key] = watched
     w._upload_then_end(watched, JobStatus(job_id="7_1", state=JobState.COMPLETED))
     deadline = time.monotonic() + 30

@@ -17,7 +17,7 @@ from jupyter_tiers.errors import ControllerUnreachable, TiersError
 from jupyter_tiers.logs import LogDecoder
 from jupyter_tiers.model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
 from jupyter_tiers.registry import JobRecord
-from jupyter_tiers.watch import LogFollower, Subscription, Watcher, _Watched
+from jupyter_tiers.watch import JobSubscription, LogFollower, Watcher, _Watched
 
 REC = JobRecord(profile="fake", tier="fake", job_id="7", name="j", jobdir="/jobs/7", world_size=2)
 
@@ -67,7 +67,7 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
 def _watcher(tier: FakeTier, statuses: list[JobStatus], **kw: Any) -> Watcher:
     kw.setdefault("jitter", 0.0)  # exact gaps; test_reconnects_jitter_within_bounds has jitter
     w = Watcher(tier, status_interval=15.0, rank_interval=1.0, first_poll=0.5, max_backoff=30.0, **kw)
-    sub = Subscription(REC, on_status=statuses.append)
+    sub = JobSubscription(REC, on_status=statuses.append)
     w._jobs[REC.key] = _Watched(REC, subs=[sub])  # as watch() does, without starting the thread
     return w
 

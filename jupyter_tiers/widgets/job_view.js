@@ -379,4 +379,5 @@ export function jobView({ charts = null, files = null } = {}) {
   return { render };
 }
 
-export default jobView({ charts: metricsChart, files: jtFilesPane });
+// (pure: a host that takes only jobView, as the lab panel does, bundles no metric charts)
+export default /* @__PURE__ */ jobView({ charts: metricsChart, files: jtFilesPane });

@@ -483,4 +483,5 @@ export function serveView({ tryPanel = null, loadPanel = null } = {}) {
   return { render };
 }
 
-export default serveView({ tryPanel: jtTryPanel, loadPanel: jtLoadPanel });
+// (pure: a host that takes only serveView, as the lab panel does, bundles neither panel)
+export default /* @__PURE__ */ serveView({ tryPanel: jtTryPanel, loadPanel: jtLoadPanel });

@@ -1,7 +1,8 @@
 // jupyter-tiers ArrayView task table: one row per task of a job array. Everything from the
-// cluster is set with textContent, never as HTML. h() comes from view_common.js, which
-// array_view.py puts in front of this module. A click on a row opens that task's own JobView
+// cluster is set with textContent, never as HTML. A click on a row opens that task's own JobView
 // below the table (made by the kernel: the job widget itself).
+
+import { h } from "./view_common.js";
 
 // A button that asks once more before it acts (the JobView's Cancel does the same).
 function confirmButton(btn, label, question, act) {
@@ -22,7 +23,7 @@ function confirmButton(btn, label, question, act) {
   });
 }
 
-function render({ model, el }) {
+export function render({ model, el }) {
   const root = h("div", "jt-job jt-array");
   el.appendChild(root);
   const header = h("div", "jt-header");

@@ -1,8 +1,10 @@
 // The Files tab of JobView (files_pane.py is its kernel side): what the job left in its job and
 // checkpoint directories, with a Download button per file into the notebook's directory.
-// Names come from the cluster: set with textContent only. Uses h() from view_common.js.
+// Names come from the cluster: set with textContent only.
 
-function jtFilesPane({ model, box }) {
+import { h } from "./view_common.js";
+
+export function jtFilesPane({ model, box }) {
   const bar = h("div", "jt-files-bar");
   const refreshBtn = h("button", "jt-files-refresh", "Refresh");
   const note = h("span", "jt-files-note");

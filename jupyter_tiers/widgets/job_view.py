@@ -34,7 +34,7 @@ class JobView(anywidget.AnyWidget):
     lines, and the kernel keeps at least as many, as message texts, for a reloaded page.
     """
 
-    # The metric charts', rank grid's and Files tab's helpers, the shared ones, the view (views.json).
+    # job_view.js with the modules it imports (rank grid, metric charts, Files tab), linked in one.
     _esm = view_module("job_view.js")
     _css = _HERE / "job_view.css"
 

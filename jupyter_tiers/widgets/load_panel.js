@@ -1,8 +1,9 @@
 // ServeView's Load panel: rps, seconds, concurrency, method, path and body; Start and Stop; a
 // live chart of p50/p95/p99 latency over one of throughput and ready replicas, on one time axis;
 // the error rate. The kernel runs the load (load_panel.py) and sends {"kind": "load", state,
-// message, summary, rows, reset, limit}; every text is set with textContent. serve_view.py puts
-// this file in front of serve_view.js (h() comes from view_common.js, defined before use).
+// message, summary, rows, reset, limit}; every text is set with textContent.
+
+import { h } from "./view_common.js";
 
 const JT_LOAD_SVG = "http://www.w3.org/2000/svg";
 const JT_LOAD_W = 480;
@@ -16,7 +17,7 @@ function jtLoadSvg(tag, attrs) {
 }
 
 // Polyline points for [x, y] pairs (y null: a gap ends the run), x in 0..xMax, y in 0..yMax (pure).
-function jtLoadPaths(points, xMax, yMax, w, h) {
+export function jtLoadPaths(points, xMax, yMax, w, h) {
   const runs = [];
   let run = [];
   for (const [x, y] of points) {
@@ -34,7 +35,7 @@ function jtLoadPaths(points, xMax, yMax, w, h) {
 }
 
 // A step line (replicas hold their value until the next row).
-function jtLoadSteps(points) {
+export function jtLoadSteps(points) {
   const out = [];
   let last = null;
   for (const [x, y] of points) {
@@ -46,12 +47,12 @@ function jtLoadSteps(points) {
   return out;
 }
 
-function jtLoadNum(v, digits = 3) {
+export function jtLoadNum(v, digits = 3) {
   if (v === null || v === undefined || !Number.isFinite(v)) return "–";
   return String(Number(v.toPrecision(digits)));
 }
 
-function jtLoadPanel(model) {
+export function jtLoadPanel(model) {
   const box = h("details", "jt-load");
   const title = h("summary", "jt-section jt-load-title", "Load");
   const form = h("div", "jt-controls jt-load-form");

@@ -1,7 +1,9 @@
 // Live metric charts for JobView: one small SVG line chart per metric, drawn from the widget's
 // `metrics` trait ({key: [[x, y|null], ...]}, already downsampled in the kernel), of one rank
 // (`metrics_rank`; the view asks the kernel for the rank the log's filter shows). No charting
-// library; every label is set with textContent. job_view.py puts this file in front of the view.
+// library; every label is set with textContent.
+
+import { h } from "./view_common.js";
 
 const JT_SVG = "http://www.w3.org/2000/svg";
 const JT_CHART_W = 200;
@@ -14,7 +16,7 @@ function jtSvg(tag, attrs) {
   return node;
 }
 
-function jtNum(v) {
+export function jtNum(v) {
   if (v === null || v === undefined || !Number.isFinite(v)) return String(v ?? "nan");
   const a = Math.abs(v);
   if (v === Math.round(v) && a < 1e9) return String(v);
@@ -24,7 +26,7 @@ function jtNum(v) {
 }
 
 // The polyline's points for finite values, scaled into the chart box (pure, for tests).
-function jtChartPoints(points, w, h) {
+export function jtChartPoints(points, w, h) {
   const good = points.filter((p) => Number.isFinite(p[0]) && Number.isFinite(p[1]));
   if (!good.length) return { path: "", min: null, max: null };
   let x0 = Infinity, x1 = -Infinity, y0 = Infinity, y1 = -Infinity;
@@ -42,7 +44,7 @@ function jtChartPoints(points, w, h) {
 }
 
 // The line above the charts: whose metrics they are, and a pending switch to another rank.
-function jtChartHeading(rank, wanted, note) {
+export function jtChartHeading(rank, wanted, note) {
   let text = `metrics of rank ${rank}`;
   if (wanted !== rank) text += ` · reading rank ${wanted}'s log…`;
   else if (rank !== 0) text += " · the log's rank filter picks the rank";
@@ -51,7 +53,7 @@ function jtChartHeading(rank, wanted, note) {
 
 // Draws `data` (one rank's series); `info` is {rank, wanted, note}: the charted rank, the rank
 // asked for, and why the rank's earlier values are missing (if they are).
-function metricsChart(container) {
+export function metricsChart(container) {
   return function draw(data, info) {
     const keys = Object.keys(data || {}).filter((k) => k !== "step");
     const { rank = 0, wanted = rank, note = "" } = info || {};

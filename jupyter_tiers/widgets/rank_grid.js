@@ -1,15 +1,16 @@
 // JobView's rank grid: one row per node (its name, then one cell per rank on it), a legend of
 // the phase colours with a count each, and the first failure as a button. The pure helpers
 // (jtExpandHostlist, jtGroupRanks, jtCountPhases, jtCountText) come first, for tests. Every
-// name from the cluster is set with textContent. job_view.py, and the lab panel's
-// scripts/views.mjs, put this file in front of job_view.js.
+// name from the cluster is set with textContent.
+
+import { h } from "./view_common.js";
 
 const JT_PHASES = [["w", "waiting"], ["r", "running"], ["x", "exited"], ["f", "failed"], ["s", "stopped"]];
 const JT_MAX_NODES = 65536; // a hostlist never expands past this (a hostile "n[0-999999999]")
 
 // Slurm hostlist -> names: "node[1-3,07-08],gpu1" -> node1 node2 node3 node07 node08 gpu1.
 // At most `limit` names; anything it cannot read is taken as one literal name.
-function jtExpandHostlist(text, limit = JT_MAX_NODES) {
+export function jtExpandHostlist(text, limit = JT_MAX_NODES) {
   const names = [];
   const parts = String(text || "").match(/[^,[]+(?:\[[^\]]*\])?[^,]*/g) || [];
   for (const part of parts) {
@@ -41,7 +42,7 @@ function jtExpandHostlist(text, limit = JT_MAX_NODES) {
 // one that has not started yet sits where Slurm's block distribution puts it (rank i on node
 // floor(i / ranksPerNode) of the nodelist), and while there is no nodelist (PENDING) in an
 // unnamed row "#k" of ranksPerNode ranks. Without ranksPerNode, unplaced ranks share one row.
-function jtGroupRanks(ranks, nodelist, ranksPerNode) {
+export function jtGroupRanks(ranks, nodelist, ranksPerNode) {
   const n = ranks.length;
   const names = jtExpandHostlist(nodelist, Math.max(1, n));
   const perNode = ranksPerNode > 0 ? ranksPerNode : names.length ? Math.ceil(n / names.length) : 0;
@@ -67,14 +68,14 @@ function jtGroupRanks(ranks, nodelist, ranksPerNode) {
 }
 
 // How many ranks are in each phase: {w, r, x, f, s}.
-function jtCountPhases(ranks) {
+export function jtCountPhases(ranks) {
   const counts = { w: 0, r: 0, x: 0, f: 0, s: 0 };
   for (const cell of ranks) if (cell && cell[0] in counts) counts[cell[0]]++;
   return counts;
 }
 
 // "250 running, 1 failed, 5 stopped": the phases that have ranks, in JT_PHASES order.
-function jtCountText(counts) {
+export function jtCountText(counts) {
   return JT_PHASES.filter(([p]) => counts[p]).map(([p, name]) => `${counts[p]} ${name}`).join(", ");
 }
 
@@ -83,7 +84,7 @@ function jtCountText(counts) {
 // clicked, `onHover(i)` with the rank under the pointer (-1 when it leaves). Cells are made
 // once per rank and moved between rows only when the grouping changes, so a status update of
 // a 1,024-rank job touches attributes, not the tree.
-function jtRankGrid(grid, legend, onPick, onHover) {
+export function jtRankGrid(grid, legend, onPick, onHover) {
   const cells = [];
   const columns = h("div", "jt-grid-cols"); // the rows in newspaper columns; `grid` scrolls them
   grid.replaceChildren(columns);

@@ -40,7 +40,7 @@ class ServeView(anywidget.AnyWidget):
     (try_panel.py), through the service's forward.
     """
 
-    # The panels' modules (try_panel.js, load_panel.js) go in front of the view's (views.json).
+    # serve_view.js with the modules it imports (Try it, Load panel), linked in one.
     _esm = view_module("serve_view.js")
     # The shared look (.jt-job, header, controls, log) is JobView's; serve_view.css adds the rest.
     _css = "\n".join((_HERE / name).read_text()

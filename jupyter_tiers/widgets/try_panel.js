@@ -1,9 +1,11 @@
 // The Try it panel of ServeView (try_panel.py is its kernel side, where the requests run): one
 // HTTP request (method, path, headers, JSON/text body) and its response, and, for an
 // OpenAI-compatible server, its models and a chat that streams the answer as it arrives.
-// Everything the server says is set with textContent, never as HTML. Uses h() from view_common.js.
+// Everything the server says is set with textContent, never as HTML.
 
-function jtTryPanel({ model, box }) {
+import { h } from "./view_common.js";
+
+export function jtTryPanel({ model, box }) {
   let nextId = 1;
   let pendingTry = null; // the id of the request in flight
   let chatId = null; // the id of the chat in flight

@@ -1,15 +1,14 @@
-// Helpers shared by the jupyter-tiers views. The Python side puts this file in front of each
-// view's module (anywidget loads one ES module per widget), so JobView and ServeView draw text
-// and durations the same way.
+// Helpers shared by the jupyter-tiers views (an ES module the views import), so JobView and
+// ServeView draw text, durations and their logs the same way.
 
-function h(tag, cls, text) {
+export function h(tag, cls, text) {
   const node = document.createElement(tag);
   if (cls) node.className = cls;
   if (text !== undefined) node.textContent = text;
   return node;
 }
 
-function fmt(seconds) {
+export function fmt(seconds) {
   if (seconds < 0) return "--:--:--";
   const d = Math.floor(seconds / 86400);
   const hh = String(Math.floor((seconds % 86400) / 3600)).padStart(2, "0");
@@ -26,7 +25,7 @@ function fmt(seconds) {
 // of the fail-stop's kill lines; while foldLabel() says something, the shown ones are drawn as one
 // line "LABEL — show" (a click shows them in place; again: hides), put before the last shown
 // mark (the failing rank's traceback), else where the first of them was.
-function jtLogPane({ model, logBox, followBtn, errorBtn, lineNode, visible, filtered, foldLabel }) {
+export function jtLogPane({ model, logBox, followBtn, errorBtn, lineNode, visible, filtered, foldLabel }) {
   let lines = [];
   let following = true;
   let expanded = false;

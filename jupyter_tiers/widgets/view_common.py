@@ -1,15 +1,16 @@
-"""Each view's ES module (its helpers, view_common.js, the view: the order in views.json), and the
-check that a widget's synced traits are its view's schema (viewstate/schema.py)."""
+"""Each view's ES module for anywidget (the view's file and what it imports, linked by
+esm_link.py), and the check that a widget's synced traits are its view's schema
+(viewstate/schema.py)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import anywidget
 import traitlets as t
 
 from ..viewstate import schema
+from .esm_link import link
 
 _HERE = Path(__file__).parent
 
@@ -17,19 +18,11 @@ _HERE = Path(__file__).parent
 _KINDS: dict[type, type] = {t.Unicode: str, t.Int: int, t.Bool: bool, t.List: list, t.Dict: dict}
 
 
-def module_files(name: str, *, lab_panel: bool = False) -> list[str]:
-    """The files one view's ES module is made of, in order (views.json, which the lab panel's
-    build reads too): its helpers, view_common.js, the view; ``lab_panel``: without the helpers
-    the lab panel leaves out."""
-    manifest = json.loads((_HERE / "views.json").read_text(encoding="utf-8"))
-    view = manifest["views"][name]
-    omit = set(view["lab_panel_omits"]) if lab_panel else set()
-    return [f for f in view["helpers"] if f not in omit] + [manifest["common"], name]
-
-
 def view_module(name: str) -> str:
-    """The ES module text of one view (``module_files``), as anywidget gets it."""
-    return "\n".join((_HERE / f).read_text(encoding="utf-8") for f in module_files(name))
+    """The ES module text anywidget gets for the view ``name`` (e.g. ``job_view.js``): the view's
+    module with every module it imports from this directory linked in, its default export the
+    view's."""
+    return link(name, lambda file: (_HERE / file).read_text(encoding="utf-8"))
 
 
 def schema_mismatches(widget: type[anywidget.AnyWidget], view: type) -> list[str]:

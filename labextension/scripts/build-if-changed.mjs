@@ -1,4 +1,4 @@
-// Builds the labextension (views, tsc, jupyter-builder) only when its sources changed since the
+// Builds the labextension (tsc, jupyter-builder) only when its sources changed since the
 // last build: a sha256 over every source file, stamped in .build-stamp next to this package.
 // Used by the wheel build (hatch-jupyter-builder's build_cmd) and by tests/bootstrap.sh, so an
 // unchanged tree costs a hash of a few files instead of a build.
@@ -18,7 +18,7 @@ function files(dir, keep = () => true) {
   if (!existsSync(dir)) return [];
   return readdirSync(dir).flatMap((name) => {
     const path = join(dir, name);
-    if (name === "generated" || name === "node_modules") return [];
+    if (name === "node_modules") return [];
     return statSync(path).isDirectory() ? files(path, keep) : keep(name) ? [path] : [];
   });
 }

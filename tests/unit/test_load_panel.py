@@ -121,20 +121,10 @@ def test_request_of_the_panel_fields() -> None:
 
 # --- the panel's pure chart helpers (load_panel.js, run by node) ------------------------------------
 def run_js(body: str) -> Any:
-    import json
-    import shutil
-    import subprocess
+    from tests.unit.widget_js import run_module
 
-    from tests.helpers import loud_skip
-
-    node = shutil.which("node")
-    if node is None:
-        loud_skip("load panel JS tests", "node is not installed", fail_in_ci=False)
-    widgets = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "widgets"
-    src = (widgets / "view_common.js").read_text() + (widgets / "load_panel.js").read_text()
-    res = subprocess.run([node, "-"], input=src + "\n" + body, capture_output=True, text=True, timeout=60,
-                         check=True)
-    return json.loads(res.stdout)
+    return run_module('import { jtLoadPaths, jtLoadSteps, jtLoadNum } from "./load_panel.js";\n' + body,
+                      "load panel JS tests")
 
 
 def test_chart_paths_scale_and_break_at_gaps() -> None:

@@ -335,18 +335,9 @@ def test_feed_sampled_bounds_the_parsing_but_sees_every_error() -> None:
 
 def test_chart_points_in_node() -> None:
     """The front end's pure scaling function (metrics_chart.js), run by node when present."""
-    import json
-    import shutil
-    import subprocess
-    from pathlib import Path
+    from tests.unit.widget_js import run_module
 
-    node = shutil.which("node")
-    if node is None:
-        from tests.helpers import loud_skip
-
-        loud_skip("metrics chart scaling test", "node is not installed", fail_in_ci=False)
-    src = (Path(__file__).resolve().parents[2] / "jupyter_tiers" / "widgets" / "metrics_chart.js").read_text()
-    script = src + """
+    out = run_module("""import { jtChartPoints, jtNum } from "./metrics_chart.js";
 const out = {
   three: jtChartPoints([[1, 2], [2, 1], [3, null], [4, 0.5]], 200, 56),
   flat: jtChartPoints([[1, 5], [2, 5]], 200, 56),
@@ -354,9 +345,7 @@ const out = {
   nums: [jtNum(0.00012345), jtNum(3), jtNum(0.123456), jtNum(null), jtNum(1234567.5)],
 };
 console.log(JSON.stringify(out));
-"""
-    res = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=60, check=True)
-    out = json.loads(res.stdout)
+""", "metrics chart scaling test")
     assert out["three"] == {"path": "2.0,2.0 67.3,36.7 198.0,54.0", "min": 0.5, "max": 2}  # null skipped
     assert out["flat"]["path"] == "2.0,28.0 198.0,28.0"  # a constant is drawn mid-height
     assert out["none"] == {"path": "", "min": None, "max": None}

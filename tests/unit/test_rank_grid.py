@@ -6,27 +6,17 @@ from __future__ import annotations
 
 import json
 import random
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
 from jupyter_tiers.slurm.parse import expand_hostlist
 from jupyter_tiers.viewstate.job import ranks_per_node
-from tests.helpers import loud_skip
-
-WIDGETS = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "widgets"
+from tests.unit.widget_js import run_module
 
 
 def run_js(body: str) -> Any:
-    """Run ``body`` after rank_grid.js in node; it prints one JSON value."""
-    node = shutil.which("node")
-    if node is None:
-        loud_skip("rank grid JS tests", "node is not installed", fail_in_ci=False)
-    src = (WIDGETS / "view_common.js").read_text() + (WIDGETS / "rank_grid.js").read_text()
-    res = subprocess.run([node, "-"], input=src + "\n" + body, capture_output=True, text=True,
-                         timeout=60, check=True)
-    return json.loads(res.stdout)
+    """Run ``body`` after importing rank_grid.js's helpers, in node; it prints one JSON value."""
+    return run_module('import { jtExpandHostlist, jtGroupRanks, jtCountPhases, jtCountText } '
+                      'from "./rank_grid.js";\n' + body, "rank grid JS tests")
 
 
 def rows(ranks: list[list[Any]], nodelist: str = "", per_node: int = 0) -> list[tuple[str, bool, list[int]]]:

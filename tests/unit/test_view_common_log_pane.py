@@ -3,15 +3,9 @@ small stand-in DOM: the buffer bounded by log_limit, the filter, Follow/Pause an
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-from pathlib import Path
 from typing import Any
 
-from tests.helpers import loud_skip
-
-WIDGETS = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "widgets"
+from tests.unit.widget_js import run_module
 
 # Just enough DOM for the pane: elements with children, classes, listeners and scrolling.
 FAKE_DOM = r"""
@@ -53,13 +47,9 @@ const out = {};
 
 
 def run_js(body: str) -> Any:
-    node = shutil.which("node")
-    if node is None:
-        loud_skip("log pane JS tests", "node is not installed", fail_in_ci=False)
-    src = FAKE_DOM + (WIDGETS / "view_common.js").read_text(encoding="utf-8") + SETUP + body
-    res = subprocess.run([node, "-"], input=src + "\nconsole.log(JSON.stringify(out));",
-                         capture_output=True, text=True, timeout=60, check=True)
-    return json.loads(res.stdout)
+    script = ('import { h, jtLogPane } from "./view_common.js";\n' + FAKE_DOM + SETUP + body
+              + "\nconsole.log(JSON.stringify(out));")
+    return run_module(script, "log pane JS tests")
 
 
 def test_the_buffer_keeps_the_last_log_limit_rows_and_a_filter_redraws_from_it() -> None:

@@ -1,43 +1,72 @@
-"""jupyter_tiers/widgets/views.json, the one list of the files each view's ES module is made of
-(in order: they call each other through globals), read by the widgets (view_common.py) and the
-lab panel's build (labextension/scripts/views.mjs)."""
+"""The views' ES modules (jupyter_tiers/widgets/*.js): each imports what it uses (no globals, no
+order to keep), every module is some view's, and anywidget gets each view linked into one
+module (esm_link.py) that node can load."""
 
 from __future__ import annotations
 
-import json
+import subprocess
 from pathlib import Path
 
 from jupyter_tiers.widgets.array_view import ArrayTable
+from jupyter_tiers.widgets.esm_link import parse
 from jupyter_tiers.widgets.job_view import JobView
 from jupyter_tiers.widgets.serve_view import ServeView
-from jupyter_tiers.widgets.view_common import module_files, view_module
+from jupyter_tiers.widgets.view_common import view_module
+from tests.unit.widget_js import WIDGETS, node_or_skip, run_module
 
-WIDGETS = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "widgets"
-MANIFEST = json.loads((WIDGETS / "views.json").read_text(encoding="utf-8"))
-
-
-def test_every_listed_file_exists_and_every_js_file_is_listed() -> None:
-    listed = {MANIFEST["common"]}
-    for name, view in MANIFEST["views"].items():
-        listed |= {name, *view["helpers"]}
-        assert set(view["lab_panel_omits"]) <= set(view["helpers"]), name
-    assert all((WIDGETS / f).is_file() for f in listed)
-    assert listed == {p.name for p in WIDGETS.glob("*.js")}
+VIEWS = ("job_view.js", "serve_view.js", "array_view.js")
 
 
-def test_a_module_is_its_helpers_then_the_common_helpers_then_the_view() -> None:
-    assert module_files("job_view.js") == ["metrics_chart.js", "rank_grid.js", "files_pane.js",
-                                           "view_common.js", "job_view.js"]
-    assert module_files("job_view.js", lab_panel=True) == ["rank_grid.js", "files_pane.js",
-                                                           "view_common.js", "job_view.js"]
-    assert module_files("serve_view.js", lab_panel=True) == ["view_common.js", "serve_view.js"]
-    text = view_module("serve_view.js")
-    starts = [text.index((WIDGETS / f).read_text(encoding="utf-8")) for f in module_files("serve_view.js")]
-    assert starts == sorted(starts) and starts[0] == 0
+def imports_of(name: str) -> set[str]:
+    """Every module ``name`` imports, directly or not."""
+    seen: set[str] = set()
+    todo = [name]
+    while todo:
+        module = parse(todo[-1], (WIDGETS / todo.pop()).read_text(encoding="utf-8"))
+        for target, _ in module.imports:
+            if target not in seen:
+                seen.add(target)
+                todo.append(target)
+    return seen
 
 
-def test_the_widgets_load_the_listed_modules() -> None:
+def test_every_module_belongs_to_a_view_and_the_views_share_view_common() -> None:
+    used = set(VIEWS).union(*(imports_of(v) for v in VIEWS))
+    assert used == {p.name for p in WIDGETS.glob("*.js")}
+    assert all("view_common.js" in imports_of(v) for v in VIEWS)
+    assert imports_of("job_view.js") == {"view_common.js", "rank_grid.js", "metrics_chart.js",
+                                         "files_pane.js"}
+    assert imports_of("serve_view.js") == {"view_common.js", "try_panel.js", "load_panel.js"}
+
+
+def test_the_widgets_load_their_linked_views() -> None:
     assert JobView._esm == view_module("job_view.js")
     assert ServeView._esm == view_module("serve_view.js")
     assert ArrayTable._esm == view_module("array_view.js")
     assert "function metricsChart" in JobView._esm and "function jtTryPanel" in ServeView._esm
+
+
+def test_node_loads_every_linked_view_and_every_module(tmp_path: Path) -> None:
+    node = node_or_skip("view module tests")
+    (tmp_path / "package.json").write_text('{"type": "module"}\n')
+    script = []
+    for k, name in enumerate(VIEWS):
+        (tmp_path / name).write_text(view_module(name), encoding="utf-8")
+        script.append(f'import view{k} from "./{name}";')
+    renders = ", ".join(f"typeof view{k}.render" for k in range(len(VIEWS)))
+    script.append(f"console.log(JSON.stringify([{renders}]));")
+    (tmp_path / "main.js").write_text("\n".join(script))
+    res = subprocess.run([node, "main.js"], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == '["function","function","function"]'
+    # The modules themselves, as the lab panel's bundler reads them: each loads, with its exports.
+    names = sorted(p.name for p in WIDGETS.glob("*.js"))
+    loaded = run_module("\n".join(f'import * as m{k} from "./{n}";' for k, n in enumerate(names))
+                        + "\nconsole.log(JSON.stringify([" + ", ".join(f"Object.keys(m{k}).sort()"
+                                                                        for k in range(len(names))) + "]));",
+                        "view module tests")
+    exports = dict(zip(names, loaded, strict=True))
+    assert exports["job_view.js"] == ["default", "jobView"]
+    assert exports["serve_view.js"] == ["default", "serveView"]
+    assert exports["array_view.js"] == ["default", "render"]
+    assert "jtFilesPane" in exports["files_pane.js"] and "h" in exports["view_common.js"]

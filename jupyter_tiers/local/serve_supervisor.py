@@ -539,8 +539,16 @@ class ServeSupervisor:
         if os.fstat(self.log_fd).st_size <= self.log_max:
             return
         with self._log_lock:  # no replica line is written meanwhile: each stays whole in one file
-            os.replace(self.dir / LOG_FILE, self.dir / ROTATED_LOG)
-            fd = os.open(self.dir / LOG_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            # service.log never goes missing, so a follower opening it mid-rotation reads on: the
+            # old file gets its second name first, then a new file takes service.log's at once.
+            fresh, linked = self.dir / (LOG_FILE + ".new"), self.dir / (ROTATED_LOG + ".new")
+            for stale in (fresh, linked):
+                with contextlib.suppress(FileNotFoundError):
+                    stale.unlink()
+            os.link(self.dir / LOG_FILE, linked)
+            os.replace(linked, self.dir / ROTATED_LOG)
+            fd = os.open(fresh, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            os.replace(fresh, self.dir / LOG_FILE)
             os.close(self.log_fd)
             self.log_fd = fd
 

@@ -30,7 +30,14 @@ from ..transport.ssh import SSHTarget, SSHTransport
 from . import commands
 from .files_remote import cat_argv, list_argv
 from .history import history_argv, history_result, parse_tail_output, tail_output_argv
-from .parse import parse_sacct, parse_sbatch_parsable, parse_scontrol_jobs, parse_squeue
+from .parse import (
+    expand_hostlist,
+    parse_failed_nodes,
+    parse_sacct,
+    parse_sbatch_parsable,
+    parse_scontrol_jobs,
+    parse_squeue,
+)
 from .render import render_job
 from .sync_remote import SyncOutcome, sync_root, sync_to_cluster
 from .task_listing import parse_task_checkpoints, task_checkpoints_argv
@@ -223,6 +230,24 @@ class SlurmTier(BatchTier):
         by_index = parse_listing(listing)
         dirs = {rec.key: by_index[i] for i, (rec, _) in enumerate(listed) if i in by_index}
         attach_checkpoints(records, found, dirs, self.registry, self._noted_checkpoints)
+        return self._name_failed_nodes(found)
+
+    def _name_failed_nodes(self, found: dict[str, SchedulerInfo]) -> dict[str, SchedulerInfo]:
+        """A NODE_FAIL job gets the nodes of its list that are out of service (one sinfo for
+        all such jobs), so that what the user sees names the node, not only "NodeDown"."""
+        failed = {k: i for k, i in found.items() if i.state is JobState.NODE_FAIL and i.nodelist}
+        if not failed:
+            return found
+        try:
+            code, out, _ = self._run_scheduler(
+                commands.node_states_argv(sorted({i.nodelist or "" for i in failed.values()})))
+        except (TiersError, ValueError):  # the state is right without the names
+            return found
+        down = parse_failed_nodes(out) if code == 0 else {}
+        for key, info in failed.items():
+            mine = tuple((n, down[n]) for n in expand_hostlist(info.nodelist or "") if n in down)
+            if mine:
+                found[key] = replace(info, failed_nodes=mine)
         return found
 
     def _finished(self, ids: list[str]) -> dict[str, SchedulerInfo]:

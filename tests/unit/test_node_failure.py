@@ -1,0 +1,70 @@
+"""A job ended NODE_FAIL names the node the scheduler gave up and the ranks that ran there
+(issue 18 item 2: one slurmd killed mid-job). Pure parts: the sinfo parser, the reason line,
+the argv, the merge."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from jupyter_tiers.errors import SpecError
+from jupyter_tiers.model import JobState, RankPhase, RankState, SchedulerInfo
+from jupyter_tiers.slurm.commands import node_states_argv
+from jupyter_tiers.slurm.parse import parse_failed_nodes
+from jupyter_tiers.status import merge_status, node_failure_reason
+
+# sinfo -h -N -n node[1-2] -o '%N|%T|%E' as the sandbox cluster printed it with node2's slurmd
+# killed and the node set down (one row per partition).
+SINFO = """\
+node1|idle|none
+node1|idle|none
+node2|down*|chaos: slurmd killed
+node2|down*|chaos: slurmd killed
+"""
+
+
+def test_parse_failed_nodes_names_down_drained_and_silent_nodes_once() -> None:
+    assert parse_failed_nodes(SINFO) == {"node2": "down, not responding: chaos: slurmd killed"}
+    assert parse_failed_nodes("n3|idle*|none\nn4|drained|maint\nn5|mixed|none\nn6|down|(null)\n") == {
+        "n3": "not responding", "n4": "drained: maint", "n6": "down"}
+    assert parse_failed_nodes("") == {}
+    assert parse_failed_nodes("garbage\n|down|x\nbad name|down|x\n") == {}
+
+
+def test_parse_failed_nodes_fuzz_never_raises_and_keeps_names_plain() -> None:
+    rng = random.Random(20261203)
+    alphabet = "node12|*~#-_ .\n\t[]()downidledrainfail:\x00é"
+    for _ in range(3000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randrange(0, 120)))
+        got = parse_failed_nodes(text)
+        for node, why in got.items():
+            assert node and "|" not in node and " " not in node and "\n" not in node
+            assert why and "\n" not in why and len(why) < 300
+
+
+def test_reason_names_the_node_and_its_ranks() -> None:
+    ranks = [RankState(0, RankPhase.STOPPED, node="node1"), RankState(1, RankPhase.STOPPED, node="node2"),
+             RankState(2, RankPhase.STOPPED, node="node2")]
+    assert node_failure_reason([("node2", "down: chaos")], ranks) == "node failure: node2 (ranks 1, 2) down: chaos"
+    assert node_failure_reason([("node3", "not responding")], ranks) == "node failure: node3 not responding"
+
+
+def test_merge_status_puts_the_failed_node_in_the_reason() -> None:
+    ranks = {0: RankState(0, RankPhase.RUNNING, node="node1"), 1: RankState(1, RankPhase.RUNNING, node="node2")}
+    sched = SchedulerInfo("7", JobState.NODE_FAIL, reason="NodeDown", nodelist="node[1-2]",
+                          failed_nodes=(("node2", "down: Not responding"),))
+    status = merge_status("7", sched, ranks, 2)
+    assert status.state is JobState.NODE_FAIL
+    assert status.reason == "node failure: node2 (rank 1) down: Not responding"
+    # Without names (sinfo failed, or the node is back already) Slurm's own reason stays.
+    plain = merge_status("7", SchedulerInfo("7", JobState.NODE_FAIL, reason="NodeDown"), ranks, 2)
+    assert plain.reason == "NodeDown"
+
+
+def test_node_states_argv_takes_only_host_lists() -> None:
+    assert node_states_argv(["node[1-2]", "gpu01"]) == [
+        "sinfo", "-h", "-N", "-n", "node[1-2],gpu01", "-o", "%N|%T|%E"]
+    for bad in (["node1; rm -rf /"], ["$(id)"], [], ["a b"]):
+        with pytest.raises(SpecError, match="nodelist"):
+            node_states_argv(bad)

@@ -257,7 +257,10 @@ class SlurmTier(BatchTier):
             tasks = [i for i in ids if "_" in i]  # at most one more query, for every array task
             for argv in ([commands.sacct_argv(plain)] if plain else []) + (
                     [commands.sacct_tasks_argv(tasks)] if tasks else []):
-                code, out, err = self._run_scheduler(argv)
+                try:
+                    code, out, err = self._run_scheduler(argv)
+                except ControllerUnreachable:  # slurmdbd down: sacct's "Connection refused"
+                    break  # scontrol below asks the controller itself (and says if it is down)
                 if code == 0:
                     self.accounting = True
                     got.update(parse_sacct(out))

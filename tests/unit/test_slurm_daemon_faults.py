@@ -1,6 +1,7 @@
-"""A job ended NODE_FAIL names the node the scheduler gave up and the ranks that ran there
-(issue 18 item 2: one slurmd killed mid-job). Pure parts: the sinfo parser, the reason line,
-the argv, the merge."""
+"""What a user sees when a Slurm daemon fails (issue 18 item 2), the pure parts: a job ended
+NODE_FAIL names the node the scheduler gave up and the ranks that ran there (one slurmd killed
+mid-job: the sinfo parser, the reason line, the argv, the merge); history with slurmdbd down is
+one line saying so."""
 
 from __future__ import annotations
 
@@ -8,9 +9,10 @@ import random
 
 import pytest
 
-from jupyter_tiers.errors import SpecError
+from jupyter_tiers.errors import SpecError, TiersError
 from jupyter_tiers.model import JobState, RankPhase, RankState, SchedulerInfo
 from jupyter_tiers.slurm.commands import node_states_argv
+from jupyter_tiers.slurm.history import history_result
 from jupyter_tiers.slurm.parse import parse_failed_nodes
 from jupyter_tiers.status import merge_status, node_failure_reason
 
@@ -46,12 +48,14 @@ def test_parse_failed_nodes_fuzz_never_raises_and_keeps_names_plain() -> None:
 def test_reason_names_the_node_and_its_ranks() -> None:
     ranks = [RankState(0, RankPhase.STOPPED, node="node1"), RankState(1, RankPhase.STOPPED, node="node2"),
              RankState(2, RankPhase.STOPPED, node="node2")]
-    assert node_failure_reason([("node2", "down: chaos")], ranks) == "node failure: node2 (ranks 1, 2) down: chaos"
+    assert (node_failure_reason([("node2", "down: chaos")], ranks)
+            == "node failure: node2 (ranks 1, 2) down: chaos")
     assert node_failure_reason([("node3", "not responding")], ranks) == "node failure: node3 not responding"
 
 
 def test_merge_status_puts_the_failed_node_in_the_reason() -> None:
-    ranks = {0: RankState(0, RankPhase.RUNNING, node="node1"), 1: RankState(1, RankPhase.RUNNING, node="node2")}
+    ranks = {0: RankState(0, RankPhase.RUNNING, node="node1"),
+             1: RankState(1, RankPhase.RUNNING, node="node2")}
     sched = SchedulerInfo("7", JobState.NODE_FAIL, reason="NodeDown", nodelist="node[1-2]",
                           failed_nodes=(("node2", "down: Not responding"),))
     status = merge_status("7", sched, ranks, 2)
@@ -68,3 +72,13 @@ def test_node_states_argv_takes_only_host_lists() -> None:
     for bad in (["node1; rm -rf /"], ["$(id)"], [], ["a b"]):
         with pytest.raises(SpecError, match="nodelist"):
             node_states_argv(bad)
+
+
+def test_history_with_slurmdbd_down_is_one_line_saying_so() -> None:
+    # sacct's answer on the sandbox cluster after `cluster.sh stop-dbd`.
+    err = "sacct: error: Problem talking to the database: Connection refused\n"
+    with pytest.raises(TiersError) as got:
+        history_result(1, "", err)
+    text = str(got.value)
+    assert "\n" not in text and "slurmdbd" in text and "Connection refused" in text
+    assert text.startswith("Slurm accounting (slurmdbd) does not answer")

@@ -29,7 +29,7 @@ from ..transport.exchange import CommandResult
 from ..transport.ssh import SSHTarget, SSHTransport
 from . import commands
 from .files_remote import cat_argv, list_argv
-from .history import history_argv, history_result, parse_tail_output, tail_output_argv
+from .history import ACCOUNTING_DOWN, history_argv, history_result, parse_tail_output, tail_output_argv
 from .parse import (
     expand_hostlist,
     parse_failed_nodes,
@@ -201,7 +201,10 @@ class SlurmTier(BatchTier):
         result = self.transport.run(argv, check=False)
         out = result.stdout.decode("utf-8", errors="replace")
         err = result.stderr.decode("utf-8", errors="replace")
-        if result.exit_status != 0 and any(m in err for m in _UNREACHABLE_MARKERS):
+        # sacct's "Problem talking to the database: Connection refused" is slurmdbd's, not the
+        # controller's: history_result says so.
+        if result.exit_status != 0 and any(m in err for m in _UNREACHABLE_MARKERS) \
+                and not any(m in err for m in ACCOUNTING_DOWN):
             raise ControllerUnreachable(err.strip().splitlines()[-1] if err.strip() else argv[0])
         return result.exit_status, out, err
 
@@ -257,10 +260,7 @@ class SlurmTier(BatchTier):
             tasks = [i for i in ids if "_" in i]  # at most one more query, for every array task
             for argv in ([commands.sacct_argv(plain)] if plain else []) + (
                     [commands.sacct_tasks_argv(tasks)] if tasks else []):
-                try:
-                    code, out, err = self._run_scheduler(argv)
-                except ControllerUnreachable:  # slurmdbd down: sacct's "Connection refused"
-                    break  # scontrol below asks the controller itself (and says if it is down)
+                code, out, err = self._run_scheduler(argv)  # slurmdbd down: scontrol below
                 if code == 0:
                     self.accounting = True
                     got.update(parse_sacct(out))

@@ -6,15 +6,20 @@ one line saying so."""
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.errors import SpecError, TiersError
+from jupyter_tiers.config import Profile
+from jupyter_tiers.errors import ControllerUnreachable, SpecError, TiersError
 from jupyter_tiers.model import JobState, RankPhase, RankState, SchedulerInfo
+from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.commands import node_states_argv
 from jupyter_tiers.slurm.history import history_result
 from jupyter_tiers.slurm.parse import parse_failed_nodes
+from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.status import merge_status, node_failure_reason
+from jupyter_tiers.transport.exchange import CommandResult
 
 # sinfo -h -N -n node[1-2] -o '%N|%T|%E' as the sandbox cluster printed it with node2's slurmd
 # killed and the node set down (one row per partition).
@@ -82,3 +87,46 @@ def test_history_with_slurmdbd_down_is_one_line_saying_so() -> None:
     text = str(got.value)
     assert "\n" not in text and "slurmdbd" in text and "Connection refused" in text
     assert text.startswith("Slurm accounting (slurmdbd) does not answer")
+
+
+class _Transport:
+    """Answers each command by its program's name (exit, stdout, stderr), as the cluster did."""
+
+    def __init__(self, answers: dict[str, tuple[int, str, str]]) -> None:
+        self.answers = answers
+        self.ran: list[str] = []
+
+    def run(self, argv, stdin=b"", check=True, timeout=None):  # type: ignore[no-untyped-def]  # a fake
+        self.ran.append(argv[0])
+        code, out, err = self.answers[argv[0]]
+        return CommandResult(tuple(argv), code, out.encode(), err.encode())
+
+    def close(self) -> None:
+        pass
+
+
+DBD_DOWN = (1, "", "sacct: error: Problem talking to the database: Connection refused\n")
+
+
+def _tier(tmp_path: Path, answers: dict[str, tuple[int, str, str]]) -> SlurmTier:
+    profile = Profile(name="box", tier="slurm", settings={"host": "h", "workdir": "~/jt"})
+    return SlurmTier(profile, Registry(tmp_path / "r.sqlite"), transport=_Transport(answers))  # type: ignore[arg-type]  # a fake
+
+
+def test_tier_history_with_slurmdbd_down_is_not_called_a_controller_outage(tmp_path: Path) -> None:
+    """Found by the chaos run: sacct's 'Connection refused' (from slurmdbd) matched the
+    controller-unreachable markers, and history said sacct's bare words."""
+    tier = _tier(tmp_path, {"sacct": DBD_DOWN})
+    with pytest.raises(TiersError) as got:
+        tier.history()
+    assert not isinstance(got.value, ControllerUnreachable)
+    assert str(got.value).startswith("Slurm accounting (slurmdbd) does not answer")
+
+
+def test_a_job_purged_from_squeue_is_read_from_scontrol_while_slurmdbd_is_down(tmp_path: Path) -> None:
+    tier = _tier(tmp_path, {"sacct": DBD_DOWN,
+                            "scontrol": (0, "JobId=41 JobName=x JobState=COMPLETED Reason=None "
+                                            "NodeList=node1 ExitCode=0:0\n", "")})
+    found = tier._finished(["41"])
+    assert found["41"].state is JobState.COMPLETED
+    assert tier.transport.ran == ["sacct", "scontrol"]  # type: ignore[attr-defined]  # the fake's

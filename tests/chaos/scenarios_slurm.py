@@ -1,0 +1,317 @@
+"""Slurm daemon scenarios on the shared test cluster: slurmctld stopped and started again
+mid-job, one node's slurmd SIGKILLed mid-job, slurmdbd stopped during ``%tiers history``. The
+faults are real daemon stops through jupyter_tiers/sandbox/cluster.sh (as root); nothing of
+jupyter_tiers is patched. Every scenario leaves the cluster as it found it (daemons up, the node
+resumed), also when it fails half-way.
+
+What the user sees is read where the user reads it: the watcher's statuses (what the widget
+shows), ``%tiers jobs`` / ``%tiers history`` through the command line's own entry point (its
+stdout and stderr), the job's log as ``job.follow`` delivers it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import random
+import subprocess
+import textwrap
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from jupyter_tiers.model import JobState, JobStatus
+from tests.chaos.harness import Outcome, check_sequence, schedule, wait_until
+
+GUARD = 300.0
+SCRIPT = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "sandbox" / "cluster.sh"
+
+
+def cluster(*args: str) -> str:
+    """Run the cluster script (stop-ctld, start-node node2, ...); its output, or a RuntimeError
+    with it when the step failed."""
+    done = subprocess.run(["bash", str(SCRIPT), *args], capture_output=True, text=True, timeout=900,
+                          check=False)
+    if done.returncode != 0:
+        raise RuntimeError(f"cluster.sh {' '.join(args)} exited {done.returncode}: "
+                           f"{(done.stdout + done.stderr).strip()[-800:]}")
+    return done.stdout
+
+
+def slurm(*argv: str) -> str:
+    """A Slurm command on this machine (the sandbox's slurm.conf), its stdout."""
+    env = {**os.environ, "SLURM_CONF": str(Path(os.environ.get(
+        "JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster")) / "etc" / "slurm.conf")}
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=60, env=env,
+                          check=False).stdout
+
+
+def user_command(tier: Any, *argv: str) -> tuple[int, str, str]:
+    """``jupyter tiers ARGV`` as the user runs it (the same code as ``%tiers``), against the
+    tier's registry: exit status, stdout, stderr."""
+    from jupyter_tiers import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    old = os.environ.get("JUPYTER_TIERS_REGISTRY")
+    os.environ["JUPYTER_TIERS_REGISTRY"] = str(tier.registry.path)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = cli.main(list(argv))
+            except SystemExit as e:  # argparse
+                code = e.code if isinstance(e.code, int) else 1
+    finally:
+        if old is None:
+            os.environ.pop("JUPYTER_TIERS_REGISTRY", None)
+        else:
+            os.environ["JUPYTER_TIERS_REGISTRY"] = old
+    return code, out.getvalue(), err.getvalue()
+
+
+def numbered_job(tier: Any, name: str, seconds: float, **options: Any) -> Any:
+    """A job printing ``n RANK I`` 10 times a second for ``seconds`` on each rank."""
+    body = textwrap.dedent(f"""\
+        import os, time
+        rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
+        for i in range({int(seconds * 10)}):
+            print("n", rank, i, flush=True)
+            time.sleep(0.1)
+        """)
+    return tier.submit(tier.make_spec(body, name=name, **options))
+
+
+class Follower:
+    """Follows a job's log in a thread (as the widget does) and keeps each rank's numbers."""
+
+    def __init__(self, job: Any) -> None:
+        self.seen: dict[str, list[int]] = {}
+        self.error: str | None = None
+        self._job = job
+        self._thread = threading.Thread(target=self._run, name="chaos-slurm-follow", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            for line in self._job.follow(timeout=3 * GUARD):
+                parts = line.text.split()
+                if len(parts) == 3 and parts[0] == "n" and parts[2].isdigit():
+                    self.seen.setdefault(parts[1], []).append(int(parts[2]))
+        except Exception as e:  # a follow that breaks is what a scenario reports
+            self.error = f"{type(e).__name__}: {e}"
+
+    def join(self) -> None:
+        self._thread.join(GUARD)
+
+
+@contextlib.contextmanager
+def watched(tier: Any, job: Any) -> Iterator[list[JobStatus]]:
+    """The statuses the watcher delivers for ``job`` (what the widget shows), in order."""
+    seen: list[JobStatus] = []
+    sub = tier.watcher.watch(job.record, on_status=seen.append, follow_logs=False)
+    try:
+        yield seen
+    finally:
+        tier.watcher.unwatch(sub)
+
+
+def ctld_outages(tier: Any, *, seed: int, outages: int = 1, down_s: float = 25.0,
+                 progress: Callable[[str], None] | None = None) -> Outcome:
+    """slurmctld stopped ``down_s`` seconds, ``outages`` times, each while a job runs (it
+    prints numbered lines through the outage and some 15 s around it), at a seeded moment.
+    Invariants: the watcher shows the controller unreachable (a banner naming the controller,
+    one line, the job still RUNNING) while it is down, ``%tiers jobs`` says so in one line and
+    keeps the recorded state, the job COMPLETED afterwards in the widget and the registry, every
+    line once and in order. Recovery: from start-ctld returning to the first status with the
+    controller reachable again."""
+    outcome = Outcome(f"slurm: slurmctld down {down_s:.0f} s mid-job")
+    for n, delay in enumerate(schedule(seed, outages, 2.0, 6.0)):
+        seconds = delay + down_s + 10
+        job = numbered_job(tier, f"chaos-ctld-{n}", seconds)
+        follower = Follower(job)
+        with watched(tier, job) as seen:
+            if not wait_until(lambda: seen and seen[-1].state is JobState.RUNNING, GUARD):
+                outcome.wrong(f"job {job.id} never RUNNING: {seen[-1:]}")
+                continue
+            time.sleep(delay)
+            cluster("stop-ctld")
+            stopped = time.monotonic()
+            outcome.faults += 1
+            try:
+                if progress:
+                    progress(f"  slurmctld stopped ({n + 1}/{outages}), job {job.id}")
+                _check_down(outcome, tier, job, seen, down_s, progress)
+                time.sleep(max(0.0, down_s - (time.monotonic() - stopped)))
+            finally:
+                cluster("start-ctld")
+            back = time.monotonic()
+            if wait_until(lambda: seen[-1].controller_reachable, GUARD):
+                outcome.recover_s.append(time.monotonic() - back)
+            else:
+                outcome.wrong("the controller never shown reachable again")
+            ended = wait_until(lambda: seen[-1] if seen[-1].state.terminal else None, GUARD + seconds)
+        follower.join()
+        _check_lines(outcome, follower, {"0": int(seconds * 10)})
+        final = ended.state if ended else None
+        recorded = tier.registry.get(job.record.key)
+        if final is not JobState.COMPLETED:
+            outcome.wrong(f"job {job.id} shown {final} after the outage, not COMPLETED")
+        if recorded is None or recorded.state != JobState.COMPLETED.value:
+            outcome.wrong(f"job {job.id} recorded {recorded and recorded.state}, not COMPLETED")
+    return outcome
+
+
+def _check_down(outcome: Outcome, tier: Any, job: Any, seen: list[JobStatus], down_s: float,
+                progress: Callable[[str], None] | None) -> None:
+    """While the controller is down: the widget's banner, and ``%tiers jobs``."""
+    banner = wait_until(lambda: next((s for s in seen if not s.controller_reachable), None), down_s + 60)
+    message = banner.message or "" if banner else ""
+    if banner is None:
+        outcome.wrong("no status with the controller unreachable while it was down")
+    elif "controller" not in message or "\n" in message or "Traceback" in message:
+        outcome.wrong(f"the banner does not name the controller in one line: {message!r}")
+    elif banner.state is not JobState.RUNNING:
+        outcome.wrong(f"shown {banner.state.value} while the controller was down")
+    elif progress:
+        progress(f"  widget: {message}")
+    code, out, err = user_command(tier, "jobs", "--profile", tier.profile.name)
+    said = [ln for ln in out.splitlines() if "states as last recorded" in ln]
+    row = next((ln for ln in out.splitlines() if ln.startswith(job.id + " ")), "")
+    if code != 0 or len(said) != 1 or err.strip() or "Traceback" in out:
+        outcome.wrong(f"%tiers jobs with the controller down said ({code}) {out!r} {err!r}")
+    elif "RUNNING" not in row:
+        outcome.wrong(f"%tiers jobs lost the job's recorded RUNNING: {out!r}")
+    elif progress:
+        progress(f"  %tiers jobs: {said[0].strip()}")
+
+
+def slurmd_kills(tier: Any, *, seed: int, kills: int = 1,
+                 progress: Callable[[str], None] | None = None) -> Outcome:
+    """A 2-node job (``--exclusive``: no one else's job shares its nodes) printing numbered
+    lines; at a seeded moment one of its nodes' slurmd is SIGKILLed, ``kills`` times (a job
+    each). slurmctld gives a node up only after SlurmdTimeout (300 s in the sandbox, longer
+    than the job), so the scenario then sets the node DOWN as slurmctld would (``scontrol
+    update state=down``): the job's end goes the same way (NODE_FAIL). Afterwards the node is
+    started again and resumed (``cluster.sh start-node``).
+    Invariants: the job ends NODE_FAIL, the status's reason names the killed node and the rank
+    that ran there, the registry records NODE_FAIL, each rank's lines arrived once and in order
+    up to the end, the node usable again. Recovery: from the kill to the end shown."""
+    outcome = Outcome("slurm: one slurmd SIGKILLed mid-job")
+    rng = random.Random(seed)
+    for n, delay in enumerate(schedule(seed, kills, 2.0, 6.0)):
+        job = numbered_job(tier, f"chaos-slurmd-{n}", 120, nodes=2, exclusive=True)
+        follower = Follower(job)
+        victim = None
+        with watched(tier, job) as seen:
+            try:
+                placed = wait_until(lambda: seen and all(r.node for r in seen[-1].ranks)
+                                    and seen[-1].state is JobState.RUNNING and seen[-1], GUARD)
+                if not placed:
+                    outcome.wrong(f"job {job.id} never RUNNING on its nodes: {seen[-1:]}")
+                    continue
+                time.sleep(delay)
+                rank = rng.choice(placed.ranks)
+                victim = rank.node
+                others = set(slurm("squeue", "-h", "-w", str(victim), "-o", "%i").split()) - {job.id}
+                if others:  # exclusive: cannot happen; never fail another user's job
+                    outcome.wrong(f"{victim} runs other jobs too ({sorted(others)}): not killed")
+                    continue
+                cluster("stop-node", str(victim), "--kill")
+                killed = time.monotonic()
+                outcome.faults += 1
+                slurm("scontrol", "update", f"nodename={victim}", "state=down",
+                      "reason=chaos: slurmd killed")
+                if progress:
+                    progress(f"  slurmd of {victim} (rank {rank.rank}) SIGKILLed, job {job.id}")
+                ended = wait_until(lambda: seen[-1] if seen[-1].state.terminal else None, GUARD)
+                if ended is None:
+                    outcome.wrong(f"job {job.id} did not end after {victim}'s slurmd was killed")
+                    continue
+                outcome.recover_s.append(time.monotonic() - killed)
+                reason = ended.reason or ""
+                if ended.state is not JobState.NODE_FAIL:
+                    outcome.wrong(f"job {job.id} ended {ended.state.value}, not NODE_FAIL: {reason}")
+                elif str(victim) not in reason or f"rank {rank.rank}" not in reason or "\n" in reason:
+                    outcome.wrong(f"the end does not name {victim} and rank {rank.rank}: {reason!r}")
+                elif progress:
+                    progress(f"  shown: {ended.state.value} — {reason}")
+            finally:
+                if victim:
+                    cluster("start-node", str(victim))
+        follower.join()
+        _check_lines(outcome, follower, {r: 0 for r in follower.seen} or {"0": 1}, upto_seen=True)
+        recorded = tier.registry.get(job.record.key)
+        if recorded is None or recorded.state != JobState.NODE_FAIL.value:
+            outcome.wrong(f"job {job.id} recorded {recorded and recorded.state}, not NODE_FAIL")
+        state = slurm("sinfo", "-h", "-N", "-n", str(victim), "-o", "%T").split()
+        if victim and not all(s in ("idle", "mixed", "allocated", "completing") for s in state):
+            outcome.wrong(f"{victim} not back in service: {state}")
+    return outcome
+
+
+def dbd_outages(tier: Any, *, seed: int, outages: int = 1,
+                progress: Callable[[str], None] | None = None) -> Outcome:
+    """slurmdbd stopped, ``outages`` times: ``%tiers history`` (the list and one job) while it
+    is down, and a job run to its end meanwhile (slurmctld keeps its record for slurmdbd).
+    Invariants: each history call says one line naming slurmdbd (no traceback, exit 1, nothing
+    on stdout); after start-dbd, history works again and shows the job run meanwhile as
+    COMPLETED (its record not lost). Recovery: from start-dbd returning to that job in history."""
+    outcome = Outcome("slurm: slurmdbd down during %tiers history")
+    name = tier.profile.name
+    for n in range(outages):
+        code, out, err = user_command(tier, "history", "--profile", name, "--limit", "5")
+        if code != 0:
+            outcome.wrong(f"history before the outage failed: {err.strip()}")
+        cluster("stop-dbd")
+        outcome.faults += 1
+        try:
+            if progress:
+                progress(f"  slurmdbd stopped ({n + 1}/{outages})")
+            job = tier.submit(tier.make_spec("print('while slurmdbd was down')", name=f"chaos-dbd-{n}"))
+            for argv in (["history", "--profile", name], ["history", "--profile", name, "--job", job.id]):
+                code, out, err = user_command(tier, *argv)
+                outcome.checked += 1
+                lines = err.strip().splitlines()
+                if code != 1 or out.strip() or len(lines) != 1 or "slurmdbd" not in err or "Traceback" in err:
+                    outcome.wrong(f"{' '.join(argv)} with slurmdbd down said ({code}) {out!r} {err!r}")
+                elif progress and argv[-1] == name:
+                    progress(f"  {lines[0]}")
+            status = job.wait(timeout=GUARD)
+            if status.state is not JobState.COMPLETED:
+                outcome.wrong(f"job {job.id} run while slurmdbd was down ended {status.state.value}")
+        finally:
+            cluster("start-dbd")
+        back = time.monotonic()
+
+        def listed(job_id: str = job.id) -> bool:
+            code, out, _ = user_command(tier, "history", "--profile", name, "--job", job_id)
+            return code == 0 and any(ln.startswith(job_id + " ") and "COMPLETED" in ln
+                                     for ln in out.splitlines())
+
+        outcome.checked += 1
+        if wait_until(listed, GUARD, interval=1.0):
+            outcome.recover_s.append(time.monotonic() - back)
+        else:
+            outcome.lost += 1
+            outcome.problems.append(f"job {job.id} (run while slurmdbd was down) not in history after")
+    return outcome
+
+
+def _check_lines(outcome: Outcome, follower: Follower, written: dict[str, int],
+                 upto_seen: bool = False) -> None:
+    """Each rank's numbered lines: ``written[rank]`` of them, or (``upto_seen``: a job that was
+    killed) as many as the highest number seen; none lost in between, none repeated."""
+    if follower.error:
+        outcome.wrong(f"the log follow broke: {follower.error}")
+    for rank, count in written.items():
+        got = follower.seen.get(rank, [])
+        result = check_sequence(got, (max(got) + 1 if got else 0) if upto_seen else count)
+        outcome.checked += len(got)
+        outcome.lost += result.lost
+        outcome.duplicated += result.duplicated
+        if result.out_of_order:
+            outcome.wrong(f"rank {rank}: {result.out_of_order} lines out of order")
+        if result.lost or result.duplicated:
+            outcome.problems.append(f"rank {rank}: {result.lost} lost, {result.duplicated} repeated")

@@ -12,10 +12,10 @@ stdout and stderr), the job's log as ``job.follow`` delivers it.
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import random
 import subprocess
+import sys
 import textwrap
 import threading
 import time
@@ -50,37 +50,34 @@ def slurm(*argv: str) -> str:
 
 
 def user_command(tier: Any, *argv: str) -> tuple[int, str, str]:
-    """``jupyter tiers ARGV`` as the user runs it (the same code as ``%tiers``), against the
-    tier's registry: exit status, stdout, stderr."""
-    from jupyter_tiers import cli
-
-    out, err = io.StringIO(), io.StringIO()
-    old = os.environ.get("JUPYTER_TIERS_REGISTRY")
-    os.environ["JUPYTER_TIERS_REGISTRY"] = str(tier.registry.path)
-    try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                code = cli.main(list(argv))
-            except SystemExit as e:  # argparse
-                code = e.code if isinstance(e.code, int) else 1
-    finally:
-        if old is None:
-            os.environ.pop("JUPYTER_TIERS_REGISTRY", None)
-        else:
-            os.environ["JUPYTER_TIERS_REGISTRY"] = old
-    return code, out.getvalue(), err.getvalue()
+    """``jupyter tiers ARGV`` as the user runs it (the same code as ``%tiers``), in its own
+    process, against the tier's registry: exit status, stdout, stderr."""
+    env = {**os.environ, "JUPYTER_TIERS_REGISTRY": str(tier.registry.path)}
+    done = subprocess.run([sys.executable, "-m", "jupyter_tiers.cli", *argv], capture_output=True,
+                          text=True, timeout=GUARD, env=env, check=False)
+    return done.returncode, done.stdout, done.stderr
 
 
 def numbered_job(tier: Any, name: str, seconds: float, **options: Any) -> Any:
-    """A job printing ``n RANK I`` 10 times a second for ``seconds`` on each rank."""
+    """A job printing ``n RANK I`` 10 times a second on each rank for ``seconds``, or until
+    the file ``stop`` appears in its job directory (``stop_job``); then ``end RANK COUNT``."""
     body = textwrap.dedent(f"""\
         import os, time
-        rank = os.environ.get("RANK", os.environ.get("SLURM_PROCID", "0"))
-        for i in range({int(seconds * 10)}):
+        rank = os.environ.get("RANK", "0")
+        stop = os.path.join(os.environ["JT_JOB_DIR"], "stop")
+        i = 0
+        while i < {int(seconds * 10)} and not os.path.exists(stop):
             print("n", rank, i, flush=True)
+            i += 1
             time.sleep(0.1)
+        print("end", rank, i, flush=True)
         """)
     return tier.submit(tier.make_spec(body, name=name, **options))
+
+
+def stop_job(tier: Any, job: Any) -> None:
+    """Tell a numbered job to end now (the cluster's file system, over the tier's connection)."""
+    tier.transport.run(["touch", "--", f"{job.record.jobdir}/stop"])
 
 
 class Follower:
@@ -88,6 +85,7 @@ class Follower:
 
     def __init__(self, job: Any) -> None:
         self.seen: dict[str, list[int]] = {}
+        self.written: dict[str, int] = {}  # each rank's count, from its "end" line
         self.error: str | None = None
         self._job = job
         self._thread = threading.Thread(target=self._run, name="chaos-slurm-follow", daemon=True)
@@ -99,6 +97,8 @@ class Follower:
                 parts = line.text.split()
                 if len(parts) == 3 and parts[0] == "n" and parts[2].isdigit():
                     self.seen.setdefault(parts[1], []).append(int(parts[2]))
+                elif len(parts) == 3 and parts[0] == "end" and parts[2].isdigit():
+                    self.written[parts[1]] = int(parts[2])
         except Exception as e:  # a follow that breaks is what a scenario reports
             self.error = f"{type(e).__name__}: {e}"
 
@@ -124,36 +124,43 @@ def ctld_outages(tier: Any, *, seed: int, outages: int = 1, down_s: float = 25.0
     Invariants: the watcher shows the controller unreachable (a banner naming the controller,
     one line, the job still RUNNING) while it is down, ``%tiers jobs`` says so in one line and
     keeps the recorded state, the job COMPLETED afterwards in the widget and the registry, every
-    line once and in order. Recovery: from start-ctld returning to the first status with the
-    controller reachable again."""
+    line once and in order. Recovery: from start-ctld (slurmctld's start, the nodes answering)
+    to the first status with the controller reachable again."""
     outcome = Outcome(f"slurm: slurmctld down {down_s:.0f} s mid-job")
     for n, delay in enumerate(schedule(seed, outages, 2.0, 6.0)):
-        seconds = delay + down_s + 10
-        job = numbered_job(tier, f"chaos-ctld-{n}", seconds)
+        job = numbered_job(tier, f"chaos-ctld-{n}", GUARD)
         follower = Follower(job)
+        ended = None
         with watched(tier, job) as seen:
-            if not wait_until(lambda: seen and seen[-1].state is JobState.RUNNING, GUARD):
-                outcome.wrong(f"job {job.id} never RUNNING: {seen[-1:]}")
-                continue
-            time.sleep(delay)
-            cluster("stop-ctld")
-            stopped = time.monotonic()
-            outcome.faults += 1
             try:
-                if progress:
-                    progress(f"  slurmctld stopped ({n + 1}/{outages}), job {job.id}")
-                _check_down(outcome, tier, job, seen, down_s, progress)
-                time.sleep(max(0.0, down_s - (time.monotonic() - stopped)))
+                if not wait_until(lambda: seen and seen[-1].state is JobState.RUNNING, GUARD):
+                    outcome.wrong(f"job {job.id} never RUNNING: {seen[-1:]}")
+                    continue
+                time.sleep(delay)
+                cluster("stop-ctld")
+                stopped = time.monotonic()
+                outcome.faults += 1
+                try:
+                    if progress:
+                        progress(f"  slurmctld stopped ({n + 1}/{outages}), job {job.id}")
+                    _check_down(outcome, tier, job, seen, down_s, progress)
+                    time.sleep(max(0.0, down_s - (time.monotonic() - stopped)))
+                finally:
+                    back = time.monotonic()
+                    cluster("start-ctld")
+                if wait_until(lambda: seen[-1].controller_reachable, GUARD):
+                    outcome.recover_s.append(time.monotonic() - back)
+                    if progress:
+                        progress(f"  shown reachable again {time.monotonic() - back:.1f} s after start-ctld")
+                else:
+                    outcome.wrong("the controller never shown reachable again")
             finally:
-                cluster("start-ctld")
-            back = time.monotonic()
-            if wait_until(lambda: seen[-1].controller_reachable, GUARD):
-                outcome.recover_s.append(time.monotonic() - back)
-            else:
-                outcome.wrong("the controller never shown reachable again")
-            ended = wait_until(lambda: seen[-1] if seen[-1].state.terminal else None, GUARD + seconds)
+                stop_job(tier, job)  # the job ends after the outage (also when a check failed)
+            ended = wait_until(lambda: seen[-1] if seen[-1].state.terminal else None, GUARD)
+            if progress:
+                progress(f"  job {job.id} shown {ended and ended.state.value}")
         follower.join()
-        _check_lines(outcome, follower, {"0": int(seconds * 10)})
+        _check_lines(outcome, follower, follower.written or {"0": 1})
         final = ended.state if ended else None
         recorded = tier.registry.get(job.record.key)
         if final is not JobState.COMPLETED:
@@ -166,6 +173,12 @@ def ctld_outages(tier: Any, *, seed: int, outages: int = 1, down_s: float = 25.0
 def _check_down(outcome: Outcome, tier: Any, job: Any, seen: list[JobStatus], down_s: float,
                 progress: Callable[[str], None] | None) -> None:
     """While the controller is down: the widget's banner, and ``%tiers jobs``."""
+    # `%tiers jobs` in a thread meanwhile: its squeue, like the watcher's, waits out Slurm's own
+    # connect timeouts (some 20 s here) before it says the controller does not answer.
+    said_by: list[tuple[int, str, str]] = []
+    listing = threading.Thread(target=lambda: said_by.append(
+        user_command(tier, "jobs", "--profile", tier.profile.name)), name="chaos-jobs", daemon=True)
+    listing.start()
     banner = wait_until(lambda: next((s for s in seen if not s.controller_reachable), None), down_s + 60)
     message = banner.message or "" if banner else ""
     if banner is None:
@@ -176,7 +189,8 @@ def _check_down(outcome: Outcome, tier: Any, job: Any, seen: list[JobStatus], do
         outcome.wrong(f"shown {banner.state.value} while the controller was down")
     elif progress:
         progress(f"  widget: {message}")
-    code, out, err = user_command(tier, "jobs", "--profile", tier.profile.name)
+    listing.join(GUARD)
+    code, out, err = said_by[0] if said_by else (-1, "", "%tiers jobs did not return")
     said = [ln for ln in out.splitlines() if "states as last recorded" in ln]
     row = next((ln for ln in out.splitlines() if ln.startswith(job.id + " ")), "")
     if code != 0 or len(said) != 1 or err.strip() or "Traceback" in out:
@@ -242,6 +256,11 @@ def slurmd_kills(tier: Any, *, seed: int, kills: int = 1,
                     cluster("start-node", str(victim))
         follower.join()
         _check_lines(outcome, follower, {r: 0 for r in follower.seen} or {"0": 1}, upto_seen=True)
+        for rank, numbers in sorted(_logged(job).items()):  # what the log file holds, rank by rank
+            missing = numbers - set(follower.seen.get(rank, []))
+            if missing:
+                outcome.lost += len(missing)
+                outcome.problems.append(f"rank {rank}: {len(missing)} logged lines never followed")
         recorded = tier.registry.get(job.record.key)
         if recorded is None or recorded.state != JobState.NODE_FAIL.value:
             outcome.wrong(f"job {job.id} recorded {recorded and recorded.state}, not NODE_FAIL")
@@ -297,6 +316,16 @@ def dbd_outages(tier: Any, *, seed: int, outages: int = 1,
             outcome.lost += 1
             outcome.problems.append(f"job {job.id} (run while slurmdbd was down) not in history after")
     return outcome
+
+
+def _logged(job: Any) -> dict[str, set[int]]:
+    """Each rank's line numbers in the job's log file on the cluster."""
+    found: dict[str, set[int]] = {}
+    for line in job.logs().splitlines():
+        parts = line.split(":", 1)[-1].split()
+        if len(parts) == 3 and parts[0] == "n" and parts[2].isdigit():
+            found.setdefault(parts[1], set()).add(int(parts[2]))
+    return found
 
 
 def _check_lines(outcome: Outcome, follower: Follower, written: dict[str, int],

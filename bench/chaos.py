@@ -18,10 +18,12 @@ Scenarios (bounded default / ``--full``):
   the server lists, one kernel SIGSTOPped or SIGKILLed and restarted (2 / 20); recovery is to
   that kernel's next finished operation;
 - registry: the file truncated, its header and a page overwritten, read by `jupyter tiers jobs`;
-- ssh (when the Slurm test cluster runs): this process's own SSH connection cut client side
-  (`ss -K` on its socket) while a job's 1,000 (30,000 with --full: 5 min) numbered lines are
-  followed (10 / 100 cuts); recovery is from a cut to the next line received;
-- ssh: this process's own SSH connection cut once in each of 5 / 50 submits, at a seeded moment
+- ssh (when the Slurm test cluster runs): this process's own SSH connection cut while a job's
+  1,000 (30,000 with --full: 5 min) numbered lines are followed (10 / 100 cuts), half of them
+  client side (`ss -K` on its socket), half server side (the sshd child serving it SIGKILLed,
+  found by our local port with `ss -tnp`); recovery is from a cut to the next line received;
+- ssh: this process's own SSH connection cut (client or server side, half each) once in each
+  of 5 / 50 submits, at a seeded moment
   0..0.4 s into `tier.submit` (the job's files going up, sbatch, its answer): one job on the
   cluster and one registry record per submit; recovery is from the cut to submit returning;
 - ssh: a 32 MiB (256 MiB with --full) file fetched with `job.download` while the connection is
@@ -187,7 +189,8 @@ def main() -> int:
                 t, h, p, seed=args.seed, cuts=size["cuts"], lines=size["lines"], progress=say))),
             ("ssh", "SSH cuts mid-submit", lambda d: _ssh_run(
                 d, say, lambda t, h, p: scenarios_ssh.submit_cuts(
-                    t, h, p, seed=args.seed, submits=size["submits"], progress=say))),
+                    t, h, p, seed=args.seed, submits=size["submits"], server_share=0.5,
+                    progress=say))),
             ("ssh", "SSH cuts mid-download", lambda d: _ssh_run(
                 d, say, lambda t, h, p: scenarios_ssh.download_cuts(
                     t, h, p, _dir(d / "dest"), seed=args.seed, cuts=size["download_cuts"],

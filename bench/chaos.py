@@ -50,7 +50,11 @@ Scenarios (bounded default / ``--full``):
   reason names the node and its rank, the node started again and resumed; recovery is from the
   kill to the end shown;
 - slurm: slurmdbd stopped (1 / 3): `%tiers history` one line naming slurmdbd, a job run
-  meanwhile in history after start-dbd; recovery is from start-dbd to that job listed.
+  meanwhile in history after start-dbd; recovery is from start-dbd to that job listed;
+- slurm: the job directory's disk full on the cluster side (the profile's workdir on a 2 MiB
+  tmpfs): a job filling it is shown with one line naming its directory and the full disk, a
+  submit on it refused with one line naming the workdir (no record, no job); recovery is from
+  the submit to the full disk shown.
 Not yet here (more time): a restarted Jupyter server, a stepped clock (it cannot be stepped
 safely on a shared machine).
 
@@ -213,6 +217,8 @@ def main() -> int:
             ("slurm", "slurmd kills", lambda d: _ssh_run(
                 d, say, lambda t, h, p: scenarios_slurm.slurmd_kills(
                     t, seed=args.seed, kills=size["slurmd_kills"], progress=say))),
+            ("slurm", "cluster disk full", lambda d: _ssh_run(
+                d, say, lambda t, h, p: scenarios_slurm.cluster_disk_full(t, progress=say))),
             ("slurm", "slurmdbd outages", lambda d: _ssh_run(
                 d, say, lambda t, h, p: scenarios_slurm.dbd_outages(
                     t, seed=args.seed, outages=size["dbd_outages"], progress=say))),

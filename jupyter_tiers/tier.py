@@ -235,6 +235,11 @@ class BatchTier(Tier):
     def poll_ranks(self, records: Sequence[JobRecord]) -> dict[str, dict[int, RankState]]:
         """Per-rank state of many jobs in one query, keyed by job id."""
 
+    def rank_notes(self) -> dict[str, str]:
+        """Problems the last :meth:`poll_ranks` saw, one line per job id (a full disk under the
+        job directory); views show them. None by default."""
+        return {}
+
     @abc.abstractmethod
     def open_log(self, record: JobRecord, offset: int) -> ByteStream:
         """Follow the merged log from a byte offset."""

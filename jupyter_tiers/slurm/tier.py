@@ -17,7 +17,15 @@ from ..files import parse_listing as parse_file_listing
 from ..handles import Job
 from ..handoff import attach_checkpoints, decode_detail, encode_detail
 from ..history import AccountingDisabled, HistoryQuery, HistoryRow, make_query, mark_ours
-from ..jobdir import checkpoint_root, expected_checkpoint_dir, parse_listing, parse_rank_files, split_listing
+from ..jobdir import (
+    checkpoint_root,
+    disk_full_note,
+    expected_checkpoint_dir,
+    parse_free_space,
+    parse_listing,
+    parse_rank_files,
+    split_listing,
+)
 from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
 from ..registry import MAX_LIST, JobRecord, Registry, spec_for_record
@@ -56,6 +64,7 @@ _UNREACHABLE_MARKERS = (
 SUBMIT_ATTEMPTS = 4
 GAVE_UP = "gave up after"  # SSHTransport's words when it could not connect at all
 
+NO_SPACE = "No space left on device"
 _NO_ACCOUNTING_MARKERS = ("accounting storage is disabled", "Slurm accounting storage is disabled")
 
 
@@ -89,6 +98,7 @@ class SlurmTier(BatchTier):
         self._transport = transport
         self.accounting: bool | None = None  # learned on first sacct call
         self._noted_checkpoints: dict[str, str] = {}
+        self._rank_notes: dict[str, str] = {}  # job id -> a full disk under its job directory
 
     @property
     def transport(self) -> SSHTransport:
@@ -158,6 +168,9 @@ class SlurmTier(BatchTier):
         result = self._submit_once(jobdir, commands.pack_job(rendered))
         if result.exit_status != 0:
             err = result.stderr.decode("utf-8", errors="replace").strip()
+            if NO_SPACE in err:  # the job directory's files, or sbatch's own, did not fit
+                raise SubmitError(f"the cluster's disk holding {workdir} is full: cannot write the "
+                                  f"job directory {jobdir} ({NO_SPACE}); nothing was submitted")
             raise SubmitError(f"sbatch refused the job: {err[-500:] or 'no message'}")
         lines = result.text().strip().splitlines()
         job_id = parse_sbatch_parsable(lines[0] if lines else "")
@@ -306,8 +319,15 @@ class SlurmTier(BatchTier):
         if not records:
             return {}
         result = self.transport.run(commands.ranks_argv([r.jobdir for r in records]), check=False)
-        by_dir = parse_rank_files(result.text())
+        text = result.text()
+        by_dir = parse_rank_files(text)
+        free = parse_free_space(text)
+        self._rank_notes = {r.job_id: note for r in records
+                            if (note := disk_full_note(r.jobdir, free.get(r.jobdir))) is not None}
         return {r.job_id: by_dir.get(r.jobdir, {}) for r in records}
+
+    def rank_notes(self) -> dict[str, str]:
+        return dict(self._rank_notes)
 
     def open_log(self, record: JobRecord, offset: int) -> ByteStream:
         return self.transport.stream(commands.follow_argv(record.jobdir, offset))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import random
+import secrets
 import subprocess
 import sys
 import textwrap
@@ -344,3 +345,91 @@ def _check_lines(outcome: Outcome, follower: Follower, written: dict[str, int],
             outcome.wrong(f"rank {rank}: {result.out_of_order} lines out of order")
         if result.lost or result.duplicated:
             outcome.problems.append(f"rank {rank}: {result.lost} lost, {result.duplicated} repeated")
+
+
+JOBS_ROOT = Path("/var/lib/jupyter-tiers-jobs")  # where the test profiles' workdirs live
+
+
+@contextlib.contextmanager
+def small_cluster_disk(size: str = "2m") -> Iterator[Path]:
+    """A tmpfs of ``size`` mounted on the cluster side (this machine; root) under the test
+    profiles' workdir root, unmounted and removed after."""
+    mount = JOBS_ROOT / f"chaos-disk-{secrets.token_hex(3)}"
+    mount.mkdir(parents=True)
+    try:
+        subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size},mode=0755", "tmpfs", str(mount)],
+                       check=True, capture_output=True, timeout=60)
+        try:
+            yield mount
+        finally:
+            subprocess.run(["umount", "-l", str(mount)], capture_output=True, timeout=60, check=False)
+    finally:
+        with contextlib.suppress(OSError):
+            mount.rmdir()
+
+
+def cluster_disk_full(tier: Any, *, progress: Callable[[str], None] | None = None) -> Outcome:
+    """The job directory's file system full on the cluster side: the profile's workdir on a
+    2 MiB tmpfs. A job logging as fast as it can fills it; then a submit finds it full.
+    Invariants: while the job runs on the full disk the widget shows one line naming its job
+    directory and the full disk (before: RUNNING with nothing said while its output was lost);
+    the job cancels cleanly; the submit on the full disk is refused with one line naming the
+    workdir and the full disk, leaves no registry record and no job on the cluster.
+    Recovery: from the submit to the full disk shown."""
+    from jupyter_tiers.config import Profile
+    from jupyter_tiers.errors import TiersError
+    from jupyter_tiers.slurm.tier import SlurmTier
+
+    outcome = Outcome("slurm: job directory's disk full (cluster side)")
+    with small_cluster_disk() as mount:
+        workdir = f"{mount}/jobs"
+        small = SlurmTier(Profile(name=tier.profile.name, tier="slurm",
+                                  settings={**tier.profile.settings, "workdir": workdir}),
+                          tier.registry)
+        try:
+            started = time.monotonic()
+            job = small.submit(small.make_spec(
+                "i = 0\nwhile True:\n    print('.' * 60, 'n', i, flush=True)\n    i += 1\n",
+                name="chaos-cdisk"))
+            outcome.faults += 1
+            with watched(small, job) as seen:
+                note = wait_until(lambda: next((s for s in seen if s.message and "full" in s.message),
+                                               None), GUARD)
+                outcome.checked += 1
+                if note is None:
+                    outcome.wrong(f"job {job.id} on a full disk: nothing said ({seen[-1:]})")
+                else:
+                    outcome.recover_s.append(time.monotonic() - started)
+                    text = note.message or ""
+                    if job.record.jobdir not in text or "\n" in text or "Traceback" in text:
+                        outcome.wrong(f"job {job.id}: the full disk said as {text!r}")
+                    elif progress:
+                        progress(f"  widget: {text}")
+            outcome.faults += 1
+            outcome.checked += 1
+            before = len(small.registry.list(limit=1000))
+            name = f"chaos-cdisk-{secrets.token_hex(3)}"
+            try:
+                small.submit(small.make_spec("print(1)", name=name))
+                outcome.wrong("a submit on the full disk was accepted")
+            except TiersError as e:
+                text = str(e)
+                if workdir not in text or "No space left" not in text or "\n" in text:
+                    outcome.wrong(f"the submit on the full disk said: {text!r}")
+                elif progress:
+                    progress(f"  submit: {text}")
+            if len(small.registry.list(limit=1000)) != before:
+                outcome.wrong("the refused submit left a registry record")
+            if slurm("squeue", "-h", "-a", "-t", "all", "-n", name, "-o", "%i").split():
+                outcome.duplicated += 1
+                outcome.problems.append(f"the refused submit left a job {name} on the cluster")
+            small.cancel(job.record)
+            status = job.wait(timeout=GUARD)
+            if status.state is not JobState.CANCELLED:
+                outcome.wrong(f"job {job.id} on the full disk ended {status.state.value} after cancel")
+        finally:
+            for rec in small.registry.list(limit=100):
+                if rec.jobdir.startswith(workdir):
+                    small.cancel(rec)
+            small.close()
+    return outcome

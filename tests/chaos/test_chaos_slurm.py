@@ -1,6 +1,7 @@
 """Bounded Slurm daemon chaos on the shared test cluster (slurm lane; as root, the only tests
 that stop its daemons): slurmctld stopped 20 s mid-job, one node's slurmd SIGKILLed mid-job,
-slurmdbd stopped during ``%tiers history`` — one of each. The controller outage is 20 s here,
+slurmdbd stopped during ``%tiers history`` — one of each; and the job directory's disk full on
+the cluster side (a tmpfs mounted as the profile's workdir). The controller outage is 20 s here,
 60 s in ``bench/chaos.py --full``: what is checked (banner while down, ``%tiers jobs``' one line,
 the job's end) is the same after 20 s as after 60 (the watcher's back-off is capped at 30 s,
 slurmctld's SlurmctldTimeout of 60 s does not come into it with one controller), and every
@@ -17,7 +18,7 @@ import pytest
 from jupyter_tiers.config import load_config
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
-from tests.chaos.scenarios_slurm import ctld_outages, dbd_outages, slurmd_kills
+from tests.chaos.scenarios_slurm import cluster_disk_full, ctld_outages, dbd_outages, slurmd_kills
 from tests.cluster.conftest import profile_yaml
 from tests.helpers import loud_skip
 
@@ -52,4 +53,12 @@ def test_slurmd_killed_mid_job(slurm_tier: SlurmTier, seed: int) -> None:
 def test_slurmdbd_stopped_during_history(slurm_tier: SlurmTier, seed: int) -> None:
     outcome = dbd_outages(slurm_tier, seed=seed, outages=1)
     assert outcome.faults == 1 and outcome.checked == 3
+    assert outcome.clean, (outcome.problems, outcome)
+
+
+def test_job_directory_disk_full_on_the_cluster(slurm_tier: SlurmTier) -> None:
+    """The profile's workdir on a 2 MiB tmpfs on the cluster side: a job filling it is shown
+    with one line naming its directory, a submit on it refused with one line naming the workdir."""
+    outcome = cluster_disk_full(slurm_tier)
+    assert outcome.faults == 2 and outcome.checked == 2
     assert outcome.clean, (outcome.problems, outcome)

@@ -10,6 +10,7 @@ second of it is on the slurm lane's critical path and holds up the other cluster
 from __future__ import annotations
 
 import os
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,7 +19,14 @@ import pytest
 from jupyter_tiers.config import load_config
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
-from tests.chaos.scenarios_slurm import cluster_disk_full, ctld_outages, dbd_outages, slurmd_kills
+from tests.chaos.scenarios_slurm import (
+    SCRIPT,
+    cluster,
+    cluster_disk_full,
+    ctld_outages,
+    dbd_outages,
+    slurmd_kills,
+)
 from tests.cluster.conftest import profile_yaml
 from tests.helpers import loud_skip
 
@@ -62,3 +70,17 @@ def test_job_directory_disk_full_on_the_cluster(slurm_tier: SlurmTier) -> None:
     outcome = cluster_disk_full(slurm_tier)
     assert outcome.faults == 2 and outcome.checked == 2
     assert outcome.clean, (outcome.problems, outcome)
+
+
+def test_node_and_dbd_commands_are_idempotent_and_check_their_argument(slurm_tier: SlurmTier) -> None:
+    """start-node / start-dbd on what already runs change nothing; a node that is not one of the
+    cluster's, or a stray option, is a usage error (exit 2) naming it."""
+    assert "already running" in cluster("start-node", "node1")
+    assert "already running" in cluster("start-dbd")
+    for argv, words in ((["stop-node", "nodex"], "node name like node2"),
+                        (["stop-node", "node99"], "no node node99"),
+                        (["stop-node", "node1", "--now"], "unknown option '--now'"),
+                        (["start-node"], "one node name")):
+        done = subprocess.run(["bash", str(SCRIPT), *argv], capture_output=True, text=True, timeout=120,
+                              check=False)
+        assert done.returncode == 2 and words in done.stderr, (argv, done.stderr)

@@ -177,6 +177,13 @@ class BatchTier(Tier):
         watcher = self._watcher
         return watcher.scheduler_queries if watcher is not None else 0
 
+    @property
+    def answered_at(self) -> float | None:
+        """When this tier's watcher last heard from the scheduler (wall clock); None if it never
+        did or never ran. ``%tiers jobs`` counts it as the cluster seen answering."""
+        watcher = self._watcher
+        return watcher.answered_at if watcher is not None else None
+
     def watcher_options(self) -> dict[str, Any]:
         return {}
 

@@ -211,6 +211,7 @@ class Watcher:
         self._last_ok: float | None = None  # monotonic time of the last answer
         self._down_since: float | None = None  # the last answer before the current outage
         self._rank_notes: dict[str, str] = {}  # job id -> what the last rank poll saw wrong (full disk)
+        self.answered_at: float | None = None  # wall time of the scheduler's last answer
         self._counter = itertools.count()
         self._array_tasks: dict[str, dict[str, JobStatus]] = {}  # array key -> its tasks' status
         self._uploading: set[str] = set()  # keys of COMPLETED jobs whose checkpoint is being uploaded
@@ -327,6 +328,7 @@ class Watcher:
                 sched = self.tier.poll_scheduler(records)
                 self._reachable, self._sched_message = True, None
                 self._fail_attempts, self._last_ok, self._down_since = 0, now, None
+                self.answered_at = wall_clock()
             except ControllerUnreachable as exc:
                 problem = f"controller unreachable: {exc}"
             except TiersError as exc:

@@ -193,6 +193,19 @@ def test_rank_poll_failure_is_reported_and_retried_each_rank_interval(clock: Clo
     assert not statuses[-1].message
 
 
+def test_the_watcher_notes_when_the_scheduler_last_answered(clock: Clock) -> None:
+    tier, statuses = FakeTier(), []
+    w = _watcher(tier, statuses)
+    assert w.answered_at is None
+    w._cycle()
+    first = w.answered_at
+    assert first is not None
+    tier.sched = [ControllerUnreachable("down")]
+    clock.now = w._next_sched
+    w._cycle()
+    assert w.answered_at == first  # a failed query is no answer
+
+
 def test_a_full_disk_seen_by_the_rank_poll_is_shown_until_it_is_gone(clock: Clock) -> None:
     """Issue 18 §6: the job directory's disk full on the cluster side was a silent RUNNING."""
     tier, statuses = FakeTier(), []

@@ -23,10 +23,12 @@ Scenarios (bounded default / ``--full``):
   the server lists, one kernel SIGSTOPped or SIGKILLed and restarted (2 / 20); recovery is to
   that kernel's next finished operation;
 - registry: the file truncated, its header and a page overwritten, read by `jupyter tiers jobs`;
-- ssh (when the Slurm test cluster runs): this process's own SSH connection cut client side
-  (`ss -K` on its socket) while a job's 1,000 (30,000 with --full: 5 min) numbered lines are
-  followed (10 / 100 cuts); recovery is from a cut to the next line received;
-- ssh: this process's own SSH connection cut once in each of 5 / 50 submits, at a seeded moment
+- ssh (when the Slurm test cluster runs): this process's own SSH connection cut while a job's
+  1,000 (30,000 with --full: 5 min) numbered lines are followed (10 / 100 cuts), half of them
+  client side (`ss -K` on its socket), half server side (the sshd child serving it SIGKILLed,
+  found by our local port with `ss -tnp`); recovery is from a cut to the next line received;
+- ssh: this process's own SSH connection cut (client or server side, half each) once in each
+  of 5 / 50 submits, at a seeded moment
   0..0.4 s into `tier.submit` (the job's files going up, sbatch, its answer): one job on the
   cluster and one registry record per submit; recovery is from the cut to submit returning;
 - ssh: a 32 MiB (256 MiB with --full) file fetched with `job.download` while the connection is
@@ -48,14 +50,26 @@ Scenarios (bounded default / ``--full``):
 - disk (root): the local tier's workdir on a 2 MiB tmpfs; a job logging as fast as it can fills
   it (FAILED, one line naming the job directory and the full disk, nothing left running, no
   temporary file left), then a submit on the full disk (refused, one line naming the workdir).
-Not yet here (they need the shared Slurm cluster's daemons or other users' sshd children
-restarted or killed, or more time): server-side SSH kills, slurmctld/slurmd/
-slurmdbd, a restarted Jupyter server, a full disk on the cluster side.
+- slurm (root; the Slurm test cluster's own daemons, through cluster.sh): slurmctld stopped
+  20 s (60 s with --full) mid-job, 1 / 3 times: the widget's banner names the controller, one
+  line from `%tiers jobs`, the job COMPLETED afterwards, every line once; recovery is from
+  start-ctld to the controller shown reachable again;
+- slurm: one node's slurmd SIGKILLed mid-job (a 2-node --exclusive job), the node then set
+  DOWN as slurmctld does after SlurmdTimeout (300 s in the sandbox) (1 / 5): NODE_FAIL, the
+  reason names the node and its rank, the node started again and resumed; recovery is from the
+  kill to the end shown;
+- slurm: slurmdbd stopped (1 / 3): `%tiers history` one line naming slurmdbd, a job run
+  meanwhile in history after start-dbd; recovery is from start-dbd to that job listed;
+- slurm: the job directory's disk full on the cluster side (the profile's workdir on a 2 MiB
+  tmpfs): a job filling it is shown with one line naming its directory and the full disk, a
+  submit on it refused with one line naming the workdir (no record, no job); recovery is from
+  the submit to the full disk shown.
+Not yet here (more time): a restarted Jupyter server.
 
 The bounded subset runs in CI as tests/chaos/ and fails on any loss. Nothing is timed as an
 assertion; every wait is bounded only so that a broken component fails instead of hanging.
 
-Run: .venv/bin/python bench/chaos.py [--full] [--seed 18] [--only k8s,registry,local,ssh,disk]
+Run: .venv/bin/python bench/chaos.py [--full] [--seed 18] [--only k8s,registry,local,ssh,disk,slurm]
 """
 
 from __future__ import annotations
@@ -80,18 +94,21 @@ from tests.chaos import (  # noqa: E402
     scenarios_k8s,
     scenarios_local,
     scenarios_registry,
+    scenarios_slurm,
     scenarios_ssh,
 )
 from tests.chaos.harness import Outcome, table  # noqa: E402
 
 BOUNDED = {"restarts": 5, "deletions": 1, "evictions": 2, "outages": 1, "jobs": 200, "services": 50,
            "registry_faults": 2, "kills": 1, "cuts": 10, "lines": 1000, "submits": 5,
-           "download_cuts": 3, "download_mb": 32, "sync_submits": 3, "clock_steps": 4}
+           "download_cuts": 3, "download_mb": 32, "sync_submits": 3, "clock_steps": 4,
+           "ctld_outages": 1, "ctld_down_s": 20, "slurmd_kills": 1, "dbd_outages": 1}
 FULL = {"restarts": 20, "deletions": 5, "evictions": 6, "outages": 5, "jobs": 2000, "services": 500,
         "registry_faults": 20, "kills": 10, "cuts": 100, "lines": 30000, "submits": 50,
-        "download_cuts": 20, "download_mb": 256, "sync_submits": 20, "clock_steps": 20}
+        "download_cuts": 20, "download_mb": 256, "sync_submits": 20, "clock_steps": 20,
+        "ctld_outages": 3, "ctld_down_s": 60, "slurmd_kills": 5, "dbd_outages": 3}
 CLUSTER_ENV = Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster")) / "cluster.env"
-GROUPS = ("k8s", "registry", "local", "ssh", "disk")
+GROUPS = ("k8s", "registry", "local", "ssh", "disk", "slurm")
 
 
 def _ssh_run(workdir: Path, say: Callable[[str], None],
@@ -145,8 +162,9 @@ def main() -> int:
     parser.add_argument("--full", action="store_true", help="the long run (default: the bounded one)")
     parser.add_argument("--seed", type=int, default=18, help="the fault schedule's seed")
     parser.add_argument("--only", default=",".join(GROUPS),
-                        help="comma-separated groups to run: k8s, registry, local, ssh, disk (ssh "
-                             "only when the Slurm test cluster runs, disk only as root)")
+                        help="comma-separated groups to run: k8s, registry, local, ssh, disk, slurm "
+                             "(ssh and slurm only when the Slurm test cluster runs, disk and slurm "
+                             "only as root)")
     args = parser.parse_args()
     size = FULL if args.full else BOUNDED
     groups = {g.strip() for g in args.only.split(",") if g.strip()}
@@ -156,9 +174,13 @@ def main() -> int:
     if "disk" in groups and os.geteuid() != 0:
         print("(disk skipped: mounting a small tmpfs needs root)", file=sys.stderr)
         groups.discard("disk")
-    if "ssh" in groups and not CLUSTER_ENV.exists():
-        print(f"(ssh skipped: no Slurm test cluster, {CLUSTER_ENV} missing)", file=sys.stderr)
-        groups.discard("ssh")
+    for group in ("ssh", "slurm"):
+        if group in groups and not CLUSTER_ENV.exists():
+            print(f"({group} skipped: no Slurm test cluster, {CLUSTER_ENV} missing)", file=sys.stderr)
+            groups.discard(group)
+    if "slurm" in groups and os.geteuid() != 0:
+        print("(slurm skipped: stopping the cluster's daemons needs root)", file=sys.stderr)
+        groups.discard("slurm")
 
     def say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
@@ -192,7 +214,8 @@ def main() -> int:
                 t, h, p, seed=args.seed, cuts=size["cuts"], lines=size["lines"], progress=say))),
             ("ssh", "SSH cuts mid-submit", lambda d: _ssh_run(
                 d, say, lambda t, h, p: scenarios_ssh.submit_cuts(
-                    t, h, p, seed=args.seed, submits=size["submits"], progress=say))),
+                    t, h, p, seed=args.seed, submits=size["submits"], server_share=0.5,
+                    progress=say))),
             ("ssh", "SSH cuts mid-download", lambda d: _ssh_run(
                 d, say, lambda t, h, p: scenarios_ssh.download_cuts(
                     t, h, p, _dir(d / "dest"), seed=args.seed, cuts=size["download_cuts"],
@@ -209,6 +232,18 @@ def main() -> int:
                 d, seed=args.seed, kills=size["kills"], progress=say)),
             ("local", "clock steps", lambda d: _clock(d, say, args.seed, size["clock_steps"])),
             ("disk", "disk full", lambda d: _on_small_disk(d, say)),
+            ("slurm", "slurmctld outages", lambda d: _ssh_run(
+                d, say, lambda t, h, p: scenarios_slurm.ctld_outages(
+                    t, seed=args.seed, outages=size["ctld_outages"], down_s=size["ctld_down_s"],
+                    progress=say))),
+            ("slurm", "slurmd kills", lambda d: _ssh_run(
+                d, say, lambda t, h, p: scenarios_slurm.slurmd_kills(
+                    t, seed=args.seed, kills=size["slurmd_kills"], progress=say))),
+            ("slurm", "cluster disk full", lambda d: _ssh_run(
+                d, say, lambda t, h, p: scenarios_slurm.cluster_disk_full(t, progress=say))),
+            ("slurm", "slurmdbd outages", lambda d: _ssh_run(
+                d, say, lambda t, h, p: scenarios_slurm.dbd_outages(
+                    t, seed=args.seed, outages=size["dbd_outages"], progress=say))),
         ]
         for i, (group, label, run) in enumerate(runs):
             if group not in groups:

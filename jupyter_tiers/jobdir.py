@@ -170,6 +170,34 @@ def parse_rank_files(text: str) -> dict[str, dict[int, RankState]]:
     return result
 
 
+#: Below this many bytes free, a job directory's file system counts as full: the job's log and
+#: rank states can no longer be written (a log line or a state line may not fit).
+DISK_FULL_BYTES = 64 << 10
+
+
+def parse_free_space(text: str) -> dict[str, int]:
+    """Output of the rank-state query -> job dir -> bytes free on its file system, from the
+    ``%free BLOCKS BLOCKSIZE`` line (``stat -f``: blocks an unprivileged writer may use)."""
+    result: dict[str, int] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        if line.startswith("@@ "):
+            current = line[3:]
+        elif current is not None and line.startswith("%free "):
+            parts = line.split()
+            if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+                result[current] = int(parts[1]) * int(parts[2])
+    return result
+
+
+def disk_full_note(jobdir: str, free: int | None) -> str | None:
+    """The one line a view shows while a job directory's file system is full, else None."""
+    if free is None or free >= DISK_FULL_BYTES:
+        return None
+    return (f"the cluster's disk holding {jobdir} is full ({free >> 10} KiB free): the job's log "
+            f"and rank states cannot be written (No space left on device)")
+
+
 def parse_rank_file(rank: int, text: str, heartbeat_at: float | None = None) -> RankState:
     """One rank file's text (the shim's ``start``/``exit``/``signal`` lines) -> that rank's state.
 

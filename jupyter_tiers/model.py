@@ -142,6 +142,8 @@ class SchedulerInfo:
     exit_signal: int | None = None
     name: str | None = None
     checkpoint: str | None = None  # the newest entry of the job's checkpoint dir (same round trip)
+    # A NODE_FAIL job's nodes that the scheduler gave up, each with why ("down: Not responding").
+    failed_nodes: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -399,8 +399,24 @@ def list_items(limit: int = 50, profile: str | None = None, kind: WorkKind | Non
     items = [item_from(r, statuses.get(r.key), now) for r in records]
     if errors:
         limits = {e.profile: _stale_after_of(e.profile) for e in errors}
-        records, items = mark_stale(records, items, limits, dict(_last_answer), now)
+        records, items = mark_stale(records, items, limits, _answered(limits), now)
     return Listing(items=items, records=records, errors=errors)
+
+
+def _answered(profiles: Iterable[str]) -> dict[str, float]:
+    """When each profile's tier last answered in this process: a listing's, or its watcher's
+    (a widget following a job for an hour saw the cluster answer, even with no listing since;
+    without it, one failed listing showed that job UNKNOWN, "last seen RUNNING 1 h ago")."""
+    from .api import cached_tiers
+    from .tier import BatchTier
+
+    answered = dict(_last_answer)
+    wanted = set(profiles)
+    for (name, _kind), tier in cached_tiers().items():
+        at = tier.answered_at if isinstance(tier, BatchTier) and name in wanted else None
+        if at is not None:
+            answered[name] = max(answered.get(name, 0.0), at)
+    return answered
 
 
 def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[str, Any]:

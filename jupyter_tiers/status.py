@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from .metrics import format_value
@@ -55,6 +55,8 @@ def merge_status(
     # A rank whose last state is from an earlier run waits for this run's start.
     all_ranks = [r if r.attempt >= restarts else RankState(rank=r.rank, attempt=restarts)
                  for r in all_ranks]
+    if sched is not None and sched.state is JobState.NODE_FAIL and sched.failed_nodes:
+        base = replace(base, reason=node_failure_reason(sched.failed_nodes, all_ranks))
     if base.state.terminal:
         all_ranks = [
             replace(r, phase=RankPhase.STOPPED) if r.phase is RankPhase.RUNNING else r
@@ -66,6 +68,17 @@ def merge_status(
         # The rank files prove it runs before the scheduler query says so.
         base = replace(base, state=JobState.RUNNING, reason=None)
     return replace(base, ranks=tuple(all_ranks), world_size=world_size, restarts=restarts)
+
+
+def node_failure_reason(failed: Sequence[tuple[str, str]], ranks: Sequence[RankState]) -> str:
+    """``node failure: node2 (rank 1) down: Not responding``: which node the scheduler gave up,
+    the ranks that ran there (from the rank files) and why."""
+    parts = []
+    for node, why in failed:
+        on = [r.rank for r in ranks if r.node == node]
+        where = f" (rank{'s' if len(on) > 1 else ''} {', '.join(map(str, on))})" if on else ""
+        parts.append(f"{node}{where} {why}")
+    return "node failure: " + "; ".join(parts)
 
 
 def _signal_name(number: int) -> str:

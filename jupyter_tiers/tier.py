@@ -196,6 +196,13 @@ class BatchTier(Tier):
         watcher = self._watcher
         return watcher.scheduler_queries if watcher is not None else 0
 
+    @property
+    def answered_at(self) -> float | None:
+        """When this tier's watcher last heard from the scheduler (wall clock); None if it never
+        did or never ran. ``%tiers jobs`` counts it as the cluster seen answering."""
+        watcher = self._watcher
+        return watcher.answered_at if watcher is not None else None
+
     def watcher_options(self) -> dict[str, Any]:
         return {}
 
@@ -267,6 +274,11 @@ class BatchTier(Tier):
     @abc.abstractmethod
     def poll_ranks(self, records: Sequence[JobRecord]) -> dict[str, dict[int, RankState]]:
         """Per-rank state of many jobs in one query, keyed by job id."""
+
+    def rank_notes(self) -> dict[str, str]:
+        """Problems the last :meth:`poll_ranks` saw, one line per job id (a full disk under the
+        job directory); views show them. None by default."""
+        return {}
 
     @abc.abstractmethod
     def open_log(self, record: JobRecord, offset: int) -> ByteStream:

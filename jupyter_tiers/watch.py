@@ -221,6 +221,8 @@ class Watcher:
         self._fail_attempts = 0  # scheduler queries failed in a row
         self._last_ok: float | None = None  # monotonic time of the last answer
         self._down_since: float | None = None  # the last answer before the current outage
+        self._rank_notes: dict[str, str] = {}  # job id -> what the last rank poll saw wrong (full disk)
+        self.answered_at: float | None = None  # wall time of the scheduler's last answer
         self._counter = itertools.count()
         self._array_tasks: dict[str, dict[str, JobStatus]] = {}  # array key -> its tasks' status
         self._uploading: set[str] = set()  # keys of COMPLETED jobs whose checkpoint is being uploaded
@@ -342,6 +344,7 @@ class Watcher:
                 sched = self.tier.poll_scheduler(records)
                 self._reachable, self._sched_message = True, None
                 self._fail_attempts, self._last_ok, self._down_since = 0, now, None
+                self.answered_at = wall_clock()
             except ControllerUnreachable as exc:
                 problem = f"controller unreachable: {exc}"
             except TiersError as exc:
@@ -363,6 +366,7 @@ class Watcher:
             self.rank_queries += 1
             try:
                 ranks = self.tier.poll_ranks(records)
+                self._rank_notes = self.tier.rank_notes()
             except Exception as exc:
                 rank_message = f"cannot read rank state, retrying: {exc}"
             self._next_ranks = time.monotonic() + self.rank_interval
@@ -416,7 +420,8 @@ class Watcher:
                     prev_real,
                     restarts=rec.restarts,
                 )
-            status = replace(status, controller_reachable=reachable, message=message)
+            status = replace(status, controller_reachable=reachable,
+                             message=message or self._rank_notes.get(rec.job_id))
             if prev is not None and prev.state.terminal:
                 continue
             real = status

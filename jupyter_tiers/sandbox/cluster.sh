@@ -10,6 +10,11 @@
 #   cluster.sh status                      show what runs; exit 0 only when healthy
 #   cluster.sh restart-ctld                restart slurmctld only (jobs survive)
 #   cluster.sh stop-ctld | start-ctld      simulate a controller outage and its end
+#   cluster.sh stop-node NODE [--kill]     stop one node's slurmd (SIGKILL with --kill: a crash);
+#                                          its job steps run on until slurmctld gives the node up
+#   cluster.sh start-node NODE             start that slurmd again, resume the node, wait until
+#                                          it is usable (both idempotent: a no-op when already so)
+#   cluster.sh stop-dbd | start-dbd        simulate an accounting (slurmdbd) outage and its end
 #   cluster.sh env                         print the env file (KEY=value lines)
 #
 # Everything (configs, state, spool, pid files, logs) lives under
@@ -121,6 +126,9 @@ Usage: $PROG up [--nodes N] [--cpus C]   start the sandbox Slurm cluster (defaul
        $PROG status                      show what runs; exit status 0 only when healthy
        $PROG restart-ctld                restart slurmctld only (running jobs survive)
        $PROG stop-ctld | start-ctld      simulate a controller outage / end it
+       $PROG stop-node NODE [--kill]     stop one node's slurmd (--kill: SIGKILL, as a crash)
+       $PROG start-node NODE             start it again and resume the node (waits until usable)
+       $PROG stop-dbd | start-dbd        simulate an accounting (slurmdbd) outage / end it
        $PROG env                         print the connection settings (KEY=value lines)
 State, configs and logs: $DIR  (set JT_CLUSTER_DIR to change)
 EOF
@@ -1057,6 +1065,78 @@ cmd_restart_ctld() {
     ok
 }
 
+# node_arg NODE: a node of the current shape (node1..nodeN), else a usage error
+node_arg() {
+    local shape n k
+    [[ "${1:-}" =~ ^node([1-9][0-9]{0,3})$ ]] || usage_error "give a node name like node2, not '${1:-}'"
+    k=${BASH_REMATCH[1]}
+    shape=$(conf_shape "$CONF"); n=${shape% *}
+    [ -n "$n" ] && [ "$k" -le "$n" ] || usage_error "no node $1 in this cluster (node1..node${n:-?})"
+}
+
+# node_state NODE -> sinfo's state of one node (e.g. idle, down*, allocated), empty if unknown
+node_state() { timeout 10 sinfo -h -N -n "$1" -o '%T' 2>/dev/null | head -n1; }
+
+cmd_stop_node() {
+    local node="$1" how="${2:-}" pid i
+    preflight; need_cluster; node_arg "$node"
+    [ -z "$how" ] || [ "$how" = --kill ] || usage_error "stop-node $node: unknown option '$how' (only --kill)"
+    take_lock
+    step "Stopping slurmd of $node${how:+ (SIGKILL)}" "$LOG/slurmd-$node.log"
+    if ! pid=$(pid_alive "$RUN/slurmd-$node.pid" slurmd); then ok "it was not running"; return 0; fi
+    if [ "$how" = --kill ]; then
+        kill -KILL "$pid" 2>/dev/null
+        for ((i = 0; i < 100; i++)); do proc_running "$pid" || break; sleep 0.1; done
+        proc_running "$pid" && fail "slurmd $node (pid $pid) outlived SIGKILL"
+    else
+        stop_pid "$pid" slurmd 20 || fail "slurmd $node (pid $pid) did not stop"
+    fi
+    ok "pid $pid gone; its job steps run on until slurmctld gives the node up (SlurmdTimeout)"
+}
+
+cmd_start_node() {
+    local node="$1" i st port
+    preflight; need_cluster; node_arg "$node"; take_lock
+    step "Starting slurmd of $node" "$LOG/slurmd-$node.log" "$STARTUP_LOG"
+    if pid_alive "$RUN/slurmd-$node.pid" slurmd >/dev/null; then ok "already running"
+    else
+        port=$((SLURMD_PORT_BASE + ${node#node}))
+        for ((i = 0; i < 100; i++)); do port_busy "$port" || break; sleep 0.1; done
+        port_busy "$port" && fail "port $port ($node) is still in use"
+        mkdir -p "$STATE/slurmd/$node"
+        note_startup "slurmd -N $node"
+        launch slurmd -f "$CONF" -N "$node" || fail "slurmd -N $node refused to start"
+        for ((i = 0; i < 100; i++)); do pid_alive "$RUN/slurmd-$node.pid" slurmd >/dev/null && break; sleep 0.1; done
+        ok "pid $(pid_alive "$RUN/slurmd-$node.pid" slurmd || echo '?')"
+    fi
+    ctld_up || { step "Resuming $node"; ok "slurmctld is down: it resumes the node when it is back"; return 0; }
+    step "Resuming $node (scontrol update state=resume)" "$LOG/slurmctld.log" "$LOG/slurmd-$node.log"
+    for ((i = 0; i < 600; i++)); do
+        st=$(node_state "$node")
+        case "$st" in
+            idle | mixed | allocated | completing) ok "$st"; return 0 ;;
+            down | drained | draining | drain | fail | failing)
+                # set down by hand or given up by slurmctld: back into service (an error
+                # "Invalid node state" means it left that state meanwhile: fine)
+                timeout 10 scontrol update nodename="$node" state=resume >>"$STARTUP_LOG" 2>&1 ;;
+        esac
+        sleep 0.2
+    done
+    fail "$node is '$st' after 120s (sinfo -N -n $node)"
+}
+
+cmd_stop_dbd() {
+    preflight; need_cluster; take_lock
+    step "Stopping slurmdbd" "$LOG/slurmdbd.log"
+    if stop_pidfile "$RUN/slurmdbd.pid" slurmdbd 30; then ok "sacct fails until start-dbd; slurmctld queues its records"
+    else ok "it was not running"; fi
+}
+
+cmd_start_dbd() {
+    preflight; need_cluster; take_lock
+    start_slurmdbd 0
+}
+
 cmd_env() {
     if [ -r "$ENV_FILE" ]; then cat "$ENV_FILE"; return 0; fi
     printf '%s: no %s yet; run "%s up" first\n' "$PROG" "$ENV_FILE" "$PROG" >&2
@@ -1072,6 +1152,11 @@ case "$CMD" in
     restart-ctld) cmd_restart_ctld ;;
     stop-ctld) cmd_stop_ctld ;;
     start-ctld) cmd_start_ctld ;;
+    stop-node) [ $# -ge 1 ] && [ $# -le 2 ] || usage_error "stop-node takes a node name and maybe --kill"
+        cmd_stop_node "$@" ;;
+    start-node) [ $# -eq 1 ] || usage_error "start-node takes one node name"; cmd_start_node "$1" ;;
+    stop-dbd) [ $# -eq 0 ] || usage_error "stop-dbd takes no arguments"; cmd_stop_dbd ;;
+    start-dbd) [ $# -eq 0 ] || usage_error "start-dbd takes no arguments"; cmd_start_dbd ;;
     env) cmd_env ;;
     -h | --help | help) usage ;;
     "") usage >&2; exit 2 ;;

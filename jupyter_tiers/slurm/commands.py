@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from ..errors import SpecError
 from ..jobdir import LISTING_MARKER, LOG_NAME
-from .parse import SACCT_FIELDS, SQUEUE_FORMAT
+from .parse import SACCT_FIELDS, SINFO_NODES_FORMAT, SQUEUE_FORMAT
 from .render import RenderedJob
 
 _JOB_ID_RE = re.compile(r"\d{1,20}(_\d{1,7})?", re.ASCII)  # a job or an array task; used with fullmatch
@@ -72,6 +72,7 @@ RANKS_SH = r"""for d in "$@"; do
   printf '@@ %s\n' "$d"
   grep -H -s -- '' "$d"/ranks/* 2>/dev/null
   find "$d/ranks" -maxdepth 1 -type f -printf '%% %f %T@\n' 2>/dev/null
+  stat -f -c '%%free %a %S' -- "$d" 2>/dev/null
 done
 exit 0
 """
@@ -215,6 +216,18 @@ def with_checkpoints(argv: list[str], dirs: Sequence[str]) -> list[str]:
 
 def scontrol_jobs_argv() -> list[str]:
     return ["scontrol", "-o", "show", "job"]
+
+
+_HOSTLIST_RE = re.compile(r"[A-Za-z0-9_.\-\[\],]{1,4096}", re.ASCII)
+
+
+def node_states_argv(nodelists: Sequence[str]) -> list[str]:
+    """sinfo of the nodes in Slurm hostlists (``node[1-2]``): one row per node and partition,
+    with its state and the reason it is out of service (parse.parse_failed_nodes)."""
+    lists = [n for n in nodelists if n]
+    if not lists or not all(_HOSTLIST_RE.fullmatch(n) for n in lists):
+        raise SpecError("nodelist", f"not a Slurm host list: {lists!r}"[:200])
+    return ["sinfo", "-h", "-N", "-n", ",".join(lists), "-o", SINFO_NODES_FORMAT]
 
 
 def ranks_argv(jobdirs: Sequence[str]) -> list[str]:

@@ -63,6 +63,9 @@ _UNITS = {"": 1, "K": 1024, "M": 1024**2, "G": 1024**3, "T": 1024**4, "P": 1024*
 _NONE = {"", "Unknown", "None", "None assigned", "(null)", "N/A"}
 
 _NO_ACCOUNTING = ("accounting storage is disabled", "Slurm accounting storage is disabled")
+# sacct's words when slurmdbd (or its database) does not answer: accounting is on but down.
+ACCOUNTING_DOWN = ("Problem talking to the database", "Unable to connect to database",
+                    "slurmdbd: Connection refused")
 
 
 def history_argv(query: HistoryQuery) -> list[str]:
@@ -152,6 +155,9 @@ def history_result(exit_status: int, stdout: str, stderr: str) -> list[HistoryRo
     errors = [ln.strip() for ln in stderr.splitlines() if "error" in ln or "fatal" in ln]
     if errors and (exit_status != 0 or not rows):
         line = errors[-1].removeprefix("sacct:").strip()
+        if any(m in line for m in ACCOUNTING_DOWN):
+            raise TiersError(f"Slurm accounting (slurmdbd) does not answer, so there is no history "
+                             f"now; try again later (%tiers jobs still works) — sacct: {line[:160]}")
         raise TiersError(f"sacct: {line[:200]}")
     if exit_status != 0:
         raise TiersError(f"sacct exited {exit_status}: {stderr.strip()[-200:] or 'no message'}")

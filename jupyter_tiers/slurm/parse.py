@@ -11,6 +11,7 @@ from ..model import JobState, SchedulerInfo
 # Field order of the squeue and sacct queries built in slurm/commands.py.
 SQUEUE_FORMAT = "%i|%T|%r|%S|%M|%N|%j|%D"
 SACCT_FIELDS = "JobIDRaw,State,ExitCode,Elapsed,NodeList,Reason,Start,End,JobName"
+SINFO_NODES_FORMAT = "%N|%T|%E"
 
 _JOBID_RE = re.compile(r"^(\d+)(?:;[A-Za-z0-9_.-]+)?$")
 _ROW_ID_RE = re.compile(r"\d+(?:_\d+)?", re.ASCII)  # a job, or an array task ("51_3", squeue -r)
@@ -162,3 +163,27 @@ def expand_hostlist(text: str) -> list[str]:
             width = len(lo) if lo.startswith("0") else 0
             names += [f"{prefix}{i:0{width}d}{suffix}" for i in range(int(lo), int(hi) + 1)]
     return names
+
+
+# sinfo's %T of a node that is out of service; a trailing "*" means it does not respond.
+_OUT_OF_SERVICE = ("down", "drain", "drained", "draining", "fail", "failing")
+
+
+def parse_failed_nodes(stdout: str) -> dict[str, str]:
+    """``sinfo -h -N -o %N|%T|%E`` -> {node: why} for the nodes out of service or not
+    responding: ``down: Not responding``, ``not responding``. Other nodes and malformed rows are
+    left out; a node listed once per partition is named once."""
+    failed: dict[str, str] = {}
+    for line in stdout.splitlines():
+        parts = line.strip().split("|", 2)
+        if len(parts) != 3 or not re.fullmatch(r"[A-Za-z0-9_.-]{1,200}", parts[0]):
+            continue
+        node, state, why = parts[0], parts[1].strip().lower(), parts[2].strip()
+        silent = state.endswith("*")
+        state = state.rstrip("*~#!%$@^-")
+        if state in _OUT_OF_SERVICE:
+            text = state + (", not responding" if silent else "")
+            failed.setdefault(node, f"{text}: {why[:200]}" if why and why not in _NONE_WORDS else text)
+        elif silent:
+            failed.setdefault(node, "not responding")
+    return failed

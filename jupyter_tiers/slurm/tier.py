@@ -17,7 +17,15 @@ from ..files import parse_listing as parse_file_listing
 from ..handles import Job
 from ..handoff import attach_checkpoints, decode_detail, encode_detail
 from ..history import AccountingDisabled, HistoryQuery, HistoryRow, make_query, mark_ours
-from ..jobdir import checkpoint_root, expected_checkpoint_dir, parse_listing, parse_rank_files, split_listing
+from ..jobdir import (
+    checkpoint_root,
+    disk_full_note,
+    expected_checkpoint_dir,
+    parse_free_space,
+    parse_listing,
+    parse_rank_files,
+    split_listing,
+)
 from ..logs import ByteStream, split_log_line
 from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo, WorkKind
 from ..registry import MAX_LIST, JobRecord, Registry, spec_for_record
@@ -29,8 +37,15 @@ from ..transport.exchange import CommandResult
 from ..transport.ssh import SSHTarget, SSHTransport
 from . import commands
 from .files_remote import cat_argv, list_argv
-from .history import history_argv, history_result, parse_tail_output, tail_output_argv
-from .parse import parse_sacct, parse_sbatch_parsable, parse_scontrol_jobs, parse_squeue
+from .history import ACCOUNTING_DOWN, history_argv, history_result, parse_tail_output, tail_output_argv
+from .parse import (
+    expand_hostlist,
+    parse_failed_nodes,
+    parse_sacct,
+    parse_sbatch_parsable,
+    parse_scontrol_jobs,
+    parse_squeue,
+)
 from .render import render_job
 from .sync_remote import SyncOutcome, sync_root, sync_to_cluster
 from .task_listing import parse_task_checkpoints, task_checkpoints_argv
@@ -48,6 +63,7 @@ _UNREACHABLE_MARKERS = (
 #: (each retry idempotent).
 SUBMIT_ATTEMPTS = 4
 
+NO_SPACE = "No space left on device"
 _NO_ACCOUNTING_MARKERS = ("accounting storage is disabled", "Slurm accounting storage is disabled")
 
 
@@ -81,6 +97,7 @@ class SlurmTier(BatchTier):
         self._transport = transport
         self.accounting: bool | None = None  # learned on first sacct call
         self._noted_checkpoints: dict[str, str] = {}
+        self._rank_notes: dict[str, str] = {}  # job id -> a full disk under its job directory
 
     @property
     def transport(self) -> SSHTransport:
@@ -150,6 +167,9 @@ class SlurmTier(BatchTier):
         result = self._submit_once(jobdir, commands.pack_job(rendered))
         if result.exit_status != 0:
             err = result.stderr.decode("utf-8", errors="replace").strip()
+            if NO_SPACE in err:  # the job directory's files, or sbatch's own, did not fit
+                raise SubmitError(f"the cluster's disk holding {workdir} is full: cannot write the "
+                                  f"job directory {jobdir} ({NO_SPACE}); nothing was submitted")
             raise SubmitError(f"sbatch refused the job: {err[-500:] or 'no message'}")
         lines = result.text().strip().splitlines()
         job_id = parse_sbatch_parsable(lines[0] if lines else "")
@@ -193,7 +213,10 @@ class SlurmTier(BatchTier):
         result = self.transport.run(argv, check=False)
         out = result.stdout.decode("utf-8", errors="replace")
         err = result.stderr.decode("utf-8", errors="replace")
-        if result.exit_status != 0 and any(m in err for m in _UNREACHABLE_MARKERS):
+        # sacct's "Problem talking to the database: Connection refused" is slurmdbd's, not the
+        # controller's: history_result says so.
+        if result.exit_status != 0 and any(m in err for m in _UNREACHABLE_MARKERS) \
+                and not any(m in err for m in ACCOUNTING_DOWN):
             raise ControllerUnreachable(err.strip().splitlines()[-1] if err.strip() else argv[0])
         return result.exit_status, out, err
 
@@ -222,6 +245,24 @@ class SlurmTier(BatchTier):
         by_index = parse_listing(listing)
         dirs = {rec.key: by_index[i] for i, (rec, _) in enumerate(listed) if i in by_index}
         attach_checkpoints(records, found, dirs, self.registry, self._noted_checkpoints)
+        return self._name_failed_nodes(found)
+
+    def _name_failed_nodes(self, found: dict[str, SchedulerInfo]) -> dict[str, SchedulerInfo]:
+        """A NODE_FAIL job gets the nodes of its list that are out of service (one sinfo for
+        all such jobs), so that what the user sees names the node, not only "NodeDown"."""
+        failed = {k: i for k, i in found.items() if i.state is JobState.NODE_FAIL and i.nodelist}
+        if not failed:
+            return found
+        try:
+            code, out, _ = self._run_scheduler(
+                commands.node_states_argv(sorted({i.nodelist or "" for i in failed.values()})))
+        except (TiersError, ValueError):  # the state is right without the names
+            return found
+        down = parse_failed_nodes(out) if code == 0 else {}
+        for key, info in failed.items():
+            mine = tuple((n, down[n]) for n in expand_hostlist(info.nodelist or "") if n in down)
+            if mine:
+                found[key] = replace(info, failed_nodes=mine)
         return found
 
     def _finished(self, ids: list[str]) -> dict[str, SchedulerInfo]:
@@ -231,7 +272,7 @@ class SlurmTier(BatchTier):
             tasks = [i for i in ids if "_" in i]  # at most one more query, for every array task
             for argv in ([commands.sacct_argv(plain)] if plain else []) + (
                     [commands.sacct_tasks_argv(tasks)] if tasks else []):
-                code, out, err = self._run_scheduler(argv)
+                code, out, err = self._run_scheduler(argv)  # slurmdbd down: scontrol below
                 if code == 0:
                     self.accounting = True
                     got.update(parse_sacct(out))
@@ -278,8 +319,15 @@ class SlurmTier(BatchTier):
         if not records:
             return {}
         result = self.transport.run(commands.ranks_argv([r.jobdir for r in records]), check=False)
-        by_dir = parse_rank_files(result.text())
+        text = result.text()
+        by_dir = parse_rank_files(text)
+        free = parse_free_space(text)
+        self._rank_notes = {r.job_id: note for r in records
+                            if (note := disk_full_note(r.jobdir, free.get(r.jobdir))) is not None}
         return {r.job_id: by_dir.get(r.jobdir, {}) for r in records}
+
+    def rank_notes(self) -> dict[str, str]:
+        return dict(self._rank_notes)
 
     def open_log(self, record: JobRecord, offset: int) -> ByteStream:
         return self.transport.stream(commands.follow_argv(record.jobdir, offset))

@@ -1,7 +1,8 @@
 """SSH scenario on the Slurm test cluster: this process's own SSH connections cut from the outside
-(``ss -K`` destroys the TCP socket in the kernel, as a dropped link does to the client) while a
-short job's log is followed. Only sockets of this process to the cluster's sshd are touched:
-never another process's connection, never an sshd.
+while a short job's log is followed: client side (``ss -K`` destroys the TCP socket in the
+kernel, as a dropped link does to the client) or server side (the sshd child serving this
+process's connection SIGKILLed, as an sshd restart or an OOM kill does). Only this process's
+connections to the cluster's sshd are touched: never another process's, never the listening sshd.
 
 Invariants: every numbered line exactly once and in order, the job COMPLETED; recovery is from a
 cut to the next line received.
@@ -9,12 +10,14 @@ cut to the next line received.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import random
 import re
 import secrets
 import shlex
+import signal
 import subprocess
 import textwrap
 import threading
@@ -52,11 +55,36 @@ def cut_own_connections(host: str, port: int) -> int:
     return len(ports)
 
 
+def own_sshd_children(host: str, port: int) -> list[int]:
+    """The sshd processes serving this process's connections to ``host:port``: the server end of
+    each of our sockets, found by our local port (``ss -tnp``), never the listening sshd."""
+    pids: set[int] = set()
+    for local in own_ssh_ports(host, port):
+        out = subprocess.run(["ss", "-tnpH", "state", "established", "src", f"{host}:{port}",
+                              "dst", f"{host}:{local}"], capture_output=True, text=True, timeout=30).stdout
+        for name, pid in re.findall(r'\("([^"]+)",pid=(\d+),', out):
+            if name == "sshd" and int(pid) != os.getpid():
+                pids.add(int(pid))
+    return sorted(pids)
+
+
+def kill_own_sshd_children(host: str, port: int) -> int:
+    """SIGKILL the sshd children serving this process's connections; returns how many."""
+    pids = own_sshd_children(host, port)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    return len(pids)
+
+
 def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, lines: int = 1000,
+                    server_share: float = 0.5, cut_kinds: dict[str, int] | None = None,
                     progress: Callable[[str], None] | None = None) -> Outcome:
     """A job printing ``lines`` numbered lines (100 a second) followed while this process's SSH
-    connection is cut ``cuts`` times, at moments drawn from ``seed``."""
-    outcome = Outcome("ssh: client connection cut mid-stream")
+    connection is cut ``cuts`` times, at moments drawn from ``seed``: a seeded ``server_share``
+    of them server side (the sshd child SIGKILLed), the others client side (``ss -K``);
+    ``cut_kinds`` (if given) gets how many of each were made."""
+    outcome = Outcome("ssh: connection cut mid-stream (client and server side)")
     body = textwrap.dedent(f"""\
         import time
         for i in range({lines}):
@@ -69,6 +97,8 @@ def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, li
     first = threading.Event()
     cut_at: list[float] = []
     stop = threading.Event()
+    sides = random.Random(seed + 1)
+    kinds = {"client": 0, "server": 0}
 
     def cutter() -> None:
         first.wait(GUARD)
@@ -77,11 +107,14 @@ def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, li
         for delay in schedule(seed, cuts, 0.2, max(0.8, 0.8 * lines / 100 / cuts)):
             if stop.wait(delay):
                 return
-            if cut_own_connections(host, port):
-                cut_at.append(time.monotonic())
+            side = "server" if sides.random() < server_share else "client"
+            at = time.monotonic()
+            if (kill_own_sshd_children if side == "server" else cut_own_connections)(host, port):
+                cut_at.append(at)
                 outcome.faults += 1
+                kinds[side] += 1
                 if progress:
-                    progress(f"  SSH cut {outcome.faults}/{cuts}")
+                    progress(f"  SSH cut {outcome.faults}/{cuts} ({side} side)")
 
     thread = threading.Thread(target=cutter, name="chaos-ssh-cutter", daemon=True)
     thread.start()
@@ -109,17 +142,25 @@ def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, li
         after = next((t for t in received_at if t > at), None)
         if after is not None:
             outcome.recover_s.append(after - at)
+    if progress:
+        progress(f"  cuts: {kinds['client']} client side, {kinds['server']} server side")
+    if cut_kinds is not None:
+        cut_kinds.update(kinds)
     return outcome
 
 
-def submit_cuts(tier: Any, host: str, port: int, *, seed: int, submits: int,
+def submit_cuts(tier: Any, host: str, port: int, *, seed: int, submits: int, server_share: float = 0.0,
                 progress: Callable[[str], None] | None = None) -> Outcome:
     """``submits`` short jobs, each submit's SSH connection cut once at a moment drawn from
     ``seed`` (0..0.4 s into ``tier.submit``: while the job's files go up, sbatch runs or its
     answer comes back). Invariants: every submit returns a job, the cluster holds exactly one
     job of that name (squeue, which keeps ended jobs for MinJobAge), the registry exactly one
-    record, its id that job's. Recovery: from the cut to ``submit`` returning."""
-    outcome = Outcome("ssh: connection cut mid-submit")
+    record, its id that job's. A seeded ``server_share`` of the cuts kill the sshd child serving
+    the connection instead (the remote submit's own processes lose their session with it).
+    Recovery: from the cut to ``submit`` returning."""
+    both = " (client and server side)" if server_share else ""
+    outcome = Outcome("ssh: connection cut mid-submit" + both)
+    sides = random.Random(seed + 2)
     run = secrets.token_hex(3)
     tier.login()  # a live connection for the first cut to hit
     names: list[str] = []
@@ -130,12 +171,14 @@ def submit_cuts(tier: Any, host: str, port: int, *, seed: int, submits: int,
         cut_at: list[float] = []
         started = threading.Event()
 
+        server = sides.random() < server_share
+
         def cutter(delay: float = delay, cut_at: list[float] = cut_at,
-                   started: threading.Event = started) -> None:
+                   started: threading.Event = started, server: bool = server) -> None:
             started.wait(GUARD)
             time.sleep(delay)
             at = time.monotonic()  # before the cut: a submit may fail the instant it lands
-            if cut_own_connections(host, port):
+            if (kill_own_sshd_children if server else cut_own_connections)(host, port):
                 cut_at.append(at)
 
         thread = threading.Thread(target=cutter, name="chaos-submit-cutter", daemon=True)
@@ -155,7 +198,8 @@ def submit_cuts(tier: Any, host: str, port: int, *, seed: int, submits: int,
             outcome.faults += 1
             outcome.recover_s.append(done - cut_at[0])
         if progress:
-            progress(f"  submit {i + 1}/{submits}{' (cut mid-submit)' if mid else ''}")
+            side = " server side" if server else ""
+            progress(f"  submit {i + 1}/{submits}{f' (cut{side} mid-submit)' if mid else ''}")
     # What the cluster holds: every job of these names, ended ones too.
     listing = tier.transport.run(["squeue", "-h", "-a", "-t", "all", "-o", "%i|%j"], check=False).text()
     on_cluster: dict[str, list[str]] = {}

@@ -1,5 +1,6 @@
 """Bounded SSH chaos on the Slurm test cluster (slurm lane; one short job): this process's own SSH
-connection cut 10 times while the job's log is followed (any line lost or repeated fails), and cut
+connection cut 10 times while the job's log is followed, client side (ss -K) or server side (its
+sshd child SIGKILLed) (any line lost or repeated fails), and cut
 once in each of five submits (a job lost or submitted twice fails)."""
 
 from __future__ import annotations
@@ -29,18 +30,22 @@ def slurm_tier(cluster_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.
     tier.close()
 
 
-def test_client_connection_cut_mid_stream(slurm_tier: SlurmTier, cluster_env: dict[str, str],
-                                          seed: int) -> None:
+def test_connection_cut_mid_stream_client_and_server_side(slurm_tier: SlurmTier,
+                                                          cluster_env: dict[str, str], seed: int) -> None:
+    """Ten cuts, about half of them the sshd child serving this process SIGKILLed."""
+    kinds: dict[str, int] = {}
     outcome = log_stream_cuts(slurm_tier, cluster_env["JT_SSH_HOST"], int(cluster_env["JT_SSH_PORT"]),
-                              seed=seed, cuts=10)
+                              seed=seed, cuts=10, cut_kinds=kinds)
     assert outcome.faults >= 5 and outcome.checked  # the job may end before the tenth cut
+    assert kinds["server"] >= 1 and kinds["client"] >= 1, kinds
     assert outcome.clean, (outcome.problems, outcome)
 
 
 def test_connection_cut_mid_submit(slurm_tier: SlurmTier, cluster_env: dict[str, str], seed: int) -> None:
-    """Five submits, each one's connection cut at a seeded moment: one job each, never two."""
+    """Five submits, each one's connection cut at a seeded moment (client side, or its sshd child
+    SIGKILLed): one job each, never two."""
     outcome = submit_cuts(slurm_tier, cluster_env["JT_SSH_HOST"], int(cluster_env["JT_SSH_PORT"]),
-                          seed=seed, submits=5)
+                          seed=seed, submits=5, server_share=0.5)
     assert outcome.checked == 5 and outcome.faults >= 1  # a cut may land after a quick submit
     assert outcome.clean, (outcome.problems, outcome)
 

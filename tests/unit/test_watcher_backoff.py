@@ -41,12 +41,16 @@ class FakeTier:
         self.state = JobState.RUNNING
         self.updates: list[dict[str, Any]] = []
         self.registry = SimpleNamespace(update=lambda key, **kw: self.updates.append(kw))
+        self.notes: dict[str, str] = {}  # what rank_notes answers (a full disk)
 
     def poll_scheduler(self, records: list[JobRecord]) -> dict[str, SchedulerInfo]:
         answer = self.sched.pop(0) if self.sched else None
         if isinstance(answer, Exception):
             raise answer
         return {REC.job_id: SchedulerInfo(job_id=REC.job_id, state=answer or self.state)}
+
+    def rank_notes(self) -> dict[str, str]:
+        return dict(self.notes)
 
     def poll_ranks(self, records: list[JobRecord]) -> dict[str, dict[int, RankState]]:
         answer = self.ranks.pop(0) if self.ranks else None
@@ -184,6 +188,33 @@ def test_rank_poll_failure_is_reported_and_retried_each_rank_interval(clock: Clo
     assert statuses[-1].message == "cannot read rank state, retrying: ls: timed out"
     assert statuses[-1].controller_reachable  # the scheduler is fine
     assert w._next_ranks == clock.now + 1.0
+    clock.now = w._next_ranks
+    w._cycle()
+    assert not statuses[-1].message
+
+
+def test_the_watcher_notes_when_the_scheduler_last_answered(clock: Clock) -> None:
+    tier, statuses = FakeTier(), []
+    w = _watcher(tier, statuses)
+    assert w.answered_at is None
+    w._cycle()
+    first = w.answered_at
+    assert first is not None
+    tier.sched = [ControllerUnreachable("down")]
+    clock.now = w._next_sched
+    w._cycle()
+    assert w.answered_at == first  # a failed query is no answer
+
+
+def test_a_full_disk_seen_by_the_rank_poll_is_shown_until_it_is_gone(clock: Clock) -> None:
+    """Issue 18 §6: the job directory's disk full on the cluster side was a silent RUNNING."""
+    tier, statuses = FakeTier(), []
+    w = _watcher(tier, statuses)
+    tier.notes = {REC.job_id: "the cluster's disk holding /jobs/7 is full (0 KiB free): ..."}
+    w._cycle()
+    assert statuses[-1].message == tier.notes[REC.job_id]
+    assert statuses[-1].state is JobState.RUNNING and statuses[-1].controller_reachable
+    tier.notes = {}
     clock.now = w._next_ranks
     w._cycle()
     assert not statuses[-1].message

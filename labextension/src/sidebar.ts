@@ -9,7 +9,7 @@ import { Widget } from '@lumino/widgets';
 import { TiersApi } from './api';
 import { HistoryRow } from './history';
 import { HistoryView } from './historyView';
-import { ReconnectingSocket } from './socket';
+import { ReconnectingSocket, connectionText } from './socket';
 import {
   ACTIVE,
   EMPTY,
@@ -141,13 +141,14 @@ export class TiersSidebar extends Widget {
     this._socket = new ReconnectingSocket({
       url: () => this.api.wsUrl('events'),
       onMessage: text => this._onEvent(text),
-      onStatus: (connected, attempt) => {
-        this._statusNode.textContent = connected
-          ? ''
-          : attempt > 1
-            ? `reconnecting (attempt ${attempt})…`
-            : 'connecting…';
-        this._statusNode.dataset.connected = connected ? '1' : '';
+      onStatus: (connected, attempt, nextMs) => {
+        this._link = {
+          connected,
+          attempt,
+          retryAt: Date.now() + nextMs,
+          connections: this._link.connections + (connected ? 1 : 0)
+        };
+        this._renderStatus();
       }
     });
     this._ticker = window.setInterval(() => this._tick(), 1000);
@@ -402,9 +403,27 @@ export class TiersSidebar extends Widget {
     return node;
   }
 
-  /** Updates the elapsed column locally, once a second, with no request. */
+  /** The connection status in the head (its countdown ticks); `data-connections` counts the
+   * websocket's successful connections since the page loaded (each reconnect adds one). */
+  private _renderStatus(now = Date.now()): void {
+    const link = this._link;
+    this._statusNode.textContent = connectionText(
+      link.connected,
+      link.attempt,
+      link.connections > 0,
+      link.retryAt - now
+    );
+    this._statusNode.dataset.connected = link.connected ? '1' : '';
+    this._statusNode.dataset.connections = String(link.connections);
+  }
+
+  /** Updates the elapsed column and the reconnect countdown locally, once a second, with no
+   * request. */
   private _tick(): void {
     const now = Date.now();
+    if (!this._link.connected && this._socket) {
+      this._renderStatus(now);
+    }
     for (const [key, node] of this._rows) {
       const item = this._state.items.get(key);
       const span = node.querySelector('.jt-side-elapsed');
@@ -418,6 +437,7 @@ export class TiersSidebar extends Widget {
   private _history: HistoryView;
   private _filters: Filters = NO_FILTERS;
   private _socket: ReconnectingSocket | null = null;
+  private _link = { connected: false, attempt: 0, retryAt: 0, connections: 0 };
   private _ticker = 0;
   private _rows = new Map<string, HTMLElement>();
   private _changed = new Signal<this, string[]>(this);

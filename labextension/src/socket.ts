@@ -1,5 +1,5 @@
 // A websocket that reconnects with exponential back-off and jitter (never a tight loop, and tabs
-// that lost the same server do not all come back at the same moment), and hands each text frame to
+// that lost the same server do not all come back in step), and hands each text frame to
 // a callback. The socket factory, timers and randomness are injected so the logic is tested without
 // a server.
 
@@ -36,16 +36,19 @@ export interface ReconnectingOptions {
   random?: () => number;
 }
 
-/** The wait before retry number `attempt` (0-based): the back-off, less up to half of it at
- * random (`r` in [0, 1)), so it stays within [backoff / 2, backoff]. */
+/** The share of a delay that jitter may take off (as the kernel side's reachability.py). */
+export const JITTER = 0.2;
+
+/** The wait before retry number `attempt` (0-based): the back-off, less a random fraction
+ * (`r` in [0, 1)) of up to JITTER of it, so it stays within [0.8 backoff, backoff]. */
 export function jittered(attempt: number, r: number): number {
-  const full = backoff(attempt);
   const x = Number.isFinite(r) ? Math.min(1, Math.max(0, r)) : 0;
-  return Math.round(full - (full / 2) * x);
+  return Math.round(backoff(attempt) * (1 - JITTER * x));
 }
 
-/** What a panel says about its connection: nothing while connected; while not, whether it was
- * ever connected, which try is next and in how long (`msLeft`, rounded up to seconds). */
+/** What a panel says about its connection, in the words of the notebook widgets
+ * (reachability.py): nothing while connected; while not, which try is next and in how long
+ * (`msLeft`, rounded to seconds); "connecting" until the first connection, then "reconnecting". */
 export function connectionText(
   connected: boolean,
   attempt: number,
@@ -59,8 +62,8 @@ export function connectionText(
   if (attempt < 1) {
     return `${verb}…`;
   }
-  const secs = Math.max(0, Math.ceil(msLeft / 1000));
-  return `${everConnected ? 'connection lost, ' : ''}${verb} (attempt ${attempt}, next in ${secs} s)…`;
+  const secs = Math.max(0, Math.round(msLeft / 1000));
+  return `${verb} (attempt ${attempt}, next in ${secs} s)…`;
 }
 
 export class ReconnectingSocket {

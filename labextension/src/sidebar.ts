@@ -27,6 +27,7 @@ import {
   parseEvent,
   parseReplicas,
   reduce,
+  rowSignature,
   stateClass,
   uploadText,
   visibleItems
@@ -339,9 +340,15 @@ export class TiersSidebar extends Widget {
     this._tick();
   }
 
-  /** The row of one item: reused and updated in place when it exists. */
+  /** The row of one item: reused when it exists, and drawn again only when what it shows changed
+   * (an update per poll must not replace the buttons under the user's mouse: a click whose press
+   * and release land on two different nodes is lost). */
   private _row(item: Item): HTMLElement {
     let node = this._rows.get(item.key);
+    const signature = rowSignature(item);
+    if (node && this._drawn.get(node) === signature) {
+      return node;
+    }
     if (!node) {
       node = h('div', 'jt-side-row');
       node.setAttribute('role', 'listitem');
@@ -394,12 +401,13 @@ export class TiersSidebar extends Widget {
       const actions = h('div', 'jt-side-actions');
       for (const verb of verbs) {
         const btn = h('button', `jt-side-${verb} jp-Button`, VERB_LABEL[verb]);
-        btn.addEventListener('click', () => void this.act(item, verb));
+        btn.addEventListener('click', () => void this.act(this._state.items.get(item.key) ?? item, verb));
         actions.append(btn);
       }
       parts.push(actions);
     }
     node.replaceChildren(...parts);
+    this._drawn.set(node, signature);
     return node;
   }
 
@@ -440,6 +448,7 @@ export class TiersSidebar extends Widget {
   private _link = { connected: false, attempt: 0, retryAt: 0, connections: 0 };
   private _ticker = 0;
   private _rows = new Map<string, HTMLElement>();
+  private _drawn = new WeakMap<HTMLElement, string>();
   private _changed = new Signal<this, string[]>(this);
   private _statusNode = h('span', 'jt-side-status');
   private _notice = h('div', 'jt-side-notice');

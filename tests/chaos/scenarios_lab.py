@@ -13,6 +13,8 @@ connections, before and after the round's other checks); every job's row is ther
 missing, duplicated: twice); the job that ended meanwhile shows COMPLETED; live again: a job
 submitted after the restart shows, and a cancel made in one tab shows CANCELLED in both. At the
 end the server has exactly one events listener per tab, and the pages raised no error of ours.
+A job's Cancel button stays the same element while other jobs' updates arrive (a row drawn again
+on every update replaced it under the mouse: found by this scenario, a click lost).
 Recovery: from the new server answering to both tabs connected again (their back-off, with
 jitter, included).
 """
@@ -26,6 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
 from jupyter_tiers.handles import Job
@@ -180,14 +183,28 @@ def lab_restarts(lab: LabProcess, tier: LocalTier, pages: Sequence[Any], gates: 
             _rows_once(outcome, tab, jobs, "after the restart")
 
         # Live again: a job submitted now shows in both tabs, and so does a cancel made in one.
+        # Its updates must leave the running job's row as it was: its Cancel button the same
+        # element (a row drawn again on every update replaced it under the mouse: a lost click).
+        buttons = [t.side.locator(f'.jt-side-row[data-key="{running.record.key}"] .jt-side-cancel')
+                   for t in tabs]
+        for button in buttons:
+            button.evaluate("b => { b.jtSame = true; }")
         after = submit(tier, f"rs-after-{i}", "echo after")
         jobs.append(after)
-        for tab in tabs:
+        for tab, button in zip(tabs, buttons, strict=True):
             _see(outcome, tab, f"job {after.id} (submitted after the restart) COMPLETED",
                  expect(tab.badge(after)).to_have_text, "COMPLETED", timeout=JOB_MS)
+            if not button.evaluate("b => b.jtSame === true"):
+                outcome.wrong(f"tab {tab.number}: job {after.id}'s updates replaced the Cancel button "
+                              f"of job {running.id}")
         actor = tabs[i % len(tabs)]
         _dismiss_dialogs(actor)
-        actor.side.locator(f'.jt-side-row[data-key="{running.record.key}"] .jt-side-cancel').click()
+        cancel = actor.side.locator(f'.jt-side-row[data-key="{running.record.key}"] .jt-side-cancel')
+        try:
+            cancel.click(timeout=UI_MS)
+        except PlaywrightError as exc:
+            outcome.wrong(f"tab {actor.number}: cannot click Cancel of job {running.id}: "
+                          f"{str(exc).splitlines()[0]}")
         actor.page.locator(".jp-Dialog .jp-mod-warn").click()
         for tab in tabs:
             _see(outcome, tab, f"job {running.id} CANCELLED (from tab {actor.number})",

@@ -47,6 +47,11 @@ Scenarios (bounded default / ``--full``):
   (4 / 20 steps) under Debian's libfaketime (never the machine's clock; skipped without it or a
   C compiler): elapsed (status, %tiers jobs row) never negative, ahead of real time or going
   back, the job COMPLETED (no false TIMEOUT), its log lines once each;
+- lab-restart (with Debian's chromium): the Jupyter server stopped by SIGTERM or SIGKILL in turn
+  (2 / 10) under two browser tabs with the Tiers sidebar open on local-tier jobs, and started again
+  on its port: each tab reconnects exactly once, every row once, a job that ended meanwhile shows
+  COMPLETED, a later job and a cancel from one tab show in both; recovery is from the new server
+  answering to both tabs connected again (the sidebar's jittered back-off included);
 - disk (root): the local tier's workdir on a 2 MiB tmpfs; a job logging as fast as it can fills
   it (FAILED, one line naming the job directory and the full disk, nothing left running, no
   temporary file left), then a submit on the full disk (refused, one line naming the workdir).
@@ -64,12 +69,12 @@ Scenarios (bounded default / ``--full``):
   tmpfs): a job filling it is shown with one line naming its directory and the full disk, a
   submit on it refused with one line naming the workdir (no record, no job); recovery is from
   the submit to the full disk shown.
-Not yet here (more time): a restarted Jupyter server.
 
 The bounded subset runs in CI as tests/chaos/ and fails on any loss. Nothing is timed as an
 assertion; every wait is bounded only so that a broken component fails instead of hanging.
 
-Run: .venv/bin/python bench/chaos.py [--full] [--seed 18] [--only k8s,registry,local,ssh,disk,slurm]
+Run: .venv/bin/python bench/chaos.py [--full] [--seed 18]
+     [--only k8s,registry,local,ssh,lab-restart,disk,slurm]
 """
 
 from __future__ import annotations
@@ -102,13 +107,15 @@ from tests.chaos.harness import Outcome, table  # noqa: E402
 BOUNDED = {"restarts": 5, "deletions": 1, "evictions": 2, "outages": 1, "jobs": 200, "services": 50,
            "registry_faults": 2, "kills": 1, "cuts": 10, "lines": 1000, "submits": 5,
            "download_cuts": 3, "download_mb": 32, "sync_submits": 3, "clock_steps": 4,
-           "ctld_outages": 1, "ctld_down_s": 20, "slurmd_kills": 1, "dbd_outages": 1}
+           "ctld_outages": 1, "ctld_down_s": 20, "slurmd_kills": 1, "dbd_outages": 1,
+           "lab_restarts": 2}
 FULL = {"restarts": 20, "deletions": 5, "evictions": 6, "outages": 5, "jobs": 2000, "services": 500,
         "registry_faults": 20, "kills": 10, "cuts": 100, "lines": 30000, "submits": 50,
         "download_cuts": 20, "download_mb": 256, "sync_submits": 20, "clock_steps": 20,
-        "ctld_outages": 3, "ctld_down_s": 60, "slurmd_kills": 5, "dbd_outages": 3}
+        "ctld_outages": 3, "ctld_down_s": 60, "slurmd_kills": 5, "dbd_outages": 3,
+        "lab_restarts": 10}
 CLUSTER_ENV = Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster")) / "cluster.env"
-GROUPS = ("k8s", "registry", "local", "ssh", "disk", "slurm")
+GROUPS = ("k8s", "registry", "local", "ssh", "lab-restart", "disk", "slurm")
 
 
 def _ssh_run(workdir: Path, say: Callable[[str], None],
@@ -130,6 +137,37 @@ def _ssh_run(workdir: Path, say: Callable[[str], None],
         for rec in tier.registry.list(limit=1000):
             tier.cancel(rec)
         tier.close()
+
+
+def _lab_restarts(workdir: Path, say: Callable[[str], None], *, seed: int, restarts: int) -> Outcome:
+    """The Jupyter-server scenario on a JupyterLab of its own (one local profile) and two tabs of
+    headless chromium."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from jupyter_tiers.config import load_config
+    from jupyter_tiers.local.tier import LocalTier
+    from jupyter_tiers.registry import Registry
+    from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, UI_TIMEOUT_MS, _lab_process
+    from tests.chaos import scenarios_lab
+
+    tiers_yaml = f"profiles:\n  laptop:\n    tier: local\n    workdir: {workdir / 'work'}\n"
+    with _lab_process(_dir(workdir / "lab"), tiers_yaml) as lab:
+        os.environ["JUPYTER_TIERS_CONFIG"] = str(lab.server.config)
+        tier = LocalTier(load_config().profile("laptop"), Registry(lab.server.registry))
+        expect.set_options(timeout=UI_TIMEOUT_MS)
+        pw = sync_playwright().start()
+        try:
+            browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+            context = browser.new_context(viewport={"width": 1280, "height": 1000})
+            context.set_default_timeout(UI_TIMEOUT_MS)
+            return scenarios_lab.lab_restarts(lab, tier, [context.new_page(), context.new_page()],
+                                              _dir(workdir / "gates"), seed=seed, restarts=restarts,
+                                              progress=say)
+        finally:
+            pw.stop()
+            for rec in tier.registry.list(limit=1000):
+                tier.cancel(rec)
+            tier.close()
 
 
 def _on_small_disk(workdir: Path, say: Callable[[str], None]) -> Outcome:
@@ -162,9 +200,9 @@ def main() -> int:
     parser.add_argument("--full", action="store_true", help="the long run (default: the bounded one)")
     parser.add_argument("--seed", type=int, default=18, help="the fault schedule's seed")
     parser.add_argument("--only", default=",".join(GROUPS),
-                        help="comma-separated groups to run: k8s, registry, local, ssh, disk, slurm "
-                             "(ssh and slurm only when the Slurm test cluster runs, disk and slurm "
-                             "only as root)")
+                        help="comma-separated groups to run: k8s, registry, local, ssh, lab-restart, "
+                             "disk, slurm (ssh and slurm only when the Slurm test cluster runs, "
+                             "lab-restart only with chromium, disk and slurm only as root)")
     args = parser.parse_args()
     size = FULL if args.full else BOUNDED
     groups = {g.strip() for g in args.only.split(",") if g.strip()}
@@ -181,6 +219,10 @@ def main() -> int:
     if "slurm" in groups and os.geteuid() != 0:
         print("(slurm skipped: stopping the cluster's daemons needs root)", file=sys.stderr)
         groups.discard("slurm")
+    chromium = Path(os.environ.get("JT_CHROMIUM", "/usr/bin/chromium"))
+    if "lab-restart" in groups and not chromium.exists():
+        print(f"(lab-restart skipped: {chromium} missing)", file=sys.stderr)
+        groups.discard("lab-restart")
 
     def say(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
@@ -231,6 +273,8 @@ def main() -> int:
             ("local", "kernel kills mid-rollout", lambda d: scenarios_local.kernel_kills_mid_rollout(
                 d, seed=args.seed, kills=size["kills"], progress=say)),
             ("local", "clock steps", lambda d: _clock(d, say, args.seed, size["clock_steps"])),
+            ("lab-restart", "Jupyter server restarts", lambda d: _lab_restarts(
+                d, say, seed=args.seed, restarts=size["lab_restarts"])),
             ("disk", "disk full", lambda d: _on_small_disk(d, say)),
             ("slurm", "slurmctld outages", lambda d: _ssh_run(
                 d, say, lambda t, h, p: scenarios_slurm.ctld_outages(

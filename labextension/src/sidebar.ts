@@ -9,7 +9,7 @@ import { Widget } from '@lumino/widgets';
 import { TiersApi } from './api';
 import { HistoryRow } from './history';
 import { HistoryView } from './historyView';
-import { ReconnectingSocket } from './socket';
+import { ReconnectingSocket, connectionText } from './socket';
 import {
   ACTIVE,
   EMPTY,
@@ -27,6 +27,7 @@ import {
   parseEvent,
   parseReplicas,
   reduce,
+  rowSignature,
   stateClass,
   uploadText,
   visibleItems
@@ -141,13 +142,14 @@ export class TiersSidebar extends Widget {
     this._socket = new ReconnectingSocket({
       url: () => this.api.wsUrl('events'),
       onMessage: text => this._onEvent(text),
-      onStatus: (connected, attempt) => {
-        this._statusNode.textContent = connected
-          ? ''
-          : attempt > 1
-            ? `reconnecting (attempt ${attempt})…`
-            : 'connecting…';
-        this._statusNode.dataset.connected = connected ? '1' : '';
+      onStatus: (connected, attempt, nextMs) => {
+        this._link = {
+          connected,
+          attempt,
+          retryAt: Date.now() + nextMs,
+          connections: this._link.connections + (connected ? 1 : 0)
+        };
+        this._renderStatus();
       }
     });
     this._ticker = window.setInterval(() => this._tick(), 1000);
@@ -338,9 +340,15 @@ export class TiersSidebar extends Widget {
     this._tick();
   }
 
-  /** The row of one item: reused and updated in place when it exists. */
+  /** The row of one item: reused when it exists, and drawn again only when what it shows changed
+   * (an update per poll must not replace the buttons under the user's mouse: a click whose press
+   * and release land on two different nodes is lost). */
   private _row(item: Item): HTMLElement {
     let node = this._rows.get(item.key);
+    const signature = rowSignature(item);
+    if (node && this._drawn.get(node) === signature) {
+      return node;
+    }
     if (!node) {
       node = h('div', 'jt-side-row');
       node.setAttribute('role', 'listitem');
@@ -393,20 +401,39 @@ export class TiersSidebar extends Widget {
       const actions = h('div', 'jt-side-actions');
       for (const verb of verbs) {
         const btn = h('button', `jt-side-${verb} jp-Button`, VERB_LABEL[verb]);
-        btn.addEventListener('click', () => void this.act(item, verb));
+        btn.addEventListener('click', () => void this.act(this._state.items.get(item.key) ?? item, verb));
         actions.append(btn);
       }
       parts.push(actions);
     }
     node.replaceChildren(...parts);
+    this._drawn.set(node, signature);
     return node;
   }
 
-  /** Updates the elapsed column locally, once a second, with no request. */
+  /** The connection status in the head (its countdown ticks); `data-connections` counts the
+   * websocket's successful connections since the page loaded (each reconnect adds one). */
+  private _renderStatus(now = Date.now()): void {
+    const link = this._link;
+    this._statusNode.textContent = connectionText(
+      link.connected,
+      link.attempt,
+      link.connections > 0,
+      link.retryAt - now
+    );
+    this._statusNode.dataset.connected = link.connected ? '1' : '';
+    this._statusNode.dataset.connections = String(link.connections);
+  }
+
+  /** Updates the elapsed column and the reconnect countdown locally, once a second, with no
+   * request. */
   private _tick(): void {
     // The page's monotonic clock (as when each elapsed_s arrived): a stepped wall clock must not
     // tick the elapsed column by an hour.
     const now = performance.now();
+    if (!this._link.connected && this._socket) {
+      this._renderStatus(); // its countdown is on the wall clock, as the socket's retryAt
+    }
     for (const [key, node] of this._rows) {
       const item = this._state.items.get(key);
       const span = node.querySelector('.jt-side-elapsed');
@@ -420,8 +447,10 @@ export class TiersSidebar extends Widget {
   private _history: HistoryView;
   private _filters: Filters = NO_FILTERS;
   private _socket: ReconnectingSocket | null = null;
+  private _link = { connected: false, attempt: 0, retryAt: 0, connections: 0 };
   private _ticker = 0;
   private _rows = new Map<string, HTMLElement>();
+  private _drawn = new WeakMap<HTMLElement, string>();
   private _changed = new Signal<this, string[]>(this);
   private _statusNode = h('span', 'jt-side-status');
   private _notice = h('div', 'jt-side-notice');

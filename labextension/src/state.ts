@@ -286,6 +286,19 @@ export function meaningfulChanges(before: State, after: State, keys: Iterable<st
   return out;
 }
 
+/**
+ * What a list row draws of an item, as a string: two items with the same signature draw the same
+ * row. The ticking fields are left out (the elapsed column is drawn by the local clock), so a
+ * running job's update every poll leaves its row — and the Cancel button under the mouse — alone.
+ */
+export function rowSignature(item: Item): string {
+  const drawn: Record<string, unknown> = { ...item };
+  for (const name of TICKING_FIELDS) {
+    delete drawn[name];
+  }
+  return JSON.stringify(drawn);
+}
+
 /** The state after a `GET jobs` answer: a snapshot plus its per-profile errors. */
 export function fromList(
   items: Item[],

@@ -16,6 +16,7 @@ import {
   parseEvent,
   parseReplicas,
   reduce,
+  rowSignature,
   stateClass,
   visibleItems
 } from '../src/state';
@@ -289,6 +290,29 @@ describe('parseReplicas fuzz', () => {
       expect(value).toBeGreaterThanOrEqual(0);
       expect(value).toBeLessThanOrEqual(1000);
       expect(String(value)).toBe(text.trim().replace(/^0+(?=\d)/, ''));
+    }
+  });
+});
+
+describe('rowSignature', () => {
+  it('is the same when only the ticking fields changed (an update per poll redraws nothing)', () => {
+    const a = item({ elapsed_s: 60, started: '2026-12-02T10:00:00' });
+    expect(rowSignature(item({ elapsed_s: 61 }))).toBe(rowSignature(a));
+    expect(rowSignature(item({ elapsed_s: null, started: null }))).toBe(rowSignature(a));
+  });
+
+  it('differs when anything the row draws changed', () => {
+    const a = rowSignature(item());
+    for (const over of [
+      { state: 'COMPLETED' },
+      { terminal: true },
+      { size: '2/2 ready' },
+      { where: 'node3' },
+      { reason: 'Priority' },
+      { summary: 'done' },
+      { name: 'other' }
+    ] as Array<Partial<Item>>) {
+      expect(rowSignature(item(over))).not.toBe(a);
     }
   });
 });

@@ -34,7 +34,7 @@ from jupyter_tiers.config import load_config
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests.cluster.conftest import profile_yaml
-from tests.helpers import free_port, loud_skip
+from tests.helpers import free_port, loud_skip, processes_mentioning
 from tests.k8s_emulator.emulator import Emulator
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -95,10 +95,65 @@ def _require_browser_tools() -> None:
         _missing("jupyterlab is not installed (pip install -e '.[test]')")
 
 
+@dataclass
+class LabProcess:
+    """One JupyterLab's command line and environment, and its current process: ``start`` again
+    after the process died serves the same root dir on the same port with the same token."""
+
+    server: Lab
+    cmd: list[str]
+    env: dict[str, str]
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start ``jupyter lab`` and wait until it answers ``/api/status``. Its port may linger a
+        moment after the previous process died: a start that cannot bind it is tried again."""
+        deadline = time.monotonic() + SERVER_START_S
+        while True:
+            with self.server.log.open("ab") as out:
+                proc = subprocess.Popen(self.cmd, cwd=self.server.root, env=self.env, stdout=out,
+                                        stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                        start_new_session=True)
+            self.proc = proc
+            while proc.poll() is None:
+                try:
+                    self.server.api("/api/status")
+                    return
+                except (OSError, urllib.error.URLError):
+                    pass
+                if time.monotonic() > deadline:
+                    pytest.fail(f"jupyter lab did not answer /api/status in {SERVER_START_S}s:\n"
+                                f"{self.server.log_tail()}")
+                time.sleep(0.3)
+            if time.monotonic() > deadline or "already in use" not in self.server.log_tail(5):
+                pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{self.server.log_tail()}")
+            time.sleep(0.5)
+
+    def signal(self, sig: int) -> None:
+        """Send ``sig`` to the server process (not its kernels) and wait until it has exited."""
+        assert self.proc is not None and self.proc.poll() is None, "the server is not running"
+        self.proc.send_signal(sig)
+        try:
+            self.proc.wait(timeout=SERVER_START_S)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"jupyter lab still runs {SERVER_START_S}s after signal {sig}:\n"
+                        f"{self.server.log_tail()}")
+
+    def stop(self) -> None:
+        """Stop the running server (and its kernels), and whatever a killed one left behind: any
+        process with this server's runtime dir in its environment (its kernels inherit it)."""
+        if self.proc is not None:
+            _stop_server(self.server, self.proc)
+        for pid, _ in processes_mentioning(self.env["JUPYTER_RUNTIME_DIR"], skip_zombies=True):
+            with suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+
+
 @contextmanager
-def _running_lab(base: Path, tiers_yaml: str) -> Iterator[Lab]:
+def _lab_process(base: Path, tiers_yaml: str) -> Iterator[LabProcess]:
     """Start ``jupyter lab`` under ``base`` with ``tiers_yaml`` as its kernels' tiers.yaml; stop it
-    (and its kernels) on exit."""
+    (and its kernels) on exit. This checkout's labextension build, when there is one, is the one
+    the page loads (not another checkout's that the environment may have installed)."""
     _require_browser_tools()
     root = base / "root"
     root.mkdir()
@@ -111,8 +166,16 @@ def _running_lab(base: Path, tiers_yaml: str) -> Iterator[Lab]:
     (jupyter_config / "labconfig" / "page_config.json").write_text(
         json.dumps({"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
     )
+    env = dict(os.environ)
+    built = ROOT / "jupyter_tiers" / "labextension"
+    if (built / "package.json").exists():
+        # JUPYTER_PATH comes before the environment's share/jupyter (which a venv puts first).
+        (base / "checkout" / "labextensions").mkdir(parents=True)
+        (base / "checkout" / "labextensions" / "jupyter-tiers").symlink_to(built)
+        env["JUPYTER_PATH"] = os.pathsep.join(
+            p for p in (str(base / "checkout"), os.environ.get("JUPYTER_PATH", "")) if p)
     env = {
-        **os.environ,
+        **env,
         "JUPYTER_TIERS_CONFIG": str(config),
         "JUPYTER_TIERS_REGISTRY": str(registry),
         "JUPYTER_CONFIG_DIR": str(jupyter_config),
@@ -124,7 +187,6 @@ def _running_lab(base: Path, tiers_yaml: str) -> Iterator[Lab]:
     env.pop("JUPYTER_TIERS_DISPLAY", None)
     token = secrets.token_hex(24)
     port = free_port()
-    log = base / "jupyter-lab.log"
     cmd = [
         str(Path(sys.executable).parent / "jupyter-lab"),
         "--no-browser",
@@ -140,28 +202,22 @@ def _running_lab(base: Path, tiers_yaml: str) -> Iterator[Lab]:
     ]
     if os.geteuid() == 0:
         cmd.append("--allow-root")
-    with log.open("wb") as out:
-        proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
     server = Lab(url=f"http://127.0.0.1:{port}", token=token, root=root, config=config,
-                 registry=registry, log=log)
+                 registry=registry, log=base / "jupyter-lab.log")
+    process = LabProcess(server, cmd, env)
     try:
-        deadline = time.monotonic() + SERVER_START_S
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{server.log_tail()}")
-            try:
-                server.api("/api/status")
-                break
-            except (OSError, urllib.error.URLError):
-                pass
-            if time.monotonic() > deadline:
-                pytest.fail(f"jupyter lab did not answer /api/status in {SERVER_START_S}s:\n"
-                            f"{server.log_tail()}")
-            time.sleep(0.3)
-        yield server
+        process.start()
+        yield process
     finally:
-        _stop_server(server, proc)
+        process.stop()
+
+
+@contextmanager
+def _running_lab(base: Path, tiers_yaml: str) -> Iterator[Lab]:
+    """Start ``jupyter lab`` under ``base`` with ``tiers_yaml`` as its kernels' tiers.yaml; stop it
+    (and its kernels) on exit."""
+    with _lab_process(base, tiers_yaml) as process:
+        yield process.server
 
 
 @contextmanager

@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from .lab import LabError, add_user, load_cluster, remove_user, venv_setup, write_lab_config
+
 SCRIPT = Path(__file__).with_name("cluster.sh")
 PROFILE_NAME = "sandbox"
 
@@ -52,8 +54,6 @@ def sandbox_profile(env: dict[str, str]) -> dict[str, Any]:
         "defaults": {"partition": "debug", "time": "00:30:00", "python": sys.executable},
     }
     if sys.prefix != sys.base_prefix:  # a venv: put its tools (torchrun) on the nodes' PATH
-        from .lab import venv_setup
-
         profile["setup"] = venv_setup(sys.prefix)
     return profile
 
@@ -116,8 +116,6 @@ def main(argv: list[str]) -> int:
         parser.error("--nodes and --cpus only go with 'up'")
     code = run_script(script_args)
     if code == 0 and args.action == "up" and args.lab:
-        from .lab import LabError, load_cluster, write_lab_config
-
         try:
             changed, note = write_lab_config(load_cluster())
         except (LabError, OSError) as exc:
@@ -135,8 +133,6 @@ def main(argv: list[str]) -> int:
 
 
 def _lab_command(parser: Any, args: Any) -> int:
-    from .lab import LabError, add_user, remove_user
-
     if args.name is None:
         parser.error(f"{args.action} needs a user name: jupyter tiers sandbox {args.action} NAME")
     if args.nodes or args.cpus or args.lab:

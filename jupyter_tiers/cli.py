@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import sys
 
-from . import tiers_command
 from .config import ConfigError
 from .errors import TiersError
 from .plaintext import printable
@@ -43,9 +42,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE, end="")
         return 0
-    # `--help` and `sandbox` answer without loading the tier API (imported below, when used).
+    # `--help` and `sandbox` answer without loading the tier API.
     if args[0] == "sandbox":
         return sandbox_main(args[1:])
+    # lazy: the tier API (~90 modules) loads only for a command that uses it
+    from . import tiers_command
+
     if args[0] == "attach" and "--text" not in args:
         args.append("--text")
     try:

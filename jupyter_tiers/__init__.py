@@ -29,6 +29,7 @@ def connect(profile: str | None = None, kind: WorkKind | str = WorkKind.JOB) -> 
     """The tier of a profile (cached: one connection and one watcher per profile) for a kind of
     work: ``WorkKind.JOB`` (training jobs) or ``WorkKind.SERVICE`` (services; a local profile does
     both). The strings ``"job"``/``"service"`` and the older ``"batch"``/``"serve"`` work too."""
+    # lazy: keeps `import jupyter_tiers` (and every submodule import) to 2 modules
     from .api import connect as _connect
 
     return _connect(profile, kind=kind)
@@ -36,6 +37,7 @@ def connect(profile: str | None = None, kind: WorkKind | str = WorkKind.JOB) -> 
 
 def connect_batch(profile: str | None = None) -> BatchTier:
     """``connect(profile)`` typed as the training tier it is (a Kubernetes profile is an error)."""
+    # lazy: keeps `import jupyter_tiers` (and every submodule import) to 2 modules
     from .api import connect_batch as _connect_batch
 
     return _connect_batch(profile)
@@ -43,6 +45,7 @@ def connect_batch(profile: str | None = None) -> BatchTier:
 
 def connect_serve(profile: str | None = None) -> ServeTier:
     """``connect(profile, "serve")`` typed as the serving tier it is (a Slurm profile is an error)."""
+    # lazy: keeps `import jupyter_tiers` (and every submodule import) to 2 modules
     from .api import connect_serve as _connect_serve
 
     return _connect_serve(profile)
@@ -50,6 +53,7 @@ def connect_serve(profile: str | None = None) -> ServeTier:
 
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext jupyter_tiers``: registers the magics."""
+    # lazy: magics loads IPython/traitlets; only %load_ext needs it
     from .magics import load_ipython_extension as _load
 
     _load(ipython)

@@ -59,18 +59,22 @@ def make_tier(profile: Profile, registry: Registry | None = None,
 def _new_tier(profile: Profile, registry: Registry | None, kind: WorkKind) -> Tier:
     # A backend loads when a profile first needs it: a laptop never loads the Kubernetes tier.
     if profile.tier == "slurm":
+        # lazy: a backend loads only when a profile uses it
         from .slurm.tier import SlurmTier
 
         return SlurmTier(profile, registry)
     if profile.tier == "local":
         if kind is WorkKind.SERVICE:
+            # lazy: a backend loads only when a profile uses it
             from .local.serve_tier import LocalServeTier
 
             return LocalServeTier(profile, registry)
+        # lazy: a backend loads only when a profile uses it
         from .local.tier import LocalTier
 
         return LocalTier(profile, registry)
     if profile.tier == "kubernetes":
+        # lazy: a backend loads only when a profile uses it (PyYAML, k8s modules)
         from .k8s.tier import K8sTier
 
         return K8sTier(profile, registry)

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import sys
 
+from .config import ConfigError
+from .errors import TiersError
+from .plaintext import printable
+from .sandbox import main as sandbox_main
+
 USAGE = """usage: jupyter tiers COMMAND
 
   sandbox up|down|status [--nodes N] [--cpus C]   a multi-node Slurm on this machine (root, Debian/Ubuntu)
@@ -37,14 +42,11 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help", "help"):
         print(USAGE, end="")
         return 0
-    # `--help` and `sandbox` answer without loading the tier API (imported below, when used).
+    # `--help` and `sandbox` answer without loading the tier API.
     if args[0] == "sandbox":
-        from .sandbox import main as sandbox_main
-
         return sandbox_main(args[1:])
+    # lazy: the tier API (~90 modules) loads only for a command that uses it
     from . import tiers_command
-    from .config import ConfigError
-    from .errors import TiersError
 
     if args[0] == "attach" and "--text" not in args:
         args.append("--text")
@@ -54,8 +56,6 @@ def main(argv: list[str] | None = None) -> int:
         print(str(exc).replace("%tiers", "jupyter tiers"), file=sys.stderr)
         return 2
     except (ConfigError, TiersError) as exc:
-        from .plaintext import printable
-
         print(printable(f"jupyter tiers: {exc}", keep="\n"), file=sys.stderr)
         return 1
     return status if isinstance(status, int) else 0

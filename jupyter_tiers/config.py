@@ -30,10 +30,15 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from .errors import ConfigError
+from .config_cache import load_file_cached
+from .errors import ConfigError, SpecError
+from .handoff import parse_path_map
 from .loadplan import MAX_LIMIT_RPS
 from .model import SERVICE_TYPES
+from .objectstore import parse_object_store
+from .options import JOB_OPTIONS, SERVE_OPTIONS, profile_keys
 from .profile import Profile as Profile  # defined below the config layer, used with it
+from .servespec import check_ingress_annotations, check_ingress_class
 
 __all__ = ["Config", "ConfigError", "Profile", "ProjectFileRefused", "load_config"]
 
@@ -149,8 +154,6 @@ LOCAL_SERVE_DEFAULTS = ("replicas", "port", "readiness")
 
 def default_keys(tier: str | None) -> dict[str, type | tuple[type, ...]]:
     """The keys a profile of ``tier`` may set in ``defaults`` (every tier's when unknown)."""
-    from .options import JOB_OPTIONS, SERVE_OPTIONS, profile_keys
-
     job, serve = profile_keys(JOB_OPTIONS), profile_keys(SERVE_OPTIONS)
     if tier == "local":
         return {**job, **{k: serve[k] for k in LOCAL_SERVE_DEFAULTS}}
@@ -314,8 +317,6 @@ def validate_profile(name: str, raw: Any, source: str) -> dict[str, Any]:
 def _check_object_store(out: Mapping[str, Any], tier: str | None, source: str, base: str) -> None:
     """``object_store`` (objectstore.parse_object_store) and ``fetch_image`` (an image name)."""
     if "object_store" in out:
-        from .objectstore import parse_object_store
-
         try:
             parse_object_store(out["object_store"], tier)
         except ValueError as exc:
@@ -410,9 +411,6 @@ def _check_kubernetes_keys(out: dict[str, Any], source: str, base: str) -> None:
 
 
 def _check_ingress_keys(out: Mapping[str, Any], source: str, base: str) -> None:
-    from .errors import SpecError
-    from .servespec import check_ingress_annotations, check_ingress_class  # only when set (import cost)
-
     try:
         if "ingress_class" in out:
             check_ingress_class(out["ingress_class"])
@@ -424,8 +422,6 @@ def _check_ingress_keys(out: Mapping[str, Any], source: str, base: str) -> None:
 
 def _check_path_map(value: Any, source: str, key: str) -> None:
     """A path_map: training-side path prefix -> where it appears here (handoff.py)."""
-    from .handoff import parse_path_map
-
     try:
         parse_path_map(value)
     except ValueError as exc:
@@ -728,8 +724,6 @@ def load_config(cwd: Path | None = None) -> Config:
             project = None
             continue
         seen.add(real)
-        from .config_cache import load_file_cached  # parsed once while the file is unchanged
-
         layer = load_file_cached(path, trusted=path != project)
         trust = trust or bool(layer.get(TRUST_KEY))
         layers.append((str(path), layer))

@@ -13,6 +13,9 @@ from .handles import Handle, Job, Service
 from .model import JobStatus, ServiceStatus
 from .plaintext import printable
 from .status import summary_line
+from .widgets.array_text import ArrayTextView
+from .widgets.serve_text import ServiceTextView
+from .widgets.text import TextView
 
 DISPLAY_ENV = "JUPYTER_TIERS_DISPLAY"  # "text" forces the text fallback
 
@@ -78,11 +81,9 @@ def show_job(job: Job, *, wait: bool = False, text: bool = False, attach: bool =
     """
     if isinstance(job, ArrayJob):
         return show_array(job, wait=wait, text=text, attach=attach, timeout=timeout)
-    # The widgets (anywidget, ipywidgets) load only when a view is first shown.
     if text or not widgets_available():
-        from .widgets.text import TextView
-
         return _show_text(TextView(job, attach=attach), job.id, wait, timeout)
+    # lazy: heavy: anywidget/ipywidgets, loaded when a view is first shown
     from .widgets.job_view import JobView
 
     widget = JobView(job, log_offset=None if attach else 0)
@@ -95,13 +96,12 @@ def show_job(job: Job, *, wait: bool = False, text: bool = False, attach: bool =
 def show_array(job: ArrayJob, *, wait: bool = False, text: bool = False, attach: bool = False,
                timeout: float | None = None) -> JobStatus | None:
     """The view of a job array: one widget (a row per task), or the text view."""
-    try:  # the widgets (anywidget, ipywidgets) load only when a view is first shown
+    try:
+        # lazy: heavy: anywidget/ipywidgets, loaded when a view is first shown
         from .widgets.array_view import ArrayView
     except ImportError:  # anywidget missing: the text view
         text = True
     if text or not widgets_available():
-        from .widgets.array_text import ArrayTextView
-
         return _show_text(ArrayTextView(job, attach=attach), job.id, wait, timeout)
     widget = ArrayView(job)
     return _show_widget(widget, widget.wait if wait else None, timeout,
@@ -112,11 +112,9 @@ def show_service(service: Service, *, wait: bool = False, text: bool = False,
                  timeout: float | None = None) -> ServiceStatus | None:
     """Display a live view of ``service``. With ``wait``, block until it is ready or has failed
     and print the summary line."""
-    # The widgets (anywidget, ipywidgets) load only when a view is first shown.
     if text or not widgets_available():
-        from .widgets.serve_text import ServiceTextView
-
         return _show_text(ServiceTextView(service), service.id, wait, timeout)
+    # lazy: heavy: anywidget/ipywidgets, loaded when a view is first shown
     from .widgets.serve_view import ServeView
 
     widget = ServeView(service)

@@ -16,6 +16,8 @@ from . import serve_http
 from .arrays import is_array
 from .errors import SpecError, TiersError
 from .files import download, select
+from .loadgen import LoadRun
+from .loadplan import check_plan, limit_of
 from .metrics import MetricsTracker, parse_patterns, to_frame
 from .model import JobStatus, LogLine, PodInfo, PodLogLine, ServiceStatus, WorkKind
 from .registry import JobRecord
@@ -351,9 +353,6 @@ class Service(Handle[ServiceStatus]):
         ``wait()``, ``summary()``, ``result()``); :meth:`load_test` is the blocking form. The
         service's ready replicas are followed through the tier's status watch for as long as
         the run lasts."""
-        from .loadgen import LoadRun
-        from .loadplan import check_plan, limit_of
-
         plan = check_plan(rps, seconds, concurrency, request, limit_rps=limit_of(self.tier.profile.settings),
                           profile=self.tier.name, timeout=timeout)
         url = self.port_forward()  # the service's own forward: the only place the load goes
@@ -413,7 +412,8 @@ def handle_for(tier: Any, record: JobRecord) -> Handle:
     if record.kind == WorkKind.SERVICE:
         return Service(tier, record)
     if is_array(record):
-        from .array_job import ArrayJob  # it subclasses Job: imported here, else a cycle
+        # lazy: cycle: ArrayJob subclasses Job from here
+        from .array_job import ArrayJob
 
         return ArrayJob(tier, record)
     return Job(tier, record)

@@ -31,8 +31,16 @@ from IPython.core.magic import (
 )
 from IPython.core.magic_arguments import ArgDecorator, argument, magic_arguments
 
-from .errors import ConfigError, SpecError, TiersError
+from . import handoff, task_handoff, tiers_command
+from .api import OneTimeCodeRequired, connect, connect_batch
+from .checkpoint_upload import store_of
+from .display import show_job, show_service
+from .errors import ConfigError, JobNotFound, SpecError, TiersError
+from .guard import serve_refusal, train_warning
+from .handoff import HandoffError
 from .model import WorkKind
+from .model_cache import FetchError, check_model, fetch_model, plan_model
+from .objectstore import parse_uri
 from .options import (
     JOB_OPTIONS,
     SERVE_OPTIONS,
@@ -42,6 +50,8 @@ from .options import (
     flag_names,
     given_values,
 )
+from .sync import SyncError, describe, notebook_manifest
+from .tier import BatchTier, ServeTier
 
 if TYPE_CHECKING:  # the tier machinery loads when a cell first needs it (bench/load_ext.py)
     from .handles import Job, Service
@@ -128,17 +138,10 @@ def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageErro
         return UsageError(f"{field}: {exc.problem}")
     if isinstance(exc, ConfigError):
         return UsageError(str(exc))
-    from .handoff import HandoffError
-    from .model_cache import FetchError
-
     if isinstance(exc, (HandoffError, FetchError)):  # their messages start with --model-from
         return UsageError(str(exc))
-    from .sync import SyncError
-
     if isinstance(exc, SyncError):  # its message names --sync and what is allowed
         return UsageError(str(exc))
-    from .api import OneTimeCodeRequired
-
     if isinstance(exc, OneTimeCodeRequired):  # its message says who asks and why not here
         return UsageError(str(exc))
     return UsageError(f"{type(exc).__name__}: {exc}")
@@ -146,9 +149,6 @@ def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageErro
 
 def _connect_batch(profile: str | None) -> BatchTier:
     """The training tier of ``profile`` (Slurm or local) for ``%%slurm_train``."""
-    from .api import connect
-    from .tier import BatchTier
-
     tier = connect(profile, kind=WorkKind.JOB)
     if not isinstance(tier, BatchTier):
         raise _wrong_profile(tier, "%%slurm_train", "a slurm or local profile")
@@ -157,9 +157,6 @@ def _connect_batch(profile: str | None) -> BatchTier:
 
 def _connect_serve(profile: str | None) -> ServeTier:
     """The serving tier of ``profile`` (Kubernetes or local) for ``%%k8s_serve``."""
-    from .api import connect
-    from .tier import ServeTier
-
     tier = connect(profile, kind=WorkKind.SERVICE)
     if not isinstance(tier, ServeTier):
         raise _wrong_profile(tier, "%%k8s_serve", "a kubernetes profile or a local one")
@@ -207,8 +204,6 @@ class TiersMagics(Magics):
 
             def warn_if_server() -> None:  # the guard's advice, worded for what happens to the cell
                 if not args.force:
-                    from .guard import train_warning
-
                     warning = train_warning(spec.script, shell=spec.shell, dry_run=args.dry_run)
                     if warning:
                         # flush: a kernel sends its streams apart; the warning must come first
@@ -234,8 +229,6 @@ class TiersMagics(Magics):
             raise _usage(exc) from None
         if args.out and self.shell is not None:
             self.shell.user_ns[args.out] = job
-        from .display import show_job
-
         show_job(job, wait=args.wait, text=args.text, attach=attached)
         return None
 
@@ -291,8 +284,6 @@ class TiersMagics(Magics):
                 cell = self._model_from(args.model_from, tier, cell, options, dry_run=bool(args.dry_run))
             spec = tier.make_spec(cell, **options)
             if not args.force:
-                from .guard import serve_refusal
-
                 refusal = serve_refusal(spec.body, shell=spec.shell, replicas=spec.replicas,
                                         gpus=spec.gpus)
                 if refusal:
@@ -312,8 +303,6 @@ class TiersMagics(Magics):
             raise _usage(exc, SERVE_OPTIONS) from None
         if args.out and self.shell is not None:
             self.shell.user_ns[args.out] = service
-        from .display import show_service
-
         show_service(service, wait=args.wait, text=args.text)
         return None
 
@@ -321,9 +310,6 @@ class TiersMagics(Magics):
                     dry_run: bool = False) -> str:
         """Resolve ``--model-from`` to the serving tier's view of the job's checkpoint: set the
         spec's model path and source in ``options``; returns the body with {model_path} filled."""
-        from . import handoff, task_handoff
-        from .api import connect, connect_batch
-
         path: str | None
         uri: str | None
         if ref.startswith("s3://"):  # a model in the object store, trained anywhere
@@ -354,11 +340,6 @@ class TiersMagics(Magics):
         model_uri), after a check from the kernel when it has credentials of its own (a missing
         key is refused before anything is created); on the local tier it is downloaded into the
         cache (nothing if cached; ``--dry-run`` says what would be, and downloads nothing)."""
-        from . import handoff
-        from .checkpoint_upload import store_of
-        from .model_cache import check_model, fetch_model, plan_model
-        from .objectstore import parse_uri
-
         try:
             parse_uri(uri)
         except ValueError as exc:
@@ -413,8 +394,6 @@ class TiersMagics(Magics):
                                          a profile for ~/.jupyter/tiers.yaml from ~/.ssh/config and
                                          the kubeconfig (asks nothing here; writes with --yes)
         """
-        from . import tiers_command
-
         try:
             return tiers_command.run(self._words(line, "%tiers"), shell=self.shell)
         except tiers_command.CommandUsage as exc:
@@ -525,8 +504,6 @@ def _fix_dash_values(words: list[str]) -> list[str]:
 def _print_sync_listing(tier: Tier, spec: JobSpec | ServeSpec) -> None:
     """--dry-run with --sync: what would be synced, and its size (sync.py)."""
     if spec.sync:
-        from .sync import describe, notebook_manifest
-
         manifest, _ = notebook_manifest(spec.sync, tier.profile.settings)
         print(describe(manifest, spec.sync), end="")
 
@@ -544,8 +521,6 @@ def _live_job_named(tier: BatchTier, name: str) -> Job | None:
 
 
 def _service_named(tier: ServeTier, name: str) -> Service:
-    from .errors import JobNotFound
-
     record = tier.registry.find_by_name(tier.name, name)
     if record is None or record.kind != WorkKind.SERVICE:
         raise JobNotFound(f"no service {name!r} of profile {tier.name!r} in the registry")

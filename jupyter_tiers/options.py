@@ -13,9 +13,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .errors import SpecError
+from .errors import SpecError, TiersError
+from .metrics import parse_patterns
 from .model import LAUNCHERS, PULL_POLICIES, SERVE_STRATEGIES, SERVICE_TYPES
+from .objectstore import parse_uri
+from .servespec import parse_autoscale
 from .signals import canonical_signal
+from .sync import check_sync_paths
 
 YamlType = type | tuple[type, ...]
 #: How many values a flag takes: one word, none (store_true), or one per repetition.
@@ -86,8 +90,6 @@ def _tolerations(value: Any) -> tuple[tuple[tuple[str, str], ...], ...]:
 def _autoscale(value: Any) -> tuple[int, int, int] | None:
     if value is None or isinstance(value, tuple):
         return value
-    from .servespec import parse_autoscale  # only for --autoscale (its regexes cost %load_ext ~7 ms)
-
     return parse_autoscale(str(value))
 
 
@@ -112,8 +114,6 @@ _ENV_HELP = ("environment variable (repeatable), taken literally: no {var} or $n
 
 
 def _metric_patterns(value: Any) -> tuple[tuple[str, str], ...]:
-    from .metrics import parse_patterns  # only when a job names patterns (keeps %load_ext fast)
-
     return parse_patterns(value)
 
 
@@ -121,8 +121,6 @@ def _checkpoint_to(value: Any) -> str | None:
     """``store`` or a valid ``s3://`` URI (whether the profile has a store: BatchTier.validate)."""
     if value is None or value == "store":
         return value
-    from .objectstore import parse_uri
-
     try:
         parse_uri(value)
     except ValueError as exc:
@@ -130,9 +128,6 @@ def _checkpoint_to(value: Any) -> str | None:
     return str(value)
 
 def _sync(value: Any) -> tuple[str, ...]:
-    from .errors import TiersError
-    from .sync import check_sync_paths
-
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, (list, tuple)):

@@ -16,8 +16,13 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
+from .api import cached_tiers
+from .api import connect as api_connect
 from .array_job import ArrayJob
+from .arrays import aggregate_status, counts_text, detail_counts, is_array, split_task_ref, task_index
+from .checkpoint_upload import upload_item
 from .config import load_config
+from .doctor import run_doctor
 from .errors import (
     ApiError,
     ApiUnreachable,
@@ -29,10 +34,13 @@ from .errors import (
     Unsupported,
 )
 from .handles import Handle, Job, Service
+from .handoff import upload_of
 from .history import HistoryRow, make_query, no_history_message
 from .model import JobState, JobStatus, ServiceState, ServiceStatus, WorkKind
 from .reachability import STALE_AFTER_S, ago, last_seen, stale_after
 from .registry import LIVE_CANARY, JobRecord, Registry
+from .status import summary_line
+from .tier import CUT_PREFIX, BatchTier, ServeTier
 from .viewstate import job as job_state
 from .viewstate import schema as view_schema
 from .viewstate import serve as serve_state
@@ -180,8 +188,6 @@ def _plural(n: int, word: str) -> str:
 
 def job_size(record: JobRecord) -> str:
     """``4 ranks on 2 nodes``; an array's task counts (``16 tasks: 14 COMPLETED, 2 FAILED``)."""
-    from .arrays import detail_counts, is_array
-
     if is_array(record):
         return detail_counts(record.detail) or "array"
     nodes = record.spec.get("nodes") if isinstance(record.spec, dict) else None
@@ -217,8 +223,6 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
             where = record.nodelist or ""
             summary = f"service {record.name} {state.value}" + (f" {record.detail}" if record.detail else "")
     elif isinstance(status, JobStatus):
-        from .status import summary_line
-
         state = status.state
         size, where = job_size(record), status.nodelist or record.nodelist or ""
         pending = state in (JobState.PENDING, JobState.CONFIGURING)
@@ -234,15 +238,10 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
         state = JobState.parse(record.state)
         size, where = job_size(record), record.nodelist or ""
         summary = f"job {record.job_id} {state.value}" + (f" on {where}" if where else "")
-    from .arrays import is_array
-
     if is_array(record):  # "array 51 RUNNING — 16 tasks: 4 RUNNING, 12 PENDING" (no log read here)
         summary = f"array {record.job_id} {state.value}" + (f" — {size}" if size else "")
     upload = None
     if record.kind == WorkKind.JOB and not is_array(record):
-        from .checkpoint_upload import upload_item
-        from .handoff import upload_of
-
         upload = upload_item(upload_of(record.detail))
     return Item(key=record.key, id=record.job_id, kind=record.kind, name=record.name,
                 profile=record.profile, tier=record.tier, state=state.value, terminal=state.terminal,
@@ -269,11 +268,9 @@ def is_active(record: JobRecord) -> bool:
 
 def _connect(profile: str, kind: WorkKind = WorkKind.JOB) -> Tier:
     """The cached tier of ``profile`` for a kind of work."""
-    from .api import connect
-
     if profile not in load_config().profiles:
         raise ProfileNotFound(f"no profile {profile!r}; known profiles: {', '.join(profile_names())}")
-    return connect(profile, kind=kind)
+    return api_connect(profile, kind=kind)
 
 
 def connect(profile: str, kind: WorkKind = WorkKind.JOB) -> Tier:
@@ -294,8 +291,6 @@ def record(ref: str, registry: Registry | None = None) -> JobRecord:
 def attach(ref: str, kind: WorkKind | None = None) -> Handle:
     """The Job or Service handle of ``ref``. With ``kind``, a record of the other kind is a
     :class:`WrongKind` error naming the verb that applies. ``ID_7`` is task 7 of array ID."""
-    from .arrays import is_array, split_task_ref
-
     try:
         rec = record(ref)
     except JobNotFound:
@@ -324,8 +319,6 @@ def fetch_statuses(profile: str, records: Sequence[JobRecord]
                    ) -> dict[str, JobStatus | ServiceStatus]:
     """Ask one profile's tier about these records now: one batched query for jobs, the
     Deployment/pods/events per service. Keyed by registry key; states are recorded."""
-    from .tier import BatchTier, ServeTier
-
     out: dict[str, JobStatus | ServiceStatus] = {}
     jobs = [r for r in records if r.kind == WorkKind.JOB]
     services = [r for r in records if r.kind == WorkKind.SERVICE]
@@ -407,9 +400,6 @@ def _answered(profiles: Iterable[str]) -> dict[str, float]:
     """When each profile's tier last answered in this process: a listing's, or its watcher's
     (a widget following a job for an hour saw the cluster answer, even with no listing since;
     without it, one failed listing showed that job UNKNOWN, "last seen RUNNING 1 h ago")."""
-    from .api import cached_tiers
-    from .tier import BatchTier
-
     answered = dict(_last_answer)
     wanted = set(profiles)
     for (name, _kind), tier in cached_tiers().items():
@@ -464,8 +454,6 @@ def array_view(job: ArrayJob, status: JobStatus | None = None) -> tuple[dict[str
     """An array's ArrayTable state (the notebook's ArrayView table: ``tasks`` rows, ``counts``,
     ``state``, ``summary``, ...) and its status. With ``status`` (the server's shared watch of the
     array) the tasks' statuses come from that watch, else from one batched query now."""
-    from .arrays import aggregate_status, counts_text, task_index
-
     plan = job.plan
     tasks: dict[int, JobStatus] = {}
     if status is not None:
@@ -537,8 +525,6 @@ def log_range(ref: str, *, rank: int | None = None, pod: str | None = None, offs
             raise SpecError("pod", f"{ref} is a job; filter by rank, not pod")
         if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
             raise SpecError("rank", f"give a rank from 0, got {rank!r}")
-        from .tier import BatchTier
-
         tier = handle.tier
         assert isinstance(tier, BatchTier)
         return _job_log_range(tier, rec, rank, offset, limit)
@@ -547,8 +533,6 @@ def log_range(ref: str, *, rank: int | None = None, pod: str | None = None, offs
     assert isinstance(handle, Service)  # a record of kind WorkKind.SERVICE
     text = handle.logs(pod=pod)
     pairs: list[tuple[int | str | None, str]] = []
-    from .tier import CUT_PREFIX
-
     for raw in text.splitlines():
         if raw.startswith(CUT_PREFIX):  # a bounded read left earlier output out: say so
             pairs.append((None, raw))
@@ -645,8 +629,6 @@ def doctor(names: Sequence[str] = (), *, suggest_role: bool = False, compute: bo
     default profile) as a :class:`~jupyter_tiers.doctor.Report` (render it with
     :mod:`jupyter_tiers.doctor.render`). Read-only but for ``compute`` (a one-minute srun job on
     a Slurm profile); an unknown name is a ConfigError."""
-    from .doctor import run_doctor
-
     return run_doctor(load_config(), names, suggest_role=suggest_role, compute=compute)
 
 
@@ -674,8 +656,6 @@ def history(profile: str | None = None, *, days: Any = 7, user: Any = None, stat
     ``123_4``) whenever it ran, with the last ``tail`` lines of its output if it was submitted
     without jupyter-tiers and its output is readable. Values are checked before anything is
     asked; a cluster without accounting is an ``AccountingDisabled`` error."""
-    from .tier import BatchTier
-
     query = make_query(days=days, user=user, states=state, limit=limit, job=job)
     if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or not 0 <= tail <= 100_000):
         raise SpecError("tail", f"give 0 to 100000 lines, got {tail!r}"[:100])

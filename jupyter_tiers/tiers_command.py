@@ -14,6 +14,7 @@ from .api import connect
 from .array_job import ArrayJob
 from .arrays import detail_counts, format_tasks, is_array
 from .display import show_handle
+from .doctor.render import render_json, render_text
 from .errors import Unsupported
 from .handles import Handle, Job, Service
 from .history import HistoryRow, format_history
@@ -121,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "a one-minute job; waits at most a minute for a free node)")
     init = sub.add_parser("init", help="write a profile into ~/.jupyter/tiers.yaml from ~/.ssh/config, "
                           "known_hosts and the kubeconfig (asks only what they do not say)")
+    # lazy: heavy: PyYAML, only for `tiers init`
     from .profile_init.command import add_arguments
 
     add_arguments(init)
@@ -129,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _init(args: argparse.Namespace, shell: Any) -> int:
     """``init``: prompts on a terminal; in a notebook none, and it writes only with --yes."""
+    # lazy: heavy: PyYAML, only for `tiers init`
     from .profile_init.command import run_init
 
     return run_init(args, notebook=shell is not None)
@@ -136,9 +139,6 @@ def _init(args: argparse.Namespace, shell: Any) -> int:
 
 def _doctor(args: argparse.Namespace) -> int:
     """Run the checks and print the report; 1 when any check failed."""
-    from . import service
-    from .doctor.render import render_json, render_text
-
     report = service.doctor(args.profiles, suggest_role=args.suggest_role, compute=args.compute)
     print(render_json(report) if args.json else render_text(report))
     return int(report.exit_status)

@@ -14,13 +14,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from ..api import cached
 from ..config import Config, Profile
+from ..slurm.tier import SlurmTier
+from . import k8s_probe, local, slurm_probe
+from .k8s_checks import TIER_ACCESS, k8s_checks, role_yaml
 from .model import Check, ProfileReport, Report, Status, fail, skip
+from .objectstore_probe import object_store_checks
+from .slurm_checks import slurm_checks
 
 
 def _object_store(profile: Profile) -> list[Check]:
-    from .objectstore_probe import object_store_checks
-
     return object_store_checks(profile)
 
 
@@ -34,11 +38,6 @@ def check_profile(profile: Profile, *, suggest_role: bool = False, compute: bool
     """Every check of one profile, by its tier; then its sections' (:data:`SECTION_CHECKS`)."""
     extra = ""
     if profile.tier == "slurm":
-        from ..api import cached
-        from ..slurm.tier import SlurmTier
-        from . import slurm_probe
-        from .slurm_checks import slurm_checks
-
         tier = cached(profile)
         transport = tier.transport if isinstance(tier, SlurmTier) else None
         probed = slurm_probe.probe(profile, transport, compute=compute)
@@ -47,17 +46,12 @@ def check_profile(profile: Profile, *, suggest_role: bool = False, compute: bool
                               partition=profile.defaults.get("partition"),
                               has_setup=bool(profile.setup))
     elif profile.tier == "kubernetes":
-        from . import k8s_probe
-        from .k8s_checks import TIER_ACCESS, k8s_checks, role_yaml
-
         k8s = k8s_probe.probe(profile)
         checks = k8s_checks(k8s)
         missing = [a for a in TIER_ACCESS if k8s.allowed and not k8s.allowed.get(a, False)]
         if suggest_role and missing:
             extra = role_yaml(missing, k8s.namespace)
     else:
-        from . import local
-
         checks = local.local_checks(local.probe(profile))
     # A Slurm profile's sections are checked from the login node: not when the login failed.
     unreached = profile.tier == "slurm" and not any(c.name == "login" and c.status is Status.OK

@@ -11,7 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import Profile
+from ..config import ENV_VAR, Profile, config_paths
+from ..errors import ApiError, ApiUnreachable, ConfigError
+from ..k8s.client import KubeClient
 
 
 @dataclass(frozen=True)
@@ -71,8 +73,6 @@ def exec_plugin(text: str, context: str | None) -> tuple[str, str]:
 
 def _project_source(profile: Profile) -> str:
     """The project tiers.yaml the profile takes anything from, or ""."""
-    from ..config import ENV_VAR, config_paths
-
     if os.environ.get(ENV_VAR):
         return ""
     project = config_paths()[-1][0]
@@ -90,9 +90,6 @@ def _status(exc: BaseException) -> int:
 
 
 def probe(profile: Profile) -> K8sProbe:
-    from ..errors import ApiError, ApiUnreachable, ConfigError
-    from ..k8s.client import KubeClient
-
     path = _kubeconfig_path(profile)
     try:
         text = Path(path).read_text()
@@ -126,6 +123,7 @@ def probe(profile: Profile) -> K8sProbe:
         ns_status, ns_error = _status(exc), str(exc)
     except ApiUnreachable as exc:
         ns_status, ns_error = 0, str(exc)
+    # lazy: cycle: k8s_checks imports K8sProbe from here
     from .k8s_checks import TIER_ACCESS
 
     allowed: dict[tuple[str, str, str], bool] = {}

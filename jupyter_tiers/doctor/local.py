@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..config import Profile
+from ..local.slurmenv import MASTER_ADDR
+from ..local.tier import local_workdir
 from .model import Check, fail, ok, warn
 
 _PY_PROBE = ("import sys\nprint(sys.version.split()[0])\n"
@@ -39,9 +41,6 @@ class LocalProbe:
 
 
 def probe(profile: Profile) -> LocalProbe:
-    from ..local.slurmenv import MASTER_ADDR
-    from ..local.tier import local_workdir
-
     workdir = local_workdir(profile)
     exists = own = writable = False
     mode, error = 0, ""

@@ -15,8 +15,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from ..api import cached
 from ..config import Profile
+from ..errors import ApiError, ApiUnreachable, ConfigError
+from ..k8s.client import KubeClient
 from ..objectstore import ObjectStore, kernel_credentials, parse_object_store
+from ..slurm import tier as slurm_tier  # transport_for looked up at call time (tests patch it)
+from ..slurm.commands import upload_argv
+from ..slurm.tier import SlurmTier
+from ..transport.errors import TransportError
+from ..transport.prompt import refusing_prompter
 from .model import Check, fail
 from .objectstore_checks import S3Probe, mode_text, secret_check, store_checks
 
@@ -54,15 +62,9 @@ def _python(profile: Profile) -> str:
 
 def _run_remote(profile: Profile, data: bytes) -> tuple[str, str]:
     """(output, error) of the program on the login node."""
-    from ..api import cached
-    from ..slurm.commands import upload_argv
-    from ..slurm.tier import SlurmTier, transport_for
-    from ..transport.errors import TransportError
-    from ..transport.prompt import refusing_prompter
-
     tier = cached(profile)
     live = tier.opened_transport if isinstance(tier, SlurmTier) else None
-    transport = live if live is not None and live.connected else transport_for(profile)
+    transport = live if live is not None and live.connected else slurm_tier.transport_for(profile)
     fresh = transport is not live
     if fresh:
         transport.retries = 0
@@ -109,9 +111,6 @@ def secret_status(profile: Profile, name: str) -> tuple[str, int, str]:
     """(namespace, HTTP status, error) of reading Secret ``name``'s metadata: the response's
     body is released unread (a server that ignores the metadata-only request still sends the
     values; they are never decoded)."""
-    from ..errors import ApiError, ApiUnreachable, ConfigError
-    from ..k8s.client import KubeClient
-
     client = KubeClient(profile.settings, profile=profile.name, source=", ".join(profile.sources))
     try:
         api = client.api

@@ -14,6 +14,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..config import Profile
+from ..slurm import tier as slurm_tier  # transport_for looked up at call time (tests patch it)
+from ..slurm.commands import BASH
+from ..transport import sshconfig
+from ..transport.connection import connect_once, open_socket
+from ..transport.errors import AuthenticationError, ConnectError, HostKeyError, TransportError
 
 # Looks up each tool (NAME PATH FIRST-LINE-OF---version), in the login shell's environment (where
 # the tier runs sbatch) and again after the profile's setup lines (where the job script runs srun).
@@ -146,14 +151,10 @@ class SlurmProbe:
 
 
 def _target(profile: Profile) -> Any:
-    from ..slurm.tier import transport_for
-
-    return transport_for(profile).target
+    return slurm_tier.transport_for(profile).target
 
 
 def probe_route(profile: Profile) -> tuple[RouteProbe, Any]:
-    from ..transport import sshconfig
-
     try:
         route = sshconfig.resolve_route(_target(profile))
     except (sshconfig.SSHConfigError, OSError) as exc:
@@ -165,9 +166,6 @@ def probe_route(profile: Profile) -> tuple[RouteProbe, Any]:
 
 
 def probe_reach(route: Any) -> ReachProbe:
-    from ..transport.connection import open_socket
-    from ..transport.errors import ConnectError
-
     hop = route.hops[0]
     if hop.proxy_command:
         return ReachProbe(host=hop.hostname, port=hop.port, proxy_command=True)
@@ -188,9 +186,6 @@ def probe_login(route: Any) -> LoginProbe:
     """Connect as the tier would (host keys checked, never added; no one-time code asked),
     recording the authentication methods each hop offers before any key is tried."""
     import paramiko
-
-    from ..transport.connection import connect_once
-    from ..transport.errors import AuthenticationError, ConnectError, HostKeyError, TransportError
 
     methods: dict[str, tuple[str, ...]] = {}
 
@@ -228,8 +223,6 @@ def probe_login(route: Any) -> LoginProbe:
 
 def probe_compute(profile: Profile, connected: Any = None) -> RemoteProbe:
     """``--compute``: the setup lines and Python on one compute node (srun, a one-minute job)."""
-    from ..slurm.commands import BASH
-
     return _run_probe(profile, connected, 300, [
         *BASH, COMPUTE_SH, "jt-doctor", str(profile.defaults.get("partition") or ""),
         str(profile.defaults.get("account") or ""), "\n".join(profile.setup), _python(profile), PY_PROBE])
@@ -238,8 +231,6 @@ def probe_compute(profile: Profile, connected: Any = None) -> RemoteProbe:
 def probe_remote(profile: Profile, connected: Any = None) -> RemoteProbe:
     """The doctor's one remote command over a new transport of the profile's (no retries), or
     over ``connected``, a live transport of this process (left open)."""
-    from ..slurm.commands import BASH
-
     return _run_probe(profile, connected, 120, [
         *BASH, DOCTOR_SH, "jt-doctor", profile.workdir, _python(profile), "\n".join(profile.setup), PY_PROBE])
 
@@ -251,10 +242,7 @@ def _python(profile: Profile) -> str:
 def _run_probe(profile: Profile, connected: Any, timeout: float, argv: list[str]) -> RemoteProbe:
     """Run one probe program over ``connected`` (left open) or a new transport of the profile's
     (no retries: the doctor reports what it meets; closed afterwards)."""
-    from ..slurm.tier import transport_for
-    from ..transport.errors import TransportError
-
-    transport = connected or transport_for(profile)
+    transport = connected or slurm_tier.transport_for(profile)
     if connected is None:
         transport.retries = 0
     try:

@@ -24,6 +24,7 @@ from typing import Any
 
 import yaml
 
+from .. import tier as tier_module
 from ..checkpoint_upload import store_of
 from ..config import Profile
 from ..errors import ApiError, JobNotFound, SpecError, TiersError, Unsupported
@@ -424,8 +425,6 @@ class K8sTier(ServeTier):
         pods = [pod] if pod else self._pod_names(record)
         if pod is not None and pod not in self._pod_names(record):
             raise JobNotFound(f"service {record.name} has no pod {pod!r}")
-        from .. import tier as tier_module
-
         # Bounded: each pod's last lines (tailLines) within its share of the bytes (limitBytes).
         budget = max(64 << 10, tier_module.MAX_SERVICE_LOG_BYTES // max(1, len(pods)))
         want = tail if tail is not None else tier_module.MAX_SERVICE_LOG_LINES

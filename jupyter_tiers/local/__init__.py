@@ -12,8 +12,8 @@ __all__ = ["LocalTier"]
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy, so ``python -m jupyter_tiers.local.supervisor`` starts without the tier's imports.
     if name == "LocalTier":
+        # lazy: `python -m jupyter_tiers.local.supervisor` starts without the tier
         from .tier import LocalTier
 
         return LocalTier

@@ -33,6 +33,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .. import tier as tier_module
 from ..config import Profile
 from ..errors import JobNotFound, SpecError, SubmitError, TiersError
 from ..handles import Service
@@ -498,8 +499,6 @@ class LocalServeTier(ServeTier):
         return {str(r.get("name")) for r in state.get("replicas") or [] if isinstance(r, dict)}
 
     def service_logs(self, record: JobRecord, pod: str | None = None, tail: int | None = None) -> str:
-        from .. import tier as tier_module
-
         limit = tier_module.MAX_SERVICE_LOG_BYTES
         data, cut = tail_bytes([Path(record.jobdir) / name for name in (ssv.ROTATED_LOG, ssv.LOG_FILE)],
                                limit)

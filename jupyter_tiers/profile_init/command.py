@@ -15,9 +15,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..config import USER_PATH, ConfigError, load_file, merge_layers
+from ..config import USER_PATH, ConfigError, Profile, load_file, merge_layers
+from ..doctor import Report, check_profile, slurm_probe
+from ..doctor.render import render_text
 from ..errors import TiersError
 from ..plaintext import printable
+from ..slurm import tier as slurm_tier  # transport_for looked up at call time (tests patch it)
+from ..transport import sshconfig
+from ..transport.errors import TransportError
+from ..transport.prompt import refusing_prompter
+from ..transport.target import SSHTarget
 from . import discover
 from .plan import Facts, PlanError, Question, answer, build_profile, next_question
 from .yamlfile import MergeError, add_profile, render_profile
@@ -70,8 +77,6 @@ def _kubeconfig_path() -> Path:
 
 def gather(home: str, existing: tuple[str, ...], notes: list[str]) -> Facts:
     """What ~/.ssh/config, known_hosts and the kubeconfig say; problems go to ``notes``."""
-    from ..transport import sshconfig
-
     hosts: list[discover.SshHost] = []
     known: dict[str, bool] = {}
     ssh_path = Path(home) / ".ssh" / "config"
@@ -104,9 +109,6 @@ def unknown_hop(host: str, home: str, user: str | None = None, port: int | None 
     every jump host on its route (what makes connecting safe without asking anything); else
     what to run to confirm the first unknown one out of band (``""`` when the route cannot be
     resolved or starts with a ProxyCommand, which init does not run)."""
-    from ..transport import sshconfig
-    from ..transport.target import SSHTarget
-
     try:
         route = sshconfig.resolve_route(SSHTarget(host=host, user=user, port=port), home=home,
                                         system_config=None)
@@ -135,11 +137,6 @@ def host_key_known(host: str, home: str, user: str | None = None, port: int | No
 def sinfo_partitions(answers: dict[str, str]) -> tuple[tuple[str, ...], str, str]:
     """(partitions, default, note) from ``sinfo`` on the login node: a login without any
     prompt first (host keys checked, never added; no one-time code), then the command."""
-    from ..doctor import slurm_probe
-    from ..slurm.tier import transport_for
-    from ..transport.errors import TransportError
-    from ..transport.prompt import refusing_prompter
-
     profile = _candidate(answers)
     _route_probe, route = slurm_probe.probe_route(profile)
     if route is None:
@@ -148,7 +145,7 @@ def sinfo_partitions(answers: dict[str, str]) -> tuple[tuple[str, ...], str, str
     if not login.logged_in:
         why = login.host_key_message or login.auth_error or login.connect_error or "no login"
         return (), "", f"sinfo not asked: {why[:200]}"
-    transport = transport_for(profile)
+    transport = slurm_tier.transport_for(profile)
     transport.retries = 0
     transport.prompter = refusing_prompter("init asks no one-time code")
     try:
@@ -162,8 +159,6 @@ def sinfo_partitions(answers: dict[str, str]) -> tuple[tuple[str, ...], str, str
 
 
 def _candidate(answers: dict[str, str]) -> Any:
-    from ..config import Profile
-
     settings: dict[str, Any] = {"host": answers["host"]}
     if answers.get("user"):
         settings["user"] = answers["user"]
@@ -308,9 +303,6 @@ def run_init(args: argparse.Namespace, *, notebook: bool = False,
     except ConfigError as exc:  # a bug in the plan: the file is not touched
         raise InitError(f"the new profile would not load: {exc}") from None
     if not args.no_doctor:
-        from ..doctor import Report, check_profile
-        from ..doctor.render import render_text
-
         say(f"checking it (jupyter tiers doctor {name}):")
         say(render_text(Report((check_profile(loaded),))))
     say(f"profile {name} for {path}:")

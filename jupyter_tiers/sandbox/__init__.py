@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from . import lab  # its functions looked up at call time (tests patch lab.*)
+
 SCRIPT = Path(__file__).with_name("cluster.sh")
 PROFILE_NAME = "sandbox"
 
@@ -52,9 +54,7 @@ def sandbox_profile(env: dict[str, str]) -> dict[str, Any]:
         "defaults": {"partition": "debug", "time": "00:30:00", "python": sys.executable},
     }
     if sys.prefix != sys.base_prefix:  # a venv: put its tools (torchrun) on the nodes' PATH
-        from .lab import venv_setup
-
-        profile["setup"] = venv_setup(sys.prefix)
+        profile["setup"] = lab.venv_setup(sys.prefix)
     return profile
 
 
@@ -116,11 +116,9 @@ def main(argv: list[str]) -> int:
         parser.error("--nodes and --cpus only go with 'up'")
     code = run_script(script_args)
     if code == 0 and args.action == "up" and args.lab:
-        from .lab import LabError, load_cluster, write_lab_config
-
         try:
-            changed, note = write_lab_config(load_cluster())
-        except (LabError, OSError) as exc:
+            changed, note = lab.write_lab_config(lab.load_cluster())
+        except (lab.LabError, OSError) as exc:
             print(f"jupyter tiers sandbox: cannot write the lab profile: {exc}", file=sys.stderr)
             return 1
         print(f"{'wrote' if changed else 'kept'} the lab profile '{PROFILE_NAME}' in /etc/jupyter/tiers.yaml"
@@ -135,8 +133,6 @@ def main(argv: list[str]) -> int:
 
 
 def _lab_command(parser: Any, args: Any) -> int:
-    from .lab import LabError, add_user, remove_user
-
     if args.name is None:
         parser.error(f"{args.action} needs a user name: jupyter tiers sandbox {args.action} NAME")
     if args.nodes or args.cpus or args.lab:
@@ -146,10 +142,10 @@ def _lab_command(parser: Any, args: Any) -> int:
         parser.error("--allow-shared-group only goes with 'add-user'")
     try:
         if args.action == "add-user":
-            add_user(args.name, allow_shared_group=args.allow_shared_group)
+            lab.add_user(args.name, allow_shared_group=args.allow_shared_group)
         else:
-            remove_user(args.name)
-    except LabError as exc:
+            lab.remove_user(args.name)
+    except lab.LabError as exc:
         print(f"jupyter tiers sandbox {args.action}: {exc}", file=sys.stderr)
         return 1
     return 0

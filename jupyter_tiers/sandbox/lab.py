@@ -44,7 +44,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..errors import TiersError
+from ..errors import SpecError, TiersError
+from ..jobspec import validate_spec
+from ..model import JobSpec
 
 LAB_ACCOUNT = "jtlab"
 LAB_KEY = "~/.ssh/jupyter_tiers_lab"
@@ -221,10 +223,6 @@ def lab_python(check: Callable[[Path, str], str | None] = trusted_path_problem,
     """(python, setup, note) for the lab profile: this Python (and its venv, the ``source`` line
     quoted) when ``check`` (:func:`trusted_path_problem`) finds nothing wrong with any of
     :func:`lab_python_paths`, else ``python3`` from the nodes' PATH with a note saying why."""
-    from ..errors import SpecError
-    from ..jobspec import validate_spec
-    from ..model import JobSpec
-
     try:  # the path as a job's --python takes it, or every student's job would be refused
         validate_spec(JobSpec("pass", python=sys.executable))
         problem = None
@@ -293,6 +291,7 @@ class Cluster:
 
 def load_cluster() -> Cluster:
     """The box's settings, or a LabError saying to bring it up first."""
+    # lazy: cycle: sandbox/__init__ imports lab
     from . import cluster_dir, read_cluster_env
 
     path = cluster_dir() / "cluster.env"
@@ -458,6 +457,7 @@ def write_lab_config(cluster: Cluster, path: Path = SYSTEM_CONFIG,
     is known, ``sandbox-serve`` with that home added to its path_map: (changed, note about python)."""
     import yaml
 
+    # lazy: cycle: sandbox/__init__ imports lab
     from . import write_profile
 
     python, setup, note = lab_python()

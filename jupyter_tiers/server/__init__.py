@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from typing import Any
 
+from .. import api
+from .hub import Hub
+
 
 def _load_jupyter_server_extension(serverapp: Any) -> None:
     """Add the handlers and start the (idle until listened to) hub."""
     # Imported here: jupyter-server imports this package to list extensions, enabled or not.
-    from .. import api
+    # lazy: heavy: tornado/jupyter_server, only when the server loads the extension
     from .handlers import handler_table
-    from .hub import Hub
-
     # The server has no one to ask for a login node's one-time code (and a terminal it was
     # started from must not be asked silently): such profiles fail at once with that reason.
     api.refuse_prompts("the Jupyter server (the Tiers sidebar) cannot ask for it")

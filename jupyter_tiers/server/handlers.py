@@ -27,10 +27,12 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from .. import service
 from ..arrays import split_task_ref
+from ..doctor.render import report_data
 from ..errors import SpecError, TiersError
 from ..handles import Service
 from ..history import AccountingDisabled
 from ..model import WorkKind
+from ..watch import LogFollower
 from . import params
 from .hub import Hub
 
@@ -288,8 +290,6 @@ class DoctorHandler(TiersAPIHandler):
     @web.authenticated
     @authorized
     async def get(self, name: str) -> None:
-        from ..doctor.render import report_data
-
         if name not in await self.run(service.profile_names):
             raise web.HTTPError(404, "no profile %r", name[:80])
         suggest = self.get_query_argument("suggest_role", "0") in ("1", "true", "yes")
@@ -426,8 +426,6 @@ class LogStreamHandler(TiersWebSocket):
 
     # --- a job: byte offsets, end from the hub ----------------------------------------------
     def _open_job(self) -> None:
-        from ..watch import LogFollower
-
         rank = self._query.rank
         record = self._handle.record
 

@@ -13,9 +13,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from .. import history
-from ..errors import SpecError
+from ..errors import SpecError, TiersError
 from ..model import WorkKind
 from ..service import MAX_LOG_LINES, MAX_REPLICAS
+from ..sync import check_relpath
 
 #: Longest query value, path segment or body accepted (everything real is far shorter).
 MAX_TEXT = 256
@@ -223,9 +224,6 @@ def file_pattern(query: Query) -> str:
 
 def file_name(text: str) -> str:
     """A listed file's name from the URL path: a safe relative path (sync.check_relpath)."""
-    from ..errors import TiersError
-    from ..sync import check_relpath
-
     try:
         return check_relpath(text, "name")
     except TiersError as exc:

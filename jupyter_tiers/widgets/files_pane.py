@@ -14,6 +14,7 @@ import time
 from typing import Any
 
 from ..errors import TiersError
+from ..files import download
 
 PROGRESS_INTERVAL = 0.25  # seconds between progress updates of one download
 
@@ -66,8 +67,6 @@ class FilesPane:
 
     def download(self, name: str, dest: str | None = None) -> None:
         """Download one listed file into ``dest`` (default: the notebook's directory)."""
-        from ..files import download
-
         with self._lock:
             info = self._listed.get(name)
             if info is None or name in self._active:

@@ -20,6 +20,7 @@ from ..model import JobStatus, LogLine, RankPhase
 from ..status import summary_line
 from ..viewstate.job import lines_message, ranks_per_node, status_traits, text_message
 from .batcher import LineBatcher
+from .files_pane import FilesPane
 from .rank_metrics import RankMetrics
 from .view_common import view_module
 
@@ -105,8 +106,6 @@ class JobView(anywidget.AnyWidget):
         self._metrics = RankMetrics(job.metric_patterns(), max_points=200)
         self._metrics_sent = 0.0
         self._metrics_parsed = 0.0
-        from .files_pane import FilesPane
-
         self.files_pane = FilesPane(self)
         self.on_msg(self._on_front_end_msg)
         skip_partial = False

@@ -142,13 +142,21 @@ def test_output_path_from_slurmctld_while_it_knows_the_job(box: SlurmTier, clust
 def test_failed_job_metrics_and_error_line(box: SlurmTier) -> None:
     body = textwrap.dedent(
         """\
-        import os
+        import os, time
         rank = int(os.environ["RANK"])
         for step in range(1, 4):
             print({'loss': round(1.0 / step, 4), 'learning_rate': 1e-4, 'epoch': step / 3}, flush=True)
+        if rank == 0:
+            open(os.path.join(os.environ["JT_JOB_DIR"], "rank0-printed"), "w").close()
         if rank == 1:
+            # Fail only once rank 0 has printed: fail-stop could otherwise stop a slowly
+            # started rank 0 before its first line.
+            deadline = time.time() + 120
+            while not os.path.exists(os.path.join(os.environ["JT_JOB_DIR"], "rank0-printed")) \
+                    and time.time() < deadline:
+                time.sleep(0.1)
             raise RuntimeError("CUDA error: out of memory")
-        import time; time.sleep(120)
+        time.sleep(120)
         """
     )
     job = box.submit(box.make_spec(body, name="hist-metrics", nodes=2))

@@ -788,19 +788,28 @@ class _PortForward:
             threading.Thread(target=self._relay, args=(conn,), daemon=True).start()
 
     def _relay(self, conn: socket.socket) -> None:
-        from kubernetes.stream import portforward
+        from kubernetes import client as k8s  # lazy: the kubernetes client is heavy
+        from kubernetes.stream import portforward  # lazy: the kubernetes client is heavy
 
+        # kubernetes.stream swaps the ApiClient's call_api for a websocket one while it opens
+        # the stream: on the shared client, another thread's plain request made meanwhile went
+        # down the websocket ("Missing required parameter `ports`"). Each forward gets its own.
+        api: Any = k8s.ApiClient(self.client.api.configuration)
         try:
-            pf = portforward(self.client.core().connect_get_namespaced_pod_portforward, self.pod,
+            pf: Any = portforward(k8s.CoreV1Api(api).connect_get_namespaced_pod_portforward, self.pod,
                              self.namespace, ports=str(self.port))
             remote = pf.socket(self.port)
             remote.setblocking(True)
         except Exception:
             conn.close()
+            with contextlib.suppress(Exception):
+                api.close()
             return
         relay(conn, remote, join_timeout=60)
         with contextlib.suppress(Exception):
             pf.close()
+        with contextlib.suppress(Exception):
+            api.close()
 
     def close(self) -> None:
         self._closed.set()

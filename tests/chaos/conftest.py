@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
+from jupyter_tiers.config import load_config
+from jupyter_tiers.registry import Registry
+from jupyter_tiers.slurm.tier import SlurmTier
 from tests.chaos.scenarios_k8s import emulator_options
+from tests.cluster.conftest import profile_yaml
 from tests.k8s_emulator.emulator import Emulator
 from tests.k8s_emulator.fixtures import k8s_namespace  # noqa: F401
 
@@ -29,3 +34,17 @@ def emulator(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
 @pytest.fixture
 def seed() -> int:
     return SEED
+
+
+@pytest.fixture
+def slurm_tier(cluster_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+               ) -> Iterator[SlurmTier]:
+    """A Slurm tier on the test cluster with a registry of its own; its jobs are cancelled after."""
+    path = tmp_path / "tiers.yaml"
+    path.write_text(profile_yaml(cluster_env))
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
+    tier = SlurmTier(load_config().profile("box"), Registry(tmp_path / "registry.sqlite"))
+    yield tier
+    for rec in tier.registry.list(limit=100):
+        tier.cancel(rec)
+    tier.close()

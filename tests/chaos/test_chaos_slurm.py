@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config import load_config
-from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests.chaos.scenarios_slurm import (
     SCRIPT,
@@ -27,23 +23,13 @@ from tests.chaos.scenarios_slurm import (
     dbd_outages,
     slurmd_kills,
 )
-from tests.cluster.conftest import profile_yaml
 from tests.helpers import loud_skip
 
 
-@pytest.fixture
-def slurm_tier(cluster_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-               ) -> Iterator[SlurmTier]:
+@pytest.fixture(autouse=True)
+def _as_root() -> None:
     if os.geteuid() != 0:
         loud_skip("Slurm daemon chaos tests", "stopping the cluster's daemons needs root")
-    path = tmp_path / "tiers.yaml"
-    path.write_text(profile_yaml(cluster_env))
-    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
-    tier = SlurmTier(load_config().profile("box"), Registry(tmp_path / "registry.sqlite"))
-    yield tier
-    for rec in tier.registry.list(limit=100):
-        tier.cancel(rec)
-    tier.close()
 
 
 def test_slurmctld_stopped_mid_job(slurm_tier: SlurmTier, seed: int) -> None:

@@ -5,29 +5,10 @@ once in each of five submits (a job lost or submitted twice fails)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-from jupyter_tiers.config import load_config
-from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests.chaos.scenarios_ssh import download_cuts, log_stream_cuts, submit_cuts, sync_cuts
-from tests.cluster.conftest import profile_yaml
-
-
-@pytest.fixture
-def slurm_tier(cluster_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-               ) -> Iterator[SlurmTier]:
-    path = tmp_path / "tiers.yaml"
-    path.write_text(profile_yaml(cluster_env))
-    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
-    tier = SlurmTier(load_config().profile("box"), Registry(tmp_path / "registry.sqlite"))
-    yield tier
-    for rec in tier.registry.list(limit=100):
-        tier.cancel(rec)
-    tier.close()
 
 
 def test_connection_cut_mid_stream_client_and_server_side(slurm_tier: SlurmTier,

@@ -1660,19 +1660,15 @@ class _PodWorker(threading.Thread):
                 os.killpg(inst.proc.pid, signal.SIGKILL)
             inst.done.wait(10)
 
-    def _terminate(self, pod: Obj) -> None:
-        """Graceful deletion: Killing events, SIGTERM, grace, SIGKILL, final status, removal."""
-        self.deleting = True
-        md = pod["metadata"]
-        grace = md.get("deletionGracePeriodSeconds")
-        if grace is None:
-            grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
+    def _stop_containers(self, grace: float) -> None:
+        """Killing events, then SIGTERM, ``grace`` seconds, SIGKILL for every running container
+        (in parallel), none restarted after; returns once all have stopped."""
         threads = []
         for cst in [*self.init_containers.values(), *self.containers.values()]:
             cur = cst.current
             if cur is not None and cur.running:
                 self.event("Normal", "Killing", f"Stopping container {cst.name}", cst.name)
-                t = threading.Thread(target=self._stop_instance, args=(cur, float(grace)), daemon=True)
+                t = threading.Thread(target=self._stop_instance, args=(cur, grace), daemon=True)
                 t.start()
                 threads.append(t)
             cst.finished_for_good = True
@@ -1682,6 +1678,15 @@ class _PodWorker(threading.Thread):
         for t in threads:
             while t.is_alive() and not self._shutdown.is_set():
                 t.join(0.2)
+
+    def _terminate(self, pod: Obj) -> None:
+        """Graceful deletion: Killing events, SIGTERM, grace, SIGKILL, final status, removal."""
+        self.deleting = True
+        md = pod["metadata"]
+        grace = md.get("deletionGracePeriodSeconds")
+        if grace is None:
+            grace = pod["spec"].get("terminationGracePeriodSeconds", 30)
+        self._stop_containers(float(grace))
         codes = [c.current.exit_code for c in self.containers.values() if c.current is not None]
         self.terminal_phase = "Succeeded" if codes and all(c == 0 for c in codes) else "Failed"
         with contextlib.suppress(ApiError):
@@ -1703,21 +1708,7 @@ class _PodWorker(threading.Thread):
         self.evicted_message = message
         self.event("Warning", "Evicted", message)
         self.set_condition("DisruptionTarget", "True", "TerminationByKubelet", message)
-        threads = []
-        for cst in [*self.init_containers.values(), *self.containers.values()]:
-            cur = cst.current
-            if cur is not None and cur.running:
-                self.event("Normal", "Killing", f"Stopping container {cst.name}", cst.name)
-                t = threading.Thread(target=self._stop_instance, args=(cur, 2.0), daemon=True)
-                t.start()
-                threads.append(t)
-            cst.finished_for_good = True
-            cst.ready = False
-            if cst.probe_stop is not None:
-                cst.probe_stop.set()
-        for t in threads:
-            while t.is_alive() and not self._shutdown.is_set():
-                t.join(0.2)
+        self._stop_containers(2.0)
         self.terminal_phase = "Failed"
         with contextlib.suppress(ApiError):
             self.write_status()

@@ -5,12 +5,11 @@ from __future__ import annotations
 import functools
 import json
 import re
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.stream import portforward
 
@@ -21,9 +20,10 @@ wait_for = functools.partial(helpers.wait_for, timeout=90.0, interval=0.1)
 
 
 @pytest.fixture(scope="module")
-def emu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+def bare(  # this module's own emulator, in place of the folder's (conftest's api and ns use it)
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
     e = Emulator(
-        tmp_path_factory.mktemp("emu"),
+        tmp_path_factory.mktemp("bare"),
         kubelet_options={"backoff_base": 1.0},
         controller_options={"hpa_sync": 1.0},
     )
@@ -32,21 +32,6 @@ def emu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
         yield e
     finally:
         e.stop()
-
-
-@pytest.fixture
-def api(emu: Emulator) -> client.ApiClient:
-    return config.new_client_from_config(config_file=str(emu.kubeconfig_path))
-
-
-@pytest.fixture
-def ns(emu: Emulator) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    emu.create_namespace(name)
-    try:
-        yield name
-    finally:
-        emu.delete_namespace(name)
 
 
 def web_deployment(

@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import functools
 import json
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests import helpers
@@ -22,28 +21,14 @@ wait_for = functools.partial(helpers.wait_for, timeout=90.0, interval=0.1)
 
 
 @pytest.fixture(scope="module")
-def emu(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
+def bare(  # this module's own emulator, in place of the folder's (conftest's api and ns use it)
+        tmp_path_factory: pytest.TempPathFactory) -> Iterator[Emulator]:
     e = Emulator(tmp_path_factory.mktemp("emu-evict"), kubelet_options={"backoff_base": 1.0})
     e.start()
     try:
         yield e
     finally:
         e.stop()
-
-
-@pytest.fixture
-def api(emu: Emulator) -> client.ApiClient:
-    return config.new_client_from_config(config_file=str(emu.kubeconfig_path))
-
-
-@pytest.fixture
-def ns(emu: Emulator) -> Iterator[str]:
-    name = f"t-{uuid.uuid4().hex[:8]}"
-    emu.create_namespace(name)
-    try:
-        yield name
-    finally:
-        emu.delete_namespace(name)
 
 
 def _ready_pods(core: client.CoreV1Api, ns: str, name: str, n: int) -> list[Any]:
@@ -63,7 +48,7 @@ def test_discovery_lists_the_eviction_subresource(api: client.ApiClient) -> None
         "policy", "v1", "Eviction", ["create"])
 
 
-def test_eviction_api_deletes_the_pod_gracefully(emu: Emulator, api: client.ApiClient, ns: str) -> None:
+def test_eviction_api_deletes_the_pod_gracefully(bare: Emulator, api: client.ApiClient, ns: str) -> None:
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     dep = web_deployment("drain", replicas=1)
     (server,) = dep["spec"]["template"]["spec"]["containers"]
@@ -81,7 +66,7 @@ def test_eviction_api_deletes_the_pod_gracefully(emu: Emulator, api: client.ApiC
     target = next(c for c in pod.status.conditions if c.type == "DisruptionTarget")
     assert (target.status, target.reason, target.message) == (
         "True", "EvictionByEvictionAPI", "Eviction API: evicting")
-    wait_for(lambda: emu.store.get("pods", ns, victim) is None, "the evicted pod to be gone")
+    wait_for(lambda: bare.store.get("pods", ns, victim) is None, "the evicted pod to be gone")
     replacement = _ready_pods(core, ns, "drain", 1)[0].metadata.name
     assert replacement != victim
     # Evicting it again while it goes is not an error; a missing pod is a 404; a mismatched name a 400.
@@ -101,9 +86,9 @@ def test_eviction_api_deletes_the_pod_gracefully(emu: Emulator, api: client.ApiC
     assert core.read_namespaced_pod(replacement, ns).metadata.deletion_timestamp is None
 
 
-def test_eviction_needs_create_on_pods_eviction(emu: Emulator, ns: str) -> None:
-    viewer = emu.viewer_token(ns)
-    with emu.api_client(viewer) as api, pytest.raises(ApiException) as denied:
+def test_eviction_needs_create_on_pods_eviction(bare: Emulator, ns: str) -> None:
+    viewer = bare.viewer_token(ns)
+    with bare.api_client(viewer) as api, pytest.raises(ApiException) as denied:
         client.CoreV1Api(api).create_namespaced_pod_eviction("web", ns, client.V1Eviction(
             metadata=client.V1ObjectMeta(name="web")))
     assert denied.value.status == 403
@@ -111,12 +96,12 @@ def test_eviction_needs_create_on_pods_eviction(emu: Emulator, ns: str) -> None:
 
 
 def test_node_pressure_eviction_leaves_a_failed_pod_and_a_replacement(
-    emu: Emulator, api: client.ApiClient, ns: str
+    bare: Emulator, api: client.ApiClient, ns: str
 ) -> None:
     core, apps = client.CoreV1Api(api), client.AppsV1Api(api)
     apps.create_namespaced_deployment(ns, web_deployment("pressure", replicas=2))
     before = {p.metadata.name for p in _ready_pods(core, ns, "pressure", 2)}
-    evicted = emu.kubelet.evict_pods("memory", namespace=ns)
+    evicted = bare.kubelet.evict_pods("memory", namespace=ns)
     assert set(evicted) == before
     for name in before:
         pod = core.read_namespaced_pod(name, ns)  # the object stays
@@ -140,4 +125,4 @@ def test_node_pressure_eviction_leaves_a_failed_pod_and_a_replacement(
     status = apps.read_namespaced_deployment("pressure", ns).status
     assert (status.replicas, status.ready_replicas) == (2, 2)  # the Failed pods are not replicas
     core.delete_namespaced_pod(sorted(before)[0], ns)  # an evicted pod is deleted as any other
-    wait_for(lambda: emu.store.get("pods", ns, sorted(before)[0]) is None, "the evicted pod to be deleted")
+    wait_for(lambda: bare.store.get("pods", ns, sorted(before)[0]) is None, "the evicted pod to be deleted")

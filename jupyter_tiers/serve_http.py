@@ -259,6 +259,8 @@ class ChatStream:
                 try:
                     chunk = resp.read1(65536)
                 except (OSError, http.client.HTTPException) as exc:
+                    if self.aborted:  # a shut socket may read as a reset rather than as the end
+                        raise TiersError("chat: stopped") from None
                     broke = f"chat: the stream from {service.name} broke"
                     raise TiersError(f"{broke}: {_describe(exc)}") from None
                 if not chunk:

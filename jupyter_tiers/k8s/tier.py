@@ -51,6 +51,27 @@ from .watch import NamespaceWatch, PodLogFollower, container_instance, split_tim
 BLUEGREEN_TIMEOUT = 900.0  # seconds a new color may take to become ready before the switch is dropped
 
 
+class NewDeploymentSight:
+    """The statuses of a Deployment that was just created, as a namespace watch delivers them.
+
+    The watch's cache may not have seen the create yet and then reports the Deployment DELETED;
+    that is believed only after the watch has shown it once (found by a blue-green switch that
+    was dropped because the first status it saw was that lag)."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self.last: ServiceStatus | None = None
+
+    def offer(self, status: ServiceStatus) -> bool:
+        """Take one status; True when waiting can stop (ready, failed, scaled down or gone)."""
+        if status.state is not ServiceState.DELETED:
+            self.seen = True
+        elif not self.seen:
+            return False
+        self.last = status
+        return status.state.settled
+
+
 class K8sTier(ServeTier):
     """A Kubernetes namespace reached through a kubeconfig context (or in-cluster config)."""
 
@@ -248,21 +269,28 @@ class K8sTier(ServeTier):
         thread.start()
 
     def _wait_deployment(self, record: JobRecord, deployment: str) -> ServiceStatus | None:
+        """Block until ``deployment``, just created, is settled (ready, failed or gone) and
+        return its last status; None when it went before the watch ever showed it."""
         done = threading.Event()
-        last: list[ServiceStatus] = []
+        sight = NewDeploymentSight()
 
         def on_status(status: ServiceStatus) -> None:
-            last[:] = [status]
-            if status.state.settled:
+            if sight.offer(status):
                 done.set()
 
         nsw = self._watch_of_namespace()
         token = nsw.subscribe(record.name, self._status_fn(record, deployment), on_status)
+        deadline = time.monotonic() + BLUEGREEN_TIMEOUT
         try:
-            done.wait(BLUEGREEN_TIMEOUT)
+            while not done.wait(min(5.0, max(0.0, deadline - time.monotonic()))):
+                if time.monotonic() >= deadline:
+                    break
+                if not sight.seen and canary_ops.read_object(
+                        self, "Deployment", deployment, self.namespace) is None:
+                    return None  # deleted while the watch still lagged behind its create
         finally:
             nsw.unsubscribe(token)
-        return last[0] if last else None
+        return sight.last
 
     def wait_switched(self, name: str, timeout: float | None = None) -> None:
         """Block until a pending blue-green switch of ``name`` has finished (tests, scripts)."""

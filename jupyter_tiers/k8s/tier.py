@@ -285,12 +285,18 @@ class K8sTier(ServeTier):
             while not done.wait(min(5.0, max(0.0, deadline - time.monotonic()))):
                 if time.monotonic() >= deadline:
                     break
-                if not sight.seen and canary_ops.read_object(
-                        self, "Deployment", deployment, self.namespace) is None:
+                if not sight.seen and not self._still_there(deployment):
                     return None  # deleted while the watch still lagged behind its create
         finally:
             nsw.unsubscribe(token)
         return sight.last
+
+    def _still_there(self, deployment: str) -> bool:
+        """Whether the Deployment exists, by a direct read; True when the API cannot say now."""
+        try:
+            return canary_ops.read_object(self, "Deployment", deployment, self.namespace) is not None
+        except TiersError:
+            return True
 
     def wait_switched(self, name: str, timeout: float | None = None) -> None:
         """Block until a pending blue-green switch of ``name`` has finished (tests, scripts)."""

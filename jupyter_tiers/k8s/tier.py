@@ -298,11 +298,14 @@ class K8sTier(ServeTier):
         except TiersError:
             return True
 
-    def wait_switched(self, name: str, timeout: float | None = None) -> None:
-        """Block until a pending blue-green switch of ``name`` has finished (tests, scripts)."""
+    def wait_switched(self, name: str, timeout: float | None = None) -> bool:
+        """Block until a pending blue-green switch of ``name`` has finished (tests, scripts);
+        False when it is still pending after ``timeout`` seconds."""
         thread = self._switches.get(name)
         if thread is not None:
             thread.join(timeout)
+            return not thread.is_alive()
+        return True
 
     # --- status --------------------------------------------------------------------------
     def _endpoint_for(self, name: str, port: int | None) -> str:

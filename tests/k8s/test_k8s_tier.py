@@ -531,6 +531,23 @@ def test_bluegreen_switches_only_when_the_new_colour_is_ready(
     assert all(p.name.startswith("bg-green-") for p in status.pods if p.phase != "Terminating")
 
 
+def test_bluegreen_switch_ends_when_the_service_is_deleted_meanwhile(
+        tier: K8sTier, emulator: Emulator, k8s_namespace: str, tmp_path: Path) -> None:
+    """A green colour that never gets ready, then the service deleted: the pending switch ends
+    (it does not wait out its 15 minutes) and brings nothing back."""
+    ns = k8s_namespace
+    wait_ready(apply_server(tier, name="bgd", strategy="bluegreen"))
+    never = f"import os, time\nwhile not os.path.exists({str(tmp_path / 'never')!r}):\n    time.sleep(0.1)\n"
+    green = tier.apply(tier.make_spec(never + SERVER, name="bgd", strategy="bluegreen"))
+    assert green.record.spec["deployment"] == "bgd-green"
+    wait_for(lambda: len(live_pods(emulator, ns, "bgd")) == 2, what="a green pod next to the blue one")
+    tier.delete(green.record)
+    assert tier.wait_switched("bgd", GUARD), "the switch still waits for a deleted colour"
+    assert objects(emulator, "deployments", ns, "bgd") == []
+    svc = get(emulator, "services", ns, "bgd")
+    assert svc is None or svc["metadata"].get("deletionTimestamp")
+
+
 # --- 8. autoscale ------------------------------------------------------------------------------
 def test_autoscale_applies_an_hpa_and_no_replicas(tier: K8sTier, emulator: Emulator,
                                                   k8s_namespace: str) -> None:

@@ -124,7 +124,14 @@ class LoadRun:
                 self.series.replicas(time.monotonic() - self._t0, ready, desired)
 
     # --- results -----------------------------------------------------------------------------------
+    @property
+    def clock_zero(self) -> float | None:
+        """The run's start on ``time.monotonic()`` (None before it starts): the records' times
+        count from it, so they line up with a server's own monotonic log on the same machine."""
+        return self._started_at
+
     def elapsed(self) -> float:
+        """Seconds the run has lasted so far (or lasted, once done)."""
         if self._started_at is None:
             return 0.0
         end = self._ended_at if self._ended_at is not None else time.monotonic()

@@ -262,9 +262,21 @@ def student_lab(student: pwd.struct_passwd, system_venv: Path) -> Iterator[Lab]:
                     system_venv, timeout=120)
 
 
-def _run_all_and_wait(page: Any, cells: Any) -> None:
+def _kernel_busy(lab: Lab) -> bool:
+    """Whether the student's kernel is executing something, as the server sees it. JupyterLab
+    takes the ``[*]`` off every queued cell as soon as one cell replies with an error, even a
+    ``raises-exception`` one, while the kernel goes on to run them: the prompts alone cannot tell
+    a run that stopped from one still going (CI saw the serve cell after the refused one counted
+    as stopped)."""
+    try:
+        return any(k.get("execution_state") != "idle" for k in lab.api("/api/kernels"))
+    except OSError:
+        return True  # cannot tell now: keep waiting (the run's deadline still bounds it)
+
+
+def _run_all_and_wait(page: Any, cells: Any, lab: Lab) -> None:
     """Run > Run All Cells, then wait until the last cell has its execution count, or fail as soon
-    as the run stopped short of it (a cell raised: the queued ones lose their ``[*]``)."""
+    as the run stopped short of it (a cell raised: no cell shows ``[*]`` and the kernel is idle)."""
     page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
     page.locator(".lm-Menu-itemLabel", has_text=re.compile(r"^Run All Cells$")).click()
     last = cells.last.locator(".jp-InputPrompt")
@@ -273,7 +285,7 @@ def _run_all_and_wait(page: Any, cells: Any) -> None:
     deadline = time.monotonic() + NOTEBOOK_TIMEOUT_S
     idle = 0  # polls in a row that saw no queued or running cell
     while not re.fullmatch(r"\[\d+\]:?", (last.text_content() or "").strip()):
-        idle = 0 if prompts.filter(has_text="[*]").count() else idle + 1
+        idle = 0 if prompts.filter(has_text="[*]").count() or _kernel_busy(lab) else idle + 1
         if idle >= 3 and not re.fullmatch(r"\[\d+\]:?", (last.text_content() or "").strip()):
             shown = [(p.text_content() or "").strip() for p in prompts.all()]
             ran = [i for i, p in enumerate(shown) if re.fullmatch(r"\[\d+\]:?", p)]
@@ -312,7 +324,7 @@ def test_student_runs_the_teaching_lab_to_the_last_cell(
     assert "jupyter-tiers" in [e["name"] for e in extensions["federated_extensions"]], extensions
     expected = len(nbformat.read(ROOT / "examples" / NOTEBOOK, as_version=4).cells)
     started = time.monotonic()
-    _run_all_and_wait(page, cells)
+    _run_all_and_wait(page, cells, student_lab)
     print(f"[student lab] all {expected} cells ran in the browser in {time.monotonic() - started:.0f} s")
     # A job widget appeared where a --wait cell runs (the widget front end of the system venv).
     expect(cells.nth(5).locator(".jt-job .jt-summary")).to_contain_text("COMPLETED in ")

@@ -14,6 +14,7 @@ from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.parse import expand_hostlist
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests import helpers
+from tests.cluster.conftest import RANKS_UP
 
 pytestmark = pytest.mark.cluster
 
@@ -44,13 +45,13 @@ def test_two_node_job_completes_with_logs_per_rank(box: SlurmTier) -> None:
 
 
 def test_failing_rank_is_named_and_others_are_stopped(box: SlurmTier) -> None:
-    body = textwrap.dedent(
+    body = RANKS_UP + textwrap.dedent(
         """\
         import os, sys, time
         rank = int(os.environ["RANK"])
         print("rank", rank, "up", flush=True)
         if rank == 2:
-            time.sleep(2)
+            all_up()
             print("rank 2 giving up", file=sys.stderr)
             sys.exit(7)
         time.sleep(120)
@@ -131,9 +132,9 @@ def test_bad_values_are_rejected_before_anything_runs(box: SlurmTier) -> None:
 
 
 def test_a_rank_that_crashes_is_named_as_the_cause(box: SlurmTier) -> None:
-    body = ("import os, time\n"
-            "if os.environ['RANK'] == '1':\n    time.sleep(1)\n    os.abort()\n"
-            "time.sleep(120)\n")
+    body = RANKS_UP + ("import os, time\n"
+                       "if os.environ['RANK'] == '1':\n    all_up()\n    os.abort()\n"
+                       "time.sleep(120)\n")
     job = box.submit(box.make_spec(body, name="crash", nodes=2))
     status = job.wait(timeout=180)
     assert status.state is JobState.FAILED

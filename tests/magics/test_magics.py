@@ -599,8 +599,14 @@ class TestCluster:
             """\
             import os, sys, time
             print("up", flush=True)
-            if os.environ["RANK"] == "1":
-                time.sleep(1)
+            up = os.path.join(os.environ["JT_JOB_DIR"], "up")
+            os.makedirs(up, exist_ok=True)
+            open(os.path.join(up, os.environ["RANK"]), "w").close()
+            if os.environ["RANK"] == "1":  # fail once every rank is up: 3 started ranks to stop
+                for _ in range(1200):
+                    if len(os.listdir(up)) == 4:
+                        break
+                    time.sleep(0.1)
                 sys.exit(3)
             time.sleep(300)
             """

@@ -96,16 +96,19 @@ def test_switches_keep_the_job_on_one_leaf(box: SlurmTier, cluster_env: dict[str
     # Occupy node2 so the free nodes (node1, node3, node4) straddle both leaves.
     blocker = box.submit(box.make_spec("import time\ntime.sleep(300)\n", name="blocker",
                                        sbatch_options=("--nodelist=node2", "--exclusive")))
-    wait_for(lambda: blocker.status().state is JobState.RUNNING)
+    wait_for(lambda: blocker.status().state is JobState.RUNNING, timeout=300)
+    # Wait up to 5 minutes (Slurm's default max_switch_wait) for one leaf: with 1 minute, a
+    # node of the free leaf still busy that long (another test's job completing, a node the
+    # chaos test set down coming back) would let Slurm place the job across both leaves.
     job = box.submit(box.make_spec("print('placed')", name="switches", nodes=half,
-                                   switches="1@00:01:00"))
-    status = job.wait(timeout=180)
+                                   switches="1@00:05:00"))
+    status = job.wait(timeout=420)
     blocker.cancel()
     assert status.state is JobState.COMPLETED
     placed = set(expand_hostlist(status.nodelist or ""))
     assert len(placed) == half
     assert any(placed <= leaf for leaf in leaves), f"{placed} straddles leaf switches"
-    assert "#SBATCH --switches=1@00:01:00" in job.script
+    assert "#SBATCH --switches=1@00:05:00" in job.script
 
 
 def test_new_process_can_reattach_from_registry(box: SlurmTier, tmp_path: Path) -> None:

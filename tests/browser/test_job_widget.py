@@ -222,8 +222,14 @@ def test_failing_rank_is_marked_first_failure(page: Any, lab: Lab, box_tier: Slu
         import os, sys, time
         rank = int(os.environ["RANK"])
         print(f"rank {rank} up", flush=True)
-        if rank == 3:
-            time.sleep(2)
+        up = os.path.join(os.environ["JT_JOB_DIR"], "up")
+        os.makedirs(up, exist_ok=True)
+        open(os.path.join(up, str(rank)), "w").close()
+        if rank == 3:  # fail once every rank is up, so fail-stop has 3 started ranks to stop
+            for _ in range(1200):
+                if len(os.listdir(up)) == 4:
+                    break
+                time.sleep(0.1)
             print("RuntimeError: rank 3 gives up", file=sys.stderr, flush=True)
             sys.exit(3)
         time.sleep(300)

@@ -80,16 +80,24 @@ def kill_own_sshd_children(host: str, port: int) -> int:
 def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, lines: int = 1000,
                     server_share: float = 0.5, cut_kinds: dict[str, int] | None = None,
                     progress: Callable[[str], None] | None = None) -> Outcome:
-    """A job printing ``lines`` numbered lines (100 a second) followed while this process's SSH
-    connection is cut ``cuts`` times, at moments drawn from ``seed``: a seeded ``server_share``
-    of them server side (the sshd child SIGKILLed), the others client side (``ss -K``);
-    ``cut_kinds`` (if given) gets how many of each were made."""
+    """A job printing ``lines`` numbered lines (100 a second), and more until the cuts are done,
+    followed while this process's SSH connection is cut ``cuts`` times, at moments drawn from
+    ``seed``: a seeded ``server_share`` of them server side (the sshd child SIGKILLed), the
+    others client side (``ss -K``); ``cut_kinds`` (if given) gets how many of each were made.
+    The job ends with a ``total N`` line: how many numbered lines it wrote."""
     outcome = Outcome("ssh: connection cut mid-stream (client and server side)")
+    # It prints on until the cutter is done (a file in its directory), at most GUARD seconds:
+    # on a busy machine the SSH reconnects between cuts can outlast a fixed 1,000 lines.
     body = textwrap.dedent(f"""\
-        import time
-        for i in range({lines}):
+        import os, time
+        done = os.path.join(os.environ["JT_JOB_DIR"], "cuts-done")
+        deadline = time.monotonic() + {GUARD}
+        i = 0
+        while i < {lines} or (not os.path.exists(done) and time.monotonic() < deadline):
             print("n", i, flush=True)
+            i += 1
             time.sleep(0.01)
+        print("total", i, flush=True)
         """)
     job = tier.submit(tier.make_spec(body, name="chaos-ssh"))
     seen: list[int] = []
@@ -101,6 +109,18 @@ def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, li
     kinds = {"client": 0, "server": 0}
 
     def cutter() -> None:
+        try:
+            cut_all()
+        finally:
+            for _ in range(20):  # tell the job the cuts are done (the tier reconnects if need be)
+                try:
+                    tier.transport.run(["touch", "--", f"{job.record.jobdir}/cuts-done"])
+                    break
+                except Exception:  # a reconnect refused a moment: try again
+                    if stop.wait(0.5):
+                        break
+
+    def cut_all() -> None:
         first.wait(GUARD)
         # Spread over most of the job's run (100 lines a second): a cut every 0.2..0.8 s for
         # the bounded run's 1,000 lines, proportionally more apart for a longer job.
@@ -108,34 +128,48 @@ def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, li
             if stop.wait(delay):
                 return
             side = "server" if sides.random() < server_share else "client"
-            at = time.monotonic()
-            if (kill_own_sshd_children if side == "server" else cut_own_connections)(host, port):
-                cut_at.append(at)
-                outcome.faults += 1
-                kinds[side] += 1
-                if progress:
-                    progress(f"  SSH cut {outcome.faults}/{cuts} ({side} side)")
+            cut = kill_own_sshd_children if side == "server" else cut_own_connections
+            # Between a cut and the reconnect there is no connection to cut: retry until the
+            # follower has one again (a busy machine's SSH login takes seconds) or the job ended,
+            # so that a slow reconnect does not silently skip the cut.
+            while True:
+                at = time.monotonic()
+                if cut(host, port):
+                    break
+                if stop.wait(0.05):
+                    return
+            cut_at.append(at)
+            outcome.faults += 1
+            kinds[side] += 1
+            if progress:
+                progress(f"  SSH cut {outcome.faults}/{cuts} ({side} side)")
 
     thread = threading.Thread(target=cutter, name="chaos-ssh-cutter", daemon=True)
     thread.start()
+    total: int | None = None
     try:
-        for line in job.follow(timeout=GUARD + 3 * lines / 100):  # a bound on the whole run
+        for line in job.follow(timeout=2 * GUARD + 3 * lines / 100):  # a bound on the whole run
             parts = line.text.split()
             if len(parts) == 2 and parts[0] == "n" and parts[1].isdigit():
                 seen.append(int(parts[1]))
                 received_at.append(time.monotonic())
                 first.set()
+            elif len(parts) == 2 and parts[0] == "total" and parts[1].isdigit():
+                total = int(parts[1])
     finally:
         stop.set()
         thread.join(30)
-    result = check_sequence(seen, lines)
+    if total is None:
+        outcome.problems.append("the job's closing 'total' line was lost")
+    written = total if total is not None else max([lines - 1, *seen]) + 1
+    result = check_sequence(seen, written)
     outcome.checked = len(seen)
     outcome.lost, outcome.duplicated = result.lost, result.duplicated
     if result.out_of_order:
         outcome.wrong(f"{result.out_of_order} lines out of order")
     if result.lost or result.duplicated:
-        outcome.problems.append(f"{result.lost} lost, {result.duplicated} duplicated of {lines}")
-    status = job.wait(timeout=GUARD + 3 * lines / 100)
+        outcome.problems.append(f"{result.lost} lost, {result.duplicated} duplicated of {written}")
+    status = job.wait(timeout=2 * GUARD + 3 * lines / 100)
     if status.state is not JobState.COMPLETED:
         outcome.wrong(f"job {job.id} ended {status.state.value}: {status.reason}")
     for at in cut_at:

@@ -17,6 +17,28 @@ from jupyter_tiers.slurm.tier import SlurmTier
 ROOT = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 
+# Python lines to begin a job body with, for a test where one rank fails and fail-stop must stop
+# every other one: each rank leaves a file in $JT_JOB_DIR/up, and ``all_up()`` waits (at most
+# ``timeout`` s) until every rank of the job has. A rank that fails only after all_up() cannot have
+# fail-stop kill another before its rank shim recorded its start (on a busy machine a node's ranks
+# may start seconds after another's): such a rank would end "waiting", not "stopped".
+RANKS_UP = textwrap.dedent(
+    """\
+    import os as _os, time as _time
+    _up = _os.path.join(_os.environ["JT_JOB_DIR"], "up")
+    _os.makedirs(_up, exist_ok=True)
+    open(_os.path.join(_up, _os.environ["RANK"]), "w").close()
+
+
+    def all_up(timeout=120):
+        deadline = _time.time() + timeout
+        while len(_os.listdir(_up)) < int(_os.environ["WORLD_SIZE"]) and _time.time() < deadline:
+            _time.sleep(0.1)
+
+
+    """
+)
+
 
 def profile_yaml(env: dict[str, str], name: str = "box", **overrides: str) -> str:
     known_hosts = overrides.get("known_hosts", env["JT_KNOWN_HOSTS"])

@@ -58,6 +58,8 @@ def test_cancel_one_task_then_all(box: SlurmTier) -> None:
     job = box.submit(box.make_spec(body, name="arr-cancel", array="0-2"))
     assert isinstance(job, ArrayJob)
     wait_for(lambda: all(s.state is JobState.RUNNING for s in job.task_statuses().values()), timeout=180)
+    # RUNNING is the scheduler's word: a task's program may print its line seconds later.
+    wait_for(lambda: all(f"task {i}" in job.task(i).logs(rank=0) for i in (0, 2)), timeout=180)
     job.task(1).cancel()
     wait_for(lambda: job.task_statuses()[1].state is JobState.CANCELLED, timeout=120)
     tasks = job.task_statuses()

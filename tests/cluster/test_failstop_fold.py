@@ -18,17 +18,18 @@ from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.viewstate.job import message_rows, text_message
 from jupyter_tiers.widgets.job_view import JobView
 from jupyter_tiers.widgets.text import TextView
+from tests.cluster.conftest import RANKS_UP
 from tests.helpers import SentRecorder
 
 pytestmark = pytest.mark.cluster
 
-BODY = textwrap.dedent(
+BODY = RANKS_UP + textwrap.dedent(
     """\
     import os, time
     rank = int(os.environ["RANK"])
     print("rank", rank, "up", flush=True)
     if rank == 5:
-        time.sleep(3)
+        all_up()
         raise RuntimeError("rank 5 gives up")
     time.sleep(120)
     """

@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from jupyter_tiers.sandbox import lab
-from tests.helpers import loud_skip
+from tests.helpers import loud_skip, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -250,8 +250,11 @@ def test_students_run_as_themselves_and_cannot_touch_each_other(
     assert "whoami: jt-student1" in done.stdout, done.stdout
     job_id, jobdir, state = _newest(done.stdout, "lab-whoami")
     assert state == "COMPLETED" and jobdir.startswith("/home/jt-student1/jupyter-tiers/")
-    owner = subprocess.run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "User"], env=slurm,
-                           capture_output=True, text=True, check=True).stdout.split()
+    # slurmdbd may record a job a moment after slurmctld has ended it: ask until sacct knows it.
+    sacct = ["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "User"]
+    owner = wait_for(lambda: subprocess.run(sacct, env=slurm, capture_output=True, text=True,
+                                            check=True).stdout.split(),
+                     f"sacct to know job {job_id}", interval=1.0)
     assert owner == ["jt-student1"]
 
     # A job of student 1 that stays running while student 2 tries things.

@@ -143,7 +143,9 @@ def test_requeue_mid_job_keeps_one_job_and_one_log(box: SlurmTier, tmp_path: Pat
                       on_lines=lambda batch: lines.extend(ln.text if ln.rank is None else
                                                           f"{ln.rank}: {ln.text}" for ln in batch))
     wait_for(lambda: all(f"{r}: run 0 slurm unset begins" in lines for r in range(2)), timeout=180)
-    result = box.transport.run(["scontrol", "requeue", job.id], check=False)
+    # requeuehold: requeued, then held until released below. A plain requeue would start the
+    # next run cred_expire+1 s later (31 s here), which a busy machine's reattach could miss.
+    result = box.transport.run(["scontrol", "requeuehold", job.id], check=False)
     assert result.exit_status == 0, result.stderr
     # A restarted kernel between the runs: a new tier and registry connection reattaches (the
     # watcher recorded the restart) and its widget follows the rest.
@@ -154,6 +156,8 @@ def test_requeue_mid_job_keeps_one_job_and_one_log(box: SlurmTier, tmp_path: Pat
         between = again.status()
         assert (between.state, between.restarts) == (JobState.PENDING, 1), between
         reattached = RecordingView(again, log_offset=None)
+        result = box.transport.run(["scontrol", "release", job.id], check=False)
+        assert result.exit_status == 0, result.stderr
         # Slurm holds a requeued job cred_expire+1 s (its begin time) before the next run: 31 s on
         # the test cluster (cluster.sh), 121 s on a default Slurm; the bounds allow the default.
         assert ended.wait(420), [s.state for s in seen]

@@ -14,6 +14,7 @@ from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.parse import expand_hostlist
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests import helpers
+from tests.cluster.conftest import RANKS_UP
 
 pytestmark = pytest.mark.cluster
 
@@ -44,13 +45,13 @@ def test_two_node_job_completes_with_logs_per_rank(box: SlurmTier) -> None:
 
 
 def test_failing_rank_is_named_and_others_are_stopped(box: SlurmTier) -> None:
-    body = textwrap.dedent(
+    body = RANKS_UP + textwrap.dedent(
         """\
         import os, sys, time
         rank = int(os.environ["RANK"])
         print("rank", rank, "up", flush=True)
         if rank == 2:
-            time.sleep(2)
+            all_up()
             print("rank 2 giving up", file=sys.stderr)
             sys.exit(7)
         time.sleep(120)
@@ -95,16 +96,19 @@ def test_switches_keep_the_job_on_one_leaf(box: SlurmTier, cluster_env: dict[str
     # Occupy node2 so the free nodes (node1, node3, node4) straddle both leaves.
     blocker = box.submit(box.make_spec("import time\ntime.sleep(300)\n", name="blocker",
                                        sbatch_options=("--nodelist=node2", "--exclusive")))
-    wait_for(lambda: blocker.status().state is JobState.RUNNING)
+    wait_for(lambda: blocker.status().state is JobState.RUNNING, timeout=300)
+    # Wait up to 5 minutes (Slurm's default max_switch_wait) for one leaf: with 1 minute, a
+    # node of the free leaf still busy that long (another test's job completing, a node the
+    # chaos test set down coming back) would let Slurm place the job across both leaves.
     job = box.submit(box.make_spec("print('placed')", name="switches", nodes=half,
-                                   switches="1@00:01:00"))
-    status = job.wait(timeout=180)
+                                   switches="1@00:05:00"))
+    status = job.wait(timeout=420)
     blocker.cancel()
     assert status.state is JobState.COMPLETED
     placed = set(expand_hostlist(status.nodelist or ""))
     assert len(placed) == half
     assert any(placed <= leaf for leaf in leaves), f"{placed} straddles leaf switches"
-    assert "#SBATCH --switches=1@00:01:00" in job.script
+    assert "#SBATCH --switches=1@00:05:00" in job.script
 
 
 def test_new_process_can_reattach_from_registry(box: SlurmTier, tmp_path: Path) -> None:
@@ -131,9 +135,9 @@ def test_bad_values_are_rejected_before_anything_runs(box: SlurmTier) -> None:
 
 
 def test_a_rank_that_crashes_is_named_as_the_cause(box: SlurmTier) -> None:
-    body = ("import os, time\n"
-            "if os.environ['RANK'] == '1':\n    time.sleep(1)\n    os.abort()\n"
-            "time.sleep(120)\n")
+    body = RANKS_UP + ("import os, time\n"
+                       "if os.environ['RANK'] == '1':\n    all_up()\n    os.abort()\n"
+                       "time.sleep(120)\n")
     job = box.submit(box.make_spec(body, name="crash", nodes=2))
     status = job.wait(timeout=180)
     assert status.state is JobState.FAILED

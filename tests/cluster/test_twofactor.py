@@ -281,8 +281,12 @@ def test_a_watcher_that_cannot_ask_says_so_and_a_login_brings_it_back(
     states: list[JobState] = []
     previous = set_prompter(prompter)
     try:
-        job = tier.submit(tier.make_spec("import time\ntime.sleep(15)\nprint('done', flush=True)\n",
-                                         name="twofactor-watch"))
+        # The job runs until the test says go (at most 300 s), not a fixed 15 s: on a busy machine
+        # the watcher could see it end before the link drops, and never be asked for a code.
+        body = ("import os, time\ngo = os.path.join(os.environ['JT_JOB_DIR'], 'go')\n"
+                "for _ in range(3000):\n    if os.path.exists(go):\n        break\n    time.sleep(0.1)\n"
+                "print('done', flush=True)\n")
+        job = tier.submit(tier.make_spec(body, name="twofactor-watch"))
 
         def on_status(status: Any) -> None:
             messages.append(status.message)
@@ -301,6 +305,7 @@ def test_a_watcher_that_cannot_ask_says_so_and_a_login_brings_it_back(
         # Someone logs in again (what %tiers login does): the watcher carries on to the end.
         set_prompter(prompter)
         tier.transport.connect()
+        tier.transport.run(["touch", "--", f"{job.record.jobdir}/go"])
         wait_for(lambda: states[-1] is JobState.COMPLETED, "the job to complete", timeout=180)
         tier.watcher.unwatch(sub)
     finally:

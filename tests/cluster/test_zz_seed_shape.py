@@ -15,7 +15,7 @@ from jupyter_tiers.slurm.parse import expand_hostlist
 from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.status import summary_line
 
-from .conftest import cluster
+from .conftest import RANKS_UP, cluster
 
 pytestmark = pytest.mark.cluster
 
@@ -30,12 +30,12 @@ def big_cluster(cluster_env: dict[str, str]) -> Iterator[None]:
 
 
 def test_256_ranks_one_fails_and_is_reported(big_cluster: None, box: SlurmTier) -> None:
-    body = textwrap.dedent(
+    body = RANKS_UP + textwrap.dedent(
         """\
         import os, sys, time
         rank = int(os.environ["RANK"])
         if rank == 137:
-            time.sleep(3)
+            all_up(timeout=300)  # 256 ranks starting on a busy machine
             print("rank 137: NCCL watchdog timeout (simulated)", file=sys.stderr)
             sys.exit(7)
         time.sleep(300)

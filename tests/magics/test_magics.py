@@ -527,7 +527,9 @@ def check_same_name_attaches(ip, capsys, profile: str) -> None:
     again = train(ip, capsys, f"{line} --out second", SLEEPER)
     second = ip.user_ns.pop("second")
     assert second.id == first.id
-    assert re.match(rf"job {first.id} \(keep-one\) is still (PENDING|RUNNING): attached to it", again), again
+    # (Slurm shows a starting job CONFIGURING a moment, as test_cancel and the handoff tests allow)
+    assert re.match(rf"job {first.id} \(keep-one\) is still (PENDING|CONFIGURING|RUNNING): attached to it",
+                    again), again
     assert [r.job_id for r in Registry().list()] == [first.id]
     train(ip, capsys, f"{line} --resubmit --out third", SLEEPER)
     third = ip.user_ns.pop("third")
@@ -599,8 +601,14 @@ class TestCluster:
             """\
             import os, sys, time
             print("up", flush=True)
-            if os.environ["RANK"] == "1":
-                time.sleep(1)
+            up = os.path.join(os.environ["JT_JOB_DIR"], "up")
+            os.makedirs(up, exist_ok=True)
+            open(os.path.join(up, os.environ["RANK"]), "w").close()
+            if os.environ["RANK"] == "1":  # fail once every rank is up: 3 started ranks to stop
+                for _ in range(1200):
+                    if len(os.listdir(up)) == 4:
+                        break
+                    time.sleep(0.1)
                 sys.exit(3)
             time.sleep(300)
             """

@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import OUTPUT, Lab, _running_lab
-from tests.browser.test_job_widget import no_page_errors, open_notebook, run_cell, write_notebook
+from tests.browser.test_job_widget import confirm, no_page_errors, open_notebook, run_cell, write_notebook
 from tests.local_serve.conftest import service_processes
 
 pytestmark = [pytest.mark.browser]
@@ -122,6 +122,6 @@ def test_load_panel_runs_charts_and_stops(page: Any, load_lab: Lab) -> None:
 
     delete = widget.locator(".jt-delete")
     delete.click()
-    delete.click()
+    confirm(delete)
     expect(widget.locator(".jt-state")).to_have_text("DELETED", timeout=TIMEOUT_MS)
     no_page_errors(page)

@@ -104,10 +104,14 @@ class LabProcess:
     cmd: list[str]
     env: dict[str, str]
     proc: subprocess.Popen[bytes] | None = None
+    served: bool = False  # it answered once: its URL is known, a restart keeps its port
 
     def start(self) -> None:
         """Start ``jupyter lab`` and wait until it answers ``/api/status``. Its port may linger a
-        moment after the previous process died: a start that cannot bind it is tried again."""
+        moment after the previous process died: a start that cannot bind it is tried again. The
+        first start takes another free port instead (another process may have taken the one
+        ``free_port`` found free a moment before, in the seconds a loaded machine takes to start
+        the server)."""
         deadline = time.monotonic() + SERVER_START_S
         while True:
             with self.server.log.open("ab") as out:
@@ -118,6 +122,7 @@ class LabProcess:
             while proc.poll() is None:
                 try:
                     self.server.api("/api/status")
+                    self.served = True
                     return
                 except (OSError, urllib.error.URLError):
                     pass
@@ -127,6 +132,10 @@ class LabProcess:
                 time.sleep(0.3)
             if time.monotonic() > deadline or "already in use" not in self.server.log_tail(5):
                 pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{self.server.log_tail()}")
+            if not self.served:
+                port = free_port()
+                self.cmd = [f"--port={port}" if a.startswith("--port=") else a for a in self.cmd]
+                self.server.url = f"http://127.0.0.1:{port}"
             time.sleep(0.5)
 
     def signal(self, sig: int) -> None:

@@ -52,6 +52,8 @@ CHROMIUM_ARGS = [
 SERVER_START_S = 90
 UI_TIMEOUT_MS = 60_000
 JOB_TIMEOUT_MS = 180_000
+# One REST call to the Lab (its extension's may ask a cluster: sacct over SSH for the history).
+API_TIMEOUT_S = 60
 
 
 def _missing(reason: str) -> None:
@@ -77,7 +79,7 @@ class Lab:
         req = urllib.request.Request(
             f"{self.url}{path}", method=method, headers={"Authorization": f"token {self.token}"}
         )
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with urllib.request.urlopen(req, timeout=API_TIMEOUT_S) as resp:
             body = resp.read()
         return json.loads(body) if body else None
 

@@ -51,6 +51,11 @@ class Hub:
         self._registry = registry
         self._connect = connect or service.connect
         self._lock = threading.RLock()
+        # Held from a change (a scan of the registry, a delivered status) through the sending of
+        # its message: the listeners get the changes in the order they were made, so an update
+        # held up on its way out cannot land after a newer one (a row stuck on RUNNING); and
+        # scans do not overlap, so an older read of the registry is never applied after a newer.
+        self._emit_lock = threading.RLock()
         self._listeners: dict[int, Listener] = {}
         self._ids = itertools.count(1)
         self._records: dict[str, JobRecord] = {}
@@ -176,6 +181,10 @@ class Hub:
 
     def scan(self) -> None:
         """Read the registry; emit updates for new or changed records and removals."""
+        with self._emit_lock:
+            self._scan()
+
+    def _scan(self) -> None:
         try:
             records = self._registry().list(limit=self.limit)
         except TiersError as exc:
@@ -224,6 +233,12 @@ class Hub:
             self._emit({"type": "update", "items": changed})
 
     def _on_status(self, key: str, status: JobStatus | ServiceStatus) -> None:
+        with self._emit_lock:
+            self._status_changed(key, status)
+        if not _status_active(status):
+            self._wake.set()  # let the loop drop the subscription
+
+    def _status_changed(self, key: str, status: JobStatus | ServiceStatus) -> None:
         with self._lock:
             rec = self._records.get(key)
             if rec is None:
@@ -242,8 +257,6 @@ class Hub:
             self._emit({"type": "update", "items": [item]})
         if profile_news:
             self._emit({"type": "error", "profile": rec.profile, "message": problem})
-        if not _status_active(status):
-            self._wake.set()  # let the loop drop the subscription
 
     def _sync_subscriptions(self, want: set[str]) -> None:
         """Subscribe what is wanted and not watched, unsubscribe the rest. Tier calls are made
@@ -263,11 +276,12 @@ class Hub:
                 tier = self._connect(rec.profile, rec.kind)
                 sub = self._subscribe(tier, rec)
             except (TiersError, ValueError) as exc:
-                with self._lock:
-                    news = self._errors.get(rec.profile) != str(exc)
-                    self._errors[rec.profile] = str(exc)
-                if news:
-                    self._emit({"type": "error", "profile": rec.profile, "message": str(exc)})
+                with self._emit_lock:
+                    with self._lock:
+                        news = self._errors.get(rec.profile) != str(exc)
+                        self._errors[rec.profile] = str(exc)
+                    if news:
+                        self._emit({"type": "error", "profile": rec.profile, "message": str(exc)})
                 continue
             with self._lock:
                 keep = rec.key not in self._subs and not self._stopped.is_set()

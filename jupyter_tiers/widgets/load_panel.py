@@ -25,6 +25,9 @@ class LoadPanel:
         self.service = service
         self._send = send
         self._lock = threading.Lock()
+        # Held from reading the state to sending it: messages from the kernel's, the start's and the
+        # run's threads leave in the order of the states they carry (the last one sent is the newest).
+        self._send_lock = threading.RLock()
         self.run: Any = None
         self.state = "idle"  # idle, starting, running, done, stopped, error
         self.message = ""
@@ -53,14 +56,17 @@ class LoadPanel:
     # --- start and stop ---------------------------------------------------------------------
     def start(self, content: dict[str, Any]) -> None:
         with self._lock:
-            if self.state in ("starting", "running"):
-                self._set(message="a load test is already running; Stop it first")
-                return
-            if self._closed:
-                return
-            self.state = "starting"
-            self._rows.clear()
-            self.summary = {}
+            busy = self.state in ("starting", "running")
+            closed = self._closed
+            if not busy and not closed:
+                self.state = "starting"
+                self._rows.clear()
+                self.summary = {}
+        if closed:
+            return
+        if busy:
+            self._set(message="a load test is already running; Stop it first")
+            return
         self._set(message="", reset=True)
         threading.Thread(target=self._start, args=(content,), name="jt-load-start", daemon=True).start()
 
@@ -79,8 +85,9 @@ class LoadPanel:
             stop_now = self._closed
             if self.state == "starting":
                 self.state = "running"
+        # Not if the run ended already (a short one, this thread held up): its end said it all.
         self._set(message=f"sending {run.plan.rps:g} requests/s for {run.plan.seconds:g} s to "
-                          f"{run.plan.request.method} {run.plan.request.path}")
+                          f"{run.plan.request.method} {run.plan.request.path}", only_while="running")
         if stop_now:
             run.stop()
 
@@ -89,7 +96,7 @@ class LoadPanel:
             run = self.run
         if run is None or run.done:
             return
-        self._set(message="stopping…")
+        self._set(message="stopping…", only_while="running")
         threading.Thread(target=run.stop, name="jt-load-stop", daemon=True).start()
 
     def close(self) -> None:
@@ -122,17 +129,26 @@ class LoadPanel:
         self._set(rows=rows, message=message)
 
     def _set(self, *, rows: list[dict[str, Any]] | None = None, message: str | None = None,
-             reset: bool = False) -> None:
-        if message is not None:
-            self.message = message
-        self._send({"kind": "load", "state": self.state, "message": self.message, "summary": self.summary,
-                    "rows": rows or [], "reset": reset, "limit": self.limit})
+             reset: bool = False, only_while: str | None = None) -> None:
+        """Send the panel's state (and ``message``, the new one); with ``only_while``, nothing
+        unless the state is still that one."""
+        with self._send_lock:
+            with self._lock:
+                if only_while is not None and self.state != only_while:
+                    return
+                if message is not None:
+                    self.message = message
+                msg = {"kind": "load", "state": self.state, "message": self.message, "summary": self.summary,
+                       "rows": rows or [], "reset": reset, "limit": self.limit}
+            self._send(msg)
 
     def resend(self) -> None:
-        """Everything so far, for a (re)loaded page."""
-        with self._lock:
-            rows = [self._rows[t] for t in sorted(self._rows)]
-        self._set(rows=rows, reset=True)
+        """Everything so far, for a (re)loaded page (no update of the run's slips in between
+        the rows read and their sending, to be wiped by the reset)."""
+        with self._send_lock:
+            with self._lock:
+                rows = [self._rows[t] for t in sorted(self._rows)]
+            self._set(rows=rows, reset=True)
 
 
 def request_of(content: dict[str, Any]) -> dict[str, Any]:

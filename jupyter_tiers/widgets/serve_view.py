@@ -107,6 +107,7 @@ class ServeView(anywidget.AnyWidget):
         self._last_line: str | None = None
         self._scale_wanted: int | None = None
         self._buffer: collections.deque[list[Any]] = collections.deque(maxlen=self.log_limit)
+        self._send_lock = threading.Lock()  # a reset (hello) and the batches in order
         self._batcher: LineBatcher[PodLogLine] = LineBatcher(self._send_lines)
         self._sub: Subscription[ServiceStatus] | None = None
         self._closed = False
@@ -156,9 +157,12 @@ class ServeView(anywidget.AnyWidget):
 
     def _send_lines(self, lines: list[PodLogLine], skipped: int) -> None:
         rows = line_rows(lines)
-        self._buffer.extend(rows)
-        self.lines_received += len(lines) + skipped
-        self.send({"kind": "lines", "lines": rows, "skipped": skipped})
+        # Kept and sent in one go: a reloaded page's reset cannot come between (a batch in the
+        # reset and then again, or sent before the reset and wiped by it).
+        with self._send_lock:
+            self._buffer.extend(rows)
+            self.lines_received += len(lines) + skipped
+            self.send({"kind": "lines", "lines": rows, "skipped": skipped})
 
     # --- from the front end ------------------------------------------------------------------
     def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
@@ -174,7 +178,8 @@ class ServeView(anywidget.AnyWidget):
             return
         kind = content.get("kind")
         if kind == "hello":  # a (re)loaded page asks for what it missed
-            self.send({"kind": "lines", "lines": list(self._buffer), "skipped": 0, "reset": True})
+            with self._send_lock:
+                self.send({"kind": "lines", "lines": list(self._buffer), "skipped": 0, "reset": True})
             return
         if self.try_panel.on_message(content):
             return

@@ -52,6 +52,8 @@ CHROMIUM_ARGS = [
 SERVER_START_S = 90
 UI_TIMEOUT_MS = 60_000
 JOB_TIMEOUT_MS = 180_000
+# One REST call to the Lab (its extension's may ask a cluster: sacct over SSH for the history).
+API_TIMEOUT_S = 60
 
 
 def _missing(reason: str) -> None:
@@ -77,7 +79,7 @@ class Lab:
         req = urllib.request.Request(
             f"{self.url}{path}", method=method, headers={"Authorization": f"token {self.token}"}
         )
-        with urllib.request.urlopen(req, timeout=10) as resp:
+        with urllib.request.urlopen(req, timeout=API_TIMEOUT_S) as resp:
             body = resp.read()
         return json.loads(body) if body else None
 
@@ -104,10 +106,14 @@ class LabProcess:
     cmd: list[str]
     env: dict[str, str]
     proc: subprocess.Popen[bytes] | None = None
+    served: bool = False  # it answered once: its URL is known, a restart keeps its port
 
     def start(self) -> None:
         """Start ``jupyter lab`` and wait until it answers ``/api/status``. Its port may linger a
-        moment after the previous process died: a start that cannot bind it is tried again."""
+        moment after the previous process died: a start that cannot bind it is tried again. The
+        first start takes another free port instead (another process may have taken the one
+        ``free_port`` found free a moment before, in the seconds a loaded machine takes to start
+        the server)."""
         deadline = time.monotonic() + SERVER_START_S
         while True:
             with self.server.log.open("ab") as out:
@@ -118,6 +124,7 @@ class LabProcess:
             while proc.poll() is None:
                 try:
                     self.server.api("/api/status")
+                    self.served = True
                     return
                 except (OSError, urllib.error.URLError):
                     pass
@@ -127,6 +134,10 @@ class LabProcess:
                 time.sleep(0.3)
             if time.monotonic() > deadline or "already in use" not in self.server.log_tail(5):
                 pytest.fail(f"jupyter lab exited with {proc.returncode}:\n{self.server.log_tail()}")
+            if not self.served:
+                port = free_port()
+                self.cmd = [f"--port={port}" if a.startswith("--port=") else a for a in self.cmd]
+                self.server.url = f"http://127.0.0.1:{port}"
             time.sleep(0.5)
 
     def signal(self, sig: int) -> None:

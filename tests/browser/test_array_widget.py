@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 
 from .conftest import JOB_TIMEOUT_MS, OUTPUT, Lab
 from .sweep_notebook import run_sweep_cell
-from .test_job_widget import HOSTILE_IMG, no_page_errors
+from .test_job_widget import HOSTILE_IMG, confirm, no_page_errors
 
 pytestmark = [pytest.mark.browser]
 SHARED_LAB = True  # one JupyterLab for this and the other widget modules (conftest.lab)
@@ -54,7 +54,7 @@ def test_sweep_widget_rows_failure_task_view_and_cancel(page: Any, lab: Lab) -> 
     cancel = rows.nth(3).locator("button.jt-task-cancel")
     cancel.click()
     expect(cancel).to_have_text("Cancel task 3?")
-    cancel.click()
+    confirm(cancel)
     expect(state[3]).to_have_text("CANCELLED", timeout=JOB_TIMEOUT_MS)
     expect(widget.locator(".jt-state")).to_have_text("FAILED", timeout=JOB_TIMEOUT_MS)
     expect(widget.locator(".jt-counts")).to_have_text("4 tasks: 2 COMPLETED, 1 FAILED, 1 CANCELLED")

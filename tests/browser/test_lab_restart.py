@@ -9,6 +9,7 @@ wait is bounded only so that a broken component fails instead of hanging.
 from __future__ import annotations
 
 import signal
+import socket
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.registry import Registry
 from tests.chaos.conftest import SEED
 from tests.chaos.scenarios_lab import lab_restarts
+from tests.helpers import free_port
 
+from . import conftest
 from .conftest import LabProcess, _lab_process
 
 pytestmark = [pytest.mark.browser]
@@ -63,3 +66,23 @@ def test_two_sidebar_tabs_reconnect_once_after_a_server_restart(
     assert outcome.checked == 2 * (3 + 3 + 4)  # rows checked in each tab: down, back, end of round
     assert outcome.clean, (outcome.problems, outcome)
     assert page.jt_dialogs == [], page.jt_dialogs
+
+
+def test_a_first_start_whose_port_was_taken_meanwhile_takes_another(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The port ``free_port`` found free is taken by another process before the server binds it
+    (a loaded machine takes seconds to start one): the first start takes another free port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        ports = iter([port])
+        monkeypatch.setattr(conftest, "free_port", lambda: next(ports, None) or free_port())
+        base = tmp_path / "lab"
+        base.mkdir()
+        tiers_yaml = f"profiles:\n  laptop:\n    tier: local\n    workdir: {tmp_path / 'work'}\n"
+        with _lab_process(base, tiers_yaml) as process:
+            assert process.server.url != f"http://127.0.0.1:{port}"
+            assert f"--port={port}" not in process.cmd
+            assert isinstance(process.server.api("/api/status"), dict)  # it serves, on the new port
+            assert "already in use" in process.server.log.read_text(errors="replace")

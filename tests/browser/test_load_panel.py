@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.browser.conftest import OUTPUT, Lab, _running_lab
-from tests.browser.test_job_widget import no_page_errors, open_notebook, run_cell, write_notebook
+from tests.browser.test_job_widget import confirm, no_page_errors, open_notebook, run_cell, write_notebook
 from tests.local_serve.conftest import service_processes
 
 pytestmark = [pytest.mark.browser]
@@ -80,9 +80,11 @@ def test_load_panel_runs_charts_and_stops(page: Any, load_lab: Lab) -> None:
         "rps: 150 is over the load_limit_rps of profile 'laptop' (100)", timeout=TIMEOUT_MS)
     assert server_count(url) == 0
 
-    # A short run: done, every sent request counted by the server, charts drawn per second.
+    # A short run: done, every sent request counted by the server, charts drawn per second. As
+    # many in flight as it sends: a service slowed by a busy machine delays answers, drops none.
     set_value(panel, ".jt-load-rps", "20")
     set_value(panel, ".jt-load-seconds", "3")
+    set_value(panel, ".jt-load-concurrency", "60")
     panel.locator(".jt-load-start").click()
     expect(panel.locator(".jt-load-state")).to_have_text("done", timeout=TIMEOUT_MS)
     summary = panel.locator(".jt-load-summary")
@@ -120,6 +122,6 @@ def test_load_panel_runs_charts_and_stops(page: Any, load_lab: Lab) -> None:
 
     delete = widget.locator(".jt-delete")
     delete.click()
-    delete.click()
+    confirm(delete)
     expect(widget.locator(".jt-state")).to_have_text("DELETED", timeout=TIMEOUT_MS)
     no_page_errors(page)

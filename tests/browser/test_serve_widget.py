@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import expect
 
 from .conftest import OUTPUT, ROOT, Lab, ServeCluster
-from .test_job_widget import no_page_errors, open_notebook, run_cell, write_notebook
+from .test_job_widget import confirm, no_page_errors, open_notebook, run_cell, write_notebook
 
 pytestmark = [pytest.mark.browser]
 
@@ -151,7 +151,7 @@ def test_live_service_widget_scales_forwards_and_deletes(
     expect(delete).to_have_text("Really delete?")
     expect(delete).to_have_attribute("data-confirm", "1")
     expect(widget.locator(".jt-state")).to_have_text("READY")
-    delete.click()
+    confirm(delete)
     expect(widget.locator(".jt-state")).to_have_text("DELETED", timeout=SERVE_TIMEOUT_MS)
     expect(widget.locator(".jt-message")).to_have_text("service web deleted", timeout=SERVE_TIMEOUT_MS)
     expect(widget.locator(".jt-ready-count")).to_have_text("")

@@ -25,7 +25,7 @@ from jupyter_tiers.model import JobState
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 
-from .conftest import JOB_TIMEOUT_MS, OUTPUT, Lab, ServeCluster
+from .conftest import API_TIMEOUT_S, JOB_TIMEOUT_MS, OUTPUT, Lab, ServeCluster
 from .test_job_widget import run_cell
 
 pytestmark = [pytest.mark.browser]
@@ -62,7 +62,7 @@ def set_theme(lab: Lab, theme: str) -> None:
         method="PUT",
         headers={"Authorization": f"token {lab.token}", "Content-Type": "application/json"},
     )
-    with urllib.request.urlopen(req, timeout=10) as resp:
+    with urllib.request.urlopen(req, timeout=API_TIMEOUT_S) as resp:
         assert resp.status in (200, 204), resp.status
 
 

@@ -17,7 +17,7 @@ from playwright.sync_api import expect
 
 from .conftest import JOB_TIMEOUT_MS, OUTPUT, Lab
 from .sweep_notebook import run_sweep_cell
-from .test_job_widget import HOSTILE_IMG, no_page_errors
+from .test_job_widget import HOSTILE_IMG, confirm, no_page_errors
 
 pytestmark = [pytest.mark.browser]
 
@@ -61,7 +61,7 @@ def test_sweep_in_the_sidebar_task_table_cancel_one_and_open_a_task(page: Any, l
         expect(cancel).to_have_text("Cancel task 2?")
         task_cancel = f"/jupyter-tiers/api/jobs/local/{array_id}_2/cancel"
         with page.expect_request(lambda r: r.method == "POST" and r.url.split("?")[0].endswith(task_cancel)):
-            cancel.click()
+            confirm(cancel)
         expect(state[2]).to_have_text("CANCELLED", timeout=JOB_TIMEOUT_MS)
         expect(table.locator(".jt-state")).to_have_text("FAILED", timeout=JOB_TIMEOUT_MS)
         expect(table.locator(".jt-summary")).to_have_text(re.compile(

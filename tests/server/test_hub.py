@@ -191,3 +191,57 @@ def test_a_service_deleted_and_recreated_under_its_key_is_followed_again(local: 
         for handle in handles:
             with contextlib.suppress(Exception):  # already deleted when the test got that far
                 handle.delete()
+
+
+def test_updates_reach_the_listeners_in_the_order_of_the_changes(tmp_path: Path) -> None:
+    """A scan's update held up on its way out (a busy machine) while the job's watch delivers its
+    end: the end still reaches the listeners last, so no tab's row stays on RUNNING (the hub's
+    cache had the end, so nothing would ever correct it)."""
+    from jupyter_tiers.errors import TiersError
+    from jupyter_tiers.model import JobState, JobStatus
+    from jupyter_tiers.registry import JobRecord, Registry
+
+    registry = Registry(tmp_path / "hub-registry.sqlite")
+    rec = JobRecord(profile="hpc", tier="slurm", job_id="8", name="run", world_size=1, state="RUNNING",
+                    submitted_at=time.time())
+    registry.add(rec)
+
+    def no_cluster(profile: str, kind: Any) -> Any:
+        raise TiersError("no cluster in this test")
+
+    hub = Hub(scan_interval=3600, registry=lambda: registry, connect=no_cluster)
+    got: list[dict[str, Any]] = []
+    changed, held, go_on = threading.Event(), threading.Event(), threading.Event()
+
+    def listener(message: dict[str, Any]) -> None:
+        if changed.is_set() and message["type"] == "update" and not held.is_set():
+            held.set()  # the scan's update of the changed record: held up on its way out
+            go_on.wait(30)
+        got.append(message)
+
+    token, _ = hub.listen(listener)
+    try:
+        changed.set()
+        registry.update(rec.key, state="RUNNING", nodelist="node1")
+        scanner = threading.Thread(target=hub.scan, name="scanner")
+        scanner.start()
+        assert held.wait(30)
+        end = JobStatus(job_id="8", state=JobState.COMPLETED, nodelist="node1", world_size=1)
+        ender = threading.Thread(target=hub._on_status, args=(rec.key, end), name="ender")
+        ender.start()
+        ender.join(0.5)  # time for an end that does not wait for the held update to overtake it
+        go_on.set()
+        scanner.join(30)
+        ender.join(30)
+
+        def states() -> list[str]:
+            return [i["state"] for m in list(got) if m["type"] == "update" for i in m["items"]
+                    if i["key"] == rec.key]
+
+        _until(lambda: len(states()) >= 2, "both updates")  # (the held one may be the hub loop's)
+        assert states() == ["RUNNING", "COMPLETED"], states()
+        assert hub.items()[0][0]["state"] == "COMPLETED"
+    finally:
+        go_on.set()
+        hub.unlisten(token)
+        hub.stop()

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_tiers.loadplan import check_plan
-from jupyter_tiers.widgets.load_panel import request_of
+from jupyter_tiers.widgets.load_panel import LoadPanel, request_of
 
 from .test_serve_text import make_service
 from .test_serve_view import RecordingView, until, views  # noqa: F401 - a fixture
@@ -109,6 +109,60 @@ def test_closing_the_view_stops_the_run(tmp_path: Path, views: list[RecordingVie
     assert until(lambda: load_msgs(view) and load_msgs(view)[-1]["state"] == "running")
     view.close()
     assert runs[0].stops == 1 and runs[0].done
+
+
+def test_a_run_that_ended_before_its_start_returned_keeps_its_end(tmp_path: Path, monkeypatch: Any) -> None:
+    """A short run whose start thread was held up (a busy kernel) ends before that thread says
+    "sending …": the panel keeps saying how it ended, not that it is sending."""
+    _tier, service = make_service(tmp_path)
+    sent: list[dict[str, Any]] = []
+    panel = LoadPanel(service, sent.append)
+
+    def fake_start(rps: Any, seconds: Any, concurrency: Any, request: Any = None, **kw: Any) -> FakeRun:
+        run = FakeRun(check_plan(rps, seconds, concurrency, request, limit_rps=200), kw["on_update"])
+        run.done = True
+        run.on_update({"rows": [], "summary": {"sent": 60, "sent_rps": 20, "asked_rps": 20}, "done": True})
+        return run
+
+    monkeypatch.setattr(service, "start_load_test", fake_start)
+    panel.state = "starting"  # as start() leaves it for its thread, which runs here
+    panel._start({"rps": 20, "seconds": 3, "concurrency": 4})
+    assert sent[-1]["state"] == "done", sent
+    assert sent[-1]["message"].startswith("done: 60 sent at 20/s of 20 asked"), sent
+
+
+def test_messages_leave_in_the_order_of_their_states(tmp_path: Path, monkeypatch: Any) -> None:
+    """The start thread's "running" held up in its sending while the run ends: the end still goes
+    out last, so the page does not stay on "running" after the run is over."""
+    _tier, service = make_service(tmp_path)
+    sent: list[dict[str, Any]] = []
+    in_send, go_on = threading.Event(), threading.Event()
+
+    def send(msg: dict[str, Any]) -> None:
+        if msg["message"].startswith("sending"):
+            in_send.set()
+            go_on.wait(30)
+        sent.append(msg)
+
+    panel = LoadPanel(service, send)
+    runs: list[FakeRun] = []
+
+    def fake_start(rps: Any, seconds: Any, concurrency: Any, request: Any = None, **kw: Any) -> FakeRun:
+        runs.append(FakeRun(check_plan(rps, seconds, concurrency, request, limit_rps=200), kw["on_update"]))
+        return runs[-1]
+
+    monkeypatch.setattr(service, "start_load_test", fake_start)
+    panel.start({"rps": 20, "seconds": 3, "concurrency": 4})
+    assert in_send.wait(30)
+    end = threading.Thread(target=runs[0].on_update,
+                           args=({"rows": [], "summary": {"sent": 60}, "done": True},))
+    end.start()
+    end.join(0.5)  # time for an end that does not wait for the held message to overtake it
+    go_on.set()
+    end.join(30)
+    assert until(lambda: len(sent) >= 3), sent  # the start's reset, "sending …", the end
+    assert [m["state"] for m in sent] == ["starting", "running", "done"], sent
+    assert sent[-1]["message"].startswith("done: 60 sent"), sent
 
 
 def test_request_of_the_panel_fields() -> None:

@@ -150,6 +150,37 @@ def test_the_buffer_is_bounded_and_a_reloaded_page_gets_it_again(
     assert [r[1] for r in reset["lines"]] == [f"line {i}" for i in range(150, 250)]
 
 
+def test_a_page_asking_again_gets_each_line_once(tmp_path: Path, views: list[RecordingView]) -> None:
+    """The page's hello while a batch is on its way out (a busy kernel; the page renders the
+    widget as the pods' first lines arrive): the batch is neither shown twice (in the reset and
+    again) nor lost under the reset."""
+    _tier, view = open_view(tmp_path, views, [status(ServiceState.DEPLOYING)])
+    in_send, go_on = threading.Event(), threading.Event()
+    record = view.send
+
+    def send(content: Any, buffers: Any = None) -> None:
+        if content.get("kind") == "lines" and not content.get("reset") and not in_send.is_set():
+            in_send.set()
+            go_on.wait(30)
+        record(content, buffers)
+
+    view.send = send  # hold the batch up on its way out
+    line = PodLogLine("serving on 0.0.0.0:8000", "llama-svc-7c9f-x2")
+    batch = threading.Thread(target=view._send_lines, args=([line], 0))
+    batch.start()
+    assert in_send.wait(30)
+    hello = threading.Thread(target=view.front, args=({"kind": "hello"},))
+    hello.start()
+    hello.join(0.5)  # time for a hello that does not wait for the batch to overtake it
+    go_on.set()
+    batch.join(30)
+    hello.join(30)
+    shown: list[list[Any]] = []
+    for msg in view.line_msgs():  # as the page applies them: a reset replaces, a batch adds
+        shown = list(msg["lines"]) if msg.get("reset") else shown + list(msg["lines"])
+    assert [row[1] for row in shown] == ["serving on 0.0.0.0:8000"], view.line_msgs()
+
+
 def test_scale_runs_on_a_thread_and_coalesces(tmp_path: Path, views: list[RecordingView]) -> None:
     tier, view = open_view(tmp_path, views, [status(ServiceState.READY, ready=2)])
     tier.gate = threading.Event()

@@ -12,6 +12,7 @@ import sys
 import textwrap
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -147,26 +148,33 @@ def test_changed_body_rolls_and_shell_body_gets_its_port(tier: LocalServeTier) -
 
 def test_delete_leaves_no_process(tier: LocalServeTier, workdir: Path) -> None:
     # Each replica leaves a child in its group and a daemon that left its session with an empty
-    # environment (only the supervisor's subreaper duty finds that one).
+    # environment (only the supervisor's subreaper duty finds that one). The daemon's sleep is
+    # this run's own number: the same test run elsewhere on the machine has its own daemons.
+    seconds = _unique_seconds()
     body = HTTP_BODY.replace("print(", "import subprocess; subprocess.Popen(['sleep', '600']); "
-                             "subprocess.Popen(['setsid', 'env', '-i', 'sleep', '987654']); print(", 1)
+                             f"subprocess.Popen(['setsid', 'env', '-i', 'sleep', '{seconds}']); print(", 1)
     svc = tier.apply(tier.make_spec(body, name="gone", replicas=2, readiness="/"))
     ready(svc, 2)
     svcdir = Path(svc.record.jobdir)
     procs = service_processes(svcdir)
     # supervisor + 2 replicas + their 2 orphan-to-be sleepers, all found by their environment
     assert len(procs) >= 5, procs
-    wait_for(lambda: len(_daemons()) == 2, "both replicas' detached daemons")
+    wait_for(lambda: len(_processes_sleeping(seconds)) == 2, "both replicas' detached daemons")
     svc.delete()
     assert service_processes(svcdir) == []
-    assert _daemons() == []
+    assert _processes_sleeping(seconds) == []
     assert not svcdir.exists()
     assert svc.status().state is ServiceState.DELETED
     assert tier.registry.get("gone").state == "DELETED"
 
 
-def _daemons() -> list[int]:
-    return _processes(b"sleep\x00987654\x00")
+def _unique_seconds() -> int:
+    """A sleep length no other test run on this machine uses (its processes are found by it)."""
+    return 900_000_000 + uuid.uuid4().int % 10**8
+
+
+def _processes_sleeping(seconds: int) -> list[int]:
+    return _processes(f"sleep\x00{seconds}\x00".encode())
 
 
 def test_a_new_process_reattaches_by_name(tier: LocalServeTier, workdir: Path, tmp_path: Path) -> None:
@@ -460,10 +468,11 @@ def test_scale_to_zero_and_back(tier: LocalServeTier) -> None:
 def test_a_crashed_replica_leaves_no_child_behind(tier: LocalServeTier) -> None:
     """Like a container runtime, a replica that ends takes its process group with it (a child left
     running would keep the port, and the restarted replica could not bind it)."""
-    body = "sleep 876543 &\necho started a child\nsleep 0.5\nexit 3\n"
+    seconds = _unique_seconds()
+    body = f"sleep {seconds} &\necho started a child\nsleep 0.5\nexit 3\n"
     svc = tier.apply(tier.make_spec(body, name="leaky", shell=True))
     wait_for(lambda: any(p.reason == "CrashLoopBackOff" for p in svc.status().pods), "the crash")
-    wait_for(lambda: not _processes(b"sleep\x00876543\x00"), "the crashed replica's child to be gone")
+    wait_for(lambda: not _processes_sleeping(seconds), "the crashed replica's child to be gone")
     assert svc.status().pods[0].exit_code == 3
 
 

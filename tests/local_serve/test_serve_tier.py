@@ -82,6 +82,26 @@ def test_crash_restarts_with_back_off_shown(tier: LocalServeTier) -> None:
     assert tier.registry.get("crashy").state == "FAILED"
 
 
+def test_a_crash_is_shown_once_its_last_line_is_in_the_log(tier: LocalServeTier) -> None:
+    """The summary of a crashed replica quotes its last line. The supervisor recorded an exit as
+    soon as it saw it, while its log thread could still be copying the replica's output: on a
+    busy machine the summary then quoted an earlier line. Here a first run leaves 256 KiB of
+    empty lines in an enlarged pipe, which take that thread a while (a crash is now recorded
+    once its output is all in the log)."""
+    body = ("import fcntl, os, sys\n"
+            "if not os.path.exists('flooded'):\n"
+            "    open('flooded', 'w').close()\n"
+            "    fcntl.fcntl(1, fcntl.F_SETPIPE_SZ, 1 << 18)\n"
+            "    os.write(1, b'\\n' * ((1 << 18) - 64))\n"
+            "print('last words', flush=True)\n"
+            "sys.exit(3)\n")
+    svc = tier.apply(tier.make_spec(body, name="flood"))
+    status = svc.wait_ready(GUARD)
+    assert status.state is ServiceState.FAILED, status
+    assert status.pods[0].exit_code == 3, status
+    assert tier.summary(svc.record, status).endswith("— last line: last words"), svc.logs(tail=3)
+
+
 def test_scale_one_three_one_behind_one_url(tier: LocalServeTier) -> None:
     svc = tier.apply(tier.make_spec(HTTP_BODY, name="scaled", readiness="/"))
     url = ready(svc, 1).endpoint

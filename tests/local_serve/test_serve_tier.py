@@ -48,7 +48,8 @@ def test_ready_answers_http_and_reports_like_kubernetes(tier: LocalServeTier) ->
     assert get(svc.url) == status.pods[0].name
     assert status.pods[0].phase == "Running" and status.pods[0].node == "localhost"
     assert status.message == "not applied on the local tier: image=python:3.12, gpus=1"
-    assert f"{status.pods[0].name}: listening on" in svc.logs()
+    # Waited for: the supervisor's log thread copies the line while the probe finds the port open.
+    wait_for(lambda: f"{status.pods[0].name}: listening on" in svc.logs(), "the first line in the log")
     assert "listening on" in svc.logs(pod=status.pods[0].name, tail=1)
     summary = tier.summary(svc.record, status)
     assert summary.startswith("service web READY 1/1 in ") and summary.endswith(f"— {svc.url} (revision 1)")
@@ -346,7 +347,7 @@ def test_profile_setup_runs_before_the_body(workdir: Path, registry: Registry) -
         body = f'echo "greeting: $GREETING"; exec {sys.executable} -m http.server --bind 127.0.0.1 {{port}}'
         svc = tier.apply(tier.make_spec(body, name="setup", shell=True))
         ready(svc, 1)
-        assert "greeting: set-up-ran" in svc.logs()
+        wait_for(lambda: "greeting: set-up-ran" in svc.logs(), "the set-up's line in the log")
     finally:
         tier.close()
         from .conftest import stop_everything

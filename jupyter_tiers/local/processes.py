@@ -156,17 +156,24 @@ def detach(pid_dirs: Sequence[Path], pid_file: str) -> None:
 
     The parent writes ``"<pid> <start time>"`` of the child atomically into ``pid_file`` in each
     of ``pid_dirs``, in that order (a tier waiting for the last one then finds them all), and
-    exits; the child returns as the leader of a new session.
+    exits; the child returns as the leader of a new session, only once the parent has written
+    them (until then it cannot end: a child that ended first left its start time unknown).
     """
+    hold, release = os.pipe()
     pid = os.fork()
     if pid:
+        os.close(hold)
         start = proc_start_time(pid)
         line = f"{pid} {start if start is not None else ''}\n"
         for directory in pid_dirs:
             tmp = directory / f".{pid_file}.tmp"
             tmp.write_text(line)
             os.replace(tmp, directory / pid_file)
-        os._exit(0)
+        os._exit(0)  # closes ``release``: the child reads its end
+    os.close(release)
+    with contextlib.suppress(OSError):
+        os.read(hold, 1)  # end of file once the parent has exited, whatever became of it
+    os.close(hold)
     os.setsid()
 
 

@@ -81,7 +81,15 @@ PROBE_PERIOD_S = 1.0
 PROBE_TIMEOUT_S = 1.0
 PROBE_FAILURES = 3
 TICK_S = 0.2
+DRAIN_S = 5.0  # at most this long after a replica exits, its last output is awaited before the exit is shown
 MAX_LINE = 65536
+
+
+def output_drained(reader: threading.Thread | None, exited_at: float, now: float) -> bool:
+    """Whether an ended replica's output is all in the log: its log thread has reached the end of
+    the pipe, or ``DRAIN_S`` has passed since the exit (a process it left, holding the pipe open,
+    must not hold the exit back for ever)."""
+    return reader is None or not reader.is_alive() or now - exited_at >= DRAIN_S
 
 
 def read_json(path: Path) -> dict[str, Any] | None:
@@ -162,6 +170,7 @@ class Replica:
         self.next_probe = 0.0
         self.kill_at: float | None = None
         self.reader: threading.Thread | None = None
+        self.exited_at: float | None = None  # when its process was seen ended (monotonic), until recorded
         self.incarnation = 0  # counts starts, so a probe's answer is matched to its process
         self.probing = False
         self.probed: tuple[int, str | None] | None = None  # (incarnation, problem), from a probe thread
@@ -367,7 +376,16 @@ class ServeSupervisor:
         for replica in list(self.replicas):
             proc = replica.proc
             if proc is not None and proc.poll() is not None:
-                self._kill_leftovers(proc.pid)
+                if replica.exited_at is None:
+                    replica.exited_at = time.monotonic()
+                    replica.ready = False  # no new connection to a process that has ended
+                    self._kill_leftovers(proc.pid)
+                # A crash is shown once its last lines are in the log (the summary quotes the last
+                # one): the log thread may still be copying the pipe when the exit is seen.
+                if replica.phase != "Terminating" and not output_drained(replica.reader, replica.exited_at,
+                                                                        time.monotonic()):
+                    continue
+                replica.exited_at = None
                 rc = proc.returncode
                 replica.exit_code = rc if rc >= 0 else 128 - rc  # a signal as a container runtime shows it
                 if replica.phase == "Terminating":
@@ -453,7 +471,8 @@ class ServeSupervisor:
                 continue
             replica.probed = None
             incarnation, problem = answer
-            if incarnation != replica.incarnation or replica.proc is None or replica.phase != "Running":
+            if (incarnation != replica.incarnation or replica.proc is None or replica.phase != "Running"
+                    or replica.exited_at is not None):
                 continue  # about a process that has ended since
             if problem is None:
                 replica.failures = 0
@@ -467,7 +486,8 @@ class ServeSupervisor:
                 replica.message = f"Readiness probe failed: {problem}"
         for replica in self.replicas:
             if replica.proc is None or replica.phase != "Running" or replica.probing \
-                    or replica.probed is not None or time.monotonic() < replica.next_probe:
+                    or replica.probed is not None or replica.exited_at is not None \
+                    or time.monotonic() < replica.next_probe:
                 continue
             path = self._revision(replica.revision).get("readiness")
             path = str(path) if isinstance(path, str) and path else None

@@ -439,9 +439,10 @@ def test_logs_survive_restarts_and_replacement(tier: K8sTier, emulator: Emulator
             assert all(len(run) == 5 for run in runs[:-1]), (pod_name, runs)
     finally:
         tier.unwatch(sub)
-    # The one-shot log has the current lines of each pod, prefixed by pod name.
-    text = service.logs()
-    assert f"{second}: line 0 {second}" in text
+    # The one-shot log has the current lines of each pod, prefixed by pod name. Waited for: it is
+    # the current container instance's, and one that has just restarted has printed nothing yet.
+    wait_for(lambda: f"{second}: line 0 {second}" in service.logs(), what="the one-shot log's line 0",
+             show=lambda: service.logs())
 
 
 # --- 6. a 410 mid-watch ------------------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 
 from jupyter_tiers.local import processes
 from jupyter_tiers.local.wakeup import Wakeup
+from tests import helpers
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
 
@@ -56,7 +57,8 @@ def test_detach_writes_the_child_pid_in_every_directory(tmp_path: Path) -> None:
         "import sys, time; from pathlib import Path; from jupyter_tiers.local import processes\n"
         "dirs = [Path(p) for p in sys.argv[1:]]\n"
         "processes.detach(dirs, 'supervisor.pid')\n"
-        "import os; (dirs[0] / 'child.tmp').write_text(f'{os.getpid()} {os.getsid(0)}')\n"
+        "import os; seen = [(d / 'supervisor.pid').exists() for d in dirs]\n"  # at once, on return
+        "(dirs[0] / 'child.tmp').write_text(f'{os.getpid()} {os.getsid(0)} {all(seen)}')\n"
         "os.replace(dirs[0] / 'child.tmp', dirs[0] / 'child')\n"
     )
     done = subprocess.run([sys.executable, "-c", runner, *map(str, dirs)], timeout=60, check=True)
@@ -65,11 +67,13 @@ def test_detach_writes_the_child_pid_in_every_directory(tmp_path: Path) -> None:
     assert lines[0] == lines[1]
     pid_text, start_text = lines[0].split()
     assert int(pid_text) > 0 and int(start_text) > 0
-    for _ in range(3000):  # the detached child writes its own pid and session when it runs
-        if (dirs[0] / "child").exists():
-            break
-        time.sleep(0.01)
-    child_pid, child_sid = (int(x) for x in (dirs[0] / "child").read_text().split())
+    # The detached child writes its own pid and session when it runs.
+    helpers.wait_for(lambda: (dirs[0] / "child").exists(), "the detached child's pid file")
+    child_pid, child_sid, seen = (dirs[0] / "child").read_text().split()
+    # The child returns from detach() once the parent wrote the files (it used to run on at
+    # once: a child that ended first left no start time, and the line above failed).
+    assert seen == "True"
+    child_pid, child_sid = int(child_pid), int(child_sid)
     assert child_pid == int(pid_text)
     assert child_sid == child_pid  # a session of its own
     assert not list(tmp_path.glob("*/.supervisor.pid.tmp"))
@@ -110,7 +114,11 @@ def test_proc_scans_read_stat_past_a_command_name_with_parentheses(tmp_path: Pat
         assert processes.proc_start_time(grandchild[0]) is not None  # not taken for a zombie
         assert processes.process_alive(grandchild[0], processes.proc_start_time(grandchild[0]))
     finally:
-        processes.kill_until_gone(lambda: processes.descendants(os.getpid()), lambda: time.sleep(0.05), 100)
+        # Only this test's processes: every descendant of pytest would include other tests'
+        # long-lived ones (a session's emulator pods, sshd, object store).
+        processes.kill_until_gone(
+            lambda: processes.descendants(child.pid) + ([child.pid] if child.poll() is None else []),
+            lambda: time.sleep(0.05), 100)
         child.wait(timeout=60)
 
 

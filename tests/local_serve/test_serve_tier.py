@@ -12,6 +12,7 @@ import sys
 import textwrap
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
@@ -47,7 +48,8 @@ def test_ready_answers_http_and_reports_like_kubernetes(tier: LocalServeTier) ->
     assert get(svc.url) == status.pods[0].name
     assert status.pods[0].phase == "Running" and status.pods[0].node == "localhost"
     assert status.message == "not applied on the local tier: image=python:3.12, gpus=1"
-    assert f"{status.pods[0].name}: listening on" in svc.logs()
+    # Waited for: the supervisor's log thread copies the line while the probe finds the port open.
+    wait_for(lambda: f"{status.pods[0].name}: listening on" in svc.logs(), "the first line in the log")
     assert "listening on" in svc.logs(pod=status.pods[0].name, tail=1)
     summary = tier.summary(svc.record, status)
     assert summary.startswith("service web READY 1/1 in ") and summary.endswith(f"— {svc.url} (revision 1)")
@@ -79,6 +81,26 @@ def test_crash_restarts_with_back_off_shown(tier: LocalServeTier) -> None:
     wait_for(restarted_and_waiting_again, "the first restart, then the second back-off (20 s)")
     assert svc.logs(pod=pod.name).count("about to fail") >= 2
     assert tier.registry.get("crashy").state == "FAILED"
+
+
+def test_a_crash_is_shown_once_its_last_line_is_in_the_log(tier: LocalServeTier) -> None:
+    """The summary of a crashed replica quotes its last line. The supervisor recorded an exit as
+    soon as it saw it, while its log thread could still be copying the replica's output: on a
+    busy machine the summary then quoted an earlier line. Here a first run leaves 256 KiB of
+    empty lines in an enlarged pipe, which take that thread a while (a crash is now recorded
+    once its output is all in the log)."""
+    body = ("import fcntl, os, sys\n"
+            "if not os.path.exists('flooded'):\n"
+            "    open('flooded', 'w').close()\n"
+            "    fcntl.fcntl(1, fcntl.F_SETPIPE_SZ, 1 << 18)\n"
+            "    os.write(1, b'\\n' * ((1 << 18) - 64))\n"
+            "print('last words', flush=True)\n"
+            "sys.exit(3)\n")
+    svc = tier.apply(tier.make_spec(body, name="flood"))
+    status = svc.wait_ready(GUARD)
+    assert status.state is ServiceState.FAILED, status
+    assert status.pods[0].exit_code == 3, status
+    assert tier.summary(svc.record, status).endswith("— last line: last words"), svc.logs(tail=3)
 
 
 def test_scale_one_three_one_behind_one_url(tier: LocalServeTier) -> None:
@@ -147,26 +169,33 @@ def test_changed_body_rolls_and_shell_body_gets_its_port(tier: LocalServeTier) -
 
 def test_delete_leaves_no_process(tier: LocalServeTier, workdir: Path) -> None:
     # Each replica leaves a child in its group and a daemon that left its session with an empty
-    # environment (only the supervisor's subreaper duty finds that one).
+    # environment (only the supervisor's subreaper duty finds that one). The daemon's sleep is
+    # this run's own number: the same test run elsewhere on the machine has its own daemons.
+    seconds = _unique_seconds()
     body = HTTP_BODY.replace("print(", "import subprocess; subprocess.Popen(['sleep', '600']); "
-                             "subprocess.Popen(['setsid', 'env', '-i', 'sleep', '987654']); print(", 1)
+                             f"subprocess.Popen(['setsid', 'env', '-i', 'sleep', '{seconds}']); print(", 1)
     svc = tier.apply(tier.make_spec(body, name="gone", replicas=2, readiness="/"))
     ready(svc, 2)
     svcdir = Path(svc.record.jobdir)
     procs = service_processes(svcdir)
     # supervisor + 2 replicas + their 2 orphan-to-be sleepers, all found by their environment
     assert len(procs) >= 5, procs
-    wait_for(lambda: len(_daemons()) == 2, "both replicas' detached daemons")
+    wait_for(lambda: len(_processes_sleeping(seconds)) == 2, "both replicas' detached daemons")
     svc.delete()
     assert service_processes(svcdir) == []
-    assert _daemons() == []
+    assert _processes_sleeping(seconds) == []
     assert not svcdir.exists()
     assert svc.status().state is ServiceState.DELETED
     assert tier.registry.get("gone").state == "DELETED"
 
 
-def _daemons() -> list[int]:
-    return _processes(b"sleep\x00987654\x00")
+def _unique_seconds() -> int:
+    """A sleep length no other test run on this machine uses (its processes are found by it)."""
+    return 900_000_000 + uuid.uuid4().int % 10**8
+
+
+def _processes_sleeping(seconds: int) -> list[int]:
+    return _processes(f"sleep\x00{seconds}\x00".encode())
 
 
 def test_a_new_process_reattaches_by_name(tier: LocalServeTier, workdir: Path, tmp_path: Path) -> None:
@@ -318,7 +347,7 @@ def test_profile_setup_runs_before_the_body(workdir: Path, registry: Registry) -
         body = f'echo "greeting: $GREETING"; exec {sys.executable} -m http.server --bind 127.0.0.1 {{port}}'
         svc = tier.apply(tier.make_spec(body, name="setup", shell=True))
         ready(svc, 1)
-        assert "greeting: set-up-ran" in svc.logs()
+        wait_for(lambda: "greeting: set-up-ran" in svc.logs(), "the set-up's line in the log")
     finally:
         tier.close()
         from .conftest import stop_everything
@@ -460,10 +489,11 @@ def test_scale_to_zero_and_back(tier: LocalServeTier) -> None:
 def test_a_crashed_replica_leaves_no_child_behind(tier: LocalServeTier) -> None:
     """Like a container runtime, a replica that ends takes its process group with it (a child left
     running would keep the port, and the restarted replica could not bind it)."""
-    body = "sleep 876543 &\necho started a child\nsleep 0.5\nexit 3\n"
+    seconds = _unique_seconds()
+    body = f"sleep {seconds} &\necho started a child\nsleep 0.5\nexit 3\n"
     svc = tier.apply(tier.make_spec(body, name="leaky", shell=True))
     wait_for(lambda: any(p.reason == "CrashLoopBackOff" for p in svc.status().pods), "the crash")
-    wait_for(lambda: not _processes(b"sleep\x00876543\x00"), "the crashed replica's child to be gone")
+    wait_for(lambda: not _processes_sleeping(seconds), "the crashed replica's child to be gone")
     assert svc.status().pods[0].exit_code == 3
 
 

@@ -77,9 +77,14 @@ def count_scheduler_queries(tier: Any, monkeypatch: pytest.MonkeyPatch) -> list[
 
 
 def test_ten_listeners_share_one_subscription_and_idle_stops_watching(
-        local: Any, tiers_config: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+        local: Any, tiers_config: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     hub = Hub(scan_interval=0.2)
-    job = local.submit(local.make_spec("import time\ntime.sleep(2)\nprint('done')\n", name="hubbed"))
+    # The job ends when the test says so: one that ended before the hub subscribed (a slow machine)
+    # would never be watched.
+    gate = tmp_path / "end-now"
+    job = local.submit(local.make_spec(
+        f"import os, time\nwhile not os.path.exists({str(gate)!r}):\n    time.sleep(0.05)\nprint('done')\n",
+        name="hubbed"))
     inboxes = [Inbox() for _ in range(10)]
     tokens = []
     for inbox in inboxes:
@@ -89,6 +94,7 @@ def test_ten_listeners_share_one_subscription_and_idle_stops_watching(
     _until(lambda: hub.watched() == [job.key], "the job to be watched")
     watched = local.watcher._jobs[job.key]
     assert len(watched.subs) == 1  # one subscription for ten listeners
+    gate.touch()
     for inbox in inboxes:
         end = inbox.wait(lambda m: m["type"] == "update" and any(
             i["key"] == job.key and i["terminal"] for i in m["items"]), "the job's end")

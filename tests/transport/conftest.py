@@ -156,7 +156,7 @@ def start_sshd(base: Path) -> SSHServer:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + 60  # a loaded machine starts sshd slowly; a bound, not a timing
         while time.monotonic() < deadline and proc.poll() is None:
             try:
                 with socket.create_connection(("127.0.0.1", port), timeout=1) as s:

@@ -299,3 +299,20 @@ def test_tail_bytes_matches_the_end_of_the_files_read_as_one(tmp_path: Any) -> N
         if cut:
             want = want[want.find(b"\n") + 1:] if b"\n" in want else b""
         assert got == want and len(got) <= limit
+
+
+# --- an ended replica's output -------------------------------------------------------------------
+def test_an_exit_waits_for_the_log_thread_but_not_for_ever() -> None:
+    from jupyter_tiers.local.serve_supervisor import DRAIN_S, output_drained
+
+    assert output_drained(None, 100.0, 100.0)  # never started: nothing to wait for
+    gate = threading.Event()
+    reader = threading.Thread(target=gate.wait)
+    reader.start()
+    try:
+        assert not output_drained(reader, 100.0, 100.0 + DRAIN_S / 2)  # still copying the pipe
+        assert output_drained(reader, 100.0, 100.0 + DRAIN_S)  # something it left holds the pipe
+    finally:
+        gate.set()
+        reader.join()
+    assert output_drained(reader, 100.0, 100.0)  # reached the end of the pipe

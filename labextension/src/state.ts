@@ -279,7 +279,9 @@ export function reduce(state: State, msg: EventMessage, now: number): State {
 }
 
 /** Fields whose change does not call for a detail panel's reload (they tick by themselves). */
-const TICKING_FIELDS = new Set(['elapsed_s', 'started']);
+// `rev` is bookkeeping: an update that only moves the clock takes a new revision too, and must
+// not redraw the row (the button under the mouse) or make an open detail panel re-read.
+const TICKING_FIELDS = new Set(['elapsed_s', 'started', 'rev']);
 
 /**
  * Keys whose items changed from `before` to `after` in more than their clock (a new state, size,

@@ -2,7 +2,7 @@
 // it was in flight: by the server's per-item revisions, never a blind replace.
 import { describe, expect, it } from 'vitest';
 
-import { EMPTY, Item, State, mergeList, reduce } from '../src/state';
+import { EMPTY, Item, State, meaningfulChanges, mergeList, reduce, rowSignature } from '../src/state';
 
 function item(id: string, state: string, rev: number): Item {
   return {
@@ -97,5 +97,14 @@ describe('reduce with revisions', () => {
     expect(after.items.has('box/1')).toBe(true);
     const later = reduce(state, { type: 'removed', keys: ['box/1'], rev: 13 }, 1);
     expect(later.items.has('box/1')).toBe(false);
+  });
+});
+
+describe('revisions are bookkeeping', () => {
+  it('a new rev alone is no meaningful change and draws the same row', () => {
+    const state = live([item('1', 'RUNNING', 10)], 10);
+    const after = reduce(state, { type: 'update', items: [{ ...item('1', 'RUNNING', 11), elapsed_s: 6 }] }, 1);
+    expect(meaningfulChanges(state, after, ['box/1'])).toEqual([]);
+    expect(rowSignature(after.items.get('box/1')!)).toBe(rowSignature(state.items.get('box/1')!));
   });
 });

@@ -135,13 +135,20 @@ class JobsHandler(TiersAPIHandler):
     async def get(self) -> None:
         q = self.parsed(params.list_query, self.request.query_arguments)
         if not q.refresh:
-            items, errors = await self.run(self.hub.items)
+            items, errors, rev = await self.run(self.hub.listing)
             items = [i for i in items if (q.profile is None or i["profile"] == q.profile)
                      and (q.kind is None or i["kind"] == q.kind)][:q.limit]
-            self.write_json(public_errors({"items": items, "errors": errors}))
+            self.write_json(public_errors({"items": items, "errors": errors, "rev": rev}))
             return
+        # Taken before the clusters are asked: the answer is at least as new as every hub change
+        # up to it, and older than any after it (the sidebar keeps those, see state.ts mergeList).
+        rev = self.hub.rev
         listing = await self.run(service.list_items, limit=q.limit, profile=q.profile, kind=q.kind)
-        self.write_json(public_errors(listing.to_json()))
+        answer = listing.to_json()
+        for item in answer["items"]:
+            item["rev"] = rev
+        answer["rev"] = rev
+        self.write_json(public_errors(answer))
 
 
 class ItemHandler(TiersAPIHandler):

@@ -16,6 +16,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -61,6 +62,12 @@ class Hub:
         self._records: dict[str, JobRecord] = {}
         self._statuses: dict[str, JobStatus | ServiceStatus] = {}
         self._items: dict[str, dict[str, Any]] = {}
+        # Every change of an item (and every removal) takes the next revision, under the lock, so
+        # revisions order the changes; items carry theirs as ``rev`` and messages and listings
+        # the latest (``rev``), so a client can tell an older answer from a newer update. It
+        # starts from the clock (microseconds) so a restarted server's revisions are higher than
+        # the ones a browser kept from before the restart.
+        self._rev = time.time_ns() // 1000
         self._errors: dict[str, str] = {}
         self._subs: dict[str, _Sub] = {}
         self._wake = threading.Event()
@@ -75,7 +82,8 @@ class Hub:
         with self._lock:
             token = next(self._ids)
             self._listeners[token] = fn
-            snapshot = {"type": "snapshot", "items": self._sorted_items(), "errors": self._error_list()}
+            snapshot = {"type": "snapshot", "items": self._sorted_items(), "errors": self._error_list(),
+                        "rev": self._rev}
         self._ensure_thread()
         self._wake.set()
         return token, snapshot
@@ -93,9 +101,20 @@ class Hub:
     def items(self) -> tuple[list[dict[str, Any]], list[dict[str, str]]]:
         """The cached items (newest first) and profile errors, after a registry scan (no
         cluster query)."""
+        return self.listing()[:2]
+
+    def listing(self) -> tuple[list[dict[str, Any]], list[dict[str, str]], int]:
+        """``items()`` and the revision they are as of (every item's ``rev`` is at most it)."""
         self.scan()
         with self._lock:
-            return self._sorted_items(), self._error_list()
+            return self._sorted_items(), self._error_list(), self._rev
+
+    @property
+    def rev(self) -> int:
+        """The latest revision: an answer built from a read begun after this is at least as new
+        as every change up to it."""
+        with self._lock:
+            return self._rev
 
     def status_of(self, key: str) -> JobStatus | ServiceStatus | None:
         with self._lock:
@@ -140,6 +159,20 @@ class Hub:
 
     def _error_list(self) -> list[dict[str, str]]:
         return [{"profile": p, "message": m} for p, m in sorted(self._errors.items())]
+
+    def _next_rev(self) -> int:
+        self._rev += 1
+        return self._rev
+
+    def _stamp(self, key: str, item: dict[str, Any]) -> dict[str, Any] | None:
+        """Store ``item`` with the next revision if it differs from the cached one (revision
+        aside) and return it; None when nothing changed. Called under the lock."""
+        old = self._items.get(key)
+        if old is not None and {k: v for k, v in old.items() if k != "rev"} == item:
+            return None
+        item["rev"] = self._next_rev()
+        self._items[key] = item
+        return item
 
     def _emit(self, message: Message) -> None:
         with self._lock:
@@ -193,6 +226,7 @@ class Hub:
         changed: list[dict[str, Any]] = []
         renewed: list[_Sub] = []
         wake = False
+        removed_rev = 0
         with self._lock:
             self.scans += 1
             seen = {r.key: r for r in records}
@@ -201,6 +235,8 @@ class Hub:
                 self._records.pop(key, None)
                 self._items.pop(key, None)
                 self._statuses.pop(key, None)
+            if removed:
+                removed_rev = self._next_rev()
             for key, rec in seen.items():
                 old = self._records.get(key)
                 self._records[key] = rec
@@ -219,16 +255,15 @@ class Hub:
                     sub = self._subs.pop(key, None)
                     if sub is not None:
                         renewed.append(sub)
-                item = service.item_from(rec, status).to_json()
-                if item != self._items.get(key):
-                    self._items[key] = item
+                item = self._stamp(key, service.item_from(rec, status).to_json())
+                if item is not None:
                     changed.append(item)
         for sub in renewed:
             _unsubscribe(sub)
         if wake:  # the loop subscribes it (a scan of the loop's own is followed by a sync)
             self._wake.set()
         if removed:
-            self._emit({"type": "removed", "keys": removed})
+            self._emit({"type": "removed", "keys": removed, "rev": removed_rev})
         if changed:
             self._emit({"type": "update", "items": changed})
 
@@ -244,16 +279,14 @@ class Hub:
             if rec is None:
                 return
             self._statuses[key] = status
-            item = service.item_from(rec, status).to_json()
-            fresh = item != self._items.get(key)
-            self._items[key] = item
+            item = self._stamp(key, service.item_from(rec, status).to_json())
             problem = _problem(status)
             profile_news = problem is not None and self._errors.get(rec.profile) != problem
             if problem is not None:
                 self._errors[rec.profile] = problem
             elif rec.profile in self._errors:
                 del self._errors[rec.profile]
-        if fresh:
+        if item is not None:
             self._emit({"type": "update", "items": [item]})
         if profile_news:
             self._emit({"type": "error", "profile": rec.profile, "message": problem})

@@ -4,7 +4,7 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import { Item, ProfileError, Verb } from './state';
+import { Item, ListAnswer, Verb } from './state';
 
 /** The routes' prefix under the server's base URL. */
 export const API = 'jupyter-tiers/api';
@@ -69,7 +69,8 @@ export class TiersApi {
     return (body ? JSON.parse(body) : {}) as T;
   }
 
-  list(refresh = true): Promise<{ items: Item[]; errors: ProfileError[] }> {
+  /** `GET jobs`: items, per-profile errors and the server revision the answer is as of. */
+  list(refresh = true): Promise<ListAnswer> {
     return this.request(`jobs${refresh ? '' : query({ refresh: 0 })}`);
   }
 

@@ -22,7 +22,7 @@ import {
   elapsedAt,
   facet,
   formatElapsed,
-  fromList,
+  mergeList,
   meaningfulChanges,
   parseEvent,
   parseReplicas,
@@ -165,7 +165,8 @@ export class TiersSidebar extends Widget {
     try {
       const answer = await this.api.list(true);
       const before = this._state;
-      this._state = fromList(answer.items, answer.errors ?? [], performance.now());
+      // Merged, not replaced: the websocket may have brought newer changes meanwhile.
+      this._state = mergeList(before, answer, performance.now());
       const keys = new Set([...before.items.keys(), ...this._state.items.keys()]);
       this._changed.emit(meaningfulChanges(before, this._state, keys));
       this._say('');

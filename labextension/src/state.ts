@@ -23,6 +23,8 @@ export interface Item {
   canary?: number | null;
   /** `--checkpoint-to`: the job's checkpoint upload on record, if any. */
   upload?: Upload | null;
+  /** The server's revision of this item (higher is newer; see `mergeList`). */
+  rev?: number;
 }
 
 /** A job's checkpoint upload (`--checkpoint-to`), as the registry records it. */
@@ -110,9 +112,9 @@ export interface ProfileError {
 
 /** A message of the `events` websocket. */
 export type EventMessage =
-  | { type: 'snapshot'; items: Item[] }
+  | { type: 'snapshot'; items: Item[]; rev?: number }
   | { type: 'update'; items: Item[] }
-  | { type: 'removed'; keys: string[] }
+  | { type: 'removed'; keys: string[]; rev?: number }
   | { type: 'error'; profile: string; message: string };
 
 export interface State {
@@ -124,6 +126,8 @@ export interface State {
   errors: ReadonlyMap<string, string>;
   /** True once a snapshot arrived. */
   loaded: boolean;
+  /** The highest server revision this state has heard of (a message's or a list answer's). */
+  rev?: number;
 }
 
 export const EMPTY: State = {
@@ -132,6 +136,19 @@ export const EMPTY: State = {
   errors: new Map(),
   loaded: false
 };
+
+function revOf(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isFinite(value) ? value : undefined;
+}
+
+/** Whether `held` is known to be newer than `incoming` (both have revisions, `held`'s higher). */
+function newer(held: number | undefined, incoming: number | undefined): boolean {
+  return held !== undefined && incoming !== undefined && held > incoming;
+}
+
+function maxRev(a: number | undefined, b: number | undefined): number | undefined {
+  return a === undefined ? b : b === undefined ? a : Math.max(a, b);
+}
 
 const KINDS = new Set(['job', 'service']);
 
@@ -164,7 +181,8 @@ export function normalize(raw: Item): Item {
     started: raw.started ?? null,
     elapsed_s: typeof raw.elapsed_s === 'number' ? raw.elapsed_s : null,
     summary: raw.summary ?? '',
-    upload: asUpload(raw.upload)
+    upload: asUpload(raw.upload),
+    rev: revOf(raw.rev)
   };
 }
 
@@ -185,13 +203,14 @@ export function parseEvent(text: string): EventMessage | null {
   const msg = data as Record<string, unknown>;
   switch (msg.type) {
     case 'snapshot':
-    case 'update':
       return Array.isArray(msg.items)
-        ? { type: msg.type, items: msg.items.filter(isItem) }
+        ? { type: 'snapshot', items: msg.items.filter(isItem), rev: revOf(msg.rev) }
         : null;
+    case 'update':
+      return Array.isArray(msg.items) ? { type: 'update', items: msg.items.filter(isItem) } : null;
     case 'removed':
       return Array.isArray(msg.keys)
-        ? { type: 'removed', keys: msg.keys.filter(k => typeof k === 'string') }
+        ? { type: 'removed', keys: msg.keys.filter(k => typeof k === 'string'), rev: revOf(msg.rev) }
         : null;
     case 'error':
       return {
@@ -214,7 +233,7 @@ export function reduce(state: State, msg: EventMessage, now: number): State {
         items.set(raw.key, normalize(raw));
         receivedAt.set(raw.key, now);
       }
-      return { items, receivedAt, errors: new Map(), loaded: true };
+      return { items, receivedAt, errors: new Map(), loaded: true, rev: msg.rev };
     }
     case 'update': {
       if (msg.items.length === 0) {
@@ -223,24 +242,33 @@ export function reduce(state: State, msg: EventMessage, now: number): State {
       const items = new Map(state.items);
       const receivedAt = new Map(state.receivedAt);
       const errors = new Map(state.errors);
+      let rev = state.rev;
       for (const raw of msg.items) {
-        items.set(raw.key, normalize(raw));
-        receivedAt.set(raw.key, now);
+        const item = normalize(raw);
+        rev = maxRev(rev, item.rev);
         errors.delete(raw.profile);
+        // A `GET jobs` answer applied meanwhile may hold a newer revision than this update.
+        if (newer(items.get(raw.key)?.rev, item.rev)) {
+          continue;
+        }
+        items.set(raw.key, item);
+        receivedAt.set(raw.key, now);
       }
-      return { ...state, items, receivedAt, errors };
+      return { ...state, items, receivedAt, errors, rev };
     }
     case 'removed': {
-      if (!msg.keys.some(k => state.items.has(k))) {
-        return state;
+      const rev = maxRev(state.rev, msg.rev);
+      const gone = msg.keys.filter(k => state.items.has(k) && !newer(state.items.get(k)?.rev, msg.rev));
+      if (!gone.length) {
+        return rev === state.rev ? state : { ...state, rev };
       }
       const items = new Map(state.items);
       const receivedAt = new Map(state.receivedAt);
-      for (const key of msg.keys) {
+      for (const key of gone) {
         items.delete(key);
         receivedAt.delete(key);
       }
-      return { ...state, items, receivedAt };
+      return { ...state, items, receivedAt, rev };
     }
     case 'error': {
       const errors = new Map(state.errors);
@@ -251,7 +279,9 @@ export function reduce(state: State, msg: EventMessage, now: number): State {
 }
 
 /** Fields whose change does not call for a detail panel's reload (they tick by themselves). */
-const TICKING_FIELDS = new Set(['elapsed_s', 'started']);
+// `rev` is bookkeeping: an update that only moves the clock takes a new revision too, and must
+// not redraw the row (the button under the mouse) or make an open detail panel re-read.
+const TICKING_FIELDS = new Set(['elapsed_s', 'started', 'rev']);
 
 /**
  * Keys whose items changed from `before` to `after` in more than their clock (a new state, size,
@@ -303,13 +333,68 @@ export function rowSignature(item: Item): string {
 export function fromList(
   items: Item[],
   errors: ProfileError[],
-  now: number
+  now: number,
+  rev?: number
 ): State {
-  const state = reduce(EMPTY, { type: 'snapshot', items }, now);
+  const state = reduce(EMPTY, { type: 'snapshot', items, rev }, now);
   return {
     ...state,
     errors: new Map(errors.map(e => [e.profile, e.message]))
   };
+}
+
+/** A `GET jobs` answer: its items, per-profile errors and the revision it is as of. */
+export interface ListAnswer {
+  items: Item[];
+  errors?: ProfileError[];
+  rev?: number;
+}
+
+/**
+ * The state after a `GET jobs` answer that arrives while the `events` websocket keeps `state`
+ * current: merged item by item, since the websocket may have delivered newer changes while the
+ * request was in flight (a job's end, which nothing would correct later).
+ *
+ * - An item in both: the answer's replaces the held one unless the held one has the higher `rev`
+ *   (an update that came after the answer was built); a tie goes to the answer (read later).
+ * - An item only held: it stays if its `rev` is above the answer's (added or changed after the
+ *   answer was built), else it goes (the answer was built after its last change and lacks it:
+ *   removed on the server, or the server no longer lists it).
+ * - An item only in the answer: added unless the state has heard of a revision above the
+ *   answer's. Then it may be a removal that came after the answer (a `removed` message, which
+ *   is not repeated); if it is instead new, the server's hub sends it as an update anyway.
+ *
+ * Without revisions (an older server) the answer replaces the state, as before.
+ */
+export function mergeList(state: State, answer: ListAnswer, now: number): State {
+  const errors = new Map((answer.errors ?? []).map(e => [e.profile, e.message]));
+  const at = revOf(answer.rev);
+  if (at === undefined || state.rev === undefined) {
+    return fromList(answer.items, answer.errors ?? [], now, at);
+  }
+  const items = new Map<string, Item>();
+  const receivedAt = new Map<string, number>();
+  const keep = (key: string, held: Item) => {
+    items.set(key, held);
+    receivedAt.set(key, state.receivedAt.get(key) ?? now);
+  };
+  // The answer's newest-first order for what it lists, then what only this state holds.
+  for (const raw of answer.items) {
+    const incoming = normalize(raw);
+    const held = state.items.get(raw.key);
+    if (held && newer(held.rev, incoming.rev)) {
+      keep(raw.key, held);
+    } else if (held || !(state.rev > at)) {
+      items.set(raw.key, incoming);
+      receivedAt.set(raw.key, now);
+    }
+  }
+  for (const [key, held] of state.items) {
+    if (!items.has(key) && newer(held.rev, at)) {
+      keep(key, held);
+    }
+  }
+  return { items, receivedAt, errors, loaded: true, rev: Math.max(state.rev, at) };
 }
 
 /** The sidebar's filters; an empty string means "any". */

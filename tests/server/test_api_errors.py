@@ -122,6 +122,10 @@ async def test_list_reports_a_profile_it_cannot_ask(jp_fetch: Any, tiers_config:
     assert "gone" in data["errors"][0]["message"]
     cached = body(await jp_fetch("jupyter-tiers", "api", "jobs", params={"refresh": "0"}))
     assert [i["key"] for i in cached["items"]] == ["gone/7"]
+    # The revisions the sidebar merges by: a refreshed answer is as of the hub's revision when
+    # the clusters were asked (every item too); a cached one carries each item's own.
+    assert isinstance(data["rev"], int) and item["rev"] == data["rev"]
+    assert data["rev"] <= cached["rev"] and cached["items"][0]["rev"] <= cached["rev"]
 
 
 # --- seeded fuzz -------------------------------------------------------------------------------

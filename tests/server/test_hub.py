@@ -153,7 +153,7 @@ def test_removed_records_are_announced(tmp_path: Path) -> None:
         assert hub.watched() == []  # nothing active: nothing to ask any cluster
         registry.remove(done.key)
         removed = inbox.wait(lambda m: m["type"] == "removed", "the removal")
-        assert removed == {"type": "removed", "keys": ["hpc/7"]}
+        assert removed["keys"] == ["hpc/7"] and removed["rev"] > snapshot["items"][0]["rev"]
         assert hub.items() == ([], [])
     finally:
         hub.unlisten(token)
@@ -249,5 +249,55 @@ def test_updates_reach_the_listeners_in_the_order_of_the_changes(tmp_path: Path)
         assert hub.items()[0][0]["state"] == "COMPLETED"
     finally:
         go_on.set()
+        hub.unlisten(token)
+        hub.stop()
+
+
+def test_every_change_takes_a_higher_revision(tmp_path: Path) -> None:
+    """Items carry the hub's revision of their last change (``rev``), messages and listings the
+    latest: a registry change, a delivered status and a removal each take a higher one, and an
+    unchanged rescan none. The sidebar merges a ``GET jobs`` answer with the live updates by it."""
+    from jupyter_tiers.errors import TiersError
+    from jupyter_tiers.model import JobState, JobStatus
+    from jupyter_tiers.registry import JobRecord, Registry
+
+    registry = Registry(tmp_path / "hub-registry.sqlite")
+    rec = JobRecord(profile="hpc", tier="slurm", job_id="9", name="run", world_size=1, state="PENDING",
+                    submitted_at=time.time())
+    registry.add(rec)
+
+    def no_cluster(profile: str, kind: Any) -> Any:
+        raise TiersError("no cluster in this test")
+
+    hub = Hub(scan_interval=3600, registry=lambda: registry, connect=no_cluster)
+    inbox = Inbox()
+    token, snapshot = hub.listen(inbox)
+    try:
+        first = snapshot["items"][0]["rev"]
+        assert isinstance(first, int) and snapshot["rev"] >= first
+        items, _, rev = hub.listing()
+        assert items[0]["rev"] == first and rev == hub.rev >= first
+        hub.scan()  # nothing changed: no new revision
+        assert hub.rev == rev and hub.items()[0][0]["rev"] == first
+
+        registry.update(rec.key, state="RUNNING", nodelist="node1")
+        hub.scan()
+        running = inbox.wait(lambda m: m["type"] == "update" and m["items"][0]["state"] == "RUNNING",
+                             "the registry's change")["items"][0]
+        assert running["rev"] > rev
+
+        hub._on_status(rec.key, JobStatus(job_id="9", state=JobState.COMPLETED, nodelist="node1",
+                                          world_size=1))
+        ended = inbox.wait(lambda m: m["type"] == "update" and m["items"][0]["state"] == "COMPLETED",
+                           "the delivered end")["items"][0]
+        assert ended["rev"] > running["rev"]
+        assert hub.items()[0][0] == ended and hub.rev == ended["rev"]
+
+        registry.remove(rec.key)
+        hub.scan()
+        removed = inbox.wait(lambda m: m["type"] == "removed", "the removal")
+        assert removed["keys"] == [rec.key] and removed["rev"] > ended["rev"]
+        assert hub.listing() == ([], [], removed["rev"])
+    finally:
         hub.unlisten(token)
         hub.stop()

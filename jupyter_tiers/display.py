@@ -109,15 +109,16 @@ def show_array(job: ArrayJob, *, wait: bool = False, text: bool = False, attach:
 
 
 def show_service(service: Service, *, wait: bool = False, text: bool = False,
-                 timeout: float | None = None) -> ServiceStatus | None:
+                 timeout: float | None = None, applied: bool = False) -> ServiceStatus | None:
     """Display a live view of ``service``. With ``wait``, block until it is ready or has failed
-    and print the summary line."""
+    and print the summary line. ``applied``: it was applied just now (the summary times the
+    rollout from here)."""
     if text or not widgets_available():
-        return _show_text(ServiceTextView(service), service.id, wait, timeout)
+        return _show_text(ServiceTextView(service, applied=applied), service.id, wait, timeout)
     # lazy: heavy: anywidget/ipywidgets, loaded when a view is first shown
     from .widgets.serve_view import ServeView
 
-    widget = ServeView(service)
+    widget = ServeView(service, applied=applied)
     return _show_widget(widget, widget.wait_ready if wait else None, timeout,
                         lambda status: widget.summary)
 

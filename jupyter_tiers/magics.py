@@ -303,7 +303,7 @@ class TiersMagics(Magics):
             raise _usage(exc, SERVE_OPTIONS) from None
         if args.out and self.shell is not None:
             self.shell.user_ns[args.out] = service
-        show_service(service, wait=args.wait, text=args.text)
+        show_service(service, wait=args.wait, text=args.text, applied=True)
         return None
 
     def _model_from(self, ref: str, tier: ServeTier, cell: str, options: dict[str, Any], *,

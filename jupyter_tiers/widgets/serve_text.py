@@ -18,8 +18,11 @@ class ServiceTextView:
     """Prints a service's state changes, pod problems and log lines until it is settled, then
     the one-line summary."""
 
-    def __init__(self, service: Service, out: TextIO | None = None) -> None:
+    def __init__(self, service: Service, out: TextIO | None = None, *, applied: bool = False) -> None:
+        """``applied``: the service was applied just now; the summary then times the rollout even
+        when the first status seen is already settled (see ServeView)."""
         self.service = service
+        self.applied = applied
         self.out = out or sys.stdout
         self._lock = threading.Lock()
         self.final_status: ServiceStatus | None = None
@@ -56,7 +59,9 @@ class ServiceTextView:
         seen: dict[str, str] = {}  # what was printed last: state label, banner, each pod's problem
         last_line: list[str] = []
         last_status: list[ServiceStatus] = []
-        rolling: list[bool] = []  # an unsettled state was seen: the summary says how long it took
+        # An unsettled state was seen (or the service was just applied): the summary says how long
+        # it took.
+        rolling: list[bool] = [True] if self.applied else []
 
         def on_status(status: ServiceStatus) -> None:
             if settled.is_set():

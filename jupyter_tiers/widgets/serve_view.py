@@ -84,7 +84,10 @@ class ServeView(anywidget.AnyWidget):
     log_limit = t.Int(5000).tag(sync=True)
     lines_received = t.Int(0).tag(sync=True)
 
-    def __init__(self, service: Service, **kwargs: Any) -> None:
+    def __init__(self, service: Service, *, applied: bool = False, **kwargs: Any) -> None:
+        """``applied``: the service was applied just now, so its first settled state ends a
+        rollout and the summary says how long it took, even when the watch's first status is
+        already READY (a fast rollout, or a busy kernel that subscribed late)."""
         record = service.record
         spec = record.spec or {}
         super().__init__(
@@ -103,7 +106,7 @@ class ServeView(anywidget.AnyWidget):
         self._cond = threading.Condition()
         self._lock = threading.Lock()
         self._rollout_since: float | None = time.monotonic()  # when the rollout being timed began
-        self._unsettled_seen = False
+        self._unsettled_seen = applied
         self._last_line: str | None = None
         self._scale_wanted: int | None = None
         self._buffer: collections.deque[list[Any]] = collections.deque(maxlen=self.log_limit)

@@ -186,6 +186,15 @@ def test_already_ready_is_not_timed(tmp_path: Path) -> None:
         "service llama-svc READY 2/2 — http://llama-svc.team-llm.svc:8000 (revision 1)"
 
 
+def test_just_applied_is_timed_even_when_the_first_status_is_ready(tmp_path: Path) -> None:
+    """`%%k8s_serve --wait` on a busy kernel may subscribe after the pods are up: the apply was a
+    rollout all the same, and its summary says how long it took (CI once saw it without)."""
+    _tier, service = make_service(tmp_path, [status(ServiceState.READY, ready=2)])
+    out = io.StringIO()
+    ServiceTextView(service, out, applied=True).run(timeout=10)
+    assert out.getvalue().splitlines()[-1].startswith("service llama-svc READY 2/2 in 00:00:0")
+
+
 def test_api_trouble_is_printed_once_per_change(tmp_path: Path) -> None:
     script: list[Event] = [
         status(ServiceState.DEPLOYING),

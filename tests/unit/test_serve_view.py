@@ -117,6 +117,15 @@ def test_already_ready_is_settled_and_not_timed(tmp_path: Path, views: list[Reco
     assert view.summary == "service llama-svc READY 2/2 — http://llama-svc.team-llm.svc:8000 (revision 1)"
 
 
+def test_just_applied_is_timed_even_when_the_first_status_is_ready(tmp_path: Path,
+                                                                   views: list[RecordingView]) -> None:
+    _tier, service = make_service(tmp_path, [status(ServiceState.READY, ready=2)])
+    view = RecordingView(service, applied=True)
+    views.append(view)
+    assert view.wait_ready(timeout=0) is not None
+    assert view.summary.startswith("service llama-svc READY 2/2 in 00:00:0"), view.summary
+
+
 def test_lines_arrive_batched_with_their_pod(tmp_path: Path, views: list[RecordingView]) -> None:
     tier, view = open_view(tmp_path, views, [status(ServiceState.DEPLOYING)])
     for i in range(50):

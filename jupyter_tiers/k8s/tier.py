@@ -675,11 +675,34 @@ class K8sTier(ServeTier):
             self._subscriptions.add(sub)
 
         def status_changed(status: ServiceStatus) -> None:
-            # Not while the API is unreachable: the registry keeps the last state it said.
-            if status.state.value != sub.recorded and status.api_reachable:
-                sub.recorded = status.state.value
-                self._record(record, status)
-            sub.deliver(status)
+            with sub.order:
+                if status.state is ServiceState.DELETED and not sub.shown:
+                    # The shared watch may not have caught up with a Deployment created a moment
+                    # ago (the apply just before this view): DELETED is believed once the watch
+                    # has shown the service, or when a direct read agrees.
+                    if not sub.checking:
+                        sub.checking = True
+                        threading.Thread(target=confirm_gone, name=f"jt-gone-{record.name}",
+                                         daemon=True).start()
+                    return
+                sub.shown = True
+                # Not while the API is unreachable: the registry keeps the last state it said.
+                if status.state.value != sub.recorded and status.api_reachable:
+                    sub.recorded = status.state.value
+                    self._record(record, status)
+                sub.deliver(status)
+
+        def confirm_gone() -> None:
+            try:
+                fresh: ServiceStatus | None = self.service_status(record)
+            except TiersError:
+                fresh = None  # cannot tell now: the watch's next status decides
+            with sub.order:
+                sub.checking = False
+                if fresh is not None and fresh.state is ServiceState.DELETED and not sub.shown:
+                    sub.shown = True
+                    sub.recorded = fresh.state.value
+                    sub.deliver(fresh)
 
         if on_lines is not None:
             sub.logs = _ServiceLogs(self.client, nsw.namespace, record.name, on_lines)
@@ -734,6 +757,9 @@ class _Subscription(Subscription[ServiceStatus]):
         self.listener: int | None = None
         self.logs: _ServiceLogs | None = None
         self.recorded = ""
+        self.order = threading.RLock()  # statuses from the watch and from a direct read, in turn
+        self.shown = False  # a status was delivered (so a later DELETED is the watch's word)
+        self.checking = False  # a direct read is asking whether the service is really gone
 
     def _detach(self) -> None:
         self.tier._forget(self)

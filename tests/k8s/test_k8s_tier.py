@@ -446,6 +446,28 @@ def test_logs_survive_restarts_and_replacement(tier: K8sTier, emulator: Emulator
 
 
 # --- 6. a 410 mid-watch ------------------------------------------------------------------------
+def test_a_watch_opened_right_after_apply_never_says_deleted(tier: K8sTier, emulator: Emulator) -> None:
+    """The namespace's shared watch can lag behind the apply made just before a view subscribes
+    (here each watch event waits 1 s, as on a loaded API server): its cache has no Deployment
+    yet. DELETED is then neither delivered nor recorded; the view waits for the watch (a direct
+    read says the service is there). The blue-green switch once gave up on this lag."""
+    wait_ready(apply_server(tier, name="lagbase"))  # the namespace's watch is up and running
+    states: list[ServiceState] = []
+    emulator.server.watch_event_delay = 1.0
+    try:
+        service = apply_server(tier, name="lagged")
+        sub = tier.watch(service.record, on_status=lambda status: states.append(status.state))
+        try:
+            wait_for(lambda: ServiceState.READY in states, what="the lagged service READY")
+        finally:
+            sub.close()
+    finally:
+        emulator.server.watch_event_delay = 0.0
+    assert ServiceState.DELETED not in states, states
+    record = Registry().find_by_name(tier.name, "lagged")
+    assert record is not None and record.state == ServiceState.READY.value, record
+
+
 def test_watch_relists_after_410_and_loses_nothing(tier: K8sTier, emulator: Emulator) -> None:
     service = apply_server(tier, replicas=1)
     log = StatusLog()

@@ -238,6 +238,9 @@ class ApiServer:
         self.port = port
         self.bookmark_interval = bookmark_interval
         self.default_watch_timeout = default_watch_timeout
+        # Seconds each watch event waits before it is sent: a watch lagging behind the writes, as
+        # a loaded real API server's can (tests of a client's read-after-write set it, then reset).
+        self.watch_event_delay = 0.0
         self.log_source = log_source
         self.portforward_handler = portforward_handler
         self.root_ca_configmap = root_ca_configmap
@@ -774,6 +777,8 @@ class _Handler(BaseHTTPRequestHandler):
                 if item is None:
                     break
                 etype, obj = item
+                if api.watch_event_delay:
+                    time.sleep(api.watch_event_delay)
                 if labels(obj["metadata"].get("labels") or {}) and fields(obj):
                     send(etype, obj)
             self._end_chunked()

@@ -25,7 +25,9 @@ def restart_api_server(emulator: Emulator, down_s: float) -> float:
                     portforward_handler=old.portforward_handler,
                     root_ca_configmap=old.root_ca_configmap)
     new.tokens = dict(old.tokens)
-    new.request_counts = old.request_counts  # benchmarks may hold the counter
+    new.request_counts = old.request_counts  # benchmarks may hold the counters
+    new.namespace_counts = old.namespace_counts
+    new.watch_event_delay = old.watch_event_delay
     deadline = time.monotonic() + 30.0
     while True:  # the port may linger a moment in the kernel
         try:

@@ -94,7 +94,7 @@ def test_dry_run_server_validates_on_the_api_server_and_creates_nothing(
         ip: InteractiveShell, capsys: pytest.CaptureFixture[str], emulator: Emulator,
         k8s_namespace: str) -> None:
     ns = k8s_namespace
-    before = emulator.server.requests_snapshot()
+    before = emulator.server.requests_snapshot(ns)  # this test's namespace: other tests' threads
     # A vLLM-style cell: shell body, GPUs, an env secret; hardened pod defaults included.
     out = serve(ip, capsys, "--dry-run=server --name llm --shell --gpus 1 --env HF_TOKEN=hf-s3cret "
                 "--image vllm/vllm-openai:v0.6.3", "vllm serve /models/m --port {port}")
@@ -107,7 +107,7 @@ def test_dry_run_server_validates_on_the_api_server_and_creates_nothing(
         "(--dry-run=server)",
     ]
     assert "hf-s3cret" not in out
-    sent = emulator.server.requests_snapshot() - before
+    sent = emulator.server.requests_snapshot(ns) - before
     assert sent[("PATCH", "deployments/{name}", False)] == 1  # the apply, with dryRun=All
     for kind in ("configmaps", "secrets", "deployments", "services", "pods"):
         assert emulator.store.list(kind, ns, label_selector={"app.kubernetes.io/name": "llm"}) == [], kind

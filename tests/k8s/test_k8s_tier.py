@@ -362,7 +362,7 @@ LOG_FOLLOWS = ("GET", "pods/{name}/log", True)  # the emulator's count of log fo
 def test_one_log_request_per_container_start(tier: K8sTier, emulator: Emulator, k8s_namespace: str) -> None:
     """Following 2 replicas from before they exist until they are ready and steady makes one log
     request per pod, as ``kubectl logs -f`` would: none while a container is being created."""
-    before = emulator.server.requests_snapshot()
+    before = emulator.server.requests_snapshot(k8s_namespace)  # only this test's requests
     service = apply_server(tier, name="quiet", replicas=2)
     got: list[PodLogLine] = []
     statuses = StatusLog()
@@ -372,7 +372,7 @@ def test_one_log_request_per_container_start(tier: K8sTier, emulator: Emulator, 
         wait_for(lambda: len({ln.pod for ln in list(got) if ln.text.startswith("serving on")}) == 2,
                  what="the first line of both pods", show=lambda: got)
         time.sleep(3.0)  # steady for a moment: a follower that reopened would show in the count
-        counts = emulator.server.requests_snapshot() - before
+        counts = emulator.server.requests_snapshot(k8s_namespace) - before
     finally:
         tier.unwatch(sub)
     assert counts[LOG_FOLLOWS] == 2, counts
@@ -394,7 +394,7 @@ time.sleep(0.5)
 
 def test_logs_survive_restarts_and_replacement(tier: K8sTier, emulator: Emulator, k8s_namespace: str) -> None:
     ns = k8s_namespace
-    before = emulator.server.requests_snapshot()
+    before = emulator.server.requests_snapshot(ns)  # only this test's requests
     service = tier.apply(tier.make_spec(COUNTER, name="counter"))
     got: list[PodLogLine] = []
     sub = tier.watch(service.record, on_lines=got.extend)
@@ -412,7 +412,7 @@ def test_logs_survive_restarts_and_replacement(tier: K8sTier, emulator: Emulator
         first = wait_for(lambda: next((p.pod for p in got), None), what="first line")
         wait_for(lambda: len(instances(first)) >= 3 and instances(first)[-1] == list(range(5)),
                  what="three container instances of the first pod", show=lambda: (instances(first), got))
-        sent = (emulator.server.requests_snapshot() - before)[LOG_FOLLOWS]
+        sent = (emulator.server.requests_snapshot(ns) - before)[LOG_FOLLOWS]
         pod = get(emulator, "pods", ns, first)  # read after the count: restarts only grow
         assert pod is not None and pod["status"]["containerStatuses"][0]["restartCount"] >= 2
         # One log stream per container start, none while the container is being created and

@@ -255,6 +255,9 @@ class ApiServer:
         # "pods/{name}", "pods/{name}/log" or "discovery"; watch is a watch=true list or a
         # follow=true subresource read (a log stream).
         self.request_counts: collections.Counter[tuple[str, str, bool]] = collections.Counter()
+        # The same, per namespace (namespaced paths only): a test's window is not disturbed by
+        # another test's threads still at work in its own namespace.
+        self.namespace_counts: dict[str, collections.Counter[tuple[str, str, bool]]] = {}
         self._count_lock = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
@@ -298,18 +301,23 @@ class ApiServer:
         """Count one request in :attr:`request_counts` (benchmarks read it)."""
         parts = [p for p in path.strip("/").split("/") if p]
         rest = parts[2:] if parts[:1] == ["api"] else parts[3:] if parts[:1] == ["apis"] else []
+        namespace = None
         if rest[:1] == ["namespaces"] and len(rest) >= 3:
-            rest = rest[2:]
+            namespace, rest = rest[1], rest[2:]
         kind = "/".join(rest[:1] + ["{name}"] * (len(rest) > 1) + rest[2:3]) if rest else "discovery"
         flag = "watch" if len(rest) == 1 else "follow"
         watch = method == "GET" and len(rest) != 2 and _parse_bool(query.get(flag))
         with self._count_lock:
             self.request_counts[(method, kind, watch)] += 1
+            if namespace is not None:
+                self.namespace_counts.setdefault(namespace, collections.Counter())[(method, kind, watch)] += 1
 
-    def requests_snapshot(self) -> collections.Counter[tuple[str, str, bool]]:
-        """A copy of :attr:`request_counts` (subtract two snapshots to count a window)."""
+    def requests_snapshot(self, namespace: str | None = None) -> collections.Counter[tuple[str, str, bool]]:
+        """A copy of :attr:`request_counts`, or of one namespace's counts (subtract two snapshots
+        to count a window)."""
         with self._count_lock:
-            return collections.Counter(self.request_counts)
+            counts = self.request_counts if namespace is None else self.namespace_counts.get(namespace)
+            return collections.Counter(counts or {})
 
     def add_token(self, token: str, user: User) -> None:
         """Accept ``token`` as ``user``."""

@@ -27,7 +27,7 @@ from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.status import summary_line
 from tests.cluster.conftest import profile_yaml
 from tests.handoff.conftest import TRAIN, weights_server
-from tests.helpers import cancel_registered_jobs, ipython_test_shell
+from tests.helpers import cancel_registered_jobs, ipython_test_shell, wait_for
 
 pytestmark = pytest.mark.cluster
 
@@ -159,7 +159,8 @@ def test_slurm_checkpoint_served_on_kubernetes_through_host_path_and_path_map(
     url = svc.port_forward()
     with urllib.request.urlopen(url, timeout=30) as resp:
         assert resp.read().decode() == "weights of step 100"
-    assert "loaded 19 bytes" in svc.logs()
+    # The pod's log is copied by the kubelet as it goes: waited for, not read once.
+    wait_for(lambda: "loaded 19 bytes" in svc.logs(), "the pod's 'loaded' line in its log", interval=0.5)
     assert Registry().get(svc.key).spec["model_source"] == f"box/{job.id} (ft)"
 
     # refusals that need both clusters: no volume, a volume that does not cover the path

@@ -24,7 +24,7 @@ from jupyter_tiers import api, config
 from jupyter_tiers.objectstore import DEFAULT_FETCH_IMAGE
 from jupyter_tiers.registry import Registry
 from tests.cluster.conftest import profile_yaml
-from tests.helpers import cancel_registered_jobs, ipython_test_shell
+from tests.helpers import cancel_registered_jobs, ipython_test_shell, wait_for
 from tests.k8s_emulator.emulator import Emulator
 from tests.s3.conftest import ACCESS_KEY, SECRET_KEY, S3Server
 
@@ -132,7 +132,9 @@ def test_slurm_checkpoint_uploaded_then_served_on_kubernetes_through_an_init_con
     svc = ip.user_ns["svc"]
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as resp:
         assert resp.read().decode() == "weights of step 100"
-    assert "loaded weights of step 100" in svc.logs()
+    # The pod's log is copied by the kubelet as it goes: waited for, not read once.
+    wait_for(lambda: "loaded weights of step 100" in svc.logs(), "the pod's 'loaded' line in its log",
+             interval=0.5)
 
     # A profile with neither a model volume nor an object store: one line naming both ways.
     capsys.readouterr()

@@ -14,6 +14,9 @@ from typing import Any
 import pytest
 
 from jupyter_tiers import api
+from jupyter_tiers.errors import TiersError
+from jupyter_tiers.model import JobState, JobStatus
+from jupyter_tiers.registry import JobRecord, Registry
 from jupyter_tiers.server.hub import Hub
 
 GUARD = 60.0
@@ -139,8 +142,6 @@ def test_ten_listeners_share_one_subscription_and_idle_stops_watching(
 
 
 def test_removed_records_are_announced(tmp_path: Path) -> None:
-    from jupyter_tiers.registry import JobRecord, Registry
-
     registry = Registry(tmp_path / "hub-registry.sqlite")
     done = JobRecord(profile="hpc", tier="slurm", job_id="7", name="old", world_size=1, state="COMPLETED")
     registry.add(done)
@@ -199,23 +200,25 @@ def test_a_service_deleted_and_recreated_under_its_key_is_followed_again(local: 
                 handle.delete()
 
 
-def test_updates_reach_the_listeners_in_the_order_of_the_changes(tmp_path: Path) -> None:
-    """A scan's update held up on its way out (a busy machine) while the job's watch delivers its
-    end: the end still reaches the listeners last, so no tab's row stays on RUNNING (the hub's
-    cache had the end, so nothing would ever correct it)."""
-    from jupyter_tiers.errors import TiersError
-    from jupyter_tiers.model import JobState, JobStatus
-    from jupyter_tiers.registry import JobRecord, Registry
-
+def hub_of_one_job(tmp_path: Path, job_id: str, state: str) -> tuple[Hub, Registry, JobRecord]:
+    """A hub over a registry holding one Slurm job record, with no cluster to reach (its
+    subscriptions fail at once) and no periodic scan: the test drives every change."""
     registry = Registry(tmp_path / "hub-registry.sqlite")
-    rec = JobRecord(profile="hpc", tier="slurm", job_id="8", name="run", world_size=1, state="RUNNING",
+    rec = JobRecord(profile="hpc", tier="slurm", job_id=job_id, name="run", world_size=1, state=state,
                     submitted_at=time.time())
     registry.add(rec)
 
     def no_cluster(profile: str, kind: Any) -> Any:
         raise TiersError("no cluster in this test")
 
-    hub = Hub(scan_interval=3600, registry=lambda: registry, connect=no_cluster)
+    return Hub(scan_interval=3600, registry=lambda: registry, connect=no_cluster), registry, rec
+
+
+def test_updates_reach_the_listeners_in_the_order_of_the_changes(tmp_path: Path) -> None:
+    """A scan's update held up on its way out (a busy machine) while the job's watch delivers its
+    end: the end still reaches the listeners last, so no tab's row stays on RUNNING (the hub's
+    cache had the end, so nothing would ever correct it)."""
+    hub, registry, rec = hub_of_one_job(tmp_path, "8", "RUNNING")
     got: list[dict[str, Any]] = []
     changed, held, go_on = threading.Event(), threading.Event(), threading.Event()
 
@@ -257,19 +260,7 @@ def test_every_change_takes_a_higher_revision(tmp_path: Path) -> None:
     """Items carry the hub's revision of their last change (``rev``), messages and listings the
     latest: a registry change, a delivered status and a removal each take a higher one, and an
     unchanged rescan none. The sidebar merges a ``GET jobs`` answer with the live updates by it."""
-    from jupyter_tiers.errors import TiersError
-    from jupyter_tiers.model import JobState, JobStatus
-    from jupyter_tiers.registry import JobRecord, Registry
-
-    registry = Registry(tmp_path / "hub-registry.sqlite")
-    rec = JobRecord(profile="hpc", tier="slurm", job_id="9", name="run", world_size=1, state="PENDING",
-                    submitted_at=time.time())
-    registry.add(rec)
-
-    def no_cluster(profile: str, kind: Any) -> Any:
-        raise TiersError("no cluster in this test")
-
-    hub = Hub(scan_interval=3600, registry=lambda: registry, connect=no_cluster)
+    hub, registry, rec = hub_of_one_job(tmp_path, "9", "PENDING")
     inbox = Inbox()
     token, snapshot = hub.listen(inbox)
     try:

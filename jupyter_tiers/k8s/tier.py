@@ -51,25 +51,62 @@ from .watch import NamespaceWatch, PodLogFollower, container_instance, split_tim
 BLUEGREEN_TIMEOUT = 900.0  # seconds a new color may take to become ready before the switch is dropped
 
 
-class NewDeploymentSight:
-    """The statuses of a Deployment that was just created, as a namespace watch delivers them.
+class LaggingWatchGuard:
+    """Passes a service's (or one Deployment's) statuses from the namespace's shared watch on to
+    ``deliver``, except a DELETED that comes before the watch has shown the object once.
 
-    The watch's cache may not have seen the create yet and then reports the Deployment DELETED;
-    that is believed only after the watch has shown it once (found by a blue-green switch that
-    was dropped because the first status it saw was that lag)."""
+    The watch's cache may lag behind a create made a moment ago (the apply before a view opens,
+    a blue-green switch's new colour) and then reports the object DELETED. Such a DELETED goes
+    on only when ``confirm_gone``, a direct read run on a thread, returns the status to deliver;
+    it returns None when the object is there (the watch's next status decides) and raises
+    TiersError when it cannot tell (asked again every ``retry_s`` until the watch shows the
+    object or the guard is cancelled). Statuses are delivered one at a time, in order."""
 
-    def __init__(self) -> None:
-        self.seen = False
-        self.last: ServiceStatus | None = None
+    def __init__(self, deliver: Callable[[ServiceStatus], None],
+                 confirm_gone: Callable[[], ServiceStatus | None], *, name: str = "service",
+                 retry_s: float = 5.0,
+                 start: Callable[[Callable[[], None]], None] | None = None) -> None:
+        self.deliver = deliver
+        self.confirm_gone = confirm_gone
+        self.name = name
+        self.retry_s = retry_s
+        self._start = start or self._on_thread
+        self._order = threading.RLock()
+        self._cancelled = threading.Event()
+        self.shown = False  # a status was delivered: a later DELETED is the watch's own word
+        self._checking = False
 
-    def offer(self, status: ServiceStatus) -> bool:
-        """Take one status; True when waiting can stop (ready, failed, scaled down or gone)."""
-        if status.state is not ServiceState.DELETED:
-            self.seen = True
-        elif not self.seen:
-            return False
-        self.last = status
-        return status.state.settled
+    def __call__(self, status: ServiceStatus) -> None:
+        with self._order:
+            if status.state is ServiceState.DELETED and not self.shown:
+                if not self._checking:
+                    self._checking = True
+                    self._start(self._check)
+                return
+            self.shown = True
+            self.deliver(status)
+
+    def cancel(self) -> None:
+        """Stop asking (the listener has gone)."""
+        self._cancelled.set()
+
+    def _on_thread(self, fn: Callable[[], None]) -> None:
+        threading.Thread(target=fn, name=f"jt-gone-{self.name}", daemon=True).start()
+
+    def _check(self) -> None:
+        while True:
+            try:
+                gone = self.confirm_gone()
+            except TiersError:
+                if not self.shown and not self._cancelled.wait(self.retry_s):
+                    continue  # cannot tell now: ask again, unless the watch has shown it meanwhile
+                gone = None
+            with self._order:
+                self._checking = False
+                if gone is not None and not self.shown and not self._cancelled.is_set():
+                    self.shown = True
+                    self.deliver(gone)
+            return
 
 
 class K8sTier(ServeTier):
@@ -270,33 +307,29 @@ class K8sTier(ServeTier):
 
     def _wait_deployment(self, record: JobRecord, deployment: str) -> ServiceStatus | None:
         """Block until ``deployment``, just created, is settled (ready, failed or gone) and
-        return its last status; None when it went before the watch ever showed it."""
+        return its last status (None if none came in BLUEGREEN_TIMEOUT)."""
         done = threading.Event()
-        sight = NewDeploymentSight()
+        last: list[ServiceStatus] = []
 
-        def on_status(status: ServiceStatus) -> None:
-            if sight.offer(status):
+        def settle(status: ServiceStatus) -> None:
+            last[:] = [status]
+            if status.state.settled:
                 done.set()
 
-        nsw = self._watch_of_namespace()
-        token = nsw.subscribe(record.name, self._status_fn(record, deployment), on_status)
-        deadline = time.monotonic() + BLUEGREEN_TIMEOUT
-        try:
-            while not done.wait(min(5.0, max(0.0, deadline - time.monotonic()))):
-                if time.monotonic() >= deadline:
-                    break
-                if not sight.seen and not self._still_there(deployment):
-                    return None  # deleted while the watch still lagged behind its create
-        finally:
-            nsw.unsubscribe(token)
-        return sight.last
+        def confirm_gone() -> ServiceStatus | None:
+            if canary_ops.read_object(self, "Deployment", deployment, self.namespace) is not None:
+                return None
+            return ServiceStatus(record.name, ServiceState.DELETED, reason=f"{deployment} was deleted")
 
-    def _still_there(self, deployment: str) -> bool:
-        """Whether the Deployment exists, by a direct read; True when the API cannot say now."""
+        guard = LaggingWatchGuard(settle, confirm_gone, name=deployment)
+        nsw = self._watch_of_namespace()
+        token = nsw.subscribe(record.name, self._status_fn(record, deployment), guard)
         try:
-            return canary_ops.read_object(self, "Deployment", deployment, self.namespace) is not None
-        except TiersError:
-            return True
+            done.wait(BLUEGREEN_TIMEOUT)
+        finally:
+            guard.cancel()
+            nsw.unsubscribe(token)
+        return last[0] if last else None
 
     def wait_switched(self, name: str, timeout: float | None = None) -> bool:
         """Block until a pending blue-green switch of ``name`` has finished (tests, scripts);
@@ -675,39 +708,26 @@ class K8sTier(ServeTier):
             self._subscriptions.add(sub)
 
         def status_changed(status: ServiceStatus) -> None:
-            with sub.order:
-                if status.state is ServiceState.DELETED and not sub.shown:
-                    # The shared watch may not have caught up with a Deployment created a moment
-                    # ago (the apply just before this view): DELETED is believed once the watch
-                    # has shown the service, or when a direct read agrees.
-                    if not sub.checking:
-                        sub.checking = True
-                        threading.Thread(target=confirm_gone, name=f"jt-gone-{record.name}",
-                                         daemon=True).start()
-                    return
-                sub.shown = True
-                # Not while the API is unreachable: the registry keeps the last state it said.
-                if status.state.value != sub.recorded and status.api_reachable:
-                    sub.recorded = status.state.value
-                    self._record(record, status)
-                sub.deliver(status)
+            # Not while the API is unreachable: the registry keeps the last state it said.
+            if status.state.value != sub.recorded and status.api_reachable:
+                sub.recorded = status.state.value
+                self._record(record, status)
+            sub.deliver(status)
 
-        def confirm_gone() -> None:
-            try:
-                fresh: ServiceStatus | None = self.service_status(record)
-            except TiersError:
-                fresh = None  # cannot tell now: the watch's next status decides
-            with sub.order:
-                sub.checking = False
-                if fresh is not None and fresh.state is ServiceState.DELETED and not sub.shown:
-                    sub.shown = True
-                    sub.recorded = fresh.state.value
-                    sub.deliver(fresh)
+        def confirm_gone() -> ServiceStatus | None:
+            fresh = self.service_status(record)  # a direct read, which records what it found
+            if fresh.state is not ServiceState.DELETED:
+                return None
+            sub.recorded = fresh.state.value
+            return fresh
+
+        # A view opened right after an apply: the watch may not have seen the new Deployment yet.
+        sub.guard = LaggingWatchGuard(status_changed, confirm_gone, name=record.name)
 
         if on_lines is not None:
             sub.logs = _ServiceLogs(self.client, nsw.namespace, record.name, on_lines)
             sub.listener = nsw.add_listener(sub.logs.on_event)
-        sub.token = nsw.subscribe(record.name, self._status_fn(record), status_changed)
+        sub.token = nsw.subscribe(record.name, self._status_fn(record), sub.guard)
         if sub.logs is not None:
             sub.logs.sync(nsw.pods(record.name))
         return sub
@@ -716,6 +736,8 @@ class K8sTier(ServeTier):
         """The tier's half of closing a subscription: its watch tokens and log followers."""
         with self._lock:
             self._subscriptions.discard(subscription)
+        if subscription.guard is not None:
+            subscription.guard.cancel()
         for token in (subscription.token, subscription.listener):
             if token is not None:
                 subscription.nsw.unsubscribe(token)
@@ -757,9 +779,7 @@ class _Subscription(Subscription[ServiceStatus]):
         self.listener: int | None = None
         self.logs: _ServiceLogs | None = None
         self.recorded = ""
-        self.order = threading.RLock()  # statuses from the watch and from a direct read, in turn
-        self.shown = False  # a status was delivered (so a later DELETED is the watch's word)
-        self.checking = False  # a direct read is asking whether the service is really gone
+        self.guard: LaggingWatchGuard | None = None
 
     def _detach(self) -> None:
         self.tier._forget(self)

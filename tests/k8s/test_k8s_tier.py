@@ -554,6 +554,26 @@ def test_bluegreen_switches_only_when_the_new_colour_is_ready(
     assert all(p.name.startswith("bg-green-") for p in status.pods if p.phase != "Terminating")
 
 
+def test_a_bluegreen_switch_waits_out_a_lagging_watch(tier: K8sTier, emulator: Emulator,
+                                                     k8s_namespace: str) -> None:
+    """The switch starts watching the new colour the moment it is created; with each watch event
+    held 1 s (a loaded API server) the watch has not seen it yet and says DELETED. The switch
+    once gave up on that and left the old colour live for good; it now switches."""
+    ns = k8s_namespace
+    wait_ready(apply_server(tier, name="bgl", strategy="bluegreen"))
+    emulator.server.watch_event_delay = 1.0
+    try:
+        green = tier.apply(tier.make_spec(SERVER + "\n# green\n", name="bgl", port=8000,
+                                          strategy="bluegreen"))
+        assert green.record.spec["deployment"] == "bgl-green"
+        assert tier.wait_switched("bgl", GUARD), "the switch still waits"
+    finally:
+        emulator.server.watch_event_delay = 0.0
+    svc = get(emulator, "services", ns, "bgl")
+    assert svc is not None and svc["spec"]["selector"]["jupyter-tiers/color"] == "green"
+    assert get(emulator, "deployments", ns, "bgl-blue") is None
+
+
 def test_bluegreen_switch_ends_when_the_service_is_deleted_meanwhile(
         tier: K8sTier, emulator: Emulator, k8s_namespace: str, tmp_path: Path) -> None:
     """A green colour that never gets ready, then the service deleted: the pending switch ends

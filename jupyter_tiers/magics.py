@@ -31,16 +31,8 @@ from IPython.core.magic import (
 )
 from IPython.core.magic_arguments import ArgDecorator, argument, magic_arguments
 
-from . import handoff, task_handoff, tiers_command
-from .api import OneTimeCodeRequired, connect, connect_batch
-from .checkpoint_upload import store_of
-from .display import show_job, show_service
 from .errors import ConfigError, JobNotFound, SpecError, TiersError
-from .guard import serve_refusal, train_warning
-from .handoff import HandoffError
 from .model import WorkKind
-from .model_cache import FetchError, check_model, fetch_model, plan_model
-from .objectstore import parse_uri
 from .options import (
     JOB_OPTIONS,
     SERVE_OPTIONS,
@@ -50,10 +42,11 @@ from .options import (
     flag_names,
     given_values,
 )
-from .sync import SyncError, describe, notebook_manifest
-from .tier import BatchTier, ServeTier
 
-if TYPE_CHECKING:  # the tier machinery loads when a cell first needs it (bench/load_ext.py)
+# Only the option table, the errors and IPython's magic machinery load at %load_ext: the tier API,
+# the views, the guard, the handoff and %tiers are imported by the functions that first need them
+# (bench/load_ext.py measures it; tests/unit/test_load_ext_modules.py keeps the list short).
+if TYPE_CHECKING:
     from .handles import Job, Service
     from .model import JobSpec, ServeSpec
     from .registry import JobRecord
@@ -138,6 +131,12 @@ def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageErro
         return UsageError(f"{field}: {exc.problem}")
     if isinstance(exc, ConfigError):
         return UsageError(str(exc))
+    # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
+    from .handoff import HandoffError
+    from .model_cache import FetchError  # lazy: as above
+    from .sync import SyncError  # lazy: as above
+    from .transport.errors import OneTimeCodeRequired  # lazy: as above
+
     if isinstance(exc, (HandoffError, FetchError)):  # their messages start with --model-from
         return UsageError(str(exc))
     if isinstance(exc, SyncError):  # its message names --sync and what is allowed
@@ -149,6 +148,10 @@ def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageErro
 
 def _connect_batch(profile: str | None) -> BatchTier:
     """The training tier of ``profile`` (Slurm or local) for ``%%slurm_train``."""
+    # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
+    from .api import connect
+    from .tier import BatchTier  # lazy: as above
+
     tier = connect(profile, kind=WorkKind.JOB)
     if not isinstance(tier, BatchTier):
         raise _wrong_profile(tier, "%%slurm_train", "a slurm or local profile")
@@ -157,6 +160,10 @@ def _connect_batch(profile: str | None) -> BatchTier:
 
 def _connect_serve(profile: str | None) -> ServeTier:
     """The serving tier of ``profile`` (Kubernetes or local) for ``%%k8s_serve``."""
+    # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
+    from .api import connect
+    from .tier import ServeTier  # lazy: as above
+
     tier = connect(profile, kind=WorkKind.SERVICE)
     if not isinstance(tier, ServeTier):
         raise _wrong_profile(tier, "%%k8s_serve", "a kubernetes profile or a local one")
@@ -196,6 +203,10 @@ class TiersMagics(Magics):
         _check_out(args.out)
         if not cell.strip():
             raise UsageError("the cell is empty: its body is the training script")
+        # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
+        from .display import show_job
+        from .guard import train_warning  # lazy: as above
+
         try:
             tier = _connect_batch(args.profile)
             options = given_values(args, JOB_OPTIONS)
@@ -268,6 +279,10 @@ class TiersMagics(Magics):
         if not cell.strip() and not args.delete:
             raise UsageError("the cell is empty: its body is the server program (or, with --shell, "
                              "its command line)")
+        # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
+        from .display import show_service
+        from .guard import serve_refusal  # lazy: as above
+
         try:
             tier = _connect_serve(args.profile)
             if args.delete:
@@ -310,6 +325,10 @@ class TiersMagics(Magics):
                     dry_run: bool = False) -> str:
         """Resolve ``--model-from`` to the serving tier's view of the job's checkpoint: set the
         spec's model path and source in ``options``; returns the body with {model_path} filled."""
+        # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
+        from . import handoff, task_handoff
+        from .api import connect, connect_batch  # lazy: as above
+
         path: str | None
         uri: str | None
         if ref.startswith("s3://"):  # a model in the object store, trained anywhere
@@ -340,6 +359,12 @@ class TiersMagics(Magics):
         model_uri), after a check from the kernel when it has credentials of its own (a missing
         key is refused before anything is created); on the local tier it is downloaded into the
         cache (nothing if cached; ``--dry-run`` says what would be, and downloads nothing)."""
+        # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
+        from . import handoff
+        from .checkpoint_upload import store_of  # lazy: as above
+        from .model_cache import check_model, fetch_model, plan_model  # lazy: as above
+        from .objectstore import parse_uri  # lazy: as above
+
         try:
             parse_uri(uri)
         except ValueError as exc:
@@ -394,6 +419,9 @@ class TiersMagics(Magics):
                                          a profile for ~/.jupyter/tiers.yaml from ~/.ssh/config and
                                          the kubeconfig (asks nothing here; writes with --yes)
         """
+        # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
+        from . import tiers_command
+
         try:
             return tiers_command.run(self._words(line, "%tiers"), shell=self.shell)
         except tiers_command.CommandUsage as exc:
@@ -504,6 +532,9 @@ def _fix_dash_values(words: list[str]) -> list[str]:
 def _print_sync_listing(tier: Tier, spec: JobSpec | ServeSpec) -> None:
     """--dry-run with --sync: what would be synced, and its size (sync.py)."""
     if spec.sync:
+        # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
+        from .sync import describe, notebook_manifest
+
         manifest, _ = notebook_manifest(spec.sync, tier.profile.settings)
         print(describe(manifest, spec.sync), end="")
 

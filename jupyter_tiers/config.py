@@ -24,6 +24,7 @@ from __future__ import annotations
 import math
 import os
 import re
+import shutil
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,13 @@ SYSTEM_PATH = Path("/etc/jupyter/tiers.yaml")
 USER_PATH = Path("~/.jupyter/tiers.yaml")
 PROJECT_NAME = "tiers.yaml"
 BUILTIN_LOCAL = "local"
+#: The built-in profile of "this cluster" where ``sbatch`` is on PATH (Jupyter on the cluster:
+#: Open OnDemand, JupyterHub): a slurm profile without ``host``, so a template's
+#: ``--profile cluster`` works there with no tiers.yaml. A file's ``cluster`` profile adds to it.
+BUILTIN_CLUSTER = "cluster"
+#: Keys of a slurm profile that only mean something over SSH (with ``host``).
+SSH_ONLY_KEYS = ("port", "user", "identity_file", "known_hosts", "proxy_jump", "ssh_config",
+                 "connect_timeout")
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -228,8 +236,10 @@ class Config:
         except KeyError:
             known = ", ".join(sorted(self.profiles)) or "none"
             where = ", ".join(self.sources) or "no tiers.yaml found"
+            why = ("; the built-in 'cluster' profile exists only where sbatch is on PATH (Jupyter "
+                   "running on a Slurm cluster)" if key == BUILTIN_CLUSTER else "")
             raise ConfigError(
-                where, f"profiles.{_shown(key)}", f"no such profile; known profiles: {known}"
+                where, f"profiles.{_shown(key)}", f"no such profile; known profiles: {known}{why}"
             ) from None
 
 
@@ -624,15 +634,28 @@ def _project_refusals(name: str, prof: Mapping[str, Any], trusted_from: str | No
     return out
 
 
+def _builtins(on_cluster: bool) -> dict[str, dict[str, Any]]:
+    """The built-in profiles' starting keys (a file's profile of the same name adds to them)."""
+    out: dict[str, dict[str, Any]] = {BUILTIN_LOCAL: {"tier": "local"}}
+    if on_cluster:
+        out[BUILTIN_CLUSTER] = {"tier": "slurm"}
+    return out
+
+
 def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]], *,
-                 untrusted: Collection[str] = ()) -> Config:
+                 untrusted: Collection[str] = (), on_cluster: bool = False) -> Config:
     """Merge validated layers (lowest precedence first) into a Config.
 
     ``untrusted``: the sources that are project files the user has not opted in to trust.
+    ``on_cluster``: this machine has ``sbatch`` (the built-in :data:`BUILTIN_CLUSTER` exists).
     """
+    builtins = _builtins(on_cluster)
     merged: dict[str, dict[str, Any]] = {}
     origins: dict[str, list[str]] = {}
-    trusted_origin: dict[str, str] = {BUILTIN_LOCAL: "jupyter-tiers (built in)"}
+    trusted_origin: dict[str, str] = dict.fromkeys(builtins, "jupyter-tiers (built in)")
+    if on_cluster:  # a file may give the built-in cluster profile defaults without repeating its tier
+        merged[BUILTIN_CLUSTER] = dict(builtins[BUILTIN_CLUSTER])
+        origins[BUILTIN_CLUSTER] = ["built-in"]
     default_profile: str | None = None
     default_source = ""
     refusals: list[Refusal] = []
@@ -641,7 +664,7 @@ def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]], *,
         guarded = source in untrusted
         for name, prof in layer.get("profiles", {}).items():
             if guarded:
-                current = merged.get(name, {"tier": "local"} if name == BUILTIN_LOCAL else {})
+                current = merged.get(name, builtins.get(name, {}))
                 found = _project_refusals(name, prof, trusted_origin.get(name), current)
                 refusals += found
                 refused_source = refused_source or (source if found else "")
@@ -682,8 +705,12 @@ def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]], *,
                 )
         if "defaults" in raw:
             raw["defaults"] = check_defaults(raw["defaults"], default_keys(tier), src, f"profiles.{name}")
-        if tier == "slurm" and not raw.get("host"):
-            raise ConfigError(src, f"profiles.{name}.host", "a slurm profile needs a host")
+        if tier == "slurm" and not raw.get("host"):  # Slurm's commands on this machine
+            for key in SSH_ONLY_KEYS:
+                if key in raw:
+                    raise ConfigError(src, f"profiles.{name}.{key}", "only with host (the login "
+                                      "node reached over SSH); a slurm profile without host runs "
+                                      "Slurm's commands on this machine")
         settings = {k: v for k, v in raw.items() if k not in ("defaults", "env", "setup", "tier")}
         profiles[name] = Profile(
             name=name,
@@ -728,4 +755,4 @@ def load_config(cwd: Path | None = None) -> Config:
         trust = trust or bool(layer.get(TRUST_KEY))
         layers.append((str(path), layer))
     untrusted = () if trust or project is None else (str(project),)
-    return merge_layers(layers, untrusted=untrusted)
+    return merge_layers(layers, untrusted=untrusted, on_cluster=shutil.which("sbatch") is not None)

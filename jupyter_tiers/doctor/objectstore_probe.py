@@ -25,6 +25,7 @@ from ..slurm.commands import upload_argv
 from ..slurm.tier import SlurmTier
 from ..transport.errors import TransportError
 from ..transport.prompt import refusing_prompter
+from ..transport.ssh import SSHTransport
 from .model import Check, fail
 from .objectstore_checks import S3Probe, mode_text, secret_check, store_checks
 
@@ -66,7 +67,7 @@ def _run_remote(profile: Profile, data: bytes) -> tuple[str, str]:
     live = tier.opened_transport if isinstance(tier, SlurmTier) else None
     transport = live if live is not None and live.connected else slurm_tier.transport_for(profile)
     fresh = transport is not live
-    if fresh:
+    if fresh and isinstance(transport, SSHTransport):  # local commands: nothing to retry or ask
         transport.retries = 0
         transport.prompter = refusing_prompter("the doctor asks no one-time code; run %tiers login first")
     try:

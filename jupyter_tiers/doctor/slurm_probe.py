@@ -19,6 +19,7 @@ from ..slurm.commands import BASH
 from ..transport import sshconfig
 from ..transport.connection import connect_once, open_socket
 from ..transport.errors import AuthenticationError, ConnectError, HostKeyError, TransportError
+from ..transport.ssh import SSHTransport
 
 # Looks up each tool (NAME PATH FIRST-LINE-OF---version), in the login shell's environment (where
 # the tier runs sbatch) and again after the profile's setup lines (where the job script runs srun).
@@ -243,7 +244,7 @@ def _run_probe(profile: Profile, connected: Any, timeout: float, argv: list[str]
     """Run one probe program over ``connected`` (left open) or a new transport of the profile's
     (no retries: the doctor reports what it meets; closed afterwards)."""
     transport = connected or slurm_tier.transport_for(profile)
-    if connected is None:
+    if connected is None and isinstance(transport, SSHTransport):
         transport.retries = 0
     try:
         result = transport.run(argv, timeout=timeout, check=False)

@@ -145,7 +145,7 @@ def sinfo_partitions(answers: dict[str, str]) -> tuple[tuple[str, ...], str, str
     if not login.logged_in:
         why = login.host_key_message or login.auth_error or login.connect_error or "no login"
         return (), "", f"sinfo not asked: {why[:200]}"
-    transport = slurm_tier.transport_for(profile)
+    transport = slurm_tier.ssh_transport_for(profile)
     transport.retries = 0
     transport.prompter = refusing_prompter("init asks no one-time code")
     try:

@@ -25,7 +25,7 @@ from ..sync import Manifest, SyncError, SyncPlan, check_relpath, format_manifest
 from .commands import BASH, check_workdir
 
 if TYPE_CHECKING:
-    from ..transport.ssh import SSHTransport
+    from ..transport.base import Transport
 
 _PRELUDE = r"""set -e
 umask 077
@@ -169,7 +169,7 @@ def apply_payload(local: Manifest, sources: Mapping[str, str], plan: SyncPlan) -
     return buf.getvalue()
 
 
-def sync_to_cluster(transport: SSHTransport, workdir: str, name: str, local: Manifest,
+def sync_to_cluster(transport: Transport, workdir: str, name: str, local: Manifest,
                     sources: Mapping[str, str]) -> SyncOutcome:
     """Bring ``{workdir}/.sync/{name}/tree`` to ``local`` and snapshot it for one job."""
     root = sync_root(workdir, name)

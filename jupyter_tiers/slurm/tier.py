@@ -1,4 +1,5 @@
-"""SlurmTier: submit, batched status, per-rank state, logs and cancel over one SSH connection."""
+"""SlurmTier: submit, batched status, per-rank state, logs and cancel over one SSH connection, or
+as local commands when Jupyter runs on the cluster (a profile without ``host``)."""
 
 from __future__ import annotations
 
@@ -32,8 +33,10 @@ from ..registry import MAX_LIST, JobRecord, Registry, spec_for_record
 from ..requeue import requeue_pending
 from ..sync import notebook_manifest
 from ..tier import BatchTier
+from ..transport.base import Transport
 from ..transport.errors import ConnectError
 from ..transport.exchange import CommandResult
+from ..transport.local import LocalTransport
 from ..transport.ssh import SSHTarget, SSHTransport
 from . import commands
 from .files_remote import cat_argv, list_argv
@@ -67,7 +70,21 @@ NO_SPACE = "No space left on device"
 _NO_ACCOUNTING_MARKERS = ("accounting storage is disabled", "Slurm accounting storage is disabled")
 
 
-def transport_for(profile: Profile) -> SSHTransport:
+def runs_here(profile: Profile) -> bool:
+    """Whether a slurm profile runs Slurm's commands on this machine (it has no ``host``)."""
+    return not profile.get("host")
+
+
+def transport_for(profile: Profile) -> Transport:
+    """The transport of a slurm profile: SSH to its ``host``, or local commands without one (the
+    ``SBATCH_*`` names of its ``env`` reach sbatch, see jobenv.clean_env)."""
+    if runs_here(profile):
+        sbatch = {k: v for k, v in profile.env.items() if k.startswith("SBATCH_")}
+        return LocalTransport(label=f"profile {profile.name!r}", profile_sbatch=sbatch)
+    return ssh_transport_for(profile)
+
+
+def ssh_transport_for(profile: Profile) -> SSHTransport:
     """An SSH transport from a slurm profile's connection settings."""
     target = SSHTarget(
         host=profile.get("host"),
@@ -83,7 +100,8 @@ def transport_for(profile: Profile) -> SSHTransport:
 
 
 class SlurmTier(BatchTier):
-    """A Slurm cluster reached over SSH. One connection and one watcher for all its jobs."""
+    """A Slurm cluster reached over SSH (or on this machine: LocalTransport). One connection and
+    one watcher for all its jobs."""
 
     backend = "slurm"
 
@@ -91,7 +109,7 @@ class SlurmTier(BatchTier):
         self,
         profile: Profile,
         registry: Registry | None = None,
-        transport: SSHTransport | None = None,
+        transport: Transport | None = None,
     ) -> None:
         super().__init__(profile, registry)
         self._transport = transport
@@ -100,14 +118,14 @@ class SlurmTier(BatchTier):
         self._rank_notes: dict[str, str] = {}  # job id -> a full disk under its job directory
 
     @property
-    def transport(self) -> SSHTransport:
+    def transport(self) -> Transport:
         with self._lock:
             if self._transport is None:
                 self._transport = transport_for(self.profile)
             return self._transport
 
     @property
-    def opened_transport(self) -> SSHTransport | None:
+    def opened_transport(self) -> Transport | None:
         """The transport once this tier has made one (None before; nothing is opened here)."""
         return self._transport
 
@@ -115,6 +133,9 @@ class SlurmTier(BatchTier):
         transport = self.transport
         was = transport.connected
         transport.connect()
+        if isinstance(transport, LocalTransport):
+            return (f"{self.name} runs Slurm's commands on {transport.target}: nothing to log in "
+                    "to; its jobs, watchers and logs use local commands")
         how = "was already connected to" if was else "connected to"
         note = "; the one-time code is not kept: a reconnect asks again" if transport.code_prompts else ""
         return (f"{self.name} {how} {transport.target}: its jobs, watchers and logs share this "

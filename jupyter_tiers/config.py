@@ -734,6 +734,11 @@ def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]], *,
     return Config(profiles=profiles, default_profile=default_profile, sources=sources)
 
 
+def sbatch_here() -> bool:
+    """Whether this machine has ``sbatch`` on PATH (then the built-in ``cluster`` profile exists)."""
+    return shutil.which("sbatch") is not None
+
+
 def load_config(cwd: Path | None = None) -> Config:
     """Read every layer that exists and merge them (the trust rules in the module docstring)."""
     layers: list[tuple[str, dict[str, Any]]] = []
@@ -755,4 +760,4 @@ def load_config(cwd: Path | None = None) -> Config:
         trust = trust or bool(layer.get(TRUST_KEY))
         layers.append((str(path), layer))
     untrusted = () if trust or project is None else (str(project),)
-    return merge_layers(layers, untrusted=untrusted, on_cluster=shutil.which("sbatch") is not None)
+    return merge_layers(layers, untrusted=untrusted, on_cluster=sbatch_here())

@@ -116,10 +116,12 @@ class LocalTransport(ClosedOnExit):
 
     def _popen(self, args: tuple[str, ...]) -> subprocess.Popen[bytes] | None:
         self.connect()
+        env = self.env()
+        home = env.get("HOME") or os.path.expanduser("~")
         try:
             return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                    stderr=subprocess.PIPE, env=self.env(), start_new_session=True,
-                                    cwd=os.path.expanduser("~"))
+                                    stderr=subprocess.PIPE, env=env, start_new_session=True,
+                                    cwd=home if os.path.isdir(home) else None)
         except FileNotFoundError:
             return None
         except OSError as e:
@@ -259,14 +261,24 @@ class LocalStream(ClosedOnExit):
                         return data
                     self._finish()
                     return b""
-                if data:
-                    self._stderr += data
-                    del self._stderr[: max(0, len(self._stderr) - _STDERR_KEEP)]
-                else:
-                    self._selector.unregister(key.fileobj)
+                self._keep_stderr(key, data)
+
+    def _keep_stderr(self, key: selectors.SelectorKey, data: bytes) -> None:
+        if data:
+            self._stderr += data
+            del self._stderr[: max(0, len(self._stderr) - _STDERR_KEEP)]
+        else:
+            self._selector.unregister(key.fileobj)
 
     def _finish(self) -> None:
         self._exit_status = _status(self._proc.wait())
+        self._selector.unregister(self._proc.stdout)
+        while self._selector.get_map():  # what the command wrote to stderr before it ended
+            ready = self._selector.select(0)
+            if not ready:
+                break
+            for key, _ in ready:
+                self._keep_stderr(key, os.read(key.fd, BUFSIZE))
         self._done = True
 
     def _release(self) -> None:

@@ -416,9 +416,16 @@ def test_tiers_profiles_shows_a_profile_description_under_it(ip, capsys, far) ->
     assert not any(line.startswith("    ") for line in lines if "far" in line), out
 
 
-def test_tiers_profiles_without_any_config_shows_the_builtin_local(ip, capsys) -> None:
+def test_tiers_profiles_without_any_config_shows_the_builtin_local(ip, capsys, monkeypatch) -> None:
+    monkeypatch.setattr("jupyter_tiers.config.sbatch_here", lambda: False)
     out = tiers(ip, capsys, "profiles")
     assert re.fullmatch(r"\* local\s+local\s+this machine\s+from built-in\n", out), out
+
+
+def test_tiers_profiles_on_a_slurm_machine_shows_the_builtin_cluster(ip, capsys, monkeypatch) -> None:
+    monkeypatch.setattr("jupyter_tiers.config.sbatch_here", lambda: True)
+    out = tiers(ip, capsys, "profiles")
+    assert re.match(r"  cluster\s+slurm\s+this machine\s+from built-in\n", out), out
 
 
 @pytest.mark.local_procs

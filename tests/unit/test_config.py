@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers import config
-from jupyter_tiers.config import ConfigError, load_config, load_file
+from jupyter_tiers.config import ConfigError, ProjectFileRefused, load_config, load_file
 
 
 class Layers:
@@ -27,6 +27,7 @@ class Layers:
         monkeypatch.setattr(config, "USER_PATH", Path("~/.jupyter/tiers.yaml"))
         monkeypatch.setenv("HOME", str(self.home))
         monkeypatch.delenv(config.ENV_VAR, raising=False)
+        monkeypatch.setattr(config, "sbatch_here", lambda: False)  # tests that want it say so
         monkeypatch.chdir(self.project_dir)
 
     @staticmethod
@@ -239,10 +240,56 @@ def test_missing_tier(layers: Layers) -> None:
     assert "missing" in err.problem
 
 
-def test_slurm_needs_host(layers: Layers) -> None:
-    err = _error(layers, "profiles:\n  hpc:\n    tier: slurm\n    port: 22\n")
-    assert err.key == "profiles.hpc.host"
-    assert "host" in err.problem
+def test_ssh_keys_of_a_slurm_profile_need_a_host(layers: Layers) -> None:
+    """Without host a slurm profile runs Slurm's commands here: an SSH key there is a mistake."""
+    for key, value in (("port", "22"), ("user", "al"), ("identity_file", "/k"),
+                       ("proxy_jump", "j"), ("connect_timeout", "5")):
+        err = _error(layers, f"profiles:\n  hpc:\n    tier: slurm\n    {key}: {value}\n")
+        assert err.key == f"profiles.hpc.{key}"
+        assert "only with host" in err.problem and "this machine" in err.problem
+
+
+def test_a_slurm_profile_without_host_runs_here(layers: Layers) -> None:
+    from jupyter_tiers.slurm.tier import runs_here, transport_for
+    from jupyter_tiers.transport.local import LocalTransport
+    from jupyter_tiers.transport.ssh import SSHTransport
+
+    layers.write(layers.user, "profiles:\n  here:\n    tier: slurm\n    workdir: /scratch/x\n"
+                 "    env: {SBATCH_ACCOUNT: lab, OTHER: 1}\n  hpc:\n    tier: slurm\n    host: h\n")
+    cfg = load_config()
+    here, hpc = cfg.profile("here"), cfg.profile("hpc")
+    assert runs_here(here) and not runs_here(hpc)
+    local = transport_for(here)
+    assert isinstance(local, LocalTransport) and local.profile_sbatch == {"SBATCH_ACCOUNT": "lab"}
+    assert isinstance(transport_for(hpc), SSHTransport)
+
+
+def test_builtin_cluster_profile_exists_only_with_sbatch(layers: Layers,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "cluster" not in load_config().profiles
+    with pytest.raises(ConfigError, match="exists only where sbatch is on PATH"):
+        load_config().profile("cluster")
+    monkeypatch.setattr(config, "sbatch_here", lambda: True)
+    cfg = load_config()
+    cluster = cfg.profile("cluster")
+    assert cluster.tier == "slurm" and not cluster.get("host") and cluster.sources == ("built-in",)
+    assert cfg.default_profile == "local"  # the default stays the local tier
+
+
+def test_a_file_adds_defaults_to_the_builtin_cluster(layers: Layers,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(config, "sbatch_here", lambda: True)
+    layers.write(layers.user, "profiles:\n  cluster:\n    defaults: {partition: gpu}\n")
+    cluster = load_config().profile("cluster")
+    assert cluster.tier == "slurm" and cluster.defaults == {"partition": "gpu"}
+
+
+def test_a_project_file_cannot_send_the_builtin_cluster_elsewhere(
+        layers: Layers, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(config, "sbatch_here", lambda: True)
+    layers.write(layers.project, "profiles:\n  cluster:\n    host: evil.example\n")
+    with pytest.raises(ProjectFileRefused, match=r"profiles\.cluster\.host"):
+        load_config()
 
 
 def test_host_from_lower_layer_is_enough(layers: Layers) -> None:

@@ -449,7 +449,7 @@ def test_render_file_is_a_valid_config() -> None:
     text = render_file("x", {"tier": "local", "workdir": "/a b: c"})
     assert yaml.safe_load(text) == {"profiles": {"x": {"tier": "local", "workdir": "/a b: c"}}}
     with pytest.raises(ConfigError):
-        merge_layers([("t", {"profiles": {"x": {"tier": "slurm"}}})])  # the loader's own rule
+        merge_layers([("t", {"profiles": {"x": {"tier": "slurm", "port": 22}}})])  # the loader's own rule
 
 
 def test_fuzz_init_command_lines_give_a_profile_or_one_short_error(

@@ -272,7 +272,8 @@ class LocalStream(ClosedOnExit):
 
     def _finish(self) -> None:
         self._exit_status = _status(self._proc.wait())
-        self._selector.unregister(self._proc.stdout)
+        if self._proc.stdout is not None:
+            self._selector.unregister(self._proc.stdout)
         while self._selector.get_map():  # what the command wrote to stderr before it ended
             ready = self._selector.select(0)
             if not ready:

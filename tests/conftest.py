@@ -79,6 +79,7 @@ FOLDER_ENVIRONMENTS = {
 # cluster of tests/contract/fake_slurm.py, which needs nothing, so those runs stay in --fast).
 BACKEND_ENVIRONMENTS: dict[str, str | None] = {
     "batch/slurm": None,
+    "batch/slurm_here": "slurm",
     "batch/local": "local_procs",
     "serve/kubernetes": "k8s_emulator",
     "serve/local": "local_procs",

@@ -5,7 +5,9 @@ Every contract test takes ``batch`` (a :class:`BatchBackend`) or ``serve`` (a
 interface:
 
 - batch: ``slurm`` (SlurmTier on tests/contract/fake_slurm.py: no environment, so it runs in
-  ``--fast``) and ``local`` (LocalTier with real supervisors: ``local_procs``);
+  ``--fast``), ``slurm_here`` (SlurmTier on the real test cluster through LocalTransport, as on
+  a cluster's own Jupyter: ``slurm``) and ``local`` (LocalTier with real supervisors:
+  ``local_procs``);
 - serve: ``kubernetes`` (K8sTier on the emulator: ``k8s_emulator``) and ``local``
   (LocalServeTier with real supervisors and replicas: ``local_procs``).
 
@@ -20,6 +22,8 @@ What a backend declares it cannot do is in CAPABILITIES, nowhere else: a test as
 
 from __future__ import annotations
 
+import os
+import sys
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -34,6 +38,7 @@ from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.tier import BatchTier, ServeTier
+from jupyter_tiers.transport.local import LocalTransport
 from tests.conftest import BACKEND_ENVIRONMENTS
 from tests.contract.fake_slurm import FakeSlurm
 from tests.helpers import local_profile, processes_mentioning, wait_for
@@ -46,6 +51,7 @@ GUARD = 120.0  # seconds; bounds every wait so a broken backend fails instead of
 CAPABILITIES: dict[str, dict[str, bool]] = {
     # history/output_tail: Slurm accounting (sacct). login: an SSH connection to log in to.
     "batch/slurm": {"history": True, "login": True},
+    "batch/slurm_here": {"history": True, "login": True},
     "batch/local": {"history": False, "login": False},
     # rollback to a revision: a Deployment's ReplicaSet history (the local tier keeps none).
     "serve/kubernetes": {"revision_history": True},
@@ -56,7 +62,7 @@ CAPABILITIES: dict[str, dict[str, bool]] = {
 @dataclass
 class Backend:
     interface: str  # "batch" | "serve"
-    name: str  # the tier's backend: slurm | local | kubernetes
+    name: str  # the param: slurm | slurm_here | local | kubernetes (the tier's backend is tier.backend)
 
     def can(self, capability: str) -> bool:
         """Whether this backend has ``capability`` (CAPABILITIES; an unknown name is a test bug)."""
@@ -88,7 +94,7 @@ def backend_params(interface: str) -> list[Any]:
 FAST_WATCHER = {"status_interval": 0.3, "rank_interval": 0.2, "first_poll": 0.05}
 
 
-def _slurm(root: Path) -> Iterator[BatchTier]:
+def _slurm(root: Path, request: pytest.FixtureRequest) -> Iterator[BatchTier]:
     fake = FakeSlurm(root)
     profile = Profile(name="hpc", tier="slurm", settings={
         "host": "fake1", "workdir": str(root / "jobs"), "status_interval": 0.3, "rank_interval": 0.2})
@@ -101,7 +107,26 @@ def _slurm(root: Path) -> Iterator[BatchTier]:
         wait_for(lambda: not processes_mentioning(root), "every process of the fake cluster to end", GUARD)
 
 
-def _local_batch(root: Path) -> Iterator[BatchTier]:
+def _slurm_here(root: Path, request: pytest.FixtureRequest) -> Iterator[BatchTier]:
+    """The real test cluster's commands run on this machine (no SSH): a profile without host,
+    as the built-in ``cluster`` profile of a Jupyter running on the cluster."""
+    env = request.getfixturevalue("cluster_env")
+    venv = Path(sys.executable).parent
+    profile = Profile(name="cluster", tier="slurm", settings={
+        "workdir": str(root / "jobs"), "status_interval": 1.0, "rank_interval": 0.5},
+        defaults={"partition": "debug", "time": "00:10:00", "python": str(venv / "python")},
+        setup=(f"source {venv}/activate",))
+    transport = LocalTransport(environ={**os.environ, "SLURM_CONF": env["SLURM_CONF"]})
+    tier = SlurmTier(profile, Registry(root / "registry.sqlite"), transport=transport)
+    try:
+        yield tier
+    finally:
+        for rec in tier.registry.list(limit=1000):
+            tier.cancel(rec)
+        tier.close()
+
+
+def _local_batch(root: Path, request: pytest.FixtureRequest) -> Iterator[BatchTier]:
     tier = LocalTier(local_profile(root / "jobs"), Registry(root / "registry.sqlite"),
                      watcher_options=FAST_WATCHER)
     try:
@@ -114,7 +139,7 @@ def _local_batch(root: Path) -> Iterator[BatchTier]:
                  GUARD)
 
 
-BATCH_MAKERS = {"slurm": _slurm, "local": _local_batch}
+BATCH_MAKERS = {"slurm": _slurm, "slurm_here": _slurm_here, "local": _local_batch}
 
 
 @pytest.fixture(scope="module", params=backend_params("batch"))
@@ -122,7 +147,7 @@ def batch(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     """A batch tier of each backend, for the module."""
     root = tmp_path_factory.mktemp(f"batch-{request.param}")
     maker = BATCH_MAKERS[request.param]
-    for tier in maker(root):
+    for tier in maker(root, request):
         yield BatchBackend("batch", request.param, tier)
 
 

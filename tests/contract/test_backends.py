@@ -18,4 +18,4 @@ def test_every_backend_has_a_maker_and_a_known_environment() -> None:
     assert {f"batch/{n}" for n in BATCH_MAKERS} | {f"serve/{n}" for n in SERVE_MAKERS} == set(CAPABILITIES)
     assert {e for e in lanes.BACKEND_ENVIRONMENTS.values() if e} <= set(lanes.ENVIRONMENTS)
     marks = {p.values[0]: [m.name for m in p.marks] for p in backend_params("batch")}
-    assert marks == {"slurm": [], "local": ["local_procs"]}
+    assert marks == {"slurm": [], "slurm_here": ["slurm"], "local": ["local_procs"]}

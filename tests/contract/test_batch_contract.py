@@ -1,5 +1,6 @@
 """The BatchTier contract (jupyter_tiers/tier.py), written once and run on every batch backend
-(conftest.py: ``slurm`` on the fake cluster, ``local`` with real supervisors).
+(conftest.py: ``slurm`` on the fake cluster, ``slurm_here`` on the real test cluster through
+the local transport, ``local`` with real supervisors).
 
 Each test states one promise of a public verb, as the docstrings of BatchTier and Job give it:
 the states a job reaches, what its log, files and status say, the errors users see (words
@@ -50,7 +51,7 @@ def finished(batch: BatchBackend) -> tuple[Job, JobStatus]:
 def test_submit_records_the_job_and_attach_finds_it(batch: BatchBackend,
                                                     finished: tuple[Job, JobStatus]) -> None:
     job, _ = finished
-    assert job.record.tier == batch.name  # the backend, as the registry records it
+    assert job.record.tier == batch.tier.backend == batch.name.split("_")[0]  # as the registry records it
     assert job.record.profile == batch.tier.name and job.record.world_size == 1
     listed = batch.tier.registry.list(limit=100, profile=batch.tier.name, kind="job")
     assert job.key in [r.key for r in listed]
@@ -148,7 +149,7 @@ def test_cancel_stops_a_running_job_and_is_safe_twice(batch: BatchBackend) -> No
 
 
 def test_cancel_of_a_job_the_backend_never_had_is_a_no_op(batch: BatchBackend, tmp_path: Path) -> None:
-    ghost = JobRecord(profile=batch.tier.name, tier=batch.name, job_id="999999", name="ghost",
+    ghost = JobRecord(profile=batch.tier.name, tier=batch.tier.backend, job_id="999999", name="ghost",
                       jobdir=str(tmp_path / "never"))
     batch.tier.cancel(ghost)  # scancel: nothing to do; locally: no job directory
 

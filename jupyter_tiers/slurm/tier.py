@@ -40,6 +40,7 @@ from ..transport.local import LocalTransport
 from ..transport.ssh import SSHTarget, SSHTransport
 from . import commands
 from .files_remote import cat_argv, list_argv
+from .follow_local import follow_here_argv
 from .history import ACCOUNTING_DOWN, history_argv, history_result, parse_tail_output, tail_output_argv
 from .parse import (
     expand_hostlist,
@@ -351,6 +352,8 @@ class SlurmTier(BatchTier):
         return dict(self._rank_notes)
 
     def open_log(self, record: JobRecord, offset: int) -> ByteStream:
+        if isinstance(self.transport, LocalTransport):  # no SSH packets to coalesce
+            return self.transport.stream(follow_here_argv(record.jobdir, offset))
         return self.transport.stream(commands.follow_argv(record.jobdir, offset))
 
     def read_log(self, record: JobRecord, offset: int = 0) -> bytes:

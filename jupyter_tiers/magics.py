@@ -98,6 +98,15 @@ def dry_run_mode(value: str) -> str:
         "--dry-run=server (the API server validates them; nothing is created)")
 
 
+def _note_inside_job() -> None:
+    """Once per kernel, when it runs inside a Slurm job: say so (its jobs start clean)."""
+    from .service import inside_job_note  # lazy: as the tier machinery
+
+    note = inside_job_note()
+    if note:
+        print(note, flush=True)
+
+
 def _check_out(name: str | None) -> None:
     """``--out NAME`` must be a plain variable name: not a keyword (``class``, ``None``), and not
     a dunder such as ``__builtins__``, which would break every later cell of the notebook."""
@@ -236,6 +245,7 @@ class TiersMagics(Magics):
             if job is None:
                 warn_if_server()  # not when attached: this cell submits nothing then
                 job = tier.submit(spec)
+                _note_inside_job()
         except TiersError as exc:
             raise _usage(exc) from None
         if args.out and self.shell is not None:

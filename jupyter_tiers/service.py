@@ -9,9 +9,10 @@ maps them to HTTP statuses (:func:`http_status`) and the commands to one-line me
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,7 @@ from .errors import (
 from .handles import Handle, Job, Service
 from .handoff import upload_of
 from .history import HistoryRow, make_query, no_history_message
+from .jobenv import enclosing_job
 from .model import JobState, JobStatus, ServiceState, ServiceStatus, WorkKind
 from .reachability import STALE_AFTER_S, ago, last_seen, stale_after
 from .registry import LIVE_CANARY, JobRecord, Registry
@@ -174,6 +176,19 @@ class ProfileInfo:
 
 
 # --- pure item building ------------------------------------------------------------------------
+
+
+_noted_inside = threading.Event()
+
+
+def inside_job_note(environ: Mapping[str, str] | None = None) -> str | None:
+    """"this notebook runs inside Slurm job N on node X" the first time it is asked in this
+    process (the widget's cell and ``%tiers jobs`` say it once), else None; None outside a job."""
+    job = enclosing_job(os.environ if environ is None else environ)
+    if job is None or _noted_inside.is_set():
+        return None
+    _noted_inside.set()
+    return job.sentence()
 
 
 def _iso(epoch: float | None) -> str | None:

@@ -223,6 +223,9 @@ def run(argv: list[str], shell: Any = None) -> Any:
         print(format_jobs([handle.tier.registry.get(handle.key)]))
         print(format_tasks(handle.plan, tasks, metrics))
     elif args.command == "jobs":
+        note = service.inside_job_note()
+        if note:
+            print(note)
         listing = service.list_items(limit=args.limit, profile=args.profile,
                                      kind=WorkKind(args.kind) if args.kind else None)
         print(format_jobs(listing.records) if listing.records else "no jobs yet")

@@ -17,6 +17,7 @@ import functools
 import re
 import socket
 import textwrap
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -667,3 +668,17 @@ def test_bare_env_name_passes_the_kernels_value_without_printing_it(
     monkeypatch.delenv("TIERS_TEST_TOKEN")
     message = usage_error(ip, capsys, "%%slurm_train --profile far --dry-run --env TIERS_TEST_TOKEN\nx\n")
     assert message.startswith("--env TIERS_TEST_TOKEN: not set in the kernel's environment")
+
+
+def test_tiers_jobs_says_once_that_the_notebook_runs_inside_a_slurm_job(ip, capsys, monkeypatch) -> None:
+    from jupyter_tiers import service
+
+    monkeypatch.setattr(service, "_noted_inside", threading.Event())
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.setenv("SLURMD_NODENAME", "c17")
+    first = tiers(ip, capsys, "jobs")
+    assert first.splitlines()[0].startswith("this notebook runs inside Slurm job 4242 on node c17;")
+    assert "inside Slurm job" not in tiers(ip, capsys, "jobs")  # once per kernel
+    monkeypatch.setattr(service, "_noted_inside", threading.Event())
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert "inside Slurm job" not in tiers(ip, capsys, "jobs")  # not inside a job: nothing

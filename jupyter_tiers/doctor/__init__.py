@@ -54,8 +54,8 @@ def check_profile(profile: Profile, *, suggest_role: bool = False, compute: bool
     else:
         checks = local.local_checks(local.probe(profile))
     # A Slurm profile's sections are checked from the login node: not when the login failed.
-    unreached = profile.tier == "slurm" and not any(c.name == "login" and c.status is Status.OK
-                                                    for c in checks)
+    unreached = profile.tier == "slurm" and not any(c.name in ("login", "this machine")
+                                                    and c.status is Status.OK for c in checks)
     for section, run in SECTION_CHECKS.items():
         if profile.get(section) is not None:
             checks += [skip(section.replace("_", " "), "checked from the login node, which was not "

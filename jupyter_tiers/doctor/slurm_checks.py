@@ -10,7 +10,7 @@ from typing import Any
 
 from . import slurm_parse as sp
 from .model import Check, fail, ok, skip, warn
-from .slurm_probe import LoginProbe, ReachProbe, SlurmProbe
+from .slurm_probe import LoginProbe, ReachProbe, RemoteProbe, SlurmProbe
 
 SCHEDULER_TOOLS = ("sbatch", "squeue", "sacct", "scontrol")  # what the tier runs on the login node
 JOB_TOOLS = ("srun", "scontrol")  # what the job script runs, after the profile's setup
@@ -262,6 +262,10 @@ def slurm_checks(probe: SlurmProbe, *, profile: str, workdir: str, python: str,
                  partition: str | None, has_setup: bool) -> list[Check]:
     """Every check of a Slurm profile, judged from its probes; later stages of a failed earlier
     one are SKIP with the reason."""
+    if probe.here:
+        return [ok("this machine", "no SSH: the profile has no host, so Slurm's commands run here"),
+                *remote_checks(probe, workdir=workdir, python=python, partition=partition,
+                               has_setup=has_setup)]
     route = probe.route
     if route.error:
         return [fail("ssh route", route.error, "fix the profile's host/proxy_jump or the "
@@ -285,6 +289,24 @@ def slurm_checks(probe: SlurmProbe, *, profile: str, workdir: str, python: str,
     checks.append(login_check(login, profile))
     if probe.remote is None:
         return checks + _skipped(REMOTE_CHECKS, "not logged in")
+    return checks + remote_checks(probe, workdir=workdir, python=python, partition=partition,
+                                  has_setup=has_setup)
+
+
+def test_only_check(test_only: RemoteProbe) -> Check:
+    """``sbatch --test-only`` of a one-minute job (a profile without host)."""
+    if test_only.error:
+        return fail("sbatch --test-only", test_only.error,
+                    "check the profile's partition and account against `sinfo` and `sacctmgr show assoc`")
+    last = test_only.output.splitlines()[-1] if test_only.output else "accepted"
+    return ok("sbatch --test-only", last[:200])
+
+
+def remote_checks(probe: SlurmProbe, *, workdir: str, python: str, partition: str | None,
+                  has_setup: bool) -> list[Check]:
+    """The checks judged from the doctor's one command on the login node (or this machine)."""
+    checks: list[Check] = []
+    assert probe.remote is not None
     if probe.remote.error:
         failed = fail("slurm tools", f"the doctor's command failed: {probe.remote.error}",
                       "run the doctor again; check the login node's load")
@@ -301,6 +323,8 @@ def slurm_checks(probe: SlurmProbe, *, profile: str, workdir: str, python: str,
     checks.append(topology_check(config))
     checks.append(workdir_check(sp.parse_workdir(parts.get("workdir", [])), workdir))
     checks.append(setup_check(setup, python, has_setup))
+    if probe.test_only is not None:
+        checks.append(test_only_check(probe.test_only))
     if probe.compute is not None:
         checks.append(compute_check(probe.compute.output, python) if not probe.compute.error else
                       fail("compute node", probe.compute.error, "run the doctor again with --compute"))

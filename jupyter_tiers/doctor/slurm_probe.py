@@ -149,6 +149,8 @@ class SlurmProbe:
     login: LoginProbe | None = None
     remote: RemoteProbe | None = None
     compute: RemoteProbe | None = None  # --compute only
+    here: bool = False  # a profile without host: no SSH stages, Slurm's commands on this machine
+    test_only: RemoteProbe | None = None  # here: `sbatch --test-only` of a one-minute job
 
 
 def _target(profile: Profile) -> Any:
@@ -256,12 +258,41 @@ def _run_probe(profile: Profile, connected: Any, timeout: float, argv: list[str]
     return RemoteProbe(output=result.text())
 
 
+def probe_test_only(profile: Profile, connected: Any = None) -> RemoteProbe:
+    """``sbatch --test-only`` of a one-minute job in the profile's partition (nothing is
+    submitted): whether this account may submit here, and when such a job would start."""
+    args = ["sbatch", "--test-only", "--time=1", "-J", "jt-doctor"]
+    if profile.defaults.get("partition"):
+        args += ["-p", str(profile.defaults["partition"])]
+    if profile.defaults.get("account"):
+        args += ["-A", str(profile.defaults["account"])]
+    transport = connected or slurm_tier.transport_for(profile)
+    try:
+        result = transport.run([*args, "--wrap", "true"], timeout=60, check=False)
+    except TransportError as exc:
+        return RemoteProbe(error=str(exc)[:300])
+    text = (result.stdout + result.stderr).decode("utf-8", "replace").strip()
+    return RemoteProbe(output=text) if result.exit_status == 0 else RemoteProbe(error=text[-300:] or
+                                                                                "sbatch --test-only failed")
+
+
+def probe_here(profile: Profile, connected: Any = None, *, compute: bool = False) -> SlurmProbe:
+    """A profile without host: no route, DNS, TCP or login; the same remote command as over SSH,
+    run here, and ``sbatch --test-only``."""
+    remote = probe_remote(profile, connected)
+    return SlurmProbe(RouteProbe(), remote=remote, here=True,
+                      test_only=None if remote.error else probe_test_only(profile, connected),
+                      compute=probe_compute(profile, connected) if compute and not remote.error else None)
+
+
 def probe(profile: Profile, connected: Any = None, *, compute: bool = False) -> SlurmProbe:
     """Every stage in order; a stage that cannot go on leaves the later ones None. ``connected``:
     this process's live transport of the profile, used for the remote command when a fresh login
     would need a one-time code (the doctor asks none). ``compute``: also one compute node."""
     from dataclasses import replace
 
+    if slurm_tier.runs_here(profile):
+        return probe_here(profile, connected, compute=compute)
     route_probe, route = probe_route(profile)
     if route is None:
         return SlurmProbe(route_probe)

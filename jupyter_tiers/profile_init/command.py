@@ -15,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from .. import config
 from ..config import USER_PATH, ConfigError, Profile, load_file, merge_layers
 from ..doctor import Report, check_profile, slurm_probe
 from ..doctor.render import render_text
@@ -264,6 +265,24 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+def _offer_this_cluster(args: argparse.Namespace, *, interactive: bool, ask: Callable[[str], str],
+                        say: Callable[[str], None]) -> bool:
+    """Where sbatch is on PATH, the built-in ``cluster`` profile already runs jobs here (no SSH):
+    say so, and interactively offer it instead of writing a profile. True when taken."""
+    if not config.sbatch_here() or getattr(args, "host", None) or getattr(args, "tier", None):
+        return False
+    say(f"this machine has sbatch: the built-in profile {config.BUILTIN_CLUSTER!r} runs jobs on "
+        f"this cluster with no SSH and no file (--profile {config.BUILTIN_CLUSTER})")
+    if not interactive or not _confirm(f"use {config.BUILTIN_CLUSTER!r} (nothing to write)?", ask, True):
+        return False
+    if not args.no_doctor:
+        say(f"checking it (jupyter tiers doctor {config.BUILTIN_CLUSTER}):")
+        say(render_text(Report((check_profile(config.load_config().profile(config.BUILTIN_CLUSTER)),))))
+    say(f"nothing written; use it with --profile {config.BUILTIN_CLUSTER} (give it defaults under "
+        f"profiles: {config.BUILTIN_CLUSTER}: in ~/.jupyter/tiers.yaml if you like)")
+    return True
+
+
 def run_init(args: argparse.Namespace, *, notebook: bool = False,
              ask: Callable[[str], str] = input, say: Callable[[str], None] = print) -> int:
     """The whole of ``init``; returns the exit status. ``notebook``: never prompts, and writes
@@ -290,6 +309,8 @@ def run_init(args: argparse.Namespace, *, notebook: bool = False,
     say(printable(f"found: {len(facts.ssh_hosts)} host(s) in ~/.ssh/config ({known} with a known host "
                   f"key), {len(facts.contexts)} Kubernetes context(s)"
                   + (f", {len(names)} profile(s) in {path}" if names else "")))
+    if _offer_this_cluster(args, interactive=interactive, ask=ask, say=say):
+        return 0
     answers, facts = collect(args, facts, interactive=interactive, home=home, ask=ask, say=say)
     name, profile = build_profile(answers, facts)
     replacing = name in names

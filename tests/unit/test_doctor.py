@@ -336,3 +336,22 @@ def test_local_workdir_private_or_not(tmp_path: Path) -> None:
         "l", "local", settings={"workdir": str(shared)}, defaults={"python": "/nonexistent/python"})))}
     assert bad["workdir"].status is Status.FAIL and "mode 0777" in bad["workdir"].detail
     assert bad["python"].status is Status.FAIL and "torch" not in bad
+
+
+def test_a_profile_without_host_is_checked_here_with_no_ssh_stages() -> None:
+    from jupyter_tiers.doctor.slurm_checks import slurm_checks
+    from jupyter_tiers.doctor.slurm_probe import RemoteProbe, RouteProbe, SlurmProbe
+
+    probe = SlurmProbe(RouteProbe(), remote=RemoteProbe(error="boom"), here=True)
+    checks = slurm_checks(probe, profile="cluster", workdir="~/w", python="python3", partition=None,
+                          has_setup=False)
+    names = [c.name for c in checks]
+    assert names[0] == "this machine" and checks[0].status.name == "OK"
+    assert not {"ssh route", "dns", "tcp", "host key", "auth methods", "login"} & set(names)
+    assert checks[1].status.name == "FAIL" and "boom" in checks[1].detail
+    refused = SlurmProbe(RouteProbe(), remote=RemoteProbe(output=""), here=True,
+                         test_only=RemoteProbe(error="sbatch: error: invalid partition specified: nope"))
+    last = slurm_checks(refused, profile="cluster", workdir="~/w", python="python3", partition=None,
+                        has_setup=False)[-1]
+    assert last.name == "sbatch --test-only" and last.status.name == "FAIL"
+    assert "invalid partition" in last.detail

@@ -309,6 +309,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("JUPYTER_TIERS_CONFIG", raising=False)
     monkeypatch.setenv("USER", "me")
     monkeypatch.setenv("LOGNAME", "me")
+    monkeypatch.setattr("jupyter_tiers.config.sbatch_here", lambda: False)  # tests that want it say so
     monkeypatch.chdir(tmp_path)
     return home
 
@@ -475,3 +476,18 @@ def test_fuzz_init_command_lines_give_a_profile_or_one_short_error(
         capsys.readouterr()
     assert not _tiers_yaml(home).exists()
     assert not any(p.name.endswith(".yaml") for p in home.rglob("*") if p.parent.name != ".kube")
+
+
+def test_on_a_slurm_machine_init_offers_the_builtin_cluster_profile(
+        home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr("jupyter_tiers.config.sbatch_here", lambda: True)
+    monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
+    assert cli.main(["init", "--no-doctor"]) == 0
+    out = capsys.readouterr().out
+    assert "the built-in profile 'cluster' runs jobs on this cluster with no SSH" in out
+    assert "nothing written; use it with --profile cluster" in out
+    assert not _tiers_yaml(home).exists()
+    # Declined, or not interactive: init goes on to write a profile as before.
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\nkubernetes\n2\nml\n\ny\n"))
+    assert cli.main(["init", "--no-doctor"]) == 0
+    assert load_file(_tiers_yaml(home))["profiles"]["prod"]["namespace"] == "ml"

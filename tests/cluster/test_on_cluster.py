@@ -110,3 +110,22 @@ def test_a_kernel_inside_an_allocation_submits_a_job_that_starts_clean(
         assert values["SLURM_JOB_ID"] == inner, line  # its own job, not the parent's
         assert values["SLURM_MEM_PER_CPU"] is None and values["SBATCH_TIMELIMIT"] is None, line
         assert values["SLURM_CPUS_PER_TASK"] == "2", line
+
+
+def test_doctor_checks_the_builtin_cluster_profile_with_local_commands(
+        cluster_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from jupyter_tiers.config import load_config
+    from jupyter_tiers.doctor import run_doctor
+    from jupyter_tiers.doctor.model import Status
+
+    monkeypatch.setenv("SLURM_CONF", cluster_env["SLURM_CONF"])
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("JUPYTER_TIERS_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    report = run_doctor(load_config(), ["cluster"]).profiles[0]
+    got = {c.name: c for c in report.checks}
+    assert "login" not in got and "ssh route" not in got
+    assert got["this machine"].status is Status.OK
+    for name in ("slurm tools", "partitions", "workdir", "sbatch --test-only"):
+        assert got[name].status is Status.OK, got[name]
+    assert "partition debug" in got["sbatch --test-only"].detail

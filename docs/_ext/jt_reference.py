@@ -44,7 +44,8 @@ PROFILE_KEY_DOCS: dict[str, str] = {
                     "`bucket` (required), `endpoint_url`, `prefix`, `region`, and `credentials: "
                     "cluster|kernel` (Slurm, local) or `credentials_secret` (Kubernetes).",
     "sync_max_mb": "Size cap of `--sync` in MB (default 100).",
-    "host": "The login node: a host name or an alias from `~/.ssh/config`; required.",
+    "host": "The login node: a host name or an alias from `~/.ssh/config`. Without it Slurm's "
+            "commands run on this machine (Jupyter on the cluster; docs/howto/on-cluster.md).",
     "port": "SSH port (default 22, or the ssh config's `Port`).",
     "user": "Login name (default: the ssh config's `User`, else your local user).",
     "identity_file": "The private key to log in with (else ssh-agent and the default keys).",

@@ -141,10 +141,10 @@ def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageErro
     if isinstance(exc, ConfigError):
         return UsageError(str(exc))
     # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
+    from .api import OneTimeCodeRequired  # lazy: as above (api re-exports the transport's error)
     from .handoff import HandoffError
     from .model_cache import FetchError  # lazy: as above
     from .sync import SyncError  # lazy: as above
-    from .transport.errors import OneTimeCodeRequired  # lazy: as above
 
     if isinstance(exc, (HandoffError, FetchError)):  # their messages start with --model-from
         return UsageError(str(exc))

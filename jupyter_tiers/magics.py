@@ -142,7 +142,7 @@ def _usage(exc: Exception, options: Sequence[Option] = JOB_OPTIONS) -> UsageErro
         return UsageError(str(exc))
     # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
     from .api import OneTimeCodeRequired  # lazy: as above (api re-exports the transport's error)
-    from .handoff import HandoffError
+    from .handoff import HandoffError  # lazy: as above
     from .model_cache import FetchError  # lazy: as above
     from .sync import SyncError  # lazy: as above
 

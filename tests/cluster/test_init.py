@@ -39,10 +39,12 @@ def test_init_offers_the_partitions_sinfo_lists(cluster_env: dict[str, str], tmp
                                             "workdir": "/var/lib/jupyter-tiers-jobs/box",
                                             "defaults": {"partition": "debug"}}}}
     assert load_config().profile("box").defaults["partition"] == "debug"
-    # Interactive: the partitions are listed by number; 2 picks the second.
+    # Interactive: the built-in cluster profile is offered first (this machine has sbatch) and
+    # declined; then the partitions are listed by number; 2 picks the second.
     other = tmp_path / "other.yaml"
-    monkeypatch.setattr("sys.stdin", io.StringIO("slurm\n1\n/var/lib/jupyter-tiers-jobs/box\n2\nbox2\ny\n"))
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\nslurm\n1\n/var/lib/jupyter-tiers-jobs/box\n2\nbox2\ny\n"))
     assert cli.main(["init", "--no-doctor", "--config", str(other)]) == 0
     out = capsys.readouterr().out
+    assert "the built-in profile 'cluster' runs jobs on this cluster with no SSH" in out, out
     assert "  1. debug\n  2. preemptible" in out and "from sinfo on the login node" in out, out
     assert yaml.safe_load(other.read_text())["profiles"]["box2"]["defaults"] == {"partition": "preemptible"}

@@ -42,7 +42,8 @@ def test_init_offers_the_partitions_sinfo_lists(cluster_env: dict[str, str], tmp
     # Interactive: the built-in cluster profile is offered first (this machine has sbatch) and
     # declined; then the partitions are listed by number; 2 picks the second.
     other = tmp_path / "other.yaml"
-    monkeypatch.setattr("sys.stdin", io.StringIO("n\nslurm\n1\n/var/lib/jupyter-tiers-jobs/box\n2\nbox2\ny\n"))
+    answers = "n\nslurm\n1\n/var/lib/jupyter-tiers-jobs/box\n2\nbox2\ny\n"
+    monkeypatch.setattr("sys.stdin", io.StringIO(answers))
     assert cli.main(["init", "--no-doctor", "--config", str(other)]) == 0
     out = capsys.readouterr().out
     assert "the built-in profile 'cluster' runs jobs on this cluster with no SSH" in out, out

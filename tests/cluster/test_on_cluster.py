@@ -129,3 +129,53 @@ def test_doctor_checks_the_builtin_cluster_profile_with_local_commands(
     for name in ("slurm tools", "partitions", "workdir", "sbatch --test-only"):
         assert got[name].status is Status.OK, got[name]
     assert "partition debug" in got["sbatch --test-only"].detail
+
+
+def test_the_sidebars_shared_watcher_follows_a_job_of_the_builtin_cluster_profile(
+        cluster_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The server's Hub, inside a job of its own (SLURM_JOB_ID of the portal's job in its
+    environment), watches a job of the built-in profile through local commands to its end."""
+    from jupyter_tiers import api
+    from jupyter_tiers.server.hub import Hub
+
+    tmp_path.chmod(0o755)
+    (tmp_path / "tiers.yaml").write_text(textwrap.dedent(f"""\
+        profiles:
+          cluster:
+            workdir: {tmp_path}/jobs
+            status_interval: 1
+            defaults: {{partition: debug, time: "00:10:00", python: {VENV}/python}}
+        """))
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(tmp_path / "tiers.yaml"))
+    monkeypatch.setenv("SLURM_CONF", cluster_env["SLURM_CONF"])
+    monkeypatch.setenv("SLURM_JOB_ID", "999999")  # the server's own (portal) job: not inherited
+    monkeypatch.setenv("SLURM_MEM_PER_CPU", "100")
+    gate = tmp_path / "end-now"
+    tier = api.connect_batch("cluster")
+    hub = Hub(scan_interval=0.2)
+    messages: list[dict[str, object]] = []
+    try:
+        job = tier.submit(tier.make_spec(
+            f"import os, time\nwhile not os.path.exists({str(gate)!r}):\n    time.sleep(0.1)\n"
+            "print('job', os.environ['SLURM_JOB_ID'], flush=True)\n", name="oncl-hub", mem="200M"))
+        token, snapshot = hub.listen(messages.append)
+        assert [i["key"] for i in snapshot["items"]] == [job.key]
+        wait_for(lambda: hub.watched() == [job.key], "the job to be watched", GUARD)
+        gate.touch()
+
+        def ended() -> bool:
+            return any(m["type"] == "update" and any(
+                i["key"] == job.key and i["terminal"] for i in m["items"])  # type: ignore[attr-defined]
+                for m in list(messages))
+
+        wait_for(ended, "the hub to deliver the job's end", GUARD)
+        end = [i for m in messages if m["type"] == "update" for i in m["items"]  # type: ignore[attr-defined]
+               if i["key"] == job.key and i["terminal"]][-1]
+        assert end["state"] == "COMPLETED", end
+        assert job.logs().strip() == f"0: job {job.id}"
+        hub.unlisten(token)
+    finally:
+        hub.stop()
+        for rec in tier.registry.list(limit=100):
+            tier.cancel(rec)
+        api.close_all()

@@ -37,7 +37,7 @@ from ..history import (
     mark_ours,
 )
 from ..model import JobState
-from .commands import BASH
+from .commands import BASH, NEUTRAL_ENV_SH, slurm_argv
 from .parse import parse_elapsed
 
 # This module's sacct half, and the pure half from jupyter_tiers.history re-exported (older
@@ -71,8 +71,8 @@ ACCOUNTING_DOWN = ("Problem talking to the database", "Unable to connect to data
 def history_argv(query: HistoryQuery) -> list[str]:
     """The one sacct command of a history query (steps included, for max RSS)."""
     if query.job_id is not None:
-        return ["sacct", "-n", "-P", f"--delimiter={DELIMITER}", "-j", check_job_ref(query.job_id),
-                "-o", ",".join(HISTORY_FIELDS)]
+        return slurm_argv("sacct", "-n", "-P", f"--delimiter={DELIMITER}", "-j",
+                          check_job_ref(query.job_id), "-o", ",".join(HISTORY_FIELDS))
     days = check_days(query.days)
     argv = ["sacct", "-n", "-P", f"--delimiter={DELIMITER}", "-S", f"now-{days}days", "-E", "now",
             "-o", ",".join(HISTORY_FIELDS)]
@@ -84,7 +84,7 @@ def history_argv(query: HistoryQuery) -> list[str]:
     states = check_states(query.states)
     if states:
         argv += ["-s", ",".join(states)]
-    return argv
+    return slurm_argv(*argv)
 
 
 def _opt(text: str) -> str:
@@ -167,7 +167,7 @@ def history_result(exit_status: int, stdout: str, stderr: str) -> list[HistoryRo
 # A job's output, read-only: the path slurmctld still knows (scontrol's StdOut, exact, while
 # it remembers the job) or else "$2" (sbatch's default); prints the path used first, then the
 # file's last "$3" lines, or exits 3 if this account cannot read it.
-TAIL_OUTPUT_SH = r"""p=$(scontrol -o show job "$1" 2>/dev/null |
+TAIL_OUTPUT_SH = NEUTRAL_ENV_SH + r"""p=$(scontrol -o show job "$1" 2>/dev/null |
   sed -n 's/.* StdOut=\([^ ]*\).*/\1/p' | head -n 1)
 [ -n "$p" ] || p="$2"
 printf '%s\n' "$p"

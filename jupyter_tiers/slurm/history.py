@@ -36,9 +36,8 @@ from ..history import (
     make_query,
     mark_ours,
 )
-from ..model import JobState
 from .commands import BASH, NEUTRAL_ENV_SH, slurm_argv
-from .parse import parse_elapsed
+from .parse import parse_elapsed, slurm_state
 
 # This module's sacct half, and the pure half from jupyter_tiers.history re-exported (older
 # imports of those names from here keep working).
@@ -132,11 +131,12 @@ def parse_history(stdout: str) -> list[HistoryRow]:
         (_, display, state, exit_code, elapsed, nnodes, nodelist, _rss, user, submit, start, end,
          partition, workdir, name) = fields
         code, sig = _exit(exit_code)
+        category, word = slurm_state(state)
         if job_id not in jobs:
             order.append(job_id)
         jobs[job_id] = HistoryRow(
             job_id=job_id, display_id=display.strip() or job_id, name=name.rstrip("\n"),
-            user=_opt(user), state=JobState.parse(state).value, exit_code=code, signal=sig,
+            user=_opt(user), state=word or category.value, exit_code=code, signal=sig,
             elapsed_s=parse_elapsed(elapsed), nodes=int(nnodes) if nnodes.strip().isdigit() else None,
             nodelist=_opt(nodelist), max_rss=None, submit=_opt(submit), start=_opt(start),
             end=_opt(end), partition=_opt(partition), workdir=_opt(workdir))

@@ -281,8 +281,8 @@ class SlurmTier(BatchTier):
                 elif any(m in err for m in _NO_ACCOUNTING_MARKERS):
                     self.accounting = False
                     break
-            if all(i in got for i in ids):
-                return got
+            if all(i in got for i in ids):  # only those asked: squeue's rows stay as they are
+                return {i: got[i] for i in ids}
         code, out, _ = self._run_scheduler(commands.scontrol_jobs_argv())
         every = parse_scontrol_jobs(out) if code == 0 else {}
         return {i: every[i] for i in ids if i in every}

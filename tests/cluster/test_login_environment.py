@@ -88,7 +88,8 @@ def test_a_hostile_login_environment_changes_nothing(make: Callable[[dict[str, s
         shown = _plain("scontrol", "-o", "show", "job", job.id, env=cluster_env)
         fields = dict(w.split("=", 1) for w in shown.split() if "=" in w)
         # what the line and profile set wins over SBATCH_*; what they do not set stays the site's
-        assert (fields["JobName"], fields["Partition"], fields["TimeLimit"]) == ("envproof", "debug", "00:10:00")
+        assert (fields["JobName"], fields["Partition"], fields["TimeLimit"]) == (
+            "envproof", "debug", "00:10:00")
         assert fields.get("DelayBoot") == "00:07:00"
         # squeue under SQUEUE_USERS/SQUEUE_PARTITION/SLURM_TIME_FORMAT still finds it, and says why
         record = tier.registry.list(limit=5)[0]

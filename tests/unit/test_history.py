@@ -14,6 +14,7 @@ from jupyter_tiers import tiers_command
 from jupyter_tiers.config import Profile
 from jupyter_tiers.errors import SpecError, TiersError
 from jupyter_tiers.registry import JobRecord, Registry
+from jupyter_tiers.slurm.commands import unwrap_slurm
 from jupyter_tiers.slurm.history import (
     DELIMITER,
     HISTORY_FIELDS,
@@ -30,7 +31,6 @@ from jupyter_tiers.slurm.history import (
     parse_history,
     parse_rss,
 )
-from jupyter_tiers.slurm.commands import unwrap_slurm
 from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.transport.exchange import CommandResult
 

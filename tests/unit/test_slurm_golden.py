@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_tiers.config import Profile
 from jupyter_tiers.doctor import slurm_parse as doctor
 from jupyter_tiers.failstop import Failure, fold_text, is_failstop_line, is_stop_report
 from jupyter_tiers.model import JobState
 from jupyter_tiers.registry import JobRecord, Registry
-from jupyter_tiers.config import Profile
 from jupyter_tiers.slurm import commands
 from jupyter_tiers.slurm.history import parse_history
 from jupyter_tiers.slurm.parse import (
@@ -225,7 +225,8 @@ def test_failstop_folds_slurmstepds_line_on_both_versions(version: str) -> None:
 
 def test_steps_cancelled_for_other_causes_stay_shown() -> None:
     for tail in ("DUE TO TIME LIMIT", "DUE TO JOB REQUEUE", "DUE TO PREEMPTION"):
-        line = f"[2026-12-04T17:46:35.153] error: *** STEP 32.0 ON node3 CANCELLED AT 2026-12-04T17:46:35 {tail} ***"
+        line = (f"[2026-12-04T17:46:35.153] error: *** STEP 32.0 ON node3 CANCELLED AT "
+                f"2026-12-04T17:46:35 {tail} ***")
         assert not is_failstop_line(line, Failure(1, "node3")) and not is_stop_report(line)
 
 
@@ -258,7 +259,8 @@ def test_newer_and_unknown_states_are_shown_as_themselves() -> None:
     assert got["3"].state is not JobState.RUNNING and not got["3"].state.terminal
     assert (got["4"].state, got["4"].reason) == (JobState.SUSPENDED, "STOPPED")
     assert got["5"].state is JobState.RUNNING and got["5"].nodelist == "n1"  # the het leader
-    acct = parse_sacct("7|CANCELLED by 1000|0:15|00:00:03|n1|None|x|y|a\n8|RD|0:0|0|None assigned|None|x|y|a\n")
+    acct = parse_sacct("7|CANCELLED by 1000|0:15|00:00:03|n1|None|x|y|a\n"
+                       "8|RD|0:0|0|None assigned|None|x|y|a\n")
     assert (acct["7"].state, acct["7"].reason, acct["7"].exit_signal) == (JobState.CANCELLED, None, 15)
     assert (acct["8"].state, acct["8"].reason) == (JobState.PENDING, "RESV_DEL_HOLD")
     sep = "|#|"

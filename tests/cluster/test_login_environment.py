@@ -9,9 +9,11 @@ lines), and SBATCH_DELAY_BOOT, an option the job does not set (as a site's SBATC
 must still apply.
 
 Transports are made by a factory (``TRANSPORTS``): ``login-env`` runs each command as the login
-node would, with local bash and the real Slurm clients under that environment (the environment is
-this test's own, so other tests running at the same time never see it). The SSH and on-cluster
-transports can join the list with the same environment; the assertions do not change.
+node would, with local bash and the real Slurm clients under that environment; ``ssh`` goes
+through the real sshd and starts each command under ``env VAR=...``, as a login shell exporting
+them would. Both scope the environment to this test's own commands (no ~/.bashrc is edited), so
+other tests running at the same time never see it. The on-cluster (local) transport joins the
+list the same way; the assertions do not change.
 """
 
 from __future__ import annotations
@@ -22,13 +24,14 @@ import subprocess
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from jupyter_tiers.config import Profile
 from jupyter_tiers.model import JobState
 from jupyter_tiers.registry import Registry
-from jupyter_tiers.slurm.tier import SlurmTier
+from jupyter_tiers.slurm.tier import SlurmTier, transport_for
 from jupyter_tiers.transport.exchange import CommandResult
 
 pytestmark = pytest.mark.usefixtures("cluster_env")
@@ -63,7 +66,26 @@ def _login_env(cluster_env: dict[str, str]) -> LoginEnvTransport:
     return LoginEnvTransport({**base, "SLURM_CONF": cluster_env["SLURM_CONF"], **HOSTILE})
 
 
-TRANSPORTS: dict[str, Callable[[dict[str, str]], LoginEnvTransport]] = {"login-env": _login_env}
+class SSHLoginEnv:
+    """The real SSH transport to the test cluster's sshd, each command started under ``env
+    VAR=...`` as a login shell exporting them would start it (per command: no file of the login
+    user changes, so other tests running at the same time never see this environment)."""
+
+    def __init__(self, cluster_env: dict[str, str]) -> None:
+        profile = Profile(name="box", tier="slurm", settings={
+            "host": cluster_env["JT_SSH_HOST"], "port": int(cluster_env["JT_SSH_PORT"]),
+            "user": cluster_env["JT_SSH_USER"], "identity_file": cluster_env["JT_SSH_KEY"],
+            "known_hosts": cluster_env["JT_KNOWN_HOSTS"], "workdir": "/var/lib/jupyter-tiers-jobs/box"})
+        self.inner = transport_for(profile)
+
+    def run(self, argv: Sequence[str], **kw: Any) -> CommandResult:
+        return self.inner.run(["env", *(f"{k}={v}" for k, v in HOSTILE.items()), *argv], **kw)
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+TRANSPORTS: dict[str, Callable[[dict[str, str]], Any]] = {"login-env": _login_env, "ssh": SSHLoginEnv}
 
 
 def _plain(*argv: str, env: dict[str, str]) -> str:
@@ -76,7 +98,7 @@ def _plain(*argv: str, env: dict[str, str]) -> str:
 
 
 @pytest.mark.parametrize("make", list(TRANSPORTS.values()), ids=list(TRANSPORTS))
-def test_a_hostile_login_environment_changes_nothing(make: Callable[[dict[str, str]], LoginEnvTransport],
+def test_a_hostile_login_environment_changes_nothing(make: Callable[[dict[str, str]], Any],
                                                      cluster_env: dict[str, str], tmp_path: Path) -> None:
     profile = Profile(name="box", tier="slurm", settings={
         "host": "login", "workdir": "/var/lib/jupyter-tiers-jobs/box"})

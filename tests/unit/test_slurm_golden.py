@@ -286,3 +286,41 @@ def test_fuzz_state_and_sbatch_parsers_never_raise() -> None:
             assert job.isdigit() and job in text
         parse_squeue(text.replace(";", "|"))
         parse_sacct(text.replace(";", "|"))
+
+
+def test_task_listing_program_maps_both_versions_raw_ids(version: str, tmp_path: Path) -> None:
+    """The real bash program of slurm/task_listing.py with sacct and squeue replaying the golden
+    outputs, under a login environment that would hide every row from a plain squeue/sacct."""
+    import os
+    import shlex
+    import subprocess
+
+    from jupyter_tiers.slurm.task_listing import parse_task_checkpoints, task_checkpoints_argv
+
+    j = ids(version)
+    arr = j["ARR"]
+    (acct, _) = sections(version, "sacct-array-raw.txt")
+    (queue, _) = sections(version, "squeue-array-raw.txt")
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, s in (("sacct", acct), ("squeue", queue)):
+        # answers only in our neutral environment, as a real one hiding our rows would not
+        (bin_dir / name).write_text(
+            "#!/bin/sh\n"
+            'if [ -n "${SQUEUE_USERS:-}${SACCT_FORMAT:-}" ] || [ "${SLURM_TIME_FORMAT:-}" != standard ]; '
+            "then exit 0; fi\n"
+            f"printf %s {shlex.quote(s.stdout)}\n")
+        (bin_dir / name).chmod(0o755)
+    raw = dict(line.split("|") for line in acct.stdout.split())
+    root, jobdir = tmp_path / "sw", tmp_path / f"{arr}-sw"
+    for task, raw_id in raw.items():
+        (root / raw_id / "checkpoints").mkdir(parents=True)
+        (root / raw_id / "checkpoints" / f"ckpt-{task}.pt").write_text("w")
+    env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "SQUEUE_USERS": "nobody",
+           "SACCT_FORMAT": "jobid", "SLURM_TIME_FORMAT": "relative"}
+    out = subprocess.run(task_checkpoints_argv(arr, str(root), str(jobdir), 0), env=env,
+                         capture_output=True, text=True, check=True, timeout=60).stdout
+    listed, _ = parse_task_checkpoints(out)
+    assert listed == {int(t.split("_")[1]): (f"{root}/{r}/checkpoints", f"ckpt-{t}.pt")
+                      for t, r in raw.items()}
+    assert len(listed) == 4 and listed[3][0] == f"{root}/{arr}/checkpoints"  # the last task keeps the id

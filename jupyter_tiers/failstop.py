@@ -1,7 +1,8 @@
 """Which log lines are Slurm's reports of the fail-stop's own kills (pure).
 
 When a rank fails, ``srun --kill-on-bad-exit`` stops every other task, and Slurm reports each
-stop: ``slurmstepd: error: *** STEP 12.0 ON node3 CANCELLED AT ... ***`` per node, ``srun: Job step
+stop: ``slurmstepd: error: *** STEP 12.0 ON node3 CANCELLED AT ... ***`` per node (Slurm 25.05:
+``[TS] error: *** STEP 12.0 ON node3 CANCELLED AT ... DUE TO TASK FAILURE ***``), ``srun: Job step
 aborted: ...``, and per node ``srun: error: node3: tasks 24-31: Exited with exit code 143`` (or
 ``Terminated`` / ``Killed``). On a large job these are hundreds of lines after the failing rank's
 traceback. Given the job's first failed rank (and its node), :func:`is_failstop_line` tells them
@@ -26,11 +27,18 @@ from .model import RankState
 _TASKS_RE = re.compile(
     r"^srun: error: (?P<node>[\w.\-]+): tasks? (?P<tasks>\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*): "
     r"(?:Exited with exit code (?P<code>\d{1,3})|(?P<signal>Terminated|Killed))\s*$")
+# slurmstepd's line per node: 22.05 ``slurmstepd-node1: error: *** STEP 78.0 ON node1 CANCELLED
+# AT TS ***``; 25.05 ``[TS] error: *** STEP 32.0 ON node3 CANCELLED AT TS DUE TO TASK FAILURE ***``
+# (a step cancelled for another cause, ``DUE TO TIME LIMIT`` or ``JOB REQUEUE``, is not the
+# fail-stop's and stays shown, as do the ``*** JOB N ...`` lines).
+_STEPD_PREFIX = r"(?:slurmstepd(?:-[\w.\-]+)?: |\[\d{4}-\d\d-\d\dT[\d:.]+\] )"
 _STEP_RE = re.compile(
-    r"^(?:slurmstepd(?:-[\w.\-]+)?: error: \*\*\* STEP [\w.+]+ ON [\w.\-]+ CANCELLED AT \S+ \*\*\*"
+    r"^(?:" + _STEPD_PREFIX + r"error: \*\*\* STEP [\w.+]+ ON [\w.\-]+ CANCELLED AT \S+"
+    r"(?: DUE TO TASK FAILURE)? \*\*\*\s*$"
     r"|srun: Job step aborted\b"
     r"|srun: (?:launch/slurm: _step_signal: )?(?:Force )?Terminat(?:ing|ed) (?:StepId=|job step )[\w.+]+"
     r"|srun: error: Timed out waiting for job step to complete)")
+_REPORT_STARTS = ("srun: ", "slurmstepd", "[")  # "[": 25.05's slurmstepd starts with its time stamp
 _TRACEBACK = "Traceback (most recent call last):"
 MAX_TASK_IDS = 1 << 20  # a range wider than any job: not a task list
 
@@ -66,7 +74,7 @@ def parse_task_list(text: str) -> set[int] | None:
 def is_stop_report(text: str) -> bool:
     """Whether ``text`` is a Slurm report of a task or the step being stopped or ending: a line
     that :func:`is_failstop_line` may fold once the job's first failure is known."""
-    if not text.startswith(("srun: ", "slurmstepd")):
+    if not text.startswith(_REPORT_STARTS):
         return False
     if _STEP_RE.match(text):
         return True
@@ -77,7 +85,7 @@ def is_stop_report(text: str) -> bool:
 def is_failstop_line(text: str, failure: Failure) -> bool:
     """Whether ``text`` (a line without a rank prefix) is Slurm reporting a task or the step
     stopped by the fail-stop that followed ``failure`` (see the module docstring)."""
-    if not text.startswith(("srun: ", "slurmstepd")):
+    if not text.startswith(_REPORT_STARTS):
         return False
     if _STEP_RE.match(text):
         return True

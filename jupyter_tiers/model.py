@@ -83,6 +83,17 @@ _SHORT_CODES = {
     "OOM": "OUT_OF_MEMORY",
     "BF": "BOOT_FAIL",
     "DL": "DEADLINE",
+    # Slurm states without a member of their own, read as the nearest one (the Slurm tier shows
+    # the word itself next to it: slurm/parse.py slurm_state). A word nobody knows is UNKNOWN.
+    "RD": "PENDING", "RESV_DEL_HOLD": "PENDING",  # held: its reservation was deleted
+    "RH": "PENDING", "REQUEUE_HOLD": "PENDING",  # requeued and held
+    "RF": "PENDING", "REQUEUE_FED": "PENDING",  # requeued by its federation
+    "SE": "PENDING", "SPECIAL_EXIT": "PENDING",  # requeued and held after a special exit code
+    "RS": "RUNNING", "RESIZING": "RUNNING",
+    "SO": "COMPLETING", "STAGE_OUT": "COMPLETING",  # its burst buffer is staged out
+    "ST": "SUSPENDED", "STOPPED": "SUSPENDED",  # SIGSTOPped, resources kept
+    "RV": "CANCELLED", "REVOKED": "CANCELLED",  # a federation sibling that ran elsewhere
+    "EXPEDITING": "REQUEUED",  # 25.11: on its way back by an expedited requeue
 }
 
 

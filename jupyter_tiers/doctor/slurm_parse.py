@@ -241,3 +241,31 @@ def parse_associations(lines: list[str]) -> list[Association]:
         if len(parts) == 3 and re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", parts[0]):
             out.append(Association(parts[0], parts[1], tuple(q for q in parts[2].split(",") if q)))
     return out
+
+
+@dataclass(frozen=True)
+class DryRun:
+    """What ``sbatch --test-only`` promised: the job id it would get, when and where it would
+    start (``start`` as Slurm printed it)."""
+
+    job_id: str
+    start: str
+    processors: int
+    nodes: str
+    partition: str
+
+
+# 22.05 "sbatch: Job 76 to start at TS using 1 processors on nodes node1 in partition debug";
+# 25.05 prints a stray word before "using" ("... at TS a using 1 processors ...").
+_TEST_ONLY_RE = re.compile(
+    r"sbatch: Job (\d{1,20}) to start at (\S{1,40})(?: \S{1,20})? using (\d{1,9}) processors? "
+    r"on nodes? (\S{1,4096}) in partition ([A-Za-z0-9_.-]{1,64})", re.ASCII)
+
+
+def parse_test_only(stderr: str) -> DryRun | None:
+    """``sbatch --test-only``'s answer (on stderr) on any release we know, or None."""
+    for line in stderr.splitlines():
+        m = _TEST_ONLY_RE.fullmatch(line.strip())
+        if m:
+            return DryRun(m[1], m[2], int(m[3]), m[4], m[5])
+    return None

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..config import Profile
 from ..slurm import tier as slurm_tier  # transport_for looked up at call time (tests patch it)
-from ..slurm.commands import BASH
+from ..slurm.commands import BASH, NEUTRAL_ENV_SH
 from ..transport import sshconfig
 from ..transport.connection import connect_once, open_socket
 from ..transport.errors import AuthenticationError, ConnectError, HostKeyError, TransportError
@@ -24,7 +24,7 @@ from ..transport.ssh import SSHTransport
 # Looks up each tool (NAME PATH FIRST-LINE-OF---version), in the login shell's environment (where
 # the tier runs sbatch) and again after the profile's setup lines (where the job script runs srun).
 # Arguments: $1 workdir, $2 python, $3 the setup lines, $4 the Python probe.
-DOCTOR_SH = r"""lim=()
+DOCTOR_SH = NEUTRAL_ENV_SH + r"""lim=()
 if t=$(command -v timeout 2>/dev/null); then lim=("$t" 20); fi  # a path: setup may change PATH
 tools() {
   for t in sbatch squeue sacct scontrol sinfo srun; do
@@ -76,7 +76,7 @@ exit 0
 # --compute: the setup lines and the Python on one compute node, through srun (a one-minute job;
 # --immediate gives up when no node is free within a minute). $1 partition, $2 account (either
 # may be ""), $3 setup lines, $4 python, $5 the Python probe.
-COMPUTE_SH = r"""args=(-N1 -n1 --time=1 --immediate=60 -J jt-doctor)
+COMPUTE_SH = NEUTRAL_ENV_SH + r"""args=(-N1 -n1 --time=1 --immediate=60 -J jt-doctor)
 if [ -n "$1" ]; then args+=(-p "$1"); fi
 if [ -n "$2" ]; then args+=(-A "$2"); fi
 inner='eval "$1" >/dev/null 2>&1 </dev/null; printf "setup\t%s\n" "$?"

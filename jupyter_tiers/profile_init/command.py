@@ -22,6 +22,7 @@ from ..doctor.render import render_text
 from ..errors import TiersError
 from ..plaintext import printable
 from ..slurm import tier as slurm_tier  # transport_for looked up at call time (tests patch it)
+from ..slurm.commands import slurm_argv
 from ..transport import sshconfig
 from ..transport.errors import TransportError
 from ..transport.prompt import refusing_prompter
@@ -150,7 +151,8 @@ def sinfo_partitions(answers: dict[str, str]) -> tuple[tuple[str, ...], str, str
     transport.retries = 0
     transport.prompter = refusing_prompter("init asks no one-time code")
     try:
-        result = transport.run(["sinfo", "-h", "-o", "%P"], timeout=SINFO_TIMEOUT, check=False)
+        result = transport.run(slurm_argv("sinfo", "-h", "-o", "%P"), timeout=SINFO_TIMEOUT,
+                               check=False)
     except TransportError as exc:
         return (), "", f"sinfo failed: {str(exc)[:200]}"
     finally:

@@ -20,12 +20,43 @@ from .render import RenderedJob
 
 _JOB_ID_RE = re.compile(r"\d{1,20}(_\d{1,7})?", re.ASCII)  # a job or an array task; used with fullmatch
 _WORKDIR_RE = re.compile(r"(~/)?[A-Za-z0-9_./+@-]{1,1024}")
+_OPTION_RE = re.compile(r"--[a-z][a-z0-9-]{0,63}(=[^\x00-\x1f\x7f]{1,4096})?", re.ASCII)
 
 # Every remote program runs as `bash --norc --noprofile -c PROGRAM`: the login shell sshd
 # starts has already read the user's start-up files (PATH, modules) and passes their
 # environment on, and bash run under sshd would read ~/.bashrc a second time (100 ms on the
 # test cluster, `pyenv init`), on every command.
 BASH = ["bash", "--norc", "--noprofile", "-c"]
+
+# Our own Slurm queries must print what our parsers read and act on the jobs we name, whatever
+# the login environment exports: squeue, sacct, sinfo, scontrol and scancel read SQUEUE_*,
+# SACCT_*, SINFO_*, SCONTROL_*, SCANCEL_* variables as defaults of their options (SQUEUE_USERS or
+# SQUEUE_PARTITION hide our job from squeue, SCANCEL_STATE=RUNNING makes scancel of a pending
+# job a silent no-op) and SLURM_TIME_FORMAT=relative rewrites every time stamp. So every query
+# program starts with these lines (bash's ${!P@} lists the names starting with P); SBATCH_*
+# and SLURM_CONF/SLURM_CLUSTERS (the site's) are left alone. docs/reference/environment.md.
+NEUTRAL_ENV_SH = (
+    "unset ${!SQUEUE_@} ${!SACCT_@} ${!SINFO_@} ${!SCONTROL_@} ${!SCANCEL_@} ${!SPRIO_@} ${!SSHARE_@}\n"
+    "export SLURM_TIME_FORMAT=standard\n"
+)
+#: The $0 of :func:`slurm_argv`'s program: marks a wrapped Slurm command (:func:`unwrap_slurm`).
+SLURM_ARGV0 = "jt-slurm"
+_EXEC_SH = NEUTRAL_ENV_SH + 'exec "$@"\n'
+
+
+def slurm_argv(*words: str) -> list[str]:
+    """A Slurm command (``squeue -h -o ...``, as argv words) run in the neutral environment of
+    :data:`NEUTRAL_ENV_SH`, so the user's variables change neither its output nor its effect."""
+    return [*BASH, _EXEC_SH, SLURM_ARGV0, *words]
+
+
+def unwrap_slurm(argv: Sequence[str]) -> list[str]:
+    """The Slurm command inside :func:`slurm_argv`'s wrapping (``argv`` itself when it is not
+    one): for fakes and tests that answer by the command's name."""
+    n = len(BASH)
+    if list(argv[:n]) == BASH and len(argv) > n + 2 and argv[n] == _EXEC_SH and argv[n + 1] == SLURM_ARGV0:
+        return list(argv[n + 2:])
+    return list(argv)
 
 # Unpack the job directory from stdin (a tar), then submit. Prints the job id, then the directory.
 # umask 077: the job's files and the log sbatch's umask gives slurmstepd are the user's alone.
@@ -34,6 +65,9 @@ BASH = ["bash", "--norc", "--noprofile", "-c"]
 # must be new (not one another user prepared).
 # "$2" is the tar's sha256: a tar cut short by a dropped connection may end on a file boundary,
 # which tar takes for the end; such a job is never submitted.
+# "$4"...: the job's sbatch options (render.sbatch_options), also given on sbatch's command line,
+# where they beat a login environment's SBATCH_* variables (which beat #SBATCH lines); options
+# the job does not set stay the site's (SBATCH_ACCOUNT still applies).
 # Idempotent across a dropped connection: a retry ("$3" = again) may find the directory it made
 # itself (ours, not a link); under a lock on .submit.lock it submits only when .jobid (sbatch's
 # answer, written to a file so a cut pipe cannot lose it) is still missing, else answers the same
@@ -61,7 +95,7 @@ else
   fi
   tar -x -f .upload.tar
   rm -f .upload.tar
-  sbatch --parsable job.sbatch >.jobid || { rm -f .jobid; exit 1; }
+  sbatch --parsable "${@:4}" job.sbatch >.jobid || { rm -f .jobid; exit 1; }
 fi
 cat .jobid
 pwd
@@ -159,23 +193,28 @@ def pack_job(rendered: RenderedJob) -> bytes:
     return buf.getvalue()
 
 
-def submit_argv(jobdir: str, packed: bytes, *, again: bool = False) -> list[str]:
-    """Unpack ``packed`` (:func:`pack_job`, sent on stdin) into ``jobdir`` and sbatch it; the
-    remote side checks its sha256 first. ``again``: a retry after the connection dropped, which
-    answers the first run's job id when that one got as far as sbatch."""
+def submit_argv(jobdir: str, packed: bytes, options: Sequence[str] = (), *,
+                again: bool = False) -> list[str]:
+    """Unpack ``packed`` (:func:`pack_job`, sent on stdin) into ``jobdir`` and sbatch it with
+    ``options`` on its command line (``RenderedJob.options``: validated ``--key=value`` words);
+    the remote side checks its sha256 first. ``again``: a retry after the connection dropped,
+    which answers the first run's job id when that one got as far as sbatch."""
     digest = hashlib.sha256(packed).hexdigest()
-    return [*BASH, SUBMIT_SH, "jt-submit", jobdir, digest, *(["again"] if again else [])]
+    for opt in options:
+        if not _OPTION_RE.fullmatch(opt):
+            raise SpecError("sbatch option", f"{opt[:80]!r} is not an sbatch option word")
+    return [*BASH, SUBMIT_SH, "jt-submit", jobdir, digest, "again" if again else "first", *options]
 
 
 def squeue_argv(job_ids: Sequence[str]) -> list[str]:
     ids = ",".join(check_job_id(j) for j in job_ids)
     # -r: one row per array task ("51_3"), pending ones too, so an array is one query.
-    return ["squeue", "-h", "-a", "-r", "-t", "all", "-j", ids, "-o", SQUEUE_FORMAT]
+    return slurm_argv("squeue", "-h", "-a", "-r", "-t", "all", "-j", ids, "-o", SQUEUE_FORMAT)
 
 
 def sacct_argv(job_ids: Sequence[str]) -> list[str]:
     ids = ",".join(check_job_id(j) for j in job_ids)
-    return ["sacct", "-X", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS]
+    return slurm_argv("sacct", "-X", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS)
 
 
 def sacct_tasks_argv(task_ids: Sequence[str]) -> list[str]:
@@ -183,7 +222,7 @@ def sacct_tasks_argv(task_ids: Sequence[str]) -> list[str]:
     give each task's own number)."""
     ids = ",".join(check_job_id(j) for j in task_ids)
     fields = "JobID" + SACCT_FIELDS[len("JobIDRaw"):]
-    return ["sacct", "-X", "-n", "-P", "-j", ids, "-o", fields]
+    return slurm_argv("sacct", "-X", "-n", "-P", "-j", ids, "-o", fields)
 
 
 # A status command followed, in the same round trip, by a listing of checkpoint directories:
@@ -215,7 +254,7 @@ def with_checkpoints(argv: list[str], dirs: Sequence[str]) -> list[str]:
 
 
 def scontrol_jobs_argv() -> list[str]:
-    return ["scontrol", "-o", "show", "job"]
+    return slurm_argv("scontrol", "-o", "show", "job")
 
 
 _HOSTLIST_RE = re.compile(r"[A-Za-z0-9_.\-\[\],]{1,4096}", re.ASCII)
@@ -227,7 +266,7 @@ def node_states_argv(nodelists: Sequence[str]) -> list[str]:
     lists = [n for n in nodelists if n]
     if not lists or not all(_HOSTLIST_RE.fullmatch(n) for n in lists):
         raise SpecError("nodelist", f"not a Slurm host list: {lists!r}"[:200])
-    return ["sinfo", "-h", "-N", "-n", ",".join(lists), "-o", SINFO_NODES_FORMAT]
+    return slurm_argv("sinfo", "-h", "-N", "-n", ",".join(lists), "-o", SINFO_NODES_FORMAT)
 
 
 def ranks_argv(jobdirs: Sequence[str]) -> list[str]:
@@ -240,7 +279,7 @@ def cancel_argv(job_id: str, signal: str | None = None) -> list[str]:
         if not re.fullmatch(r"[A-Z0-9]{1,16}", signal):
             raise SpecError("signal", f"{signal!r} is not a signal name")
         argv += ["--signal", signal]
-    return [*argv, check_job_id(job_id)]
+    return slurm_argv(*argv, check_job_id(job_id))
 
 
 # What scancel says of a job that has nothing left to cancel (ended, or forgotten by the

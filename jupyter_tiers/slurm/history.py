@@ -36,9 +36,8 @@ from ..history import (
     make_query,
     mark_ours,
 )
-from ..model import JobState
-from .commands import BASH
-from .parse import parse_elapsed
+from .commands import BASH, NEUTRAL_ENV_SH, slurm_argv
+from .parse import parse_elapsed, slurm_state
 
 # This module's sacct half, and the pure half from jupyter_tiers.history re-exported (older
 # imports of those names from here keep working).
@@ -71,8 +70,8 @@ ACCOUNTING_DOWN = ("Problem talking to the database", "Unable to connect to data
 def history_argv(query: HistoryQuery) -> list[str]:
     """The one sacct command of a history query (steps included, for max RSS)."""
     if query.job_id is not None:
-        return ["sacct", "-n", "-P", f"--delimiter={DELIMITER}", "-j", check_job_ref(query.job_id),
-                "-o", ",".join(HISTORY_FIELDS)]
+        return slurm_argv("sacct", "-n", "-P", f"--delimiter={DELIMITER}", "-j",
+                          check_job_ref(query.job_id), "-o", ",".join(HISTORY_FIELDS))
     days = check_days(query.days)
     argv = ["sacct", "-n", "-P", f"--delimiter={DELIMITER}", "-S", f"now-{days}days", "-E", "now",
             "-o", ",".join(HISTORY_FIELDS)]
@@ -84,7 +83,7 @@ def history_argv(query: HistoryQuery) -> list[str]:
     states = check_states(query.states)
     if states:
         argv += ["-s", ",".join(states)]
-    return argv
+    return slurm_argv(*argv)
 
 
 def _opt(text: str) -> str:
@@ -132,11 +131,12 @@ def parse_history(stdout: str) -> list[HistoryRow]:
         (_, display, state, exit_code, elapsed, nnodes, nodelist, _rss, user, submit, start, end,
          partition, workdir, name) = fields
         code, sig = _exit(exit_code)
+        category, word = slurm_state(state)
         if job_id not in jobs:
             order.append(job_id)
         jobs[job_id] = HistoryRow(
             job_id=job_id, display_id=display.strip() or job_id, name=name.rstrip("\n"),
-            user=_opt(user), state=JobState.parse(state).value, exit_code=code, signal=sig,
+            user=_opt(user), state=word or category.value, exit_code=code, signal=sig,
             elapsed_s=parse_elapsed(elapsed), nodes=int(nnodes) if nnodes.strip().isdigit() else None,
             nodelist=_opt(nodelist), max_rss=None, submit=_opt(submit), start=_opt(start),
             end=_opt(end), partition=_opt(partition), workdir=_opt(workdir))
@@ -167,7 +167,7 @@ def history_result(exit_status: int, stdout: str, stderr: str) -> list[HistoryRo
 # A job's output, read-only: the path slurmctld still knows (scontrol's StdOut, exact, while
 # it remembers the job) or else "$2" (sbatch's default); prints the path used first, then the
 # file's last "$3" lines, or exits 3 if this account cannot read it.
-TAIL_OUTPUT_SH = r"""p=$(scontrol -o show job "$1" 2>/dev/null |
+TAIL_OUTPUT_SH = NEUTRAL_ENV_SH + r"""p=$(scontrol -o show job "$1" 2>/dev/null |
   sed -n 's/.* StdOut=\([^ ]*\).*/\1/p' | head -n 1)
 [ -n "$p" ] || p="$2"
 printf '%s\n' "$p"

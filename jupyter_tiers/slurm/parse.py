@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import replace
 
 from ..errors import SubmitError
 from ..model import JobState, SchedulerInfo
@@ -13,21 +14,63 @@ SQUEUE_FORMAT = "%i|%T|%r|%S|%M|%N|%j|%D"
 SACCT_FIELDS = "JobIDRaw,State,ExitCode,Elapsed,NodeList,Reason,Start,End,JobName"
 SINFO_NODES_FORMAT = "%N|%T|%E"
 
-_JOBID_RE = re.compile(r"^(\d+)(?:;[A-Za-z0-9_.-]+)?$")
-_ROW_ID_RE = re.compile(r"\d+(?:_\d+)?", re.ASCII)  # a job, or an array task ("51_3", squeue -r)
+# sbatch's answer: "--parsable" prints "ID" or "ID;CLUSTER"; without it (or from a wrapper that
+# drops it), "Submitted batch job ID" with " on cluster CLUSTER" on multi-cluster sites.
+_JOBID_RE = re.compile(r"(\d{1,20})(?:;[A-Za-z0-9_.-]{1,200})?"
+                       r"|Submitted batch job (\d{1,20})(?: on cluster [A-Za-z0-9_.-]{1,200})?", re.ASCII)
+# A job, an array task ("51_3", squeue -r), or a heterogeneous job's component ("51+0").
+_ROW_ID_RE = re.compile(r"\d{1,20}(?:_\d{1,10}|\+\d{1,5})?", re.ASCII)
 _RANK_LINE_RE = re.compile(r"^(\d{1,7}): ?(.*)$", re.DOTALL)
 _NONE_WORDS = {"", "(null)", "None", "N/A", "n/a", "Unknown"}
 
 
 def parse_sbatch_parsable(stdout: str) -> str:
-    """The job id from ``sbatch --parsable`` output ("123" or "123;cluster"), strictly."""
+    """The job id from sbatch's answer, strictly: ``123`` or ``123;cluster`` (``--parsable``),
+    or ``Submitted batch job 123`` (`` on cluster X``)."""
     lines = [ln.strip() for ln in stdout.strip().splitlines() if ln.strip()]
     if not lines:
         raise SubmitError("sbatch printed no job id")
-    match = _JOBID_RE.match(lines[0])
+    match = _JOBID_RE.fullmatch(lines[0])
     if not match:
         raise SubmitError(f"sbatch printed no job id, but: {lines[0][:200]!r}")
-    return match.group(1)
+    return match.group(1) or match.group(2)
+
+
+def slurm_state(text: str) -> tuple[JobState, str | None]:
+    """Slurm's state word -> (the JobState it counts as, the word itself when that is not the
+    JobState's own name). ``CANCELLED by 1000`` -> (CANCELLED, None); ``RESV_DEL_HOLD`` ->
+    (PENDING, "RESV_DEL_HOLD"); a word no release had when this was written -> (UNKNOWN, word),
+    so the user sees what Slurm said, never a wrong state and never a crash."""
+    state = JobState.parse(text)
+    word = text.strip().split(" ")[0].rstrip("+").upper() if text.strip() else ""
+    word = _LONG_NAMES.get(word, word)
+    if not word or word == state.value or _SHORT_NAMES.get(word) == state.value:
+        return state, None
+    return state, printable_word(word)
+
+
+# Slurm's two-letter codes of the states that have a member of their own (squeue %t).
+_SHORT_NAMES = {"PD": "PENDING", "CF": "CONFIGURING", "R": "RUNNING", "CG": "COMPLETING",
+                "S": "SUSPENDED", "RQ": "REQUEUED", "CD": "COMPLETED", "F": "FAILED",
+                "CA": "CANCELLED", "TO": "TIMEOUT", "NF": "NODE_FAIL", "PR": "PREEMPTED",
+                "OOM": "OUT_OF_MEMORY", "BF": "BOOT_FAIL", "DL": "DEADLINE"}
+
+
+# ... and of the states read as another member (model._SHORT_CODES): shown by their long name.
+_LONG_NAMES = {"RD": "RESV_DEL_HOLD", "RH": "REQUEUE_HOLD", "RF": "REQUEUE_FED", "SE": "SPECIAL_EXIT",
+               "RS": "RESIZING", "SO": "STAGE_OUT", "ST": "STOPPED", "RV": "REVOKED", "SI": "SIGNALING"}
+
+
+def printable_word(word: str) -> str:
+    """A state word as shown: letters, digits and ``_`` only, at most 40 (text from the cluster)."""
+    return re.sub(r"[^A-Z0-9_]", "?", word[:40])
+
+
+def _with_state(note: str | None, reason: str | None) -> str | None:
+    """The reason shown for a state that is not a JobState's own name: ``RESV_DEL_HOLD`` first."""
+    if note is None:
+        return reason
+    return f"{note}: {reason}" if reason else note
 
 
 def parse_elapsed(text: str) -> int | None:
@@ -72,18 +115,29 @@ def parse_squeue(stdout: str) -> dict[str, SchedulerInfo]:
         if len(fields) < 8:
             continue
         job_id, state, reason, start, elapsed, nodes, name, _count = fields[:8]
-        if not _ROW_ID_RE.fullmatch(job_id.strip()):
+        job_id = job_id.strip()
+        if not _ROW_ID_RE.fullmatch(job_id):
             continue
-        st = JobState.parse(state)
-        out[job_id.strip()] = SchedulerInfo(
-            job_id=job_id.strip(),
+        st, note = slurm_state(state)
+        out[job_id] = SchedulerInfo(
+            job_id=job_id,
             state=st,
-            reason=_opt(reason),
+            reason=_with_state(note, _opt(reason)),
             nodelist=_opt(nodes),
             start_time=_opt(start),
             elapsed_s=parse_elapsed(elapsed),
             name=_opt(name),
         )
+    return _het_leaders(out)
+
+
+def _het_leaders(out: dict[str, SchedulerInfo]) -> dict[str, SchedulerInfo]:
+    """A heterogeneous job is listed as its components ``N+0``, ``N+1``...; its leader ``N+0``
+    also answers for ``N``, the id sbatch gave."""
+    for key, info in list(out.items()):
+        base, plus, offset = key.partition("+")
+        if plus and offset == "0" and base not in out:
+            out[base] = replace(info, job_id=base)
     return out
 
 
@@ -98,10 +152,11 @@ def parse_sacct(stdout: str) -> dict[str, SchedulerInfo]:
         if not _ROW_ID_RE.fullmatch(job_id.strip()):
             continue
         code, sig = _exit_code(exit_code)
+        st, note = slurm_state(state)
         out[job_id.strip()] = SchedulerInfo(
             job_id=job_id.strip(),
-            state=JobState.parse(state),
-            reason=_opt(reason),
+            state=st,
+            reason=_with_state(note, _opt(reason)),
             nodelist=_opt(nodes) if _opt(nodes) != "None assigned" else None,
             start_time=_opt(start),
             end_time=_opt(end),
@@ -110,7 +165,7 @@ def parse_sacct(stdout: str) -> dict[str, SchedulerInfo]:
             exit_signal=sig,
             name=_opt(name),
         )
-    return out
+    return _het_leaders(out)
 
 
 def parse_scontrol_jobs(stdout: str) -> dict[str, SchedulerInfo]:
@@ -125,10 +180,11 @@ def parse_scontrol_jobs(stdout: str) -> dict[str, SchedulerInfo]:
         array_id, task = pairs.get("ArrayJobId", ""), pairs.get("ArrayTaskId", "")
         if array_id.isdigit() and task.isdigit():
             job_id = f"{array_id}_{task}"  # an array task is known by its array's name for it
+        st, note = slurm_state(pairs.get("JobState", ""))
         out[job_id] = SchedulerInfo(
             job_id=job_id,
-            state=JobState.parse(pairs.get("JobState", "")),
-            reason=_opt(pairs.get("Reason", "")),
+            state=st,
+            reason=_with_state(note, _opt(pairs.get("Reason", ""))),
             nodelist=_opt(pairs.get("NodeList", "")),
             start_time=_opt(pairs.get("StartTime", "")),
             end_time=_opt(pairs.get("EndTime", "")),

@@ -30,9 +30,11 @@ DEFAULT_RDZV_BASE = 29500
 
 @dataclass(frozen=True)
 class RenderedJob:
-    """The files of one job directory: name -> (content, mode)."""
+    """The files of one job directory: name -> (content, mode), and the sbatch options of its
+    ``#SBATCH`` lines, which the submit also passes on sbatch's command line (:func:`sbatch_options`)."""
 
     files: dict[str, tuple[str, int]]
+    options: tuple[str, ...] = ()
 
     @property
     def script(self) -> str:
@@ -40,7 +42,11 @@ class RenderedJob:
         return self.files["job.sbatch"][0]
 
 
-def _directives(spec: JobSpec) -> list[str]:
+def sbatch_options(spec: JobSpec) -> list[str]:
+    """Every sbatch option the magic line and the profile set (``--time=00:10:00``), in the order
+    of the script's ``#SBATCH`` lines. The submit passes them on sbatch's command line too: an
+    ``SBATCH_*`` variable in the login environment (a site module's ``SBATCH_TIMELIMIT``) beats
+    an ``#SBATCH`` line but not a command-line option. Options nobody set stay the site's."""
     tasks_per_node = 1 if spec.launcher == "torchrun" else spec.ntasks_per_node
     pairs: list[tuple[str, str | None]] = [
         ("--job-name", spec.name),
@@ -59,22 +65,26 @@ def _directives(spec: JobSpec) -> list[str]:
         ("--switches", spec.switches),
     ]
     pairs += [(k, v) for k, v in optional if v is not None]
-    lines = [f"#SBATCH {k}={v}" for k, v in pairs]
+    options = [f"{k}={v}" for k, v in pairs]
     if spec.exclusive:
-        lines.append("#SBATCH --exclusive")
-    lines.append("#SBATCH --requeue" if spec.requeue else "#SBATCH --no-requeue")
+        options.append("--exclusive")
+    options.append("--requeue" if spec.requeue else "--no-requeue")
     if spec.signal:
-        lines.append(signal_directive(spec.signal))
+        options.append(signal_directive(spec.signal).removeprefix("#SBATCH "))
     plan = plan_of(spec)
     if plan is not None:  # each task logs into its own directory (created by the submit)
-        lines += [f"#SBATCH --array={plan.slurm_spec}", f"#SBATCH --output={TASKS_DIR}/%a/{LOG_NAME}"]
+        options += [f"--array={plan.slurm_spec}", f"--output={TASKS_DIR}/%a/{LOG_NAME}"]
     else:
-        lines.append(f"#SBATCH --output={LOG_NAME}")
-    lines.append("#SBATCH --open-mode=append")
+        options.append(f"--output={LOG_NAME}")
+    options.append("--open-mode=append")
     for opt in spec.sbatch_options:
         name, value = parse_sbatch_option(opt)
-        lines.append(f"#SBATCH {name}" if value is None else f"#SBATCH {name}={value}")
-    return lines
+        options.append(name if value is None else f"{name}={value}")
+    return options
+
+
+def _directives(spec: JobSpec) -> list[str]:
+    return [f"#SBATCH {opt}" for opt in sbatch_options(spec)]
 
 
 def shell_path(path: str) -> str:
@@ -183,4 +193,5 @@ def render_job(spec: JobSpec, sync_dir: str | None = None) -> RenderedJob:
         for i, params in zip(plan.indices, plan.params, strict=True):
             files[f"{TASKS_DIR}/{i}/{LOG_NAME}"] = ("", 0o600)
             files[f"{TASKS_DIR}/{i}/{PARAMS_FILE}"] = (params_json(params) + "\n", 0o600)
-    return RenderedJob(files={"job.sbatch": (render_sbatch(spec, sync_dir), 0o600), **files})
+    return RenderedJob(files={"job.sbatch": (render_sbatch(spec, sync_dir), 0o600), **files},
+                       options=tuple(sbatch_options(spec)))

@@ -18,7 +18,7 @@ import re
 
 from ..arrays import TASKS_DIR
 from ..jobdir import CHECKPOINTS, LOG_NAME, parse_listing
-from .commands import BASH, check_job_id
+from .commands import BASH, NEUTRAL_ENV_SH, check_job_id
 
 #: Marks a task's log tail: ``%tail INDEX BASE64`` (base64, so log text cannot forge a line).
 TAIL_MARK = "%tail"
@@ -27,7 +27,7 @@ TAIL_MARK = "%tail"
 # "$4" lines of each task's log to print (0: none). Prints, per task the scheduler knows by its
 # raw id: "@@ INDEX DIR" and the directory's "MTIME TYPE NAME" entries (as the status listing),
 # then, if asked, "%tail INDEX BASE64" per task directory. Each listing and tail gets at most 10 s.
-TASK_CHECKPOINTS_SH = r"""a="$1"; root="$2"; dir="$3"; lines="$4"
+TASK_CHECKPOINTS_SH = NEUTRAL_ENV_SH + r"""a="$1"; root="$2"; dir="$3"; lines="$4"
 lim=()
 if command -v timeout >/dev/null 2>&1; then lim=(timeout 10); fi
 { sacct -X -n -P -j "$a" -o JobID,JobIDRaw 2>/dev/null

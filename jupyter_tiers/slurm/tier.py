@@ -186,7 +186,7 @@ class SlurmTier(BatchTier):
         plan = plan_of(spec)
         workdir = commands.check_workdir(self.profile.workdir)
         jobdir = f"{workdir}/{commands.job_dir_name(spec.name, token=secrets.token_hex(3))}"
-        result = self._submit_once(jobdir, commands.pack_job(rendered))
+        result = self._submit_once(jobdir, commands.pack_job(rendered), rendered.options)
         if result.exit_status != 0:
             err = result.stderr.decode("utf-8", errors="replace").strip()
             if NO_SPACE in err:  # the job directory's files, or sbatch's own, did not fit
@@ -213,14 +213,15 @@ class SlurmTier(BatchTier):
         self.registry.add(record)
         return self.job(record)
 
-    def _submit_once(self, jobdir: str, packed: bytes) -> CommandResult:
+    def _submit_once(self, jobdir: str, packed: bytes, options: Sequence[str] = ()) -> CommandResult:
         """Run the submit program, again with the same job directory when the connection drops
         (the program answers the first run's job id if that one reached sbatch): one job per
         submit, never two, never one the registry does not know."""
         for attempt in range(SUBMIT_ATTEMPTS):
             try:
-                return self.transport.run(commands.submit_argv(jobdir, packed, again=attempt > 0),
-                                          stdin=packed, check=False)
+                return self.transport.run(
+                    commands.submit_argv(jobdir, packed, options, again=attempt > 0),
+                    stdin=packed, check=False)
             except ConnectError as e:
                 if e.at_connect:  # no connection at all after the transport's own retries
                     raise
@@ -239,7 +240,8 @@ class SlurmTier(BatchTier):
         # controller's: history_result says so.
         if result.exit_status != 0 and any(m in err for m in _UNREACHABLE_MARKERS) \
                 and not any(m in err for m in ACCOUNTING_DOWN):
-            raise ControllerUnreachable(err.strip().splitlines()[-1] if err.strip() else argv[0])
+            raise ControllerUnreachable(err.strip().splitlines()[-1] if err.strip()
+                                        else commands.unwrap_slurm(argv)[0])
         return result.exit_status, out, err
 
     def poll_scheduler(self, records: Sequence[JobRecord]) -> dict[str, SchedulerInfo]:
@@ -301,8 +303,8 @@ class SlurmTier(BatchTier):
                 elif any(m in err for m in _NO_ACCOUNTING_MARKERS):
                     self.accounting = False
                     break
-            if all(i in got for i in ids):
-                return got
+            if all(i in got for i in ids):  # only those asked: squeue's rows stay as they are
+                return {i: got[i] for i in ids}
         code, out, _ = self._run_scheduler(commands.scontrol_jobs_argv())
         every = parse_scontrol_jobs(out) if code == 0 else {}
         return {i: every[i] for i in ids if i in every}

@@ -107,8 +107,9 @@ class TextView:
         last_state: list[str] = []
 
         def on_status(status: JobStatus) -> None:
+            # why it waits, or what Slurm called a state this version has no name for
             label = status.state.value + (f" ({status.reason})" if status.reason and
-                                          status.state.value == "PENDING" else "")
+                                          status.state.value in ("PENDING", "UNKNOWN") else "")
             if status.restarts:
                 label += f", restart {status.restarts}"
             if not last_state or last_state[-1] != label:

@@ -192,11 +192,12 @@ class FakeSlurm:
                 return self._submit(argv, stdin, timeout)
             if argv[: len(commands.BASH)] == commands.BASH and argv[4] == commands.WITH_CHECKPOINTS_SH:
                 n = int(argv[6])
-                code, out, err = self._answer(argv[7 + n:])
+                code, out, err = self._answer(commands.unwrap_slurm(argv[7 + n:]))
                 wrapped = [*argv[: 7 + n], "bash", "-c", _ANSWER_SH, "squeue", out, err, str(code)]
                 return self._bash(wrapped, stdin, timeout)
-            if argv[0] in ("squeue", "sacct", "scancel"):
-                code, out, err = self._answer(argv)
+            inner = commands.unwrap_slurm(argv)  # the tier's commands run in a neutral environment
+            if inner[0] in ("squeue", "sacct", "scancel"):
+                code, out, err = self._answer(inner)
                 return CommandResult(tuple(argv), code, out.encode(), err.encode())
         return self._bash(argv, stdin, timeout)
 

@@ -155,4 +155,4 @@ def test_remote_command_patterns_refuse_a_trailing_newline() -> None:
         commands.check_workdir("~/jt\n")
     with pytest.raises(SpecError):
         commands.cancel_argv("12", "TERM\n")
-    assert commands.cancel_argv("12", "TERM") == ["scancel", "--signal", "TERM", "12"]
+    assert commands.unwrap_slurm(commands.cancel_argv("12", "TERM")) == ["scancel", "--signal", "TERM", "12"]

@@ -156,8 +156,10 @@ def test_tier_submit_after_drops_records_exactly_one_job(tmp_path: Path, env: di
     job = tier.submit(tier.make_spec("print(1)", name="once"))
     assert job.id == "4001" and _calls(env) == 1
     assert [r.job_id for r in tier.registry.list(limit=10)] == ["4001"]
-    assert len(transport.calls) == 3 and transport.calls[0][-1] != "again"
-    assert all(c[-1] == "again" and c[-3:-1] == transport.calls[0][-2:] for c in transport.calls[1:])
+    # argv: BASH, program, $0, jobdir, sha256, first|again, then the job's sbatch options
+    assert len(transport.calls) == 3 and transport.calls[0][8] == "first"
+    assert all(c[8] == "again" and c[6:8] == transport.calls[0][6:8] and c[9:] == transport.calls[0][9:]
+               for c in transport.calls[1:])
 
 
 def test_tier_submit_gives_up_with_one_clear_line(tmp_path: Path, env: dict[str, str]) -> None:
@@ -215,3 +217,36 @@ def test_tier_submit_does_not_dial_again_when_the_host_is_down(tmp_path: Path, e
     with pytest.raises(ConnectError, match="gave up"):
         tier.submit(tier.make_spec("print(1)", name="once"))
     assert Down.calls == 1 and _calls(env) == 0
+
+
+def test_the_jobs_options_reach_sbatchs_command_line(tmp_path: Path, env: dict[str, str]) -> None:
+    """SBATCH_* variables of the login environment beat #SBATCH lines, so the submit gives sbatch
+    every option the job sets on its command line too (before the script, one word each)."""
+    seen = tmp_path / "argv"
+    sbatch = Path(env["PATH"].split(":")[0]) / "sbatch"
+    sbatch.write_text(f'#!/bin/bash\nprintf "%s\\n" "$@" >{seen}\necho 4001\n')
+    spec = SlurmTier(Profile(name="hpc", tier="slurm", settings={"host": "h", "workdir": "/w"})
+                     ).make_spec("print(1)", name="opts", time="00:07:00", partition="debug")
+    rendered = render_job(spec)
+    packed = commands.pack_job(rendered)
+    jobdir = tmp_path / "jobs" / "opts-1"
+    p = subprocess.run(commands.submit_argv(str(jobdir), packed, rendered.options), input=packed,
+                       capture_output=True, env=env, timeout=120, check=False)
+    assert p.returncode == 0, p.stderr
+    argv = seen.read_text().splitlines()
+    assert argv[0] == "--parsable" and argv[-1] == "job.sbatch"
+    assert argv[1:-1] == list(rendered.options)
+    assert {"--time=00:07:00", "--partition=debug", "--job-name=opts", "--output=job.log"} <= set(argv)
+    # ... and the script still carries them as #SBATCH lines, for the user who reads it
+    assert "#SBATCH --time=00:07:00" in rendered.script.splitlines()
+
+
+@pytest.mark.parametrize("bad", ["-t", "--time", "--x=a\nb", "time=1", "--Time=1", ""])
+def test_submit_refuses_what_is_not_an_option_word(bad: str) -> None:
+    from jupyter_tiers.errors import SpecError
+
+    if bad == "--time":  # a flag is a fine word
+        assert commands.submit_argv("/w/j", b"", [bad])[-1] == "--time"
+        return
+    with pytest.raises(SpecError, match="sbatch option"):
+        commands.submit_argv("/w/j", b"", [bad])

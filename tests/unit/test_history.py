@@ -14,6 +14,7 @@ from jupyter_tiers import tiers_command
 from jupyter_tiers.config import Profile
 from jupyter_tiers.errors import SpecError, TiersError
 from jupyter_tiers.registry import JobRecord, Registry
+from jupyter_tiers.slurm.commands import unwrap_slurm
 from jupyter_tiers.slurm.history import (
     DELIMITER,
     HISTORY_FIELDS,
@@ -41,7 +42,7 @@ NO_ACCOUNTING_STDERR = "sacct: error: Slurm accounting storage is disabled\n"
 
 
 def test_default_query_argv() -> None:
-    argv = history_argv(HistoryQuery())
+    argv = unwrap_slurm(history_argv(HistoryQuery()))
     assert argv == ["sacct", "-n", "-P", f"--delimiter={DELIMITER}", "-S", "now-7days", "-E", "now",
                     "-o", ",".join(HISTORY_FIELDS)]
     assert "-X" not in argv  # steps are needed for max RSS
@@ -171,7 +172,7 @@ def test_tier_history_one_query_marks_registry_jobs(tmp_path: Path) -> None:
     tier.registry.add(JobRecord(profile="box", tier="slurm", job_id="3", name="notebook-job"))
     tier.registry.add(JobRecord(profile="other", tier="slurm", job_id="4", name="x"))
     rows = tier.history(make_query(days=2, limit=4))
-    assert len(fake.argvs) == 1 and fake.argvs[0][0] == "sacct"
+    assert len(fake.argvs) == 1 and unwrap_slurm(fake.argvs[0])[0] == "sacct"
     assert [r.job_id for r in rows] == ["296", "295", "293", "4"]  # limit 4
     all_rows = tier.history(make_query(days=2))
     assert {r.job_id for r in all_rows if r.ours} == {"3"}  # job 4 is another profile's

@@ -27,7 +27,9 @@ from jupyter_tiers.timefmt import format_elapsed
 
 @pytest.mark.parametrize(
     ("stdout", "job_id"),
-    [("123\n", "123"), ("123;cluster\n", "123"), ("  456  ", "456"), ("\n789;c-1.x\n", "789")],
+    [("123\n", "123"), ("123;cluster\n", "123"), ("  456  ", "456"), ("\n789;c-1.x\n", "789"),
+     # plain sbatch (a wrapper without --parsable), and on a multi-cluster site
+     ("Submitted batch job 123\n", "123"), ("Submitted batch job 124 on cluster ceo\n", "124")],
 )
 def test_parse_sbatch_parsable(stdout: str, job_id: str) -> None:
     assert parse_sbatch_parsable(stdout) == job_id
@@ -38,7 +40,11 @@ def test_parse_sbatch_parsable(stdout: str, job_id: str) -> None:
     [
         "",
         "\n\n",
-        "Submitted batch job 123\n",
+        "Submitted batch job\n",
+        "Submitted batch job 123 on cluster\n",
+        "Submitted batch job 123 on cluster bad cluster\n",
+        "Submitted batch job 12a\n",
+        "submitted batch job 123\n",
         "sbatch: error: Batch job submission failed: Invalid account\n",
         "123abc",
         "12 3",

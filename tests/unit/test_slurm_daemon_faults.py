@@ -14,7 +14,7 @@ from jupyter_tiers.config import Profile
 from jupyter_tiers.errors import ControllerUnreachable, SpecError, TiersError
 from jupyter_tiers.model import JobState, RankPhase, RankState, SchedulerInfo
 from jupyter_tiers.registry import Registry
-from jupyter_tiers.slurm.commands import node_states_argv
+from jupyter_tiers.slurm.commands import node_states_argv, unwrap_slurm
 from jupyter_tiers.slurm.history import history_result
 from jupyter_tiers.slurm.parse import parse_failed_nodes
 from jupyter_tiers.slurm.tier import SlurmTier
@@ -72,7 +72,7 @@ def test_merge_status_puts_the_failed_node_in_the_reason() -> None:
 
 
 def test_node_states_argv_takes_only_host_lists() -> None:
-    assert node_states_argv(["node[1-2]", "gpu01"]) == [
+    assert unwrap_slurm(node_states_argv(["node[1-2]", "gpu01"])) == [
         "sinfo", "-h", "-N", "-n", "node[1-2],gpu01", "-o", "%N|%T|%E"]
     for bad in (["node1; rm -rf /"], ["$(id)"], [], ["a b"]):
         with pytest.raises(SpecError, match="nodelist"):
@@ -97,8 +97,9 @@ class _Transport:
         self.ran: list[str] = []
 
     def run(self, argv, stdin=b"", check=True, timeout=None):  # type: ignore[no-untyped-def]  # a fake
-        self.ran.append(argv[0])
-        code, out, err = self.answers[argv[0]]
+        name = unwrap_slurm(argv)[0]
+        self.ran.append(name)
+        code, out, err = self.answers[name]
         return CommandResult(tuple(argv), code, out.encode(), err.encode())
 
     def close(self) -> None:

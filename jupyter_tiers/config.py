@@ -494,7 +494,8 @@ def config_paths(cwd: Path | None = None) -> list[tuple[Path, bool]]:
     return paths
 
 
-_OPT_IN = (f"to allow it, set {TRUST_KEY}: true in ~/.jupyter/tiers.yaml, or {TRUST_ENV_VAR}=1, "
+#: The last line of every refusal: how a user opts in to trusting the project file.
+OPT_IN = _OPT_IN = (f"to allow it, set {TRUST_KEY}: true in ~/.jupyter/tiers.yaml, or {TRUST_ENV_VAR}=1, "
            f"or name this file in ${ENV_VAR}")
 
 
@@ -594,7 +595,7 @@ def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]], *,
                 refused_source = refused_source or (source if found else "")
             else:
                 trusted_origin.setdefault(name, source)
-            target = merged.setdefault(name, {})
+            target = merged.setdefault(name, dict(BUILTIN_PROFILES.get(name, {})))  # local: its tier
             for key, value in prof.items():
                 if key in ("defaults", "env") and isinstance(target.get(key), dict):
                     target[key] = {**target[key], **value}

@@ -13,8 +13,8 @@ trusted layer defines and on one it defines itself; never code, destinations, ex
 credentials, never an environment name that loads code or picks a destination
 (:func:`hijacking_env_name`), never a Kubernetes profile of its own (it would use your kubeconfig)
 and never its own profile as the default, unless the user opts in with
-``trust_project_config: true`` in a trusted layer or ``JUPYTER_TIERS_TRUST_PROJECT=1``. Everything such a file tried is refused at once, one line per
-key (:class:`ProjectFileRefused`).
+``trust_project_config: true`` in a trusted layer or ``JUPYTER_TIERS_TRUST_PROJECT=1``.
+Everything such a file tried is refused at once, one line per key (:class:`ProjectFileRefused`).
 
 Every problem is a :class:`ConfigError` naming the file, the key and what is allowed.
 """
@@ -32,6 +32,7 @@ from typing import Any
 from .config_cache import load_file_cached
 from .errors import ConfigError, SpecError
 from .handoff import parse_path_map
+from .jobspec import parse_sbatch_option
 from .loadplan import MAX_LIMIT_RPS
 from .model import SERVICE_TYPES
 from .objectstore import parse_object_store
@@ -41,7 +42,7 @@ from .project_trust import HIJACKING_ENV_NAMES as HIJACKING_ENV_NAMES
 from .project_trust import HIJACKING_ENV_PREFIXES as HIJACKING_ENV_PREFIXES
 from .project_trust import PROJECT_KEYS as PROJECT_KEYS
 from .project_trust import hijacking_env_name, rule
-from .servespec import check_ingress_annotations, check_ingress_class
+from .servespec import check_ingress_annotations, check_ingress_class, snippet_annotation
 
 __all__ = ["Config", "ConfigError", "Profile", "ProjectFileRefused", "load_config"]
 
@@ -283,6 +284,10 @@ def check_defaults(raw: Mapping[str, Any], keys: Mapping[str, type | tuple[type,
                 if not isinstance(item, str):
                     raise ConfigError(source, f"{base}.defaults.{k}[{i}]",
                                       f"expected a string such as --hold, got {type(item).__name__}")
+                try:  # refused options are refused from any file (jobspec.parse_sbatch_option)
+                    parse_sbatch_option(item)
+                except SpecError as exc:
+                    raise ConfigError(source, f"{base}.defaults.{k}[{i}]", exc.problem) from None
         defaults[nk] = v
     return defaults
 
@@ -677,4 +682,19 @@ def load_config(cwd: Path | None = None) -> Config:
         trust = trust or bool(layer.get(TRUST_KEY))
         layers.append((str(path), layer))
     untrusted = () if trust or project is None else (str(project),)
+    if not trust:  # a project file's ingress_annotations are refused with its other keys
+        _refuse_snippets([(src, layer) for src, layer in layers if src not in untrusted])
     return merge_layers(layers, untrusted=untrusted)
+
+
+def _refuse_snippets(layers: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    """Ingress annotations that configure the controller itself (servespec.snippet_annotation) are
+    refused from the trusted files too, unless the user opted in."""
+    for source, layer in layers:
+        for name, prof in layer.get("profiles", {}).items():
+            for key in prof.get("ingress_annotations") or {}:
+                if snippet_annotation(str(key)):
+                    where = f"profiles.{_shown(name)}.ingress_annotations.{_shown(key, 80)}"
+                    raise ConfigError(source, where,
+                                      "configures the ingress controller itself (for every site it "
+                                      f"serves); refused from any file without the opt-in; {OPT_IN}")

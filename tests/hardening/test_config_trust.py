@@ -459,7 +459,8 @@ def test_project_cannot_set_a_loader_hijacking_env_name(home: Path, name: str, p
 
 # TORCH_HOME (torch.hub's code cache) and WANDB_* (where runs go) were here until issue 26.
 @pytest.mark.parametrize("name", ["NCCL_DEBUG", "NCCL_IB_HCA", "OMP_NUM_THREADS", "HF_TOKEN",
-                                  "CUDA_VISIBLE_DEVICES", "MY_PATH", "LDAP_URI", "PY_VERSION", "HF_HUB_OFFLINE"])
+                                  "CUDA_VISIBLE_DEVICES", "MY_PATH", "LDAP_URI", "PY_VERSION",
+                                  "HF_HUB_OFFLINE"])
 def test_ordinary_env_names_stay_allowed(home: Path, name: str) -> None:
     _project(f"profiles:\n  hpc:\n    env: {{{name}: '1'}}\n"
              f"  own:\n    tier: local\n    env: {{{name}: '2'}}\n")

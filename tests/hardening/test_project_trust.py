@@ -181,3 +181,56 @@ def test_opting_in_trusts_the_project_file(cloned: Path, monkeypatch: pytest.Mon
 def test_project_refusals_are_config_errors(cloned: Path) -> None:
     with pytest.raises(ConfigError):
         load_config()
+
+
+# --- part 4: passthrough options and ingress snippets refused from any file ---------------------
+
+@pytest.mark.parametrize("opt", ["--container=/srv/evil-bundle", "--container-id=abc",
+                                 "--export-file=/tmp/env", "--mail-user=attacker@example.com",
+                                 "--mail-u=a@example.com", "--export-f=x"])
+def test_passthrough_options_that_choose_code_or_a_destination_are_refused(opt: str) -> None:
+    from jupyter_tiers.errors import SpecError
+    from jupyter_tiers.jobspec import parse_sbatch_option
+
+    with pytest.raises(SpecError) as info:
+        parse_sbatch_option(opt)
+    assert info.value.problem.startswith(f"{opt.partition('=')[0]} cannot be passed through")
+
+
+def test_a_refused_passthrough_option_is_refused_in_a_trusted_file(cloned: Path) -> None:
+    user = cloned / "no-user" / "tiers.yaml"
+    user.parent.mkdir()
+    user.write_text("profiles:\n  hpc: {tier: slurm, host: h.example, defaults: {sbatch_options: "
+                    "[--hold, --mail-user=x@example.com]}}\n", encoding="utf-8")
+    (cloned / "repo" / "tiers.yaml").unlink()
+    with pytest.raises(ConfigError) as info:
+        load_config()
+    assert info.value.key == "profiles.hpc.defaults.sbatch_options[1]"
+    assert "sends the job's events to an address" in info.value.problem
+
+
+@pytest.mark.parametrize("key", ["nginx.ingress.kubernetes.io/configuration-snippet",
+                                 "nginx.ingress.kubernetes.io/server-snippet", "example.com/Auth-Snippet"])
+def test_snippet_annotations_need_the_opt_in_even_in_a_trusted_file(
+        cloned: Path, monkeypatch: pytest.MonkeyPatch, key: str) -> None:
+    user = cloned / "no-user" / "tiers.yaml"
+    user.parent.mkdir()
+    user.write_text(f"profiles:\n  s:\n    tier: kubernetes\n    ingress_annotations: {{{key}: 'x'}}\n",
+                    encoding="utf-8")
+    (cloned / "repo" / "tiers.yaml").unlink()
+    with pytest.raises(ConfigError) as info:
+        load_config()
+    assert info.value.key == f"profiles.s.ingress_annotations.{key}"
+    assert "configures the ingress controller itself" in info.value.problem
+    assert "trust_project_config: true" in info.value.problem
+    monkeypatch.setenv(config.TRUST_ENV_VAR, "1")
+    assert key in load_config().profile("s").get("ingress_annotations")
+
+
+def test_ordinary_annotations_stay_allowed_in_a_trusted_file(cloned: Path) -> None:
+    user = cloned / "no-user" / "tiers.yaml"
+    user.parent.mkdir()
+    user.write_text("profiles:\n  s:\n    tier: kubernetes\n    ingress_annotations: "
+                    "{nginx.ingress.kubernetes.io/proxy-body-size: 64m}\n", encoding="utf-8")
+    (cloned / "repo" / "tiers.yaml").unlink()
+    assert load_config().profile("s").get("ingress_annotations")

@@ -560,7 +560,8 @@ def _project_refusals(name: str, prof: Mapping[str, Any], trusted_from: str | No
         if not allowed(key) and current.get(key) != prof[key]:
             shown = "" if key == "object_store" else _tried(prof[key])  # may hold credentials
             out.append(Refusal(f"{base}.{key}", shown, f"decides {rule(key).decides}; {where}"))
-    if trusted_from is None and TIER_ALIASES.get(prof.get("tier"), prof.get("tier")) == "kubernetes":
+    tier = str(prof.get("tier"))
+    if trusted_from is None and TIER_ALIASES.get(tier, tier) == "kubernetes":
         out.append(Refusal(f"{base}.tier", "\"kubernetes\"", "a project file's own kubernetes profile "
                            "would use your kubeconfig's current context and namespace; never from a "
                            "project file (add the profile to ~/.jupyter/tiers.yaml)"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..api import cached
-from ..config import OPT_IN, Config, Profile
+from ..config import ENV_VAR, TRUST_ENV_VAR, TRUST_KEY, Config, Profile
 from ..slurm.tier import SlurmTier
 from . import k8s_probe, local, slurm_probe
 from .k8s_checks import TIER_ACCESS, k8s_checks, role_yaml
@@ -44,7 +44,8 @@ def check_profile(profile: Profile, *, suggest_role: bool = False, compute: bool
         return ProfileReport(profile.name, profile.tier, (fail(
             "project file", f"{profile.name} is defined only by {where}, a project file (it may have "
             "come with a cloned repository); the doctor runs nothing from it",
-            OPT_IN.replace("to allow it, ", "to check it, ", 1)),))
+            f"to check it, set {TRUST_KEY}: true in ~/.jupyter/tiers.yaml, or {TRUST_ENV_VAR}=1, or name "
+            f"the file in ${ENV_VAR}"),))
     extra = ""
     if profile.tier == "slurm":
         tier = cached(profile)

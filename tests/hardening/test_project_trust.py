@@ -234,3 +234,15 @@ def test_ordinary_annotations_stay_allowed_in_a_trusted_file(cloned: Path) -> No
                     "{nginx.ingress.kubernetes.io/proxy-body-size: 64m}\n", encoding="utf-8")
     (cloned / "repo" / "tiers.yaml").unlink()
     assert load_config().profile("s").get("ingress_annotations")
+
+
+def test_a_new_profile_key_is_refused_from_a_project_file_until_it_has_a_row(
+        cloned: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A key someone adds to a tier (here ``brand_new``) without deciding its row is refused."""
+    monkeypatch.setitem(config.TIER_KEYS["local"], "brand_new", str)
+    (cloned / "repo" / "tiers.yaml").write_text("profiles:\n  local:\n    brand_new: x\n", encoding="utf-8")
+    with pytest.raises(config.ProjectFileRefused) as info:
+        load_config()
+    assert str(info.value).splitlines()[1] == (
+        '  profiles.local.brand_new = "x": decides something no row of the project-file allowlist '
+        "names; local is defined in jupyter-tiers (built in)")

@@ -7,14 +7,14 @@ profile key by key (``defaults`` and ``env`` are merged key by key too).
 
 Trust: the admin and user layers, and a file named by ``$JUPYTER_TIERS_CONFIG`` (the user's own
 choice), are trusted. A ``./tiers.yaml`` that merely sits in the working directory may have come
-with a cloned repository, so it may set ``default_profile``, add profiles and change the other
-keys of existing ones, but not the connection keys (:data:`CONNECTION_KEYS`: where a job runs,
-which code runs, who can reach a service, where files and secrets go) of a profile a trusted layer
-defines, never the keys that run local or remote commands (:data:`COMMAND_KEYS`) and never an
-environment name that makes a loader, interpreter or shell run code (:func:`hijacking_env_name`),
-unless the user opts in with ``trust_project_config: true`` in a trusted layer or
-``JUPYTER_TIERS_TRUST_PROJECT=1``. Everything such a file tried is refused at once, one line per
-key (:class:`ProjectFileRefused`).
+with a cloned repository, so it may set only what the allowlist :data:`PROJECT_KEYS`
+(project_trust.py) names: choices among the trusted cluster's own resources, on a profile a
+trusted layer defines and on one it defines itself; never code, destinations, exposure or
+credentials, never an environment name that loads code or picks a destination
+(:func:`hijacking_env_name`), never a Kubernetes profile of its own (it would use your kubeconfig)
+and never its own profile as the default, unless the user opts in with
+``trust_project_config: true`` in a trusted layer or ``JUPYTER_TIERS_TRUST_PROJECT=1``.
+Everything such a file tried is refused at once, one line per key (:class:`ProjectFileRefused`).
 
 Every problem is a :class:`ConfigError` naming the file, the key and what is allowed.
 """
@@ -28,18 +28,22 @@ import shutil
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from types import MappingProxyType
 from typing import Any
 
 from .config_cache import load_file_cached
 from .errors import ConfigError, SpecError
 from .handoff import parse_path_map
+from .jobspec import parse_sbatch_option
 from .loadplan import MAX_LIMIT_RPS
 from .model import SERVICE_TYPES
 from .objectstore import parse_object_store
 from .options import JOB_OPTIONS, SERVE_OPTIONS, profile_keys
 from .profile import Profile as Profile  # defined below the config layer, used with it
-from .servespec import check_ingress_annotations, check_ingress_class
+from .project_trust import HIJACKING_ENV_NAMES as HIJACKING_ENV_NAMES
+from .project_trust import HIJACKING_ENV_PREFIXES as HIJACKING_ENV_PREFIXES
+from .project_trust import PROJECT_KEYS as PROJECT_KEYS
+from .project_trust import hijacking_env_name, rule
+from .servespec import check_ingress_annotations, check_ingress_class, snippet_annotation
 
 __all__ = ["Config", "ConfigError", "Profile", "ProjectFileRefused", "load_config"]
 
@@ -59,6 +63,9 @@ BUILTIN_CLUSTER = "cluster"
 #: Keys of a slurm profile that only mean something over SSH (with ``host``).
 SSH_ONLY_KEYS = ("port", "user", "identity_file", "known_hosts", "proxy_jump", "ssh_config",
                  "connect_timeout")
+#: Profiles jupyter-tiers defines itself, as a trusted layer would: a project file may change them
+#: only as the allowlist allows, and cannot shadow them with a profile of its own.
+BUILTIN_PROFILES: Mapping[str, Mapping[str, Any]] = {BUILTIN_LOCAL: {"tier": "local"}}
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -69,74 +76,8 @@ _USER_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@-]{0,63}")
 _JUMP_RE = re.compile(r"[A-Za-z0-9_.:%@/\[\]][A-Za-z0-9_.:%@/\[\]-]{0,299}")  # [user@]host[:port], ssh://
 
 
-def _deciding(what: str, *keys: str) -> dict[str, str]:
-    return dict.fromkeys(keys, what)
-
-
-# Keys a project ./tiers.yaml may not add or change in a profile a trusted layer defines, each with
-# what it decides (the refusal says it). ``defaults.KEY`` is a key of the profile's ``defaults``.
-# Keys that only pick among the trusted cluster's own resources (partition, nodes, gpus,
-# node_selector, ...) are not here: they cannot send anything to another party.
-CONNECTION_KEYS: Mapping[str, str] = MappingProxyType({
-    # Where jobs and services run and as whom: the tier, the SSH host, login and how the host is
-    # recognised; the Kubernetes cluster and namespace (a namespace also holds the Secrets pods read).
-    **_deciding("where it runs", "tier", "host", "port", "user", "identity_file", "known_hosts",
-                "proxy_jump", "ssh_config", "kubeconfig", "context", "namespace"),
-    # Who can reach a service (NodePort: every node's address; LoadBalancer: often the internet;
-    # an Ingress's class and its controller's annotations, some of which configure the controller).
-    **_deciding("who can reach it", "service_type", "ingress_class", "ingress_annotations"),
-    # Where jobs write and models are read from: job directories, checkpoints, the volume mounted
-    # into pods (host_path: / is the node's root), this machine's view of a cluster's paths.
-    **_deciding("where files go", "workdir", "defaults.checkpoint_dir", "path_map", "model_volume",
-                "storage_class"),
-    # Object storage: where checkpoints go and which credentials are sent there.
-    **_deciding("where files and credentials go", "object_store"),
-    # Which code runs: setup lines before every job, the container image, the interpreter, the
-    # image of the init container that fetches a model (it is handed the object store credentials).
-    **_deciding("which code runs", "setup", "defaults.image", "defaults.python", "fetch_image"),
-    # Where secrets go: registry credentials, environment variables read from Secrets.
-    **_deciding("where secrets go", "image_pull_secrets", "defaults.secret_env"),
-    # How hard Service.load_test may hit a service (a lab's admins bound it for everyone).
-    **_deciding("how hard a load test may hit a service", "load_limit_rps"),
-})
-# Keys a project file may not set at all without the opt-in: an ssh_config can run local commands
-# (Match exec, ProxyCommand), a kubeconfig too (exec credential plugins), setup runs on the cluster.
-COMMAND_KEYS = frozenset({"ssh_config", "setup", "kubeconfig"})
-# Environment names a project file may not set in any profile without the opt-in. Each makes a
-# loader, interpreter or shell load code it names, or decides which program a command runs or
-# where downloads and requests go, in every process of the job (jupyter-tiers' own wrappers,
-# supervisors and torchrun included), so it is a command key in disguise. Compared upper-cased
-# (curl and requests read http_proxy too). Exact names, then prefixes (``LD_`` is ``LD_*``).
-HIJACKING_ENV_NAMES = frozenset({
-    # shells and program lookup: startup files, exported options, the search path, ~ itself
-    # (~/.bashrc, ~/.local's site-packages)
-    "PATH", "HOME", "BASH_ENV", "ENV", "SHELLOPTS", "BASHOPTS", "PS4", "IFS", "PROMPT_COMMAND",
-    # the C library's loadable modules (iconv)
-    "GCONV_PATH",
-    # other interpreters' module paths and startup options
-    "PERL5LIB", "PERLLIB", "PERL5OPT", "RUBYLIB", "RUBYOPT", "NODE_OPTIONS", "NODE_PATH",
-    "JAVA_TOOL_OPTIONS", "JDK_JAVA_OPTIONS", "_JAVA_OPTIONS", "CLASSPATH", "LUA_INIT", "LUA_PATH",
-    "LUA_CPATH", "R_PROFILE", "R_PROFILE_USER", "R_ENVIRON", "R_ENVIRON_USER", "TCLLIBPATH",
-    # programs that tools run for their own purposes (git's ssh and helpers, password prompts)
-    "GIT_SSH", "GIT_SSH_COMMAND", "GIT_EXEC_PATH", "GIT_ASKPASS", "SSH_ASKPASS", "SUDO_ASKPASS",
-    # where downloads come from and requests go, and whose certificates are believed
-    "HF_ENDPOINT", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "SSL_CERT_FILE", "SSL_CERT_DIR",
-    "REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE",
-})
-HIJACKING_ENV_PREFIXES = (
-    "LD_", "DYLD_",  # the dynamic loader: LD_PRELOAD, LD_LIBRARY_PATH, LD_AUDIT, macOS's DYLD_*
-    "PYTHON",  # PYTHONPATH, PYTHONSTARTUP, PYTHONHOME, PYTHONUSERBASE, PYTHONBREAKPOINT, ...
-    "BASH_FUNC_",  # exported shell functions
-    "GIT_CONFIG",  # git configuration from the environment (core.sshCommand, ...)
-    "PIP_", "UV_", "CONDA",  # package installers: index URLs, config files
-)
-
-
-def hijacking_env_name(name: str) -> bool:
-    """Whether a project file may not set environment variable ``name`` (see
-    :data:`HIJACKING_ENV_NAMES`): it would choose code or destinations for every process."""
-    upper = name.upper()
-    return upper in HIJACKING_ENV_NAMES or upper.startswith(HIJACKING_ENV_PREFIXES)
+# What a project ./tiers.yaml may set is one declared table, the allowlist (project_trust.py):
+# PROJECT_KEYS, with the environment names it may not set (hijacking_env_name).
 
 
 # Lower and upper bounds (seconds) of the profile's intervals and timeouts.
@@ -353,6 +294,10 @@ def check_defaults(raw: Mapping[str, Any], keys: Mapping[str, type | tuple[type,
                 if not isinstance(item, str):
                     raise ConfigError(source, f"{base}.defaults.{k}[{i}]",
                                       f"expected a string such as --hold, got {type(item).__name__}")
+                try:  # refused options are refused from any file (jobspec.parse_sbatch_option)
+                    parse_sbatch_option(item)
+                except SpecError as exc:
+                    raise ConfigError(source, f"{base}.defaults.{k}[{i}]", exc.problem) from None
         defaults[nk] = v
     return defaults
 
@@ -564,7 +509,8 @@ def config_paths(cwd: Path | None = None) -> list[tuple[Path, bool]]:
     return paths
 
 
-_OPT_IN = (f"to allow it, set {TRUST_KEY}: true in ~/.jupyter/tiers.yaml, or {TRUST_ENV_VAR}=1, "
+#: The last line of every refusal: how a user opts in to trusting the project file.
+OPT_IN = _OPT_IN = (f"to allow it, set {TRUST_KEY}: true in ~/.jupyter/tiers.yaml, or {TRUST_ENV_VAR}=1, "
            f"or name this file in ${ENV_VAR}")
 
 
@@ -608,24 +554,32 @@ def _tried(value: Any) -> str:
 
 def _project_refusals(name: str, prof: Mapping[str, Any], trusted_from: str | None,
                       current: Mapping[str, Any]) -> list[Refusal]:
-    """What an untrusted project file may not do to profile ``name`` (see the module docstring);
-    ``current`` is the profile as the trusted layers left it (repeating a value is no change)."""
+    """What an untrusted project file may not do to profile ``name``: every key the allowlist
+    (:data:`PROJECT_KEYS`) does not allow on a trusted profile (``trusted_from`` names its file)
+    or on the project's own profile (``trusted_from`` is None). ``current`` is the profile as the
+    trusted layers left it (repeating a value is no change)."""
     base = f"profiles.{_shown(name)}"
-    where = f"; {name} is defined in {trusted_from}"
+    where = "never from a project file" if trusted_from is None else f"{name} is defined in {trusted_from}"
     out: list[Refusal] = []
+
+    def allowed(key: str) -> bool:
+        row = rule(key)
+        return row.on_trusted if trusted_from is not None else row.on_own
+
     for key in sorted(prof):
-        if key in COMMAND_KEYS:
-            out.append(Refusal(f"{base}.{key}", _tried(prof[key]),
-                               "can run commands; never from a project file"))
-        elif trusted_from is not None and key in CONNECTION_KEYS and current.get(key) != prof[key]:
+        if not allowed(key) and current.get(key) != prof[key]:
             shown = "" if key == "object_store" else _tried(prof[key])  # may hold credentials
-            out.append(Refusal(f"{base}.{key}", shown, f"decides {CONNECTION_KEYS[key]}{where}"))
-    if trusted_from is not None:
-        had = current.get("defaults") or {}
-        for key, value in sorted(prof.get("defaults", {}).items()):
-            what = CONNECTION_KEYS.get(f"defaults.{key}")
-            if what is not None and had.get(key) != value:
-                out.append(Refusal(f"{base}.defaults.{key}", _tried(value), f"decides {what}{where}"))
+            out.append(Refusal(f"{base}.{key}", shown, f"decides {rule(key).decides}; {where}"))
+    tier = str(prof.get("tier"))
+    if trusted_from is None and TIER_ALIASES.get(tier, tier) == "kubernetes":
+        out.append(Refusal(f"{base}.tier", "\"kubernetes\"", "a project file's own kubernetes profile "
+                           "would use your kubeconfig's current context and namespace; never from a "
+                           "project file (add the profile to ~/.jupyter/tiers.yaml)"))
+    had = current.get("defaults") or {}
+    for key, value in sorted(prof.get("defaults", {}).items()):
+        if not allowed(f"defaults.{key}") and had.get(key) != value:
+            out.append(Refusal(f"{base}.defaults.{key}", _tried(value),
+                               f"decides {rule(f'defaults.{key}').decides}; {where}"))
     had_env = current.get("env") or {}
     for key, value in sorted(prof.get("env", {}).items()):
         if hijacking_env_name(key) and had_env.get(key) != value:  # the value is never shown
@@ -636,7 +590,7 @@ def _project_refusals(name: str, prof: Mapping[str, Any], trusted_from: str | No
 
 def _builtins(on_cluster: bool) -> dict[str, dict[str, Any]]:
     """The built-in profiles' starting keys (a file's profile of the same name adds to them)."""
-    out: dict[str, dict[str, Any]] = {BUILTIN_LOCAL: {"tier": "local"}}
+    out: dict[str, dict[str, Any]] = {name: dict(keys) for name, keys in BUILTIN_PROFILES.items()}
     if on_cluster:
         out[BUILTIN_CLUSTER] = {"tier": "slurm"}
     return out
@@ -670,7 +624,7 @@ def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]], *,
                 refused_source = refused_source or (source if found else "")
             else:
                 trusted_origin.setdefault(name, source)
-            target = merged.setdefault(name, {})
+            target = merged.setdefault(name, dict(builtins.get(name, {})))  # local: its tier
             for key, value in prof.items():
                 if key in ("defaults", "env") and isinstance(target.get(key), dict):
                     target[key] = {**target[key], **value}
@@ -682,8 +636,8 @@ def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]], *,
             default_source = source
     if default_source in untrusted and default_profile not in trusted_origin:
         tier = merged.get(default_profile or "", {}).get("tier")
-        if tier is not None and tier != "local":
-            # A job goes to a host the project file chose only when the notebook names that profile.
+        if tier is not None:
+            # A project's own profile runs only when the notebook names it.
             refusals.append(Refusal("default_profile", _tried(default_profile), f"a project file may "
                                     f"not make its own {tier} profile the default (name it with --profile)"))
             refused_source = refused_source or default_source
@@ -720,6 +674,7 @@ def merge_layers(layers: Sequence[tuple[str, dict[str, Any]]], *,
             env=dict(raw.get("env", {})),
             setup=tuple(raw.get("setup", ())),
             sources=tuple(origins[name]),
+            project_defined=name not in trusted_origin,
         )
     if BUILTIN_LOCAL not in profiles:
         profiles[BUILTIN_LOCAL] = Profile(name=BUILTIN_LOCAL, tier="local", sources=("built-in",))
@@ -760,4 +715,19 @@ def load_config(cwd: Path | None = None) -> Config:
         trust = trust or bool(layer.get(TRUST_KEY))
         layers.append((str(path), layer))
     untrusted = () if trust or project is None else (str(project),)
+    if not trust:  # a project file's ingress_annotations are refused with its other keys
+        _refuse_snippets([(src, layer) for src, layer in layers if src not in untrusted])
     return merge_layers(layers, untrusted=untrusted, on_cluster=sbatch_here())
+
+
+def _refuse_snippets(layers: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    """Ingress annotations that configure the controller itself (servespec.snippet_annotation) are
+    refused from the trusted files too, unless the user opted in."""
+    for source, layer in layers:
+        for name, prof in layer.get("profiles", {}).items():
+            for key in prof.get("ingress_annotations") or {}:
+                if snippet_annotation(str(key)):
+                    where = f"profiles.{_shown(name)}.ingress_annotations.{_shown(key, 80)}"
+                    raise ConfigError(source, where,
+                                      "configures the ingress controller itself (for every site it "
+                                      f"serves); refused from any file without the opt-in; {OPT_IN}")

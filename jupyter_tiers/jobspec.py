@@ -50,6 +50,14 @@ _MANAGED_OPTIONS = {
     "--ntasks-per-node": "use --ntasks-per-node",
     "--export": "use --env K=V",
 }
+# Options refused in passthrough from any file or magic line: each chooses code or a destination
+# (a container image, a file of environment variables, where Slurm mails the job's events).
+_REFUSED_OPTIONS = {
+    "--container": "it chooses the container (code) the job runs in",
+    "--container-id": "it chooses the container (code) the job runs in",
+    "--export-file": "it loads environment variables from a file; use --env K=V",
+    "--mail-user": "it sends the job's events to an address; Slurm mails the submitting user",
+}
 
 
 
@@ -158,6 +166,13 @@ def parse_sbatch_option(opt: str) -> tuple[str, str | None]:
     if managed is not None:
         as_ = "" if managed == name else f" (sbatch reads it as {managed})"
         raise SpecError("sbatch option", f"{name} cannot be passed through{as_}: {_MANAGED_OPTIONS[managed]}")
+    # --container* whatever follows; an abbreviation of a refused option like the option
+    refused = (name if name in _REFUSED_OPTIONS or name.startswith("--container")
+               else next((r for r in _REFUSED_OPTIONS if r.startswith(name)), None))
+    if refused is not None:
+        as_ = "" if refused == name else f" (sbatch reads it as {refused})"
+        why = _REFUSED_OPTIONS.get(refused, _REFUSED_OPTIONS["--container"])
+        raise SpecError("sbatch option", f"{name} cannot be passed through{as_}: {why}")
     if sep and not _OPT_VALUE_RE.fullmatch(value):
         raise SpecError(
             "sbatch option",

@@ -22,6 +22,9 @@ class Profile:
     env: Mapping[str, str] = field(default_factory=dict, repr=False)  # values may be secrets
     setup: tuple[str, ...] = ()
     sources: tuple[str, ...] = ()
+    #: Defined only by an untrusted project ./tiers.yaml (no trusted layer, not built in): the
+    #: doctor and the sidebar's Check run nothing from it.
+    project_defined: bool = False
 
     def get(self, key: str, default: Any = None) -> Any:
         return self.settings.get(key, default)

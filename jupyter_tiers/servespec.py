@@ -371,9 +371,18 @@ def check_ingress_class(value: object) -> str:
     return value
 
 
+def snippet_annotation(key: str) -> bool:
+    """Whether annotation ``key`` hands the ingress controller configuration text of its own
+    (ingress-nginx's configuration-snippet, server-snippet, auth-snippet, modsecurity-snippet,
+    stream-snippet, ...): it configures the controller for every site, so it is refused from any
+    file unless the user opted in (config.load_config)."""
+    return "snippet" in key.rpartition("/")[2].lower()
+
+
 def check_ingress_annotations(value: object) -> dict[str, str]:
     """The profile's ``ingress_annotations``: annotation keys (``[prefix/]name``) to text (a YAML
-    number or true/false becomes its text, as Kubernetes wants strings)."""
+    number or true/false becomes its text, as Kubernetes wants strings). Snippet annotations
+    (:func:`snippet_annotation`) are refused by config.load_config, which knows the opt-in."""
     if not isinstance(value, dict):
         raise SpecError("ingress_annotations", "must be a mapping of annotation key to value, e.g. "
                         "nginx.ingress.kubernetes.io/proxy-body-size: 64m")

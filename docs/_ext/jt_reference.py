@@ -175,8 +175,21 @@ def profile_keys() -> dict[str, dict[str, object]]:
     return {tier: dict(keys) for tier, keys in TIER_KEYS.items()}
 
 
+def _project_column(key: str) -> str:
+    """The *project file* column: what a project ./tiers.yaml may do with ``key``
+    (project_trust.PROJECT_KEYS, the allowlist)."""
+    from jupyter_tiers.project_trust import rule
+
+    row = rule(key)
+    if row.on_trusted and row.on_own:
+        return "may set"
+    if row.on_own:
+        return f"only in its own profiles (decides {row.decides})"
+    return f"never (decides {row.decides})"
+
+
 def profile_keys_markdown() -> str:
-    from jupyter_tiers.config import COMMAND_KEYS, CONNECTION_KEYS, TIERS
+    from jupyter_tiers.config import TIERS
 
     keys: dict[str, tuple[object, list[str]]] = {}
     for tier in TIERS:
@@ -188,11 +201,7 @@ def profile_keys_markdown() -> str:
                          f"PROFILE_KEY_DOCS: {', '.join(missing)}")
     rows = []
     for key, (yaml_type, tiers) in keys.items():
-        trust = ""
-        if key in COMMAND_KEYS:
-            trust = "never from a project file"
-        elif key in CONNECTION_KEYS:
-            trust = f"decides {CONNECTION_KEYS[key]}"
+        trust = _project_column(key)
         shown = "every tier" if len(tiers) == len(TIERS) else ", ".join(TIER_TITLES[t] for t in tiers)
         rows.append((code(key), md_escape(_type_name(yaml_type)), shown, md_escape(trust),
                      PROFILE_KEY_DOCS[key].replace("|", "\\|")))
@@ -201,7 +210,7 @@ def profile_keys_markdown() -> str:
 
 def default_keys_markdown() -> str:
     """Which ``defaults`` keys each tier takes, with the magic option each presets."""
-    from jupyter_tiers.config import CONNECTION_KEYS, TIERS, default_keys
+    from jupyter_tiers.config import TIERS, default_keys
     from jupyter_tiers.options import JOB_OPTIONS, SERVE_OPTIONS
 
     flags = {o.field: o.flag for o in (*JOB_OPTIONS, *SERVE_OPTIONS)}
@@ -209,9 +218,8 @@ def default_keys_markdown() -> str:
     rows = []
     for key, yaml_type in every.items():
         tiers = [TIER_TITLES[t] for t in TIERS if key in default_keys(t)]
-        trust = CONNECTION_KEYS.get(f"defaults.{key}")
         rows.append((code(key), code(flags[key]), md_escape(_type_name(yaml_type)), ", ".join(tiers),
-                     md_escape(f"decides {trust}" if trust else "")))
+                     md_escape(_project_column(f"defaults.{key}"))))
     return _table(("key", "option", "type", "tiers", "project file"), rows)
 
 
@@ -227,6 +235,18 @@ def top_level_markdown() -> str:
          f"naming the file in `${ENV_VAR}` do)."),
     ]
     return _table(("key", "type", "meaning"), rows)
+
+
+def project_trust_markdown() -> str:
+    """docs/security.md's table: the allowlist (project_trust.PROJECT_KEYS), one row per key."""
+    from jupyter_tiers.project_trust import PROJECT_KEYS
+
+    def yes(flag: bool) -> str:
+        return "yes" if flag else "no"
+
+    rows = [(code(r.key), yes(r.on_trusted), yes(r.on_own), md_escape(r.decides))
+            for r in sorted(PROJECT_KEYS.values(), key=lambda r: (not r.on_trusted, not r.on_own, r.key))]
+    return _table(("key", "on a trusted profile", "on its own profile", "decides"), rows)
 
 
 def hijacking_env_markdown() -> str:
@@ -438,6 +458,7 @@ GENERATORS = {
     "defaults-keys": default_keys_markdown,
     "top-level-keys": top_level_markdown,
     "hijacking-env": hijacking_env_markdown,
+    "project-trust": project_trust_markdown,
     "tiers-command": tiers_command_markdown,
     "cli-usage": cli_usage_markdown,
     "routes": routes_markdown,

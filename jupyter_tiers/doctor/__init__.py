@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..api import cached
-from ..config import Config, Profile
+from ..config import ENV_VAR, TRUST_ENV_VAR, TRUST_KEY, Config, Profile
 from ..slurm.tier import SlurmTier
 from . import k8s_probe, local, slurm_probe
 from .k8s_checks import TIER_ACCESS, k8s_checks, role_yaml
@@ -35,7 +35,17 @@ SECTION_CHECKS: dict[str, Callable[[Profile], list[Check]]] = {"object_store": _
 
 
 def check_profile(profile: Profile, *, suggest_role: bool = False, compute: bool = False) -> ProfileReport:
-    """Every check of one profile, by its tier; then its sections' (:data:`SECTION_CHECKS`)."""
+    """Every check of one profile, by its tier; then its sections' (:data:`SECTION_CHECKS`).
+
+    A profile that only an untrusted project ./tiers.yaml defines runs nothing (no interpreter,
+    no login, no object store probe): one FAIL says how to opt in."""
+    if profile.project_defined:
+        where = profile.sources[-1] if profile.sources else "a project tiers.yaml"
+        return ProfileReport(profile.name, profile.tier, (fail(
+            "project file", f"{profile.name} is defined only by {where}, a project file (it may have "
+            "come with a cloned repository); the doctor runs nothing from it",
+            f"to check it, set {TRUST_KEY}: true in ~/.jupyter/tiers.yaml, or {TRUST_ENV_VAR}=1, or name "
+            f"the file in ${ENV_VAR}"),))
     extra = ""
     if profile.tier == "slurm":
         tier = cached(profile)

@@ -61,6 +61,8 @@ def probe(profile: Profile) -> LocalProbe:
     version = py_error = torch = note = ""
     gloo = False
     try:
+        if profile.project_defined:  # a project file's profile runs nothing (issue 26)
+            raise OSError("not run: the profile is defined by a project tiers.yaml")
         run = subprocess.run([python, "-c", _PY_PROBE], capture_output=True, text=True, timeout=60,
                              check=False, stdin=subprocess.DEVNULL)
         lines = run.stdout.splitlines()

@@ -98,6 +98,9 @@ def _run_local(profile: Profile, data: bytes) -> tuple[str, str]:
 def probe(profile: Profile, store: ObjectStore, env: Mapping[str, str] | None = None) -> S3Probe:
     """Run the check where ``profile``'s uploads run."""
     where = "the login node" if profile.tier == "slurm" else "this machine"
+    if profile.project_defined:  # never a project file's interpreter, never the kernel's keys
+        return S3Probe(where, store.credentials, error="not run: the profile is defined by a project "
+                       "tiers.yaml (it may have come with a cloned repository)")
     try:
         data, secrets = request(store, os.environ if env is None else env)
     except ValueError as exc:

@@ -74,7 +74,7 @@ def test_project_cannot_change_connection_keys_of_a_user_profile(home: Path, key
 def test_project_cannot_set_command_keys_even_in_its_own_profile(home: Path, key: str, value: str) -> None:
     err = _refused(f"profiles:\n  mine:\n    tier: slurm\n    host: h.example\n    {key}: {value}\n")
     assert err.key == f"profiles.mine.{key}"
-    assert "can run commands" in err.problem
+    assert "decides which code runs; never from a project file" in err.problem
 
 
 def test_project_cannot_set_kubeconfig(home: Path) -> None:
@@ -92,18 +92,19 @@ def test_project_may_set_defaults_env_and_add_profiles(home: Path) -> None:
           course:
             tier: slurm
             host: course.example
-            workdir: /scratch/course
           laptop:
             tier: local
-        default_profile: laptop
+            defaults: {nodes: 1}
+        default_profile: hpc
     """)
     cfg = load_config()
     hpc = cfg.profile("hpc")
     assert hpc.get("host") == "login.cluster.example" and hpc.get("user") == "alice"
     assert dict(hpc.defaults) == {"nodes": 2, "partition": "gpu"}
     assert cfg.profile("course").get("host") == "course.example"
-    assert cfg.profile("course").workdir == "/scratch/course"
-    assert cfg.default_profile == "laptop"
+    assert cfg.profile("course").project_defined and not hpc.project_defined
+    assert cfg.profile("laptop").tier == "local"
+    assert cfg.default_profile == "hpc"  # a trusted profile may be made the default
 
 
 def test_project_cannot_make_its_own_remote_profile_the_default(home: Path) -> None:
@@ -307,8 +308,9 @@ def test_profile_name_with_a_line_break_is_a_one_line_error(tmp_path: Path) -> N
 
 # --- issue 20, item 5: every key that redirects a trusted profile, and loader-hijacking env ----
 
-# One refused value per connection key, on a trusted profile of a tier that has the key (USER's
-# hpc and serving, or the built-in local). Must name every key of config.CONNECTION_KEYS.
+# One refused value per key the allowlist (project_trust.PROJECT_KEYS) refuses on a trusted profile,
+# on a trusted profile of a tier that has the key (USER's hpc and serving, or the built-in local).
+# Must name every such key.
 REDIRECTS: dict[str, tuple[str, object]] = {
     "tier": ("hpc", "local"),
     "host": ("hpc", "evil.example"),
@@ -338,13 +340,26 @@ REDIRECTS: dict[str, tuple[str, object]] = {
     "image_pull_secrets": ("serving", ["attacker-cred"]),
     "defaults.secret_env": ("serving", {"HF_TOKEN": "attacker/token"}),
     "load_limit_rps": ("serving", 10_000),  # a lab's bound on load tests, raised by a cloned project
+    # issue 26: the allowlist refuses these too (destinations, code, how this machine polls)
+    "defaults.checkpoint_to": ("hpc", "s3://attacker-bucket/loot"),
+    "defaults.sbatch_options": ("hpc", ["--mail-type=ALL"]),
+    "defaults.sync": ("hpc", ["./data"]),
+    "sync_max_mb": ("hpc", 4000),
+    "connect_timeout": ("hpc", 600),
+    "status_interval": ("hpc", 1),
+    "rank_interval": ("hpc", 1),
+    "stale_after": ("hpc", 7 * 86400),
+    "request_timeout": ("serving", 3600),
 }
 TIER_OF = {"hpc": "slurm", "serving": "kubernetes", "local": "local"}
 
 
-def test_every_connection_key_has_a_redirect_case() -> None:
-    assert set(REDIRECTS) == set(config.CONNECTION_KEYS)
-    assert set(config.CONNECTION_KEYS) >= config.COMMAND_KEYS
+REFUSED_ON_TRUSTED = {k: r.decides for k, r in config.PROJECT_KEYS.items() if not r.on_trusted}
+OWN_MAY_SET = {k for k, r in config.PROJECT_KEYS.items() if r.on_own}
+
+
+def test_every_key_refused_on_a_trusted_profile_has_a_redirect_case() -> None:
+    assert set(REDIRECTS) == set(REFUSED_ON_TRUSTED)
 
 
 def _profile_with(key: str, value: object) -> dict[str, object]:
@@ -365,12 +380,9 @@ def test_project_cannot_redirect_a_trusted_profile(home: Path, key: str) -> None
     assert isinstance(err, config.ProjectFileRefused)
     assert err.key == f"profiles.{name}.{key}" and len(err.refusals) == 1
     line = next(x for x in str(err).splitlines() if x.strip().startswith(err.key))
-    if key in config.COMMAND_KEYS:
-        assert "can run commands" in line
-    else:
-        assert f"decides {config.CONNECTION_KEYS[key]}" in line
-        trusted = "jupyter-tiers (built in)" if name == "local" else str(home / ".jupyter" / "tiers.yaml")
-        assert line.endswith(f"{name} is defined in {trusted}")
+    assert f"decides {REFUSED_ON_TRUSTED[key]}" in line
+    trusted = "jupyter-tiers (built in)" if name == "local" else str(home / ".jupyter" / "tiers.yaml")
+    assert line.endswith(f"{name} is defined in {trusted}")
     if key == "object_store":
         assert "evil.example" not in str(err) and "s3cr3t" not in str(err)  # credentials never shown
     elif isinstance(value, str):
@@ -378,8 +390,9 @@ def test_project_cannot_redirect_a_trusted_profile(home: Path, key: str) -> None
     assert "trust_project_config: true" in str(err) and config.TRUST_ENV_VAR in str(err)
 
 
-@pytest.mark.parametrize("key", sorted(set(REDIRECTS) - config.COMMAND_KEYS - {"tier"}))
+@pytest.mark.parametrize("key", sorted(set(REDIRECTS) & OWN_MAY_SET - {"tier"}))
 def test_a_project_only_profile_may_still_set_it(home: Path, key: str) -> None:
+    """Its own Slurm profile may name its host, port and user (it runs only when named)."""
     name, value = REDIRECTS[key]
     tier = TIER_OF[name]
     host = {"host": "course.example"} if tier == "slurm" else {}
@@ -388,6 +401,22 @@ def test_a_project_only_profile_may_still_set_it(home: Path, key: str) -> None:
     got = load_config().profile("course")
     head, _, sub = key.partition(".")
     assert (got.defaults[sub] if head == "defaults" else got.get(key)) is not None
+    assert got.project_defined
+
+
+@pytest.mark.parametrize("key", sorted(set(REDIRECTS) - OWN_MAY_SET - {"tier"}))
+def test_a_project_only_profile_borrows_nothing(home: Path, key: str) -> None:
+    """Issue 26, part 2: the keys refused on a trusted profile are refused on the project's own."""
+    name, value = REDIRECTS[key]
+    tier = TIER_OF[name] if key != "context" else "kubernetes"
+    host = {"host": "course.example"} if tier == "slurm" else {}
+    err = _refused(_yaml({"profiles": {"course": {"tier": tier, **host, **_profile_with(key, value)}}}))
+    assert isinstance(err, config.ProjectFileRefused)
+    # its own kubernetes profile is refused too (it would use your kubeconfig)
+    assert {r.key for r in err.refusals} == {f"profiles.course.{key}"} | (
+        {"profiles.course.tier"} if tier == "kubernetes" else set())
+    line = next(x for x in str(err).splitlines() if x.strip().startswith(f"profiles.course.{key}"))
+    assert line.endswith(f"decides {REFUSED_ON_TRUSTED[key]}; never from a project file")
 
 
 def test_repeating_a_trusted_value_is_no_change(home: Path) -> None:
@@ -406,6 +435,9 @@ HIJACKING = [
     "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "PYTHONPATH", "PYTHONSTARTUP",
     "PYTHONHOME", "BASH_FUNC_ls", "GIT_CONFIG_GLOBAL", "PIP_INDEX_URL", "UV_INDEX_URL", "CONDARC",
     "http_proxy", "ld_preload",
+    # issue 26: the SDKs' endpoints, credentials and config files, trackers' destinations, NCCL's plugins
+    "AWS_ACCESS_KEY_ID", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE", "MLFLOW_TRACKING_TOKEN", "WANDB_ENTITY",
+    "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_CONF_FILE",
 ]
 
 
@@ -425,8 +457,10 @@ def test_project_cannot_set_a_loader_hijacking_env_name(home: Path, name: str, p
         in str(err)
 
 
-@pytest.mark.parametrize("name", ["NCCL_DEBUG", "OMP_NUM_THREADS", "HF_TOKEN", "CUDA_VISIBLE_DEVICES",
-                                  "MY_PATH", "TORCH_HOME", "WANDB_MODE", "LDAP_URI", "PY_VERSION"])
+# TORCH_HOME (torch.hub's code cache) and WANDB_* (where runs go) were here until issue 26.
+@pytest.mark.parametrize("name", ["NCCL_DEBUG", "NCCL_IB_HCA", "OMP_NUM_THREADS", "HF_TOKEN",
+                                  "CUDA_VISIBLE_DEVICES", "MY_PATH", "LDAP_URI", "PY_VERSION",
+                                  "HF_HUB_OFFLINE"])
 def test_ordinary_env_names_stay_allowed(home: Path, name: str) -> None:
     _project(f"profiles:\n  hpc:\n    env: {{{name}: '1'}}\n"
              f"  own:\n    tier: local\n    env: {{{name}: '2'}}\n")
@@ -544,7 +578,7 @@ def test_refusal_messages_fuzz(home: Path) -> None:
             invalid += 1
             assert type(err) is ConfigError  # a bad value: the ordinary one-key error
         else:  # accepted: every connection key it names repeats the trusted value (no change)
-            given = [(n, k) for n, p in profiles.items() for k in p if k in config.CONNECTION_KEYS]
+            given = [(n, k) for n, p in profiles.items() for k in p if k in REFUSED_ON_TRUSTED]
             if given:
                 (Path.cwd() / "tiers.yaml").unlink()
                 config_cache_clear()

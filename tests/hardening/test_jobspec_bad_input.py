@@ -49,7 +49,8 @@ def test_abbreviations_of_managed_options_refused(opt: str, means: str) -> None:
 
 
 @pytest.mark.parametrize("opt", ["--ntasks=4", "--hold", "--comment=x", "--nodelist=node[1-2]",
-                                 "--no-requeue", "--ntasks-per-core=1", "--export-file=f"])
+                                 "--no-requeue", "--ntasks-per-core=1", "--mail-type=END",
+                                 "--contiguous"])
 def test_real_options_still_pass(opt: str) -> None:
     assert parse_sbatch_option(opt)[0] == opt.partition("=")[0]
 

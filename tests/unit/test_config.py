@@ -408,14 +408,14 @@ profiles:
 
 
 def test_a_kubernetes_profile_takes_serve_defaults(layers: Layers) -> None:
-    layers.write(layers.project, SERVING)
+    layers.write(layers.user, SERVING)  # a project file's own kubernetes profile is refused (issue 26)
     prof = load_config().profile("serving")
     assert prof.tier == "kubernetes"
     assert prof.defaults["replicas"] == 2 and prof.get("namespace") == "team-llm"
 
 
 def test_k8s_is_an_alias_of_kubernetes(layers: Layers) -> None:
-    layers.write(layers.project, "profiles:\n  s:\n    tier: k8s\n    namespace: a\n")
+    layers.write(layers.user, "profiles:\n  s:\n    tier: k8s\n    namespace: a\n")
     assert load_config().profile("s").tier == "kubernetes"
 
 
@@ -457,7 +457,7 @@ def test_bad_kubernetes_settings_name_the_key(layers: Layers, settings: str, key
 def test_a_bad_serve_default_value_is_blamed_on_the_profile_file(layers: Layers) -> None:
     from jupyter_tiers.api import make_tier
 
-    path = layers.write(layers.project,
+    path = layers.write(layers.user,
                         "profiles:\n  s:\n    tier: kubernetes\n    defaults: {replicas: -1}\n")
     tier = make_tier(load_config().profile("s"))
     with pytest.raises(ConfigError) as info:

@@ -180,3 +180,23 @@ def test_the_docs_profile_examples_are_valid_tiers_yaml(page: str, tmp_path: Pat
         monkeypatch.setattr("jupyter_tiers.config.SYSTEM_PATH", tmp_path / "none.yaml")
         monkeypatch.setattr("jupyter_tiers.config.USER_PATH", tmp_path / "none2.yaml")
         assert load_config().profiles
+
+
+def test_the_security_table_and_the_project_file_column_come_from_the_allowlist() -> None:
+    """Issue 26: docs/security.md's table and the profile reference's column are PROJECT_KEYS."""
+    from jupyter_tiers.project_trust import PROJECT_KEYS
+
+    table = ref.generate("project-trust")
+    for key, row in PROJECT_KEYS.items():
+        line = re.search(rf"^\| `{re.escape(key)}` \|.*$", table, re.M)
+        assert line, f"security table lacks {key}"
+        cells = [c.strip() for c in line.group(0).strip("|").split("|")]
+        assert cells[1:3] == ["yes" if row.on_trusted else "no", "yes" if row.on_own else "no"], key
+    keys = ref.generate("profile-keys")
+    assert re.search(r"^\| `setup` \|.*never \(decides which code runs\)", keys, re.M)
+    assert re.search(r"^\| `host` \|.*only in its own profiles", keys, re.M)
+    defaults = ref.generate("defaults-keys")
+    assert re.search(r"^\| `checkpoint_to` \|.*never \(decides where files and credentials go\)",
+                     defaults, re.M)
+    assert re.search(r"^\| `nodes` \|.*may set", defaults, re.M)
+    assert "```{jt-reference} project-trust" in (ROOT / "docs" / "security.md").read_text(encoding="utf-8")

@@ -80,7 +80,7 @@ def clusters(cluster_env: dict[str, str], emulator_host_net: Emulator, s3_server
         "metadata": {"name": "s3-creds", "namespace": namespace}, "type": "Opaque",
         "stringData": {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}})
     profiles = yaml.safe_load(profile_yaml(cluster_env))["profiles"]
-    store = {"endpoint_url": s3_server.endpoint, "bucket": bucket, "prefix": "jt"}
+    store = {**s3_server.endpoint_settings, "bucket": bucket, "prefix": "jt"}
     profiles["box"]["object_store"] = {**store, "credentials": "kernel"}
     profiles["serving"] = {"tier": "kubernetes", "kubeconfig": str(emulator_host_net.kubeconfig_path),
                            "namespace": namespace, "request_timeout": 10,

@@ -62,7 +62,7 @@ def serving(emulator_host_net: Emulator, s3_server: S3Server, tmp_path: Path,
     profiles = {"serving": {"tier": "kubernetes", "kubeconfig": str(emulator_host_net.kubeconfig_path),
                             "namespace": namespace, "request_timeout": 10,
                             "defaults": {"image": "python:3.11-slim"},
-                            "object_store": {"endpoint_url": s3_server.endpoint, "bucket": bucket,
+                            "object_store": {**s3_server.endpoint_settings, "bucket": bucket,
                                              "credentials_secret": "s3-creds"}}}
     path = tmp_path / "tiers.yaml"
     path.write_text(yaml.safe_dump({"default_profile": "serving", "profiles": profiles}))

@@ -27,7 +27,8 @@ from jupyter_tiers.registry import JobRecord
 
 GOLDEN = Path("/work/shared/facts/k8s-golden/13a-init-container-emptydir.json")
 URI = "s3://team-ckpt/jt/ft/42/ckpt-000100/"
-STORE = parse_object_store({"endpoint_url": "http://10.0.0.1:9000", "bucket": "team-ckpt", "region": "eu-1",
+STORE = parse_object_store({"endpoint_url": "http://10.0.0.1:9000", "allow_insecure_endpoint": True,
+                            "bucket": "team-ckpt", "region": "eu-1",
                             "credentials_secret": "s3-creds"}, "kubernetes")
 
 

@@ -42,8 +42,11 @@ MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 MAX_MANIFEST_FILES = 100_000
 MAX_KEY_BYTES = 1024  # S3's own limit on a key
 CREDENTIALS = ("cluster", "kernel")
-#: The init container's image when a Kubernetes profile sets no ``fetch_image``: the AWS CLI.
-DEFAULT_FETCH_IMAGE = "amazon/aws-cli:2.15.0"
+#: The init container's image when a Kubernetes profile sets no ``fetch_image``: the AWS CLI,
+#: pinned by digest (a tag can be moved; this image is handed the store's credentials). A
+#: profile's ``fetch_image`` may still name a tag.
+DEFAULT_FETCH_IMAGE = ("amazon/aws-cli:2.15.0"
+                       "@sha256:e2a778146a45cb7cdcc55e3051c0de38ea9f180ed88383447f7ead6b0ba5e9a4")
 
 _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _IPV4_RE = re.compile(r"\d{1,3}(\.\d{1,3}){3}")

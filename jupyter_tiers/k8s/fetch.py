@@ -87,7 +87,7 @@ if [ -d "$base" ]; then
   found=$(find "$base" -type f | wc -l)
   [ "$found" -eq "$count" ] || fail "$found files were copied but the manifest lists $count"
 fi
-echo "jt-fetch: $count files checked against the manifest's sha256"
+echo "jt-fetch: every file ($count) matches the manifest's size and sha256"
 """
 
 

@@ -141,3 +141,27 @@ def get_or_none(port_forward: Callable[[], str]) -> str | None:
         return get(port_forward())
     except (OSError, TiersError):  # no ready pod yet, or the pod went while connecting
         return None
+
+
+def test_a_viewer_of_the_namespace_cannot_read_the_synced_files(
+        tier: K8sTier, notebook: Path, emulator: Emulator, k8s_namespace: str) -> None:
+    """Issue 26 §4: teammates often hold the built-in ``view`` role in a shared namespace; it
+    reads every ConfigMap but no Secret, so the synced files (which may hold more than code)
+    are a Secret. The emulator's viewer is that role (golden 13d)."""
+    from kubernetes import client
+
+    (notebook / "conf/greeting.txt").write_text("token=s3cr3t-in-a-config\n")
+    tier.apply(tier.make_spec(SERVER, name="viewed", sync=["."]))
+    cfg = client.Configuration()
+    cfg.host = emulator.server.url
+    cfg.api_key = {"authorization": f"Bearer {emulator.viewer_token(k8s_namespace, 'teammate')}"}
+    viewer = client.CoreV1Api(client.ApiClient(cfg))
+    seen = viewer.list_namespaced_config_map(k8s_namespace, _preload_content=False).data.decode()
+    assert "viewed-code" in seen  # the viewer does read ConfigMaps: the cell body is visible
+    import base64
+
+    encoded = base64.b64encode(b"token=s3cr3t-in-a-config\n").decode()
+    assert "viewed-sync" not in seen and encoded not in seen and "s3cr3t" not in seen
+    with pytest.raises(client.ApiException) as err:
+        viewer.read_namespaced_secret("viewed-sync", k8s_namespace)
+    assert err.value.status == 403

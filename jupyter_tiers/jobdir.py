@@ -308,13 +308,15 @@ LISTING_MARKER = "@@jt-checkpoints"
 def newest_entry(entries: Iterable[tuple[float, str, str]]) -> str | None:
     """The newest checkpoint among ``(mtime, type, name)`` entries of a directory.
 
-    Files, directories (a Hugging Face ``checkpoint-500/``) and symlinks count; hidden names and
-    names of partial writes (``.tmp``, ``.part``...) do not. Ties go to the greater name
+    Files and directories (a Hugging Face ``checkpoint-500/``) count; hidden names and names of
+    partial writes (``.tmp``, ``.part``...) do not, nor symbolic links: a link's own mtime says
+    nothing about what it points to, and its target may be outside the checkpoint directory (a
+    ``latest`` link names a checkpoint that counts by itself). Ties go to the greater name
     (``ckpt-000100.pt`` over ``ckpt-000050.pt``).
     """
     best: tuple[float, str] | None = None
     for mtime, kind, name in entries:
-        if kind not in ("f", "d", "l") or not name or name.startswith(".") or "/" in name:
+        if kind not in ("f", "d") or not name or name.startswith(".") or "/" in name:
             continue
         if name.endswith(_SKIP_SUFFIXES):
             continue

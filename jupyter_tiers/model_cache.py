@@ -20,7 +20,15 @@ from pathlib import Path
 from typing import Any
 
 from .errors import TiersError
-from .objectstore import MANIFEST_NAME, Manifest, ObjectStore, S3Uri, parse_manifest, parse_uri
+from .objectstore import (
+    MANIFEST_NAME,
+    Manifest,
+    ObjectStore,
+    S3Uri,
+    key_problem,
+    parse_manifest,
+    parse_uri,
+)
 
 COMPLETE = ".complete"
 
@@ -71,6 +79,17 @@ def _manifest_for(client: Any, uri: S3Uri) -> Manifest | None:
     return manifest if parse_uri(manifest.uri).key == uri.key else None
 
 
+def _shown_key(key: str) -> str:
+    text = "".join(c if c.isprintable() else "?" for c in str(key)[:120])
+    return repr(text + ("..." if len(str(key)) > 120 else ""))
+
+
+def _inside(entry: Path, dest: Path) -> bool:
+    """Whether ``dest`` resolves to a path under ``entry`` (symlinks and '..' followed)."""
+    root = entry.resolve()
+    return dest.resolve().is_relative_to(root) and dest.resolve() != root
+
+
 def _listing(client: Any, uri: S3Uri) -> list[tuple[str, int, str]]:
     """(key relative to the URI, size, ETag) of the object or of every object under the prefix."""
     if not uri.prefix:
@@ -80,8 +99,16 @@ def _listing(client: Any, uri: S3Uri) -> list[tuple[str, int, str]]:
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=uri.bucket, Prefix=uri.key + "/"):
         for obj in page.get("Contents", []):
             rel = obj["Key"][len(uri.key) + 1:]
-            if rel and not rel.endswith("/"):
-                out.append((rel, int(obj["Size"]), str(obj.get("ETag", ""))))
+            marker = rel.endswith("/")  # a "folder" object (S3 consoles make them): nothing to fetch
+            # The same check as a manifest's paths: a key of a shared bucket names where the
+            # file lands, so '..', '.', '//' or a leading '/' would leave the cache entry.
+            problem = key_problem(rel[:-1] if marker else rel, what="key")
+            if not rel or (marker and not problem):
+                continue
+            if problem:
+                raise FetchError(f"--model-from {uri}: the bucket lists key {_shown_key(obj['Key'])}, which "
+                                 f"is not a safe path under the prefix ({problem}); nothing was downloaded")
+            out.append((rel, int(obj["Size"]), str(obj.get("ETag", ""))))
     if not out:
         raise FetchError(f"--model-from {uri}: no objects under that prefix in bucket {uri.bucket}")
     return sorted(out)
@@ -160,6 +187,9 @@ def fetch_model(uri_text: str, store: ObjectStore | None, root: Path | None = No
         entry.mkdir(parents=True, mode=0o700)
         for rel, size, check in files:
             dest = target / rel if prefix else target
+            if not _inside(entry, dest):  # belt and braces: the keys were checked already
+                raise FetchError(f"--model-from {uri}: {rel or name} would be written outside "
+                                 f"{entry}; nothing more was downloaded")
             dest.parent.mkdir(parents=True, exist_ok=True)
             key = posixpath.join(uri.key, rel) if prefix else uri.key
             client.download_file(uri.bucket, key, str(dest))

@@ -42,8 +42,11 @@ MAX_MANIFEST_BYTES = 16 * 1024 * 1024
 MAX_MANIFEST_FILES = 100_000
 MAX_KEY_BYTES = 1024  # S3's own limit on a key
 CREDENTIALS = ("cluster", "kernel")
-#: The init container's image when a Kubernetes profile sets no ``fetch_image``: the AWS CLI.
-DEFAULT_FETCH_IMAGE = "amazon/aws-cli:2.15.0"
+#: The init container's image when a Kubernetes profile sets no ``fetch_image``: the AWS CLI,
+#: pinned by digest (a tag can be moved; this image is handed the store's credentials). A
+#: profile's ``fetch_image`` may still name a tag.
+DEFAULT_FETCH_IMAGE = ("amazon/aws-cli:2.15.0"
+                       "@sha256:e2a778146a45cb7cdcc55e3051c0de38ea9f180ed88383447f7ead6b0ba5e9a4")
 
 _BUCKET_RE = re.compile(r"[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]")
 _IPV4_RE = re.compile(r"\d{1,3}(\.\d{1,3}){3}")
@@ -145,6 +148,7 @@ class ObjectStore:
     region: str | None = None
     credentials: str = "cluster"  # Slurm and local: cluster | kernel
     credentials_secret: str | None = None  # Kubernetes: a Secret with AWS_ACCESS_KEY_ID/...
+    allow_insecure_endpoint: bool = False  # an http:// endpoint_url is accepted (loopback, tests)
 
     @property
     def root(self) -> S3Uri:
@@ -157,7 +161,7 @@ def parse_object_store(value: Any, tier: str | None) -> ObjectStore:
     ``key`` is the sub-key at fault (``""`` for the mapping itself)."""
     if not isinstance(value, Mapping):
         raise ValueError(("", f"expected a mapping {{bucket: ..., ...}}, got {type(value).__name__}"))
-    keys = {"endpoint_url", "bucket", "prefix", "region"}
+    keys = {"endpoint_url", "bucket", "prefix", "region", "allow_insecure_endpoint"}
     if tier in ("slurm", "local"):
         keys.add("credentials")
     elif tier == "kubernetes":
@@ -168,7 +172,10 @@ def parse_object_store(value: Any, tier: str | None) -> ObjectStore:
         if k not in keys:
             raise ValueError((_shown(k), f"unknown key; allowed: {', '.join(sorted(keys))}"))
     for k, v in value.items():
-        if not isinstance(v, str):
+        if k == "allow_insecure_endpoint":
+            if not isinstance(v, bool):
+                raise ValueError((k, f"true or false, got {_shown(v)!r}"))
+        elif not isinstance(v, str):
             raise ValueError((k, f"expected a string, got {type(v).__name__}"))
     if "bucket" not in value:
         raise ValueError(("bucket", "required: the bucket the checkpoints go to"))
@@ -183,6 +190,12 @@ def parse_object_store(value: Any, tier: str | None) -> ObjectStore:
     if endpoint is not None and not _ENDPOINT_RE.fullmatch(endpoint):
         raise ValueError(("endpoint_url", f"{_shown(endpoint)!r}: use http(s)://HOST[:PORT][/PATH], "
                           "no user, query or fragment"))
+    insecure = value.get("allow_insecure_endpoint", False)
+    if endpoint is not None and endpoint.startswith("http://") and not insecure:
+        # Plain HTTP carries the credentials' signatures and every checkpoint byte in clear.
+        raise ValueError(("endpoint_url", f"{_shown(endpoint)!r}: plain http:// sends the checkpoints "
+                          "unencrypted; use https://, or add allow_insecure_endpoint: true to this "
+                          "object_store (a loopback or test store)"))
     region = value.get("region")
     if region is not None and not _REGION_RE.fullmatch(region):
         raise ValueError(("region", f"{_shown(region)!r}: a region such as us-east-1 (lower-case "
@@ -197,7 +210,8 @@ def parse_object_store(value: Any, tier: str | None) -> ObjectStore:
         raise ValueError(("credentials_secret", f"{_shown(secret)!r}: a Secret name (DNS-1123 "
                           "subdomain) holding AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY"))
     return ObjectStore(bucket=value["bucket"], prefix=prefix, endpoint_url=endpoint, region=region,
-                       credentials=credentials, credentials_secret=secret)
+                       credentials=credentials, credentials_secret=secret,
+                       allow_insecure_endpoint=bool(insecure))
 
 
 def checkpoint_to_uri(value: str, store: ObjectStore | None) -> S3Uri:

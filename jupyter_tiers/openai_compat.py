@@ -18,6 +18,8 @@ from .errors import SpecError, TiersError
 from .plaintext import printable
 
 MAX_LINE = 1024 * 1024  # bytes of one SSE line (a chunk of one token is ~200)
+MAX_EVENT = 1024 * 1024  # characters of one event's data (its data: lines joined)
+MAX_ANSWER = 8 * 1024 * 1024  # bytes of one chat answer's text (as request() keeps of a body)
 DONE = "[DONE]"
 _BOM = b"\xef\xbb\xbf"
 ROLES = ("system", "user", "assistant", "tool", "developer")
@@ -31,7 +33,8 @@ CHAT_PARAMS: dict[str, tuple[type, ...]] = {
 
 
 class SSEError(TiersError):
-    """A stream that is not Server-Sent Events (a line longer than MAX_LINE)."""
+    """A stream that is not Server-Sent Events (a line longer than MAX_LINE, an event longer
+    than MAX_EVENT)."""
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,7 @@ class SSEParser:
         self._buf = b""
         self._started = False
         self._data: list[str] = []
+        self._size = 0  # characters in _data (a server may send data: lines without end)
         self._event = ""
         self._id = ""
         self._cr = False  # the last chunk ended in \r: a \n first in the next one is the same line end
@@ -93,7 +97,7 @@ class SSEParser:
                 self._event = ""
                 return None
             event = SSEEvent("\n".join(self._data), self._event or "message", self._id)
-            self._data, self._event = [], ""
+            self._data, self._event, self._size = [], "", 0
             return event
         if line.startswith(":"):
             return None
@@ -101,6 +105,10 @@ class SSEParser:
         if colon and value.startswith(" "):
             value = value[1:]
         if name == "data":
+            self._size += len(value) + 1
+            if self._size > MAX_EVENT:
+                raise SSEError(f"an event longer than {MAX_EVENT // 1024 // 1024} MiB (data: lines without "
+                               "the blank line that ends an event): not a stream of answer pieces")
             self._data.append(value)
         elif name == "event":
             self._event = value

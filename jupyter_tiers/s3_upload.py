@@ -40,20 +40,33 @@ class Refused(Exception):
     """One line for the user; the upload stops."""
 
 
+def _inside(path: str, top: str) -> bool:
+    real = os.path.realpath(path)
+    return real.startswith(top.rstrip("/") + "/")
+
+
 def _files(source: str) -> tuple[str, list[tuple[str, str, int, float]]]:
-    """(kind, [(relative path, absolute path, size, mtime)]) of the checkpoint, sorted."""
+    """(kind, [(relative path, absolute path, size, mtime)]) of the checkpoint, sorted. A
+    symbolic link inside a directory checkpoint is sent as a copy only when it resolves to a
+    file inside the checkpoint; one pointing elsewhere (``~/.ssh/id_rsa``) is skipped."""
+    if os.path.islink(source):
+        raise Refused(f"checkpoint {source} is a symbolic link; only a real file or directory is "
+                      "uploaded")
     if os.path.isfile(source):
         st = os.stat(source)
         return "file", [("", source, st.st_size, st.st_mtime)]
     if not os.path.isdir(source):
         raise Refused(f"checkpoint {source} does not exist on {socket.gethostname()}")
+    top = os.path.realpath(source)
     out = []
     for root, dirs, names in os.walk(source):
         dirs.sort()
         for name in sorted(names):
             path = os.path.join(root, name)
-            if os.path.islink(path) and not os.path.isfile(path):
+            if os.path.islink(path) and not (os.path.isfile(path) and _inside(path, top)):
                 continue
+            if not os.path.islink(path) and not os.path.isfile(path):
+                continue  # a FIFO, socket or device: not a checkpoint's file
             st = os.stat(path)
             out.append((os.path.relpath(path, source).replace(os.sep, "/"), path, st.st_size, st.st_mtime))
     if not out:

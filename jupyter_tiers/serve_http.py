@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Any
 from .errors import SpecError, TiersError
 from .httpmodel import MAX_BODY, HttpRequest, HttpResponse, answered_by, make_request
 from .openai_compat import (
+    MAX_ANSWER,
     ChatStats,
+    SSEError,
     SSEParser,
     chat_request,
     chunk_text,
@@ -242,7 +244,10 @@ class ChatStream:
             self.answered_by = answered_by(headers, _pod_of(service, url))
             ctype = (resp.getheader("content-type") or "").lower()
             if resp.status >= 400 or "text/event-stream" not in ctype:
-                raw = resp.read(MAX_BODY)
+                raw = resp.read(MAX_ANSWER + 1)
+                if len(raw) > MAX_ANSWER and resp.status < 400:
+                    raise TiersError(f"chat: the answer from {service.name} is longer than "
+                                     f"{MAX_ANSWER // 1024 // 1024} MiB; ask for fewer tokens (max_tokens)")
                 try:
                     payload = jsonlib.loads(raw.decode("utf-8", errors="replace"))
                 except ValueError:
@@ -255,6 +260,7 @@ class ChatStream:
                     yield text
                 return
             parser = SSEParser()
+            kept = 0  # bytes of answer text so far
             while True:
                 try:
                     chunk = resp.read1(65536)
@@ -267,7 +273,11 @@ class ChatStream:
                     if self.aborted:
                         raise TiersError("chat: stopped")
                     return
-                for event in parser.feed(chunk):
+                try:
+                    events = parser.feed(chunk)
+                except SSEError as exc:
+                    raise TiersError(f"chat: the stream from {service.name} broke off: {exc}") from None
+                for event in events:
                     if event.event == "error" or '"error"' in event.data[:20]:
                         try:
                             payload = jsonlib.loads(event.data)
@@ -280,6 +290,11 @@ class ChatStream:
                     if piece is None:
                         return
                     if piece:
+                        kept += len(piece.encode("utf-8", "surrogatepass"))
+                        if kept > MAX_ANSWER:
+                            raise TiersError(f"chat: the answer from {service.name} is longer than "
+                                             f"{MAX_ANSWER // 1024 // 1024} MiB; the rest was not read "
+                                             "(ask for fewer tokens: max_tokens)")
                         yield piece
         finally:
             conn.close()

@@ -16,6 +16,11 @@ Rules, decided here once for every tier:
   ``**``); a deeper file's rules win over a shallower one's. ``.git/``, ``__pycache__/``,
   ``.ipynb_checkpoints/``, ``*.pyc`` and the project's ``tiers.yaml`` are never synced. A file
   named on ``--sync`` itself is synced even if an ignore file lists it (as ``git add -f``).
+- Credentials that sit beside notebooks are never synced unless the user names them (or a
+  directory holding them, such as ``.ssh``) on ``--sync`` itself: ``.env``, ``.env.*``,
+  ``.netrc``, ``*.pem``, ``*.key``, ``id_*`` (SSH keys; not ``*.py``), and the directories
+  ``.aws/`` and ``.ssh/``. This is decided before any ignore file, so no ``!`` rule in a
+  ``.gitignore`` or ``.tiersignore`` that came with a repository brings them back.
 - A symbolic link to a regular file inside the notebook's directory is synced as a copy of that
   file; any other symbolic link (to a directory, outside the directory, dangling) is refused in
   one line naming it, so nothing outside the notebook's directory leaves the machine by
@@ -46,6 +51,10 @@ NEVER_SYNCED_SUFFIXES = (".pyc",)
 # The project's own tiers.yaml may hold profile env values (tokens): it configures the notebook's
 # side and no job reads it. Named on --sync it still travels.
 NEVER_SYNCED_FILES = frozenset({"tiers.yaml"})
+#: Credentials: never synced unless named on --sync (is_secret).
+SECRET_DIRS = frozenset({".aws", ".ssh"})
+SECRET_NAMES = frozenset({".env", ".netrc"})
+SECRET_SUFFIXES = (".pem", ".key")
 MAX_PATH = 1024  # characters of one relative path
 MAX_FILES = 50_000
 MAX_IGNORE_BYTES = 1 << 20
@@ -173,10 +182,21 @@ def parse_ignore(text: str, source: str = ".tiersignore") -> Any:
 Rules = tuple[tuple[str, Any], ...]
 
 
-def is_ignored(rules: Rules, path: str, is_dir: bool) -> bool:
-    """Whether ``path`` (relative to the root) is ignored: the deepest ignore file with a
-    pattern matching it decides (git's precedence); within a file the last match wins."""
+def is_secret(name: str, is_dir: bool) -> bool:
+    """Whether a file or directory ``name`` (one path component) looks like credentials."""
+    if is_dir:
+        return name in SECRET_DIRS
+    return (name in SECRET_NAMES or name.startswith(".env.") or name.endswith(SECRET_SUFFIXES)
+            or (name.startswith("id_") and not name.endswith(".py")))
+
+
+def is_ignored(rules: Rules, path: str, is_dir: bool, *, secrets: bool = True) -> bool:
+    """Whether ``path`` (relative to the root) is ignored: credentials (:func:`is_secret`,
+    unless ``secrets`` is False: the user named them) always; then the deepest ignore file with
+    a pattern matching it decides (git's precedence); within a file the last match wins."""
     name = path.rsplit("/", 1)[-1]
+    if secrets and is_secret(name, is_dir):
+        return True
     if is_dir and name in NEVER_SYNCED_DIRS:
         return True
     if not is_dir and (name.endswith(NEVER_SYNCED_SUFFIXES) or path in NEVER_SYNCED_FILES):
@@ -255,16 +275,20 @@ def scan(root: str | os.PathLike[str], paths: Sequence[str] = (".",)) -> list[Fo
         # The ignore files of the directories from the root down to ``start`` apply too.
         rules: Rules = ()
         walked = ""
-        for part in [p for p in start.split("/") if p]:
+        parts = [p for p in start.split("/") if p]
+        # Naming a credentials directory (--sync .ssh) sends what is in it, as the user asked.
+        named_secret = any(is_secret(p, True) for p in parts)
+        for part in parts:
             rules = _dir_rules(rules, root, walked)
             walked = f"{walked}/{part}" if walked else part
-            if is_ignored(rules, walked, True):
+            if is_ignored(rules, walked, True, secrets=False):
                 raise SyncError(f"--sync {start}: ignored by a .gitignore or .tiersignore rule")
-        _walk(root, real_root, start, rules, found)
+        _walk(root, real_root, start, rules, found, secrets=not named_secret)
     return sorted(found.values(), key=lambda f: f.path)
 
 
-def _walk(root: Path, real_root: str, start: str, parent: Rules, found: dict[str, Found]) -> None:
+def _walk(root: Path, real_root: str, start: str, parent: Rules, found: dict[str, Found], *,
+          secrets: bool = True) -> None:
     stack = [(start, parent)]
     while stack:
         rel, inherited = stack.pop()
@@ -277,7 +301,7 @@ def _walk(root: Path, real_root: str, start: str, parent: Rules, found: dict[str
             child = f"{rel}/{name}" if rel else name
             full = os.path.join(root, child)
             is_dir = os.path.isdir(full) and not os.path.islink(full)
-            if is_ignored(rules, child, is_dir):
+            if is_ignored(rules, child, is_dir, secrets=secrets):
                 continue
             check_relpath(child, "--sync: file")
             if is_dir:

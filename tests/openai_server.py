@@ -13,7 +13,8 @@ sequences as text/html); ``POST /test/release`` (lets a held stream go on).
 What the answer says is the last user message echoed: ``echo: WORDS``. A message containing
 ``[hold]`` streams three pieces, then waits for ``POST /test/release`` (so a test can see pieces
 arrive before the stream ends without timing anything); ``[fail500]`` gets a 500 error body,
-``[slow]`` waits 0.2 s between pieces.
+``[slow]`` waits 0.2 s between pieces. ``[flood]`` streams 64 KiB pieces without end (12 MiB at
+most, or until the client goes); ``[bigevent]`` sends one event of 2 MiB of ``data:`` lines.
 """
 
 import json
@@ -150,6 +151,15 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("X-Served-By", WHO)
         self.end_headers()
         self.wfile.write(b": a comment line, ignored by SSE clients\n\n")
+        if "[bigevent] " in "".join(pieces) or pieces[-1:] == ["[bigevent]"]:
+            try:
+                for _ in range(2048):
+                    self.wfile.write(b"data: " + b"x" * 1024 + b"\n")
+            except OSError:
+                pass
+            return
+        if "[flood] " in "".join(pieces) or pieces[-1:] == ["[flood]"]:
+            pieces = ["y" * 65536] * 192  # 12 MiB
         for i, piece in enumerate(pieces):
             if hold and i == HOLD_PIECES:
                 RELEASE.wait(300)
@@ -160,8 +170,11 @@ class Handler(BaseHTTPRequestHandler):
                       if chat else {"index": 0, "text": piece, "finish_reason": None})
             chunk = {"id": "cmpl-1", "object": "chat.completion.chunk" if chat else "text_completion",
                      "created": int(time.time()), "model": MODEL, "choices": [choice]}
-            self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
-            self.wfile.flush()
+            try:
+                self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+                self.wfile.flush()
+            except OSError:  # the client went away (a capped answer): nothing more to send
+                return
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 

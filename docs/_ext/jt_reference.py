@@ -41,7 +41,8 @@ PROFILE_KEY_DOCS: dict[str, str] = {
            "printed or stored in the registry.",
     "defaults": "Default values of the magic's options for this profile (the table below).",
     "object_store": "An S3-compatible store for `--checkpoint-to store` and `--model-from`: "
-                    "`bucket` (required), `endpoint_url`, `prefix`, `region`, and `credentials: "
+                    "`bucket` (required), `endpoint_url` (https; `http://` only with "
+                    "`allow_insecure_endpoint: true`), `prefix`, `region`, and `credentials: "
                     "cluster|kernel` (Slurm, local) or `credentials_secret` (Kubernetes).",
     "sync_max_mb": "Size cap of `--sync` in MB (default 100).",
     "host": "The login node: a host name or an alias from `~/.ssh/config`. Without it Slurm's "
@@ -71,7 +72,7 @@ PROFILE_KEY_DOCS: dict[str, str] = {
                     "`pvc: NAME`, `nfs: {server, path}`, `host_path: PATH`, with optional "
                     "`sub_path` and `path_map`.",
     "fetch_image": "Image of the init container that fetches a model from the object store "
-                   "(default `amazon/aws-cli:2.15.0`).",
+                   "(default `amazon/aws-cli:2.15.0`, pinned by digest; a tag may be given).",
     "request_timeout": "Seconds a Kubernetes API request may take (1 to 3600; default 30).",
     "ingress_class": "The IngressClass of `--ingress` (`spec.ingressClassName`; without it the "
                      "cluster's default class decides); a connection key.",

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from .tier import K8sTier
 
 # The canary's own objects besides its Deployment: (kind, suffix of the name).
-_OWN = (("ConfigMap", "-code"), ("Secret", "-env"), ("ConfigMap", "-sync"))
+_OWN = (("ConfigMap", "-code"), ("Secret", "-env"), ("Secret", "-sync"))
 
 
 def read_object(tier: K8sTier, kind: str, name: str, ns: str) -> dict[str, Any] | None:

@@ -4,7 +4,9 @@
 ``--model-from`` on a Kubernetes profile with an ``object_store`` and no ``model_volume`` covering
 the checkpoint (or ``--model-from s3://BUCKET/KEY``) sets the spec's ``model_uri``; the tier then
 passes the rendered objects through :func:`add_model_fetch`. The init container (image: the
-profile's ``fetch_image``, default the AWS CLI's) runs ``aws s3 cp`` with argv only (no shell), its
+profile's ``fetch_image``, default the AWS CLI's, pinned by digest) runs ``aws s3 cp`` from a fixed
+script (:data:`FETCH_SH`, values as arguments only) and then checks every file against the
+upload's manifest (size and sha256, and no file it does not list), its
 credentials from the profile's ``credentials_secret`` (``AWS_ACCESS_KEY_ID`` /
 ``AWS_SECRET_ACCESS_KEY``, and ``AWS_SESSION_TOKEN`` if the Secret has it). A URI ending in ``/``
 is a prefix (a directory checkpoint, copied recursively), any other one object. The shapes follow
@@ -19,28 +21,86 @@ into one line naming the URI and the credentials Secret (the pod row, the summar
 from __future__ import annotations
 
 import copy
+import posixpath
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from ..errors import SpecError
 from ..handoff import MODEL_DIR, fetched_model_path, model_uri
-from ..objectstore import DEFAULT_FETCH_IMAGE, ObjectStore
+from ..objectstore import DEFAULT_FETCH_IMAGE, MANIFEST_NAME, ObjectStore, S3Uri
 
 VOLUME = "models"
 FETCH_CONTAINER = "fetch-model"
 
 
+# $1 the URI, $2 where it goes under /models, $3 the manifest's URI, then aws's own options. The
+# copy, then, when a manifest beside the checkpoint describes this URI (the uploader wrote it:
+# canonical JSON, objectstore.Manifest.to_json), every file's size and sha256 are checked and no
+# file may be there that it does not list. A mismatch ends the pod's init with one line
+# (fetch_failure reads it). Plain sh with coreutils, grep, sed and find: the AWS CLI's image has
+# them (Amazon Linux 2); no python, no jq.
+FETCH_SH = r"""set -euf
+uri=$1 dest=$2 man=$3
+shift 3
+case "$uri" in
+  */) aws s3 cp --no-progress --recursive "$@" "$uri" "$dest" ;;
+  *) aws s3 cp --no-progress "$@" "$uri" "$dest" ;;
+esac
+base=${dest%/}
+m="${base%/*}/.jt-manifest.json"
+if ! out=$(aws s3 cp --no-progress "$@" "$man" "$m" 2>&1); then
+  case "$out" in
+    *"(404)"*|*NoSuchKey*|*"Not Found"*)
+      echo "jt-fetch: no manifest beside $uri: its files were copied unchecked"; exit 0 ;;
+  esac
+  printf '%s\n' "$out" >&2
+  exit 1
+fi
+flat=$(tr -d ' \t\r\n' < "$m")
+rm -f -- "$m"
+case "$flat" in *"\"uri\":\"$uri\""*) ;; *)
+  echo "jt-fetch: the manifest beside $uri describes another upload: copied unchecked"
+  exit 0 ;; esac
+fail() { echo "jt-fetch: $*" >&2; exit 1; }
+entries=$(printf '%s' "$flat" | grep -o '{"path":"[^"]*","sha256":"[0-9a-f]*","size":[0-9]*}' || true)
+listed=$(printf '%s' "$flat" | grep -o '"path":' | wc -l)
+count=$(printf '%s\n' "$entries" | grep -c . || true)
+[ "$count" -gt 0 ] && [ "$count" -eq "$listed" ] ||
+  fail "the manifest beside $uri is not in the form the uploader writes"
+for e in $entries; do
+  p=$(printf '%s' "$e" | sed 's/^{"path":"\([^"]*\)".*/\1/')
+  sha=$(printf '%s' "$e" | sed 's/.*"sha256":"\([0-9a-f]*\)".*/\1/')
+  size=$(printf '%s' "$e" | sed 's/.*"size":\([0-9]*\)}$/\1/')
+  case "$p" in
+    "") f=$base ;;
+    /*|*//*|..|../*|*/..|*/../*|.|./*|*/.|*/./*|*[!A-Za-z0-9_.+=,@:/-]*)
+      fail "the manifest beside $uri lists an unsafe path" ;;
+    *) f=$base/$p ;;
+  esac
+  [ -f "$f" ] && [ ! -L "$f" ] || fail "${p:-$uri} is in the manifest but was not copied"
+  [ "$(wc -c < "$f" | tr -d ' ')" = "$size" ] || fail "${p:-$uri} does not have the size its manifest says"
+  [ "$(sha256sum < "$f" | cut -c1-64)" = "$sha" ] ||
+    fail "${p:-$uri} does not match its sha256 in the manifest"
+done
+if [ -d "$base" ]; then
+  found=$(find "$base" -type f | wc -l)
+  [ "$found" -eq "$count" ] || fail "$found files were copied but the manifest lists $count"
+fi
+echo "jt-fetch: every file ($count) matches the manifest's size and sha256"
+"""
+
+
 def fetch_command(uri: str, store: ObjectStore | None) -> list[str]:
-    """``aws s3 cp`` of ``uri`` to its place under /models (argv; every word validated)."""
+    """The init container's argv: :data:`FETCH_SH` (copy, then check against the manifest)
+    with the URI, its place under /models, the manifest's URI and aws's options as arguments
+    (never pasted into the script; every word validated)."""
     parsed = model_uri(uri)
     target = fetched_model_path(uri)
-    argv = ["aws", "s3", "cp", "--no-progress"]
-    if parsed.prefix:
-        argv.append("--recursive")
-    if store is not None and store.endpoint_url:
-        argv += ["--endpoint-url", store.endpoint_url]
-    return [*argv, str(parsed), target + ("/" if parsed.prefix else "")]
+    manifest = S3Uri(parsed.bucket, posixpath.join(posixpath.dirname(parsed.key), MANIFEST_NAME))
+    options = ["--endpoint-url", store.endpoint_url] if store is not None and store.endpoint_url else []
+    return ["sh", "-c", FETCH_SH, "jt-fetch", str(parsed), target + ("/" if parsed.prefix else ""),
+            str(manifest), *options]
 
 
 def fetch_init_container(uri: str, store: ObjectStore | None, image: str | None) -> dict[str, Any]:
@@ -135,8 +195,11 @@ def fetch_failure(message: str | None, pod_spec: Mapping[str, Any], exit_code: i
     check = f"check the Secret {secret}" if secret else "the profile's object_store has no credentials_secret"
     text = message or ""
     head = f"init container {FETCH_CONTAINER}: {uri or 's3://?'}: "
+    mine = [ln.strip()[len("jt-fetch: "):] for ln in text.splitlines() if ln.strip().startswith("jt-fetch: ")]
     match = _CLIENT_ERROR.search(text)
-    if match:
+    if mine and not match:  # FETCH_SH's own check: a file that does not match its manifest
+        line = head + mine[-1]
+    elif match:
         code, operation, said = match.group(1), match.group(2), match.group(3).strip()
         if code == "NoSuchBucket":
             line = head + f"bucket {bucket} does not exist" + (f" at {endpoint}" if endpoint else "")

@@ -547,6 +547,10 @@ def _secret_comment(secret: Mapping[str, Any]) -> str:
     for field in ("data", "stringData"):
         if isinstance(secret.get(field), Mapping):
             keys += [str(k) for k in secret[field] if str(k) not in keys]
+    if name.endswith("-sync"):  # k8s/sync_render.py: the notebook's files, one key each
+        return (f"# Secret {name} (namespace {namespace}) is not shown: it holds the {len(keys)} files\n"
+                "# --sync sends (a Secret: the view role cannot read it). The tier creates it when it\n"
+                "# applies; to apply this YAML by hand, run the cell once or create it from the files.\n")
     shown = [k for k in keys if _CONFIG_KEY.fullmatch(k)]  # a patch's odd key could end the comment
     hidden = len(keys) - len(shown)
     listed = ", ".join(shown) + (f" (and {hidden} more)" if hidden else "")

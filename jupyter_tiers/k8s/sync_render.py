@@ -1,11 +1,14 @@
-"""--sync on Kubernetes, pure: the synced files in a ConfigMap ``D-sync`` beside ``D-code``.
+"""--sync on Kubernetes, pure: the synced files in a Secret ``D-sync`` beside ``D-code``.
 
-Each file is one ``binaryData`` key (``f0``, ``f1``, ...), mapped back to its relative path (and
-mode) by the volume's ``items``, mounted read-only at ``/jt/sync``: the container's working
-directory, first on ``PYTHONPATH``. No extraction step, so any image works. The manifest's digest
-sits in the pod template's annotations, so a changed module rolls the pods and an unchanged one
-changes nothing. A ConfigMap holds at most 1 MiB: over that, one line says to bake the files into
-the image or fetch them from the object store.
+A Secret, not a ConfigMap: the notebook's directory may hold more than code (a config with a
+token), and Kubernetes' built-in ``view`` role, which teammates often have in a shared
+namespace, reads every ConfigMap but no Secret. Each file is one ``data`` key (``f0``, ``f1``,
+...), mapped back to its relative path (and mode) by the volume's ``items``, mounted read-only at
+``/jt/sync``: the container's working directory, first on ``PYTHONPATH``. No extraction step, so
+any image works. The manifest's digest sits in the pod template's annotations, so a changed
+module rolls the pods and an unchanged one changes nothing. A Secret holds at most 1 MiB: over
+that, one line says to bake the files into the image or fetch them from the object store, and
+:func:`size_refusal` says so from the files' sizes alone, before anything is read or encoded.
 """
 
 from __future__ import annotations
@@ -19,7 +22,28 @@ from ..sync import SyncError
 
 SYNC_DIR = "/jt/sync"
 SYNC_HASH_ANNOTATION = "jupyter-tiers/sync-hash"
-MAX_CONFIGMAP_BYTES = 1_000_000  # what the API server stores of one object, with some headroom
+MAX_OBJECT_BYTES = 1_000_000  # what the API server stores of one object, with some headroom
+MAX_CONFIGMAP_BYTES = MAX_OBJECT_BYTES  # the old name
+
+
+def _encoded(path: str, size: int) -> int:
+    """Bytes one file costs in the object: its base64 text, its item's path and some framing."""
+    return 4 * ((size + 2) // 3) + len(path) + 40
+
+
+def _too_big(count: int, raw: int, size: int) -> str:
+    return (f"--sync: {count} files, {raw / 1e6:.2f} MB ({size / 1e6:.2f} MB in base64) do not fit "
+            "a Kubernetes Secret (about 1 MiB); bake them into the image (--image) or fetch them "
+            "from the object store, and sync less (.tiersignore)")
+
+
+def size_refusal(files: Sequence[tuple[str, int]]) -> str | None:
+    """One line when files of these ``(path, size)`` would not fit the ``D-sync`` Secret, from
+    the sizes alone (nothing read, nothing encoded); else None."""
+    size = sum(_encoded(path, n) for path, n in files)
+    if size <= MAX_OBJECT_BYTES:
+        return None
+    return _too_big(len(files), sum(n for _, n in files), size)
 
 
 def _check_k8s_path(path: str) -> None:
@@ -31,36 +55,33 @@ def _check_k8s_path(path: str) -> None:
 
 def with_synced_files(objects: Sequence[dict[str, Any]], files: Sequence[tuple[str, bytes, int]],
                       digest: str) -> list[dict[str, Any]]:
-    """``objects`` (render_manifests' output) plus the ``D-sync`` ConfigMap holding ``files``
+    """``objects`` (render_manifests' output) plus the ``D-sync`` Secret holding ``files``
     (relative path, content, mode) and the Deployment changes that mount it."""
     out = copy.deepcopy(list(objects))
     code = next(o for o in out if o["kind"] == "ConfigMap" and o["metadata"]["name"].endswith("-code"))
     deployment = next(o for o in out if o["kind"] == "Deployment")
     name = code["metadata"]["name"][: -len("-code")] + "-sync"
-    binary: dict[str, str] = {}
-    items: list[dict[str, Any]] = []
-    size = 0
-    for i, (path, content, mode) in enumerate(files):
+    for path, _, _ in files:
         _check_k8s_path(path)
+    refusal = size_refusal([(path, len(content)) for path, content, _ in files])
+    if refusal:
+        raise SyncError(refusal)
+    data: dict[str, str] = {}
+    items: list[dict[str, Any]] = []
+    for i, (path, content, mode) in enumerate(files):
         key = f"f{i}"
-        binary[key] = base64.b64encode(content).decode("ascii")
-        size += len(binary[key]) + len(path) + 40
+        data[key] = base64.b64encode(content).decode("ascii")
         items.append({"key": key, "path": path, "mode": mode})
-    if size > MAX_CONFIGMAP_BYTES:
-        raw = sum(len(c) for _, c, _ in files)
-        raise SyncError(f"--sync: {len(files)} files, {raw / 1e6:.2f} MB ({size / 1e6:.2f} MB in "
-                        "base64) do not fit a ConfigMap (about 1 MiB); bake them into the image "
-                        "(--image) or fetch them from the object store, and sync less (.tiersignore)")
     meta = copy.deepcopy(code["metadata"])
     meta["name"] = name
-    cm = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "binaryData": binary}
-    out.insert(out.index(code) + 1, cm)
+    secret = {"apiVersion": "v1", "kind": "Secret", "metadata": meta, "type": "Opaque", "data": data}
+    out.insert(out.index(code) + 1, secret)
 
     template = deployment["spec"]["template"]
     template["metadata"].setdefault("annotations", {})[SYNC_HASH_ANNOTATION] = digest
     pod = template["spec"]
     pod.setdefault("volumes", []).append(
-        {"name": "sync", "configMap": {"name": name, "items": items, "defaultMode": 0o644}})
+        {"name": "sync", "secret": {"secretName": name, "items": items, "defaultMode": 0o644}})
     container = pod["containers"][0]
     container.setdefault("volumeMounts", []).append(
         {"name": "sync", "mountPath": SYNC_DIR, "readOnly": True})

@@ -18,7 +18,7 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from ..registry import JobRecord, Registry, spec_for_record
 from ..servespec import canary_replicas
 from ..servestatus import canary_status, summary_line
 from ..subscription import Subscription
-from ..sync import notebook_manifest
+from ..sync import SyncError, notebook_manifest
 from ..tier import ServeTier
 from ..transport.relay import relay
 from . import canary_ops
@@ -45,6 +45,7 @@ from .fetch import add_model_fetch
 from .parse import ingress_classes, ingress_endpoint, service_status
 from .render import CONTAINER_NAME, body_hash, env_hash, render_manifests, render_yaml
 from .rollback import code_key, plan_rollback
+from .sync_render import size_refusal as sync_size_refusal
 from .sync_render import with_synced_files
 from .watch import NamespaceWatch, PodLogFollower, container_instance, split_timestamp, timestamp_key
 
@@ -148,7 +149,7 @@ class K8sTier(ServeTier):
         if spec.model_uri:  # --model-from through the object store: an init container fetches it
             objects = add_model_fetch(objects, spec.model_uri, store_of(self.profile),
                                       self.profile.get("fetch_image"))
-        if spec.sync:  # the notebook's files in a D-sync ConfigMap (k8s/sync_render.py)
+        if spec.sync:  # the notebook's files in a D-sync Secret (k8s/sync_render.py)
             objects = _with_synced_files(spec, objects, self.profile)
         return objects
 
@@ -251,9 +252,10 @@ class K8sTier(ServeTier):
             template = by_kind["Deployment"]["spec"]["template"]
             with contextlib.suppress(OSError):
                 _save_code(self.name, self.namespace, spec.name, code_key(template),
-                           [o for o in objects if o["kind"] == "ConfigMap"])
+                           [o for o in objects if _is_code(o)])
         if not spec.sync and existing is not None and existing.spec.get("sync"):
-            self._delete_quietly("ConfigMap", f"{deployment}-sync")  # it stopped using --sync
+            self._delete_quietly("Secret", f"{deployment}-sync")  # it stopped using --sync
+            self._delete_quietly("ConfigMap", f"{deployment}-sync")  # as versions before 26 made it
         if existing is not None and existing.spec.get(LIVE_CANARY):
             # The cell run without --canary is the whole service again: the canary goes.
             canary_ops.remove_canary(self, spec.name, self.namespace)
@@ -298,7 +300,7 @@ class K8sTier(ServeTier):
                 return
             self._apply_object(service_obj)
             for kind, suffix in (("Deployment", ""), ("ConfigMap", "-code"), ("Secret", "-env"),
-                                 ("ConfigMap", "-sync")):
+                                 ("Secret", "-sync"), ("ConfigMap", "-sync")):
                 self._delete_quietly(kind, f"{name}-{old}{suffix}")
 
         thread = threading.Thread(target=switch, name=f"jt-bluegreen-{name}", daemon=True)
@@ -941,9 +943,9 @@ def _delete_fn(client: KubeClient, kind: str) -> Callable[..., Any]:
 def _with_synced_files(spec: ServeSpec, objects: list[dict[str, Any]], profile: Profile
                        ) -> list[dict[str, Any]]:
     manifest, sources = notebook_manifest(spec.sync, profile.settings)
-    if manifest.total > 2_000_000:  # far over a ConfigMap: refuse before reading it all
-        return with_synced_files(objects, [(e.path, b"\0" * e.size, e.mode) for e in manifest.entries],
-                                 manifest.digest())
+    refusal = sync_size_refusal([(e.path, e.size) for e in manifest.entries])
+    if refusal:  # from the sizes alone: nothing is read into memory or encoded
+        raise SyncError(refusal)
     files = []
     for e in manifest.entries:
         with open(sources[e.path], "rb") as f:
@@ -972,8 +974,15 @@ def _code_dir(profile: str, namespace: str, name: str) -> Path:
     return Path(jupyter_data_dir()) / "tiers" / "k8s-code" / digest
 
 
+def _is_code(obj: Mapping[str, Any]) -> bool:
+    """A revision's code: its ``-code`` ConfigMap, its ``-sync`` Secret (a ConfigMap before
+    issue 26); never the ``-env`` Secret (env values are kept nowhere but in the cluster)."""
+    name = str((obj.get("metadata") or {}).get("name") or "")
+    return obj.get("kind") == "ConfigMap" or (obj.get("kind") == "Secret" and name.endswith("-sync"))
+
+
 def _save_code(profile: str, namespace: str, name: str, key: str, objects: list[dict[str, Any]]) -> None:
-    """Keep the code ConfigMaps of one applied revision (0600, the newest MAX_KEPT_CODE)."""
+    """Keep the code objects of one applied revision (0600, the newest MAX_KEPT_CODE)."""
     if not _CODE_KEY.fullmatch(key):
         return
     folder = _code_dir(profile, namespace, name)
@@ -998,8 +1007,7 @@ def _load_code(profile: str, namespace: str, name: str, key: str) -> list[dict[s
         data = json.loads((_code_dir(profile, namespace, name) / f"{key}.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(data, list) or not all(isinstance(o, dict) and o.get("kind") == "ConfigMap"
-                                             for o in data):
+    if not isinstance(data, list) or not all(isinstance(o, dict) and _is_code(o) for o in data):
         return None
     return data
 

@@ -291,12 +291,14 @@ class HistoryHandler(TiersAPIHandler):
 
 
 class DoctorHandler(TiersAPIHandler):
-    """``GET profiles/{name}/doctor[?suggest_role=1]``: ``jupyter tiers doctor NAME`` as JSON (the
-    ``--json`` report: ``ok``, and the profile's checks). Read-only; an unknown profile is a 404."""
+    """``POST profiles/{name}/doctor[?suggest_role=1]``: ``jupyter tiers doctor NAME`` as JSON (the
+    ``--json`` report: ``ok``, and the profile's checks); an unknown profile is a 404. A POST, so
+    that Jupyter's XSRF check applies: the checks log in, write and delete an object, run the
+    profile's python; a page that can make the browser send a GET must not start them."""
 
     @web.authenticated
     @authorized
-    async def get(self, name: str) -> None:
+    async def post(self, name: str) -> None:
         if name not in await self.run(service.profile_names):
             raise web.HTTPError(404, "no profile %r", name[:80])
         suggest = self.get_query_argument("suggest_role", "0") in ("1", "true", "yes")

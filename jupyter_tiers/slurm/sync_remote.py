@@ -27,13 +27,36 @@ from .commands import BASH, check_workdir
 if TYPE_CHECKING:
     from ..transport.base import Transport
 
+# The sync root is checked as commands.SUBMIT_SH checks a job directory: {workdir}/.sync and
+# .sync/NAME (and tree/, snap/ in it) are real directories of this user, not symbolic links
+# (else another user, or a planted link, would choose where the synced files and snapshots go);
+# they are made 0700, so nothing else can create entries in them, and .lock is refused when it
+# is a link (bash cannot open with O_NOFOLLOW; in a directory only we can write, no link can
+# appear after the check).
 _PRELUDE = r"""set -e
 umask 077
 d="$1"
 case "$d" in "~/"*) d="$HOME/${d#"~/"}";; esac
-mkdir -p -- "$d/tree" "$d/snap"
+ours() {
+  [ -e "$1" ] || [ -L "$1" ] || mkdir -m 0700 -- "$1" 2>/dev/null || true
+  if [ -L "$1" ] || [ ! -d "$1" ] || [ ! -O "$1" ]; then
+    echo "the sync directory $1 is not a directory of yours (a symbolic link, a file or" \
+      "another user's); remove it or choose another workdir" >&2
+    exit 4
+  fi
+  chmod 0700 -- "$1"
+}
+(umask 067 && mkdir -p -- "${d%/*/*}")
+ours "${d%/*}"
+ours "$d"
+ours "$d/tree"
+ours "$d/snap"
+if [ -L "$d/.lock" ] || { [ -e "$d/.lock" ] && [ ! -f "$d/.lock" ]; }; then
+  echo "the sync lock $d/.lock is not a plain file (a symbolic link?); remove it" >&2
+  exit 4
+fi
 # Two kernels syncing the same name take turns (util-linux flock; without it, no lock).
-if command -v flock >/dev/null 2>&1; then exec 9>"$d/.lock"; flock -w 600 9 || true; fi
+if command -v flock >/dev/null 2>&1; then exec 9>>"$d/.lock"; flock -w 600 9 || true; fi
 [ -f "$d/manifest" ] || : > "$d/manifest"
 snapshot() {
   s="$d/snap/$1"

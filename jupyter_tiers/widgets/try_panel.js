@@ -174,10 +174,21 @@ export function jtTryPanel({ model, box }) {
                  headers: headers.value, body_kind: bodyKind.value, body: body.value });
   }
 
+  // What the panel keeps: one answer's text up to MAX_ANSWER_CHARS (the kernel stops the chat
+  // there too), and a conversation sent back of at most MAX_HISTORY_CHARS (oldest turns dropped).
+  const MAX_ANSWER_CHARS = 1000000;
+  const MAX_HISTORY_CHARS = 2000000;
+
+  function trimHistory() {
+    let total = history.reduce((n, m) => n + m.content.length, 0);
+    while (history.length > 1 && total > MAX_HISTORY_CHARS) total -= history.shift().content.length;
+  }
+
   function chat() {
     const text = chatIn.value;
     if (!text.trim() || chatId !== null) return;
     history.push({ role: "user", content: text });
+    trimHistory();
     addTurn("user", text);
     const answer = addTurn("assistant", "");
     answer.dataset.state = "streaming";
@@ -224,7 +235,8 @@ export function jtTryPanel({ model, box }) {
       const turn = lastAnswer();
       if (turn) {
         const text = turn.querySelector(".jt-chat-text");
-        text.textContent += msg.text; // text, never markup
+        const room = MAX_ANSWER_CHARS - text.textContent.length;
+        if (room > 0) text.textContent += String(msg.text).slice(0, room); // text, never markup
         chatLog.scrollTop = chatLog.scrollHeight;
       }
       chatStats.textContent = figures(msg).join(" · ") + " · streaming…";
@@ -235,6 +247,7 @@ export function jtTryPanel({ model, box }) {
         turn.dataset.state = msg.error ? "error" : "done";
         const text = turn.querySelector(".jt-chat-text").textContent;
         if (!msg.error || text) history.push({ role: "assistant", content: text });
+        trimHistory();
         if (msg.error) turn.appendChild(h("div", "jt-chat-error", msg.error));
       }
       const parts = figures(msg);

@@ -25,6 +25,9 @@ REQUEST_TIMEOUT = 60.0
 CHAT_TIMEOUT = 300.0
 PIECE_INTERVAL = 0.05  # seconds between two chat_piece messages at most (<= 20 a second)
 MAX_TOKENS = 100_000
+#: Characters of one answer the panel shows (and the browser keeps, try_panel.js): past it the
+#: chat is stopped and says so; ``svc.chat()`` in a cell reads up to openai_compat.MAX_ANSWER.
+MAX_SHOWN = 1_000_000
 
 
 def _join_text(parts: list[Sequence[str]]) -> str:
@@ -123,8 +126,16 @@ class TryPanel:
             stream = self.view.service.chat(messages, model=model, timeout=CHAT_TIMEOUT, **params)
             with self._lock:
                 self._chats[cid] = stream
+            shown = 0
             for piece in stream:
-                batcher.add([printable(piece, keep="\n\t")])
+                text = printable(piece, keep="\n\t")[:MAX_SHOWN - shown]
+                shown += len(text)
+                batcher.add([text])
+                if shown >= MAX_SHOWN:
+                    stream.close()
+                    end["error"] = (f"the answer is longer than {MAX_SHOWN:,} characters: the panel "
+                                    "keeps its beginning; svc.chat() in a cell reads more")
+                    break
         except TiersError as exc:
             stopped = stream is not None and stream.aborted
             end["error"] = "stopped" if stopped else printable(_one_line(exc))

@@ -87,9 +87,10 @@ export class TiersApi {
     return parseProfiles(await this.request<unknown>('profiles'));
   }
 
-  /** `jupyter tiers doctor NAME --json` through the server (parse it with doctor.ts). */
+  /** `jupyter tiers doctor NAME --json` through the server (parse it with doctor.ts). A POST:
+   * the checks act (log in, write an object, run python), so the XSRF header must come along. */
   async doctor(profile: string): Promise<unknown> {
-    return this.request<unknown>(`profiles/${encodeURIComponent(profile)}/doctor`);
+    return this.request<unknown>(`profiles/${encodeURIComponent(profile)}/doctor`, { method: 'POST' });
   }
 
   /** cancel (a job), scale / restart / promote / rollback / delete (a service): the server's

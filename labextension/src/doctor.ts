@@ -1,4 +1,4 @@
-// "Check" per profile: `GET profiles/{name}/doctor` (jupyter tiers doctor NAME --json) shown as
+// "Check" per profile: `POST profiles/{name}/doctor` (jupyter tiers doctor NAME --json) shown as
 // one line per check, OK / WARN / FAIL / SKIP, each fix under its line. Cluster text as
 // textContent, never HTML.
 

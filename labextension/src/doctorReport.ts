@@ -1,4 +1,4 @@
-// The doctor's JSON report (`GET profiles/{name}/doctor`, API.md) as typed values and as the
+// The doctor's JSON report (`POST profiles/{name}/doctor`, API.md) as typed values and as the
 // lines the terminal shows (pure: no DOM, tested with vitest).
 
 export interface DoctorCheck {

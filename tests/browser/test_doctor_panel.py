@@ -1,7 +1,7 @@
 """Issue 21 section 1: the sidebar's "Check" per profile, in a real JupyterLab in headless
 chromium: the sidebar's Check (also the palette's "Tiers: Check Profiles (doctor)") opens a panel
 listing the profiles; Check
-on the Slurm test cluster's ``box`` profile runs ``GET profiles/box/doctor`` and shows one line per
+on the Slurm test cluster's ``box`` profile runs ``POST profiles/box/doctor`` and shows one line per
 check, all OK. This Lab loads the labextension built in this checkout ($JUPYTER_PATH first), not
 the one the venv links to."""
 

@@ -25,7 +25,7 @@ def test_the_credentials_secret_exists_or_is_a_fail(emulator: Emulator, k8s_name
     k8s.CoreV1Api(api).create_namespaced_secret(k8s_namespace, {
         "metadata": {"name": "s3-creds"}, "stringData": {"AWS_ACCESS_KEY_ID": "AKIA-x",
                                                         "AWS_SECRET_ACCESS_KEY": VALUE}})
-    store = {"bucket": "jt-models", "endpoint_url": "http://minio.lab:9000"}
+    store = {"bucket": "jt-models", "endpoint_url": "http://minio.lab:9000", "allow_insecure_endpoint": True}
     write_tiers_yaml(isolated, {
         "there": {"tier": "kubernetes", **profile_settings(emulator, k8s_namespace),
                   "object_store": {**store, "credentials_secret": "s3-creds"}},

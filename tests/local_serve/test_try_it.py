@@ -84,6 +84,24 @@ def test_models_and_chat_not_streamed(tier: LocalServeTier) -> None:
         svc.chat("hi", temperature="hot")
 
 
+def test_a_chat_answer_and_one_event_are_capped(tier: LocalServeTier) -> None:
+    """Issue 26 §4: a server that never stops answering is read up to 8 MiB of text, and an
+    event that never ends up to 1 MiB; each ends in one line saying so."""
+    from jupyter_tiers.openai_compat import MAX_ANSWER
+
+    svc = serve(tier)
+    stream = svc.chat("[flood]")
+    got = 0
+    with pytest.raises(TiersError) as err:
+        for piece in stream:
+            got += len(piece)
+    assert "longer than 8 MiB" in str(err.value) and "\n" not in str(err.value)
+    assert MAX_ANSWER - 65536 < got <= MAX_ANSWER
+    with pytest.raises(TiersError, match="an event longer than 1 MiB"):
+        list(svc.chat("[bigevent]"))
+    assert list(svc.chat("still answers")) == ["echo: ", "still ", "answers"]  # the service is fine
+
+
 def test_chat_streams_pieces_before_the_stream_ends(tier: LocalServeTier) -> None:
     """The server sends three pieces, then holds the stream until released: the iterator must
     yield those three while the rest is not even written yet."""
@@ -186,6 +204,17 @@ def test_panel_detects_openai_and_streams_a_chat(view_of_service: RecordingView)
     assert view.of_kind("chat_end", 9)[0]["error"] == "stopped"
     urllib.request.urlopen(urllib.request.Request(view.service.url + "/test/release", method="POST"),
                            timeout=GUARD).read()  # let the server's held handler finish
+
+
+def test_panel_keeps_at_most_its_cap_of_an_answer(view_of_service: RecordingView) -> None:
+    from jupyter_tiers.widgets.try_panel import MAX_SHOWN
+
+    view = view_of_service
+    view.front({"kind": "chat", "id": 11, "messages": [{"role": "user", "content": "[flood]"}]})
+    wait_for(lambda: view.of_kind("chat_end", 11), "the capped chat", timeout=GUARD)
+    sent = sum(len(m["text"]) for m in view.of_kind("chat_piece", 11))
+    assert sent == MAX_SHOWN
+    assert "the panel keeps its beginning" in view.of_kind("chat_end", 11)[0]["error"]
 
 
 def test_panel_on_a_plain_server_says_not_openai(tier: LocalServeTier) -> None:

@@ -16,6 +16,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -36,6 +37,17 @@ class S3Server:
 
         return boto3.client("s3", endpoint_url=self.endpoint, region_name="us-east-1",
                             aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET_KEY)
+
+    @property
+    def endpoint_settings(self) -> dict[str, Any]:
+        """An object_store's endpoint keys for this server: plain http on loopback, so the
+        profile opts in (``allow_insecure_endpoint``) as any http:// store must."""
+        return {"endpoint_url": self.endpoint, "allow_insecure_endpoint": True}
+
+    @property
+    def endpoint_yaml(self) -> str:
+        """The same keys inside a YAML flow mapping (``{...}``)."""
+        return f"endpoint_url: '{self.endpoint}', allow_insecure_endpoint: true"
 
     def bucket(self) -> str:
         """A new empty bucket."""

@@ -42,7 +42,7 @@ def small_parts(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def tier(s3_server: S3Server, tmp_path: Path) -> Iterator[LocalTier]:
-    made = make_tier(tmp_path, object_store={"endpoint_url": s3_server.endpoint, "bucket": "unused"})
+    made = make_tier(tmp_path, object_store={**s3_server.endpoint_settings, "bucket": "unused"})
     yield made
     for rec in made.registry.list(limit=100):
         made.cancel(rec)

@@ -41,7 +41,7 @@ def hpc(cluster_env: dict[str, str], s3_server: S3Server, tmp_path: Path,
     """The cluster's profile with an object_store on moto (kernel credentials), and a bucket."""
     bucket = s3_server.bucket()
     text = profile_yaml(cluster_env) + (
-        f"    object_store: {{endpoint_url: '{s3_server.endpoint}', bucket: {bucket}, prefix: jt,"
+        f"    object_store: {{{s3_server.endpoint_yaml}, bucket: {bucket}, prefix: jt,"
         " credentials: kernel}\n")
     path = tmp_path / "tiers.yaml"
     path.write_text(text)

@@ -43,7 +43,7 @@ def _doctor(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
 def test_a_working_store_is_all_ok_and_leaves_nothing(s3_server: S3Server, aws_env: None, tmp_path: Path,
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     bucket = s3_server.bucket()
-    checks, text = _doctor(tmp_path, monkeypatch, {"endpoint_url": s3_server.endpoint, "bucket": bucket,
+    checks, text = _doctor(tmp_path, monkeypatch, {**s3_server.endpoint_settings, "bucket": bucket,
                                                   "prefix": "team/ckpt", "credentials": "kernel"})
     assert list(checks) == S3_NAMES, text
     assert all(c.status is Status.OK for c in checks.values()), text
@@ -53,7 +53,7 @@ def test_a_working_store_is_all_ok_and_leaves_nothing(s3_server: S3Server, aws_e
         "s3 write/read/delete"].detail
     assert s3_server.client().list_objects_v2(Bucket=bucket).get("KeyCount", 0) == 0
     # credentials: cluster: boto3's own chain where uploads run (here: this machine's AWS_*).
-    checks, text = _doctor(tmp_path, monkeypatch, {"endpoint_url": s3_server.endpoint, "bucket": bucket})
+    checks, text = _doctor(tmp_path, monkeypatch, {**s3_server.endpoint_settings, "bucket": bucket})
     assert all(c.status is Status.OK for c in checks.values()), text
     detail = checks["s3 credentials"].detail
     assert detail.startswith("cluster: boto3's own chain on this machine") and "(env)" in detail
@@ -61,7 +61,7 @@ def test_a_working_store_is_all_ok_and_leaves_nothing(s3_server: S3Server, aws_e
 
 def test_a_missing_bucket_is_one_fail_with_the_fix(s3_server: S3Server, aws_env: None, tmp_path: Path,
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    checks, text = _doctor(tmp_path, monkeypatch, {"endpoint_url": s3_server.endpoint,
+    checks, text = _doctor(tmp_path, monkeypatch, {**s3_server.endpoint_settings,
                                                   "bucket": "jt-no-such-bucket", "credentials": "kernel"})
     failed = [c for c in checks.values() if c.status is Status.FAIL]
     assert [c.name for c in failed] == ["s3 bucket"], text
@@ -91,7 +91,7 @@ def _auth_on(s3_server: S3Server) -> Iterator[None]:
 def test_wrong_credentials_are_one_fail_with_the_fix(s3_server: S3Server, aws_env: None, tmp_path: Path,
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     bucket = s3_server.bucket()
-    store = {"endpoint_url": s3_server.endpoint, "bucket": bucket, "credentials": "kernel"}
+    store = {**s3_server.endpoint_settings, "bucket": bucket, "credentials": "kernel"}
     with _auth_on(s3_server):
         checks, text = _doctor(tmp_path, monkeypatch, store)
     failed = [c for c in checks.values() if c.status is Status.FAIL]
@@ -105,7 +105,7 @@ def test_an_unreachable_endpoint_and_a_kernel_without_credentials(
         s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("AWS_ACCESS_KEY_ID", raising=False)
     monkeypatch.delenv("AWS_SECRET_ACCESS_KEY", raising=False)
-    checks, text = _doctor(tmp_path, monkeypatch, {"endpoint_url": s3_server.endpoint, "bucket": "jt-x1",
+    checks, text = _doctor(tmp_path, monkeypatch, {**s3_server.endpoint_settings, "bucket": "jt-x1",
                                                   "credentials": "kernel"})
     failed = [c for c in checks.values() if c.status is Status.FAIL]
     assert [c.name for c in failed] == ["s3 credentials"], text
@@ -117,6 +117,7 @@ def test_an_unreachable_endpoint_and_a_kernel_without_credentials(
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
         checks, text = _doctor(tmp_path, monkeypatch, {"endpoint_url": f"http://127.0.0.1:{port}",
+                                                      "allow_insecure_endpoint": True,
                                                       "bucket": "jt-x1", "credentials": "kernel"})
     failed = [c for c in checks.values() if c.status is Status.FAIL]
     assert [c.name for c in failed] == ["s3 endpoint"], text

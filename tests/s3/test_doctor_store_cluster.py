@@ -23,7 +23,7 @@ def test_the_check_runs_on_the_login_node(cluster_env: dict[str, str], s3_server
     bucket = s3_server.bucket()
     path = tmp_path / "tiers.yaml"
     path.write_text(profile_yaml(cluster_env) + (
-        f"    object_store: {{endpoint_url: '{s3_server.endpoint}', bucket: {bucket}, prefix: jt,"
+        f"    object_store: {{{s3_server.endpoint_yaml}, bucket: {bucket}, prefix: jt,"
         " credentials: kernel}\n"))
     monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
     report = run_doctor(load_config(), ["box"])

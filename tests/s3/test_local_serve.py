@@ -46,7 +46,7 @@ def test_an_uploaded_checkpoint_is_downloaded_once_and_checked_against_its_manif
         s3_server: S3Server, tmp_path: Path) -> None:
     bucket = s3_server.bucket()
     uri = put_checkpoint(s3_server, bucket)
-    store = parse_object_store({"endpoint_url": s3_server.endpoint, "bucket": bucket}, "local")
+    store = parse_object_store({**s3_server.endpoint_settings, "bucket": bucket}, "local")
     path, downloaded = fetch_model(uri, store, tmp_path / "cache")
     assert downloaded and path.name == "ckpt-000100"
     assert (path / "config.json").read_bytes() == b'{"w": 3}'
@@ -68,7 +68,7 @@ def test_any_object_or_prefix_is_cached_by_its_listing_and_missing_ones_are_one_
     client = s3_server.client()
     client.put_object(Bucket=bucket, Key="m/a.txt", Body=b"a")
     client.put_object(Bucket=bucket, Key="m/b/c.txt", Body=b"c")
-    store = parse_object_store({"endpoint_url": s3_server.endpoint, "bucket": bucket}, "local")
+    store = parse_object_store({**s3_server.endpoint_settings, "bucket": bucket}, "local")
     path, downloaded = fetch_model(f"s3://{bucket}/m/", store, tmp_path)
     assert downloaded and (path / "b" / "c.txt").read_bytes() == b"c"
     assert fetch_model(f"s3://{bucket}/m/", store, tmp_path) == (path, False)
@@ -95,7 +95,7 @@ def local_store(s3_server: S3Server, tmp_path: Path, monkeypatch: pytest.MonkeyP
           loc:
             tier: local
             workdir: {tmp_path / "jobs"}
-            object_store: {{endpoint_url: "{s3_server.endpoint}", bucket: {bucket}}}
+            object_store: {{{s3_server.endpoint_yaml}, bucket: {bucket}}}
         """))
     monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
     yield bucket
@@ -145,7 +145,8 @@ def test_the_kernel_check_is_skipped_with_a_reason_when_the_endpoint_is_unreacha
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]  # closed again below: nothing listens there
-    store = parse_object_store({"endpoint_url": f"http://127.0.0.1:{port}", "bucket": "team-ckpt",
+    store = parse_object_store({"endpoint_url": f"http://127.0.0.1:{port}", "allow_insecure_endpoint": True,
+                                "bucket": "team-ckpt",
                                 "credentials_secret": "s3-creds"}, "kubernetes")
     check = check_model("s3://team-ckpt/m/model.bin", store)
     assert not check.checked

@@ -85,7 +85,7 @@ def test_a_completed_jobs_checkpoint_directory_is_uploaded_multipart_with_a_mani
         s3_server: S3Server, tmp_path: Path, tiers: list[LocalTier]) -> None:
     bucket = s3_server.bucket()
     # An explicit URI on a profile whose object_store names the endpoint (another bucket).
-    tier = make_tier(tmp_path, object_store={"endpoint_url": s3_server.endpoint, "bucket": "other"})
+    tier = make_tier(tmp_path, object_store={**s3_server.endpoint_settings, "bucket": "other"})
     tiers.append(tier)
     size = 12 * 1024 * 1024
     job = tier.submit(tier.make_spec(train(size), name="ft", checkpoint_to=f"s3://{bucket}/jt"))
@@ -118,7 +118,7 @@ def test_a_completed_jobs_checkpoint_directory_is_uploaded_multipart_with_a_mani
 
 def test_store_with_kernel_credentials_and_a_missing_bucket_is_one_line(
         s3_server: S3Server, tmp_path: Path, tiers: list[LocalTier]) -> None:
-    store = {"endpoint_url": s3_server.endpoint, "bucket": "jt-no-such-bucket", "prefix": "p",
+    store = {**s3_server.endpoint_settings, "bucket": "jt-no-such-bucket", "prefix": "p",
              "credentials": "kernel"}
     tier = make_tier(tmp_path, object_store=store)
     tiers.append(tier)
@@ -136,7 +136,7 @@ def test_store_with_kernel_credentials_and_a_missing_bucket_is_one_line(
 def test_kernel_credentials_missing_is_a_refusal_naming_them(
         s3_server: S3Server, tmp_path: Path, tiers: list[LocalTier], monkeypatch: pytest.MonkeyPatch) -> None:
     bucket = s3_server.bucket()
-    store = {"endpoint_url": s3_server.endpoint, "bucket": bucket, "credentials": "kernel"}
+    store = {**s3_server.endpoint_settings, "bucket": bucket, "credentials": "kernel"}
     tier = make_tier(tmp_path, object_store=store)
     tiers.append(tier)
     job = tier.submit(tier.make_spec(train(1024), name="nocred"))
@@ -151,7 +151,7 @@ def test_an_interrupted_upload_resumes_without_resending_finished_parts(
     """The uploader is killed (SIGKILL, as a cut connection ends it) after its first confirmed
     part; job.upload() then sends exactly the bytes the server did not confirm."""
     bucket = s3_server.bucket()
-    tier = make_tier(tmp_path, object_store={"endpoint_url": s3_server.endpoint, "bucket": bucket})
+    tier = make_tier(tmp_path, object_store={**s3_server.endpoint_settings, "bucket": bucket})
     tiers.append(tier)
     size = 8 * PART  # 8 parts of the big file
     job = tier.submit(tier.make_spec(train(size), name="cut", checkpoint_to="store"))

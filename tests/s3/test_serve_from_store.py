@@ -80,7 +80,7 @@ def clusters(cluster_env: dict[str, str], emulator_host_net: Emulator, s3_server
         "metadata": {"name": "s3-creds", "namespace": namespace}, "type": "Opaque",
         "stringData": {"AWS_ACCESS_KEY_ID": ACCESS_KEY, "AWS_SECRET_ACCESS_KEY": SECRET_KEY}})
     profiles = yaml.safe_load(profile_yaml(cluster_env))["profiles"]
-    store = {"endpoint_url": s3_server.endpoint, "bucket": bucket, "prefix": "jt"}
+    store = {**s3_server.endpoint_settings, "bucket": bucket, "prefix": "jt"}
     profiles["box"]["object_store"] = {**store, "credentials": "kernel"}
     profiles["serving"] = {"tier": "kubernetes", "kubeconfig": str(emulator_host_net.kubeconfig_path),
                            "namespace": namespace, "request_timeout": 10,
@@ -110,7 +110,8 @@ def cell(ip: InteractiveShell, capsys: pytest.CaptureFixture[str], magic: str, l
 
 
 def test_slurm_checkpoint_uploaded_then_served_on_kubernetes_through_an_init_container(
-        clusters: dict[str, Any], ip: InteractiveShell, capsys: pytest.CaptureFixture[str]) -> None:
+        clusters: dict[str, Any], ip: InteractiveShell, capsys: pytest.CaptureFixture[str],
+        emulator_host_net: Emulator) -> None:
     bucket = clusters["bucket"]
     out = cell(ip, capsys, "slurm_train", "--profile box --name s3ft --checkpoint-to store --wait --out job",
                TRAIN)
@@ -135,6 +136,11 @@ def test_slurm_checkpoint_uploaded_then_served_on_kubernetes_through_an_init_con
     # The pod's log is copied by the kubelet as it goes: waited for, not read once.
     wait_for(lambda: "loaded weights of step 100" in svc.logs(), "the pod's 'loaded' line in its log",
              interval=0.5)
+    # The init container checked the copy against the manifest the real uploader wrote (issue 26).
+    chunks = emulator_host_net.kubelet.read_log(clusters["namespace"], svc.pods()[0].name,
+                                                container="fetch-model")
+    init_log = b"".join(chunks or []).decode()
+    assert "jt-fetch: every file (1) matches the manifest's size and sha256" in init_log, init_log
 
     # A profile with neither a model volume nor an object store: one line naming both ways.
     capsys.readouterr()

@@ -62,7 +62,7 @@ def serving(emulator_host_net: Emulator, s3_server: S3Server, tmp_path: Path,
     profiles = {"serving": {"tier": "kubernetes", "kubeconfig": str(emulator_host_net.kubeconfig_path),
                             "namespace": namespace, "request_timeout": 10,
                             "defaults": {"image": "python:3.11-slim"},
-                            "object_store": {"endpoint_url": s3_server.endpoint, "bucket": bucket,
+                            "object_store": {**s3_server.endpoint_settings, "bucket": bucket,
                                              "credentials_secret": "s3-creds"}}}
     path = tmp_path / "tiers.yaml"
     path.write_text(yaml.safe_dump({"default_profile": "serving", "profiles": profiles}))
@@ -151,3 +151,54 @@ def test_without_kernel_credentials_the_init_containers_404_is_one_line_in_the_r
     assert line in (status.reason or ""), status.reason  # the service's summary says it
     (row,) = pod_rows(status, time.time())
     assert row[6].startswith("CrashLoopBackOff (exit 1") and row[6].endswith(f": {line}")  # the widget's row
+
+
+def put_dir_checkpoint(s3: S3Server, bucket: str) -> str:
+    """A directory checkpoint with the manifest the uploader writes (canonical JSON) beside it."""
+    import hashlib
+
+    from jupyter_tiers.objectstore import MANIFEST_NAME, Manifest, ManifestFile
+
+    files = {"config.json": b'{"w": 3}', "sub/model.bin": bytes(range(256)) * 8}
+    client = s3.client()
+    for rel, data in files.items():
+        client.put_object(Bucket=bucket, Key=f"jt/ft/7/ckpt-000100/{rel}", Body=data)
+    uri = f"s3://{bucket}/jt/ft/7/ckpt-000100/"
+    listed = tuple(ManifestFile(rel, len(data), hashlib.sha256(data).hexdigest())
+                   for rel, data in sorted(files.items()))
+    manifest = Manifest(uri=uri, kind="dir", source="hpc/7 (ft)", files=listed)
+    client.put_object(Bucket=bucket, Key=f"jt/ft/7/{MANIFEST_NAME}", Body=manifest.to_json().encode())
+    return uri
+
+
+SERVE_DIR = SERVE_FILE.replace('open(os.environ["JT_MODEL_PATH"])',
+                               'open(os.path.join(os.environ["JT_MODEL_PATH"], "config.json"))')
+
+
+def test_the_init_container_checks_every_file_against_the_manifest(
+        serving: dict[str, Any], s3_server: S3Server, ip: InteractiveShell,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 26 §3: the init container verifies the manifest's sha256 of every file (it only
+    copied before): an intact checkpoint is served; one whose object changed after the upload
+    fails the pod's init with one line naming the file."""
+    bucket = serving["bucket"]
+    uri = put_dir_checkpoint(s3_server, bucket)
+    port = free_port()
+    out = cell(ip, capsys, f"--name intact --port {port} --wait --model-from {uri}", SERVE_DIR)
+    assert " READY 1/1" in out, out
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as resp:
+        assert resp.read() == b'{"w": 3}'
+    # The same size, other bytes: only the sha256 tells.
+    s3_server.client().put_object(Bucket=bucket, Key="jt/ft/7/ckpt-000100/sub/model.bin",
+                                  Body=bytes(reversed(range(256))) * 8)
+    cell(ip, capsys, f"--name tampered --port {free_port()} --out tampered --model-from {uri}", SERVE_DIR)
+    svc = ip.user_ns["tampered"]
+    deadline = time.monotonic() + GUARD
+    while True:
+        pods = svc.status().pods
+        if pods and pods[0].reason == "CrashLoopBackOff" and pods[0].message:
+            break
+        assert time.monotonic() < deadline, pods
+        time.sleep(0.5)
+    assert pods[0].message == (f"init container fetch-model: {uri}: sub/model.bin does not match its "
+                               "sha256 in the manifest"), pods[0].message

@@ -21,8 +21,8 @@ from jupyter_tiers.doctor.objectstore_checks import (
 )
 from jupyter_tiers.objectstore import parse_object_store
 
-STORE = parse_object_store({"bucket": "jt-ckpt", "endpoint_url": "http://s3.lab:9000", "prefix": "a/b"},
-                           "slurm")
+STORE = parse_object_store({"bucket": "jt-ckpt", "endpoint_url": "http://s3.lab:9000",
+                            "allow_insecure_endpoint": True, "prefix": "a/b"}, "slurm")
 
 
 def _line(step: str, ok: bool, detail: str = "", code: str = "", **data: str) -> str:

@@ -18,7 +18,8 @@ from jupyter_tiers.objectstore import parse_object_store
 from jupyter_tiers.servestatus import describe_pod_problem
 
 URI = "s3://team-ckpt/jt/x/model.bin"
-STORE = parse_object_store({"endpoint_url": "http://10.0.0.1:9000", "bucket": "team-ckpt",
+STORE = parse_object_store({"endpoint_url": "http://10.0.0.1:9000", "allow_insecure_endpoint": True,
+                            "bucket": "team-ckpt",
                             "credentials_secret": "s3-creds"}, "kubernetes")
 SEED = 16002
 

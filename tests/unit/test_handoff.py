@@ -77,6 +77,14 @@ def test_newest_entry_skips_hidden_partial_and_takes_the_greater_name_on_a_tie()
     assert jobdir.newest_entry([]) is None
 
 
+def test_a_symlink_is_never_the_newest_checkpoint() -> None:
+    """Issue 26 §3: a link's own mtime would pick it (``latest -> /elsewhere``) over the real
+    newest checkpoint, and the uploader would follow it out of the checkpoint directory."""
+    entries = [(10.0, "d", "ckpt-000100"), (99.0, "l", "latest"), (98.0, "l", "ckpt-zzz")]
+    assert jobdir.newest_entry(entries) == "ckpt-000100"
+    assert jobdir.newest_entry([(99.0, "l", "latest")]) is None
+
+
 def test_status_output_splits_into_scheduler_output_and_listing() -> None:
     out = ("42|RUNNING|None\n43|COMPLETED|None\n\n" + jobdir.LISTING_MARKER + "\n"
            "@@ 0 /home/a/jt/ft/42/checkpoints\n"

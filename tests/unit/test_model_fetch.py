@@ -19,7 +19,7 @@ from jupyter_tiers.handoff import (
     serving_model,
     with_upload,
 )
-from jupyter_tiers.k8s.fetch import add_model_fetch, fetch_command, fetched_model_path
+from jupyter_tiers.k8s.fetch import FETCH_SH, add_model_fetch, fetch_command, fetched_model_path
 from jupyter_tiers.k8s.render import render_manifests
 from jupyter_tiers.model import ServeSpec
 from jupyter_tiers.objectstore import DEFAULT_FETCH_IMAGE, parse_object_store
@@ -27,7 +27,8 @@ from jupyter_tiers.registry import JobRecord
 
 GOLDEN = Path("/work/shared/facts/k8s-golden/13a-init-container-emptydir.json")
 URI = "s3://team-ckpt/jt/ft/42/ckpt-000100/"
-STORE = parse_object_store({"endpoint_url": "http://10.0.0.1:9000", "bucket": "team-ckpt", "region": "eu-1",
+STORE = parse_object_store({"endpoint_url": "http://10.0.0.1:9000", "allow_insecure_endpoint": True,
+                            "bucket": "team-ckpt", "region": "eu-1",
                             "credentials_secret": "s3-creds"}, "kubernetes")
 
 
@@ -46,8 +47,11 @@ def test_the_init_container_copies_the_prefix_into_an_emptydir_shaped_as_on_a_re
     pod = pod_spec(add_model_fetch(rendered(), URI, STORE, None))
     (init,) = pod["initContainers"]
     assert init["image"] == DEFAULT_FETCH_IMAGE
-    assert init["command"] == ["aws", "s3", "cp", "--no-progress", "--recursive", "--endpoint-url",
-                               "http://10.0.0.1:9000", URI, "/models/ckpt-000100/"]
+    assert init["command"][:2] == ["sh", "-c"] and init["command"][2] == FETCH_SH
+    assert init["command"][3:] == ["jt-fetch", URI, "/models/ckpt-000100/",
+                                   URI.rstrip("/").rsplit("/", 1)[0] + "/.jt-manifest.json",
+                                   "--endpoint-url", "http://10.0.0.1:9000"]
+    assert "$" not in "".join(init["command"][3:])  # values are arguments, never script text
     assert init["volumeMounts"] == [{"name": "models", "mountPath": "/models"}]
     env = {e["name"]: e for e in init["env"]}
     assert env["AWS_DEFAULT_REGION"]["value"] == "eu-1"
@@ -70,8 +74,8 @@ def test_the_init_container_copies_the_prefix_into_an_emptydir_shaped_as_on_a_re
 
 
 def test_an_object_is_copied_alone_and_the_profiles_fetch_image_is_used() -> None:
-    assert fetch_command("s3://b-1/m/model.pt", None) == ["aws", "s3", "cp", "--no-progress",
-                                                           "s3://b-1/m/model.pt", "/models/model.pt"]
+    assert fetch_command("s3://b-1/m/model.pt", None)[3:] == ["jt-fetch", "s3://b-1/m/model.pt",
+                                                               "/models/model.pt", "s3://b-1/m/.jt-manifest.json"]
     pod = pod_spec(add_model_fetch(rendered(), "s3://b-1/m/model.pt", None, "registry.local/fetch:1"))
     assert pod["initContainers"][0]["image"] == "registry.local/fetch:1"
     assert "env" not in pod["initContainers"][0]  # no Secret: the node's or the pod's own identity
@@ -127,3 +131,12 @@ def test_serving_model_refusals_name_the_upload_state() -> None:
     done = checkpoint_of(JobRecord(profile="hpc", tier="slurm", job_id="42", name="ft", state="COMPLETED",
                                    detail=with_upload(rec.detail, {"state": "done", "uri": URI})))
     assert done.uri == URI
+
+
+def test_the_default_fetch_image_is_pinned_by_digest() -> None:
+    """Issue 26 §4: the image handed the store's credentials cannot be moved under a tag."""
+    import re
+
+    assert re.fullmatch(r"amazon/aws-cli:[0-9.]+@sha256:[0-9a-f]{64}", DEFAULT_FETCH_IMAGE)
+    assert pod_spec(add_model_fetch(rendered(), URI, STORE, None))["initContainers"][0]["image"] == (
+        DEFAULT_FETCH_IMAGE)

@@ -81,7 +81,8 @@ def test_the_destination_layout_and_the_manifest_beside_it() -> None:
 
 
 def test_object_store_keys_per_tier_with_precise_errors() -> None:
-    s = parse_object_store({"endpoint_url": "http://127.0.0.1:9000", "bucket": "team-ckpt",
+    s = parse_object_store({"endpoint_url": "http://127.0.0.1:9000", "allow_insecure_endpoint": True,
+                            "bucket": "team-ckpt",
                             "prefix": "/jt/", "region": "us-east-1", "credentials": "kernel"}, "slurm")
     assert (s.bucket, s.prefix, s.credentials, str(s.root)) == ("team-ckpt", "jt", "kernel", "s3://team-ckpt/jt/")
     k = parse_object_store({"bucket": "team-ckpt", "credentials_secret": "s3-creds"}, "kubernetes")
@@ -94,6 +95,10 @@ def test_object_store_keys_per_tier_with_precise_errors() -> None:
         ({"bucket": "b-1", "credentials": "env"}, "local", "credentials"),
         ({"bucket": "b-1", "endpoint_url": "ftp://x"}, "local", "endpoint_url"),
         ({"bucket": "b-1", "endpoint_url": "http://u:p@x"}, "local", "endpoint_url"),
+        ({"bucket": "b-1", "endpoint_url": "http://s3.lab:9000"}, "local", "endpoint_url"),
+        ({"bucket": "b-1", "endpoint_url": "http://127.0.0.1:9000"}, "kubernetes", "endpoint_url"),
+        ({"bucket": "b-1", "endpoint_url": "http://s3.lab", "allow_insecure_endpoint": "yes"}, "local",
+         "allow_insecure_endpoint"),
         ({"bucket": "b-1", "region": "US East"}, "local", "region"),
         ({"bucket": "b-1", "prefix": "a//b"}, "local", "prefix"),
         ({"bucket": 3}, "local", "bucket"),
@@ -257,10 +262,22 @@ def test_fuzz_uploader_output_and_object_store_never_raise_otherwise() -> None:
         r = parse_upload_output(text + fuzz_text(rng))
         assert r.sent >= 0 and r.total >= 0 and (r.error is None or "\n" not in r.error)
         value = {rng.choice(["bucket", "prefix", "endpoint_url", "region", "credentials",
-                             "credentials_secret", "x"]): rng.choice([fuzz_text(rng), "team-ckpt", 3, None])
+                             "credentials_secret", "allow_insecure_endpoint", "x"]):
+                 rng.choice([fuzz_text(rng), "team-ckpt", 3, None, True, "http://h:1"])
                  for _ in range(rng.randint(0, 4))}
         try:
             parse_object_store(value, rng.choice(["slurm", "local", "kubernetes", None]))
         except ValueError as exc:
             key, message = exc.args[0]
             assert isinstance(key, str) and message and "\n" not in message
+
+
+def test_a_plain_http_endpoint_needs_the_profiles_opt_in() -> None:
+    with pytest.raises(ValueError) as err:
+        parse_object_store({"bucket": "b-1", "endpoint_url": "http://127.0.0.1:9000"}, "local")
+    key, message = err.value.args[0]
+    assert key == "endpoint_url" and "unencrypted" in message and "allow_insecure_endpoint: true" in message
+    ok = parse_object_store({"bucket": "b-1", "endpoint_url": "http://127.0.0.1:9000",
+                             "allow_insecure_endpoint": True}, "kubernetes")
+    assert ok.endpoint_url == "http://127.0.0.1:9000" and ok.allow_insecure_endpoint
+    assert parse_object_store({"bucket": "b-1", "endpoint_url": "https://s3.lab"}, "local").endpoint_url

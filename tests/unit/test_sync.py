@@ -277,3 +277,30 @@ def test_profile_default_and_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         with pytest.raises(SyncError, match="sync_max_mb"):
             sync.max_mb({"sync_max_mb": value})
     assert sync.max_mb({}) == 100.0
+
+
+def test_credentials_are_never_synced_unless_named(tmp_path: Path) -> None:
+    """Issue 26 §4: a repository's notebooks sync their directory; keys and tokens beside them
+    never leave unless the user names them on --sync, and no ignore file (a project's
+    .tiersignore with '!' rules) brings them back."""
+    tree(tmp_path, {
+        "train.py": "", "id_utils.py": "", "conf/run.yaml": "", "conf/.env.local": "T=1",
+        ".env": "TOKEN=x", ".netrc": "machine h login u password p",
+        "tls/server.pem": "", "tls/server.key": "",
+        "id_rsa": "KEY", "id_ed25519.pub": "", ".aws/credentials": "[default]", ".ssh/id_ecdsa": "KEY",
+        ".ssh/config": "", "sub/.ssh/known_hosts": "",
+        ".tiersignore": "!.env\n!id_rsa\n!.ssh/\n!*.key\n",
+    })
+    assert paths(tmp_path) == [".tiersignore", "conf/run.yaml", "id_utils.py", "train.py"]
+    assert paths(tmp_path, ("conf", "tls")) == ["conf/run.yaml"]
+    # Named on --sync (a file, or a credentials directory): sent, as the user asked.
+    assert paths(tmp_path, (".", ".env", "tls/server.key")) == [
+        ".env", ".tiersignore", "conf/run.yaml", "id_utils.py", "tls/server.key", "train.py"]
+    assert paths(tmp_path, (".ssh",)) == [".ssh/config", ".ssh/id_ecdsa"]
+    assert paths(tmp_path, (".aws/credentials",)) == [".aws/credentials"]
+    for name, is_dir in ((".env", False), (".env.prod", False), ("a.pem", False), ("x.key", False),
+                         ("id_rsa", False), (".netrc", False), (".aws", True), (".ssh", True)):
+        assert sync.is_secret(name, is_dir), name
+    for name, is_dir in (("env.py", False), ("id_map.py", False), ("keys.py", False), (".ssh", False),
+                         ("aws", True), (".envrc.py", False)):
+        assert not sync.is_secret(name, is_dir), name

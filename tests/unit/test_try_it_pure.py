@@ -62,6 +62,17 @@ def test_sse_line_without_end_is_bounded() -> None:
             parser.feed(b"x" * 100_000)
 
 
+def test_sse_event_of_many_short_data_lines_is_bounded() -> None:
+    """Issue 26 §4: each line under MAX_LINE, but no blank line ever ends the event: its data
+    would grow without end (2 MiB here) before the cap."""
+    parser = SSEParser()
+    with pytest.raises(SSEError, match="an event longer than 1 MiB"):
+        for _ in range(2048):
+            assert parser.feed(b"data: " + b"x" * 1024 + b"\n") == []
+    ok = SSEParser()
+    assert [len(e.data) for e in ok.feed(b"data: " + b"x" * 500_000 + b"\ndata: y\n\n") * 3] == [500_002] * 3
+
+
 # --- requests -------------------------------------------------------------------------------------
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic
 from . import serve_http
 from .arrays import is_array
 from .errors import SpecError, TiersError
-from .files import download, select
+from .files import download, download_source, select
 from .loadgen import LoadRun
 from .loadplan import check_plan, limit_of
 from .metrics import MetricsTracker, parse_patterns, to_frame
@@ -205,16 +205,23 @@ class Job(Handle[JobStatus]):
         return select(self.tier.list_files(self.record), pattern)
 
     def download(self, pattern: str = "*", dest: str = ".", *,
-                 progress: Callable[[str, int, int], None] | None = None) -> list[Any]:
+                 progress: Callable[[str, int, int], None] | None = None,
+                 overwrite: bool = False) -> list[Any]:
         """Fetch the files matching ``pattern`` into ``dest`` (default: the notebook's
         directory) over the tier's connection: streamed (bounded memory), resumable (a cut
-        leaves NAME.part, the next call continues from its size), never outside ``dest``.
-        Returns the local paths; TiersError when nothing matches."""
+        leaves NAME.part, the next call continues from it while the remote file is the same),
+        never outside ``dest``. A local file with the same sha256 is kept ("already up to
+        date"); one with other content is never replaced silently: the file is saved as
+        ``NAME (1).ext`` unless ``overwrite=True``. Returns one ``files.Downloaded`` per file
+        (``path``, ``outcome``, ``note`` saying what happened; usable as a path); TiersError
+        when nothing matches."""
         matching = self.files(pattern)
         if not matching:
             raise TiersError(f"job {self.id}: no file matches {pattern!r}; job.files() lists them")
         return download(matching, dest,
-                        lambda name, offset: self.tier.file_chunks(self.record, name, offset), progress)
+                        lambda name, offset: self.tier.file_chunks(self.record, name, offset), progress,
+                        overwrite=overwrite, digest=lambda name: self.tier.file_sha256(self.record, name),
+                        source=download_source(self.tier.name, self.record))
 
     def cancel(self) -> None:
         self.tier.cancel(self.record)

@@ -333,6 +333,11 @@ class BatchTier(Tier):
         """One listed file's bytes from ``offset``, in chunks (streamed)."""
         raise Unsupported(f"profile {self.name!r}: this tier cannot fetch a job's files")
 
+    def file_sha256(self, record: JobRecord, name: str) -> str | None:
+        """The sha256 of one listed file (for a file too large for the listing to hash); None
+        when it cannot be told."""
+        return None
+
     # --- job history: a tier that keeps accounting overrides both -------------------------
     def history(self, query: HistoryQuery | None = None, **filters: Any) -> list[HistoryRow]:
         """Jobs from the scheduler's accounting, every submitter's, newest first, at most

@@ -3,7 +3,7 @@ the text view's lines (no I/O, no clock: callers pass ``now``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from ..model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
@@ -52,10 +52,46 @@ def pod_rows(status: ServiceStatus, now: float) -> list[list[Any]]:
     return rows
 
 
-def event_rows(events: tuple[EventInfo, ...], now: float) -> list[list[Any]]:
-    """Recent Warning events as [reason, object, message, count, age_s], newest last, bounded."""
-    warnings = [e for e in events if e.type == "Warning"][-MAX_EVENTS:]
-    return [[e.reason, e.object, " ".join(e.message.split()), e.count, _age(e.at, now)] for e in warnings]
+def _gone_pod(obj: str, pods: Collection[str] | None) -> bool:
+    """Whether an event's object is a pod the service no longer has (None: pods unknown)."""
+    kind, _, name = obj.partition("/")
+    return pods is not None and kind == "Pod" and name not in pods
+
+
+def live_pod_names(status: ServiceStatus) -> set[str]:
+    """Every pod the service has now: its own and its canary's."""
+    return {p.name for p in status.pods} | set(status.canary.pods if status.canary is not None else ())
+
+
+def event_rows(events: tuple[EventInfo, ...], now: float, pods: Collection[str] | None = None,
+               state: ServiceState | None = None) -> list[list[Any]]:
+    """Recent Warning events as [reason, object, message, count, age_s, gone], newest last,
+    bounded. Repeats (the same reason, object and message) are one row with their counts added
+    and the newest time. ``gone``: the event is about a pod the service no longer has (``pods``:
+    the names of those it has); such events are dropped once the service is READY (history,
+    not trouble) and otherwise kept, marked, for the front end to fade. The front end ticks
+    the ages on from ``age_s``."""
+    merged: dict[tuple[str, str, str], list[Any]] = {}
+    for e in events:
+        if e.type != "Warning":
+            continue
+        message = " ".join(e.message.split())
+        key = (e.reason, e.object, message)
+        row = merged.get(key)
+        if row is None:
+            merged[key] = [e.reason, e.object, message, e.count, e.at]
+        else:
+            row[3] += e.count
+            if e.at is not None and (row[4] is None or e.at > row[4]):
+                row[4] = e.at
+    rows = sorted(merged.values(), key=lambda r: r[4] if r[4] is not None else float("-inf"))
+    out = []
+    for reason, obj, message, count, at in rows:
+        gone = _gone_pod(obj, pods)
+        if gone and state is ServiceState.READY:
+            continue
+        out.append([reason, obj, message, count, _age(at, now), gone])
+    return out[-MAX_EVENTS:]
 
 
 def banner_text(status: ServiceStatus) -> str:
@@ -78,7 +114,7 @@ def status_traits(status: ServiceStatus, now: float) -> dict[str, Any]:
         "ready": status.ready,
         "available": status.available,
         "pods": pod_rows(status, now),
-        "events": event_rows(status.events, now),
+        "events": event_rows(status.events, now, live_pod_names(status), status.state),
         "banner": banner_text(status),
         "settled": status.state.settled,
         "terminal": status.state.terminal,

@@ -362,8 +362,13 @@ class Service(Handle[ServiceStatus]):
         the run lasts."""
         plan = check_plan(rps, seconds, concurrency, request, limit_rps=limit_of(self.tier.profile.settings),
                           profile=self.tier.name, timeout=timeout)
-        url = self.port_forward()  # the service's own forward: the only place the load goes
-        run = LoadRun(url, plan, on_update=on_update)
+        # The service's own forwards (one per ready pod on Kubernetes): the only places the load goes.
+        urls, pods, measured = self.tier.load_targets(self.record)
+        try:
+            run = LoadRun(urls, plan, on_update=on_update, pods=pods, measured=measured)
+        except BaseException:
+            self.tier.close_load_targets(urls)
+            raise
         self.last_load_test = run
         status = self.status()
         def note(s: ServiceStatus) -> None:
@@ -375,6 +380,7 @@ class Service(Handle[ServiceStatus]):
         def unwatch_when_done() -> None:
             run.wait()
             sub.close()
+            self.tier.close_load_targets(urls)
 
         run.start()
         try:

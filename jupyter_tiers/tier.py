@@ -478,6 +478,19 @@ class ServeTier(Tier):
         forwards, or a tier whose forward is no single pod's)."""
         return None
 
+    def load_targets(self, record: JobRecord) -> tuple[list[str], list[str | None], str]:
+        """Where a load test sends: the forwards' URLs, the pod behind each (None: the forward
+        spreads over the replicas itself), and one sentence on what is measured. This default
+        is the service's own forward."""
+        url = self.port_forward(record)
+        pod = self.forwarded_pod(url)
+        if pod is None:
+            return [url], [None], "every ready replica measured, through the service's own front port"
+        return [url], [pod], f"ONE POD measured: {pod} (the forward goes to one pod, not the Service)"
+
+    def close_load_targets(self, urls: Sequence[str]) -> None:
+        """A load test is over: close the forwards :meth:`load_targets` opened for it only."""
+
     @abc.abstractmethod
     def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,
               on_lines: Callable[[list[PodLogLine]], None] | None = None) -> Subscription[ServiceStatus]:

@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from ..model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
+from ..requeue import marker_restart
 from ..servestatus import canary_text, exit_detail, summary_line
 from ..timefmt import format_elapsed
 from .job import ERROR_RE
@@ -122,9 +123,32 @@ def status_traits(status: ServiceStatus, now: float) -> dict[str, Any]:
     }
 
 
+def order_batch(lines: list[PodLogLine]) -> list[PodLogLine]:
+    """One batch of log lines with each pod's lines together (in the order the pods first
+    appear) and in container-restart order, then in the order they came (their time): two
+    crash-looping pods' tracebacks no longer interleave line by line, and a restart's lines
+    (after its ``— restart N —`` marker) never land inside the run before it. Lines of an
+    unknown restart keep their place after the known ones before them."""
+    by_pod: dict[str, list[PodLogLine]] = {}
+    for line in lines:
+        by_pod.setdefault(line.pod, []).append(line)
+    out: list[PodLogLine] = []
+    for pod_lines in by_pod.values():
+        known = -1
+        keyed = []
+        for i, line in enumerate(pod_lines):
+            if line.restart is not None:
+                known = max(known, line.restart)
+            keyed.append(((line.restart if line.restart is not None else known), i, line))
+        out.extend(line for _, _, line in sorted(keyed, key=lambda k: (k[0], k[1])))
+    return out
+
+
 def line_rows(lines: list[PodLogLine]) -> list[list[Any]]:
-    """Pod log lines as [pod, text, is_error] rows for the front end."""
-    return [[ln.pod, ln.text, bool(ERROR_RE.search(ln.text))] for ln in lines]
+    """Pod log lines as [pod, text, is_error] rows for the front end (a restart marker is a
+    row of its own: ``— restart N —``, which the front end draws as a divider)."""
+    return [[ln.pod, ln.text, bool(ERROR_RE.search(ln.text)) and marker_restart(ln.text) is None]
+            for ln in lines]
 
 
 def state_label(status: ServiceStatus) -> str:

@@ -16,6 +16,9 @@ const HEADER_TRAITS = ["state", "reason", "revision", "endpoint", "age_s", "read
                        "message", "summary", "terminal", "busy", "forward_url", "service_name",
                        "profile", "namespace", "yaml", "model_source", "canary"];
 
+// A pod's restart marker line (requeue.restart_marker, as JobView's requeue marker).
+const SERVE_RESTART_RE = /^— restart \d{1,6} —$/;
+
 // Pod ages the kubectl way: 45s, 12m, 3h, 2d.
 function shortAge(seconds) {
   if (seconds < 0) return "";
@@ -377,6 +380,7 @@ function logSection(model, filter, onPick) {
     const [pod, text, isError] = row;
     const div = h("div", "jt-line");
     if (isError) div.classList.add("jt-error");
+    if (SERVE_RESTART_RE.test(text)) div.classList.add("jt-restart"); // a container restart began here
     const prefix = h("span", "jt-prefix", `${shortPod(pod)}: `);
     div.append(prefix, h("span", "jt-text", text));
     return div;

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic
 from . import serve_http
 from .arrays import is_array
 from .errors import SpecError, TiersError
-from .files import download, select
+from .files import download, download_source, select
 from .loadgen import LoadRun
 from .loadplan import check_plan, limit_of
 from .metrics import MetricsTracker, parse_patterns, to_frame
@@ -205,16 +205,23 @@ class Job(Handle[JobStatus]):
         return select(self.tier.list_files(self.record), pattern)
 
     def download(self, pattern: str = "*", dest: str = ".", *,
-                 progress: Callable[[str, int, int], None] | None = None) -> list[Any]:
+                 progress: Callable[[str, int, int], None] | None = None,
+                 overwrite: bool = False) -> list[Any]:
         """Fetch the files matching ``pattern`` into ``dest`` (default: the notebook's
         directory) over the tier's connection: streamed (bounded memory), resumable (a cut
-        leaves NAME.part, the next call continues from its size), never outside ``dest``.
-        Returns the local paths; TiersError when nothing matches."""
+        leaves NAME.part, the next call continues from it while the remote file is the same),
+        never outside ``dest``. A local file with the same sha256 is kept ("already up to
+        date"); one with other content is never replaced silently: the file is saved as
+        ``NAME (1).ext`` unless ``overwrite=True``. Returns one ``files.Downloaded`` per file
+        (``path``, ``outcome``, ``note`` saying what happened; usable as a path); TiersError
+        when nothing matches."""
         matching = self.files(pattern)
         if not matching:
             raise TiersError(f"job {self.id}: no file matches {pattern!r}; job.files() lists them")
         return download(matching, dest,
-                        lambda name, offset: self.tier.file_chunks(self.record, name, offset), progress)
+                        lambda name, offset: self.tier.file_chunks(self.record, name, offset), progress,
+                        overwrite=overwrite, digest=lambda name: self.tier.file_sha256(self.record, name),
+                        source=download_source(self.tier.name, self.record))
 
     def cancel(self) -> None:
         self.tier.cancel(self.record)
@@ -355,8 +362,13 @@ class Service(Handle[ServiceStatus]):
         the run lasts."""
         plan = check_plan(rps, seconds, concurrency, request, limit_rps=limit_of(self.tier.profile.settings),
                           profile=self.tier.name, timeout=timeout)
-        url = self.port_forward()  # the service's own forward: the only place the load goes
-        run = LoadRun(url, plan, on_update=on_update)
+        # The service's own forwards (one per ready pod on Kubernetes): the only places the load goes.
+        urls, pods, measured = self.tier.load_targets(self.record)
+        try:
+            run = LoadRun(urls, plan, on_update=on_update, pods=pods, measured=measured)
+        except BaseException:
+            self.tier.close_load_targets(urls)
+            raise
         self.last_load_test = run
         status = self.status()
         def note(s: ServiceStatus) -> None:
@@ -368,6 +380,7 @@ class Service(Handle[ServiceStatus]):
         def unwatch_when_done() -> None:
             run.wait()
             sub.close()
+            self.tier.close_load_targets(urls)
 
         run.start()
         try:

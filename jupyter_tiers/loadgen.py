@@ -1,8 +1,10 @@
 """The load generator behind ``Service.load_test`` and the ServeView's Load panel: an asyncio
 HTTP/1.1 client on a thread of its own, sending a plan's requests open loop (each at its
-scheduled time, whatever earlier ones are doing) to the service's own forward, at most
-``concurrency`` in flight over kept-alive connections. The pure parts (plan, schedule,
-percentiles, series) are loadplan.py's.
+scheduled time, whatever earlier ones are doing) to the service's own forwards, at most
+``concurrency`` in flight over kept-alive connections. Given several forwards (one per pod on
+Kubernetes), request ``i`` goes to forward ``i mod n``: every pod gets its share, and the
+summary's ``measured`` says which pods were. The pure parts (plan, schedule, percentiles, series,
+findings) are loadplan.py's.
 
 Stop (``LoadRun.stop``) is honoured within a fraction of a second: no request is sent after
 ``stop`` returns, and requests in flight are abandoned (their rows say ``stopped``).
@@ -15,12 +17,12 @@ import contextlib
 import threading
 import time
 import urllib.parse
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .errors import TiersError
 from .httpmodel import ANSWER_HEADERS, answered_by
-from .loadplan import LoadPlan, Sample, Series, arrival, canary_counts, summarize, to_frame
+from .loadplan import LoadPlan, Sample, Series, arrival, canary_counts, findings, summarize, to_frame
 
 #: How often a run's ``on_update`` gets the changed rows of the series (seconds).
 UPDATE_INTERVAL = 0.5
@@ -44,11 +46,12 @@ def forward_address(url: str) -> tuple[str, int]:
 
 
 class _Conn:
-    __slots__ = ("reader", "used", "writer")
+    __slots__ = ("reader", "target", "used", "writer")
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, target: int) -> None:
         self.reader = reader
         self.writer = writer
+        self.target = target
         self.used = 0
 
     def close(self) -> None:
@@ -60,16 +63,28 @@ class _Closed(Exception):
 
 
 class LoadRun:
-    """One load test against ``url`` (the service's forward). ``start()`` runs it on a thread;
-    ``stop()`` ends it early; ``wait()`` blocks until it is over. ``on_update`` (called on the
-    run's thread about twice a second and once at the end) gets ``{"rows": [...changed series
-    rows], "summary": {...}, "done": bool}``. ``replicas`` is fed with (ready, desired) by
-    whoever watches the service (``note_replicas``)."""
+    """One load test against ``url`` (the service's forward, or a list of forwards: request
+    ``i`` goes to the ``i mod n``-th). ``start()`` runs it on a thread; ``stop()`` ends it
+    early; ``wait()`` blocks until it is over. ``on_update`` (called on the run's thread about
+    twice a second and once at the end) gets ``{"rows": [...changed series rows], "summary":
+    {...}, "done": bool}``. ``replicas`` is fed with (ready, desired) by whoever watches the
+    service (``note_replicas``). ``pods``: the pod behind each forward (None: not one pod's),
+    which answers are counted for; ``measured``: the sentence the summary says about what the
+    run measured (one pod, every pod, every replica)."""
 
-    def __init__(self, url: str, plan: LoadPlan, *, on_update: Callable[[Update], None] | None = None,
-                 update_interval: float = UPDATE_INTERVAL) -> None:
-        self.url = url.rstrip("/")
-        self.host, self.port = forward_address(self.url)
+    def __init__(self, url: str | Sequence[str], plan: LoadPlan, *,
+                 on_update: Callable[[Update], None] | None = None,
+                 update_interval: float = UPDATE_INTERVAL, pods: Sequence[str | None] = (),
+                 measured: str | None = None) -> None:
+        urls = [url] if isinstance(url, str) else list(url)
+        if not urls:
+            raise TiersError("a load test needs at least one forward to send to")
+        self.urls = [u.rstrip("/") for u in urls]
+        self._targets = [forward_address(u) for u in self.urls]
+        self.url = self.urls[0]
+        self.host, self.port = self._targets[0]
+        self.pods = list(pods) if pods else [None] * len(self.urls)
+        self.measured = measured
         self.plan = plan
         self.on_update = on_update
         self.update_interval = update_interval
@@ -84,9 +99,9 @@ class LoadRun:
         self._t0 = 0.0
         self._started_at: float | None = None
         self._ended_at: float | None = None
-        self._request = plan.request.encode(f"{self.host}:{self.port}" if ":" not in self.host
-                                            else f"[{self.host}]:{self.port}")
-        self._pool: list[_Conn] = []
+        self._requests = [plan.request.encode(f"{host}:{port}" if ":" not in host else f"[{host}]:{port}")
+                          for host, port in self._targets]
+        self._pool: dict[int, list[_Conn]] = {k: [] for k in range(len(self._targets))}
         self._inflight = 0
         self._ready: tuple[int, int] | None = None
         self._canary_pods: set[str] = set()  # every canary pod seen while the run lasted
@@ -142,6 +157,16 @@ class LoadRun:
             out = summarize(self.samples, self._send_window(), self.plan.rps)
             if self._canary_pods:
                 out.update(canary_counts(self.samples, self._canary_pods))
+            if any(self.pods):
+                answered: dict[str, int] = {}
+                for s in self.samples:
+                    if s.status is not None and s.replica is not None:
+                        answered[s.replica] = answered.get(s.replica, 0) + 1
+                out["answered_by"] = answered
+        out["concurrency"] = self.plan.concurrency
+        out["findings"] = findings(out, self.plan.concurrency)
+        if self.measured:
+            out["measured"] = self.measured
         out["stopped"] = self.stopped
         if self.error:
             out["error"] = self.error
@@ -225,9 +250,10 @@ class LoadRun:
                 await asyncio.gather(*tasks, return_exceptions=True)
             reporter.cancel()
             await asyncio.gather(reporter, return_exceptions=True)
-            for conn in self._pool:
-                conn.close()
-            self._pool.clear()
+            for pool in self._pool.values():
+                for conn in pool:
+                    conn.close()
+                pool.clear()
 
     async def _reporter(self) -> None:
         while True:
@@ -238,7 +264,7 @@ class LoadRun:
         now = time.monotonic() - self._t0
         sample.start = now
         with self._lock:
-            self.series.sent(now)
+            self.series.sent(now, sample.late)
         # One timer cancels the request at its timeout (asyncio.wait_for would add a task per
         # request, which costs latency at hundreds of requests a second).
         task = asyncio.current_task()
@@ -276,15 +302,18 @@ class LoadRun:
                     self.series.ended(sample.end, sample.latency, sample.ok)
 
     async def _exchange(self, sample: Sample, fresh: bool = False) -> None:
-        conn = None if fresh or not self._pool else self._pool.pop()
+        target = sample.i % len(self._targets)
+        pool = self._pool[target]
+        conn = None if fresh or not pool else pool.pop()
         reused = conn is not None
         if conn is None:
-            reader, writer = await asyncio.open_connection(self.host, self.port)
-            conn = _Conn(reader, writer)
+            host, port = self._targets[target]
+            reader, writer = await asyncio.open_connection(host, port)
+            conn = _Conn(reader, writer, target)
         keep = False
         try:
             conn.used += 1
-            conn.writer.write(self._request)
+            conn.writer.write(self._requests[target])
             await conn.writer.drain()
             line = await conn.reader.readline()
             if not line:
@@ -293,14 +322,14 @@ class LoadRun:
                 raise ConnectionResetError("the service closed the connection without answering")
             sample.ttfb = time.monotonic() - self._t0
             status, keep, replica = await _read_response(conn.reader, line, self.plan.request.method)
-            sample.status, sample.replica = status, replica
+            sample.status, sample.replica = status, replica or self.pods[target]
         except (OSError, asyncio.IncompleteReadError) as exc:
             if reused and sample.ttfb is None:
                 raise _Closed() from exc
             raise
         finally:
             if keep and conn.used < REQUESTS_PER_CONNECTION and not self._stop.is_set():
-                self._pool.append(conn)
+                pool.append(conn)
             else:
                 conn.close()
 

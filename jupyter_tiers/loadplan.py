@@ -281,9 +281,45 @@ def canary_counts(samples: Sequence[Sample], canary_pods: Collection[str]) -> di
             "canary_error_rate": round(errors / len(mine), 4) if mine else None}
 
 
+def findings(summary: Mapping[str, Any], concurrency: int | None = None) -> list[str]:
+    """What the numbers of a run mean, one sentence each, the test's own failures apart from
+    the service's: drops (the generator's ``concurrency`` was full: a limit of the test, and
+    what to change), late starts (the generator fell behind its schedule), errors (the
+    service's answers or connections). Empty when the run went as planned."""
+    out: list[str] = []
+    scheduled = int(summary.get("scheduled") or 0)
+    dropped = int(summary.get("dropped") or 0)
+    late = int(summary.get("late") or 0)
+    errors = int(summary.get("errors") or 0)
+    sent = int(summary.get("sent") or 0)
+    if dropped:
+        pct = 100 * dropped / max(scheduled, 1)
+        text = (f"TEST LIMIT: {dropped} of {scheduled} requests ({pct:.1f} %) were dropped, never sent: "
+                f"all {concurrency if concurrency else 'allowed'} requests in flight were still waiting "
+                f"for answers. A failure of the test, not of the service: ")
+        p95, rps = summary.get("p95_ms"), summary.get("asked_rps")
+        if isinstance(p95, (int, float)) and isinstance(rps, (int, float)) and rps > 0:
+            need = max(1, math.ceil(rps * p95 / 1000 * 1.5))
+            text += f"raise concurrency to about {need} (rps x p95 latency, with room) or lower rps"
+        else:
+            text += "raise concurrency or lower rps"
+        out.append(text)
+    if late:
+        pct = 100 * late / max(sent, 1)
+        out.append(f"TEST LIMIT: {late} of {sent} sent requests ({pct:.1f} %) started late (more than "
+                   f"{LATE_S * 1000:g} ms after their time): the load generator fell behind, so the "
+                   f"service saw a lower rate than asked; lower rps or run it on a less busy machine")
+    if errors:
+        pct = 100 * errors / max(sent, 1)
+        out.append(f"SERVICE: {errors} of {sent} sent requests ({pct:.1f} %) failed (an error status, "
+                   f"a timeout or a refused connection): see the rows' error column")
+    return out
+
+
 def summarize(samples: Sequence[Sample], elapsed: float, rps: float) -> dict[str, Any]:
     """The run in numbers: counts, achieved send rate and throughput over ``elapsed`` seconds,
-    latency percentiles (ms) of the answered requests, error rate among the sent ones."""
+    latency percentiles (ms) of the answered requests, error rate among the sent ones, and the
+    share of the scheduled requests dropped and of the sent ones started late."""
     sent = [s for s in samples if s.start is not None]
     answered = [s for s in sent if s.status is not None]
     errors = sum(1 for s in sent if not s.ok and s.end is not None)
@@ -304,6 +340,8 @@ def summarize(samples: Sequence[Sample], elapsed: float, rps: float) -> dict[str
         "sent_rps": round(len(sent) / elapsed, 2),
         "throughput_rps": round(len(answered) / elapsed, 2),
         "error_rate": round(errors / len(sent), 4) if sent else 0.0,
+        "dropped_rate": round(sum(1 for s in samples if s.dropped) / len(samples), 4) if samples else 0.0,
+        "late_rate": round(sum(1 for s in sent if s.late) / len(sent), 4) if sent else 0.0,
         **latency_percentiles(lat),
         "ttfb_p50_ms": None if p50_ttfb is None else round(p50_ttfb * 1000, 3),
     }
@@ -311,7 +349,7 @@ def summarize(samples: Sequence[Sample], elapsed: float, rps: float) -> dict[str
 
 class Series:
     """The live per-second series: per bucket of ``width`` seconds, requests sent (by start),
-    answered (by end: throughput), errors and drops, latency percentiles of the requests that
+    answered (by end: throughput), errors, drops and late starts, latency percentiles of the requests that
     ended in it, and the service's ready replicas at its end. Fed as the run goes; ``rows``
     gives the buckets changed since the last call (or all of them)."""
 
@@ -322,6 +360,7 @@ class Series:
         self._errors: dict[int, int] = {}
         self._ended: dict[int, int] = {}
         self._dropped: dict[int, int] = {}
+        self._late: dict[int, int] = {}
         self._ready: list[tuple[float, int, int]] = []  # (t, ready, desired) as it changed
         self._dirty: set[int] = set()
         self._last = -1
@@ -332,9 +371,11 @@ class Series:
         self._last = max(self._last, b)
         return b
 
-    def sent(self, t: float) -> None:
+    def sent(self, t: float, late: bool = False) -> None:
         b = self._bucket(t)
         self._sent[b] = self._sent.get(b, 0) + 1
+        if late:
+            self._late[b] = self._late.get(b, 0) + 1
 
     def dropped(self, t: float) -> None:
         b = self._bucket(t)
@@ -381,6 +422,7 @@ class Series:
             "throughput_rps": round(len(done) / self.width, 2),
             "errors": errors,
             "dropped": self._dropped.get(b, 0),
+            "late": self._late.get(b, 0),
             "error_rate": round(errors / max(self._ended.get(b, 0), 1), 4),
             **latency_percentiles(done),
             "ready": ready,

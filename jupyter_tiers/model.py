@@ -390,8 +390,11 @@ class ServiceStatus:
 
 class PodLogLine(NamedTuple):
     """One line of a service's merged log: which pod wrote it, and the kubelet's timestamp
-    (RFC 3339 with nanoseconds), which is how a reopened stream knows where it stopped."""
+    (RFC 3339 with nanoseconds), which is how a reopened stream knows where it stopped.
+    ``restart``: the container restart it came from (0 the first run; None unknown); a restart
+    begins with a marker line ``— restart N —`` (requeue.restart_marker) of that pod."""
 
     text: str
     pod: str
     at: str = ""
+    restart: int | None = None

@@ -333,6 +333,11 @@ class BatchTier(Tier):
         """One listed file's bytes from ``offset``, in chunks (streamed)."""
         raise Unsupported(f"profile {self.name!r}: this tier cannot fetch a job's files")
 
+    def file_sha256(self, record: JobRecord, name: str) -> str | None:
+        """The sha256 of one listed file (for a file too large for the listing to hash); None
+        when it cannot be told."""
+        return None
+
     # --- job history: a tier that keeps accounting overrides both -------------------------
     def history(self, query: HistoryQuery | None = None, **filters: Any) -> list[HistoryRow]:
         """Jobs from the scheduler's accounting, every submitter's, newest first, at most
@@ -472,6 +477,19 @@ class ServeTier(Tier):
         """The pod an open forward of this tier at ``url`` relays to (None: not one of its
         forwards, or a tier whose forward is no single pod's)."""
         return None
+
+    def load_targets(self, record: JobRecord) -> tuple[list[str], list[str | None], str]:
+        """Where a load test sends: the forwards' URLs, the pod behind each (None: the forward
+        spreads over the replicas itself), and one sentence on what is measured. This default
+        is the service's own forward."""
+        url = self.port_forward(record)
+        pod = self.forwarded_pod(url)
+        if pod is None:
+            return [url], [None], "every ready replica measured, through the service's own front port"
+        return [url], [pod], f"ONE POD measured: {pod} (the forward goes to one pod, not the Service)"
+
+    def close_load_targets(self, urls: Sequence[str]) -> None:
+        """A load test is over: close the forwards :meth:`load_targets` opened for it only."""
 
     @abc.abstractmethod
     def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,

@@ -688,6 +688,39 @@ class K8sTier(ServeTier):
         self._forwards.append(forward)
         return forward.url
 
+    def load_targets(self, record: JobRecord) -> tuple[list[str], list[str | None], str]:
+        """One forward per ready pod (as the Service would spread the load, evenly): a load
+        test measures every pod ready at its start, and says so."""
+        status = self.service_status(record)
+        ready = sorted(p.name for p in status.pods if p.ready and p.phase != "Terminating")
+        if not ready:
+            raise TiersError(f"service {record.name}: no ready pod to send load to")
+        port = int(record.spec.get("port") or 8000)
+        namespace = record.spec.get("namespace") or self.namespace
+        opened: list[_PortForward] = []
+        try:
+            for pod in ready:
+                opened.append(_PortForward(self.client, namespace, pod, port, 0))
+        except OSError as exc:
+            for forward in opened:
+                forward.close()
+            raise TiersError(f"cannot listen on 127.0.0.1: {exc.strerror or exc}") from None
+        with self._lock:
+            self._forwards.extend(opened)
+        names = ", ".join(ready)
+        note = (f"every ready pod measured ({len(ready)}: {names}), one forward each, request i to "
+                f"pod i mod {len(ready)}; pods that became ready later got none")
+        if len(ready) == 1:
+            note = f"one pod measured: {names}, the only ready one at the start"
+        return [f.url for f in opened], [f.pod for f in opened], note
+
+    def close_load_targets(self, urls: Sequence[str]) -> None:
+        with self._lock:
+            closing = [f for f in self._forwards if f.url in set(urls)]
+            self._forwards = [f for f in self._forwards if f not in closing]
+        for forward in closing:
+            forward.close()
+
     def forwarded_pod(self, url: str) -> str | None:
         """The pod an open port-forward of this tier relays to (None if it is not one)."""
         url = url.rstrip("/")

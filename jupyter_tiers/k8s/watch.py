@@ -30,6 +30,7 @@ from typing import Any
 from ..errors import ApiError, TiersError
 from ..model import PodLogLine, ServiceState, ServiceStatus
 from ..reachability import STALE_AFTER_S, backoff_delay, is_stale, last_seen, reconnecting
+from ..requeue import restart_marker
 from .client import KubeClient
 
 log = logging.getLogger(__name__)
@@ -528,6 +529,7 @@ class PodLogFollower:
         # last timestamp, which loses nothing.
         self.idle_timeout = idle_timeout
         self.streams = 0
+        self.restart: int | None = None  # the container restart whose lines were delivered last
         self._instance: Instance | None = _UNKNOWN
         self._draining = False
         self._skip_same = 0
@@ -633,6 +635,7 @@ class PodLogFollower:
                 if self._stop.is_set():  # stopped while the stream was opening: stop() missed it
                     _close_quietly(resp)
                 self._skip_same = self.same_ts_count
+                restart = opening[1] if isinstance(opening, tuple) else None
                 try:
                     for raw in _lines(resp):
                         ts, text = split_timestamp(raw.rstrip("\r"))
@@ -643,8 +646,15 @@ class PodLogFollower:
                         elif ts:
                             self.last_ts, self.same_ts_count = ts, 1
                         # One line at a time: the stream blocks between writes, and the widget's
-                        # batcher coalesces a fast log.
-                        self.on_lines([PodLogLine(text, self.pod, ts)])
+                        # batcher coalesces a fast log. A new container restart's first line comes
+                        # after a marker, as the Slurm view marks a requeue.
+                        line = PodLogLine(text, self.pod, ts, restart)
+                        if restart is not None and restart > 0 and restart != self.restart:
+                            self.on_lines([PodLogLine(restart_marker(restart), self.pod, ts, restart), line])
+                        else:
+                            self.on_lines([line])
+                        if restart is not None:
+                            self.restart = restart
                         delivered = True
                 finally:
                     self._resp = None

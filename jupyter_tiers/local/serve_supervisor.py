@@ -54,6 +54,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
+from ..requeue import restart_marker
 from . import listeners, processes, slurmenv
 from .backoff import BackOff
 from .roundrobin import RoundRobin
@@ -338,6 +339,15 @@ class ServeSupervisor:
         with contextlib.suppress(OSError):
             stream.close()
 
+    def _mark_restart(self, replica: Replica) -> None:
+        """``NAME: — restart N —`` in the log before the new process's first line, after the last
+        line of the one before (its reader has read to the end of its pipe; bounded: a child
+        process that kept the pipe open must not hold up the loop)."""
+        if replica.reader is not None:
+            replica.reader.join(timeout=2.0)
+        with self._log_lock, contextlib.suppress(OSError):
+            os.write(self.log_fd, f"{replica.name}: {restart_marker(replica.restarts)}\n".encode())
+
     def _crashed(self, replica: Replica, reason: str, message: str | None = None) -> None:
         replica.proc = None
         replica.ready = False
@@ -459,6 +469,7 @@ class ServeSupervisor:
                     and now >= replica.restart_at:
                 replica.restart_at = None
                 replica.restarts += 1
+                self._mark_restart(replica)
                 self._spawn(replica)
 
     def _probe(self) -> None:

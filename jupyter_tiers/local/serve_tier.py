@@ -40,6 +40,7 @@ from ..handles import Service
 from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus, WorkKind
 from ..options import SERVE_OPTIONS, profile_keys
 from ..registry import LIVE_CANARY, JobRecord, Registry, spec_for_record
+from ..requeue import marker_restart
 from ..servespec import canary_replicas, validate_serve_spec
 from ..servestatus import summary_line
 from ..subscription import Subscription
@@ -618,7 +619,11 @@ class _Subscription(Subscription[ServiceStatus]):
         self.offset = offset
         self.partial = b""
         self.skip_first = False
+        self.started_mid_file = False
         self.inode: int | None = None  # of the log file the offset is in
+        # Each replica's container restart, from the log's restart markers (0 when reading from
+        # the log's start; None: not known yet, reading began mid-file).
+        self.restarts: dict[str, int | None] = {}
         self.last: ServiceStatus | None = None
         self.recorded = ""
 
@@ -647,6 +652,7 @@ class _Poller:
             size, inode = info.st_size, info.st_ino
         sub = _Subscription(self, record, on_status, on_lines, max(0, size - MAX_LOG_REPLAY))
         sub.skip_first = sub.offset > 0
+        sub.started_mid_file = sub.offset > 0
         sub.inode = inode
         with self._lock:
             self._subs.append(sub)
@@ -711,7 +717,8 @@ class _Poller:
         if sub.skip_first and raw_lines:
             sub.skip_first = False  # started mid-file: the first line is a part
             raw_lines = raw_lines[1:]
-        out = [parse_log_line(raw) for raw in raw_lines]
+        out = tag_restarts([parse_log_line(raw) for raw in raw_lines], sub.restarts,
+                           None if sub.started_mid_file else 0)
         if out:
             sub.on_lines(out)
 
@@ -756,3 +763,19 @@ def tail_bytes(paths: Sequence[Path], limit: int) -> tuple[bytes, bool]:
     if cut:
         data = data[data.find(b"\n") + 1:] if b"\n" in data else b""
     return data, cut
+
+
+def tag_restarts(lines: list[PodLogLine], restarts: dict[str, int | None],
+                 first: int | None) -> list[PodLogLine]:
+    """Each line with its replica's restart (pure but for ``restarts``, the state kept between
+    calls): a ``— restart N —`` marker line sets it; a replica not seen yet starts at ``first``
+    (0 when the log is read from its start, None when reading began mid-file)."""
+    out = []
+    for line in lines:
+        marked = marker_restart(line.text)
+        if marked is not None:
+            restarts[line.pod] = marked
+        elif line.pod not in restarts:
+            restarts[line.pod] = first
+        out.append(line._replace(restart=restarts[line.pod]))
+    return out

@@ -43,7 +43,7 @@ from ..arrays import (
 )
 from ..config import LOCAL_SERVE_DEFAULTS, Profile
 from ..errors import SpecError, SubmitError
-from ..files import FileInfo, list_local, local_chunks, remote_path
+from ..files import FileInfo, file_sha256, list_local, local_chunks, remote_path
 from ..handles import Job
 from ..handoff import attach_checkpoints, decode_detail, encode_detail
 from ..jobdir import (
@@ -624,6 +624,12 @@ class LocalTier(BatchTier):
 
     def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
         return _file_chunks(record, name, offset)
+
+    def file_sha256(self, record: JobRecord, name: str) -> str | None:
+        try:
+            return file_sha256(remote_path(name, record.jobdir, decode_detail(record.detail)[0]))
+        except OSError:
+            return None
 
     def cancel(self, record: JobRecord) -> None:
         """Ask the supervisor to stop every rank (no error if the job already ended)."""

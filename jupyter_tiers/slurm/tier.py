@@ -13,7 +13,7 @@ from ..arrays import counts_detail, plan_of
 from ..checkpoint_upload import uploader_source
 from ..config import Profile
 from ..errors import ControllerUnreachable, SubmitError, TiersError
-from ..files import MAX_FILES, FileInfo, TransferCut, remote_path
+from ..files import HASH_LIMIT, MAX_FILES, FileInfo, TransferCut, remote_path
 from ..files import parse_listing as parse_file_listing
 from ..handles import Job
 from ..handoff import attach_checkpoints, decode_detail, encode_detail
@@ -39,7 +39,7 @@ from ..transport.exchange import CommandResult
 from ..transport.local import LocalTransport
 from ..transport.ssh import SSHTarget, SSHTransport
 from . import commands
-from .files_remote import cat_argv, list_argv
+from .files_remote import cat_argv, list_argv, sha_argv
 from .follow_local import follow_here_argv
 from .history import ACCOUNTING_DOWN, history_argv, history_result, parse_tail_output, tail_output_argv
 from .parse import (
@@ -395,8 +395,14 @@ class SlurmTier(BatchTier):
 
     def list_files(self, record: JobRecord) -> list[FileInfo]:
         """The job's files in one remote command (files.py, slurm/files_remote.py)."""
-        argv = list_argv(record.jobdir, decode_detail(record.detail)[0], MAX_FILES)
+        argv = list_argv(record.jobdir, decode_detail(record.detail)[0], MAX_FILES, HASH_LIMIT)
         return parse_file_listing(self.transport.run(argv, check=False, timeout=300).stdout)
+
+    def file_sha256(self, record: JobRecord, name: str) -> str | None:
+        """One file's sha256, hashed on the cluster (``sha256sum``)."""
+        path = remote_path(name, record.jobdir, decode_detail(record.detail)[0])
+        text = self.transport.run(sha_argv(path), check=False, timeout=3600).text().strip()
+        return text if len(text) == 64 else None
 
     def file_chunks(self, record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
         """One file from ``offset``, streamed over the shared connection (``tail -c``)."""

@@ -3,10 +3,11 @@ the text view's lines (no I/O, no clock: callers pass ``now``)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from ..model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
+from ..requeue import marker_restart
 from ..servestatus import canary_text, exit_detail, summary_line
 from ..timefmt import format_elapsed
 from .job import ERROR_RE
@@ -52,10 +53,46 @@ def pod_rows(status: ServiceStatus, now: float) -> list[list[Any]]:
     return rows
 
 
-def event_rows(events: tuple[EventInfo, ...], now: float) -> list[list[Any]]:
-    """Recent Warning events as [reason, object, message, count, age_s], newest last, bounded."""
-    warnings = [e for e in events if e.type == "Warning"][-MAX_EVENTS:]
-    return [[e.reason, e.object, " ".join(e.message.split()), e.count, _age(e.at, now)] for e in warnings]
+def _gone_pod(obj: str, pods: Collection[str] | None) -> bool:
+    """Whether an event's object is a pod the service no longer has (None: pods unknown)."""
+    kind, _, name = obj.partition("/")
+    return pods is not None and kind == "Pod" and name not in pods
+
+
+def live_pod_names(status: ServiceStatus) -> set[str]:
+    """Every pod the service has now: its own and its canary's."""
+    return {p.name for p in status.pods} | set(status.canary.pods if status.canary is not None else ())
+
+
+def event_rows(events: tuple[EventInfo, ...], now: float, pods: Collection[str] | None = None,
+               state: ServiceState | None = None) -> list[list[Any]]:
+    """Recent Warning events as [reason, object, message, count, age_s, gone], newest last,
+    bounded. Repeats (the same reason, object and message) are one row with their counts added
+    and the newest time. ``gone``: the event is about a pod the service no longer has (``pods``:
+    the names of those it has); such events are dropped once the service is READY (history,
+    not trouble) and otherwise kept, marked, for the front end to fade. The front end ticks
+    the ages on from ``age_s``."""
+    merged: dict[tuple[str, str, str], list[Any]] = {}
+    for e in events:
+        if e.type != "Warning":
+            continue
+        message = " ".join(e.message.split())
+        key = (e.reason, e.object, message)
+        row = merged.get(key)
+        if row is None:
+            merged[key] = [e.reason, e.object, message, e.count, e.at]
+        else:
+            row[3] += e.count
+            if e.at is not None and (row[4] is None or e.at > row[4]):
+                row[4] = e.at
+    rows = sorted(merged.values(), key=lambda r: r[4] if r[4] is not None else float("-inf"))
+    out = []
+    for reason, obj, message, count, at in rows:
+        gone = _gone_pod(obj, pods)
+        if gone and state is ServiceState.READY:
+            continue
+        out.append([reason, obj, message, count, _age(at, now), gone])
+    return out[-MAX_EVENTS:]
 
 
 def banner_text(status: ServiceStatus) -> str:
@@ -78,7 +115,7 @@ def status_traits(status: ServiceStatus, now: float) -> dict[str, Any]:
         "ready": status.ready,
         "available": status.available,
         "pods": pod_rows(status, now),
-        "events": event_rows(status.events, now),
+        "events": event_rows(status.events, now, live_pod_names(status), status.state),
         "banner": banner_text(status),
         "settled": status.state.settled,
         "terminal": status.state.terminal,
@@ -86,9 +123,32 @@ def status_traits(status: ServiceStatus, now: float) -> dict[str, Any]:
     }
 
 
+def order_batch(lines: list[PodLogLine]) -> list[PodLogLine]:
+    """One batch of log lines with each pod's lines together (in the order the pods first
+    appear) and in container-restart order, then in the order they came (their time): two
+    crash-looping pods' tracebacks no longer interleave line by line, and a restart's lines
+    (after its ``— restart N —`` marker) never land inside the run before it. Lines of an
+    unknown restart keep their place after the known ones before them."""
+    by_pod: dict[str, list[PodLogLine]] = {}
+    for line in lines:
+        by_pod.setdefault(line.pod, []).append(line)
+    out: list[PodLogLine] = []
+    for pod_lines in by_pod.values():
+        known = -1
+        keyed = []
+        for i, line in enumerate(pod_lines):
+            if line.restart is not None:
+                known = max(known, line.restart)
+            keyed.append(((line.restart if line.restart is not None else known), i, line))
+        out.extend(line for _, _, line in sorted(keyed, key=lambda k: (k[0], k[1])))
+    return out
+
+
 def line_rows(lines: list[PodLogLine]) -> list[list[Any]]:
-    """Pod log lines as [pod, text, is_error] rows for the front end."""
-    return [[ln.pod, ln.text, bool(ERROR_RE.search(ln.text))] for ln in lines]
+    """Pod log lines as [pod, text, is_error] rows for the front end (a restart marker is a
+    row of its own: ``— restart N —``, which the front end draws as a divider)."""
+    return [[ln.pod, ln.text, bool(ERROR_RE.search(ln.text)) and marker_restart(ln.text) is None]
+            for ln in lines]
 
 
 def state_label(status: ServiceStatus) -> str:

@@ -1,6 +1,8 @@
 // The Files tab of JobView (files_pane.py is its kernel side): what the job left in its job and
 // checkpoint directories, with a Download button per file into the notebook's directory.
-// Names come from the cluster: set with textContent only.
+// Names come from the cluster: set with textContent only. A local file with other content is
+// never replaced silently: the kernel saves beside it ("saved as NAME (1).ext") and the row
+// offers Replace, which asks first.
 
 import { h } from "./view_common.js";
 
@@ -38,9 +40,21 @@ export function jtFilesPane({ model, box }) {
       const btn = h("button", "jt-download", "Download");
       btn.title = "download into the notebook's directory";
       btn.addEventListener("click", () => model.send({ kind: "download", name }));
-      const status = h("span", "jt-download-status", downloads[name] || "");
+      const said = downloads[name] || "";
+      const status = h("span", "jt-download-status", said);
       const cell = h("td");
       cell.append(btn, status);
+      if (said.startsWith("saved as ")) {
+        const replace = h("button", "jt-download-replace", "Replace");
+        replace.title = `replace ${name} in the notebook's directory with the job's file`;
+        replace.addEventListener("click", () => {
+          if (window.confirm(`Replace ${name} in the notebook's directory with the job's file? ` +
+                             "Its current content is lost.")) {
+            model.send({ kind: "download", name, overwrite: true });
+          }
+        });
+        cell.appendChild(replace);
+      }
       tr.append(h("td", "jt-file-name", name), h("td", "jt-file-size", size(bytes)),
                 h("td", "jt-file-mtime", when(mtime)), cell);
       return tr;

@@ -1,9 +1,12 @@
 """The Files tab of JobView: what the job left, listed and downloaded on request.
 
-The front end sends ``{"kind": "files"}`` (list) and ``{"kind": "download", "name": NAME}``;
+The front end sends ``{"kind": "files"}`` (list) and ``{"kind": "download", "name": NAME}``
+(``"overwrite": true`` once the user confirmed replacing a local file with other content);
 the work runs on a thread (a listing is one remote command, a download is streamed) and the
 answers come back as the view's ``files``, ``files_note`` and ``downloads`` traits. Downloads
 go to the notebook's directory (the kernel's working directory), never outside it (files.py).
+A row says what happened: saved, already up to date (same sha256), saved under a new name
+beside a local file with other content, or replaced.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import time
 from typing import Any
 
 from ..errors import TiersError
-from ..files import download
+from ..files import download, download_source
 
 PROGRESS_INTERVAL = 0.25  # seconds between progress updates of one download
 
@@ -41,8 +44,9 @@ class FilesPane:
         if kind == "download":
             name = content.get("name")
             if isinstance(name, str):
-                threading.Thread(target=self.download, args=(name,), name="jt-download",
-                                 daemon=True).start()
+                threading.Thread(target=self.download, args=(name,),
+                                 kwargs={"overwrite": content.get("overwrite") is True},
+                                 name="jt-download", daemon=True).start()
             return True
         return False
 
@@ -65,8 +69,9 @@ class FilesPane:
             downloads = {**self.view.downloads, name: text}
         self.view.downloads = downloads
 
-    def download(self, name: str, dest: str | None = None) -> None:
-        """Download one listed file into ``dest`` (default: the notebook's directory)."""
+    def download(self, name: str, dest: str | None = None, overwrite: bool = False) -> None:
+        """Download one listed file into ``dest`` (default: the notebook's directory); a local
+        file with other content is replaced only with ``overwrite``."""
         with self._lock:
             info = self._listed.get(name)
             if info is None or name in self._active:
@@ -84,11 +89,26 @@ class FilesPane:
         job = self.view.job
         try:
             self._set(name, "starting…")
-            paths = download([info], dest, lambda n, off: job.tier.file_chunks(job.record, n, off),
-                             progress)
-            self._set(name, f"saved to {os.path.relpath(paths[0], dest)}")
+            got = download([info], dest, lambda n, off: job.tier.file_chunks(job.record, n, off),
+                           progress, overwrite=overwrite,
+                           digest=lambda n: job.tier.file_sha256(job.record, n),
+                           source=download_source(job.tier.name, job.record))[0]
+            self._set(name, row_text(got.outcome, os.path.relpath(got.path, dest), name))
         except (TiersError, OSError) as exc:
             self._set(name, f"failed: {exc}")
         finally:
             with self._lock:
                 self._active.discard(name)
+
+
+def row_text(outcome: str, local: str, name: str) -> str:
+    """A Files row's words for a download's outcome (``local``: where it is, from the notebook's
+    directory). The front end offers Replace after ``saved as``."""
+    if outcome == "up to date":
+        return ("already up to date (same sha256)" if local == name
+                else f"already up to date as {local} (same sha256)")
+    if outcome == "renamed":
+        return f"saved as {local} ({name} here has other content)"
+    if outcome == "replaced":
+        return f"replaced {local} (its content differed)"
+    return f"saved to {local}"

@@ -1,6 +1,8 @@
 // ServeView's Load panel: rps, seconds, concurrency, method, path and body; Start and Stop; a
-// live chart of p50/p95/p99 latency over one of throughput and ready replicas, on one time axis;
-// the error rate. The kernel runs the load (load_panel.py) and sends {"kind": "load", state,
+// live chart of p50/p95/p99 latency over one of throughput and ready replicas and one of
+// dropped, late and failed requests a second, on one time axis. The summary puts dropped and late
+// (failures of the test) beside errors (failures of the service), says what each means and what
+// to change, and which pods were measured. The kernel runs the load (load_panel.py) and sends {"kind": "load", state,
 // message, summary, rows, reset, limit}; every text is set with textContent.
 
 import { h } from "./view_common.js";
@@ -52,6 +54,26 @@ export function jtLoadNum(v, digits = 3) {
   return String(Number(v.toPrecision(digits)));
 }
 
+// The summary's words (pure): its first line, then the kernel's findings (a "TEST LIMIT: ..."
+// or "SERVICE: ..." sentence each), then what was measured.
+export function jtLoadSummaryText(s) {
+  if (!s || s.sent === undefined) return { line: "", findings: [], measured: "" };
+  const pct = (n, of) => (of > 0 ? (100 * n / of).toFixed(1) : "0.0");
+  let line =
+    `${s.sent} sent of ${s.scheduled} scheduled (${jtLoadNum(s.sent_rps)}/s of ${jtLoadNum(s.asked_rps)} asked) · ` +
+    `dropped ${s.dropped} (${pct(s.dropped, s.scheduled)} %) · late ${s.late} (${pct(s.late, s.sent)} %) · ` +
+    `errors ${s.errors} (${(100 * (s.error_rate || 0)).toFixed(1)} %) · ${s.answered} answered · ` +
+    `p50 ${jtLoadNum(s.p50_ms)} ms · p95 ${jtLoadNum(s.p95_ms)} ms · p99 ${jtLoadNum(s.p99_ms)} ms`;
+  if (typeof s.canary_answered === "number" && s.canary_answered > 0) {
+    const cpct = (100 * (s.canary_error_rate || 0)).toFixed(1);
+    line += ` · canary: ${s.canary_answered} answered, errors ${s.canary_errors} (${cpct} %)`;
+  }
+  const findings = (Array.isArray(s.findings) ? s.findings : []).map((text) => ({
+    text: String(text), kind: String(text).startsWith("SERVICE") ? "service" : "test",
+  }));
+  return { line, findings, measured: s.measured ? `measured: ${s.measured}` : "" };
+}
+
 export function jtLoadPanel(model) {
   const box = h("details", "jt-load");
   const title = h("summary", "jt-section jt-load-title", "Load");
@@ -95,7 +117,9 @@ export function jtLoadPanel(model) {
                                                             ["p99", "jt-load-p99"]]);
   const traffic = chart("jt-load-traffic", "throughput (answers/s) · ready replicas",
                         [["throughput", "jt-load-throughput"], ["ready", "jt-load-ready"]]);
-  charts.append(latency.box, traffic.box);
+  const failures = chart("jt-load-failures", "requests/s not served: dropped, late (the test) · errors (the service)",
+                         [["dropped", "jt-load-dropped"], ["late", "jt-load-late"], ["errors", "jt-load-errors"]]);
+  charts.append(latency.box, traffic.box, failures.box);
   box.append(title, form, body, status, summary, charts);
 
   let rows = new Map(); // t -> row
@@ -142,27 +166,29 @@ export function jtLoadPanel(model) {
     if (ready.length) ready.push([list[list.length - 1].t + 1, ready[ready.length - 1][1]]);
     draw(traffic, [["jt-load-throughput", pts("throughput_rps")], ["jt-load-ready", ready, repMax * 1.1]],
          tMax, thrMax, `0 … ${jtLoadNum(thrMax)}/s · ready 0 … ${repMax}`);
+    const failMax = Math.max(1, ...list.map((r) => Math.max(r.dropped ?? 0, r.late ?? 0, r.errors ?? 0)));
+    draw(failures, [["jt-load-dropped", pts("dropped")], ["jt-load-late", pts("late")],
+                    ["jt-load-errors", pts("errors")]],
+         tMax, failMax, `0 … ${jtLoadNum(failMax)}/s`);
     const last = list.length ? list[list.length - 1] : null;
     charts.dataset.rows = String(list.length);
     charts.dataset.ready = last && last.ready !== null && last.ready !== undefined ? String(last.ready) : "";
   }
 
   function showSummary(s) {
-    if (!s || s.sent === undefined) {
-      summary.textContent = "";
+    const words = jtLoadSummaryText(s);
+    if (!words.line) {
+      summary.replaceChildren();
       return;
     }
-    const pct = (100 * (s.error_rate || 0)).toFixed(1);
-    summary.textContent =
-      `${s.sent} sent (${jtLoadNum(s.sent_rps)}/s of ${jtLoadNum(s.asked_rps)} asked) · ` +
-      `${s.answered} answered · p50 ${jtLoadNum(s.p50_ms)} ms · p95 ${jtLoadNum(s.p95_ms)} ms · ` +
-      `p99 ${jtLoadNum(s.p99_ms)} ms · errors ${s.errors} (${pct} %) · dropped ${s.dropped} · late ${s.late}`;
-    if (typeof s.canary_answered === "number" && s.canary_answered > 0) {
-      const cpct = (100 * (s.canary_error_rate || 0)).toFixed(1);
-      summary.textContent += ` · canary: ${s.canary_answered} answered, errors ${s.canary_errors} (${cpct} %)`;
-    }
+    const parts = [h("div", "jt-load-summary-line", words.line)];
+    for (const f of words.findings) parts.push(h("div", `jt-load-finding jt-load-finding-${f.kind}`, f.text));
+    if (words.measured) parts.push(h("div", "jt-load-measured", words.measured));
+    summary.replaceChildren(...parts);
     summary.dataset.sent = String(s.sent);
     summary.dataset.errorRate = String(s.error_rate || 0);
+    summary.dataset.dropped = String(s.dropped || 0);
+    summary.dataset.late = String(s.late || 0);
   }
 
   function receive(msg) {

@@ -121,11 +121,7 @@ class LoadPanel:
         message = None
         if update.get("done"):
             s = self.summary
-            message = (f"{'stopped' if s.get('stopped') else 'done'}: {s.get('sent', 0)} sent at "
-                       f"{s.get('sent_rps', 0):g}/s of {s.get('asked_rps', 0):g} asked, "
-                       f"{s.get('dropped', 0)} dropped, {s.get('errors', 0)} errors")
-            if s.get("error"):
-                message += f" — {s['error']}"
+            message = done_message(s)
         self._set(rows=rows, message=message)
 
     def _set(self, *, rows: list[dict[str, Any]] | None = None, message: str | None = None,
@@ -165,3 +161,28 @@ def request_of(content: dict[str, Any]) -> dict[str, Any]:
             except ValueError:
                 pass
     return request
+
+
+def done_message(s: dict[str, Any]) -> str:
+    """The panel's line at a run's end: dropped and late (the test's failures) beside errors
+    (the service's), a verdict on which, and what was measured."""
+    sent = s.get("sent", 0) or 0
+    scheduled = s.get("scheduled", sent) or 0
+    dropped, late, errors = s.get("dropped", 0) or 0, s.get("late", 0) or 0, s.get("errors", 0) or 0
+
+    def pct(n: int, of: int) -> str:
+        return f"{100 * n / of:.1f} %" if of else "0.0 %"
+
+    message = (f"{'stopped' if s.get('stopped') else 'done'}: {sent} of {scheduled} sent at "
+               f"{s.get('sent_rps', 0):g}/s of {s.get('asked_rps', 0):g} asked; dropped {dropped} "
+               f"({pct(dropped, scheduled)}), late {late} ({pct(late, sent)}), errors {errors} "
+               f"({pct(errors, sent)})")
+    if dropped or late:
+        message += " — the TEST fell short (see below)" + ("; the service also failed" if errors else "")
+    elif errors:
+        message += " — the SERVICE failed requests"
+    if s.get("measured"):
+        message += f" — {s['measured']}"
+    if s.get("error"):
+        message += f" — {s['error']}"
+    return message

@@ -11,7 +11,7 @@ from ..handles import Service
 from ..model import PodLogLine, ServiceStatus
 from ..plaintext import printable
 from ..timefmt import format_elapsed
-from ..viewstate.serve import format_line, model_note, pod_problem, state_label, summary_for
+from ..viewstate.serve import format_line, model_note, order_batch, pod_problem, state_label, summary_for
 
 
 class ServiceTextView:
@@ -91,7 +91,7 @@ class ServiceTextView:
                 return
             last_line[:] = [lines[-1].text]
             with self._lock:
-                self.out.write("".join(format_line(ln) + "\n" for ln in lines))
+                self.out.write("".join(format_line(ln) + "\n" for ln in order_batch(lines)))
                 self.out.flush()
 
         with self.service.watch(on_status, on_lines=on_lines):

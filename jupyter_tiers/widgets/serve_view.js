@@ -16,6 +16,9 @@ const HEADER_TRAITS = ["state", "reason", "revision", "endpoint", "age_s", "read
                        "message", "summary", "terminal", "busy", "forward_url", "service_name",
                        "profile", "namespace", "yaml", "model_source", "canary"];
 
+// A pod's restart marker line (requeue.restart_marker, as JobView's requeue marker).
+const SERVE_RESTART_RE = /^— restart \d{1,6} —$/;
+
 // Pod ages the kubectl way: 45s, 12m, 3h, 2d.
 function shortAge(seconds) {
   if (seconds < 0) return "";
@@ -316,18 +319,24 @@ function podsSection(model, filter, onPick) {
   return { table, refresh, tick, select };
 }
 
-// The warning events.
+// The warning events: [reason, object, message, count, age_s, gone] rows (repeats already
+// collapsed by the kernel). Ages tick on in the browser from when the rows arrived; events of a
+// pod that is gone are faded and say so.
 function eventsSection(model) {
   const el = h("div", "jt-events");
   const list = h("div", "jt-event-list");
   el.append(h("div", "jt-section", "Warning events"), list);
+  let eventsAt = performance.now();
 
   function refresh() {
     const events = model.get("events");
+    eventsAt = performance.now();
     list.replaceChildren();
-    for (const [why, obj, text, count, ageS] of events) {
-      const row = h("div", "jt-event");
-      row.append(h("span", "jt-event-reason", why), h("span", "jt-event-object", obj),
+    for (const [why, obj, text, count, ageS, gone] of events) {
+      const row = h("div", gone ? "jt-event jt-event-gone" : "jt-event");
+      row.dataset.age = String(ageS);
+      if (gone) row.title = "this pod is gone: the event is history";
+      row.append(h("span", "jt-event-reason", why), h("span", "jt-event-object", gone ? `${obj} (gone)` : obj),
                  h("span", "jt-event-message", text),
                  h("span", "jt-event-count", count > 1 ? `×${count}` : ""),
                  h("span", "jt-event-age", ageS >= 0 ? `${shortAge(ageS)} ago` : ""));
@@ -336,7 +345,15 @@ function eventsSection(model) {
     el.hidden = events.length === 0;
   }
 
-  return { el, refresh };
+  function tick() {
+    const extra = (performance.now() - eventsAt) / 1000;
+    for (const row of list.children) {
+      const baseAge = Number(row.dataset.age);
+      if (baseAge >= 0) row.lastChild.textContent = `${shortAge(baseAge + extra)} ago`;
+    }
+  }
+
+  return { el, refresh, tick };
 }
 
 // The log: its bar (the pod filter, Follow/Pause, Jump to first error), the lines, and the note
@@ -363,6 +380,7 @@ function logSection(model, filter, onPick) {
     const [pod, text, isError] = row;
     const div = h("div", "jt-line");
     if (isError) div.classList.add("jt-error");
+    if (SERVE_RESTART_RE.test(text)) div.classList.add("jt-restart"); // a container restart began here
     const prefix = h("span", "jt-prefix", `${shortPod(pod)}: `);
     div.append(prefix, h("span", "jt-text", text));
     return div;
@@ -442,6 +460,7 @@ export function serveView({ tryPanel = null, loadPanel = null } = {}) {
     function tick() {
       head.tick();
       pods.tick();
+      events.tick();
     }
     const ticker = setInterval(tick, 1000);
 
@@ -468,7 +487,7 @@ export function serveView({ tryPanel = null, loadPanel = null } = {}) {
       model.on(`change:${name}`, rollout.refresh);
     }
     model.on("change:pods", () => { refreshPods(); tick(); });
-    model.on("change:events", events.refresh);
+    model.on("change:events", () => { events.refresh(); events.tick(); });
 
     refreshHeader();
     rollout.refresh();
@@ -482,6 +501,9 @@ export function serveView({ tryPanel = null, loadPanel = null } = {}) {
   }
   return { render };
 }
+
+// The events section alone, for its tests.
+export const jtEventsSection = eventsSection;
 
 // (pure: a host that takes only serveView, as the lab panel does, bundles neither panel)
 export default /* @__PURE__ */ serveView({ tryPanel: jtTryPanel, loadPanel: jtLoadPanel });

@@ -17,7 +17,7 @@ import traitlets as t
 from ..handles import Service
 from ..model import PodLogLine, ServiceStatus
 from ..subscription import Subscription
-from ..viewstate.serve import line_rows, model_note, status_traits, summary_for
+from ..viewstate.serve import line_rows, model_note, order_batch, status_traits, summary_for
 from .batcher import LineBatcher
 from .load_panel import LoadPanel
 from .try_panel import TryPanel
@@ -159,7 +159,7 @@ class ServeView(anywidget.AnyWidget):
         self._batcher.add(lines)
 
     def _send_lines(self, lines: list[PodLogLine], skipped: int) -> None:
-        rows = line_rows(lines)
+        rows = line_rows(order_batch(lines))
         # Kept and sent in one go: a reloaded page's reset cannot come between (a batch in the
         # reset and then again, or sent before the reset and wiped by it).
         with self._send_lock:

@@ -83,3 +83,43 @@ def test_files_of_a_job_whose_directory_is_gone(box: SlurmTier) -> None:
     assert job.files() == []
     with pytest.raises(TiersError, match=r"no file matches 'x/\.\./\.\./etc/passwd'"):
         job.download("x/../../etc/passwd")
+
+
+def test_download_decides_by_content_on_the_cluster(box: SlurmTier, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29 §1 on the real cluster: the listing carries each small file's sha256 in its one
+    round trip; a local metrics.csv of the same size but another run's content is kept and the
+    job's saved beside it (said); the same content is not fetched again; a file larger than the
+    listing hashes is hashed on the cluster only when a local file of its size is in the way."""
+    import hashlib
+
+    from jupyter_tiers.files import HASH_LIMIT
+
+    body = ("import pathlib\npathlib.Path('metrics.csv').write_text('step,loss\\n1,0.25\\n')\n"
+            f"pathlib.Path('large.bin').write_bytes(b'L' * {HASH_LIMIT + 1})\n")
+    job = box.submit(box.make_spec(body, name="files-sha"))
+    assert job.wait(timeout=300).state is JobState.COMPLETED, job.logs()
+    calls: list[object] = []
+    real = box.transport.run
+    monkeypatch.setattr(box.transport, "run", lambda argv, **kw: calls.append(argv) or real(argv, **kw))
+    listed = {f.name: f for f in job.files()}
+    assert len(calls) == 1
+    assert listed["metrics.csv"].sha256 == hashlib.sha256(b"step,loss\n1,0.25\n").hexdigest()
+    assert listed["large.bin"].sha256 is None
+    dest = tmp_path / "nb"
+    dest.mkdir()
+    (dest / "metrics.csv").write_text("step,loss\n1,0.50\n")
+    [got] = job.download("metrics.csv", dest=str(dest))
+    assert got.outcome == "renamed" and got.note.startswith("metrics.csv: saved as metrics (1).csv")
+    assert (dest / "metrics.csv").read_text() == "step,loss\n1,0.50\n"
+    assert (dest / "metrics (1).csv").read_text() == "step,loss\n1,0.25\n"
+    [again] = job.download("metrics.csv", dest=str(dest))
+    assert again.note == "metrics.csv: already up to date as metrics (1).csv (same sha256)"
+
+    [first] = job.download("large.bin", dest=str(dest))
+    assert first.outcome == "saved"
+    calls.clear()
+    [second] = job.download("large.bin", dest=str(dest))
+    assert second.outcome == "up to date", second.note
+    assert any("jt-sha" in argv for argv in calls)  # hashed on the cluster, not fetched
+    box.transport.run(["rm", "-f", "--", f"{job.record.jobdir}/large.bin"])

@@ -402,7 +402,7 @@ def test_logs_survive_restarts_and_replacement(tier: K8sTier, emulator: Emulator
         def instances(pod: str) -> list[list[int]]:
             """This pod's lines split into container instances (each counts 0..4)."""
             runs: list[list[int]] = []
-            for ln in [x for x in list(got) if x.pod == pod]:
+            for ln in [x for x in list(got) if x.pod == pod and not x.text.startswith("— restart")]:
                 n = int(ln.text.split()[1])
                 if n == 0 or not runs:
                     runs.append([])
@@ -420,9 +420,20 @@ def test_logs_survive_restarts_and_replacement(tier: K8sTier, emulator: Emulator
         starts = pod["status"]["containerStatuses"][0]["restartCount"] + 1
         assert 3 <= sent <= starts, (sent, starts)
         for ln in got:
-            assert ln.text.split()[2] == ln.pod
+            assert ln.text.startswith("— restart") or ln.text.split()[2] == ln.pod
             assert ln.at  # timestamped
         runs = instances(first)
+        # Issue 29 §5: each restart begins with a marker, and every line says its restart.
+        mine = [ln for ln in list(got) if ln.pod == first]
+        markers = [(i, ln) for i, ln in enumerate(mine) if ln.text.startswith("— restart")]
+        expected = [f"— restart {k} —" for k in range(1, len(markers) + 1)]
+        assert [ln.text for _, ln in markers] == expected, mine
+        assert len(markers) >= len(runs) - 1 >= 2, (markers, runs)
+        for k, (i, marker) in enumerate(markers, start=1):
+            assert marker.restart == k and mine[i + 1].text.startswith("line 0 "), mine
+        bounds = [0] + [i for i, _ in markers] + [len(mine)]
+        for k in range(len(bounds) - 1):
+            assert {ln.restart for ln in mine[bounds[k]:bounds[k + 1]]} <= {k}, (k, mine)
         assert all(run == list(range(5)) for run in runs[:-1]), runs  # nothing lost or repeated
         assert runs[-1] == list(range(len(runs[-1])))
 

@@ -42,3 +42,33 @@ def test_files_tab_lists_and_downloads(tier: LocalTier, tmp_path: Path,
         assert "../../etc/passwd" not in view.downloads
     finally:
         view.close()
+
+
+def test_files_tab_never_keeps_or_replaces_an_old_file_silently(tier: LocalTier, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 29 §1: a local out/loss.csv of the same size but another run's content: the row says
+    the job's file was saved under a new name; Replace (overwrite) replaces it and says so."""
+    nb = tmp_path / "nb"
+    (nb / "out").mkdir(parents=True)
+    (nb / "out/loss.csv").write_text("step,loss\n1,0.9\n")  # same size as the job's
+    monkeypatch.chdir(nb)
+    job = tier.submit(tier.make_spec(BODY, name="files-tab-old"))
+    assert job.wait(timeout=120).state is JobState.COMPLETED, job.logs()
+    view = QuietView(job)
+    try:
+        view._on_front_end_msg(view, {"kind": "files"}, None)
+        wait_for(lambda: view.files, "the file listing")
+        view._on_front_end_msg(view, {"kind": "download", "name": "out/loss.csv"}, None)
+        wait_for(lambda: view.downloads.get("out/loss.csv", "").startswith("saved"), "the download")
+        assert view.downloads["out/loss.csv"] == ("saved as out/loss (1).csv "
+                                                  "(out/loss.csv here has other content)")
+        assert (nb / "out/loss.csv").read_text() == "step,loss\n1,0.9\n"
+        assert (nb / "out/loss (1).csv").read_text() == "step,loss\n1,0.5\n"
+        view._on_front_end_msg(view, {"kind": "download", "name": "out/loss.csv", "overwrite": True}, None)
+        wait_for(lambda: view.downloads.get("out/loss.csv", "").startswith("replaced"), "the replace")
+        assert (nb / "out/loss.csv").read_text() == "step,loss\n1,0.5\n"
+        view._on_front_end_msg(view, {"kind": "download", "name": "out/loss.csv"}, None)
+        wait_for(lambda: view.downloads.get("out/loss.csv", "").startswith("already"), "the check")
+        assert view.downloads["out/loss.csv"] == "already up to date (same sha256)"
+    finally:
+        view.close()

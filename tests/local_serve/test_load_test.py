@@ -144,6 +144,10 @@ def test_requests_that_cannot_start_on_time_are_counted_as_dropped(tier: LocalSe
     assert all(r["error"] == "not sent: 2 requests in flight (concurrency)" for r in dropped)
     assert summary["sent"] + summary["dropped"] == 40
     assert settled_count(svc) == summary["sent"]  # dropped ones never reached the server
+    # Issue 29 §2: the drops are said to be the test's failure, with what to change.
+    assert summary["findings"][0].startswith(f"TEST LIMIT: {summary['dropped']} of 40 requests"), summary
+    assert "A failure of the test, not of the service: raise concurrency to about" in summary["findings"][0]
+    assert summary["measured"] == "every ready replica measured, through the service's own front port"
 
 
 def test_a_request_past_its_timeout_is_an_error(tier: LocalServeTier) -> None:

@@ -3,6 +3,7 @@ may write (never outside dest), and the resumable download loop."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 from collections.abc import Callable, Iterator
@@ -11,7 +12,15 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.errors import TiersError
-from jupyter_tiers.files import FileInfo, destination, download, parse_listing, remote_path, select
+from jupyter_tiers.files import (
+    HASH_LIMIT,
+    FileInfo,
+    destination,
+    download,
+    parse_listing,
+    remote_path,
+    select,
+)
 
 SEED = 20261217
 
@@ -71,7 +80,7 @@ def source(data: dict[str, bytes], calls: list[tuple[str, int]],
 
 def test_download_resumes_from_the_partial_file(tmp_path: Path) -> None:
     data = {"big.bin": os.urandom(10_000), "small.txt": b"hello\n"}
-    files = [FileInfo(n, len(b), 0.0) for n, b in sorted(data.items())]
+    files = [FileInfo(n, len(b), 0.0, hashlib.sha256(b).hexdigest()) for n, b in sorted(data.items())]
     calls: list[tuple[str, int]] = []
     with pytest.raises(TiersError, match=r"big\.bin stopped at 4000 of 10000 bytes.*resume"):
         download(files, tmp_path, source(data, calls, cut_at=4000))
@@ -79,11 +88,12 @@ def test_download_resumes_from_the_partial_file(tmp_path: Path) -> None:
     calls.clear()
     got = download(files, tmp_path, source(data, calls))
     assert calls == [("big.bin", 4000), ("small.txt", 0)]
-    assert [p.name for p in got] == ["big.bin", "small.txt"]
+    assert [d.path.name for d in got] == ["big.bin", "small.txt"]
     assert (tmp_path / "big.bin").read_bytes() == data["big.bin"]
     assert not (tmp_path / "big.bin.part").exists()
     calls.clear()
-    download(files, tmp_path, source(data, calls))  # complete already: nothing fetched
+    again = download(files, tmp_path, source(data, calls))  # the same sha256 already: nothing fetched
+    assert {d.outcome for d in again} == {"up to date"}
     assert calls == []
 
 
@@ -91,11 +101,13 @@ def test_fuzz_parse_listing() -> None:
     """Any bytes parse into safe relative names (or nothing), never an exception."""
     rng = random.Random(SEED)
     bits = [b"@@ jobdir\n", b"@@ checkpoints\n", b"@@ other\n", b"\0", b"\t", b"\n", b"12", b"-3",
-            b"1.5", b"nan", b"a.txt", b"../x", b"/abs", b"d/e", b"\xff\xfe", b"ranks/1", b" "]
+            b"1.5", b"nan", b"a.txt", b"../x", b"/abs", b"d/e", b"\xff\xfe", b"ranks/1", b" ",
+            b"@@ sha256 jobdir\n", b"@@ sha256 checkpoints\n", b"  ", b"a" * 64, b"0" * 63]
     for _ in range(5000):
         text = b"".join(rng.choice(bits) for _ in range(rng.randint(0, 20)))
         for f in parse_listing(text):
             assert f.size >= 0 and not f.name.startswith("/") and ".." not in f.name.split("/")
+            assert f.sha256 is None or (len(f.sha256) == 64 and f.size <= HASH_LIMIT)
 
 
 def test_download_goes_on_by_itself_after_dropped_connections(tmp_path: Path) -> None:
@@ -119,7 +131,7 @@ def test_download_goes_on_by_itself_after_dropped_connections(tmp_path: Path) ->
             yield blob[at:end]
 
     got = download([FileInfo("big.bin", len(blob), 0.0)], tmp_path, chunks)
-    assert got == [tmp_path / "big.bin"] and (tmp_path / "big.bin").read_bytes() == blob
+    assert [d.path for d in got] == [tmp_path / "big.bin"] and (tmp_path / "big.bin").read_bytes() == blob
     assert fetched == [0, 30_000, 30_001, 77_777] and not (tmp_path / "big.bin.part").exists()
 
     def always_drops(name: str, offset: int) -> Iterator[bytes]:

@@ -156,11 +156,16 @@ def test_a_follower_told_the_pod_state_opens_once_per_container_start() -> None:
         time.sleep(0.5)
         assert len(api.calls) == 1  # no reopen during the back-off
         follower.update(("containerd://b", 1, True))  # restarted
-        wait_for(lambda: [ln.text for ln in got] == ["one", "two"], "the second instance's line")
-        # The watch still says instance b runs after its stream ended: dropped, reopened.
-        wait_for(lambda: [ln.text for ln in got] == ["one", "two", "three"], "a reopen after a drop")
+        # Issue 29 §5: the restart is marked before its first line.
+        wait_for(lambda: [ln.text for ln in got] == ["one", "— restart 1 —", "two"],
+                 "the second instance's line")
+        # The watch still says instance b runs after its stream ended: dropped, reopened (the
+        # same restart: no second marker).
+        wait_for(lambda: [ln.text for ln in got] == ["one", "— restart 1 —", "two", "three"],
+                 "a reopen after a drop")
     finally:
         follower.stop()
+    assert [ln.restart for ln in got] == [0, 1, 1, 1]
     assert [c.get("container") for c in api.calls[:3]] == ["server"] * 3
     assert "since_seconds" in api.calls[1] and "tail_lines" not in api.calls[1]
 

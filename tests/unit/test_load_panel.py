@@ -88,7 +88,7 @@ def test_a_run_streams_rows_stops_and_is_resent(tmp_path: Path, views: list[Reco
     assert len(runs) == 1
     view.front({"kind": "load_stop"})
     assert until(lambda: load_msgs(view)[-1]["state"] == "stopped")
-    assert load_msgs(view)[-1]["message"].startswith("stopped: 3 sent")
+    assert load_msgs(view)[-1]["message"].startswith("stopped: 3 of 3 sent")
     # A reloaded page: the rows so far, from the start.
     view.front({"kind": "hello"})
     assert until(lambda: load_msgs(view)[-1]["reset"] is True)
@@ -128,7 +128,7 @@ def test_a_run_that_ended_before_its_start_returned_keeps_its_end(tmp_path: Path
     panel.state = "starting"  # as start() leaves it for its thread, which runs here
     panel._start({"rps": 20, "seconds": 3, "concurrency": 4})
     assert sent[-1]["state"] == "done", sent
-    assert sent[-1]["message"].startswith("done: 60 sent at 20/s of 20 asked"), sent
+    assert sent[-1]["message"].startswith("done: 60 of 60 sent at 20/s of 20 asked"), sent
 
 
 def test_messages_leave_in_the_order_of_their_states(tmp_path: Path, monkeypatch: Any) -> None:
@@ -162,7 +162,7 @@ def test_messages_leave_in_the_order_of_their_states(tmp_path: Path, monkeypatch
     end.join(30)
     assert until(lambda: len(sent) >= 3), sent  # the start's reset, "sending …", the end
     assert [m["state"] for m in sent] == ["starting", "running", "done"], sent
-    assert sent[-1]["message"].startswith("done: 60 sent"), sent
+    assert sent[-1]["message"].startswith("done: 60 of 60 sent"), sent
 
 
 def test_request_of_the_panel_fields() -> None:
@@ -231,3 +231,45 @@ def test_fuzz_panel_messages_give_a_run_or_a_message(tmp_path: Path, views: list
             assert until(lambda: runs[-1].done)
             assert until(lambda: load_msgs(view)[-1]["state"] == "stopped")
     assert len(runs) > 10 and view.message == ""
+
+
+def test_drops_and_late_starts_are_results_beside_errors() -> None:
+    """Issue 29 §2: a chat load test dropped 136 of 200 requests while the panel read "done ...
+    errors 0 (0.0 %)". Drops and late starts are the test's failures, said as such with what to
+    change; errors are the service's."""
+    from jupyter_tiers.loadplan import findings
+    from jupyter_tiers.widgets.load_panel import done_message
+
+    s = {"scheduled": 200, "sent": 64, "answered": 64, "errors": 0, "dropped": 136, "late": 3,
+         "sent_rps": 6.4, "asked_rps": 20, "p95_ms": 2400.0, "error_rate": 0.0,
+         "measured": "ONE POD measured: chat-0 (the forward goes to one pod, not the Service)"}
+    said = findings(s, concurrency=16)
+    assert said[0] == ("TEST LIMIT: 136 of 200 requests (68.0 %) were dropped, never sent: all 16 requests "
+                       "in flight were still waiting for answers. A failure of the test, not of the service: "
+                       "raise concurrency to about 72 (rps x p95 latency, with room) or lower rps")
+    assert said[1].startswith("TEST LIMIT: 3 of 64 sent requests (4.7 %) started late")
+    assert len(said) == 2  # no service failure
+    message = done_message(s)
+    assert message.startswith("done: 64 of 200 sent at 6.4/s of 20 asked; dropped 136 (68.0 %), "
+                              "late 3 (4.7 %), errors 0 (0.0 %) — the TEST fell short")
+    assert "ONE POD measured: chat-0" in message
+    failing = {**s, "dropped": 0, "late": 0, "errors": 5}
+    assert findings(failing)[0].startswith("SERVICE: 5 of 64 sent requests (7.8 %) failed")
+    assert "the SERVICE failed requests" in done_message(failing)
+    assert findings({**s, "dropped": 0, "late": 0}) == []
+
+
+def test_the_summary_text_puts_drops_first_and_says_what_was_measured() -> None:
+    from tests.unit.widget_js import run_module
+
+    out = run_module('import { jtLoadSummaryText } from "./load_panel.js";\n'
+                     "console.log(JSON.stringify(jtLoadSummaryText({scheduled: 200, sent: 64, answered: 64, "
+                     "errors: 0, error_rate: 0, dropped: 136, late: 0, sent_rps: 6.4, asked_rps: 20, "
+                     "p50_ms: 900, p95_ms: 2400, p99_ms: 2600, findings: ['TEST LIMIT: 136 of 200', "
+                     "'SERVICE: 1 of 64'], measured: 'every ready pod measured (2: a, b)'})));",
+                     "load panel JS tests")
+    assert out["line"].startswith("64 sent of 200 scheduled (6.4/s of 20 asked) · dropped 136 (68.0 %) · "
+                                  "late 0 (0.0 %) · errors 0 (0.0 %)")
+    assert out["findings"] == [{"text": "TEST LIMIT: 136 of 200", "kind": "test"},
+                               {"text": "SERVICE: 1 of 64", "kind": "service"}]
+    assert out["measured"] == "measured: every ready pod measured (2: a, b)"

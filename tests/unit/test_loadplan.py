@@ -246,7 +246,7 @@ def test_series_rows_per_second_with_ready_replicas() -> None:
     series = lp.Series()
     series.replicas(0.0, 1, 1)
     for t in (0.1, 0.2, 1.1):
-        series.sent(t)
+        series.sent(t, late=t > 1)
     series.ended(0.15, 0.05, True)
     series.ended(0.30, 0.10, True)
     series.ended(1.3, None, False)
@@ -255,9 +255,10 @@ def test_series_rows_per_second_with_ready_replicas() -> None:
     rows = series.rows()
     assert [r["t"] for r in rows] == [0.0, 1.0]
     assert rows[0] == {"t": 0.0, "sent": 2, "answered": 2, "throughput_rps": 2.0, "errors": 0, "dropped": 0,
-                       "error_rate": 0.0, "p50_ms": 75.0, "p95_ms": 97.5, "p99_ms": 99.5, "ready": 1,
-                       "desired": 1}
+                       "late": 0, "error_rate": 0.0, "p50_ms": 75.0, "p95_ms": 97.5, "p99_ms": 99.5,
+                       "ready": 1, "desired": 1}
     assert (rows[1]["errors"], rows[1]["dropped"], rows[1]["error_rate"], rows[1]["ready"]) == (1, 1, 1.0, 2)
+    assert rows[1]["late"] == 1
     assert series.rows() == []  # nothing changed since
     series.ended(1.9, 0.2, True)
     assert [r["t"] for r in series.rows()] == [1.0]

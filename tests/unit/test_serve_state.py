@@ -89,9 +89,37 @@ def test_event_rows_keep_the_newest_warnings_only() -> None:
     )
     rows = event_rows(events, NOW)
     assert len(rows) == MAX_EVENTS
-    assert rows[-1] == ["R45", "Pod/web-45", "said 45", 45, 55]
+    assert rows[-1] == ["R45", "Pod/web-45", "said 45", 45, 55, False]
     assert all(int(r[0][1:]) % 2 for r in rows)
     assert event_rows((EventInfo("Warning", "X", "m", "Pod/p"),), NOW)[0][4] == -1
+
+
+def test_event_rows_collapse_repeats_and_leave_out_pods_that_are_gone() -> None:
+    """Issue 29 §7: the same warning twice is one row (counts added, the newest time); events of
+    pods the service no longer has are marked gone, and dropped under a READY service."""
+    old = EventInfo("Warning", "BackOff", "Back-off restarting  failed container", "Pod/web-old", count=7,
+                    at=NOW - 300)
+    again = EventInfo("Warning", "BackOff", "Back-off restarting failed container", "Pod/web-old", count=2,
+                      at=NOW - 200)
+    live = EventInfo("Warning", "Unhealthy", "Readiness probe failed", "Pod/web-a", count=1, at=NOW - 10)
+    canary = EventInfo("Warning", "Unhealthy", "Readiness probe failed", "Pod/web-canary-x", at=NOW - 5)
+    svc = EventInfo("Warning", "FailedCreate", "quota", "Deployment/web", at=NOW - 1)
+    events = (old, again, live, canary, svc)
+    deploying = event_rows(events, NOW, {"web-a", "web-canary-x"}, ServiceState.DEPLOYING)
+    assert deploying == [
+        ["BackOff", "Pod/web-old", "Back-off restarting failed container", 9, 200, True],
+        ["Unhealthy", "Pod/web-a", "Readiness probe failed", 1, 10, False],
+        ["Unhealthy", "Pod/web-canary-x", "Readiness probe failed", 1, 5, False],
+        ["FailedCreate", "Deployment/web", "quota", 1, 1, False],
+    ]
+    ready = event_rows(events, NOW, {"web-a", "web-canary-x"}, ServiceState.READY)
+    assert [r[1] for r in ready] == ["Pod/web-a", "Pod/web-canary-x", "Deployment/web"]
+    # through the status: a READY service with only an old pod's crash events shows none of them
+    status = ServiceStatus("web", ServiceState.READY, desired=1, ready=1, available=1,
+                           pods=(PodInfo("web-a", phase="Running", ready=True),), events=(old, again))
+    assert status_traits(status, NOW)["events"] == []
+    failing = ServiceStatus("web", ServiceState.FAILED, pods=(PodInfo("web-a"),), events=(old, live))
+    assert [r[5] for r in status_traits(failing, NOW)["events"]] == [True, False]
 
 
 def test_banner_is_set_while_the_api_is_in_trouble() -> None:

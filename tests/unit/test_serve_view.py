@@ -79,7 +79,7 @@ def test_traits_follow_the_status(tmp_path: Path, views: list[RecordingView]) ->
     assert view.pods[0][6] == (
         "CrashLoopBackOff (exit 1, 2 restarts): back-off 20s restarting failed container")
     assert view.events == [
-        ["BackOff", "Pod/llama-svc-7c9f-x2", "Back-off restarting failed container", 4, -1]]
+        ["BackOff", "Pod/llama-svc-7c9f-x2", "Back-off restarting failed container", 4, -1, False]]
     assert 89 <= view.age_s <= 120
     assert view.reason == "pod llama-svc-7c9f-x2 CrashLoopBackOff (exit 1)"
     assert view.summary.startswith("service llama-svc FAILED after 00:00:0")

@@ -67,6 +67,6 @@ def test_node_loads_every_linked_view_and_every_module(tmp_path: Path) -> None:
                         "view module tests")
     exports = dict(zip(names, loaded, strict=True))
     assert exports["job_view.js"] == ["default", "jobView"]
-    assert exports["serve_view.js"] == ["default", "serveView"]
+    assert exports["serve_view.js"] == ["default", "jtEventsSection", "serveView"]
     assert exports["array_view.js"] == ["default", "render"]
     assert "jtFilesPane" in exports["files_pane.js"] and "h" in exports["view_common.js"]

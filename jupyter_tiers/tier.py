@@ -465,13 +465,18 @@ class ServeTier(Tier):
                           "which runs no canaries")
 
     @abc.abstractmethod
-    def port_forward(self, record: JobRecord, local_port: int = 0) -> str:
-        """Open a local port to a ready replica; returns its URL."""
+    def port_forward(self, record: JobRecord, local_port: int = 0, track: str | None = None) -> str:
+        """Open a local port to a ready replica; returns its URL. ``track`` ("stable" or
+        "canary", while a canary runs; None or "both": either) picks the revision it reaches."""
 
     def forwarded_pod(self, url: str) -> str | None:
         """The pod an open forward of this tier at ``url`` relays to (None: not one of its
         forwards, or a tier whose forward is no single pod's)."""
         return None
+
+    def forward_alive(self, url: str) -> bool:
+        """Whether ``url`` is a forward this tier opened and still keeps open."""
+        return self.forwarded_pod(url) is not None
 
     @abc.abstractmethod
     def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,

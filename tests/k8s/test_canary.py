@@ -14,6 +14,7 @@ from jupyter_tiers.k8s.canary import TRACK_LABEL
 from jupyter_tiers.k8s.tier import K8sTier
 from jupyter_tiers.model import ServiceState, ServiceStatus
 from jupyter_tiers.registry import Registry
+from jupyter_tiers.viewstate import serve as serve_state
 from tests.k8s.conftest import GUARD, SERVER, wait_for
 from tests.k8s.test_k8s_tier import apply_server, get, live_pods, wait_ready
 from tests.k8s_emulator.emulator import Emulator
@@ -65,7 +66,14 @@ def test_canary_splits_replicas_then_promote_rolls_everything_to_it(
     assert listed is not None and listed.detail == "3/3 + canary 1/1"  # what %tiers jobs shows
     stable, canary = pods_by_track(emulator, ns, "cn")
     assert len(stable) == 3 and len(canary) == 1 and canary[0].startswith("cn-canary-")
-    assert {p.name for p in st.pods} == set(stable)  # the stable status counts its own pods only
+    # Both revisions' pods are listed, each marked with its track (issue 29 §3); the counts stay
+    # the stable one's.
+    assert {p.name for p in st.pods if p.track == "stable"} == set(stable)
+    assert {p.name for p in st.pods if p.track == "canary"} == set(canary)
+    assert svc.port_forward(track="canary") != svc.port_forward(track="stable")
+    assert serve_state.state_label(st) == "READY 4/4 (stable 3/3, canary 1/1)"
+    rows = serve_state.pod_rows(st, 0.0)
+    assert [r[8] for r in rows] == ["stable"] * 3 + ["canary"] and all(r[7] for r in rows)
     # One Service for both revisions; the canary has its own code and env.
     svc_obj = get(emulator, "services", ns, "cn")
     assert svc_obj is not None and svc_obj["spec"]["selector"] == {"app.kubernetes.io/name": "cn"}

@@ -21,6 +21,7 @@ from .loadplan import check_plan, limit_of
 from .metrics import MetricsTracker, parse_patterns, to_frame
 from .model import JobStatus, LogLine, PodInfo, PodLogLine, ServiceStatus, WorkKind
 from .registry import JobRecord
+from .servestatus import check_track
 from .status import summary_line
 from .subscription import StatusT, Subscription, wait_for
 
@@ -299,35 +300,45 @@ class Service(Handle[ServiceStatus]):
         every replica to the canary's revision; the canary's own objects go. Returns one line."""
         return self.tier.promote(self.record)
 
-    def port_forward(self, local_port: int = 0) -> str:
+    def port_forward(self, local_port: int = 0, track: str | None = None) -> str:
         """Open a local port to a ready pod; returns ``http://127.0.0.1:PORT``. It stays open
-        while this process lives, until its tier closes (:func:`jupyter_tiers.api.close_all`)."""
-        return self.tier.port_forward(self.record, local_port)
+        while this process lives, until its tier closes (:func:`jupyter_tiers.api.close_all`).
+        While a canary runs, ``track="stable"`` or ``"canary"`` reaches that revision's pods
+        only (None or "both": any ready pod of either)."""
+        if track is None:
+            return self.tier.port_forward(self.record, local_port)
+        return self.tier.port_forward(self.record, local_port, track=track)
 
     def request(self, method: str, path: str, *, json: Any = None, body: str | bytes | None = None,
-                headers: Any = None, timeout: float = 30.0) -> HttpResponse:
+                headers: Any = None, timeout: float = 30.0, track: str | None = None) -> HttpResponse:
         """Send one HTTP request to the service through its forward (the port-forward on
         Kubernetes, opened on first use and reused; the front port on the local tier) and
         return the response: ``status``, ``headers``, ``body``/``text``/``json()``, ``ttfb``
         and ``total`` seconds, ``answered_by`` (the pod or replica, when a response header or
         the forward says). ``json`` (any JSON value but None, sent as application/json) or
         ``body`` (text or bytes); ``headers`` a dict. Only a path is given: the host is always
-        the service's own forward. ``timeout``: seconds to connect and between two reads."""
-        return serve_http.request(self, method, path, json=json, body=body, headers=headers, timeout=timeout)
+        the service's own forward. ``timeout``: seconds to connect and between two reads.
+        ``track`` ("stable" or "canary", while a canary runs): only that revision's pods answer,
+        so the canary can be tried before :meth:`promote` (None or "both": either)."""
+        return serve_http.request(self, method, path, json=json, body=body, headers=headers, timeout=timeout,
+                                  track=track)
 
-    def models(self, timeout: float = 10.0) -> list[str]:
+    def models(self, timeout: float = 10.0, track: str | None = None) -> list[str]:
         """The model ids of an OpenAI-compatible server (``GET /v1/models``); TiersError if the
-        server does not answer that."""
-        return serve_http.models(self, timeout=timeout)
+        server does not answer that. ``track`` as in :meth:`request`."""
+        return serve_http.models(self, timeout=timeout, track=track)
 
     def chat(self, messages: Any, *, model: str | None = None, stream: bool = True,
-             timeout: float = 300.0, **params: Any) -> serve_http.ChatStream:
+             timeout: float = 300.0, track: str | None = None, **params: Any) -> serve_http.ChatStream:
         """Ask an OpenAI-compatible server (``/v1/chat/completions``): an iterator of the
         answer's text pieces as they arrive (Server-Sent Events; one piece when ``stream`` is
         False). ``messages``: a text or ``[{"role": ..., "content": ...}]``; ``params``:
         max_tokens, temperature, top_p, seed, stop, ... The iterator's ``stats`` has the time
-        to first token and pieces per second; ``text`` the answer so far."""
-        return serve_http.chat(self, messages, model=model, stream=stream, timeout=timeout, **params)
+        to first token and pieces per second; ``text`` the answer so far. ``track`` ("stable"
+        or "canary") asks that revision only while a canary runs, e.g. ``svc.chat("hi",
+        track="canary")``."""
+        return serve_http.chat(self, messages, model=model, stream=stream, timeout=timeout, track=track,
+                               **params)
 
     def wait_ready(self, timeout: float | None = None) -> ServiceStatus:
         """Block until the service is ready, has failed or is gone; returns the last status.
@@ -355,15 +366,17 @@ class Service(Handle[ServiceStatus]):
     # --- load test (loadplan.py, loadgen.py) -------------------------------------------------
     def start_load_test(self, rps: float = 50, seconds: float = 60, concurrency: int = 16,
                         request: Any = None, *, timeout: float = 30.0,
-                        on_update: Callable[[dict[str, Any]], None] | None = None) -> Any:
+                        on_update: Callable[[dict[str, Any]], None] | None = None,
+                        track: str | None = None) -> Any:
         """Start a load test on a thread and return its ``loadgen.LoadRun`` (``stop()``,
         ``wait()``, ``summary()``, ``result()``); :meth:`load_test` is the blocking form. The
         service's ready replicas are followed through the tier's status watch for as long as
         the run lasts."""
         plan = check_plan(rps, seconds, concurrency, request, limit_rps=limit_of(self.tier.profile.settings),
                           profile=self.tier.name, timeout=timeout)
-        # The service's own forwards (one per ready pod on Kubernetes): the only places the load goes.
-        urls, pods, measured = self.tier.load_targets(self.record)
+        # The service's own forwards (one per ready pod of the track on Kubernetes): the only places
+        # the load goes.
+        urls, pods, measured = self.tier.load_targets(self.record, check_track(track))
         try:
             run = LoadRun(urls, plan, on_update=on_update, pods=pods, measured=measured)
         except BaseException:
@@ -392,13 +405,15 @@ class Service(Handle[ServiceStatus]):
 
     def load_test(self, rps: float = 50, seconds: float = 60, concurrency: int = 16,
                   request: Any = None, *, timeout: float = 30.0,
-                  on_update: Callable[[dict[str, Any]], None] | None = None) -> Any:
+                  on_update: Callable[[dict[str, Any]], None] | None = None,
+                  track: str | None = None) -> Any:
         """Send ``rps`` requests a second for ``seconds`` to the service's own forward, open loop
         (each at its scheduled time, whatever earlier ones are doing), at most ``concurrency`` in
         flight; a request that finds them all busy at its time is not sent and counted as
         dropped. ``request``: a path (``"/health"``), ``"POST /path"`` or ``{"method", "path",
         "headers", "body" | "json"}`` (default ``GET /``). ``rps`` is bounded by the profile's
-        ``load_limit_rps`` (default 200). Blocks until done; an interrupt (the kernel's stop
+        ``load_limit_rps`` (default 200). ``track`` ("stable" or "canary", while a canary runs)
+        loads that revision's pods only. Blocks until done; an interrupt (the kernel's stop
         button, Ctrl-C) ends it early and the rows so far are returned.
 
         Returns one row per scheduled request (``scheduled``, ``start``, ``ttfb``, ``end``,
@@ -406,7 +421,8 @@ class Service(Handle[ServiceStatus]):
         ready replicas then) as a pandas DataFrame when pandas is installed, else a list of
         dicts. ``svc.last_load_test`` keeps the run: ``.summary()`` (counts, achieved rps,
         p50/p95/p99, error rate) and ``.series.rows(False)`` (per second, with ready replicas)."""
-        run = self.start_load_test(rps, seconds, concurrency, request, timeout=timeout, on_update=on_update)
+        run = self.start_load_test(rps, seconds, concurrency, request, timeout=timeout, on_update=on_update,
+                                   track=track)
         try:
             while not run.wait(0.1):
                 pass

@@ -339,6 +339,7 @@ class PodInfo:
     message: str | None = None  # the scheduler's or kubelet's words
     exit_code: int | None = None  # of the last terminated container
     revision: str | None = None  # the pod-template hash: which rollout this pod belongs to
+    track: str = ""  # while a canary runs: "stable" or "canary" (TRACKS); "" otherwise
 
 
 @dataclass(frozen=True)
@@ -351,6 +352,11 @@ class EventInfo:
     object: str  # "Pod/llama-svc-7c9f-x2"
     count: int = 1
     at: float | None = None
+
+
+#: The revisions a request, Try it or a load test can go to while a canary runs (``track=``):
+#: the stable one's pods, the canary's, or (None, "both") any ready pod of either.
+TRACKS = ("stable", "canary")
 
 
 @dataclass(frozen=True)
@@ -369,7 +375,8 @@ class CanaryStatus:
 @dataclass(frozen=True)
 class ServiceStatus:
     """Everything known about a service at one moment. ``canary`` is set while a canary
-    revision runs beside the stable one; the other fields then describe the stable one."""
+    revision runs beside the stable one; the counts then describe the stable one, and ``pods``
+    holds both revisions' pods, each marked with its ``track``."""
 
     name: str
     state: ServiceState

@@ -41,6 +41,7 @@ from .openai_compat import (
     error_text,
     model_ids,
 )
+from .servestatus import check_track
 
 if TYPE_CHECKING:
     from .handles import Service
@@ -54,26 +55,31 @@ _forwards: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDicti
 _lock = threading.Lock()
 
 
-def forward_url(service: Service, *, fresh: bool = False) -> str:
+def forward_url(service: Service, *, fresh: bool = False, track: str | None = None) -> str:
     """The service's forward (``http://127.0.0.1:PORT``), opened on first use and reused: a
     Kubernetes port-forward while its tier keeps it open, the local tier's front port while the
     service's state still names it (a restarted supervisor listens on a new port). ``fresh``
     opens a new one (the pod behind the old one may be gone)."""
-    return _forward(service, fresh=fresh)[0]
+    return _forward(service, fresh=fresh, track=track)[0]
 
 
-def _forward(service: Service, *, fresh: bool = False) -> tuple[str, bool]:
-    """The forward's URL, and whether it is a reused Kubernetes port-forward."""
-    tier, key = service.tier, service.record.key
+def _forward(service: Service, *, fresh: bool = False, track: str | None = None) -> tuple[str, bool]:
+    """The forward's URL (to the pods of ``track``, "stable" or "canary", or either: None), and
+    whether it is a reused Kubernetes port-forward."""
+    track = check_track(track)
+    tier, key = service.tier, f"{service.record.key}\0{track or ''}"
     with _lock:
         cached = _forwards.get(tier, {}).get(key)
     if cached and not fresh:
         if tier.keeps_forwards:
             if tier.forwarded_pod(cached) is not None:  # still open in this process
                 return cached, True
+        elif track is not None:
+            if tier.forward_alive(cached):
+                return cached, False
         elif (tier.endpoint(service.record) or "").rstrip("/") == cached:  # one small file read
             return cached, False
-    url = service.port_forward().rstrip("/")
+    url = (service.port_forward(track=track) if track else service.port_forward()).rstrip("/")
     loopback(url)
     with _lock:
         _forwards.setdefault(tier, {})[key] = url
@@ -147,19 +153,19 @@ _NO_ANSWER = (ConnectionError, http.client.RemoteDisconnected, http.client.BadSt
 
 
 def request(service: Service, method: str, path: str, *, json: Any = None, body: str | bytes | None = None,
-            headers: Any = None, timeout: float = DEFAULT_TIMEOUT) -> HttpResponse:
+            headers: Any = None, timeout: float = DEFAULT_TIMEOUT, track: str | None = None) -> HttpResponse:
     """Send one request to ``service`` through its forward; see :meth:`Service.request`."""
     given = {"json": json} if json is not None else {}
     req = make_request(method, path, body=body, headers=headers, **given)
     _check_timeout(timeout)
-    url, reused = _forward(service)
+    url, reused = _forward(service, track=track)
     what = f"{req.method} {req.path}: no answer from {service.name}"
     while True:
         try:
             return send(url, req, timeout=timeout, pod=_pod_of(service, url))
         except _NO_ANSWER as exc:
             if reused:  # the forward may point at a pod that is gone: a fresh one, once
-                url, reused = _forward(service, fresh=True)
+                url, reused = _forward(service, fresh=True, track=track)
                 continue
             raise TiersError(f"{what}: {_describe(exc)}") from None
         except (OSError, http.client.HTTPException) as exc:
@@ -171,9 +177,9 @@ def _check_timeout(timeout: Any) -> None:
         raise SpecError("timeout", f"seconds, more than 0 and at most 3600, got {timeout!r}")
 
 
-def models(service: Service, *, timeout: float = 10.0) -> list[str]:
+def models(service: Service, *, timeout: float = 10.0, track: str | None = None) -> list[str]:
     """The model ids ``/v1/models`` lists; TiersError when the server is not OpenAI-compatible."""
-    resp = request(service, "GET", "/v1/models", timeout=timeout)
+    resp = request(service, "GET", "/v1/models", timeout=timeout, track=track)
     payload: Any = None
     with contextlib.suppress(ValueError):
         payload = resp.json()
@@ -189,7 +195,9 @@ class ChatStream:
     first token, pieces per second) and ``answered_by``. ``close()`` ends it early (``abort()``
     from another thread)."""
 
-    def __init__(self, service: Service, body: dict[str, Any], timeout: float) -> None:
+    def __init__(self, service: Service, body: dict[str, Any], timeout: float,
+                 track: str | None = None) -> None:
+        self.track = track
         self.stats = ChatStats(started=time.perf_counter())
         self.answered_by: str | None = None
         self.text = ""
@@ -226,14 +234,14 @@ class ChatStream:
         stream = bool(body.get("stream"))
         req = make_request("POST", "/v1/chat/completions", json=body,
                            headers={"Accept": "text/event-stream" if stream else "application/json"})
-        url, reused = _forward(service)
+        url, reused = _forward(service, track=self.track)
         while True:
             try:
                 conn, resp, started = _connect(url, req, timeout, on_socket=self._keep_socket)
                 break
             except _NO_ANSWER as exc:
                 if reused:
-                    url, reused = _forward(service, fresh=True)
+                    url, reused = _forward(service, fresh=True, track=self.track)
                     continue
                 raise TiersError(f"chat: no answer from {service.name}: {_describe(exc)}") from None
             except (OSError, http.client.HTTPException) as exc:
@@ -308,8 +316,8 @@ class ChatStream:
 
 
 def chat(service: Service, messages: Any, *, model: str | None = None, stream: bool = True,
-         timeout: float = CHAT_TIMEOUT, **params: Any) -> ChatStream:
+         timeout: float = CHAT_TIMEOUT, track: str | None = None, **params: Any) -> ChatStream:
     """Ask ``/v1/chat/completions``; see :meth:`Service.chat`."""
     _check_timeout(timeout)
     body = chat_request(messages, model=model, stream=stream, params=params)
-    return ChatStream(service, body, timeout)
+    return ChatStream(service, body, timeout, check_track(track))

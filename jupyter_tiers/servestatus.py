@@ -5,7 +5,10 @@ ready. The Kubernetes parser and the local tier's status both describe pods with
 
 from __future__ import annotations
 
-from .model import CanaryStatus, PodInfo, ServiceState, ServiceStatus
+from dataclasses import replace
+
+from .errors import SpecError, TiersError
+from .model import TRACKS, CanaryStatus, PodInfo, ServiceState, ServiceStatus
 from .timefmt import format_elapsed
 
 # Reasons that stop a rollout until someone changes something.
@@ -66,6 +69,35 @@ def canary_status(percent: int, status: ServiceStatus) -> CanaryStatus:
         percent=percent, desired=status.desired, ready=status.available,
         restarts=sum(p.restarts for p in status.pods), state=status.state, reason=status.reason,
         pods=tuple(p.name for p in status.pods if p.phase not in TERMINAL_PHASES))
+
+
+def with_canary(stable: ServiceStatus, percent: int, canary: ServiceStatus) -> ServiceStatus:
+    """The stable revision's status with the canary's beside it: its counts stay the stable
+    one's, ``canary`` sums up the canary's, and ``pods`` lists both revisions' pods, each marked
+    with its track (the Service sends traffic to both)."""
+    pods = tuple(replace(p, track="stable") for p in stable.pods) + tuple(
+        replace(p, track="canary") for p in canary.pods)
+    return replace(stable, pods=pods, canary=canary_status(percent, canary))
+
+
+def check_track(track: str | None) -> str | None:
+    """``track=`` as given: None (or "both") for any ready pod, else one of TRACKS; SpecError
+    naming what is allowed otherwise."""
+    if track is None or track == "both":
+        return None
+    if track not in TRACKS:
+        raise SpecError("track", f"stable, canary or both (None), got {track!r}"[:120])
+    return str(track)
+
+
+def track_pods(status: ServiceStatus, track: str | None) -> list[PodInfo]:
+    """The ready pods (not terminating) a request to ``track`` may go to. TiersError when a
+    track is asked of a service that runs no canary's pods."""
+    track = check_track(track)
+    if track == "canary" and status.canary is None:
+        raise TiersError(f"service {status.name} runs no canary (track='canary')")
+    return [p for p in status.pods if p.ready and p.phase != "Terminating"
+            and (track is None or status.canary is None or p.track == track)]
 
 
 def canary_text(canary: CanaryStatus) -> str:

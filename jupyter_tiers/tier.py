@@ -470,26 +470,34 @@ class ServeTier(Tier):
                           "which runs no canaries")
 
     @abc.abstractmethod
-    def port_forward(self, record: JobRecord, local_port: int = 0) -> str:
-        """Open a local port to a ready replica; returns its URL."""
+    def port_forward(self, record: JobRecord, local_port: int = 0, track: str | None = None) -> str:
+        """Open a local port to a ready replica; returns its URL. ``track`` ("stable" or
+        "canary", while a canary runs; None or "both": either) picks the revision it reaches."""
 
     def forwarded_pod(self, url: str) -> str | None:
         """The pod an open forward of this tier at ``url`` relays to (None: not one of its
         forwards, or a tier whose forward is no single pod's)."""
         return None
 
-    def load_targets(self, record: JobRecord) -> tuple[list[str], list[str | None], str]:
+    def load_targets(self, record: JobRecord, track: str | None = None
+                     ) -> tuple[list[str], list[str | None], str]:
         """Where a load test sends: the forwards' URLs, the pod behind each (None: the forward
-        spreads over the replicas itself), and one sentence on what is measured. This default
-        is the service's own forward."""
-        url = self.port_forward(record)
+        spreads over the replicas itself), and one sentence on what is measured. ``track``
+        ("stable", "canary"; None: both) picks the revision. This default is the service's own
+        forward."""
+        url = self.port_forward(record, track=track)
         pod = self.forwarded_pod(url)
+        which = f"the {track} track's" if track else "every"
         if pod is None:
-            return [url], [None], "every ready replica measured, through the service's own front port"
+            return [url], [None], f"{which} ready replica measured, through the service's own front port"
         return [url], [pod], f"ONE POD measured: {pod} (the forward goes to one pod, not the Service)"
 
     def close_load_targets(self, urls: Sequence[str]) -> None:
         """A load test is over: close the forwards :meth:`load_targets` opened for it only."""
+
+    def forward_alive(self, url: str) -> bool:
+        """Whether ``url`` is a forward this tier opened and still keeps open."""
+        return self.forwarded_pod(url) is not None
 
     @abc.abstractmethod
     def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ApiError, SpecError, TiersError
 from ..handles import Service
-from ..model import ServeSpec, ServiceState
+from ..model import ServeSpec, ServiceState, ServiceStatus
 from ..registry import JobRecord
 from ..servespec import canary_replicas
 from .canary import (
@@ -23,11 +25,17 @@ from .canary import (
     canary_objects,
     promoted_object,
     promoted_template,
+    split_pods,
 )
+from .parse import service_status
 from .render import MODEL_FROM_ANNOTATION, render_yaml
 
 if TYPE_CHECKING:
     from .tier import K8sTier
+    from .watch import NamespaceWatch
+
+#: Seconds a promote may take to roll the canary's revision onto every replica.
+PROMOTE_TIMEOUT = 900.0
 
 # The canary's own objects besides its Deployment: (kind, suffix of the name).
 _OWN = (("ConfigMap", "-code"), ("Secret", "-env"), ("Secret", "-sync"))
@@ -99,10 +107,14 @@ def _without_canary(tier: K8sTier, record: JobRecord, **spec_updates: Any) -> No
     tier.registry.add(dataclasses.replace(record, spec=spec, state=ServiceState.DEPLOYING.value))
 
 
-def promote(tier: K8sTier, record: JobRecord) -> str:
-    """Make the canary the service: its code, env and pod template go to the stable Deployment
-    (a rolling update to the full replica count), then the canary's objects are removed.
-    Needs nothing from the kernel that started the canary. Returns one line saying what happened."""
+def promote(tier: K8sTier, record: JobRecord, timeout: float | None = None) -> str:
+    """Make the canary the service without a moment of old code or lost capacity: the canary's
+    code, env and pod template go to the stable Deployment at its current replica count (a
+    rolling update, surge first, so no pod of the old template starts), which is then scaled to
+    the full count; only once all of them are ready is the canary removed. Ready replicas never
+    drop below what served before. Blocks until done (at most ``timeout``, default
+    PROMOTE_TIMEOUT seconds; a promote cut short is finished by promoting again). Needs nothing
+    from the kernel that started the canary. Returns one line saying what happened."""
     current = _current(tier, record)
     canary = current.spec.get(LIVE_CANARY)
     if not canary:
@@ -114,6 +126,7 @@ def promote(tier: K8sTier, record: JobRecord) -> str:
     if canary_dep is None or stable is None:
         raise TiersError(f"service {name}: the {'canary' if canary_dep is None else 'stable'} "
                          "Deployment is gone; nothing was promoted")
+    total = int(canary["total"])
     stale = []
     for kind, suffix in _OWN:  # the canary's code, env and synced files become the service's
         obj = read_object(tier, kind, f"{canary_name(name)}{suffix}", ns)
@@ -125,8 +138,11 @@ def promote(tier: K8sTier, record: JobRecord) -> str:
     annotations = {k: v for k, v in (canary_dep["metadata"].get("annotations") or {}).items()
                    if k == MODEL_FROM_ANNOTATION}
     spec = stable["spec"]
+    # The stable count as it is: a change of replicas in the same write is a scaling event,
+    # which the Deployment controller serves first by scaling the OLD ReplicaSet up.
+    now_replicas = int(spec.get("replicas") or 0)
     dep_spec: dict[str, Any] = {
-        "replicas": int(canary["total"]),
+        "replicas": now_replicas,
         "selector": spec["selector"],
         "strategy": spec.get("strategy") or {},
         "template": promoted_template(canary_dep["spec"]["template"], name),
@@ -137,15 +153,65 @@ def promote(tier: K8sTier, record: JobRecord) -> str:
     if annotations:
         metadata["annotations"] = annotations
     applied = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata, "spec": dep_spec}
-    tier._apply_object(applied)
+    resp = tier._apply_object(applied)
+    generation = int(((json.loads(resp.data) or {}).get("metadata") or {}).get("generation") or 0)
+    limit = PROMOTE_TIMEOUT if timeout is None else timeout
+    deadline = time.monotonic() + limit
+    if now_replicas > 0:  # the stable pods roll to the new revision, one surge pod at a time
+        _wait_rolled(tier, current, name, generation, now_replicas, deadline, limit)
+    if now_replicas != total:  # then the rest, all of the new revision (one ReplicaSet is active)
+        tier._scale_deployment(name, ns, total)
+        _wait_rolled(tier, current, name, generation + 1, total, deadline, limit)
     for kind, stale_name in stale:
         tier._delete_quietly(kind, stale_name, ns)
     remove_canary(tier, name, ns)
     _without_canary(tier, dataclasses.replace(current, script=str(canary.get("script") or current.script)),
                     **_spec_fields(canary["applied_spec"]),
                     applied_spec=_spec_fields(canary["applied_spec"]))
-    return (f"service {name}: canary promoted; the {CANARY} revision rolls out to all "
-            f"{canary['total']} replicas")
+    return (f"service {name}: canary promoted; all {total} replicas run the {CANARY} revision "
+            "and the canary is removed")
+
+
+def _wait_rolled(tier: K8sTier, record: JobRecord, name: str, generation: int, replicas: int,
+                 deadline: float, limit: float) -> None:
+    """Block until the stable Deployment ``name`` has observed ``generation`` and runs
+    ``replicas`` ready pods, all of its current template (kubectl's rollout rule), through the
+    namespace's shared watch. TiersError when it fails or ``deadline`` passes: the canary is
+    left serving beside it."""
+    done = threading.Event()
+    last: list[ServiceStatus] = []
+
+    def compute(nsw: NamespaceWatch) -> ServiceStatus:
+        deps = [d for d in nsw.deployments(name) if d["metadata"]["name"] == name]
+        stable_pods, _ = split_pods(nsw.pods(name))
+        status = service_status(name, deps[0] if deps else None, stable_pods, nsw.events(), now=time.time())
+        meta = deps[0]["metadata"] if deps else {}
+        if deps and int(meta.get("generation") or 0) < generation:  # the watch has not seen the write
+            status = dataclasses.replace(status, state=ServiceState.DEPLOYING,
+                                         reason="waiting for the new spec to be observed")
+        return status
+
+    def settle(status: ServiceStatus) -> None:
+        last[:] = [status]
+        ready = status.state is ServiceState.READY and status.desired == replicas
+        if ready or status.state in (ServiceState.FAILED, ServiceState.DELETED):
+            done.set()
+
+    nsw = tier._watch_of_namespace()
+    token = nsw.subscribe(name, compute, settle)
+    try:
+        done.wait(max(0.0, deadline - time.monotonic()))
+    finally:
+        nsw.unsubscribe(token)
+    status = last[0] if last else None
+    if status is not None and status.state is ServiceState.READY and status.desired == replicas:
+        return
+    why = (status.reason or status.state.value) if status is not None else "no status seen"
+    if status is None or status.state not in (ServiceState.FAILED, ServiceState.DELETED):
+        why = f"not rolled out after {limit:g} s ({why})"
+    raise TiersError(f"service {record.name}: promote stopped, the canary's revision on the stable "
+                     f"Deployment: {why}; the canary still serves. Promote again to finish, or "
+                     "roll back the Deployment (svc.rollback() once the canary is removed)")
 
 
 def _spec_fields(applied: dict[str, Any]) -> dict[str, Any]:

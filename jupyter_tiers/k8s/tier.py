@@ -9,7 +9,6 @@ body or env rolls the pods). Services are followed with the namespace's shared w
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hashlib
 import json
 import os
@@ -29,11 +28,11 @@ from ..checkpoint_upload import store_of
 from ..config import Profile
 from ..errors import ApiError, JobNotFound, SpecError, TiersError, Unsupported
 from ..handles import Service
-from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus, WorkKind
+from ..model import TRACKS, PodLogLine, ServeSpec, ServiceState, ServiceStatus, WorkKind
 from ..reachability import stale_after
 from ..registry import JobRecord, Registry, spec_for_record
 from ..servespec import canary_replicas
-from ..servestatus import canary_status, summary_line
+from ..servestatus import summary_line, track_pods, with_canary
 from ..subscription import Subscription
 from ..sync import SyncError, notebook_manifest
 from ..tier import ServeTier
@@ -454,7 +453,7 @@ class K8sTier(ServeTier):
         found = [d for d in deployments if d["metadata"]["name"] == canary_name(current.name)]
         of_canary = service_status(current.name, found[0] if found else None, canary_pods, events,
                                    endpoint=None, now=now)
-        return dataclasses.replace(status, canary=canary_status(int(canary["percent"]), of_canary))
+        return with_canary(status, int(canary["percent"]), of_canary)
 
     def _read_ingress(self, name: str, ns: str) -> dict[str, Any] | None:
         try:
@@ -671,14 +670,15 @@ class K8sTier(ServeTier):
         with contextlib.suppress(Exception):
             self.registry.update(record.key, state=ServiceState.DELETED.value, detail="0/0")
 
-    def port_forward(self, record: JobRecord, local_port: int = 0) -> str:
+    def port_forward(self, record: JobRecord, local_port: int = 0, track: str | None = None) -> str:
         if isinstance(local_port, bool) or not isinstance(local_port, int) or not 0 <= local_port <= 65535:
             raise SpecError("local_port", f"a port from 1 to 65535 (0: any free one), got {local_port!r}")
         status = self.service_status(record)
         # A pod being replaced may still say ready; forward to one that is staying.
-        ready = [p for p in status.pods if p.ready and p.phase != "Terminating"]
+        ready = track_pods(status, track)
         if not ready:
-            raise TiersError(f"service {record.name}: no ready pod to forward to")
+            of = f" of the {track} track" if track in TRACKS and status.canary is not None else ""
+            raise TiersError(f"service {record.name}: no ready pod{of} to forward to")
         port = int(record.spec.get("port") or 8000)
         try:
             forward = _PortForward(self.client, record.spec.get("namespace") or self.namespace,
@@ -688,11 +688,13 @@ class K8sTier(ServeTier):
         self._forwards.append(forward)
         return forward.url
 
-    def load_targets(self, record: JobRecord) -> tuple[list[str], list[str | None], str]:
-        """One forward per ready pod (as the Service would spread the load, evenly): a load
-        test measures every pod ready at its start, and says so."""
+    def load_targets(self, record: JobRecord, track: str | None = None
+                     ) -> tuple[list[str], list[str | None], str]:
+        """One forward per ready pod (as the Service would spread the load, evenly) of
+        ``track`` (None: both while a canary runs): a load test measures every pod ready at
+        its start, and says so."""
         status = self.service_status(record)
-        ready = sorted(p.name for p in status.pods if p.ready and p.phase != "Terminating")
+        ready = sorted(p.name for p in track_pods(status, track))
         if not ready:
             raise TiersError(f"service {record.name}: no ready pod to send load to")
         port = int(record.spec.get("port") or 8000)

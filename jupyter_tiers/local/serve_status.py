@@ -7,11 +7,10 @@ SCALED_DOWN, DELETED.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from ..model import PodInfo, ServiceState, ServiceStatus
-from ..servestatus import canary_status, describe_pod_problem
+from ..servestatus import describe_pod_problem, with_canary
 
 NODE = "localhost"
 #: Reasons of a replica that will not get better by waiting.
@@ -67,7 +66,8 @@ def service_status(
     note: str | None = None,
 ) -> ServiceStatus:
     """The status of a local service; while a canary runs (``desired["canary"]``), that of the
-    live revision's replicas with the canary's beside it (``ServiceStatus.canary``)."""
+    live revision's replicas with the canary's beside it (``ServiceStatus.canary``, and its
+    replicas among ``pods``, marked by track)."""
     canary = (desired or {}).get("canary")
     if not isinstance(canary, Mapping) or not _text(canary.get("revision")) or (desired or {}).get("deleted"):
         return _status_of(name, desired, state, endpoint=endpoint, supervisor_alive=supervisor_alive,
@@ -84,7 +84,7 @@ def service_status(
     canary_desired = {**stable_desired, "revision": revision, "replicas": _int(canary.get("replicas"))}
     canary_only = _status_of(name, canary_desired, {**(state or {}), "replicas": of_canary},
                              endpoint=None, supervisor_alive=supervisor_alive)
-    return replace(stable, canary=canary_status(_int(canary.get("percent")), canary_only))
+    return with_canary(stable, _int(canary.get("percent")), canary_only)
 
 
 def _status_of(

@@ -37,12 +37,12 @@ from .. import tier as tier_module
 from ..config import Profile
 from ..errors import JobNotFound, SpecError, SubmitError, TiersError
 from ..handles import Service
-from ..model import PodLogLine, ServeSpec, ServiceState, ServiceStatus, WorkKind
+from ..model import TRACKS, PodLogLine, ServeSpec, ServiceState, ServiceStatus, WorkKind
 from ..options import SERVE_OPTIONS, profile_keys
 from ..registry import LIVE_CANARY, JobRecord, Registry, spec_for_record
 from ..requeue import marker_restart
 from ..servespec import canary_replicas, validate_serve_spec
-from ..servestatus import summary_line
+from ..servestatus import check_track, summary_line, track_pods
 from ..subscription import Subscription
 from ..tier import ServeTier
 from . import jobstate, listeners, processes
@@ -559,13 +559,18 @@ class LocalServeTier(ServeTier):
         with contextlib.suppress(Exception):
             self.registry.update(record.key, state=ServiceState.DELETED.value, detail="0/0")
 
-    def port_forward(self, record: JobRecord, local_port: int = 0) -> str:
-        """The service's own front port (``local_port`` 0), or a relay from ``local_port`` to it."""
+    def port_forward(self, record: JobRecord, local_port: int = 0, track: str | None = None) -> str:
+        """The service's own front port (``local_port`` 0), or a relay from ``local_port`` to it.
+        With ``track`` ("stable" or "canary", while a canary runs): a port of its own that goes
+        round the ready replicas of that revision only."""
         if isinstance(local_port, bool) or not isinstance(local_port, int) or not 0 <= local_port <= 65535:
             raise SpecError("local_port", f"a port from 1 to 65535 (0: any free one), got {local_port!r}")
         status = self.service_status(record)
-        if not any(p.ready and p.phase != "Terminating" for p in status.pods):
-            raise TiersError(f"service {record.name}: no ready replica to forward to")
+        if not track_pods(status, track):
+            of = f" of the {track} track" if track in TRACKS and status.canary is not None else ""
+            raise TiersError(f"service {record.name}: no ready replica{of} to forward to")
+        if check_track(track) is not None and status.canary is not None:
+            return self._track_forward(record, {p.name for p in status.pods if p.track == track}, local_port)
         front = status.endpoint
         assert front is not None
         front_port = int(front.rsplit(":", 1)[1])
@@ -587,6 +592,44 @@ class LocalServeTier(ServeTier):
             raise TiersError(f"cannot listen on 127.0.0.1:{local_port}: {exc.strerror or exc}") from None
         self._forwards.append(forward)
         return forward.url
+
+    def _track_forward(self, record: JobRecord, names: set[str], local_port: int) -> str:
+        """A port relaying each connection to the next ready replica among ``names`` (one
+        track's), its port read afresh from the supervisor's report, and only while the sockets
+        listening there are the replica's own processes' (listeners.py)."""
+        state_file = Path(record.jobdir) / ssv.STATE_FILE
+        turn = [0]
+
+        def replicas() -> dict[int, int]:  # port -> pid of the ready replicas of the track
+            listed = (ssv.read_json(state_file) or {}).get("replicas")
+            return {r["port"]: r["pid"] for r in (listed if isinstance(listed, list) else [])
+                    if isinstance(r, dict) and r.get("name") in names and r.get("ready") is True
+                    and r.get("phase") != "Terminating" and isinstance(r.get("port"), int)
+                    and isinstance(r.get("pid"), int)}
+
+        def choose() -> list[int]:
+            ports = sorted(replicas())
+            if not ports:
+                return []
+            turn[0] = (turn[0] + 1) % len(ports)
+            return ports[turn[0]:] + ports[:turn[0]]
+
+        def verify(port: int) -> frozenset[int] | None:
+            pid = replicas().get(port)
+            if pid is None:
+                return None
+            return listeners.verify_listener(port, lambda: [pid, *processes.descendants(pid)])[0]
+
+        try:
+            forward = FrontPort(choose, local_port, verify=verify).start()
+        except OSError as exc:
+            raise TiersError(f"cannot listen on 127.0.0.1:{local_port}: {exc.strerror or exc}") from None
+        self._forwards.append(forward)
+        return forward.url
+
+    def forward_alive(self, url: str) -> bool:
+        url = url.rstrip("/")
+        return any(f.url == url for f in list(self._forwards))
 
     # --- watching --------------------------------------------------------------------------
     def watch(self, record: JobRecord, *, on_status: Callable[[ServiceStatus], None] | None = None,

@@ -83,6 +83,7 @@ class ServeViewState:
     terminal: bool = False
     summary: str = ""
     canary: str = ""
+    canary_counts: list[int] = field(default_factory=list)
     message: str = ""
     busy: str = ""
     scale_target: int = -1

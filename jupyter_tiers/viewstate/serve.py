@@ -41,15 +41,17 @@ def current_revision(pods: tuple[PodInfo, ...]) -> str | None:
 
 
 def pod_rows(status: ServiceStatus, now: float) -> list[list[Any]]:
-    """One row per pod: [name, phase, ready, restarts, node, age_s, problem, current], the pods
-    of the current revision first, then by name."""
-    current = current_revision(status.pods)
+    """One row per pod: [name, phase, ready, restarts, node, age_s, problem, current, track],
+    the pods of the current revision first, then by track (stable, canary) and name. While a
+    canary runs each track has its own current revision and ``track`` says which it is ("")."""
+    current = {t: current_revision(tuple(p for p in status.pods if p.track == t))
+               for t in {p.track for p in status.pods}}
     rows = [
         [p.name, p.phase, p.ready, p.restarts, p.node or "", _age(p.started_at, now), pod_problem(p),
-         current is None or p.revision == current]
+         current[p.track] is None or p.revision == current[p.track], p.track]
         for p in status.pods
     ]
-    rows.sort(key=lambda r: (not r[7], r[0]))
+    rows.sort(key=lambda r: (not r[7], r[8] == "canary", r[0]))
     return rows
 
 
@@ -120,6 +122,8 @@ def status_traits(status: ServiceStatus, now: float) -> dict[str, Any]:
         "settled": status.state.settled,
         "terminal": status.state.terminal,
         "canary": canary_text(status.canary) if status.canary is not None else "",
+        # the header counts both revisions while a canary runs: [ready, desired] of the canary
+        "canary_counts": ([status.canary.ready, status.canary.desired] if status.canary is not None else []),
     }
 
 
@@ -152,10 +156,15 @@ def line_rows(lines: list[PodLogLine]) -> list[list[Any]]:
 
 
 def state_label(status: ServiceStatus) -> str:
-    """``DEPLOYING 0/2``, ``READY 2/2``, ``DELETED``: the text view's state marker."""
+    """``DEPLOYING 0/2``, ``READY 2/2``, ``DELETED``: the text view's state marker; while a
+    canary runs, both revisions counted: ``READY 2/2 (stable 1/1, canary 1/1)``."""
     if status.state in (ServiceState.DELETED, ServiceState.UNKNOWN):
         return status.state.value
-    return f"{status.state.value} {status.ready}/{status.desired}"
+    canary = status.canary
+    if canary is None:
+        return f"{status.state.value} {status.ready}/{status.desired}"
+    return (f"{status.state.value} {status.ready + canary.ready}/{status.desired + canary.desired} "
+            f"(stable {status.ready}/{status.desired}, canary {canary.ready}/{canary.desired})")
 
 
 def format_line(line: PodLogLine) -> str:

@@ -14,7 +14,7 @@ const FORWARD_RE = /^http:\/\/(127\.0\.0\.1|localhost|\[::1\]):\d{1,5}\/?$/;
 // What changes the header (and the controls).
 const HEADER_TRAITS = ["state", "reason", "revision", "endpoint", "age_s", "ready", "desired", "banner",
                        "message", "summary", "terminal", "busy", "forward_url", "service_name",
-                       "profile", "namespace", "yaml", "model_source", "canary"];
+                       "profile", "namespace", "yaml", "model_source", "canary", "canary_counts"];
 
 // A pod's restart marker line (requeue.restart_marker, as JobView's requeue marker).
 const SERVE_RESTART_RE = /^— restart \d{1,6} —$/;
@@ -72,6 +72,17 @@ function confirmations(model) {
   return { arm, disarm, stop };
 }
 
+// READY n/m; while a canary runs, both revisions counted (the Service sends traffic to both):
+// "READY 2/2 (stable 1/1 · canary 1/1)".
+function readyText(model) {
+  const ready = model.get("ready");
+  const desired = model.get("desired");
+  const canary = model.get("canary_counts") || [];
+  if (canary.length !== 2) return `READY ${ready}/${desired}`;
+  const [cr, cd] = canary;
+  return `READY ${ready + cr}/${desired + cd} (stable ${ready}/${desired} · canary ${cr}/${cd})`;
+}
+
 // The header (name, where, state, READY n/m, revision, age, endpoint, model source), the
 // banner, reason and message lines, and the summary line (drawn at the bottom). The age ticks
 // on in the browser.
@@ -103,7 +114,7 @@ function serveHeader(model) {
     state.textContent = st;
     state.dataset.state = st;
     const deleted = st === "DELETED";
-    readyCount.textContent = deleted ? "" : `READY ${model.get("ready")}/${model.get("desired")}`;
+    readyCount.textContent = deleted ? "" : readyText(model);
     revision.textContent = model.get("revision") ? `revision ${model.get("revision")}` : "";
     endpoint.textContent = model.get("endpoint");
     modelFrom.textContent = model.get("model_source") || "";
@@ -271,9 +282,10 @@ function podsSection(model, filter, onPick) {
   const table = h("table", "jt-pods");
   const head = h("thead");
   const headRow = h("tr");
-  for (const col of ["pod", "phase", "ready", "restarts", "node", "age", "why not ready"]) {
-    headRow.appendChild(h("th", "", col));
+  for (const col of ["pod", "track", "phase", "ready", "restarts", "node", "age", "why not ready"]) {
+    headRow.appendChild(h("th", col === "track" ? "jt-pod-track" : "", col));
   }
+  const trackHead = headRow.children[1];
   head.appendChild(headRow);
   const body = h("tbody");
   table.append(head, body);
@@ -283,19 +295,26 @@ function podsSection(model, filter, onPick) {
   function refresh() {
     const pods = model.get("pods");
     body.replaceChildren();
-    for (const [name, phase, ready, restarts, node, ageS, problem, current] of pods) {
+    // The track column shows only while a canary runs (each pod: stable or canary).
+    const tracked = pods.some((p) => p[8]);
+    trackHead.hidden = !tracked;
+    for (const [name, phase, ready, restarts, node, ageS, problem, current, track = ""] of pods) {
       const row = h("tr", "jt-pod");
       row.dataset.pod = name;
       row.dataset.age = String(ageS);
       row.dataset.phase = phase;
+      row.dataset.track = track;
       row.classList.toggle("jt-old", !current);
+      row.classList.toggle("jt-canary-pod", track === "canary");
       row.classList.toggle("jt-not-ready", !ready);
       row.classList.toggle("jt-selected", name === filter());
-      row.title = `${name}${current ? "" : " (previous revision)"} · click to show only its log`;
+      row.title = `${name}${track ? ` (${track})` : ""}${current ? "" : " (previous revision)"} · click to show only its log`;
       const readyCell = h("td", "jt-pod-ready", ready ? "✓" : "✗");
       readyCell.dataset.ready = ready ? "1" : "0";
-      row.append(h("td", "jt-pod-name", name), h("td", "", phase), readyCell,
-                 h("td", "jt-num", String(restarts)), h("td", "", node), h("td", "jt-num", shortAge(ageS)),
+      const trackCell = h("td", "jt-pod-track", track);
+      trackCell.hidden = !tracked;
+      row.append(h("td", "jt-pod-name", name), trackCell, h("td", "", phase), readyCell,
+                 h("td", "jt-num", String(restarts)), h("td", "", node), h("td", "jt-num jt-pod-age", shortAge(ageS)),
                  h("td", "jt-pod-problem", problem));
       row.addEventListener("click", () => onPick(name));
       body.appendChild(row);
@@ -307,7 +326,7 @@ function podsSection(model, filter, onPick) {
     const extra = (performance.now() - podsAt) / 1000;
     for (const row of body.children) {
       const baseAge = Number(row.dataset.age);
-      if (baseAge >= 0) row.children[5].textContent = shortAge(baseAge + extra);
+      if (baseAge >= 0) row.querySelector(".jt-pod-age").textContent = shortAge(baseAge + extra);
     }
   }
 

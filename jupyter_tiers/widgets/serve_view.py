@@ -71,6 +71,7 @@ class ServeView(anywidget.AnyWidget):
     terminal = t.Bool(False).tag(sync=True)
     summary = t.Unicode("").tag(sync=True)
     canary = t.Unicode("").tag(sync=True)  # "canary 10 %: READY 1/1, 0 restarts" while one runs
+    canary_counts: t.List[int] = t.List().tag(sync=True)  # [ready, desired] of the canary while one runs
     # actions
     message = t.Unicode("").tag(sync=True)
     busy = t.Unicode("").tag(sync=True)  # the action in progress: scale, restart, delete, port_forward

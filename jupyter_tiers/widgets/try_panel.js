@@ -24,7 +24,18 @@ export function jtTryPanel({ model, box }) {
   const detectNote = h("span", "jt-try-detect");
   const refreshBtn = h("button", "jt-try-models-refresh", "Check /v1/models");
   refreshBtn.title = "ask the server again whether it is OpenAI-compatible, and its models";
-  modeBar.append(h("span", "jt-label", "mode"), modeSelect, refreshBtn, detectNote);
+  // While a canary runs: which revision answers (both, the stable one's pods, the canary's).
+  const trackBox = h("span", "jt-try-track-box");
+  const trackSelect = h("select", "jt-try-track");
+  for (const [value, label] of [["", "both tracks"], ["stable", "stable"], ["canary", "canary"]]) {
+    const o = h("option", "", label);
+    o.value = value;
+    trackSelect.appendChild(o);
+  }
+  trackSelect.title = "send to the stable revision's pods, the canary's, or either (both)";
+  trackBox.append(h("span", "jt-label", "send to"), trackSelect);
+  modeBar.append(h("span", "jt-label", "mode"), modeSelect, trackBox, refreshBtn, detectNote);
+  function track() { return trackBox.hidden ? "" : trackSelect.value; }
 
   // --- one request -------------------------------------------------------------------------------
   const reqBox = h("div", "jt-try-request");
@@ -99,6 +110,7 @@ export function jtTryPanel({ model, box }) {
   }
 
   function refresh() {
+    trackBox.hidden = !model.get("canary");
     chatBox.hidden = !openai();
     detectNote.textContent = model.get("try_note") || "";
     const models = model.get("try_models") || [];
@@ -171,7 +183,7 @@ export function jtTryPanel({ model, box }) {
     pendingTry = nextId++;
     refresh();
     model.send({ kind: "try", id: pendingTry, method: method.value, path: path.value,
-                 headers: headers.value, body_kind: bodyKind.value, body: body.value });
+                 headers: headers.value, body_kind: bodyKind.value, body: body.value, track: track() });
   }
 
   // What the panel keeps: one answer's text up to MAX_ANSWER_CHARS (the kernel stops the chat
@@ -196,7 +208,7 @@ export function jtTryPanel({ model, box }) {
     chatId = nextId++;
     chatStats.textContent = "waiting for the first token…";
     refresh();
-    model.send({ kind: "chat", id: chatId, model: modelSelect.value, messages: history.slice() });
+    model.send({ kind: "chat", id: chatId, model: modelSelect.value, messages: history.slice(), track: track() });
   }
 
   function lastAnswer() {
@@ -219,9 +231,9 @@ export function jtTryPanel({ model, box }) {
     chatLog.replaceChildren();
     chatStats.textContent = "";
   });
-  refreshBtn.addEventListener("click", () => { detected = true; model.send({ kind: "detect" }); });
+  refreshBtn.addEventListener("click", () => { detected = true; model.send({ kind: "detect", track: track() }); });
   modeSelect.addEventListener("change", () => {
-    if (modeSelect.value !== "http" && !detected) { detected = true; model.send({ kind: "detect" }); }
+    if (modeSelect.value !== "http" && !detected) { detected = true; model.send({ kind: "detect", track: track() }); }
     refresh();
   });
 
@@ -256,13 +268,13 @@ export function jtTryPanel({ model, box }) {
       refresh();
     }
   });
-  for (const name of ["try_openai", "try_models", "try_note", "terminal"]) model.on(`change:${name}`, refresh);
+  for (const name of ["try_openai", "try_models", "try_note", "terminal", "canary"]) model.on(`change:${name}`, refresh);
   refresh();
 
   return {
     // The panel was opened: in auto mode, ask once whether the server is OpenAI-compatible.
     shown() {
-      if (!detected && modeSelect.value !== "http") { detected = true; model.send({ kind: "detect" }); }
+      if (!detected && modeSelect.value !== "http") { detected = true; model.send({ kind: "detect", track: track() }); }
     },
   };
 }

@@ -19,6 +19,7 @@ from ..errors import SpecError, TiersError
 from ..httpmodel import parse_headers, view_of
 from ..openai_compat import check_messages
 from ..plaintext import printable
+from ..servestatus import check_track
 from .batcher import LineBatcher
 
 REQUEST_TIMEOUT = 60.0
@@ -71,11 +72,12 @@ class TryPanel:
         else:
             self.view.try_note = why
 
-    def _only_ready_pod(self) -> str:
-        """When no header or forward names who answered: the one ready pod, if there is just one
-        (from the view's last status: no request to the cluster); else ""."""
+    def _only_ready_pod(self, track: str | None = None) -> str:
+        """When no header or forward names who answered: the one ready pod (of ``track``), if
+        there is just one (from the view's last status: no request to the cluster); else ""."""
         status = self.view.last_status
-        ready = [p.name for p in (status.pods if status else ()) if p.ready and p.phase != "Terminating"]
+        ready = [p.name for p in (status.pods if status else ()) if p.ready and p.phase != "Terminating"
+                 and (track is None or not p.track or p.track == track)]
         return f"{ready[0]} (the only ready pod)" if len(ready) == 1 else ""
 
     # --- one request ---------------------------------------------------------------------------
@@ -83,9 +85,10 @@ class TryPanel:
         rid = content.get("id")
         try:
             method, path, kwargs = request_of(content)
-            resp = self.view.service.request(method, path, timeout=REQUEST_TIMEOUT, **kwargs)
+            track = track_of(content)
+            resp = self.view.service.request(method, path, timeout=REQUEST_TIMEOUT, track=track, **kwargs)
             shown = view_of(resp)
-            shown["answered_by"] = shown["answered_by"] or self._only_ready_pod()
+            shown["answered_by"] = _with_track(shown["answered_by"] or self._only_ready_pod(track), track)
             answer: dict[str, Any] = {"kind": "try_result", "id": rid, "response": shown}
         except TiersError as exc:
             answer = {"kind": "try_result", "id": rid, "error": printable(_one_line(exc))}
@@ -98,7 +101,7 @@ class TryPanel:
     def _detect(self, _content: dict[str, Any]) -> None:
         self.view.try_note = "asking GET /v1/models…"
         try:
-            ids = self.view.service.models()
+            ids = self.view.service.models(track=track_of(_content))
         except Exception as exc:
             with self.view.hold_sync():
                 self.view.try_openai = "no"
@@ -123,7 +126,9 @@ class TryPanel:
                                                 join=_join_text)
         try:
             messages, model, params = chat_of(content)
-            stream = self.view.service.chat(messages, model=model, timeout=CHAT_TIMEOUT, **params)
+            track = track_of(content)
+            stream = self.view.service.chat(messages, model=model, timeout=CHAT_TIMEOUT, track=track,
+                                            **params)
             with self._lock:
                 self._chats[cid] = stream
             shown = 0
@@ -146,7 +151,8 @@ class TryPanel:
                 self._chats.pop(cid, None)
             batcher.close()
         if stream is not None:
-            end.update(_figures(stream), answered_by=stream.answered_by or self._only_ready_pod())
+            answered = stream.answered_by or self._only_ready_pod(stream.track)
+            end.update(_figures(stream), answered_by=_with_track(answered, stream.track))
         self.view.send(end)
 
     def stop(self, cid: Any) -> None:
@@ -164,6 +170,15 @@ def _figures(stream: Any) -> dict[str, Any]:
     ttft, tps = stream.stats.ttft, stream.stats.tokens_per_s
     return {"ttft_ms": None if ttft is None else round(ttft * 1000, 1),
             "tokens_per_s": None if tps is None else round(tps, 1), "pieces": stream.stats.pieces}
+
+
+def track_of(content: dict[str, Any]) -> str | None:
+    """The track a Try it message asks for: "stable", "canary", or None (either; "" or absent)."""
+    return check_track(content.get("track") or None)
+
+
+def _with_track(answered: str, track: str | None) -> str:
+    return f"{answered} ({track})" if answered and track else answered
 
 
 def request_of(content: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:

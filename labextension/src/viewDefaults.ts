@@ -61,6 +61,7 @@ export const SERVE_DEFAULTS: Record<string, unknown> = {
   terminal: false,
   summary: '',
   canary: '',
+  canary_counts: [],
   message: '',
   busy: '',
   scale_target: -1,

@@ -220,9 +220,19 @@ def test_a_canary_rolls_back_then_promotes(serve: ServeBackend) -> None:
         assert status.canary is None and status.revision == stable
 
         tier.apply(tier.make_spec(v2, name="contract-canary", replicas=2, canary=50))
-        canary_ready(svc)
-        assert svc.promote() == ("service contract-canary: canary promoted; the canary revision rolls "
-                                 "out to all 2 replicas")
+        both = canary_ready(svc)
+        # Issue 29 §3: both revisions' pods are listed, marked, and each can be asked on its own.
+        tracks = {p.track: p.name for p in both.pods}
+        assert sorted(p.track for p in both.pods) == ["canary", "stable"], both.pods
+        for track in ("canary", "stable"):
+            for _ in range(3):  # every time, not by the luck of the round
+                answer = svc.request("GET", "/", track=track)
+                assert answer.status == 200, (track, answer.status)
+                assert answer.text == f"hello from {tracks[track]}", (track, answer.text)
+        with pytest.raises(SpecError, match="track"):
+            svc.request("GET", "/", track="blue")
+        line = svc.promote()  # Kubernetes returns once done, the local tier as it rolls
+        assert line.startswith("service contract-canary: canary promoted; ") and "all 2 replicas" in line
 
         def promoted() -> bool:
             status = svc.status()

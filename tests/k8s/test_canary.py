@@ -14,6 +14,7 @@ from jupyter_tiers.k8s.canary import TRACK_LABEL
 from jupyter_tiers.k8s.tier import K8sTier
 from jupyter_tiers.model import ServiceState, ServiceStatus
 from jupyter_tiers.registry import Registry
+from jupyter_tiers.viewstate import serve as serve_state
 from tests.k8s.conftest import GUARD, SERVER, wait_for
 from tests.k8s.test_k8s_tier import apply_server, get, live_pods, wait_ready
 from tests.k8s_emulator.emulator import Emulator
@@ -65,7 +66,14 @@ def test_canary_splits_replicas_then_promote_rolls_everything_to_it(
     assert listed is not None and listed.detail == "3/3 + canary 1/1"  # what %tiers jobs shows
     stable, canary = pods_by_track(emulator, ns, "cn")
     assert len(stable) == 3 and len(canary) == 1 and canary[0].startswith("cn-canary-")
-    assert {p.name for p in st.pods} == set(stable)  # the stable status counts its own pods only
+    # Both revisions' pods are listed, each marked with its track (issue 29 §3); the counts stay
+    # the stable one's.
+    assert {p.name for p in st.pods if p.track == "stable"} == set(stable)
+    assert {p.name for p in st.pods if p.track == "canary"} == set(canary)
+    assert svc.port_forward(track="canary") != svc.port_forward(track="stable")
+    assert serve_state.state_label(st) == "READY 4/4 (stable 3/3, canary 1/1)"
+    rows = serve_state.pod_rows(st, 0.0)
+    assert [r[8] for r in rows] == ["stable"] * 3 + ["canary"] and all(r[7] for r in rows)
     # One Service for both revisions; the canary has its own code and env.
     svc_obj = get(emulator, "services", ns, "cn")
     assert svc_obj is not None and svc_obj["spec"]["selector"] == {"app.kubernetes.io/name": "cn"}
@@ -153,3 +161,90 @@ def test_a_canary_needs_a_live_rolling_service(tier: K8sTier, emulator: Emulator
         tier.apply(tier.make_spec(V2, name="bgc", replicas=4, port=8000, canary=25))
     text = tier.render(tier.make_spec(V2, name="web", replicas=10, port=8000, canary=10))
     assert "name: web-canary\n" in text and "kind: Service\n" not in text and "replicas: 1\n" in text
+
+
+class PodStream:
+    """Every pod change of one service in the emulator's store, in order (the store calls its
+    subscribers as each change is written, so nothing is missed between two polls)."""
+
+    def __init__(self, emulator: Emulator, ns: str, name: str) -> None:
+        self.emulator, self.ns, self.name = emulator, ns, name
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        with emulator.store.lock:  # the pods as they are, then every change from there on
+            self.before = {p["metadata"]["name"]: p for p in live_pods(emulator, ns, name)}
+            emulator.store.subscribe(self._on_change)
+
+    def _on_change(self, etype: str, resource: str, obj: dict[str, Any]) -> None:
+        md = obj.get("metadata") or {}
+        if (resource == "pods" and md.get("namespace") == self.ns
+                and (md.get("labels") or {}).get("app.kubernetes.io/name") == self.name):
+            self.events.append((etype, obj))
+
+    def close(self) -> None:
+        self.emulator.store.unsubscribe(self._on_change)
+
+    def ready_counts(self) -> list[int]:
+        """How many pods were ready (and not terminating) after each change."""
+        pods = dict(self.before)
+        counts = [sum(1 for p in pods.values() if _ready(p))]
+        for etype, obj in list(self.events):
+            name = obj["metadata"]["name"]
+            if etype == "DELETED":
+                pods.pop(name, None)
+            else:
+                pods[name] = obj
+            counts.append(sum(1 for p in pods.values() if _ready(p)))
+        return counts
+
+    def added(self) -> list[dict[str, Any]]:
+        return [obj for etype, obj in list(self.events) if etype == "ADDED"]
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    if pod["metadata"].get("deletionTimestamp"):
+        return False
+    conds = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conds)
+
+
+def _hash(pod: dict[str, Any]) -> str:
+    return str((pod["metadata"].get("labels") or {}).get("pod-template-hash"))
+
+
+def test_promote_keeps_every_replica_ready_and_starts_no_pod_of_the_old_revision(
+        tier: K8sTier, emulator: Emulator, k8s_namespace: str) -> None:
+    """Issue 29 §4: promoting took ready from 2 to 1 (the canary removed at once) and, as
+    a real Deployment controller scales the old ReplicaSet first when replicas and template change
+    in one write, started a pod of the OLD code beside the new one. Surge first, then remove the
+    canary: ready never below the total, and every pod started is of the canary's revision."""
+    ns = k8s_namespace
+    wait_ready(apply_server(tier, name="pm", replicas=2))
+    svc = tier.apply(tier.make_spec(V2, name="pm", replicas=2, port=8000, canary=50))
+    wait_for(lambda: split_ready(tier, svc, 1, 1), what="1 stable + 1 canary ready")
+    old_hashes = {_hash(p) for p in pods_by_track_objects(emulator, ns, "pm")[0]}
+    stream = PodStream(emulator, ns, "pm")
+    try:
+        line = svc.promote()
+        assert "promoted" in line
+        wait_for(lambda: (get(emulator, "deployments", ns, "pm-canary") is None
+                          and not pods_by_track(emulator, ns, "pm")[1]
+                          and len(pods_by_track(emulator, ns, "pm")[0]) == 2
+                          and tier.service_status(svc.record).state is ServiceState.READY) or None,
+                 what="2 promoted pods, canary gone")
+    finally:
+        stream.close()
+    counts = stream.ready_counts()
+    assert counts and min(counts) >= 2, f"ready dipped below 2 during the promote: {counts}"
+    started_old = [p["metadata"]["name"] for p in stream.added() if _hash(p) in old_hashes]
+    assert not started_old, f"pods of the old revision started during the promote: {started_old}"
+    tier.delete(svc.record)
+
+
+def pods_by_track_objects(emulator: Emulator, ns: str, name: str
+                          ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    stable: list[dict[str, Any]] = []
+    canary: list[dict[str, Any]] = []
+    for p in live_pods(emulator, ns, name):
+        labels = p["metadata"].get("labels") or {}
+        (canary if labels.get(TRACK_LABEL) == "canary" else stable).append(p)
+    return stable, canary

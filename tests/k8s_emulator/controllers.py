@@ -348,6 +348,9 @@ class Controllers:
         conds = list((d.get("status") or {}).get("conditions") or [])
         max_rev = max([_revision(rs) for rs in owned] + [0])
 
+        if self._scaling_event(d, owned, new_rs, desired, max_surge):
+            self._write_status(ns, name, new_rs["metadata"]["name"] if new_rs else "", max_unavail)
+            return
         if new_rs is None:
             h = pod_template_hash(template)
             rs_name = f"{name}-{h}"
@@ -496,6 +499,26 @@ class Controllers:
 
         self._cleanup_history(d, new_rs)
         self._write_status(ns, name, new_name, max_unavail)
+
+    def _scaling_event(self, d: Obj, owned: list[Obj], new_rs: Obj | None, desired: int,
+                       max_surge: int) -> bool:
+        """kube-controller-manager's ``isScalingEvent`` then ``sync``/``scale``, which run before
+        any rollout: when an active ReplicaSet's ``desired-replicas`` annotation differs from
+        ``spec.replicas``, a lone active ReplicaSet is scaled to the new count at once, even an
+        old one whose template is no longer the Deployment's (a change of both template and
+        replicas in one write first starts pods of the OLD template; the rollout follows in the
+        next pass). Several active ReplicaSets are left to the rollout below (the real
+        controller scales them proportionally). Returns whether this pass scaled one."""
+        if d["spec"].get("paused"):
+            return False
+        active = [rs for rs in owned if int(rs["spec"].get("replicas", 0)) > 0]
+        event = any((rs["metadata"].get("annotations") or {}).get("deployment.kubernetes.io/desired-replicas")
+                    not in (None, str(desired)) for rs in active)
+        if not event or len(active) != 1:
+            return False
+        only = active[0]
+        self._scale(d, only, desired, max_surge)  # (the annotations follow the count either way)
+        return int(only["spec"].get("replicas", 0)) != desired
 
     def _find_new_rs(self, owned: list[Obj], template: Obj) -> Obj | None:
         matches = [rs for rs in owned if _strip_hash(rs["spec"].get("template") or {}) == template]

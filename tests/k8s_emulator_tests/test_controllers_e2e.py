@@ -151,6 +151,30 @@ def test_deployment_rolls_out_with_golden_status(api: client.ApiClient, ns: str)
     assert sorted(sets.values()) == [0, 2]
 
 
+def test_a_write_of_replicas_and_template_scales_the_old_replicaset_first(
+        api: client.ApiClient, ns: str) -> None:
+    """kube-controller-manager serves a scaling event (spec.replicas against the active
+    ReplicaSet's desired-replicas annotation) before any rollout: a lone active ReplicaSet is
+    scaled to the new count even when the same write changed the template, so a pod of the OLD
+    template starts, then the rollout replaces it (deployment controller ``sync``/``scale``)."""
+    apps, core = client.AppsV1Api(api), client.CoreV1Api(api)
+    apps.create_namespaced_deployment(ns, web_deployment("sc", replicas=1))
+    wait_for(lambda: (apps.read_namespaced_deployment("sc", ns).status.available_replicas or 0) == 1,
+             what="1 available")
+    first = apps.list_namespaced_replica_set(ns).items[0].metadata.labels["pod-template-hash"]
+    apps.patch_namespaced_deployment("sc", ns, {"spec": {"replicas": 2, "template": {"metadata": {
+        "annotations": {"kubectl.kubernetes.io/restartedAt": "2026-12-04T19:00:00Z"}}}}})
+
+    def rolled() -> bool:
+        d = apps.read_namespaced_deployment("sc", ns)
+        return ((d.status.observed_generation or 0) >= d.metadata.generation and d.status.replicas == 2
+                and d.status.updated_replicas == 2 and d.status.available_replicas == 2)
+
+    wait_for(rolled, what="2 of the new template")
+    scaled = [e.message for e in core.list_namespaced_event(ns).items if e.reason == "ScalingReplicaSet"]
+    assert f"Scaled up replica set sc-{first} to 2 from 1" in scaled  # the old template, first
+
+
 def test_portforward_errors(api: client.ApiClient, ns: str) -> None:
     core = client.CoreV1Api(api)
     with pytest.raises(ApiException) as e:

@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
+import random
+
+import pytest
+
+from jupyter_tiers.errors import SpecError, TiersError
 from jupyter_tiers.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
+from jupyter_tiers.servestatus import check_track, track_pods, with_canary
 from jupyter_tiers.viewstate.serve import (
     MAX_EVENTS,
     banner_text,
@@ -67,9 +73,10 @@ def test_current_revision_is_the_newest_pods() -> None:
 def test_pod_rows_put_the_current_revision_first() -> None:
     rows = pod_rows(ServiceStatus("web", ServiceState.FAILED, pods=_pods()), NOW)
     assert [r[0] for r in rows] == ["web-new-aaaaa", "web-new-bbbbb", "web-old-aaaaa", "web-old-ccccc"]
-    name, phase, ready, restarts, node, age, problem, current = rows[1]
+    name, phase, ready, restarts, node, age, problem, current, track = rows[1]
     assert (name, phase, ready, restarts, node, age, current) == ("web-new-bbbbb", "Running", False, 2,
                                                                   "n2", 30, True)
+    assert track == ""  # no canary: no track
     assert problem == "CrashLoopBackOff (exit 1, 2 restarts)"
     assert rows[0][4] == "" and rows[0][6] == "Unschedulable: 0/2 nodes are available"
     assert [r[7] for r in rows] == [True, True, False, False]
@@ -178,3 +185,52 @@ def test_status_traits_carry_the_canary_line() -> None:
     with_canary = ServiceStatus("web", ServiceState.READY, desired=9, ready=9, available=9,
                                 canary=CanaryStatus(percent=10, desired=1, ready=1, state=ServiceState.READY))
     assert status_traits(with_canary, 0.0)["canary"] == "canary 10 %: READY 1/1, 0 restarts"
+
+
+# --- a canary beside the stable revision (issue 29 §3) -----------------------------------------
+def _with_a_canary() -> ServiceStatus:
+    stable = ServiceStatus("web", ServiceState.READY, desired=1, updated=1, ready=1, available=1, pods=(
+        PodInfo("web-aaa-1", phase="Running", ready=True, started_at=NOW - 60, revision="aaa"),))
+    canary = ServiceStatus("web", ServiceState.READY, desired=1, updated=1, ready=1, available=1, pods=(
+        PodInfo("web-canary-bbb-1", phase="Running", ready=True, started_at=NOW - 5, revision="bbb"),))
+    return with_canary(stable, 50, canary)
+
+
+def test_a_canary_s_pods_are_listed_marked_and_counted_in_the_header() -> None:
+    status = _with_a_canary()
+    assert [(p.name, p.track) for p in status.pods] == [("web-aaa-1", "stable"),
+                                                        ("web-canary-bbb-1", "canary")]
+    rows = pod_rows(status, NOW)
+    # Each track has its own current revision: the stable pod is not "previous" for being older.
+    assert [(r[0], r[7], r[8]) for r in rows] == [("web-aaa-1", True, "stable"),
+                                                  ("web-canary-bbb-1", True, "canary")]
+    traits = status_traits(status, NOW)
+    assert traits["ready"] == 1 and traits["desired"] == 1 and traits["canary_counts"] == [1, 1]
+    assert state_label(status) == "READY 2/2 (stable 1/1, canary 1/1)"
+    plain = ServiceStatus("web", ServiceState.READY, desired=2, ready=2, pods=(PodInfo("p", ready=True),))
+    assert status_traits(plain, NOW)["canary_counts"] == [] and pod_rows(plain, NOW)[0][8] == ""
+
+
+def test_track_pods_picks_one_revision_s_ready_pods() -> None:
+    status = _with_a_canary()
+    assert [p.name for p in track_pods(status, "canary")] == ["web-canary-bbb-1"]
+    assert [p.name for p in track_pods(status, "stable")] == ["web-aaa-1"]
+    assert len(track_pods(status, None)) == len(track_pods(status, "both")) == 2
+    plain = ServiceStatus("web", ServiceState.READY, pods=(PodInfo("p", ready=True),))
+    assert [p.name for p in track_pods(plain, "stable")] == ["p"]
+    with pytest.raises(TiersError, match="runs no canary"):
+        track_pods(plain, "canary")
+
+
+def test_check_track_refuses_anything_else_naming_what_is_allowed() -> None:
+    rng = random.Random(29)
+    alphabet = "stablecanryboh-_ ST\n\x00é"
+    for _ in range(2000):
+        value: object = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 9)))
+        if rng.random() < 0.1:
+            value = rng.choice([1, 0.5, [], {}, b"canary", True])
+        if value in ("stable", "canary", "both", None):
+            continue
+        with pytest.raises(SpecError, match="track: stable, canary or both"):
+            check_track(value)  # type: ignore[arg-type]
+    assert check_track("both") is None and check_track(None) is None and check_track("canary") == "canary"

@@ -19,7 +19,7 @@ import pytest
 from jupyter_tiers.config import load_config
 from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.registry import Registry
-from tests.chaos.conftest import SEED
+from tests.chaos.conftest import REPLAY, SEED
 from tests.chaos.scenarios_lab import lab_restarts
 from tests.helpers import free_port
 
@@ -60,6 +60,7 @@ def test_two_sidebar_tabs_reconnect_once_after_a_server_restart(
     while the server was down, and is live again (a later job, a cancel from one tab)."""
     gates = tmp_path / "gates"
     gates.mkdir()
+    print(REPLAY)  # the schedule's seed (the date's), shown with a failure
     outcome = lab_restarts(restartable, laptop, [page, page.context.new_page()], gates,
                            seed=SEED, restarts=1, signals=[sig])
     assert outcome.faults == 1

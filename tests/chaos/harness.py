@@ -1,15 +1,15 @@
-"""The chaos harness's plain parts: a seeded fault schedule, the numbered-line ledger check, an
-outcome per scenario and the table bench/chaos.py prints.
+"""The chaos harness's plain parts: the numbered-line ledger check, an outcome per scenario and
+the table bench/chaos.py prints.
 
-A scenario (tests/chaos/scenarios_*.py) runs a workload, injects faults from the outside at the
-moments :func:`schedule` draws from its seed, then checks invariants and returns an
-:class:`Outcome`; tests/chaos/ asserts on outcomes, bench/chaos.py prints them.
+A scenario (tests/chaos/scenarios_*.py) runs a workload, injects faults from the outside as its
+plan in tests/chaos/schedules.py draws them from the seed (each inside its target's span), then
+checks invariants and returns an :class:`Outcome`; tests/chaos/ asserts on outcomes,
+bench/chaos.py prints them.
 """
 
 from __future__ import annotations
 
 import math
-import random
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -20,31 +20,39 @@ T = TypeVar("T")
 
 @dataclass
 class Outcome:
-    """What one scenario saw. ``problems`` says in words what each loss or wrong state was."""
+    """What one scenario saw. ``problems`` says in words what each loss or wrong state was;
+    ``missed`` what each undelivered fault was (one that found its target already ended: a fault
+    of the harness's schedule, not a state of the product)."""
 
     scenario: str
     faults: int = 0
+    undelivered: int = 0
     checked: int = 0  # log lines, registry records or events checked
     lost: int = 0
     duplicated: int = 0
     wrong_states: int = 0
     recover_s: list[float] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    missed: list[str] = field(default_factory=list)
 
     @property
     def clean(self) -> bool:
+        """Nothing lost, repeated or wrong (undelivered faults are the harness's, not counted)."""
         return not (self.lost or self.duplicated or self.wrong_states or self.problems)
+
+    @property
+    def delivered_all(self) -> bool:
+        return not self.undelivered
+
+    def undelivered_fault(self, what: str) -> None:
+        """One scheduled fault that could not be delivered, said in words."""
+        self.undelivered += 1
+        self.missed.append(what)
 
     def wrong(self, what: str) -> None:
         """One wrong state, said in words."""
         self.wrong_states += 1
         self.problems.append(what)
-
-
-def schedule(seed: int, count: int, low: float, high: float) -> list[float]:
-    """``count`` delays drawn uniformly in [low, high) from ``seed`` (same seed, same faults)."""
-    rng = random.Random(seed)
-    return [rng.uniform(low, high) for _ in range(count)]
 
 
 @dataclass(frozen=True)
@@ -85,7 +93,7 @@ def percentile(values: Sequence[float], p: float) -> float | None:
     return ordered[rank - 1]
 
 
-COLUMNS = ("scenario", "faults", "checked", "lost", "duplicated", "wrong states",
+COLUMNS = ("scenario", "faults", "undelivered", "checked", "lost", "duplicated", "wrong states",
            "recover p50", "recover p99")
 
 
@@ -97,8 +105,8 @@ def table(outcomes: Iterable[Outcome]) -> str:
     """The outcomes as a Markdown table (README-ready)."""
     rows = [COLUMNS]
     for o in outcomes:
-        rows.append((o.scenario, str(o.faults), str(o.checked), str(o.lost), str(o.duplicated),
-                     str(o.wrong_states), _seconds(percentile(o.recover_s, 50)),
+        rows.append((o.scenario, str(o.faults), str(o.undelivered), str(o.checked), str(o.lost),
+                     str(o.duplicated), str(o.wrong_states), _seconds(percentile(o.recover_s, 50)),
                      _seconds(percentile(o.recover_s, 99))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(COLUMNS))]
 

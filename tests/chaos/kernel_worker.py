@@ -3,7 +3,8 @@ tests.chaos.kernel_worker WORKDIR submit LINES`` submits a 2-rank job writing LI
 lines per rank and follows its log; ``... WORKDIR attach JOB OFFSET`` is a new kernel attaching
 to that job (as ``%tiers attach`` does) and following on from byte OFFSET of the log until the
 job ends. Every line followed is printed as ``L END_OFFSET RANK TEXT``; the end as ``END STATE``.
-``... WORKDIR serve NAME`` rolls out a 2-replica local service (``SVC NAME`` once applied);
+``... WORKDIR serve NAME LISTEN_AFTER`` rolls out a 2-replica local service whose replicas listen
+LISTEN_AFTER seconds after they start (``SVC NAME`` once applied);
 ``... WORKDIR attach-service NAME`` attaches to it, waits until it is ready, prints ``READY
 DETAIL BODY`` (the registry's detail, one answer of its URL), deletes it and prints ``DELETED``.
 Any error is one line, ``ERROR <text>``.
@@ -25,7 +26,7 @@ FAST = {"status_interval": 0.5, "rank_interval": 0.2, "first_poll": 0.1}
 # A replica that is slow to listen (a model loading), so a kill lands mid-rollout.
 SERVE_BODY = """\
 import http.server, os, time
-time.sleep(1.0)
+time.sleep({listen_after})
 class H(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
         body = os.environ["JT_REPLICA"].encode()
@@ -39,7 +40,7 @@ http.server.ThreadingHTTPServer(("127.0.0.1", int(os.environ["PORT"])), H).serve
 """
 
 
-def serve(workdir: Path, mode: str, name: str) -> None:
+def serve(workdir: Path, mode: str, name: str, listen_after: float = 1.0) -> None:
     import urllib.request
 
     from jupyter_tiers.local.serve_tier import LocalServeTier
@@ -48,7 +49,8 @@ def serve(workdir: Path, mode: str, name: str) -> None:
                           poll_interval=0.1)
     try:
         if mode == "serve":
-            tier.apply(tier.make_spec(SERVE_BODY, name=name, replicas=2, readiness="/"))
+            tier.apply(tier.make_spec(SERVE_BODY.format(listen_after=listen_after), name=name, replicas=2,
+                                      readiness="/"))
             print("SVC", name, flush=True)
             time.sleep(300)  # a kernel that stays (until the harness kills it)
             return
@@ -68,7 +70,7 @@ def main(argv: list[str]) -> int:
     workdir, mode = Path(argv[0]), argv[1]
     if mode in ("serve", "attach-service"):
         try:
-            serve(workdir, mode, argv[2])
+            serve(workdir, mode, argv[2], *(float(a) for a in argv[3:4]))
         except Exception as e:  # the harness counts errors, one line each
             print("ERROR", f"{type(e).__name__}: {e}".replace("\n", " "), flush=True)
             return 1

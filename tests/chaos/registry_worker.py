@@ -1,7 +1,9 @@
 """One process writing the shared registry, as a kernel does: ``python -m tests.chaos.registry_worker
-ID JOBS SERVICES JOURNAL`` adds JOBS job records and SERVICES service records, removes every fourth
-one's predecessor, lists after every fifth, and appends each finished operation to JOURNAL (so a
-worker killed and started again resumes where it stopped, and the harness knows what was done).
+ID JOBS SERVICES JOURNAL [RELEASE]`` adds JOBS job records and SERVICES service records, removes
+every fourth one's predecessor, lists after every fifth, and appends each finished operation to
+JOURNAL (so a worker killed and started again resumes where it stopped, and the harness knows what
+was done). With RELEASE it waits before its last operation until that file exists (at most
+HOLD_S): the harness releases it once its faults are delivered, so no fault finds it ended.
 ``ID`` ``lister``: only list, over and over, until JOURNAL exists (the server's sidebar).
 
 Any error is one line on stderr, ``ERROR <text>``; the harness counts them.
@@ -16,7 +18,8 @@ from pathlib import Path
 
 from jupyter_tiers.registry import MAX_LIST, JobRecord, Registry
 
-PACE_S = 0.005  # between operations: a kernel's pace, so that a fault finds it still working
+PACE_S = 0.005  # between operations: a kernel's pace
+HOLD_S = 600.0  # the longest a worker waits for its release (a harness that died never releases)
 
 
 def ops(worker: str, jobs: int, services: int) -> list[tuple[str, str, str]]:
@@ -39,6 +42,7 @@ def _done(journal: Path) -> int:
 
 def main(argv: list[str]) -> int:
     worker, jobs, services, journal = argv[0], int(argv[1]), int(argv[2]), Path(argv[3])
+    release = Path(argv[4]) if len(argv) > 4 else None
     if worker == "lister":
         while not journal.exists():
             try:
@@ -51,6 +55,10 @@ def main(argv: list[str]) -> int:
     start = _done(journal)
     with open(journal, "a") as out:
         for n, (verb, job_id, kind) in enumerate(todo[start:], start):
+            if release is not None and n == len(todo) - 1:
+                held = time.monotonic() + HOLD_S
+                while not release.exists() and time.monotonic() < held:
+                    time.sleep(0.01)
             while True:
                 try:
                     reg = Registry()

@@ -19,7 +19,6 @@ hour of running); its log holds every line once, in order.
 from __future__ import annotations
 
 import os
-import random
 import shutil
 import subprocess
 import sys
@@ -28,12 +27,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.chaos import schedules
 from tests.chaos.harness import Outcome, check_sequence, wait_until
 
 GUARD = 120.0
 LIBFAKETIME = Path("/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1")
 ROOT = Path(__file__).resolve().parent.parent.parent
-OFFSETS = ("+1h", "+0", "-1h", "+0")  # each a step of one hour from the one before
+OFFSETS = schedules.CLOCK_OFFSETS  # each a step of one hour from the one before
 
 
 class ClockStepUnavailable(Exception):
@@ -61,7 +61,6 @@ def clock_steps(workdir: Path, *, seed: int, steps: int,
                 progress: Callable[[str], None] | None = None) -> Outcome:
     """One job watched from a kernel whose wall clock is stepped ``steps`` times by an hour."""
     outcome = Outcome("local: wall clock stepped ±1 h mid-job")
-    rng = random.Random(seed)
     offset = workdir / "faketime-offset"
     offset.write_text("+0\n")
     go = workdir / "go"
@@ -95,11 +94,14 @@ def clock_steps(workdir: Path, *, seed: int, steps: int,
         if not wait_until(lambda: seen(lambda _, w: w[:2] == ["S", "RUNNING"] and w[2].isdigit()
                                        and int(w[2]) >= 1) or seen(done), GUARD, 0.1):
             outcome.wrong("the job never ran for a second")
-        for i in range(steps):
-            if seen(done):
+        plan = schedules.local_clock_steps(seed, steps)
+        for i, fault in enumerate(plan):
+            if seen(done):  # it writes until told to: an end now is the kernel's error, said below
+                for missed in plan[i:]:
+                    outcome.undelivered_fault(f"{missed.target}: step to {missed.kind} after the job ended")
                 break
-            time.sleep(rng.uniform(0.2, 1.5))
-            step = OFFSETS[i % len(OFFSETS)]
+            time.sleep(fault.at)
+            step = fault.kind
             hours = int(step.rstrip("h")) if step != "+0" else 0
             offset.write_text(step + "\n")
             outcome.faults += 1

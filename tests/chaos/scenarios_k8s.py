@@ -11,7 +11,6 @@ status); the watch sees a change made right after each restart (time to recover)
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -23,15 +22,17 @@ from jupyter_tiers.k8s.render import CONTAINER_NAME
 from jupyter_tiers.k8s.tier import K8sTier
 from jupyter_tiers.model import PodLogLine, ServiceState, ServiceStatus
 from jupyter_tiers.servestatus import TERMINAL_PHASES, summary_line
+from tests.chaos import schedules
 from tests.chaos.faults import delete_pod, evict_pod, node_pressure, restart_api_server
-from tests.chaos.harness import Outcome, check_sequence, schedule, wait_until
+from tests.chaos.harness import Outcome, check_sequence, wait_until
 from tests.k8s_emulator.emulator import Emulator
 
 GUARD = 120.0  # bounds every wait (a broken watch fails the scenario instead of hanging it)
 IMAGE = "python:3.11-slim"
 MARK = "chaos.jupyter-tiers.io/mark"
 
-# Each replica answers HTTP on its port (the probes) and numbers its log lines: "n <i> <pod>".
+# Each replica answers HTTP on its port (the probes), from {listen_after} s after it starts (a
+# model loading: it is not ready before), and numbers its log lines from the start: "n <i> <pod>".
 WRITER = """\
 import http.server, os, threading, time
 class H(http.server.BaseHTTPRequestHandler):
@@ -39,8 +40,10 @@ class H(http.server.BaseHTTPRequestHandler):
         self.send_response(200); self.end_headers(); self.wfile.write(b"ok")
     def log_message(self, *args):
         pass
-server = http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ["JT_PORT"])), H)
-threading.Thread(target=server.serve_forever, daemon=True).start()
+def serve():
+    time.sleep({listen_after})
+    http.server.ThreadingHTTPServer(("0.0.0.0", int(os.environ["JT_PORT"])), H).serve_forever()
+threading.Thread(target=serve, daemon=True).start()
 name = os.environ["HOSTNAME"]
 i = 0
 while True:
@@ -70,7 +73,7 @@ class FollowedService:
     """A line-numbering service, followed as the widget follows it, with what it delivered."""
 
     def __init__(self, emulator: Emulator, namespace: str, name: str, *, replicas: int = 2,
-                 rate: float = 20.0, stale_after: float = 300.0) -> None:
+                 rate: float = 20.0, stale_after: float = 300.0, listen_after: float = 0.0) -> None:
         self.emulator = emulator
         self.namespace = namespace
         self.profile = Profile(name="chaos", tier="kubernetes",
@@ -85,8 +88,8 @@ class FollowedService:
         self.first_line_at: dict[str, float] = {}
         self.statuses: list[ServiceStatus] = []
         self.marks: dict[str, float] = {}
-        self.service = self.tier.apply(self.tier.make_spec(WRITER.format(delay=1.0 / rate), name=name,
-                                                           replicas=replicas, port=8000))
+        body = WRITER.format(delay=1.0 / rate, listen_after=listen_after)
+        self.service = self.tier.apply(self.tier.make_spec(body, name=name, replicas=replicas, port=8000))
         self.record = self.service.record
         self.tier._watch_of_namespace().add_listener(self._on_event)
         self.sub = self.tier.watch(self.record, on_status=self._on_status, on_lines=self._on_lines)
@@ -130,6 +133,18 @@ class FollowedService:
     def seen_mark(self, value: str) -> float | None:
         with self.lock:
             return self.marks.get(value)
+
+    def rolling(self) -> bool:
+        """Whether the Deployment's rollout is still under way (the emulator's store, read in
+        this process: no API call, so it answers while the API server is down too)."""
+        d = self.emulator.store.get("deployments", self.namespace, self.record.name)
+        if d is None:
+            return False
+        status = d.get("status") or {}
+        want = int(d["spec"].get("replicas", 1))
+        return not (int(status.get("observedGeneration", 0)) >= int(d["metadata"].get("generation", 1))
+                    and status.get("updatedReplicas") == want and status.get("replicas") == want
+                    and status.get("availableReplicas") == want)
 
     def live_pods(self) -> list[str]:
         pods = self.emulator.store.list("pods", self.namespace,
@@ -217,19 +232,25 @@ def _recovery(svc: FollowedService, outcome: Outcome, label: str, since: float) 
 
 def api_server_restarts(emulator: Emulator, namespace: str, *, seed: int, restarts: int,
                         progress: Callable[[str], None] | None = None) -> Outcome:
-    """The API server restarted ``restarts`` times, each a moment after a rollout began."""
+    """The API server restarted ``restarts`` times, each a seeded moment after a rollout began,
+    inside the rollout: its replicas listen K8S_LISTEN_AFTER_S after they start, so a rollout
+    (one replica after another) lasts at least K8S_ROLLOUT_MIN_S. A restart that still finds the
+    rollout finished (a machine busy enough to oversleep that long) is counted undelivered."""
     outcome = Outcome("k8s: API server restarted mid-rollout")
-    rng = random.Random(seed)
-    delays = schedule(seed, restarts, 0.0, 1.5)  # from the rollout's start to the restart
-    svc = FollowedService(emulator, namespace, "chaos-api")
+    svc = FollowedService(emulator, namespace, "chaos-api", replicas=schedules.K8S_REPLICAS,
+                          listen_after=schedules.K8S_LISTEN_AFTER_S)
     try:
         if not svc.wait_ready(outcome):
             return outcome
-        for i, delay in enumerate(delays):
+        for i, fault in enumerate(schedules.k8s_api_restarts(seed, restarts)):
             svc.service.restart()
-            time.sleep(delay)
-            up = restart_api_server(emulator, rng.uniform(0.1, 1.0))
-            outcome.faults += 1
+            time.sleep(fault.at)
+            if svc.rolling():
+                outcome.faults += 1
+            else:  # restarted all the same: the run goes on as scheduled
+                outcome.undelivered_fault(f"restart {i}: the rollout had ended {fault.at:.2f} s after "
+                                          "it began")
+            up = restart_api_server(emulator, fault.hold)
             _recovery(svc, outcome, f"restart-{i}", up)
             if progress:
                 progress(f"  API server restart {i + 1}/{restarts}")
@@ -245,15 +266,15 @@ def pod_deletions(emulator: Emulator, namespace: str, *, seed: int, deletions: i
                   progress: Callable[[str], None] | None = None) -> Outcome:
     """A pod deleted by hand ``deletions`` times: the replacement is followed, its log read."""
     outcome = Outcome("k8s: pod deleted by hand")
-    rng = random.Random(seed)
-    svc = FollowedService(emulator, namespace, "chaos-pod")
+    svc = FollowedService(emulator, namespace, "chaos-pod", replicas=schedules.K8S_REPLICAS)
     try:
         if not svc.wait_ready(outcome):
             return outcome
-        for i in range(deletions):
+        for i, fault in enumerate(schedules.k8s_pod_deletions(seed, deletions)):
             before = set(svc.live_pods())
-            victim = rng.choice(sorted(before))
-            time.sleep(rng.uniform(0.2, 1.5))
+            ordered = sorted(before)
+            victim = ordered[int(fault.kind) % len(ordered)]
+            time.sleep(fault.at)
             with svc.lock:
                 known = before | set(svc.first_line_at)  # earlier victims too
             at = time.monotonic()
@@ -287,17 +308,16 @@ def node_evictions(emulator: Emulator, namespace: str, *, seed: int, evictions: 
     (``Evicted: The node was low on resource: memory``) and never counts an evicted pod as a
     replica or shows it running. Recovery is from the eviction to the service READY again."""
     outcome = Outcome("k8s: node's pods evicted")
-    rng = random.Random(seed)
-    svc = FollowedService(emulator, namespace, "chaos-evict")
+    svc = FollowedService(emulator, namespace, "chaos-evict", replicas=schedules.K8S_REPLICAS)
     try:
         if not svc.wait_ready(outcome):
             return outcome
-        for i in range(evictions):
-            time.sleep(rng.uniform(0.2, 1.5))
+        for i, fault in enumerate(schedules.k8s_evictions(seed, evictions)):
+            time.sleep(fault.at)
             with svc.lock:
                 seen_before = len(svc.statuses)
             at = time.monotonic()
-            pressure = i % 2 == 0
+            pressure = fault.kind == "memory pressure"
             if pressure:
                 victims = node_pressure(emulator, namespace)
             else:
@@ -366,12 +386,11 @@ def api_down_longer_than_stale_after(emulator: Emulator, namespace: str, *, seed
     followed status must turn UNKNOWN (last seen READY, the reconnect attempt in words) rather
     than stay a confident READY, the registry must keep READY, and READY must come back."""
     outcome = Outcome("k8s: API down > stale_after")
-    rng = random.Random(seed)
     svc = FollowedService(emulator, namespace, "chaos-stale", replicas=1, stale_after=stale_after)
     try:
         if not svc.wait_ready(outcome):
             return outcome
-        for i in range(outages):
+        for i, fault in enumerate(schedules.k8s_outages(seed, outages)):
             old = emulator.server
             old.stop()
             outcome.faults += 1
@@ -391,7 +410,7 @@ def api_down_longer_than_stale_after(emulator: Emulator, namespace: str, *, seed
             recorded = svc.tier.registry.get(svc.record.key).state
             if recorded != "READY":
                 outcome.wrong(f"outage {i}: the registry says {recorded}, not the last seen READY")
-            time.sleep(rng.uniform(0.0, 1.0))
+            time.sleep(fault.hold)
             up = restart_api_server(emulator, 0.0)
             back = wait_until(lambda: svc.last and svc.last.state is ServiceState.READY
                               and svc.last.api_reachable, GUARD, interval=0.1)

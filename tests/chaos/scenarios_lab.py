@@ -21,7 +21,6 @@ jitter, included).
 
 from __future__ import annotations
 
-import random
 import signal
 import time
 from collections.abc import Callable, Sequence
@@ -35,6 +34,7 @@ from jupyter_tiers.handles import Job
 from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.model import JobState
 from tests.browser.conftest import SERVER_START_S, Lab, LabProcess
+from tests.chaos import schedules
 from tests.chaos.harness import Outcome, wait_until
 
 SIDEBAR_ID = "jupyter-tiers-sidebar"
@@ -129,7 +129,7 @@ def lab_restarts(lab: LabProcess, tier: LocalTier, pages: Sequence[Any], gates: 
     ``tier`` submits into the server's registry; gate files go under ``gates``."""
     names = "/".join(s.name for s in dict.fromkeys(signals))
     outcome = Outcome(f"jupyter: server restarted ({names}) under 2 sidebar tabs")
-    rng = random.Random(seed)
+    plan = schedules.lab_restarts(seed, restarts, tuple(s.name for s in signals))
     say = progress or (lambda _text: None)
     ended = submit(tier, "rs-ended", "echo ended")
     if not tier_state(tier, ended, JobState.COMPLETED):
@@ -143,8 +143,8 @@ def lab_restarts(lab: LabProcess, tier: LocalTier, pages: Sequence[Any], gates: 
         _see(outcome, tab, "connected once", expect(tab.status).to_have_attribute,
              "data-connections", "1", timeout=UI_MS)
 
-    for i in range(restarts):
-        sig = signals[i % len(signals)]
+    for i, fault in enumerate(plan):
+        sig = signal.Signals[fault.kind]
         gate = gates / f"gate-{i}"
         running = submit(tier, f"rs-running-{i}", "echo up; sleep 600")
         finishing = submit(tier, f"rs-finishing-{i}", f"while [ ! -e {gate} ]; do sleep 0.2; done; echo done")
@@ -153,7 +153,7 @@ def lab_restarts(lab: LabProcess, tier: LocalTier, pages: Sequence[Any], gates: 
             for job in (running, finishing):
                 _see(outcome, tab, f"job {job.id} RUNNING before the fault",
                      expect(tab.badge(job)).to_have_text, "RUNNING", timeout=JOB_MS)
-        time.sleep(rng.uniform(0.0, 1.0))
+        time.sleep(fault.at)
 
         lab.signal(sig)
         outcome.faults += 1

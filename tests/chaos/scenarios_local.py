@@ -9,7 +9,6 @@ to the kill are in its log once, in order. Recovery: from the kill to the job's 
 from __future__ import annotations
 
 import json
-import random
 import re
 import signal
 import subprocess
@@ -22,8 +21,9 @@ from jupyter_tiers.errors import TiersError
 from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.model import JobState
 from jupyter_tiers.registry import Registry
+from tests.chaos import schedules
 from tests.chaos.faults import kill
-from tests.chaos.harness import Outcome, check_sequence, schedule, wait_until
+from tests.chaos.harness import Outcome, check_sequence, wait_until
 from tests.helpers import local_profile, processes_mentioning
 
 GUARD = 120.0
@@ -38,19 +38,18 @@ def supervisor_kills(workdir: Path, *, seed: int, kills: int,
                      notes: list[str] | None = None) -> Outcome:
     """``kills`` jobs of 2 ranks, each one's supervisor SIGKILLed a seeded moment after start."""
     outcome = Outcome("local: supervisor SIGKILLed mid-job")
-    rng = random.Random(seed)
     profile = local_profile(workdir / "jobs")
     registry = Registry(workdir / "registry.sqlite")
     tier = LocalTier(profile, registry, watcher_options=FAST)
     ran_on = 0
     try:
-        for i in range(kills):
+        for i, fault in enumerate(schedules.local_supervisor_kills(seed, kills)):
             job = tier.submit(tier.make_spec(WRITER, shell=True, nodes=2, name=f"chaos-{i}"))
             jobdir = job.record.jobdir
             if not wait_until(lambda j=job: len(j.logs(rank=1).splitlines()) > 5, GUARD, 0.1):
                 outcome.wrong(f"job {job.id} never logged from both ranks")
                 continue
-            time.sleep(rng.uniform(0.0, 1.0))
+            time.sleep(fault.at)
             state = json.loads(Path(jobdir, "state.json").read_text())
             kill(int(state["pid"]), signal.SIGKILL)
             at = time.monotonic()
@@ -101,7 +100,7 @@ def _kernel(workdir: Path, *args: str) -> subprocess.Popen[str]:
                             stdout=subprocess.PIPE, text=True, cwd=ROOT)
 
 
-def kernel_kills(workdir: Path, *, seed: int, kills: int, lines: int = 300,
+def kernel_kills(workdir: Path, *, seed: int, kills: int, lines: int = schedules.KERNEL_JOB_LINES,
                  progress: Callable[[str], None] | None = None) -> Outcome:
     """``kills`` times: a kernel process submits a 2-rank job (``lines`` numbered lines a rank,
     50 a second) and follows its log; it is SIGKILLed after a seeded number of lines; a new
@@ -110,14 +109,13 @@ def kernel_kills(workdir: Path, *, seed: int, kills: int, lines: int = 300,
     exactly once and in order, and equal to the log file. Recovery: from the kill to the new
     kernel's first line."""
     outcome = Outcome("local: kernel SIGKILLed mid-job, attached")
-    rng = random.Random(seed)
-    for i in range(kills):
+    for i, fault in enumerate(schedules.local_kernel_kills(seed, kills, lines)):
         jobdir_root = workdir / f"k{i}"
         jobdir_root.mkdir()
         first = _kernel(jobdir_root, "submit", str(lines))
         assert first.stdout is not None
         job_id, seen, offset = "", [], 0
-        stop_after = rng.randint(20, lines)  # of 2 * lines
+        stop_after = int(fault.at)  # of 2 * lines: the job is still writing
         for raw in first.stdout:
             words = raw.rstrip("\n").split(" ", 3)
             if words[0] == "JOB":
@@ -176,16 +174,18 @@ def kernel_kills(workdir: Path, *, seed: int, kills: int, lines: int = 300,
 
 def kernel_kills_mid_rollout(workdir: Path, *, seed: int, kills: int,
                              progress: Callable[[str], None] | None = None) -> Outcome:
-    """``kills`` times: a kernel process rolls out a 2-replica local service (replicas slow to
-    listen) and is SIGKILLed a seeded 0..1 s after applying it; a new kernel process attaches.
+    """``kills`` times: a kernel process rolls out a 2-replica local service (its replicas listen
+    schedules.LOCAL_LISTEN_AFTER_S after they start) and is SIGKILLed a seeded moment in the first
+    third of that after applying it; a new kernel process attaches.
     Invariants: the service comes READY for the new kernel with 2/2 replicas and answers;
     deleted from there, no process of it is left. Recovery: from the kill to READY seen."""
     outcome = Outcome("local: kernel SIGKILLed mid-rollout, attached")
-    for i, delay in enumerate(schedule(seed, kills, 0.0, 1.0)):
+    for i, fault in enumerate(schedules.local_rollout_kills(seed, kills)):
+        delay = fault.at
         root = workdir / f"r{i}"
         root.mkdir()
         name = f"chaos-roll-{i}"
-        first = _kernel(root, "serve", name)
+        first = _kernel(root, "serve", name, str(schedules.LOCAL_LISTEN_AFTER_S))
         assert first.stdout is not None
         said = first.stdout.readline().split()
         if said[:1] != ["SVC"]:

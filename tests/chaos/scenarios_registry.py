@@ -16,13 +16,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 from jupyter_tiers.registry import MAX_LIST, JobRecord, Registry
+from tests.chaos import schedules
 from tests.chaos.faults import damage_file, kill
-from tests.chaos.harness import Outcome, schedule, wait_until
+from tests.chaos.harness import Outcome, wait_until
 from tests.chaos.registry_worker import ops
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,19 +39,21 @@ def _env(registry: Path) -> dict[str, str]:
 
 class _Worker:
     def __init__(self, name: str, jobs: int, services: int, workdir: Path, env: dict[str, str],
-                 journal: Path | None = None) -> None:
+                 journal: Path | None = None, release: Path | None = None) -> None:
         self.name, self.jobs, self.services = name, jobs, services
         self.journal = journal or workdir / f"{name}.journal"
+        self.release = release
         self.stderr = workdir / f"{name}.stderr"
         self.env = env
         self.proc: subprocess.Popen[bytes] | None = None
         self.start()
 
     def start(self) -> None:
+        hold = [str(self.release)] if self.release is not None else []
         with open(self.stderr, "ab") as err:
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "tests.chaos.registry_worker", self.name, str(self.jobs),
-                 str(self.services), str(self.journal)],
+                 str(self.services), str(self.journal), *hold],
                 cwd=ROOT, env=self.env, stdout=subprocess.DEVNULL, stderr=err)
 
     def done(self) -> int:
@@ -66,45 +70,71 @@ class _Worker:
 def concurrent(workdir: Path, *, seed: int, jobs: int, services: int, faults: int,
                writers: int = 2, progress: Callable[[str], None] | None = None) -> Outcome:
     """``writers`` kernels add/remove ``jobs`` + ``services`` records in all while the server
-    lists; ``faults`` times one kernel is SIGSTOPped a moment or SIGKILLed and started again."""
+    lists; ``faults`` times one kernel is SIGSTOPped a moment or SIGKILLed and started again,
+    once it has done the seeded number of operations (schedules.registry_concurrent). Each
+    kernel's faults are delivered in a thread of their own (a fault held on one kernel does not
+    hold back another's), and each kernel waits before its last operation until its faults are
+    delivered: a fault never finds its kernel ended."""
     outcome = Outcome("registry: kernels + server, concurrent")
     registry = workdir / "registry.sqlite"
     env = _env(registry)
     Registry(registry)  # created once, as the first kernel would
     stop = workdir / "lister.stop"
     lister = _Worker("lister", 0, 0, workdir, env, journal=stop)  # lists until ``stop`` exists
-    kernels = [_Worker(f"k{i}", jobs // writers, services // writers, workdir, env) for i in range(writers)]
-    rng = random.Random(seed)
+    kernels = {f"k{i}": _Worker(f"k{i}", jobs // writers, services // writers, workdir, env,
+                                release=workdir / f"k{i}.release") for i in range(writers)}
     total = len(ops("k", jobs // writers, services // writers))
-    # Each fault comes once its kernel has done a seeded share of its operations (not at a
-    # moment in time: a quiet machine would finish before a late fault, a busy one start late).
-    shares = sorted(schedule(seed, faults, 0.05, 0.85))
-    try:
-        for share in shares:
-            target = rng.choice(kernels)
-            threshold = int(share * total)
-            wait_until(lambda t=target, n=threshold: t.done() >= n or not t.running, GUARD, 0.002)
-            if not target.running:
-                outcome.wrong(f"kernel {target.name} ended before its fault at operation {threshold}")
-                continue
-            before = target.done()
-            assert target.proc is not None
-            if rng.random() < 0.5:
-                kill(target.proc.pid, signal.SIGSTOP)
-                time.sleep(rng.uniform(0.3, 2.0))  # holding the write lock, maybe
-                kill(target.proc.pid, signal.SIGCONT)
-            else:
-                kill(target.proc.pid, signal.SIGKILL)
-                target.proc.wait()
-                target.start()  # the kernel restarted: it resumes from its journal
-            since = time.monotonic()
+    plan = schedules.registry_concurrent(seed, jobs, services, faults, writers)
+    lock = threading.Lock()
+
+    def deliver(target: _Worker, fault: schedules.Fault) -> None:
+        threshold = int(fault.at)
+        wait_until(lambda: target.done() >= threshold or not target.running, GUARD, 0.002)
+        if not target.running:  # it cannot end before its release: it failed (its stderr says why)
+            with lock:
+                outcome.undelivered_fault(f"kernel {target.name} ended before its {fault.kind} at "
+                                          f"operation {threshold}")
+            return
+        before = target.done()
+        assert target.proc is not None
+        if fault.kind == "SIGSTOP":
+            kill(target.proc.pid, signal.SIGSTOP)
+            time.sleep(fault.hold)  # holding the write lock, maybe
+            kill(target.proc.pid, signal.SIGCONT)
+        else:
+            kill(target.proc.pid, signal.SIGKILL)
+            target.proc.wait()
+            target.start()  # the kernel restarted: it resumes from its journal
+        since = time.monotonic()
+        with lock:
             outcome.faults += 1
-            moved = wait_until(lambda t=target, b=before: t.done() > b or not t.running, GUARD)
-            if moved:
+            count = outcome.faults
+        # Its next operation finished (or it reached its last one, where it waits for release).
+        if wait_until(lambda: target.done() > before or target.done() >= total - 1 or not target.running,
+                      GUARD) and target.done() > before:
+            with lock:
                 outcome.recover_s.append(time.monotonic() - since)
-            if progress:
-                progress(f"  registry fault {outcome.faults}/{faults}")
-        for k in kernels:
+        if progress:
+            progress(f"  registry fault {count}/{faults} ({fault.kind} {target.name} at operation "
+                     f"{threshold})")
+
+    def deliver_all(target: _Worker) -> None:
+        try:
+            for fault in plan:
+                if fault.target == target.name:
+                    deliver(target, fault)
+        finally:
+            assert target.release is not None
+            target.release.touch()
+
+    threads = [threading.Thread(target=deliver_all, args=(k,), name=f"chaos-registry-{k.name}", daemon=True)
+               for k in kernels.values()]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(GUARD * (faults + 1))
+        for k in kernels.values():
             assert k.proc is not None
             try:
                 k.proc.wait(timeout=GUARD)
@@ -112,7 +142,10 @@ def concurrent(workdir: Path, *, seed: int, jobs: int, services: int, faults: in
                 outcome.wrong(f"kernel {k.name} did not finish its {jobs // writers} jobs")
     finally:
         stop.touch()
-        for w in [*kernels, lister]:
+        for k in kernels.values():
+            assert k.release is not None
+            k.release.touch()
+        for w in [*kernels.values(), lister]:
             if w.proc is not None:
                 try:
                     w.proc.wait(timeout=30)
@@ -120,7 +153,7 @@ def concurrent(workdir: Path, *, seed: int, jobs: int, services: int, faults: in
                     w.proc.kill()
                     w.proc.wait()
     expected: set[str] = set()
-    for k in kernels:
+    for k in kernels.values():
         for verb, job_id, _kind in ops(k.name, k.jobs, k.services):
             (expected.add if verb == "add" else expected.discard)(job_id)
         if k.done() != len(ops(k.name, k.jobs, k.services)):
@@ -131,36 +164,35 @@ def concurrent(workdir: Path, *, seed: int, jobs: int, services: int, faults: in
     outcome.duplicated = len(listed) - len(set(listed))
     for extra in sorted(set(listed) - expected):
         outcome.wrong(f"record {extra} should have been removed")
-    for w in [*kernels, lister]:
+    for w in [*kernels.values(), lister]:
         for line in w.stderr.read_text(errors="replace").splitlines():
             outcome.problems.append(f"{w.name}: {line}")
     return outcome
 
 
-DAMAGES = ("truncated", "header overwritten", "a page overwritten")
-
-
 def damaged(workdir: Path, *, seed: int, records: int = 300,
             progress: Callable[[str], None] | None = None) -> Outcome:
-    """A registry of ``records`` records damaged each way of DAMAGES (at seeded places), then
-    listed by ``jupyter tiers jobs``."""
+    """A registry of ``records`` records damaged each way of schedules.DAMAGES (at seeded places),
+    then listed by ``jupyter tiers jobs``."""
     outcome = Outcome("registry: file truncated/corrupted")
-    rng = random.Random(seed)
+    rng = random.Random(f"{seed}/registry-damage-bytes")
     good = workdir / "good.sqlite"
     reg = Registry(good)
     for i in range(records):
         reg.add(JobRecord(profile="chaos", tier="local", job_id=str(i), name=f"n{i}", script="x" * 500))
     size = good.stat().st_size
     page = 4096
-    for how in DAMAGES:
+    pages = size // page
+    for fault in schedules.registry_damages(seed):
+        how = fault.kind
         path = workdir / f"{how.replace(' ', '-')}.sqlite"
         shutil.copyfile(good, path)
-        if how == "truncated":
-            damage_file(path, rng.randrange(page, size - page), truncate=True)
+        if how == "truncated":  # somewhere past the first page, before the last
+            damage_file(path, page + int(fault.at * (size - 2 * page)), truncate=True)
         elif how == "header overwritten":
             damage_file(path, 0, b"this is not sqlite")
-        else:
-            damage_file(path, page * rng.randrange(1, size // page), rng.randbytes(page))
+        else:  # one whole page, never the first (the header)
+            damage_file(path, page * (1 + int(fault.at * (pages - 1))), rng.randbytes(page))
         before = hashlib.sha256(path.read_bytes()).hexdigest()
         run = subprocess.run([sys.executable, "-m", "jupyter_tiers.cli", "jobs"], cwd=workdir,
                              env=_env(path), capture_output=True, text=True, timeout=120)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import random
 import secrets
 import subprocess
 import sys
@@ -25,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_tiers.model import JobState, JobStatus
-from tests.chaos.harness import Outcome, check_sequence, schedule, wait_until
+from tests.chaos import schedules
+from tests.chaos.harness import Outcome, check_sequence, wait_until
 
 GUARD = 300.0
 SCRIPT = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "sandbox" / "cluster.sh"
@@ -128,8 +128,9 @@ def ctld_outages(tier: Any, *, seed: int, outages: int = 1, down_s: float = 25.0
     line once and in order. Recovery: from start-ctld (slurmctld's start, the nodes answering)
     to the first status with the controller reachable again."""
     outcome = Outcome(f"slurm: slurmctld down {down_s:.0f} s mid-job")
-    for n, delay in enumerate(schedule(seed, outages, 2.0, 6.0)):
-        job = numbered_job(tier, f"chaos-ctld-{n}", GUARD)
+    for n, fault in enumerate(schedules.slurm_ctld_outages(seed, outages, down_s)):
+        delay = fault.at
+        job = numbered_job(tier, f"chaos-ctld-{n}", schedules.CTLD_JOB_S)
         follower = Follower(job)
         ended = None
         with watched(tier, job) as seen:
@@ -214,9 +215,10 @@ def slurmd_kills(tier: Any, *, seed: int, kills: int = 1,
     that ran there, the registry records NODE_FAIL, each rank's lines arrived once and in order
     up to the end, the node usable again. Recovery: from the kill to the end shown."""
     outcome = Outcome("slurm: one slurmd SIGKILLed mid-job")
-    rng = random.Random(seed)
-    for n, delay in enumerate(schedule(seed, kills, 2.0, 6.0)):
-        job = numbered_job(tier, f"chaos-slurmd-{n}", 120, nodes=2, exclusive=True)
+    for n, fault in enumerate(schedules.slurm_slurmd_kills(seed, kills)):
+        delay = fault.at
+        job = numbered_job(tier, f"chaos-slurmd-{n}", schedules.SLURMD_JOB_S,
+                           nodes=schedules.SLURMD_NODES, exclusive=True)
         follower = Follower(job)
         victim = None
         with watched(tier, job) as seen:
@@ -227,7 +229,7 @@ def slurmd_kills(tier: Any, *, seed: int, kills: int = 1,
                     outcome.wrong(f"job {job.id} never RUNNING on its nodes: {seen[-1:]}")
                     continue
                 time.sleep(delay)
-                rank = rng.choice(placed.ranks)
+                rank = placed.ranks[int(fault.kind) % len(placed.ranks)]
                 victim = rank.node
                 others = set(slurm("squeue", "-h", "-w", str(victim), "-o", "%i").split()) - {job.id}
                 if others:  # exclusive: cannot happen; never fail another user's job
@@ -280,7 +282,7 @@ def dbd_outages(tier: Any, *, seed: int, outages: int = 1,
     COMPLETED (its record not lost). Recovery: from start-dbd returning to that job in history."""
     outcome = Outcome("slurm: slurmdbd down during %tiers history")
     name = tier.profile.name
-    for n in range(outages):
+    for n, _fault in enumerate(schedules.slurm_dbd_outages(outages)):
         code, out, err = user_command(tier, "history", "--profile", name, "--limit", "5")
         if code != 0:
             outcome.wrong(f"history before the outage failed: {err.strip()}")

@@ -28,7 +28,8 @@ from typing import Any
 
 from jupyter_tiers.errors import TiersError
 from jupyter_tiers.model import JobState
-from tests.chaos.harness import Outcome, check_sequence, schedule
+from tests.chaos import schedules
+from tests.chaos.harness import Outcome, check_sequence
 
 GUARD = 300.0
 
@@ -105,8 +106,8 @@ def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, li
     first = threading.Event()
     cut_at: list[float] = []
     stop = threading.Event()
-    sides = random.Random(seed + 1)
     kinds = {"client": 0, "server": 0}
+    plan = schedules.ssh_stream_cuts(seed, cuts, lines, server_share)
 
     def cutter() -> None:
         try:
@@ -120,14 +121,21 @@ def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, li
                     if stop.wait(0.5):
                         break
 
+    def undelivered(rest: list[schedules.Fault]) -> None:
+        for fault in rest:  # the job writes until the cuts are done: it ended early (said below)
+            outcome.undelivered_fault(f"{fault.target} ({fault.kind} side): the job's log ended first")
+
     def cut_all() -> None:
         first.wait(GUARD)
         # Spread over most of the job's run (100 lines a second): a cut every 0.2..0.8 s for
         # the bounded run's 1,000 lines, proportionally more apart for a longer job.
-        for delay in schedule(seed, cuts, 0.2, max(0.8, 0.8 * lines / 100 / cuts)):
-            if stop.wait(delay):
+        previous = 0.0
+        for n, fault in enumerate(plan):
+            if stop.wait(fault.at - previous):
+                undelivered(plan[n:])
                 return
-            side = "server" if sides.random() < server_share else "client"
+            previous = fault.at
+            side = fault.kind
             cut = kill_own_sshd_children if side == "server" else cut_own_connections
             # Between a cut and the reconnect there is no connection to cut: retry until the
             # follower has one again (a busy machine's SSH login takes seconds) or the job ended,
@@ -137,6 +145,7 @@ def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, li
                 if cut(host, port):
                     break
                 if stop.wait(0.05):
+                    undelivered(plan[n:])
                     return
             cut_at.append(at)
             outcome.faults += 1
@@ -186,26 +195,38 @@ def log_stream_cuts(tier: Any, host: str, port: int, *, seed: int, cuts: int, li
 def submit_cuts(tier: Any, host: str, port: int, *, seed: int, submits: int, server_share: float = 0.0,
                 progress: Callable[[str], None] | None = None) -> Outcome:
     """``submits`` short jobs, each submit's SSH connection cut once at a moment drawn from
-    ``seed`` (0..0.4 s into ``tier.submit``: while the job's files go up, sbatch runs or its
-    answer comes back). Invariants: every submit returns a job, the cluster holds exactly one
-    job of that name (squeue, which keeps ended jobs for MinJobAge), the registry exactly one
-    record, its id that job's. A seeded ``server_share`` of the cuts kill the sshd child serving
-    the connection instead (the remote submit's own processes lose their session with it).
-    Recovery: from the cut to ``submit`` returning."""
+    ``seed`` (a share of the way into ``tier.submit``, of an uncut submit's time measured first:
+    while the job's files go up, sbatch runs or its answer comes back). Invariants: every submit
+    returns a job, the cluster holds exactly one job of that name (squeue, which keeps ended jobs
+    for MinJobAge), the registry exactly one record, its id that job's. A seeded ``server_share``
+    of the cuts kill the sshd child serving the connection instead (the remote submit's own
+    processes lose their session with it). Recovery: from the cut to ``submit`` returning."""
     both = " (client and server side)" if server_share else ""
     outcome = Outcome("ssh: connection cut mid-submit" + both)
-    sides = random.Random(seed + 2)
     run = secrets.token_hex(3)
     tier.login()  # a live connection for the first cut to hit
     names: list[str] = []
     ids: dict[str, str] = {}
-    for i, delay in enumerate(schedule(seed, submits, 0.0, 0.4)):
+    # One uncut submit first, on the live connection (checked as the others): how long a submit
+    # takes here. Each cut lands at its seeded share of that; a cut submit reconnects first, so
+    # it lasts longer, and a cut that still comes after its submit returned is undelivered.
+    uncut = f"chaos-sub-{run}-uncut"
+    names.append(uncut)
+    began = time.monotonic()
+    try:
+        ids[uncut] = tier.submit(tier.make_spec("print('done')", name=uncut)).id
+    except Exception as e:
+        outcome.lost += 1
+        outcome.problems.append(f"the uncut submit failed: {type(e).__name__}: {e}")
+    took = time.monotonic() - began
+    for i, fault in enumerate(schedules.ssh_submit_cuts(seed, submits, server_share)):
+        delay = fault.at * took
         name = f"chaos-sub-{run}-{i}"
         names.append(name)
         cut_at: list[float] = []
         started = threading.Event()
 
-        server = sides.random() < server_share
+        server = fault.kind == "server"
 
         def cutter(delay: float = delay, cut_at: list[float] = cut_at,
                    started: threading.Event = started, server: bool = server) -> None:
@@ -231,6 +252,9 @@ def submit_cuts(tier: Any, host: str, port: int, *, seed: int, submits: int, ser
         if mid:
             outcome.faults += 1
             outcome.recover_s.append(done - cut_at[0])
+        else:
+            outcome.undelivered_fault(f"submit {i}: its cut {delay:.2f} s in " + (
+                "came after it returned" if cut_at else "found no connection"))
         if progress:
             side = " server side" if server else ""
             progress(f"  submit {i + 1}/{submits}{f' (cut{side} mid-submit)' if mid else ''}")
@@ -279,7 +303,7 @@ def download_cuts(tier: Any, host: str, port: int, dest: Path, *, seed: int, cut
         outcome.wrong(f"job {job.id} ended {status.state.value}: {status.reason}")
         return outcome
     remote = tier.transport.run(["sha256sum", f"{job.record.jobdir}/big.bin"]).text().split()[0]
-    shares = sorted(schedule(seed, cuts, 0.05, 0.95))
+    shares = [fault.at for fault in schedules.ssh_download_cuts(seed, cuts)]
     written = [0]
     cut_at: list[float] = []
     recovered: list[float] = []
@@ -319,6 +343,8 @@ def download_cuts(tier: Any, host: str, port: int, dest: Path, *, seed: int, cut
     finished.set()
     pending.set()
     thread.join(30)
+    for share in shares[len(cut_at):]:
+        outcome.undelivered_fault(f"the cut at {share:.0%} of the bytes: the download was done first")
     outcome.checked = 1
     outcome.recover_s = recovered
     local = dest / "big.bin"
@@ -346,12 +372,13 @@ def sync_cuts(tier: Any, host: str, port: int, project: Path, *, seed: int, subm
               progress: Callable[[str], None] | None = None) -> Outcome:
     """``submits`` jobs submitted with ``--sync`` from ``project`` (40 files, 8 MiB; a quarter
     of them changed before each submit so there is something to send), the connection cut once
-    at a seeded moment 0..1 s into each (the manifest check, the tar going up, the snapshot,
-    sbatch). Invariants: each submit returns one job, the cluster holds one job of its name, and
+    at a seeded share of the way into each (the manifest check, the tar going up, the snapshot,
+    sbatch) of an uncut such submit's time, measured first (two uncut submits come first, checked
+    as the others). Invariants: each submit returns one job, the cluster holds one job of its name, and
     the snapshot it runs in holds exactly the project's files as they were, byte for byte
     (sha256). Recovery: from the cut to submit returning."""
     outcome = Outcome("ssh: connection cut mid --sync upload")
-    rng = random.Random(seed)
+    rng = random.Random(f"{seed}/ssh-sync-bytes")
     run = secrets.token_hex(3)
     name = f"chaos-sync-{run}"
     for i in range(40):
@@ -362,15 +389,23 @@ def sync_cuts(tier: Any, host: str, port: int, project: Path, *, seed: int, subm
     cwd = os.getcwd()
     os.chdir(project)
     try:
-        for i, delay in enumerate(schedule(seed, submits, 0.0, 1.0)):
+        # Two uncut submits first (checked as the others): the whole project, then with a quarter
+        # changed, as each cut one has: how long such a submit takes here. Each cut lands at its
+        # seeded share of that; one that still comes after its submit returned is undelivered.
+        plan: list[schedules.Fault | None] = [None, None, *schedules.ssh_sync_cuts(seed, submits)]
+        took = 1.0
+        for i, fault in enumerate(plan):
             for j in rng.sample(range(40), 10):
                 (project / f"d{j % 4}" / f"f{j}.bin").write_bytes(rng.randbytes(200_000))
             local = {str(p.relative_to(project)): hashlib.sha256(p.read_bytes()).hexdigest()
                      for p in project.rglob("*") if p.is_file()}
             cut_at: list[float] = []
+            delay = fault.at * took if fault is not None else 0.0
             timer = threading.Timer(delay, lambda c=cut_at: c.append(time.monotonic())
                                     if cut_own_connections(host, port) else None)
-            timer.start()
+            if fault is not None:
+                timer.start()
+            began = time.monotonic()
             try:
                 job = tier.submit(tier.make_spec("print('synced')", name=name, sync=["."]))
             except TiersError as e:
@@ -379,11 +414,17 @@ def sync_cuts(tier: Any, host: str, port: int, project: Path, *, seed: int, subm
                 continue
             finally:
                 done = time.monotonic()
-                timer.join(GUARD)
+                if fault is not None:
+                    timer.join(GUARD)
             ids.append(job.id)
-            if cut_at and cut_at[0] < done:
+            if i == 1:
+                took = done - began
+            if fault is not None and cut_at and cut_at[0] < done:
                 outcome.faults += 1
                 outcome.recover_s.append(done - cut_at[0])
+            elif fault is not None:
+                outcome.undelivered_fault(f"sync submit {i}: its cut {delay:.2f} s in " + (
+                    "came after it returned" if cut_at else "found no connection"))
             found = re.search(r"export JT_SYNC_DIR=(\S+)", job.record.script or "")
             if not found:
                 outcome.wrong(f"job {job.id}: no JT_SYNC_DIR in its script")

@@ -244,7 +244,7 @@ def test_ssh_keys_of_a_slurm_profile_need_a_host(layers: Layers) -> None:
     """Without host a slurm profile runs Slurm's commands here: an SSH key there is a mistake."""
     for key, value in (("port", "22"), ("user", "al"), ("identity_file", "/k"),
                        ("proxy_jump", "j"), ("connect_timeout", "5")):
-        err = _error(layers, f"profiles:\n  hpc:\n    tier: slurm\n    {key}: {value}\n")
+        err = _error(layers, f"profiles:\n  hpc:\n    tier: slurm\n    {key}: {value}\n", layers.user)
         assert err.key == f"profiles.hpc.{key}"
         assert "only with host" in err.problem and "this machine" in err.problem
 

@@ -313,7 +313,7 @@ function podsSection(model, filter, onPick) {
       readyCell.dataset.ready = ready ? "1" : "0";
       const trackCell = h("td", "jt-pod-track", track);
       trackCell.hidden = !tracked;
-      row.append(h("td", "jt-pod-name", name), trackCell, h("td", "", phase), readyCell,
+      row.append(h("td", "jt-pod-name", name), trackCell, h("td", "jt-pod-phase", phase), readyCell,
                  h("td", "jt-num", String(restarts)), h("td", "", node), h("td", "jt-num jt-pod-age", shortAge(ageS)),
                  h("td", "jt-pod-problem", problem));
       row.addEventListener("click", () => onPick(name));

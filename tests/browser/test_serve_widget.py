@@ -57,7 +57,7 @@ def expect_pods_running_and_ready(widget: Any, count: int) -> None:
         count, timeout=SERVE_TIMEOUT_MS)
     for row in rows.all():
         expect(row).to_be_visible()
-        expect(row.locator("td").nth(1)).to_have_text("Running")
+        expect(row.locator(".jt-pod-phase")).to_have_text("Running")
         expect(row.locator(".jt-pod-ready")).to_have_text("✓")
         expect(row.locator(".jt-pod-problem")).to_have_text("")
 

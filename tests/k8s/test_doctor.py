@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from jupyter_tiers import tiers_command
-from jupyter_tiers.config import load_config
+from jupyter_tiers.config import ProjectFileRefused, load_config
 from jupyter_tiers.doctor import run_doctor
 from jupyter_tiers.doctor.k8s_checks import TIER_ACCESS, shown_access
 from jupyter_tiers.doctor.model import Check, Status
@@ -78,7 +78,7 @@ def test_the_magic_prints_the_same_report(k8s_namespace: str, capsys: pytest.Cap
         [line.split(":")[0] for line in render_text(report).splitlines()]
 
 
-def test_an_exec_plugin_is_named_not_run_for_a_project_files_profile(
+def test_an_exec_plugin_of_a_project_files_profile_is_never_run(
         emulator: Emulator, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A ./tiers.yaml that came with a cloned repository picks a context whose user runs an exec
     credential plugin: the doctor names it and runs nothing (the plugin would leave a marker)."""
@@ -99,8 +99,10 @@ def test_an_exec_plugin_is_named_not_run_for_a_project_files_profile(
     monkeypatch.delenv("JUPYTER_TIERS_CONFIG")
     (tmp_path / "tiers.yaml").write_text(yaml.safe_dump(  # cwd is tmp_path: a project file
         {"profiles": {"cloned": {"tier": "kubernetes", "context": "theirs", "namespace": "default"}}}))
-    checks, _ = _checks("cloned")
-    kube = checks["kubeconfig"]
-    assert kube.status is Status.WARN and f"exec plugin {str(plugin)!r}, not run" in kube.detail
-    assert "tiers.yaml" in kube.detail and checks["access"].status is Status.SKIP
+    # Since the allowlist (issue 26) such a profile is refused whole, before the doctor starts:
+    # a project file's own kubernetes profile would use the user's kubeconfig.
+    with pytest.raises(ProjectFileRefused) as info:
+        _checks("cloned")
+    assert "profiles.cloned.context" in str(info.value)
+    assert "own kubernetes profile" in str(info.value)
     assert not marker.exists()

@@ -80,9 +80,13 @@ def test_dry_run_lists_files_and_size(ip: Any, capsys: pytest.CaptureFixture[str
     assert Registry().list(limit=5) == []
 
 
-def test_size_refusal_is_one_line(ip: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+def test_size_refusal_is_one_line(ip: Any, capsys: pytest.CaptureFixture[str], tmp_path: Path,
+                                  monkeypatch: pytest.MonkeyPatch) -> None:
     (tmp_path / "nb/weights.bin").write_bytes(b"\0" * 2_500_000)
-    (tmp_path / "nb/tiers.yaml").write_text("profiles:\n  local:\n    tier: local\n    sync_max_mb: 2\n")
+    # The user's own file (named in $JUPYTER_TIERS_CONFIG): sync_max_mb is never a project file's
+    own = tmp_path / "own-tiers.yaml"
+    own.write_text("profiles:\n  local:\n    tier: local\n    sync_max_mb: 2\n")
+    monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(own))
     with pytest.raises(UsageError) as err:
         ip.run_cell_magic("slurm_train", "--sync . --name big", BODY)
     msg = str(err.value)

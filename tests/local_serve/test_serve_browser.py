@@ -137,7 +137,9 @@ def test_canary_buttons_on_the_local_tier(page: Any, local_lab: Lab) -> None:  #
     widget = run_cell(page, cells, 2).locator(".jt-serve")
     text = widget.locator(".jt-canary-text")
     expect(text).to_have_text("canary 50 %: READY 1/1, 0 restarts", timeout=TIMEOUT_MS)
-    expect(widget.locator(".jt-ready-count")).to_have_text("READY 1/1", timeout=TIMEOUT_MS)
+    # The header counts both tracks while the canary runs (issue 29 §3)
+    expect(widget.locator(".jt-ready-count")).to_have_text("READY 2/2 (stable 1/1 · canary 1/1)",
+                                                           timeout=TIMEOUT_MS)
     expect(live.locator(".jt-canary-text")).to_have_text("canary 50 %: READY 1/1, 0 restarts",
                                                          timeout=TIMEOUT_MS)
     promote = widget.locator(".jt-promote")

@@ -408,6 +408,8 @@ class Watcher:
             info = sched.get(rec.job_id) if sched is not None else None
             prev = watched.status
             prev_real = watched.real or prev
+            if prev_real is None and sched is None and ranks is None and reachable:
+                continue  # newly watched and nothing asked yet: no status to make up
             if is_array(rec):
                 status, self._array_tasks[rec.key] = merge_array_status(
                     rec, sched, ranks, self._array_tasks.get(rec.key, {}))

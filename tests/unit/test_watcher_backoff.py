@@ -95,6 +95,20 @@ def test_steady_state_backs_off_to_the_status_interval(clock: Clock) -> None:
     assert statuses[-1].state is JobState.RUNNING and statuses[-1].controller_reachable
 
 
+def test_a_newly_watched_job_gets_no_status_before_a_query_answers(clock: Clock) -> None:
+    # A cycle in which neither the scheduler nor the rank files were due must not deliver a
+    # made-up PENDING: a wait that timed out would return it although the job runs (the
+    # on-cluster contract run, CI of stop 24).
+    tier, statuses = FakeTier(), []
+    w = _watcher(tier, statuses)
+    w._next_sched = w._next_ranks = clock.now + 0.5
+    w._cycle()
+    assert statuses == [] and w.scheduler_queries == 0 and w.rank_queries == 0
+    clock.now += 0.5
+    w._cycle()
+    assert [s.state for s in statuses] == [JobState.RUNNING]
+
+
 def test_news_and_kick_bring_the_next_query_forward(clock: Clock) -> None:
     tier, statuses = FakeTier(), []
     w = _watcher(tier, statuses)

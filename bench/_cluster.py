@@ -17,7 +17,7 @@ def cluster_env() -> dict[str, str]:
     path = CLUSTER_DIR / "cluster.env"
     if not path.exists():
         sys.exit(f"the test cluster is not up ({path} missing): run `bash {CLUSTER_SH} up` first")
-    from jupyter_tiers.sandbox import read_cluster_env
+    from jupyter_tiers.tools.sandbox import read_cluster_env
 
     return read_cluster_env(path)
 
@@ -28,8 +28,8 @@ def cluster(*args: str) -> None:
 
 def box_tier(**settings: object):  # -> SlurmTier
     """A SlurmTier on the test cluster with a throwaway registry."""
-    from jupyter_tiers.config import merge_layers, validate_profile
-    from jupyter_tiers.registry import Registry
+    from jupyter_tiers.config.profiles import merge_layers, validate_profile
+    from jupyter_tiers.config.registry import Registry
     from jupyter_tiers.slurm.tier import SlurmTier
 
     env = cluster_env()

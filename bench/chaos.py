@@ -102,7 +102,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from jupyter_tiers import sandbox  # noqa: E402
+from jupyter_tiers.tools import sandbox  # noqa: E402
 from tests.chaos import (  # noqa: E402
     scenarios_clock,
     scenarios_k8s,
@@ -122,8 +122,8 @@ def _ssh_run(workdir: Path, say: Callable[[str], None],
              scenario: Callable[[Any, str, int], Outcome]) -> Outcome:
     """An SSH scenario on the Slurm test cluster (its sshd; only this process's connections):
     ``scenario(tier, host, port)``."""
-    from jupyter_tiers.config import load_config
-    from jupyter_tiers.registry import Registry
+    from jupyter_tiers.config.profiles import load_config
+    from jupyter_tiers.config.registry import Registry
     from jupyter_tiers.slurm.tier import SlurmTier
     from tests.cluster.conftest import profile_yaml
 
@@ -144,9 +144,9 @@ def _lab_restarts(workdir: Path, say: Callable[[str], None], *, seed: int, resta
     headless chromium."""
     from playwright.sync_api import expect, sync_playwright
 
-    from jupyter_tiers.config import load_config
+    from jupyter_tiers.config.profiles import load_config
     from jupyter_tiers.local.tier import LocalTier
-    from jupyter_tiers.registry import Registry
+    from jupyter_tiers.config.registry import Registry
     from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, UI_TIMEOUT_MS, _lab_process
     from tests.chaos import scenarios_lab
 

@@ -3,7 +3,7 @@
 A checkpoint file of ``--mb`` MiB is written into a job's checkpoint directory on the cluster in
 a box (this machine), and uploaded to moto's S3 server (started here on loopback) by
 (a) ours: ``SlurmTier.upload_checkpoint`` of a COMPLETED job record, i.e. one remote command
-over the tier's warm SSH connection running jupyter_tiers/s3_upload.py with the job's python on
+over the tier's warm SSH connection running jupyter_tiers/data/s3_upload.py with the job's python on
 the login node (sha256 pass, multipart of 16 MiB parts, 8 at a time, state file, manifest);
 (b) baseline: boto3's ``upload_file`` (s3transfer: 8 MiB parts, 10 threads) of the same file
 from this process. Every upload goes to a fresh moto (its in-memory store slows down as it fills,
@@ -32,8 +32,8 @@ from pathlib import Path
 
 from _cluster import box_tier
 
-from jupyter_tiers.handoff import encode_detail
-from jupyter_tiers.registry import JobRecord
+from jupyter_tiers.data.handoff import encode_detail
+from jupyter_tiers.config.registry import JobRecord
 
 BENCH_DIR = Path("/var/lib/jupyter-tiers-jobs/bench")
 

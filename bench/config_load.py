@@ -1,5 +1,5 @@
 """Loading profiles from a large tiers.yaml: every magic call runs load_config(); with the parse
-cache (jupyter_tiers/config_cache.py) an unchanged file is parsed once.
+cache (jupyter_tiers/config/cache.py) an unchanged file is parsed once.
 
 A ~1 MB file of slurm profiles is written (its mtime set a minute back, as a file that has not
 just been edited), then load_config() is timed with the cache cleared before every call (the
@@ -18,8 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from jupyter_tiers import config_cache
-from jupyter_tiers.config import load_config
+from jupyter_tiers.config import cache as config_cache
+from jupyter_tiers.config.profiles import load_config
 
 
 def main() -> None:

@@ -20,7 +20,7 @@ import time
 
 from _cluster import box_tier, cluster, cluster_env, slurm
 
-from jupyter_tiers.model import JobState, JobStatus, RankPhase
+from jupyter_tiers.core.model import JobState, JobStatus, RankPhase
 
 # RPCs a status query causes (squeue sends FED_INFO + JOB_INFO[_SINGLE]; scontrol JOB_INFO).
 QUERY_RPCS = ("REQUEST_JOB_INFO", "REQUEST_JOB_INFO_SINGLE", "REQUEST_FED_INFO",

@@ -23,10 +23,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-from jupyter_tiers.config import Profile
-from jupyter_tiers.loadplan import percentile
+from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.serving.loadplan import percentile
 from jupyter_tiers.local.serve_tier import LocalServeTier
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config.registry import Registry
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNT_BODY = (ROOT / "tests" / "local_serve" / "count_server.py").read_text()

@@ -2,7 +2,7 @@
 
 Each run is a fresh ``python`` subprocess that creates an IPython ``InteractiveShell`` (not timed:
 every kernel has one) and then times ``shell.run_line_magic("load_ext", "jupyter_tiers")``, which
-imports jupyter_tiers and jupyter_tiers.magics and registers the magics. It reports whether
+imports jupyter_tiers and jupyter_tiers.faces.magics and registers the magics. It reports whether
 ``kubernetes`` (or paramiko, ipywidgets) ended up in ``sys.modules`` and whether ``%tiers`` exists.
 
 - installed: the venv as it is (the kubernetes client importable);

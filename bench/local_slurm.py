@@ -38,8 +38,8 @@ def ms(t0: float) -> float:
 
 
 def local_tier(env: dict[str, str]):  # -> SlurmTier
-    from jupyter_tiers.config import merge_layers, validate_profile
-    from jupyter_tiers.registry import Registry
+    from jupyter_tiers.config.profiles import merge_layers, validate_profile
+    from jupyter_tiers.config.registry import Registry
     from jupyter_tiers.slurm.tier import SlurmTier
     from jupyter_tiers.transport.local import LocalTransport
 
@@ -92,8 +92,8 @@ def bench_transport(tier, count: int) -> tuple[float, float]:
 
 
 def bench_log(tier, mb: int, rounds: int) -> tuple[float, float]:
-    from jupyter_tiers.jobdir import LOG_NAME
-    from jupyter_tiers.registry import JobRecord
+    from jupyter_tiers.batch.jobdir import LOG_NAME
+    from jupyter_tiers.config.registry import JobRecord
 
     jobdir = Path(tempfile.mkdtemp(prefix="jt-bench-log-"))
     line = b"0: " + b"x" * 96 + b"\n"

@@ -46,11 +46,11 @@ from pathlib import Path
 
 from _cluster import box_tier, cluster_env
 
-from jupyter_tiers.logs import LogBatch
-from jupyter_tiers.registry import JobRecord
-from jupyter_tiers.viewstate.job import lines_message
-from jupyter_tiers.watch import LogFollower
-from jupyter_tiers.widgets.batcher import LineBatcher
+from jupyter_tiers.batch.logs import LogBatch
+from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.app.viewstate.job import lines_message
+from jupyter_tiers.engine.watch import LogFollower
+from jupyter_tiers.faces.widgets.batcher import LineBatcher
 
 BENCH_DIR = Path("/var/lib/jupyter-tiers-jobs/bench")
 LINE_PAD = 40  # filler after "R: seq=N t=NS ": lines of ~80 bytes, like a training log's
@@ -415,7 +415,7 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3)
     args = ap.parse_args()
 
-    from jupyter_tiers.widgets.job_view import JobView
+    from jupyter_tiers.faces.widgets.job_view import JobView
 
     log_limit = JobView.class_traits()["log_limit"].default_value
     env = cluster_env()

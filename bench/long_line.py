@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 
 from jupyter_tiers.k8s.watch import split_chunks
-from jupyter_tiers.logs import LogDecoder
+from jupyter_tiers.batch.logs import LogDecoder
 
 CHUNK = 32 * 1024
 

@@ -1,7 +1,7 @@
 """Cost of reading metrics from a log, against the cost of decoding that log.
 
 A synthetic 8-rank training log (rank-prefixed, as the rank shim writes it) mixing the formats
-jupyter_tiers.metrics reads — ``key=value`` prints, HF Trainer dict lines, Lightning progress
+jupyter_tiers.batch.metrics reads — ``key=value`` prints, HF Trainer dict lines, Lightning progress
 bars with ``\\r`` updates — with plain lines that carry no metric (3 in 4 lines). Measured in
 one process, best of ``--runs``:
 
@@ -31,8 +31,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from jupyter_tiers.logs import LogDecoder
-from jupyter_tiers.metrics import MetricsTracker
+from jupyter_tiers.batch.logs import LogDecoder
+from jupyter_tiers.batch.metrics import MetricsTracker
 
 
 def make_log(lines: int, ranks: int = 8) -> bytes:

@@ -576,7 +576,7 @@ TEACHING_LAB: list[Cell] = [
         time.sleep(300)  # without fail-stop these ranks would wait here for 5 minutes
         """),
     code("fail-ranks", """
-        from jupyter_tiers.status import describe_rank
+        from jupyter_tiers.batch.status import describe_rank
 
         for r in failed.status().ranks:
             print(describe_rank(r))

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from .model import WorkKind  # plain data, no I/O: cheap to import with the package
+from .core.model import WorkKind  # plain data, no I/O: cheap to import with the package
 
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from .tier import BatchTier, ServeTier, Tier
+    from .engine.tier import BatchTier, ServeTier, Tier
 
 __all__ = ["WorkKind", "__version__", "connect", "connect_batch", "connect_serve", "load_ipython_extension"]
 
@@ -54,14 +54,14 @@ def connect_serve(profile: str | None = None) -> ServeTier:
 def load_ipython_extension(ipython: Any) -> None:
     """``%load_ext jupyter_tiers``: registers the magics."""
     # lazy: magics loads IPython/traitlets; only %load_ext needs it
-    from .magics import load_ipython_extension as _load
+    from .faces.magics import load_ipython_extension as _load
 
     _load(ipython)
 
 
 def _jupyter_server_extension_points() -> list[dict[str, str]]:
     """The jupyter-server extension (the Tiers sidebar's REST API and shared watcher)."""
-    return [{"module": "jupyter_tiers.server"}]
+    return [{"module": "jupyter_tiers.faces.server"}]
 
 
 def _jupyter_labextension_paths() -> list[dict[str, str]]:

@@ -5,7 +5,7 @@ A profile of ``tier: local`` (and the built-in ``local`` profile) does both kind
 on the LocalTier, services on the LocalServeTier. A Slurm profile only runs jobs and a Kubernetes
 profile only serves; for them ``kind`` changes nothing (the caller checks what it got).
 
-The kind of work is a :class:`~jupyter_tiers.model.WorkKind` everywhere in the package. ``connect``
+The kind of work is a :class:`~jupyter_tiers.core.model.WorkKind` everywhere in the package. ``connect``
 also takes its value (``"job"``, ``"service"``) and, for code written before WorkKind, the old
 words ``"batch"`` and ``"serve"``; :func:`connect_batch` and :func:`connect_serve` are the typed
 entry points.
@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import threading
 
-from .config import Profile, load_config
-from .errors import SpecError
-from .model import WorkKind
-from .registry import JobRecord, Registry
-from .tier import BatchTier, ServeTier, Tier
+from .config.profiles import Profile, load_config
+from .core.errors import SpecError
+from .core.model import WorkKind
+from .config.registry import JobRecord, Registry
+from .engine.tier import BatchTier, ServeTier, Tier
 from .transport.errors import OneTimeCodeRequired
 from .transport.prompt import refusing_prompter, set_prompter
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers import sandbox
+from jupyter_tiers.tools import sandbox
 from tests import durations
 from tests.helpers import loud_skip
 

@@ -21,8 +21,8 @@ from typing import Any, NoReturn, TypeVar
 import pytest
 
 from jupyter_tiers import api
-from jupyter_tiers.config import Profile
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.config.registry import Registry
 
 T = TypeVar("T")
 
@@ -72,7 +72,7 @@ def isolate_tiers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     built-in local profile), the Jupyter data dir (registry, local jobs and services) under
     ``tmp_path``, text display, the venv's python first on PATH (the local tier runs ``python3``
     from PATH) and ``tmp_path`` as the working directory."""
-    from jupyter_tiers import config
+    from jupyter_tiers.config import profiles as config
 
     monkeypatch.setattr(config, "SYSTEM_PATH", tmp_path / "no-system-tiers.yaml")
     monkeypatch.setattr(config, "USER_PATH", tmp_path / "no-user-tiers.yaml")

@@ -93,9 +93,9 @@ fi
 
 if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null; then
   echo "[run] starting the Slurm test cluster"
-  bash jupyter_tiers/sandbox/cluster.sh up
+  bash jupyter_tiers/tools/sandbox/cluster.sh up
   echo "[run] starting its second sshd (key, then a one-time code; installs libpam-google-authenticator)"
-  bash jupyter_tiers/sandbox/twofactor.sh up
+  bash jupyter_tiers/tools/sandbox/twofactor.sh up
 else
   echo "[run] WARNING: not root or no apt-get: the Slurm cluster cannot be started;" \
        "cluster tests will be SKIPPED (in CI they fail instead)" >&2
@@ -103,7 +103,7 @@ fi
 
 if command -v shellcheck >/dev/null; then
   echo "[run] shellcheck cluster.sh (no repository-wide exceptions)"
-  shellcheck jupyter_tiers/sandbox/cluster.sh
+  shellcheck jupyter_tiers/tools/sandbox/cluster.sh
 elif [ -n "${CI:-}" ]; then
   echo "[run] shellcheck is missing: cluster.sh cannot be checked" >&2; exit 1
 else

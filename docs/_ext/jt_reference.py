@@ -4,10 +4,10 @@ Pure: each ``*_markdown()`` returns MyST Markdown text (the Sphinx directive in 
 parses it into the page; ``tests/unit/test_docs_reference.py`` checks the text without Sphinx).
 
 - the magics' options: the magics' own argparse parsers (``%%slurm_train?`` shows the same) and
-  the option tables of ``jupyter_tiers/options.py`` (which of them a profile's ``defaults`` sets);
-- the profile keys: ``jupyter_tiers/config.py``'s per-tier key tables and trust lists, with a
+  the option tables of ``jupyter_tiers/spec/options.py`` (which of them a profile's ``defaults`` sets);
+- the profile keys: ``jupyter_tiers/config/profiles.py``'s per-tier key tables and trust lists, with a
   sentence per key from :data:`PROFILE_KEY_DOCS` (a key without one is an error: the build fails);
-- ``%tiers`` / ``jupyter tiers``: the subcommand parser of ``jupyter_tiers/tiers_command.py``;
+- ``%tiers`` / ``jupyter tiers``: the subcommand parser of ``jupyter_tiers/faces/tiers_command.py``;
 - the REST routes: the server extension's ``handler_table()`` and each handler's docstring;
 - every FAIL and WARN of ``jupyter tiers doctor`` with its fix, read from the doctor's source
   (each ``fail(...)`` / ``warn(...)`` call of ``jupyter_tiers/doctor/``).
@@ -125,7 +125,7 @@ def _type_name(t: object) -> str:
 
 def magic_parser(magic: str) -> argparse.ArgumentParser:
     """The argparse parser the magic ``%%{magic}`` parses its line with."""
-    from jupyter_tiers.magics import TiersMagics
+    from jupyter_tiers.faces.magics import TiersMagics
 
     return getattr(TiersMagics, magic).parser
 
@@ -142,7 +142,7 @@ def _value_of(action: argparse.Action) -> str:
 
 def magic_options(magic: str) -> list[tuple[str, str, str, str, str]]:
     """(flags, value, profile default key, repeatable, help) per option of ``%%{magic}``."""
-    from jupyter_tiers.options import JOB_OPTIONS, SERVE_OPTIONS
+    from jupyter_tiers.spec.options import JOB_OPTIONS, SERVE_OPTIONS
 
     table = {o.field: o for o in (JOB_OPTIONS if magic == "slurm_train" else SERVE_OPTIONS)}
     rows = []
@@ -171,7 +171,7 @@ def magic_options_markdown(magic: str) -> str:
 
 def profile_keys() -> dict[str, dict[str, object]]:
     """tier -> key -> the YAML type(s) allowed (config.TIER_KEYS)."""
-    from jupyter_tiers.config import TIER_KEYS
+    from jupyter_tiers.config.profiles import TIER_KEYS
 
     return {tier: dict(keys) for tier, keys in TIER_KEYS.items()}
 
@@ -179,7 +179,7 @@ def profile_keys() -> dict[str, dict[str, object]]:
 def _project_column(key: str) -> str:
     """The *project file* column: what a project ./tiers.yaml may do with ``key``
     (project_trust.PROJECT_KEYS, the allowlist)."""
-    from jupyter_tiers.project_trust import rule
+    from jupyter_tiers.config.project_trust import rule
 
     row = rule(key)
     if row.on_trusted and row.on_own:
@@ -190,7 +190,7 @@ def _project_column(key: str) -> str:
 
 
 def profile_keys_markdown() -> str:
-    from jupyter_tiers.config import TIERS
+    from jupyter_tiers.config.profiles import TIERS
 
     keys: dict[str, tuple[object, list[str]]] = {}
     for tier in TIERS:
@@ -211,8 +211,8 @@ def profile_keys_markdown() -> str:
 
 def default_keys_markdown() -> str:
     """Which ``defaults`` keys each tier takes, with the magic option each presets."""
-    from jupyter_tiers.config import TIERS, default_keys
-    from jupyter_tiers.options import JOB_OPTIONS, SERVE_OPTIONS
+    from jupyter_tiers.config.profiles import TIERS, default_keys
+    from jupyter_tiers.spec.options import JOB_OPTIONS, SERVE_OPTIONS
 
     flags = {o.field: o.flag for o in (*JOB_OPTIONS, *SERVE_OPTIONS)}
     every = {k: t for tier in TIERS for k, t in default_keys(tier).items()}
@@ -225,7 +225,7 @@ def default_keys_markdown() -> str:
 
 
 def top_level_markdown() -> str:
-    from jupyter_tiers.config import ENV_VAR, TRUST_ENV_VAR, TRUST_KEY
+    from jupyter_tiers.config.profiles import ENV_VAR, TRUST_ENV_VAR, TRUST_KEY
 
     rows = [
         (code("profiles"), "mapping", "Profile name → its keys (below)."),
@@ -240,7 +240,7 @@ def top_level_markdown() -> str:
 
 def project_trust_markdown() -> str:
     """docs/security.md's table: the allowlist (project_trust.PROJECT_KEYS), one row per key."""
-    from jupyter_tiers.project_trust import PROJECT_KEYS
+    from jupyter_tiers.config.project_trust import PROJECT_KEYS
 
     def yes(flag: bool) -> str:
         return "yes" if flag else "no"
@@ -251,7 +251,7 @@ def project_trust_markdown() -> str:
 
 
 def hijacking_env_markdown() -> str:
-    from jupyter_tiers.config import HIJACKING_ENV_NAMES, HIJACKING_ENV_PREFIXES
+    from jupyter_tiers.config.profiles import HIJACKING_ENV_NAMES, HIJACKING_ENV_PREFIXES
 
     names = ", ".join(code(n) for n in sorted(HIJACKING_ENV_NAMES))
     prefixes = ", ".join(code(p + "*") for p in HIJACKING_ENV_PREFIXES)
@@ -263,7 +263,7 @@ def hijacking_env_markdown() -> str:
 
 def tiers_subcommands() -> list[tuple[str, str, str]]:
     """(subcommand, usage, help) per ``%tiers`` subcommand."""
-    from jupyter_tiers.tiers_command import build_parser
+    from jupyter_tiers.faces.tiers_command import build_parser
 
     parser = build_parser()
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
@@ -281,7 +281,7 @@ def tiers_command_markdown() -> str:
 
 
 def cli_usage_markdown() -> str:
-    from jupyter_tiers.cli import USAGE
+    from jupyter_tiers.faces.cli import USAGE
 
     return "```text\n" + USAGE.rstrip() + "\n```\n"
 
@@ -317,7 +317,7 @@ def routes() -> list[Route]:
     """Every route of the server extension, from its handler table."""
     from tornado.websocket import WebSocketHandler
 
-    from jupyter_tiers.server.handlers import API_PATH, handler_table
+    from jupyter_tiers.faces.server.handlers import API_PATH, handler_table
 
     base = "/" + API_PATH.strip("/") + "/"
     out = []

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..api import cached
-from ..config import ENV_VAR, TRUST_ENV_VAR, TRUST_KEY, Config, Profile
+from ..config.profiles import ENV_VAR, TRUST_ENV_VAR, TRUST_KEY, Config, Profile
 from ..slurm.tier import SlurmTier
 from . import k8s_probe, local, slurm_probe
 from .k8s_checks import TIER_ACCESS, k8s_checks, role_yaml

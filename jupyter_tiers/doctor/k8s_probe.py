@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import ENV_VAR, Profile, config_paths
-from ..errors import ApiError, ApiUnreachable, ConfigError
+from ..config.profiles import ENV_VAR, Profile, config_paths
+from ..core.errors import ApiError, ApiUnreachable, ConfigError
 from ..k8s.client import KubeClient
 
 

@@ -11,7 +11,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..config import Profile
+from ..config.profiles import Profile
 from ..local.slurmenv import MASTER_ADDR
 from ..local.tier import local_workdir
 from .model import Check, fail, ok, warn

@@ -10,7 +10,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..objectstore import ObjectStore
+from ..data.objectstore import ObjectStore
 from .model import Check, fail, ok, skip, warn
 
 MARK = "@@jt-s3check"

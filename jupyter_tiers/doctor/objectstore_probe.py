@@ -16,10 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from ..api import cached
-from ..config import Profile
-from ..errors import ApiError, ApiUnreachable, ConfigError
+from ..config.profiles import Profile
+from ..core.errors import ApiError, ApiUnreachable, ConfigError
 from ..k8s.client import KubeClient
-from ..objectstore import ObjectStore, kernel_credentials, parse_object_store
+from ..data.objectstore import ObjectStore, kernel_credentials, parse_object_store
 from ..slurm import tier as slurm_tier  # transport_for looked up at call time (tests patch it)
 from ..slurm.commands import upload_argv
 from ..slurm.tier import SlurmTier

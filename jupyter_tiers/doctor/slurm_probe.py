@@ -13,7 +13,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..config import Profile
+from ..config.profiles import Profile
 from ..slurm import tier as slurm_tier  # transport_for looked up at call time (tests patch it)
 from ..slurm.commands import BASH, NEUTRAL_ENV_SH
 from ..transport import sshconfig

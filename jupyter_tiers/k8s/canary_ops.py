@@ -13,11 +13,11 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..errors import ApiError, SpecError, TiersError
-from ..handles import Service
-from ..model import ServeSpec, ServiceState, ServiceStatus
-from ..registry import JobRecord
-from ..servespec import canary_replicas
+from ..core.errors import ApiError, SpecError, TiersError
+from ..engine.handles import Service
+from ..core.model import ServeSpec, ServiceState, ServiceStatus
+from ..config.registry import JobRecord
+from ..spec.servespec import canary_replicas
 from .canary import (
     CANARY,
     LIVE_CANARY,

@@ -12,7 +12,7 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
-from ..errors import ApiError, ApiUnreachable, ConfigError
+from ..core.errors import ApiError, ApiUnreachable, ConfigError
 from .errors import api_error_message
 
 T = TypeVar("T")

@@ -26,9 +26,9 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..errors import SpecError
-from ..handoff import MODEL_DIR, fetched_model_path, model_uri
-from ..objectstore import DEFAULT_FETCH_IMAGE, MANIFEST_NAME, ObjectStore, S3Uri
+from ..core.errors import SpecError
+from ..data.handoff import MODEL_DIR, fetched_model_path, model_uri
+from ..data.objectstore import DEFAULT_FETCH_IMAGE, MANIFEST_NAME, ObjectStore, S3Uri
 
 VOLUME = "models"
 FETCH_CONTAINER = "fetch-model"

@@ -13,8 +13,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from ..model import EventInfo, PodInfo, ServiceState, ServiceStatus
-from ..servestatus import FAILING_WAITING, TERMINAL_PHASES, describe_pod_problem
+from ..core.model import EventInfo, PodInfo, ServiceState, ServiceStatus
+from ..serving.status import FAILING_WAITING, TERMINAL_PHASES, describe_pod_problem
 from .fetch import FETCH_CONTAINER, fetch_failure
 
 REVISION_ANNOTATION = "deployment.kubernetes.io/revision"

@@ -34,11 +34,11 @@ from typing import Any
 
 import yaml
 
-from ..errors import SpecError
-from ..model import SERVICE_TYPES, ServeSpec
+from ..core.errors import SpecError
+from ..core.model import SERVICE_TYPES, ServeSpec
 
 # The spec's validation (servespec.py); the renderer reuses its toleration and patch parsers.
-from ..servespec import (
+from ..spec.servespec import (
     _CONFIG_KEY,
     _DNS1123_SUBDOMAIN,
     _parse_patch,

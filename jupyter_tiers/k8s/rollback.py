@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import TiersError
+from ..core.errors import TiersError
 from .render import BODY_HASH_ANNOTATION, ENV_HASH_ANNOTATION
 from .sync_render import SYNC_HASH_ANNOTATION
 

@@ -18,7 +18,7 @@ import copy
 from collections.abc import Sequence
 from typing import Any
 
-from ..sync import SyncError
+from ..data.sync import SyncError
 
 SYNC_DIR = "/jt/sync"
 SYNC_HASH_ANNOTATION = "jupyter-tiers/sync-hash"

@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..model import PodInfo, ServiceState, ServiceStatus
-from ..servestatus import describe_pod_problem, with_canary
+from ..core.model import PodInfo, ServiceState, ServiceStatus
+from ..serving.status import describe_pod_problem, with_canary
 
 NODE = "localhost"
 #: Reasons of a replica that will not get better by waiting.

@@ -54,7 +54,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO, Any
 
-from ..requeue import restart_marker
+from ..batch.requeue import restart_marker
 from . import listeners, processes, slurmenv
 from .backoff import BackOff
 from .roundrobin import RoundRobin

@@ -33,18 +33,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from .. import tier as tier_module
-from ..config import Profile
-from ..errors import JobNotFound, SpecError, SubmitError, TiersError
-from ..handles import Service
-from ..model import TRACKS, PodLogLine, ServeSpec, ServiceState, ServiceStatus, WorkKind
-from ..options import SERVE_OPTIONS, profile_keys
-from ..registry import LIVE_CANARY, JobRecord, Registry, spec_for_record
-from ..requeue import marker_restart
-from ..servespec import canary_replicas, validate_serve_spec
-from ..servestatus import check_track, summary_line, track_pods
-from ..subscription import Subscription
-from ..tier import ServeTier
+from ..engine import tier as tier_module
+from ..config.profiles import Profile
+from ..core.errors import JobNotFound, SpecError, SubmitError, TiersError
+from ..engine.handles import Service
+from ..core.model import TRACKS, PodLogLine, ServeSpec, ServiceState, ServiceStatus, WorkKind
+from ..spec.options import SERVE_OPTIONS, profile_keys
+from ..config.registry import LIVE_CANARY, JobRecord, Registry, spec_for_record
+from ..batch.requeue import marker_restart
+from ..spec.servespec import canary_replicas, validate_serve_spec
+from ..serving.status import check_track, summary_line, track_pods
+from ..engine.subscription import Subscription
+from ..engine.tier import ServeTier
 from . import jobstate, listeners, processes
 from . import serve_supervisor as ssv
 from .router import FrontPort

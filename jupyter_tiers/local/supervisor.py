@@ -60,7 +60,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..jobdir import LOG_NAME, RANKS_DIR
+from ..batch.jobdir import LOG_NAME, RANKS_DIR
 from . import lifeline
 from .jobstate import (
     CANCEL_FILE,

@@ -31,7 +31,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from ..arrays import (
+from ..batch.arrays import (
     PARAMS_FILE,
     TASKS_DIR,
     counts_detail,
@@ -41,12 +41,12 @@ from ..arrays import (
     task_index,
     task_records,
 )
-from ..config import LOCAL_SERVE_DEFAULTS, Profile
-from ..errors import SpecError, SubmitError
-from ..files import FileInfo, file_sha256, list_local, local_chunks, remote_path
-from ..handles import Job
-from ..handoff import attach_checkpoints, decode_detail, encode_detail
-from ..jobdir import (
+from ..config.profiles import LOCAL_SERVE_DEFAULTS, Profile
+from ..core.errors import SpecError, SubmitError
+from ..data.files import FileInfo, file_sha256, list_local, local_chunks, remote_path
+from ..engine.handles import Job
+from ..data.handoff import attach_checkpoints, decode_detail, encode_detail
+from ..batch.jobdir import (
     LOG_NAME,
     RANKS_DIR,
     checkpoint_lines,
@@ -56,12 +56,12 @@ from ..jobdir import (
     newest_entry,
     parse_rank_file,
 )
-from ..jobspec import validate_spec
-from ..logs import ByteStream, split_log_line
-from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
-from ..registry import JobRecord, Registry, spec_for_record
-from ..sync import copy_tree, notebook_manifest, shell_lines
-from ..tier import BatchTier
+from ..spec.jobspec import validate_spec
+from ..batch.logs import ByteStream, split_log_line
+from ..core.model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
+from ..config.registry import JobRecord, Registry, spec_for_record
+from ..data.sync import copy_tree, notebook_manifest, shell_lines
+from ..engine.tier import BatchTier
 from . import jobstate, processes, slurmenv
 from .array_supervisor import ARRAY_FILE
 

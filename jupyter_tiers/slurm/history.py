@@ -3,7 +3,7 @@
 One ``sacct`` call answers a whole history query: the jobs of a user (or of everyone) that were
 active in the last N days, with their steps, so a job's max RSS (sacct reports it per step) is
 aggregated here. The query and its checks, the row model and the table are the scheduler-neutral
-half of the history capability, :mod:`jupyter_tiers.history` (re-exported here, so older imports
+half of the history capability, :mod:`jupyter_tiers.batch.history` (re-exported here, so older imports
 keep working); the argv is quoted word by word by the transport.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from ..errors import SpecError, TiersError
-from ..history import (
+from ..core.errors import SpecError, TiersError
+from ..batch.history import (
     ALL_USERS,
     DEFAULT_DAYS,
     DEFAULT_LIMIT,
@@ -39,7 +39,7 @@ from ..history import (
 from .commands import BASH, NEUTRAL_ENV_SH, slurm_argv
 from .parse import parse_elapsed, slurm_state
 
-# This module's sacct half, and the pure half from jupyter_tiers.history re-exported (older
+# This module's sacct half, and the pure half from jupyter_tiers.batch.history re-exported (older
 # imports of those names from here keep working).
 __all__ = [
     "ALL_USERS", "DEFAULT_DAYS", "DEFAULT_LIMIT", "DELIMITER", "HEADER", "HISTORY_FIELDS", "MAX_DAYS",

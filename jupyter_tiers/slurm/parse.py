@@ -6,8 +6,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import replace
 
-from ..errors import SubmitError
-from ..model import JobState, SchedulerInfo
+from ..core.errors import SubmitError
+from ..core.model import JobState, SchedulerInfo
 
 # Field order of the squeue and sacct queries built in slurm/commands.py.
 SQUEUE_FORMAT = "%i|%T|%r|%S|%M|%N|%j|%D"

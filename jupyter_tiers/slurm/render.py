@@ -17,13 +17,13 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 
-from ..arrays import PARAMS_FILE, TASKS_DIR, params_json, plan_of, task_files
-from ..jobdir import LOG_NAME, checkpoint_lines, job_files
-from ..jobspec import parse_sbatch_option, validate_spec
-from ..model import JobSpec
-from ..requeue import restart_lines
-from ..signals import agent_prefix, forward_lines, signal_directive, wait_lines
-from ..sync import shell_lines
+from ..batch.arrays import PARAMS_FILE, TASKS_DIR, params_json, plan_of, task_files
+from ..batch.jobdir import LOG_NAME, checkpoint_lines, job_files
+from ..spec.jobspec import parse_sbatch_option, validate_spec
+from ..core.model import JobSpec
+from ..batch.requeue import restart_lines
+from ..batch.signals import agent_prefix, forward_lines, signal_directive, wait_lines
+from ..data.sync import shell_lines
 
 DEFAULT_RDZV_BASE = 29500
 

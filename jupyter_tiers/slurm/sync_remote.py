@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import IO, TYPE_CHECKING, cast
 
-from ..sync import Manifest, SyncError, SyncPlan, check_relpath, format_manifest, write_tar
+from ..data.sync import Manifest, SyncError, SyncPlan, check_relpath, format_manifest, write_tar
 from .commands import BASH, check_workdir
 
 if TYPE_CHECKING:

@@ -16,8 +16,8 @@ import binascii
 import contextlib
 import re
 
-from ..arrays import TASKS_DIR
-from ..jobdir import CHECKPOINTS, LOG_NAME, parse_listing
+from ..batch.arrays import TASKS_DIR
+from ..batch.jobdir import CHECKPOINTS, LOG_NAME, parse_listing
 from .commands import BASH, NEUTRAL_ENV_SH, check_job_id
 
 #: Marks a task's log tail: ``%tail INDEX BASE64`` (base64, so log text cannot forge a line).

@@ -9,16 +9,16 @@ from collections.abc import Generator, Iterator, Sequence
 from dataclasses import replace
 from typing import Any
 
-from ..arrays import counts_detail, plan_of
-from ..checkpoint_upload import uploader_source
-from ..config import Profile
-from ..errors import ControllerUnreachable, SubmitError, TiersError
-from ..files import HASH_LIMIT, MAX_FILES, FileInfo, TransferCut, remote_path
-from ..files import parse_listing as parse_file_listing
-from ..handles import Job
-from ..handoff import attach_checkpoints, decode_detail, encode_detail
-from ..history import AccountingDisabled, HistoryQuery, HistoryRow, make_query, mark_ours
-from ..jobdir import (
+from ..batch.arrays import counts_detail, plan_of
+from ..data.checkpoint_upload import uploader_source
+from ..config.profiles import Profile
+from ..core.errors import ControllerUnreachable, SubmitError, TiersError
+from ..data.files import HASH_LIMIT, MAX_FILES, FileInfo, TransferCut, remote_path
+from ..data.files import parse_listing as parse_file_listing
+from ..engine.handles import Job
+from ..data.handoff import attach_checkpoints, decode_detail, encode_detail
+from ..batch.history import AccountingDisabled, HistoryQuery, HistoryRow, make_query, mark_ours
+from ..batch.jobdir import (
     checkpoint_root,
     disk_full_note,
     expected_checkpoint_dir,
@@ -27,12 +27,12 @@ from ..jobdir import (
     parse_rank_files,
     split_listing,
 )
-from ..logs import ByteStream, split_log_line
-from ..model import JobSpec, JobState, LogLine, RankState, SchedulerInfo, WorkKind
-from ..registry import MAX_LIST, JobRecord, Registry, spec_for_record
-from ..requeue import requeue_pending
-from ..sync import notebook_manifest
-from ..tier import BatchTier
+from ..batch.logs import ByteStream, split_log_line
+from ..core.model import JobSpec, JobState, LogLine, RankState, SchedulerInfo, WorkKind
+from ..config.registry import MAX_LIST, JobRecord, Registry, spec_for_record
+from ..batch.requeue import requeue_pending
+from ..data.sync import notebook_manifest
+from ..engine.tier import BatchTier
 from ..transport.base import Transport
 from ..transport.errors import ConnectError
 from ..transport.exchange import CommandResult

@@ -6,7 +6,7 @@ import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from ..errors import TiersError
+from ..core.errors import TiersError
 
 if TYPE_CHECKING:
     from .exchange import CommandResult

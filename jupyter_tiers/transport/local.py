@@ -3,7 +3,7 @@ on the cluster itself (a login node, or a compute node through Open OnDemand or 
 
 It runs the same argv lists as :class:`~.ssh.SSHTransport` (the tier's bash programs take their
 data as "$1"..., never pasted), each in its own session, from the home directory (where an SSH
-command starts), with the environment :func:`jupyter_tiers.jobenv.clean_env` makes: none of the
+command starts), with the environment :func:`jupyter_tiers.batch.jobenv.clean_env` makes: none of the
 enclosing job's variables reach sbatch, squeue or the job. Errors are the SSH transport's:
 :class:`CommandTimeout`, :class:`CommandError`, and :class:`ConnectError` (not transient) when
 this machine has no ``sbatch``.
@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from ..jobenv import clean_env
+from ..batch.jobenv import clean_env
 from .closing import ClosedOnExit
 from .errors import BUFSIZE, POLL, CommandError, CommandTimeout, ConnectError, TransportError, short_argv
 from .exchange import CommandResult

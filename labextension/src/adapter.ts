@@ -1,10 +1,10 @@
 // A stand-in for the anywidget model, so the lab panel drives the notebook widgets' own view code
-// (jupyter_tiers/widgets/job_view.js, serve_view.js, array_view.js) with state from the REST API instead of a
+// (jupyter_tiers/faces/widgets/job_view.js, serve_view.js, array_view.js) with state from the REST API instead of a
 // kernel comm. Pure: no DOM, no network; the panel feeds it and handles what the view sends.
 
 import type { Item } from './state';
 
-// The views' trait defaults, generated from jupyter_tiers/viewstate/schema.py.
+// The views' trait defaults, generated from jupyter_tiers/app/viewstate/schema.py.
 export { ARRAY_DEFAULTS, JOB_DEFAULTS, SERVE_DEFAULTS } from './viewDefaults';
 
 type Callback = (...args: unknown[]) => void;
@@ -15,7 +15,7 @@ export type ViewRequest = Record<string, unknown> & { kind?: unknown };
 /** Rows of a log batch as the views draw them: [rank or pod, text, is_error]. */
 export type LogRow = [number | string | null, string, boolean];
 
-/** The JobView/ServeView notion of an error line (jupyter_tiers/viewstate/job.py ERROR_RE). */
+/** The JobView/ServeView notion of an error line (jupyter_tiers/app/viewstate/job.py ERROR_RE). */
 const ERROR_RE =
   /Traceback \(most recent call last\)|^\w*(Error|Exception)\b|\berror:|\bFATAL\b|Segmentation fault/;
 

@@ -1,4 +1,4 @@
-// The server extension's REST and websocket routes (jupyter_tiers/server/API.md), through
+// The server extension's REST and websocket routes (jupyter_tiers/faces/server/API.md), through
 // JupyterLab's ServerConnection: it adds the token and the XSRF header every mutation needs.
 
 import { URLExt } from '@jupyterlab/coreutils';

@@ -18,13 +18,13 @@ import {
 } from './adapter';
 import { ReconnectingSocket } from './socket';
 import { Item, Verb } from './state';
-// The notebook widgets' own ES modules (jupyter_tiers/widgets/, typed in views.d.ts), bundled
+// The notebook widgets' own ES modules (jupyter_tiers/faces/widgets/, typed in views.d.ts), bundled
 // from there by webpack. The panel has no kernel to run metric charts, Try it or the Load panel:
 // it takes the views with the Files tab only.
-import { jobView } from '../../jupyter_tiers/widgets/job_view.js';
-import { serveView } from '../../jupyter_tiers/widgets/serve_view.js';
-import arrayView from '../../jupyter_tiers/widgets/array_view.js';
-import { jtFilesPane } from '../../jupyter_tiers/widgets/files_pane.js';
+import { jobView } from '../../jupyter_tiers/faces/widgets/job_view.js';
+import { serveView } from '../../jupyter_tiers/faces/widgets/serve_view.js';
+import arrayView from '../../jupyter_tiers/faces/widgets/array_view.js';
+import { jtFilesPane } from '../../jupyter_tiers/faces/widgets/files_pane.js';
 
 const JOB_VIEW = jobView({ files: jtFilesPane });
 const SERVE_VIEW = serveView({});

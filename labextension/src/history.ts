@@ -1,6 +1,6 @@
 // The sidebar's History view, pure part (no DOM, no network): the `GET history` answer as typed
 // rows, the filters and their query, how a row is shown, what "Attach" opens, and the read-only
-// detail of a job not submitted from here. See jupyter_tiers/server/API.md.
+// detail of a job not submitted from here. See jupyter_tiers/faces/server/API.md.
 
 import { Profile } from './api';
 import { Item, formatElapsed, stateClass } from './state';

@@ -1,4 +1,4 @@
-// The types of the notebook widgets' view modules (jupyter_tiers/widgets/*.js, plain ES modules
+// The types of the notebook widgets' view modules (jupyter_tiers/faces/widgets/*.js, plain ES modules
 // the detail panel imports from there; webpack bundles them, tsc only checks against this).
 
 /** What every view's render() gets: an anywidget-like model (the panel's ViewModel) and its node. */

@@ -30,8 +30,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers.config import load_config
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config.profiles import load_config
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests.cluster.conftest import profile_yaml
 from tests.helpers import free_port, loud_skip, processes_mentioning

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from jupyter_tiers.handoff import decode_detail
+from jupyter_tiers.data.handoff import decode_detail
 from jupyter_tiers.slurm.tier import SlurmTier
 
 from .conftest import JOB_TIMEOUT_MS, Lab

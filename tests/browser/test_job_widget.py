@@ -17,7 +17,7 @@ import nbformat
 import pytest
 from playwright.sync_api import expect
 
-from jupyter_tiers.model import JobState
+from jupyter_tiers.core.model import JobState
 from jupyter_tiers.slurm.tier import SlurmTier
 
 from .conftest import JOB_TIMEOUT_MS, OUTPUT, ROOT, UI_TIMEOUT_MS, Lab
@@ -305,7 +305,7 @@ def test_text_from_the_cluster_is_shown_as_text(page: Any, lab: Lab) -> None:
         # the magic line is validated, so it cannot carry markup; the widget must not rely on it).
         f"""
         from IPython.display import display
-        from jupyter_tiers.widgets.job_view import JobView
+        from jupyter_tiers.faces.widgets.job_view import JobView
         view = JobView(job)
         view.wait(120)
         view.job_name = {HOSTILE_IMG!r}

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from jupyter_tiers.model import JobState
+from jupyter_tiers.core.model import JobState
 from jupyter_tiers.slurm.tier import SlurmTier
 
 from .conftest import JOB_TIMEOUT_MS, OUTPUT, Lab

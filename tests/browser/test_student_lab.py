@@ -40,7 +40,7 @@ import tomllib
 import yaml
 from playwright.sync_api import expect
 
-from jupyter_tiers.sandbox import lab
+from jupyter_tiers.tools.sandbox import lab
 from tests.examples.nbrun import SUMMARY_OK, last_line, nodes_of, texts
 from tests.helpers import free_port, loud_skip
 
@@ -78,7 +78,7 @@ def _wheel(out: Path) -> Path:
         names = set(zf.namelist())
     data = wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".data/data/"
     ext = f"{data}share/jupyter/labextensions/jupyter-tiers/"
-    for needed in (f"{ext}package.json", f"{ext}static/style.js", "jupyter_tiers/sandbox/cluster.sh",
+    for needed in (f"{ext}package.json", f"{ext}static/style.js", "jupyter_tiers/tools/sandbox/cluster.sh",
                    f"{data}etc/jupyter/jupyter_server_config.d/jupyter_tiers.json"):
         assert needed in names, f"the wheel {wheel.name} lacks {needed}"
     return wheel

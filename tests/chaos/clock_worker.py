@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.registry import Registry
-from jupyter_tiers.service import item_from
-from jupyter_tiers.status import summary_line
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.app.actions import item_from
+from jupyter_tiers.batch.status import summary_line
 from tests.helpers import local_profile
 
 

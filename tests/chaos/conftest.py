@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config import load_config
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config.profiles import load_config
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests.chaos.scenarios_k8s import emulator_options
 from tests.chaos.schedules import ci_seed, replay_line

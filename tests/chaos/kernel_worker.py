@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config.registry import Registry
 from tests.helpers import local_profile
 
 FAST = {"status_interval": 0.5, "rank_interval": 0.2, "first_poll": 0.1}

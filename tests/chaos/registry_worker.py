@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from jupyter_tiers.registry import MAX_LIST, JobRecord, Registry
+from jupyter_tiers.config.registry import MAX_LIST, JobRecord, Registry
 
 PACE_S = 0.005  # between operations: a kernel's pace
 HOLD_S = 600.0  # the longest a worker waits for its release (a harness that died never releases)

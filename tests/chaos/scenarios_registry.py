@@ -21,7 +21,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from jupyter_tiers.registry import MAX_LIST, JobRecord, Registry
+from jupyter_tiers.config.registry import MAX_LIST, JobRecord, Registry
 from tests.chaos import schedules
 from tests.chaos.faults import damage_file, kill
 from tests.chaos.harness import Outcome, wait_until
@@ -194,7 +194,7 @@ def damaged(workdir: Path, *, seed: int, records: int = 300,
         else:  # one whole page, never the first (the header)
             damage_file(path, page * (1 + int(fault.at * (pages - 1))), rng.randbytes(page))
         before = hashlib.sha256(path.read_bytes()).hexdigest()
-        run = subprocess.run([sys.executable, "-m", "jupyter_tiers.cli", "jobs"], cwd=workdir,
+        run = subprocess.run([sys.executable, "-m", "jupyter_tiers.faces.cli", "jobs"], cwd=workdir,
                              env=_env(path), capture_output=True, text=True, timeout=120)
         outcome.faults += 1
         outcome.checked += 1

@@ -1,6 +1,6 @@
 """Slurm daemon scenarios on the shared test cluster: slurmctld stopped and started again
 mid-job, one node's slurmd SIGKILLed mid-job, slurmdbd stopped during ``%tiers history``. The
-faults are real daemon stops through jupyter_tiers/sandbox/cluster.sh (as root); nothing of
+faults are real daemon stops through jupyter_tiers/tools/sandbox/cluster.sh (as root); nothing of
 jupyter_tiers is patched. Every scenario leaves the cluster as it found it (daemons up, the node
 resumed), also when it fails half-way.
 
@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from jupyter_tiers.model import JobState, JobStatus
+from jupyter_tiers.core.model import JobState, JobStatus
 from tests.chaos import schedules
 from tests.chaos.harness import Outcome, check_sequence, wait_until
 
@@ -54,7 +54,7 @@ def user_command(tier: Any, *argv: str) -> tuple[int, str, str]:
     """``jupyter tiers ARGV`` as the user runs it (the same code as ``%tiers``), in its own
     process, against the tier's registry: exit status, stdout, stderr."""
     env = {**os.environ, "JUPYTER_TIERS_REGISTRY": str(tier.registry.path)}
-    done = subprocess.run([sys.executable, "-m", "jupyter_tiers.cli", *argv], capture_output=True,
+    done = subprocess.run([sys.executable, "-m", "jupyter_tiers.faces.cli", *argv], capture_output=True,
                           text=True, timeout=GUARD, env=env, check=False)
     return done.returncode, done.stdout, done.stderr
 
@@ -378,8 +378,8 @@ def cluster_disk_full(tier: Any, *, progress: Callable[[str], None] | None = Non
     the job cancels cleanly; the submit on the full disk is refused with one line naming the
     workdir and the full disk, leaves no registry record and no job on the cluster.
     Recovery: from the submit to the full disk shown."""
-    from jupyter_tiers.config import Profile
-    from jupyter_tiers.errors import TiersError
+    from jupyter_tiers.config.profiles import Profile
+    from jupyter_tiers.core.errors import TiersError
     from jupyter_tiers.slurm.tier import SlurmTier
 
     outcome = Outcome("slurm: job directory's disk full (cluster side)")

@@ -26,8 +26,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from jupyter_tiers.errors import TiersError
-from jupyter_tiers.model import JobState
+from jupyter_tiers.core.errors import TiersError
+from jupyter_tiers.core.model import JobState
 from tests.chaos import schedules
 from tests.chaos.harness import Outcome, check_sequence
 

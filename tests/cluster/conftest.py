@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config import load_config
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config.profiles import load_config
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 
 ROOT = Path(__file__).resolve().parents[2]

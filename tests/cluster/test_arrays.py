@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from jupyter_tiers.array_job import ArrayJob
-from jupyter_tiers.model import JobState
+from jupyter_tiers.engine.array_job import ArrayJob
+from jupyter_tiers.core.model import JobState
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests import helpers
 
@@ -110,8 +110,8 @@ def test_scheduler_load_does_not_grow_with_tasks(box: SlurmTier) -> None:
 def test_a_watched_array_record_is_one_batch_whatever_its_size(box: SlurmTier) -> None:
     """The sidebar's hub watches an array's record itself: each watcher tick asks about all its
     tasks with the same two commands (squeue -r, rank files), for 2 tasks or for 26."""
-    from jupyter_tiers.model import JobStatus
-    from jupyter_tiers.watch import Watcher
+    from jupyter_tiers.core.model import JobStatus
+    from jupyter_tiers.engine.watch import Watcher
 
     small = box.submit(box.make_spec("print(1)", name="w-2", array="0-1", sbatch_options=("--hold",)))
     large = box.submit(box.make_spec("print(1)", name="w-24", array="0-23", sbatch_options=("--hold",)))

@@ -9,7 +9,7 @@ import subprocess
 
 import pytest
 
-from jupyter_tiers.model import JobState
+from jupyter_tiers.core.model import JobState
 from jupyter_tiers.slurm.tier import SlurmTier
 
 pytestmark = pytest.mark.cluster

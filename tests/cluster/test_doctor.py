@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jupyter_tiers.config import load_config
+from jupyter_tiers.config.profiles import load_config
 from jupyter_tiers.doctor import run_doctor
 from jupyter_tiers.doctor.model import Report, Status
 from jupyter_tiers.doctor.render import render_text
@@ -136,7 +136,7 @@ def test_the_command_line_exit_status_and_json(cluster_env: dict[str, str], tmp_
     env = {**os.environ, "JUPYTER_TIERS_CONFIG": str(path), "PYTHONPATH": str(ROOT)}
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "jupyter_tiers.cli", "doctor", *args], env=env,
+        return subprocess.run([sys.executable, "-m", "jupyter_tiers.faces.cli", "doctor", *args], env=env,
                               capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path)
 
     good = cli("box")

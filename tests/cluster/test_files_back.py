@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.errors import TiersError
-from jupyter_tiers.model import JobState
+from jupyter_tiers.core.errors import TiersError
+from jupyter_tiers.core.model import JobState
 from jupyter_tiers.slurm.tier import SlurmTier
 
 pytestmark = pytest.mark.cluster
@@ -93,7 +93,7 @@ def test_download_decides_by_content_on_the_cluster(box: SlurmTier, tmp_path: Pa
     listing hashes is hashed on the cluster only when a local file of its size is in the way."""
     import hashlib
 
-    from jupyter_tiers.files import HASH_LIMIT
+    from jupyter_tiers.data.files import HASH_LIMIT
 
     body = ("import pathlib\npathlib.Path('metrics.csv').write_text('step,loss\\n1,0.25\\n')\n"
             f"pathlib.Path('large.bin').write_bytes(b'L' * {HASH_LIMIT + 1})\n")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.model import JobState
+from jupyter_tiers.core.model import JobState
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests.cluster.test_history import _wait_accounted, plain_sbatch_job  # noqa: F401 (a fixture)
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jupyter_tiers.sandbox import lab
+from jupyter_tiers.tools.sandbox import lab
 from tests.helpers import loud_skip, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -179,7 +179,7 @@ def test_the_lab_notebooks_profiles_exist_for_a_student(lab_students: dict[str, 
         home = pwd.getpwnam(name).pw_dir
         out = as_student(name, textwrap.dedent(f"""\
             import json
-            from jupyter_tiers.config import load_config
+            from jupyter_tiers.config.profiles import load_config
             config = load_config()
             found = {{}}
             for name in {sorted(wanted.values())!r}:
@@ -199,7 +199,7 @@ def test_doctor_from_a_students_seat(lab_students: dict[str, list[str]]) -> None
     the shared profile logs in with their lab key and every check passes."""
     wanted = sorted(_notebook_profiles().values())
     out = as_student("jt-student1", textwrap.dedent(f"""\
-        from jupyter_tiers.cli import main
+        from jupyter_tiers.faces.cli import main
         print("EXIT", main(["doctor", *{wanted!r}]))
     """))
     assert "EXIT 0" in out.stdout, out.stdout + out.stderr
@@ -230,7 +230,7 @@ def test_a_locked_account_is_refused_with_the_fix(cluster_env: dict[str, str]) -
 SUBMIT = textwrap.dedent("""\
     import json
     from tests.helpers import tiers_shell
-    from jupyter_tiers.registry import Registry
+    from jupyter_tiers.config.registry import Registry
     shell = tiers_shell()
     shell.run_cell_magic("slurm_train", {line!r}, {body!r})
     shell.run_line_magic("tiers", "jobs")
@@ -274,7 +274,7 @@ def test_students_run_as_themselves_and_cannot_touch_each_other(
                       "squeue -h -o %u; sacct -a -X -n -S now-1days -o User%40", cluster_env)
         assert seen.returncode == 0 and "jt-student1" not in seen.stdout, seen.stdout + seen.stderr
         history = as_student("jt-student2", textwrap.dedent("""\
-            from jupyter_tiers.cli import main
+            from jupyter_tiers.faces.cli import main
             print("EXIT", main(["history", "-p", "sandbox", "--user", "all", "--days", "1"]))
         """))
         assert "EXIT 0" in history.stdout, history.stdout + history.stderr
@@ -288,7 +288,7 @@ def test_students_run_as_themselves_and_cannot_touch_each_other(
         assert alive[0] == "jt-student1" and alive[1] in ("PENDING", "RUNNING", "CONFIGURING")
         # Our cancel, as student 2: the job is not theirs, and it says so.
         cancel = as_student("jt-student2", textwrap.dedent(f"""\
-            from jupyter_tiers.cli import main
+            from jupyter_tiers.faces.cli import main
             print("EXIT", main(["cancel", {sleeper_id!r}]))
         """))
         assert "EXIT 1" in cancel.stdout, cancel.stdout + cancel.stderr
@@ -304,7 +304,7 @@ def test_students_run_as_themselves_and_cannot_touch_each_other(
         assert job_id not in listing and sleeper_id not in listing and "lab-sleeper" not in listing
         # Student 1 cancels their own job with the same command.
         own = as_student("jt-student1", textwrap.dedent(f"""\
-            from jupyter_tiers.cli import main
+            from jupyter_tiers.faces.cli import main
             print("EXIT", main(["cancel", {sleeper_id!r}]))
         """))
         assert "EXIT 0" in own.stdout, own.stdout + own.stderr
@@ -336,7 +336,7 @@ def test_remove_user_takes_the_lab_away(lab_students: dict[str, list[str]],
 
 def test_a_student_cannot_run_the_admin_commands(lab_students: dict[str, list[str]]) -> None:
     out = as_student("jt-student1", textwrap.dedent("""\
-        from jupyter_tiers.cli import main
+        from jupyter_tiers.faces.cli import main
         print("EXIT", main(["sandbox", "add-user", "jt-student1"]))
     """))
     assert "EXIT 1" in out.stdout, out.stdout + out.stderr
@@ -346,7 +346,7 @@ def test_a_student_cannot_run_the_admin_commands(lab_students: dict[str, list[st
 def test_up_lab_writes_the_same_shared_profile(lab_students: dict[str, list[str]], tmp_path: Path) -> None:
     before = lab.SYSTEM_CONFIG.read_text()  # written by add-user
     admin = tmp_path / "admin-tiers.yaml"
-    up = subprocess.run([sys.executable, "-m", "jupyter_tiers.cli", "sandbox", "up", "--lab",
+    up = subprocess.run([sys.executable, "-m", "jupyter_tiers.faces.cli", "sandbox", "up", "--lab",
                          "--config", str(admin)], capture_output=True, text=True, timeout=900, check=False)
     assert up.returncode == 0, up.stdout + up.stderr
     assert "kept the lab profile 'sandbox' in /etc/jupyter/tiers.yaml" in up.stdout

@@ -1,4 +1,4 @@
-"""Issue 11, teaching labs: the pure parts of jupyter_tiers/sandbox/lab.py (user names, public
+"""Issue 11, teaching labs: the pure parts of jupyter_tiers/tools/sandbox/lab.py (user names, public
 keys, the authorized_keys line, /etc/shadow's lock mark, the shared profile) with seeded fuzz, and
 the ``sandbox`` command line's answers to bad input. No cluster needed."""
 
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config import merge_layers, validate_profile
-from jupyter_tiers.sandbox import lab
-from jupyter_tiers.sandbox import main as sandbox_main
+from jupyter_tiers.config.profiles import merge_layers, validate_profile
+from jupyter_tiers.tools.sandbox import lab
+from jupyter_tiers.tools.sandbox import main as sandbox_main
 
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILlZS68OuL63qra1t4XGjxe/VYrOz5dt41pwBGgYO4ta"
 ENV = {"JT_SSH_HOST": "127.0.0.1", "JT_SSH_PORT": "2299",
@@ -367,7 +367,7 @@ def test_shared_group_problem_reads_this_machines_users() -> None:
 
 
 def test_the_admins_own_sandbox_profile_quotes_its_source_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jupyter_tiers.sandbox import sandbox_profile
+    from jupyter_tiers.tools.sandbox import sandbox_profile
 
     monkeypatch.setattr(sys, "prefix", "/opt/my venv")
     monkeypatch.setattr(sys, "base_prefix", "/usr")
@@ -382,7 +382,7 @@ def test_lab_serve_profile_maps_each_students_home_and_keeps_the_others() -> Non
     both = lab.lab_serve_profile(["/home/jt-b"], first)
     assert both["path_map"] == {"/home/jt-a": "/home/jt-a", "/home/jt-b": "/home/jt-b"}
     assert lab.lab_serve_profile(["/home/jt-b"], both) == both  # idempotent: add-user twice
-    from jupyter_tiers.handoff import map_path, parse_path_map
+    from jupyter_tiers.data.handoff import map_path, parse_path_map
 
     pairs = parse_path_map(both["path_map"])
     assert map_path("/home/jt-b/jupyter-tiers/7-fit/checkpoints/step-00010.json", pairs) == \

@@ -36,7 +36,7 @@ BODY = textwrap.dedent("""\
 KERNEL = textwrap.dedent("""\
     import json, os, subprocess, sys
     from jupyter_tiers.api import connect_batch
-    from jupyter_tiers.jobenv import enclosing_job
+    from jupyter_tiers.batch.jobenv import enclosing_job
 
     tier = connect_batch("cluster")
     body = open(sys.argv[2]).read()
@@ -114,7 +114,7 @@ def test_a_kernel_inside_an_allocation_submits_a_job_that_starts_clean(
 
 def test_doctor_checks_the_builtin_cluster_profile_with_local_commands(
         cluster_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from jupyter_tiers.config import load_config
+    from jupyter_tiers.config.profiles import load_config
     from jupyter_tiers.doctor import run_doctor
     from jupyter_tiers.doctor.model import Status
 
@@ -136,7 +136,7 @@ def test_the_sidebars_shared_watcher_follows_a_job_of_the_builtin_cluster_profil
     """The server's Hub, inside a job of its own (SLURM_JOB_ID of the portal's job in its
     environment), watches a job of the built-in profile through local commands to its end."""
     from jupyter_tiers import api
-    from jupyter_tiers.server.hub import Hub
+    from jupyter_tiers.faces.server.hub import Hub
 
     tmp_path.chmod(0o755)
     (tmp_path / "tiers.yaml").write_text(textwrap.dedent(f"""\

@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from jupyter_tiers.model import JobState
+from jupyter_tiers.core.model import JobState
 from jupyter_tiers.slurm import commands
 from jupyter_tiers.slurm.render import render_job
 from jupyter_tiers.slurm.tier import SlurmTier

@@ -13,7 +13,7 @@ import yaml
 
 pytestmark = pytest.mark.cluster
 
-JUPYTER_TIERS = [sys.executable, "-m", "jupyter_tiers.cli"]
+JUPYTER_TIERS = [sys.executable, "-m", "jupyter_tiers.faces.cli"]
 
 
 def sandbox(*args: str, config: Path) -> subprocess.CompletedProcess[str]:
@@ -51,8 +51,8 @@ def test_the_written_profile_runs_a_job(tmp_path: Path, monkeypatch: pytest.Monk
     assert sandbox("up", config=config).returncode == 0
     monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(config))
     from jupyter_tiers.api import make_tier
-    from jupyter_tiers.config import load_config
-    from jupyter_tiers.model import JobState
+    from jupyter_tiers.config.profiles import load_config
+    from jupyter_tiers.core.model import JobState
 
     tier = make_tier(load_config().profile("sandbox"))
     try:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.errors import SpecError
-from jupyter_tiers.model import JobState, RankPhase
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.core.model import JobState, RankPhase
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.slurm.parse import expand_hostlist
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests import helpers
@@ -144,6 +144,6 @@ def test_a_rank_that_crashes_is_named_as_the_cause(box: SlurmTier) -> None:
     first = status.first_failure
     assert first is not None and first.rank == 1 and first.signal == 6
     assert status.ranks[0].phase is RankPhase.STOPPED
-    from jupyter_tiers.status import summary_line
+    from jupyter_tiers.batch.status import summary_line
 
     assert f"first failure: rank 1 ({first.node}) killed by SIGABRT (6)" in summary_line(status)

@@ -14,7 +14,7 @@ import pytest
 
 from jupyter_tiers.slurm.sync_remote import sync_root, sync_to_cluster
 from jupyter_tiers.slurm.tier import SlurmTier
-from jupyter_tiers.sync import SyncError, build_manifest
+from jupyter_tiers.data.sync import SyncError, build_manifest
 
 pytestmark = pytest.mark.cluster
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers.model import JobState
+from jupyter_tiers.core.model import JobState
 from jupyter_tiers.slurm.tier import SlurmTier
-from jupyter_tiers.sync import build_manifest, format_manifest
+from jupyter_tiers.data.sync import build_manifest, format_manifest
 
 pytestmark = pytest.mark.cluster
 
@@ -98,7 +98,7 @@ def test_size_refusal_before_any_round_trip(box: SlurmTier, notebook: Path,
     (notebook / "weights.bin").write_bytes(b"\0" * 1_200_000)
     from dataclasses import replace
 
-    from jupyter_tiers.sync import SyncError
+    from jupyter_tiers.data.sync import SyncError
 
     box.profile = replace(box.profile, settings={**box.profile.settings, "sync_max_mb": 1})
     with pytest.raises(SyncError, match=r"over the 1 MB limit .*weights\.bin \(1\.2 MB\)"):
@@ -110,7 +110,7 @@ def test_magic_sync_on_slurm(tiers_yaml: Path, notebook: Path, capsys: pytest.Ca
                              cluster_env: dict[str, str]) -> None:
     """The user's path: %%slurm_train --sync . --profile box, then the job imports the module."""
     from jupyter_tiers import api
-    from jupyter_tiers.registry import Registry
+    from jupyter_tiers.config.registry import Registry
     from tests.helpers import tiers_shell
 
     ip = tiers_shell()

@@ -1,6 +1,6 @@
 """Login nodes with two-factor authentication, against the test cluster's second sshd.
 
-That sshd (jupyter_tiers/sandbox/twofactor.sh) wants the cluster's key and then a TOTP code
+That sshd (jupyter_tiers/tools/sandbox/twofactor.sh) wants the cluster's key and then a TOTP code
 through PAM (pam_google_authenticator), like an HPC centre's login node. The code is computed
 here from the sandbox's secret, as an authenticator app would.
 """
@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 
 from jupyter_tiers import api
-from jupyter_tiers.config import load_config
-from jupyter_tiers.model import JobState
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config.profiles import load_config
+from jupyter_tiers.core.model import JobState
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier, transport_for
 from jupyter_tiers.transport.errors import AuthenticationError, OneTimeCodeRequired
 from jupyter_tiers.transport.prompt import (

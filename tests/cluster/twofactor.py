@@ -1,4 +1,4 @@
-"""The test cluster's second sshd (jupyter_tiers/sandbox/twofactor.sh): a key, then a TOTP code.
+"""The test cluster's second sshd (jupyter_tiers/tools/sandbox/twofactor.sh): a key, then a TOTP code.
 
 Helpers shared by the two-factor tests: start it (idempotent), read its settings, compute the
 current code from its secret (RFC 6238, the same as pam_google_authenticator), the next code

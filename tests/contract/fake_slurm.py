@@ -33,7 +33,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from jupyter_tiers.jobdir import LOG_NAME
+from jupyter_tiers.batch.jobdir import LOG_NAME
 from jupyter_tiers.slurm import commands
 from jupyter_tiers.slurm.history import DELIMITER, HISTORY_FIELDS
 from jupyter_tiers.slurm.parse import SACCT_FIELDS, SQUEUE_FORMAT

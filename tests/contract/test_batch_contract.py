@@ -1,4 +1,4 @@
-"""The BatchTier contract (jupyter_tiers/tier.py), written once and run on every batch backend
+"""The BatchTier contract (jupyter_tiers/engine/tier.py), written once and run on every batch backend
 (conftest.py: ``slurm`` on the fake cluster, ``slurm_here`` on the real test cluster through
 the local transport, ``local`` with real supervisors).
 
@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.errors import JobNotFound, SpecError, TiersError, Unsupported
-from jupyter_tiers.handles import Job
-from jupyter_tiers.history import make_query
-from jupyter_tiers.model import JobState, JobStatus, RankPhase
-from jupyter_tiers.registry import JobRecord
+from jupyter_tiers.core.errors import JobNotFound, SpecError, TiersError, Unsupported
+from jupyter_tiers.engine.handles import Job
+from jupyter_tiers.batch.history import make_query
+from jupyter_tiers.core.model import JobState, JobStatus, RankPhase
+from jupyter_tiers.config.registry import JobRecord
 from tests.contract.conftest import GUARD, BatchBackend
 from tests.helpers import wait_for
 

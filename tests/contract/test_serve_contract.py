@@ -1,4 +1,4 @@
-"""The ServeTier contract (jupyter_tiers/tier.py), written once and run on every serving backend
+"""The ServeTier contract (jupyter_tiers/engine/tier.py), written once and run on every serving backend
 (conftest.py: ``kubernetes`` on the emulator, ``local`` with real supervisors and replicas).
 
 Each test states one promise of a public verb, as the docstrings of ServeTier and Service give
@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from jupyter_tiers.errors import JobNotFound, SpecError, TiersError, Unsupported
-from jupyter_tiers.handles import Service
-from jupyter_tiers.model import PodLogLine, ServiceState, ServiceStatus
+from jupyter_tiers.core.errors import JobNotFound, SpecError, TiersError, Unsupported
+from jupyter_tiers.engine.handles import Service
+from jupyter_tiers.core.model import PodLogLine, ServiceState, ServiceStatus
 from tests.contract.conftest import GUARD, ServeBackend
 from tests.helpers import wait_for
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers import config
+from jupyter_tiers.config import profiles as config
 from tests.helpers import cancel_registered_jobs
 
 from .nbrun import ROOT, VENV_BIN
@@ -51,7 +51,7 @@ def sandbox_env(
 ) -> dict[str, str]:
     """kernel_env plus a tiers.yaml holding exactly the ``sandbox`` profile that
     ``jupyter tiers sandbox up`` writes for the running test cluster."""
-    from jupyter_tiers import sandbox
+    from jupyter_tiers.tools import sandbox
 
     path = tmp_path / "tiers.yaml"
     sandbox.write_profile(path, sandbox.sandbox_profile(cluster_env))
@@ -153,7 +153,7 @@ def lab_env(
     """kernel_env plus the teaching lab's tiers.yaml: the ``sandbox`` profile (its workdir under
     this test's directory) and ``sandbox-serve``, a local profile whose path_map maps the
     cluster's paths onto themselves (the cluster in a box shares this machine's disk)."""
-    from jupyter_tiers import sandbox
+    from jupyter_tiers.tools import sandbox
 
     scratch = tmp_path / "scratch"
     scratch.mkdir()
@@ -173,7 +173,7 @@ def pipeline_env(
     """kernel_env plus a tiers.yaml with the ``sandbox`` profile of the Slurm test cluster (its
     workdir moved under this test's directory: the cluster's "shared storage") and a ``serving``
     profile for the emulator whose model volume is that storage, as a hostPath with a path_map."""
-    from jupyter_tiers import sandbox
+    from jupyter_tiers.tools import sandbox
 
     scratch = tmp_path / "scratch"
     scratch.mkdir()

@@ -19,7 +19,7 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config.registry import Registry
 
 from .conftest import K8sEmulator
 from .nbrun import EXAMPLES, SUMMARY_OK, VENV_BIN, execute, last_line, nodes_of, torch_available

@@ -19,7 +19,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config.registry import Registry
 
 from .nbrun import (
     EXAMPLES,

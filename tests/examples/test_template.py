@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.api import make_tier
-from jupyter_tiers.config import TIER_KEYS, default_keys, load_file, merge_layers
+from jupyter_tiers.config.profiles import TIER_KEYS, default_keys, load_file, merge_layers
 
 TEMPLATE = Path(__file__).resolve().parents[2] / "examples" / "tiers.yaml.template"
 
@@ -62,7 +62,7 @@ def test_template_serving_defaults_render_valid_manifests(cfg) -> None:
 def test_template_profiles_hand_a_checkpoint_over(cfg) -> None:
     """A checkpoint under the hpc profile's checkpoint_dir is visible to the serving profile's
     pods (through model_volume.path_map) and to the local profile (through its path_map)."""
-    from jupyter_tiers.handoff import Checkpoint, serving_model_path
+    from jupyter_tiers.data.handoff import Checkpoint, serving_model_path
 
     directory = cfg.profile("hpc").defaults["checkpoint_dir"]
     ckpt = Checkpoint(job_key="hpc/42", job_id="42", job_name="ft", profile="hpc", tier="slurm",

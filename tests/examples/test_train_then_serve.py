@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config.registry import Registry
 
 from .conftest import K8sEmulator
 from .nbrun import execute, last_line, nodes_of, torch_available

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers import api
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config.registry import Registry
 from tests.cluster.conftest import box, tiers_yaml  # noqa: F401
 from tests.helpers import cancel_registered_jobs, isolate_tiers
 from tests.k8s_emulator.fixtures import emulator, k8s_namespace  # noqa: F401

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_tiers import config
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config import profiles as config
+from jupyter_tiers.config.registry import Registry
 from tests.helpers import cancel_registered_jobs, ipython_test_shell
 
 VENV_BIN = Path(sys.executable).parent

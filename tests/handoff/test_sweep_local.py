@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config.registry import Registry
 from tests.handoff.conftest import weights_server
 from tests.handoff.test_local_handoff import cell, refused
 from tests.helpers import tiers_shell

@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers import config
-from jupyter_tiers.config import ConfigError, load_config, load_file
+from jupyter_tiers.config import profiles as config
+from jupyter_tiers.config.profiles import ConfigError, load_config, load_file
 
 USER = """
 profiles:
@@ -589,7 +589,7 @@ def test_refusal_messages_fuzz(home: Path) -> None:
 
 
 def config_cache_clear() -> None:
-    from jupyter_tiers import config_cache
+    from jupyter_tiers.config import cache as config_cache
 
     config_cache.clear()
 

@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 
-from jupyter_tiers import api, config
-from jupyter_tiers.config import ConfigError, ProjectFileRefused, load_config
-from jupyter_tiers.errors import TiersError
-from jupyter_tiers.magics import TiersMagics
+from jupyter_tiers import api
+from jupyter_tiers.config import profiles as config
+from jupyter_tiers.config.profiles import ConfigError, ProjectFileRefused, load_config
+from jupyter_tiers.core.errors import TiersError
+from jupyter_tiers.faces.magics import TiersMagics
 from tests.helpers import check_fuzz_answer, fuzz_tiers_line, fuzz_word
 
 SEED = 20261209

@@ -14,8 +14,8 @@ import random
 import re
 from typing import Any
 
-from jupyter_tiers.errors import SpecError
-from jupyter_tiers.httpmodel import (
+from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.serving.httpmodel import (
     RESERVED_HEADERS,
     HttpRequest,
     HttpResponse,
@@ -24,7 +24,7 @@ from jupyter_tiers.httpmodel import (
     pretty_body,
     view_of,
 )
-from jupyter_tiers.openai_compat import (
+from jupyter_tiers.serving.openai_compat import (
     SSEError,
     SSEEvent,
     SSEParser,
@@ -34,7 +34,7 @@ from jupyter_tiers.openai_compat import (
     error_text,
     model_ids,
 )
-from jupyter_tiers.widgets.try_panel import chat_of, request_of
+from jupyter_tiers.faces.widgets.try_panel import chat_of, request_of
 
 SEED = 20261219
 STREAMS = 1500

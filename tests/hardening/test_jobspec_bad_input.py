@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.errors import SpecError
-from jupyter_tiers.jobspec import RESERVED_ENV_NAMES, parse_sbatch_option, validate_spec
+from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.spec.jobspec import RESERVED_ENV_NAMES, parse_sbatch_option, validate_spec
 from jupyter_tiers.local import slurmenv
-from jupyter_tiers.model import JobSpec
+from jupyter_tiers.core.model import JobSpec
 from jupyter_tiers.slurm.render import render_sbatch, shell_path
 
 
@@ -73,7 +73,7 @@ def test_reserved_env_names_refused(name: str) -> None:
 
 
 def test_reserved_names_cover_what_the_local_supervisor_sets() -> None:
-    from jupyter_tiers.jobspec import RESERVED_ENV_PREFIXES
+    from jupyter_tiers.spec.jobspec import RESERVED_ENV_PREFIXES
 
     for name in (*slurmenv.JOB_ENV_NAMES, *slurmenv.RANK_ENV_NAMES, *slurmenv.TORCHRUN_ENV_NAMES):
         if name == "OMP_NUM_THREADS":  # torchrun sets it only when unset: the user's value wins
@@ -139,8 +139,8 @@ def test_job_script_sets_umask_077_before_anything_else() -> None:
 
 
 def test_env_values_never_in_reprs() -> None:
-    from jupyter_tiers.config import Profile
-    from jupyter_tiers.model import ServeSpec
+    from jupyter_tiers.config.profiles import Profile
+    from jupyter_tiers.core.model import ServeSpec
 
     assert "s3cr3t" not in repr(_spec(env=(("TOKEN", "s3cr3t"),)))
     assert "s3cr3t" not in repr(ServeSpec(body="x", name="a", image="i", env=(("TOKEN", "s3cr3t"),)))

@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config import Profile
-from jupyter_tiers.errors import SubmitError, TiersError
+from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.core.errors import SubmitError, TiersError
 from jupyter_tiers.local import jobstate, processes
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.model import JobState
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.core.model import JobState
+from jupyter_tiers.config.registry import Registry
 from tests.helpers import wait_for
 
 GUARD = 120.0  # bounds every wait so a broken tier fails instead of hanging; nothing asserts time
@@ -160,7 +160,7 @@ def test_one_corrupt_state_json_does_not_break_the_listing(tier: LocalTier, text
     if bad.id in infos:
         assert isinstance(infos[bad.id].state, JobState)
     bad.status()  # no exception either
-    from jupyter_tiers.tiers_command import format_jobs
+    from jupyter_tiers.faces.tiers_command import format_jobs
 
     assert "good" in format_jobs(tier.registry.list())
 

@@ -12,7 +12,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_tiers.magics import MAX_LINE, expand_words
+from jupyter_tiers.faces.magics import MAX_LINE, expand_words
 from tests.helpers import cancel_registered_jobs, isolate_tiers, tiers_shell
 
 
@@ -133,7 +133,7 @@ def test_tilde_python_dry_run(ip: InteractiveShell, capsys: pytest.CaptureFixtur
 
 
 def test_lone_surrogate_for_a_service_too(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jupyter_tiers.magics import parse_env
+    from jupyter_tiers.faces.magics import parse_env
 
     with pytest.raises(UsageError, match="--env BAD_BYTES: the kernel's value is not valid UTF-8"):
         parse_env(["BAD_BYTES"], {"BAD_BYTES": os.fsdecode(b"abc\xff")})

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.model_cache import FetchError, fetch_model, plan_model
-from jupyter_tiers.objectstore import parse_object_store
+from jupyter_tiers.data.model_cache import FetchError, fetch_model, plan_model
+from jupyter_tiers.data.objectstore import parse_object_store
 from tests.s3.conftest import S3Server, aws_env, s3_server  # noqa: F401 - fixtures
 
 pytestmark = [pytest.mark.s3, pytest.mark.usefixtures("aws_env")]

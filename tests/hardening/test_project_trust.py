@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers import config, project_trust
-from jupyter_tiers.config import ConfigError, load_config
-from jupyter_tiers.options import JOB_OPTIONS, SERVE_OPTIONS, profile_keys
+from jupyter_tiers.config import profiles as config, project_trust
+from jupyter_tiers.config.profiles import ConfigError, load_config
+from jupyter_tiers.spec.options import JOB_OPTIONS, SERVE_OPTIONS, profile_keys
 
 ATTACK = """
 profiles:
@@ -61,7 +61,7 @@ def _ran_nothing(root: Path) -> None:
 
 def test_high1_plain_jupyter_tiers_doctor_runs_nothing(cloned: Path) -> None:
     env = {**os.environ, "HOME": str(cloned / "home"), "JUPYTER_DATA_DIR": str(cloned / "data")}
-    run = subprocess.run([sys.executable, "-c", "import sys; from jupyter_tiers.cli import main; "
+    run = subprocess.run([sys.executable, "-c", "import sys; from jupyter_tiers.faces.cli import main; "
                           "sys.exit(main(['doctor']))"], cwd=cloned / "repo", env=env,
                          capture_output=True, text=True, timeout=300, check=False)
     _ran_nothing(cloned)
@@ -74,7 +74,8 @@ def test_high1_plain_jupyter_tiers_doctor_runs_nothing(cloned: Path) -> None:
 
 def test_high1_the_servers_doctor_runs_nothing(cloned: Path) -> None:
     """What the sidebar's Check calls (server/handlers.py's DoctorHandler -> service.doctor)."""
-    from jupyter_tiers import config_cache, service
+    from jupyter_tiers.config import cache as config_cache
+    from jupyter_tiers.app import actions as service
 
     config_cache.clear()
     with pytest.raises(config.ProjectFileRefused) as info:
@@ -90,7 +91,7 @@ def test_high1_a_project_defined_profile_is_never_probed(cloned: Path) -> None:
     from jupyter_tiers.doctor import check_profile
     from jupyter_tiers.doctor.local import probe
     from jupyter_tiers.doctor.objectstore_probe import probe as s3_probe
-    from jupyter_tiers.objectstore import parse_object_store
+    from jupyter_tiers.data.objectstore import parse_object_store
 
     store = {"bucket": "loot", "endpoint_url": "https://store.example", "credentials": "kernel"}
     prof = config.Profile(name="mine", tier="local", defaults={"python": "./tools/py"},
@@ -189,8 +190,8 @@ def test_project_refusals_are_config_errors(cloned: Path) -> None:
                                  "--export-file=/tmp/env", "--mail-user=attacker@example.com",
                                  "--mail-u=a@example.com", "--export-f=x"])
 def test_passthrough_options_that_choose_code_or_a_destination_are_refused(opt: str) -> None:
-    from jupyter_tiers.errors import SpecError
-    from jupyter_tiers.jobspec import parse_sbatch_option
+    from jupyter_tiers.core.errors import SpecError
+    from jupyter_tiers.spec.jobspec import parse_sbatch_option
 
     with pytest.raises(SpecError) as info:
         parse_sbatch_option(opt)

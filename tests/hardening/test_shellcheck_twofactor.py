@@ -1,4 +1,4 @@
-"""The two-factor sshd script (jupyter_tiers/sandbox/twofactor.sh) is shellcheck-clean, like
+"""The two-factor sshd script (jupyter_tiers/tools/sandbox/twofactor.sh) is shellcheck-clean, like
 cluster.sh, with no rc file."""
 
 from __future__ import annotations

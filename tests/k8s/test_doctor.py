@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jupyter_tiers import tiers_command
-from jupyter_tiers.config import ProjectFileRefused, load_config
+from jupyter_tiers.faces import tiers_command
+from jupyter_tiers.config.profiles import ProjectFileRefused, load_config
 from jupyter_tiers.doctor import run_doctor
 from jupyter_tiers.doctor.k8s_checks import TIER_ACCESS, shown_access
 from jupyter_tiers.doctor.model import Check, Status

@@ -9,7 +9,7 @@ from pathlib import Path
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
-from jupyter_tiers.config import load_config
+from jupyter_tiers.config.profiles import load_config
 from jupyter_tiers.doctor import run_doctor
 from jupyter_tiers.doctor.model import Status
 from jupyter_tiers.doctor.render import render_text

@@ -9,7 +9,7 @@ import urllib.request
 from pathlib import Path
 
 from jupyter_tiers.k8s.tier import K8sTier
-from jupyter_tiers.model import ServiceState
+from jupyter_tiers.core.model import ServiceState
 from tests.helpers import wait_for
 from tests.k8s.conftest import GUARD
 

@@ -17,18 +17,18 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers.config import Profile
-from jupyter_tiers.errors import ApiError, ApiUnreachable, TiersError
-from jupyter_tiers.handles import Service
+from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.core.errors import ApiError, ApiUnreachable, TiersError
+from jupyter_tiers.engine.handles import Service
 from jupyter_tiers.k8s.tier import K8sTier
-from jupyter_tiers.model import PodLogLine, ServiceState, ServiceStatus
-from jupyter_tiers.registry import Registry
-from jupyter_tiers.servestatus import summary_line
+from jupyter_tiers.core.model import PodLogLine, ServiceState, ServiceStatus
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.serving.status import summary_line
 from tests.k8s.conftest import GUARD, IMAGE, SERVER, StatusLog, profile_settings, wait_for
 from tests.k8s_emulator.emulator import Emulator
 
 try:
-    from jupyter_tiers.viewstate import serve as serve_state
+    from jupyter_tiers.app.viewstate import serve as serve_state
 except ImportError:  # the widget's pure state module is written separately
     serve_state = None  # type: ignore[assignment]
 
@@ -259,7 +259,7 @@ def check_reason_everywhere(tier: K8sTier, service: Service, status: ServiceStat
         if words:
             assert any(words in p for p in problems), problems
     else:
-        print("jupyter_tiers.viewstate.serve missing: widget state not checked")
+        print("jupyter_tiers.app.viewstate.serve missing: widget state not checked")
     return line
 
 
@@ -720,7 +720,7 @@ def test_a_log_read_is_bounded_and_keeps_the_newest_lines(
     """``service_logs`` asks each pod for its last lines within a byte budget (tailLines +
     limitBytes); limitBytes keeps the window's start, so a window too big is asked again with
     fewer lines: the newest line is always there, and a marker says earlier output was cut."""
-    from jupyter_tiers import tier as tier_module
+    from jupyter_tiers.engine import tier as tier_module
 
     service = tier.apply(tier.make_spec(CHATTY, name="chatty"))
     wait_for(lambda: "last line" in service.logs(tail=1), what="the pod's last line")

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers import serve_http
-from jupyter_tiers.errors import TiersError
-from jupyter_tiers.handles import Service
-from jupyter_tiers.httpmodel import pretty_body
+from jupyter_tiers.engine import serve_http
+from jupyter_tiers.core.errors import TiersError
+from jupyter_tiers.engine.handles import Service
+from jupyter_tiers.serving.httpmodel import pretty_body
 from jupyter_tiers.k8s.tier import K8sTier
 
 from .conftest import GUARD, wait_for

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.registry import Registry
-from jupyter_tiers.widgets.job_view import JobView
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.faces.widgets.job_view import JobView
 from tests.local.test_local_tier import FAST, local_profile
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.array_job import ArrayJob
+from jupyter_tiers.engine.array_job import ArrayJob
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.model import JobState
-from jupyter_tiers.registry import Registry
-from jupyter_tiers.widgets.array_view import ArrayView
-from jupyter_tiers.widgets.job_view import JobView
+from jupyter_tiers.core.model import JobState
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.faces.widgets.array_view import ArrayView
+from jupyter_tiers.faces.widgets.job_view import JobView
 from tests import helpers
 
 from .test_local_tier import FAST, local_profile
@@ -87,7 +87,7 @@ def test_a_refused_cancel_is_shown_and_may_be_tried_again(tier: LocalTier,
     """A refusal (on Slurm: another user's job) reaches the table's message, not a thread's
     traceback, and Cancel all becomes pressable again. The refusal is simulated: a local job is
     always the user's own."""
-    from jupyter_tiers.errors import TiersError
+    from jupyter_tiers.core.errors import TiersError
 
     job = tier.submit(tier.make_spec("import time\ntime.sleep(300)\n", name="refused", array="0-1"))
     assert isinstance(job, ArrayJob)

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers import api, tiers_command
-from jupyter_tiers.array_job import ArrayJob
-from jupyter_tiers.model import JobState
+from jupyter_tiers import api
+from jupyter_tiers.faces import tiers_command
+from jupyter_tiers.engine.array_job import ArrayJob
+from jupyter_tiers.core.model import JobState
 from tests import helpers
 
 SWEEP = textwrap.dedent(
@@ -97,7 +98,7 @@ def test_plain_array_gets_the_task_number_and_one_task_is_cancelled(ip, capsys) 
     assert status.state is JobState.CANCELLED and status.reason == "3 tasks: 2 COMPLETED, 1 CANCELLED"
     assert "params {'task': 3} {\"task\": 3}" in job.task(3).logs(rank=0)
     assert job.summary() == f"array {job.id} (3 tasks) 2 COMPLETED, 1 CANCELLED"
-    from jupyter_tiers import service  # the sidebar's and the REST API's row: one line, the counts
+    from jupyter_tiers.app import actions as service  # the sidebar's and the REST API's row: one line, the counts
 
     item = next(i for i in service.list_items().items if i.id == job.id)
     assert item.size == "3 tasks: 2 COMPLETED, 1 CANCELLED" and item.state == "CANCELLED"
@@ -117,7 +118,7 @@ def test_cancel_the_whole_array_cancels_waiting_tasks_at_once(ip, capsys) -> Non
 
 
 def test_dry_run_of_an_array_says_what_would_run(ip, capsys) -> None:  # type: ignore[no-untyped-def]
-    from jupyter_tiers.registry import Registry
+    from jupyter_tiers.config.registry import Registry
 
     ip.run_cell_magic("slurm_train", '--sweep "lr=1,2 bs=3" --array %1 --dry-run', "print(params)\n")
     out = capsys.readouterr().out

@@ -7,7 +7,7 @@ import tracemalloc
 from pathlib import Path
 
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.model import JobState
+from jupyter_tiers.core.model import JobState
 
 BODY = """\
 import os, pathlib

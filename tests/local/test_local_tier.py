@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.api import make_tier
-from jupyter_tiers.config import Profile
-from jupyter_tiers.errors import SpecError
+from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.core.errors import SpecError
 from jupyter_tiers.local import processes, slurmenv
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.model import JobState, LogLine, RankPhase
-from jupyter_tiers.registry import JobRecord, Registry
-from jupyter_tiers.status import summary_line
+from jupyter_tiers.core.model import JobState, LogLine, RankPhase
+from jupyter_tiers.config.registry import JobRecord, Registry
+from jupyter_tiers.batch.status import summary_line
 from tests.helpers import local_profile, loud_skip, processes_mentioning, wait_for
 
 FAST = {"status_interval": 0.5, "rank_interval": 0.2, "first_poll": 0.1}
@@ -250,9 +250,9 @@ def test_job_survives_the_kernel_and_a_new_tier_attaches(
     kernel = textwrap.dedent(
         f"""\
         import os, signal, sys
-        from jupyter_tiers.config import Profile
+        from jupyter_tiers.config.profiles import Profile
         from jupyter_tiers.local.tier import LocalTier
-        from jupyter_tiers.registry import Registry
+        from jupyter_tiers.config.registry import Registry
         tier = LocalTier(Profile("local", "local", settings={{"workdir": {str(workdir)!r}}}),
                          Registry({str(registry_path)!r}))
         body = (
@@ -408,7 +408,7 @@ def test_pure_helpers() -> None:
 
 
 def test_parse_rank_file_agrees_with_the_slurm_query_parser() -> None:
-    from jupyter_tiers.jobdir import parse_rank_file, parse_rank_files
+    from jupyter_tiers.batch.jobdir import parse_rank_file, parse_rank_files
 
     text = "start 10.5 local1\nexit 7 12.25\nstart 20.0 local0\nsignal 15 21.0\n"
     query = "@@ /j\n" + "".join(f"/j/ranks/4:{ln}\n" for ln in text.splitlines()) + "% 4 30.0\n"
@@ -476,7 +476,7 @@ def test_a_symlinked_or_foreign_workdir_is_refused_unfollowed(tmp_path: Path, re
     """The workdir is checked with lstat (issue 20 item 13): a symlink to a directory of the
     user's own is refused, not followed (and nothing is written at its target); a directory
     that another uid owns is refused even with a safe mode."""
-    from jupyter_tiers.errors import SubmitError
+    from jupyter_tiers.core.errors import SubmitError
 
     target = tmp_path / "target"
     target.mkdir(mode=0o700)

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config.registry import Registry
 from tests.helpers import cancel_registered_jobs, isolate_tiers, tiers_shell
 
 BODY = """\

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers import api, tiers_command
+from jupyter_tiers import api
+from jupyter_tiers.faces import tiers_command
 
 
 @pytest.mark.local_procs

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 
 from jupyter_tiers.local.serve_tier import LocalServeTier
-from jupyter_tiers.model import PodLogLine
+from jupyter_tiers.core.model import PodLogLine
 
 from .conftest import wait_for
 

@@ -18,8 +18,8 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_tiers import api
 from jupyter_tiers.local.serve_tier import LocalServeTier
-from jupyter_tiers.registry import Registry
-from jupyter_tiers.tier import Service
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.engine.tier import Service
 from tests.helpers import isolate_tiers, tiers_shell
 
 from .conftest import CRASH_BODY, HTTP_BODY, service_processes, stop_everything, wait_for
@@ -58,7 +58,7 @@ def terminal_tiers(tmp_path: Path, *args: str) -> str:
     """``jupyter tiers ARGS`` in a new process with this test's data dir, registry and no tiers.yaml."""
     code = ("import sys\nfrom pathlib import Path\nfrom jupyter_tiers import config\n"
             f"config.SYSTEM_PATH = config.USER_PATH = Path({str(tmp_path / 'none.yaml')!r})\n"
-            "from jupyter_tiers.cli import main\nsys.exit(main(sys.argv[1:]))\n")
+            "from jupyter_tiers.faces.cli import main\nsys.exit(main(sys.argv[1:]))\n")
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
     out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=120,
                          cwd=tmp_path, env=env)

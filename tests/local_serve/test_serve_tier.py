@@ -19,9 +19,9 @@ import pytest
 
 from jupyter_tiers.local import serve_supervisor as ssv
 from jupyter_tiers.local.serve_tier import LocalServeTier
-from jupyter_tiers.model import ServiceState, ServiceStatus
-from jupyter_tiers.registry import Registry
-from jupyter_tiers.tier import Service
+from jupyter_tiers.core.model import ServiceState, ServiceStatus
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.engine.tier import Service
 from tests.helpers import loud_skip
 
 from .conftest import CRASH_BODY, GUARD, HTTP_BODY, local_profile, service_processes, wait_for
@@ -206,9 +206,9 @@ def test_a_new_process_reattaches_by_name(tier: LocalServeTier, workdir: Path, t
     tier.close()
     script = textwrap.dedent(f"""
         import json, sys
-        from jupyter_tiers.config import Profile
+        from jupyter_tiers.config.profiles import Profile
         from jupyter_tiers.local.serve_tier import LocalServeTier
-        from jupyter_tiers.registry import Registry
+        from jupyter_tiers.config.registry import Registry
         tier = LocalServeTier(Profile(name="local", tier="local", settings={{"workdir": {str(workdir)!r}}}),
                               Registry({str(tmp_path / "registry.sqlite")!r}))
         svc = tier.attach("kept")
@@ -263,7 +263,7 @@ def _free_port() -> int:
 
 
 def test_widget_state_follows_a_local_service(tier: LocalServeTier) -> None:
-    from jupyter_tiers.widgets.serve_view import ServeView
+    from jupyter_tiers.faces.widgets.serve_view import ServeView
 
     svc = tier.apply(tier.make_spec(HTTP_BODY, name="viewed", readiness="/", gpus=2))
     view = ServeView(svc)
@@ -286,9 +286,9 @@ def test_service_outlives_the_process_that_started_it(tier: LocalServeTier, work
     fresh tier (the restarted kernel) reattaches by name and sees the same replica and log."""
     script = textwrap.dedent(f"""
         import os, sys
-        from jupyter_tiers.config import Profile
+        from jupyter_tiers.config.profiles import Profile
         from jupyter_tiers.local.serve_tier import LocalServeTier
-        from jupyter_tiers.registry import Registry
+        from jupyter_tiers.config.registry import Registry
         tier = LocalServeTier(Profile(name="local", tier="local", settings={{"workdir": {str(workdir)!r}}}),
                               Registry({str(tmp_path / "registry.sqlite")!r}))
         svc = tier.apply(tier.make_spec(sys.stdin.read(), name="survivor", readiness="/"))
@@ -382,7 +382,7 @@ def test_only_ready_replicas_get_traffic(tier: LocalServeTier) -> None:
 
 def test_a_planted_symlink_or_an_open_workdir_is_refused(tier: LocalServeTier, workdir: Path,
                                                         tmp_path: Path) -> None:
-    from jupyter_tiers.errors import SubmitError
+    from jupyter_tiers.core.errors import SubmitError
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
@@ -535,7 +535,7 @@ def test_services_dirs_are_checked_with_lstat_and_their_owner(tier: LocalServeTi
     a symlinked ``services/`` is refused unfollowed; one owned by another uid is refused."""
     import pwd
 
-    from jupyter_tiers.errors import SubmitError
+    from jupyter_tiers.core.errors import SubmitError
 
     if os.geteuid() != 0:
         loud_skip("another user's services directory", "chown to nobody needs root")
@@ -565,9 +565,9 @@ def test_a_service_log_read_is_bounded_with_a_marker(tier: LocalServeTier, tmp_p
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """``service_logs`` reads at most MAX_SERVICE_LOG_BYTES from the end of service.log.1 +
     service.log (issue 20 item 10; they reach 128 MiB), from a whole line, after a marker line."""
-    from jupyter_tiers import service as service_layer
-    from jupyter_tiers import tier as tier_module
-    from jupyter_tiers.registry import JobRecord
+    from jupyter_tiers.app import actions as service_layer
+    from jupyter_tiers.engine import tier as tier_module
+    from jupyter_tiers.config.registry import JobRecord
 
     svcdir = tmp_path / "svc"
     svcdir.mkdir()

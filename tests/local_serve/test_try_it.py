@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers import serve_http
-from jupyter_tiers.errors import SpecError, TiersError
-from jupyter_tiers.handles import Service
-from jupyter_tiers.httpmodel import pretty_body
+from jupyter_tiers.engine import serve_http
+from jupyter_tiers.core.errors import SpecError, TiersError
+from jupyter_tiers.engine.handles import Service
+from jupyter_tiers.serving.httpmodel import pretty_body
 from jupyter_tiers.local.serve_tier import LocalServeTier
-from jupyter_tiers.widgets.serve_view import ServeView
+from jupyter_tiers.faces.widgets.serve_view import ServeView
 from tests.helpers import SentRecorder, wait_for
 
 from .conftest import GUARD
@@ -87,7 +87,7 @@ def test_models_and_chat_not_streamed(tier: LocalServeTier) -> None:
 def test_a_chat_answer_and_one_event_are_capped(tier: LocalServeTier) -> None:
     """Issue 26 §4: a server that never stops answering is read up to 8 MiB of text, and an
     event that never ends up to 1 MiB; each ends in one line saying so."""
-    from jupyter_tiers.openai_compat import MAX_ANSWER
+    from jupyter_tiers.serving.openai_compat import MAX_ANSWER
 
     svc = serve(tier)
     stream = svc.chat("[flood]")
@@ -207,7 +207,7 @@ def test_panel_detects_openai_and_streams_a_chat(view_of_service: RecordingView)
 
 
 def test_panel_keeps_at_most_its_cap_of_an_answer(view_of_service: RecordingView) -> None:
-    from jupyter_tiers.widgets.try_panel import MAX_SHOWN
+    from jupyter_tiers.faces.widgets.try_panel import MAX_SHOWN
 
     view = view_of_service
     view.front({"kind": "chat", "id": 11, "messages": [{"role": "user", "content": "[flood]"}]})
@@ -261,7 +261,7 @@ def test_a_client_gone_mid_answer_leaves_the_service_up(tier: LocalServeTier) ->
 def test_completions_whole_and_streamed(tier: LocalServeTier) -> None:
     """/v1/completions through svc.request: the whole answer, and a streamed one whose SSE body
     the pure parser reads back piece by piece."""
-    from jupyter_tiers.openai_compat import chunk_text, completion_text, parse_sse
+    from jupyter_tiers.serving.openai_compat import chunk_text, completion_text, parse_sse
 
     svc = serve(tier, "complete")
     whole = svc.request("POST", "/v1/completions", json={"model": "tiny-echo", "prompt": "x y"})

@@ -27,9 +27,9 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_tiers import api
-from jupyter_tiers.model import JobState
-from jupyter_tiers.registry import Registry
-from jupyter_tiers.tier import Job
+from jupyter_tiers.core.model import JobState
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.engine.tier import Job
 from tests import helpers
 from tests.helpers import cancel_registered_jobs, isolate_tiers, tiers_shell
 
@@ -418,13 +418,13 @@ def test_tiers_profiles_shows_a_profile_description_under_it(ip, capsys, far) ->
 
 
 def test_tiers_profiles_without_any_config_shows_the_builtin_local(ip, capsys, monkeypatch) -> None:
-    monkeypatch.setattr("jupyter_tiers.config.sbatch_here", lambda: False)
+    monkeypatch.setattr("jupyter_tiers.config.profiles.sbatch_here", lambda: False)
     out = tiers(ip, capsys, "profiles")
     assert re.fullmatch(r"\* local\s+local\s+this machine\s+from built-in\n", out), out
 
 
 def test_tiers_profiles_on_a_slurm_machine_shows_the_builtin_cluster(ip, capsys, monkeypatch) -> None:
-    monkeypatch.setattr("jupyter_tiers.config.sbatch_here", lambda: True)
+    monkeypatch.setattr("jupyter_tiers.config.profiles.sbatch_here", lambda: True)
     out = tiers(ip, capsys, "profiles")
     assert re.match(r"  cluster\s+slurm\s+this machine\s+from built-in\n", out), out
 
@@ -661,7 +661,7 @@ def test_bare_env_name_passes_the_kernels_value_without_printing_it(
     monkeypatch.setenv("TIERS_TEST_TOKEN", "s3cret-from-the-kernel")
     out = dry_run(ip, capsys, "--profile far --env TIERS_TEST_TOKEN")
     assert "TIERS_TEST_TOKEN" in out and "s3cret-from-the-kernel" not in out
-    from jupyter_tiers.magics import parse_env
+    from jupyter_tiers.faces.magics import parse_env
 
     assert parse_env(["TIERS_TEST_TOKEN", "A=1"]) == (("TIERS_TEST_TOKEN", "s3cret-from-the-kernel"),
                                                    ("A", "1"))
@@ -671,7 +671,7 @@ def test_bare_env_name_passes_the_kernels_value_without_printing_it(
 
 
 def test_tiers_jobs_says_once_that_the_notebook_runs_inside_a_slurm_job(ip, capsys, monkeypatch) -> None:
-    from jupyter_tiers import service
+    from jupyter_tiers.app import actions as service
 
     monkeypatch.setattr(service, "_noted_inside", threading.Event())
     monkeypatch.setenv("SLURM_JOB_ID", "4242")

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers.objectstore import DEFAULT_FETCH_IMAGE
+from jupyter_tiers.data.objectstore import DEFAULT_FETCH_IMAGE
 from tests.k8s_emulator.emulator import Emulator
 
 #: Any credentials work on moto; these are what the tests' kernels and login node "have".

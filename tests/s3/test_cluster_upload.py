@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.checkpoint_upload import PART_ENV, UploadError
-from jupyter_tiers.config import load_config
-from jupyter_tiers.model import JobState
-from jupyter_tiers.objectstore import MANIFEST_NAME, UploadReport, parse_manifest
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.data.checkpoint_upload import PART_ENV, UploadError
+from jupyter_tiers.config.profiles import load_config
+from jupyter_tiers.core.model import JobState
+from jupyter_tiers.data.objectstore import MANIFEST_NAME, UploadReport, parse_manifest
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests.cluster.conftest import profile_yaml
 from tests.s3.conftest import S3Server
@@ -159,7 +159,7 @@ def test_a_slurm_sweeps_tasks_each_upload_their_checkpoint_from_the_login_node(
     """Each task's newest checkpoint is found with one listing of the array's task directories
     over SSH and uploaded by the login node's uploader (its state file in the task's directory)
     to {name}/{ID}_{i}/; the summary lists them best first."""
-    from jupyter_tiers.array_job import ArrayJob
+    from jupyter_tiers.engine.array_job import ArrayJob
 
     tier, bucket = hpc
     body = ("import os, pathlib\n"

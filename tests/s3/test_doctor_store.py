@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 import yaml
 
-from jupyter_tiers.config import load_config
+from jupyter_tiers.config.profiles import load_config
 from jupyter_tiers.doctor import run_doctor
 from jupyter_tiers.doctor.model import Check, Status
 from jupyter_tiers.doctor.render import render_json, render_text

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config import load_config
+from jupyter_tiers.config.profiles import load_config
 from jupyter_tiers.doctor import run_doctor
 from jupyter_tiers.doctor.model import Status
 from jupyter_tiers.doctor.render import render_text

@@ -16,9 +16,9 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_tiers import api
-from jupyter_tiers.model_cache import FetchError, fetch_model
-from jupyter_tiers.objectstore import MANIFEST_FORMAT, MANIFEST_NAME, parse_object_store
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.data.model_cache import FetchError, fetch_model
+from jupyter_tiers.data.objectstore import MANIFEST_FORMAT, MANIFEST_NAME, parse_object_store
+from jupyter_tiers.config.registry import Registry
 from tests.handoff.conftest import weights_server
 from tests.helpers import isolate_tiers, tiers_shell
 from tests.s3.conftest import S3Server
@@ -140,7 +140,7 @@ def test_the_kernel_check_is_skipped_with_a_reason_when_the_endpoint_is_unreacha
     reaches (here a loopback port nobody listens on): not checked, and the line says why."""
     import socket
 
-    from jupyter_tiers.model_cache import check_model
+    from jupyter_tiers.data.model_cache import check_model
 
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -1,6 +1,6 @@
 """Checkpoint to object storage on the local tier, for real: a local job (real supervisor and
 ranks) completes, the watcher uploads its newest checkpoint with the uploader process
-(jupyter_tiers/s3_upload.py, boto3) to moto's S3 server, and the status, the summary line and
+(jupyter_tiers/data/s3_upload.py, boto3) to moto's S3 server, and the status, the summary line and
 the registry show the URI. Waits are bounded only so that a broken tier fails instead of hanging."""
 
 from __future__ import annotations
@@ -17,20 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.checkpoint_upload import (
-    PART_ENV,
-    UploadError,
-    payload,
-    plan_upload,
-    uploader_source,
-)
-from jupyter_tiers.config import Profile
-from jupyter_tiers.handoff import upload_of
+from jupyter_tiers.data.checkpoint_upload import PART_ENV, UploadError, payload, plan_upload, uploader_source
+from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.data.handoff import upload_of
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.model import JobState
-from jupyter_tiers.objectstore import MANIFEST_NAME, parse_manifest
-from jupyter_tiers.registry import Registry
-from jupyter_tiers.status import summary_line
+from jupyter_tiers.core.model import JobState
+from jupyter_tiers.data.objectstore import MANIFEST_NAME, parse_manifest
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.batch.status import summary_line
 from tests.local.test_local_tier import FAST
 from tests.s3.conftest import S3Server
 

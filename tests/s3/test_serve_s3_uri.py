@@ -21,10 +21,11 @@ import yaml
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_tiers import api, config
-from jupyter_tiers.registry import Registry
-from jupyter_tiers.servestatus import describe_pod_problem
-from jupyter_tiers.viewstate.serve import pod_rows
+from jupyter_tiers import api
+from jupyter_tiers.config import profiles as config
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.serving.status import describe_pod_problem
+from jupyter_tiers.app.viewstate.serve import pod_rows
 from tests.handoff.conftest import weights_server
 from tests.helpers import ipython_test_shell
 from tests.k8s_emulator.emulator import Emulator
@@ -157,7 +158,7 @@ def put_dir_checkpoint(s3: S3Server, bucket: str) -> str:
     """A directory checkpoint with the manifest the uploader writes (canonical JSON) beside it."""
     import hashlib
 
-    from jupyter_tiers.objectstore import MANIFEST_NAME, Manifest, ManifestFile
+    from jupyter_tiers.data.objectstore import MANIFEST_NAME, Manifest, ManifestFile
 
     files = {"config.json": b'{"w": 3}', "sub/model.bin": bytes(range(256)) * 8}
     client = s3.client()

@@ -14,7 +14,8 @@ import yaml
 # non-root conftest may not declare pytest_plugins).
 from pytest_jupyter.jupyter_server import *  # noqa: F403
 
-from jupyter_tiers import api, config
+from jupyter_tiers import api
+from jupyter_tiers.config import profiles as config
 
 AUTH_WARNING = "error::jupyter_server.utils.JupyterServerAuthWarning"
 

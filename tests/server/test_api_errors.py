@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_tiers.errors import SpecError
-from jupyter_tiers.registry import JobRecord, Registry
-from jupyter_tiers.server import params
+from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.config.registry import JobRecord, Registry
+from jupyter_tiers.faces.server import params
 from tests.server.util import body
 
 SEED = 20261202
@@ -273,7 +273,7 @@ async def test_error_messages_are_shown_once_escaped_and_name_no_server_path(
 
 
 def test_public_text_drops_server_paths_but_keeps_urls_and_ratios() -> None:
-    from jupyter_tiers.server.handlers import public_text
+    from jupyter_tiers.faces.server.handlers import public_text
 
     assert public_text("no job '9' in the registry (/root/.local/share/jupyter/tiers/registry.sqlite)") \
         == "no job '9' in the registry"

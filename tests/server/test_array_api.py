@@ -111,7 +111,7 @@ def test_an_open_array_panel_reads_its_tasks_from_the_shared_watch(
         local: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """``refresh=0`` (the panel's re-read on every change) answers an array's task table from the
     hub's watch of the array: no scheduler query, whatever the number of reads."""
-    from jupyter_tiers.server.hub import Hub
+    from jupyter_tiers.faces.server.hub import Hub
     from tests.server.test_hub import Inbox, _until, count_scheduler_queries
 
     hub = Hub(scan_interval=0.2)
@@ -140,8 +140,8 @@ async def test_a_task_is_a_job_for_the_service_verbs(jp_fetch: Any, local: Any) 
     and the task keeps running (issue 20 item 7: the task reference skipped the kind check)."""
     from tornado.httpclient import HTTPClientError
 
-    from jupyter_tiers import service
-    from jupyter_tiers.service import WrongKind
+    from jupyter_tiers.app import actions as service
+    from jupyter_tiers.app.actions import WrongKind
 
     job = local.submit(local.make_spec("import time\ntime.sleep(300)\n", name="arr", array="0-1"))
     task = f"{job.id}_1"
@@ -159,7 +159,7 @@ async def test_a_task_is_a_job_for_the_service_verbs(jp_fetch: Any, local: Any) 
         with pytest.raises(WrongKind):
             verb(task)
     # The same for `jupyter tiers` / %tiers (a task has no record of its own to name its kind).
-    from jupyter_tiers import tiers_command
+    from jupyter_tiers.faces import tiers_command
 
     for argv in (["delete", task], ["scale", task, "2"], ["restart", task]):
         with pytest.raises(tiers_command.CommandUsage) as usage:

@@ -11,7 +11,7 @@ from jupyter_server.serverapp import ServerWebApplication
 from tornado.httpclient import HTTPClientError, HTTPRequest
 from tornado.websocket import websocket_connect
 
-from jupyter_tiers.server.handlers import AUTH_RESOURCE, TiersWebSocket, handler_table
+from jupyter_tiers.faces.server.handlers import AUTH_RESOURCE, TiersWebSocket, handler_table
 from tests.server.util import body
 
 _METHODS = ("get", "post", "put", "patch", "delete")

@@ -15,12 +15,13 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_tiers import api, service
-from jupyter_tiers.config import Profile
-from jupyter_tiers.errors import SpecError
-from jupyter_tiers.model import JobState
-from jupyter_tiers.registry import Registry
-from jupyter_tiers.server import params
+from jupyter_tiers import api
+from jupyter_tiers.app import actions as service
+from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.core.model import JobState
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.faces.server import params
 from jupyter_tiers.slurm.history import MAX_DAYS, MAX_LIMIT, MAX_TAIL, NO_ACCOUNTING_MESSAGE, STATES
 from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.transport.exchange import CommandResult

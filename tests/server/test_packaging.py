@@ -24,7 +24,7 @@ def test_the_config_file_enables_the_extension_and_the_wheel_installs_it() -> No
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     shared = project["tool"]["hatch"]["build"]["targets"]["wheel"]["shared-data"]
     assert shared[CONFIG] == "etc/jupyter/jupyter_server_config.d/jupyter_tiers.json"
-    assert jupyter_tiers._jupyter_server_extension_points() == [{"module": "jupyter_tiers.server"}]
+    assert jupyter_tiers._jupyter_server_extension_points() == [{"module": "jupyter_tiers.faces.server"}]
 
 
 @pytest.mark.local_procs

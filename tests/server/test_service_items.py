@@ -3,8 +3,8 @@ with a live status."""
 
 from __future__ import annotations
 
-from jupyter_tiers import service
-from jupyter_tiers.model import (
+from jupyter_tiers.app import actions as service
+from jupyter_tiers.core.model import (
     CanaryStatus,
     JobState,
     JobStatus,
@@ -13,8 +13,8 @@ from jupyter_tiers.model import (
     ServiceState,
     ServiceStatus,
 )
-from jupyter_tiers.registry import JobRecord
-from jupyter_tiers.status import summary_line
+from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.batch.status import summary_line
 
 NOW = 1_800_000_000.0
 CONTRACT = {"key", "id", "kind", "name", "profile", "tier", "state", "terminal", "size", "where",
@@ -102,7 +102,7 @@ def test_what_is_active() -> None:
 
 
 def test_a_jobs_checkpoint_upload_rides_in_its_item_for_the_sidebar() -> None:
-    from jupyter_tiers.handoff import encode_detail, with_upload
+    from jupyter_tiers.data.handoff import encode_detail, with_upload
 
     detail = with_upload(encode_detail("/c", "/c/ckpt"), {"state": "uploading", "uri": "s3://b/k",
                                                           "sent": 1_215_000_000, "total": 2_700_000_000})

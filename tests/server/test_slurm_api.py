@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from jupyter_tiers import api
-from jupyter_tiers.logs import LogDecoder
+from jupyter_tiers.batch.logs import LogDecoder
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests.cluster.conftest import profile_yaml
 from tests.server.util import GUARD, body, until

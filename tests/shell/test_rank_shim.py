@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.jobdir import RANK_SHIM, parse_rank_file, parse_rank_files
-from jupyter_tiers.model import RankPhase
+from jupyter_tiers.batch.jobdir import RANK_SHIM, parse_rank_file, parse_rank_files
+from jupyter_tiers.core.model import RankPhase
 from jupyter_tiers.slurm.commands import BASH, RANKS_SH, ranks_argv
 
 TS = r"\d+\.\d+"

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config import Profile
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.slurm import commands
 from jupyter_tiers.slurm.render import render_job
 from jupyter_tiers.slurm.tier import SUBMIT_ATTEMPTS, SlurmTier
@@ -163,7 +163,7 @@ def test_tier_submit_after_drops_records_exactly_one_job(tmp_path: Path, env: di
 
 
 def test_tier_submit_gives_up_with_one_clear_line(tmp_path: Path, env: dict[str, str]) -> None:
-    from jupyter_tiers.errors import SubmitError
+    from jupyter_tiers.core.errors import SubmitError
 
     transport = DroppingTransport(env, drops=SUBMIT_ATTEMPTS, cut_after=0)
     profile = Profile(name="hpc", tier="slurm",
@@ -243,7 +243,7 @@ def test_the_jobs_options_reach_sbatchs_command_line(tmp_path: Path, env: dict[s
 
 @pytest.mark.parametrize("bad", ["-t", "--time", "--x=a\nb", "time=1", "--Time=1", ""])
 def test_submit_refuses_what_is_not_an_option_word(bad: str) -> None:
-    from jupyter_tiers.errors import SpecError
+    from jupyter_tiers.core.errors import SpecError
 
     if bad == "--time":  # a flag is a fine word
         assert commands.submit_argv("/w/j", b"", [bad])[-1] == "--time"

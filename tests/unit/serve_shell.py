@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers import api, config
-from jupyter_tiers.magics import TiersMagics
+from jupyter_tiers import api
+from jupyter_tiers.config import profiles as config
+from jupyter_tiers.faces.magics import TiersMagics
 
 PROFILE_SECRET = "profile-secret-9f3a7c"  # the profile's env value; must never be shown
 

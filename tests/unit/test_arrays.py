@@ -9,7 +9,7 @@ import string
 import pytest
 from IPython.core.error import UsageError
 
-from jupyter_tiers.arrays import (
+from jupyter_tiers.batch.arrays import (
     MAX_TASKS,
     array_state,
     array_summary,
@@ -19,8 +19,8 @@ from jupyter_tiers.arrays import (
     plan_array,
     split_task_ref,
 )
-from jupyter_tiers.errors import SpecError
-from jupyter_tiers.model import JobSpec, JobState, JobStatus, RankPhase, RankState
+from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.core.model import JobSpec, JobState, JobStatus, RankPhase, RankState
 from jupyter_tiers.slurm.commands import check_job_id, squeue_argv
 from jupyter_tiers.slurm.parse import parse_sacct, parse_scontrol_jobs, parse_squeue
 from jupyter_tiers.slurm.render import render_job

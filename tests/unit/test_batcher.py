@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from jupyter_tiers.model import LogLine
-from jupyter_tiers.widgets.batcher import LineBatcher, pause_after_send
+from jupyter_tiers.core.model import LogLine
+from jupyter_tiers.faces.widgets.batcher import LineBatcher, pause_after_send
 
 
 class Recorder:

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers import config
-from jupyter_tiers.config import ConfigError, ProjectFileRefused, load_config, load_file
+from jupyter_tiers.config import profiles as config
+from jupyter_tiers.config.profiles import ConfigError, ProjectFileRefused, load_config, load_file
 
 
 class Layers:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers import config as config_mod
-from jupyter_tiers import config_cache
-from jupyter_tiers.config import ConfigError
+from jupyter_tiers.config import profiles as config_mod
+from jupyter_tiers.config import cache as config_cache
+from jupyter_tiers.config.profiles import ConfigError
 
 
 def test_parsed_files_are_cached_while_unchanged(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

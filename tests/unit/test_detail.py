@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import random
 
-from jupyter_tiers.arrays import detail_counts, with_counts
-from jupyter_tiers.detail import entries, with_entries
-from jupyter_tiers.handoff import (
+from jupyter_tiers.batch.arrays import detail_counts, with_counts
+from jupyter_tiers.core.detail import entries, with_entries
+from jupyter_tiers.data.handoff import (
     decode_detail,
     encode_detail,
     task_uploads,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers import display as display_module
+from jupyter_tiers.faces import display as display_module
 
 
 class _View:

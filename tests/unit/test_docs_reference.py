@@ -29,8 +29,8 @@ sys.path[:0] = [str(DOCS / "_ext"), str(DOCS / "_tools")]
 import front_door  # noqa: E402
 import jt_reference as ref  # noqa: E402
 
-from jupyter_tiers.config import TIER_KEYS, TIERS, default_keys  # noqa: E402
-from jupyter_tiers.options import JOB_OPTIONS, SERVE_OPTIONS  # noqa: E402
+from jupyter_tiers.config.profiles import TIER_KEYS, TIERS, default_keys  # noqa: E402
+from jupyter_tiers.spec.options import JOB_OPTIONS, SERVE_OPTIONS  # noqa: E402
 
 
 @pytest.mark.parametrize("magic,options", [("slurm_train", JOB_OPTIONS), ("k8s_serve", SERVE_OPTIONS)])
@@ -64,7 +64,7 @@ def test_a_profile_key_without_a_description_fails_the_build(monkeypatch: pytest
 
 
 def test_tiers_reference_lists_every_subcommand() -> None:
-    from jupyter_tiers.tiers_command import build_parser
+    from jupyter_tiers.faces.tiers_command import build_parser
 
     sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
     text = ref.generate("tiers-command")
@@ -73,7 +73,7 @@ def test_tiers_reference_lists_every_subcommand() -> None:
 
 
 def test_rest_reference_lists_every_route_with_named_parameters() -> None:
-    from jupyter_tiers.server.handlers import handler_table
+    from jupyter_tiers.faces.server.handlers import handler_table
 
     routes = ref.routes()
     assert [r.handler for r in routes] == [cls.__name__ for _, cls in handler_table("/")]
@@ -170,21 +170,21 @@ def test_fuzz_pure_helpers_never_crash_and_keep_a_cell_one_line() -> None:
                                         or "```yaml\ndefault_profile:" in p.read_text(encoding="utf-8")))
 def test_the_docs_profile_examples_are_valid_tiers_yaml(page: str, tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    from jupyter_tiers.config import load_config
+    from jupyter_tiers.config.profiles import load_config
 
     text = (DOCS / page).read_text(encoding="utf-8")
     for block in re.findall(r"```yaml\n((?:profiles|default_profile):.*?)```", text, re.S):
         path = tmp_path / "tiers.yaml"
         path.write_text(block)
         monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
-        monkeypatch.setattr("jupyter_tiers.config.SYSTEM_PATH", tmp_path / "none.yaml")
-        monkeypatch.setattr("jupyter_tiers.config.USER_PATH", tmp_path / "none2.yaml")
+        monkeypatch.setattr("jupyter_tiers.config.profiles.SYSTEM_PATH", tmp_path / "none.yaml")
+        monkeypatch.setattr("jupyter_tiers.config.profiles.USER_PATH", tmp_path / "none2.yaml")
         assert load_config().profiles
 
 
 def test_the_security_table_and_the_project_file_column_come_from_the_allowlist() -> None:
     """Issue 26: docs/security.md's table and the profile reference's column are PROJECT_KEYS."""
-    from jupyter_tiers.project_trust import PROJECT_KEYS
+    from jupyter_tiers.config.project_trust import PROJECT_KEYS
 
     table = ref.generate("project-trust")
     for key, row in PROJECT_KEYS.items():

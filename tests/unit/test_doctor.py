@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jupyter_tiers.config import Profile
+from jupyter_tiers.config.profiles import Profile
 from jupyter_tiers.doctor import local
 from jupyter_tiers.doctor import slurm_parse as sp
 from jupyter_tiers.doctor.k8s_checks import TIER_ACCESS, k8s_checks, role_yaml, shown_access

@@ -19,7 +19,7 @@ from jupyter_tiers.doctor.objectstore_checks import (
     secret_check,
     store_checks,
 )
-from jupyter_tiers.objectstore import parse_object_store
+from jupyter_tiers.data.objectstore import parse_object_store
 
 STORE = parse_object_store({"bucket": "jt-ckpt", "endpoint_url": "http://s3.lab:9000",
                             "allow_insecure_endpoint": True, "prefix": "a/b"}, "slurm")
@@ -98,7 +98,7 @@ def test_a_slurm_profiles_store_is_not_checked_when_the_login_node_was_not_reach
 
     monkeypatch.setenv("HOME", str(tmp_path))  # no ~/.ssh/config of this machine's user
 
-    from jupyter_tiers.config import Profile
+    from jupyter_tiers.config.profiles import Profile
     from jupyter_tiers.doctor import check_profile
 
     with socket.socket() as sock:  # a loopback port nothing listens on (bound, never listening)

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.errors import TiersError
-from jupyter_tiers.files import FileInfo, download, numbered, parse_listing
+from jupyter_tiers.core.errors import TiersError
+from jupyter_tiers.data.files import FileInfo, download, numbered, parse_listing
 
 NEW = b"step,loss\n1,0.25\n"
 OLD = b"step,loss\n1,0.50\n"  # same size, other content: a fixed-format CSV of an earlier run

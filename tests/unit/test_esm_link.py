@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.widgets.esm_link import LinkError, link, parse
+from jupyter_tiers.faces.widgets.esm_link import LinkError, link, parse
 from tests.unit.widget_js import WIDGETS, node_or_skip
 
 SEED = 20261203

@@ -9,10 +9,10 @@ import random
 
 import pytest
 
-from jupyter_tiers.failstop import Failure, fold_text, is_failstop_line, is_stop_report, parse_task_list
-from jupyter_tiers.model import JobState, JobStatus, LogLine, RankPhase, RankState
-from jupyter_tiers.viewstate.job import text_message
-from jupyter_tiers.widgets.text import FailStopFold
+from jupyter_tiers.batch.failstop import Failure, fold_text, is_failstop_line, is_stop_report, parse_task_list
+from jupyter_tiers.core.model import JobState, JobStatus, LogLine, RankPhase, RankState
+from jupyter_tiers.app.viewstate.job import text_message
+from jupyter_tiers.faces.widgets.text import FailStopFold
 
 R137 = Failure(137, "node18")
 
@@ -102,7 +102,7 @@ def _status(first: int | None, stopped: int) -> JobStatus:
 
 
 def _lines(text: str) -> list[LogLine]:
-    from jupyter_tiers.logs import split_log_line
+    from jupyter_tiers.batch.logs import split_log_line
 
     return [LogLine(t, r) for r, t in (split_log_line(x) for x in text.splitlines())]
 

@@ -13,9 +13,9 @@ from botocore.exceptions import ClientError
 from jupyter_tiers.k8s.fetch import add_model_fetch, fetch_failure
 from jupyter_tiers.k8s.parse import pod_info
 from jupyter_tiers.k8s.render import render_manifests
-from jupyter_tiers.model import ServeSpec
-from jupyter_tiers.objectstore import parse_object_store
-from jupyter_tiers.servestatus import describe_pod_problem
+from jupyter_tiers.core.model import ServeSpec
+from jupyter_tiers.data.objectstore import parse_object_store
+from jupyter_tiers.serving.status import describe_pod_problem
 
 URI = "s3://team-ckpt/jt/x/model.bin"
 STORE = parse_object_store({"endpoint_url": "http://10.0.0.1:9000", "allow_insecure_endpoint": True,

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.errors import TiersError
-from jupyter_tiers.files import (
+from jupyter_tiers.core.errors import TiersError
+from jupyter_tiers.data.files import (
     HASH_LIMIT,
     FileInfo,
     destination,
@@ -114,7 +114,7 @@ def test_download_goes_on_by_itself_after_dropped_connections(tmp_path: Path) ->
     """Issue 18 §1: a dropped connection (TransferCut from the chunk source, as SlurmTier's
     raises on the SSH stream's ConnectError) is resumed from the .part at once; the file arrives
     whole, each byte fetched once."""
-    from jupyter_tiers.files import RESUME_ATTEMPTS, TransferCut
+    from jupyter_tiers.data.files import RESUME_ATTEMPTS, TransferCut
 
     blob = random.Random(SEED).randbytes(100_000)
     drops = [30_000, 30_001, 77_777]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from jupyter_tiers.registry import JobRecord
-from jupyter_tiers.tiers_command import format_jobs
+from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.faces.tiers_command import format_jobs
 
 
 def _row(table: str, job_id: str) -> str:

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from jupyter_tiers import guard
+from jupyter_tiers.spec import guard
 
 TRAINING = [
     ("import torch.distributed as dist\ndist.init_process_group('nccl')\n", False,

@@ -9,13 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers import handoff, jobdir
-from jupyter_tiers.config import Profile
-from jupyter_tiers.errors import SpecError
-from jupyter_tiers.handoff import Checkpoint, HandoffError
-from jupyter_tiers.jobdir import checkpoint_lines
-from jupyter_tiers.model import JobSpec
-from jupyter_tiers.registry import JobRecord, Registry
+from jupyter_tiers.data import handoff
+from jupyter_tiers.batch import jobdir
+from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.data.handoff import Checkpoint, HandoffError
+from jupyter_tiers.batch.jobdir import checkpoint_lines
+from jupyter_tiers.core.model import JobSpec
+from jupyter_tiers.config.registry import JobRecord, Registry
 from jupyter_tiers.slurm.commands import with_checkpoints
 from jupyter_tiers.slurm.render import render_sbatch
 
@@ -287,8 +288,8 @@ def test_fuzz_path_maps_never_raise_anything_but_value_error() -> None:
     ("b: {tier: slurm, host: h, path_map: {/a: /b}}", "profiles.b.path_map: unknown key"),
 ])
 def test_path_map_in_a_profile_file(tmp_path: Path, text: str, error: str | None) -> None:
-    from jupyter_tiers.config import load_file
-    from jupyter_tiers.errors import ConfigError
+    from jupyter_tiers.config.profiles import load_file
+    from jupyter_tiers.core.errors import ConfigError
 
     path = tmp_path / "tiers.yaml"
     path.write_text("profiles:\n  " + text + "\n")
@@ -304,9 +305,9 @@ def test_path_map_in_a_profile_file(tmp_path: Path, text: str, error: str | None
 
 
 def test_job_view_traits_and_summary_carry_the_checkpoint() -> None:
-    from jupyter_tiers.model import JobState, JobStatus, SchedulerInfo
-    from jupyter_tiers.status import merge_status, summary_line
-    from jupyter_tiers.viewstate.job import status_traits
+    from jupyter_tiers.core.model import JobState, JobStatus, SchedulerInfo
+    from jupyter_tiers.batch.status import merge_status, summary_line
+    from jupyter_tiers.app.viewstate.job import status_traits
 
     sched = SchedulerInfo("42", JobState.COMPLETED, nodelist="node[1-2]", elapsed_s=42, checkpoint=CKPT.path)
     status = merge_status("42", sched, {}, 0)
@@ -319,7 +320,7 @@ def test_job_view_traits_and_summary_carry_the_checkpoint() -> None:
 
 
 def test_service_views_name_the_model_source() -> None:
-    from jupyter_tiers.viewstate.serve import model_note
+    from jupyter_tiers.app.viewstate.serve import model_note
 
     assert model_note({"model_source": "box/42 (ft)"}) == "model from box/42 (ft)"
     assert model_note({}) == model_note(None) == model_note({"model_source": 3}) == ""

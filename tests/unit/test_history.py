@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers import tiers_command
-from jupyter_tiers.config import Profile
-from jupyter_tiers.errors import SpecError, TiersError
-from jupyter_tiers.registry import JobRecord, Registry
+from jupyter_tiers.faces import tiers_command
+from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.core.errors import SpecError, TiersError
+from jupyter_tiers.config.registry import JobRecord, Registry
 from jupyter_tiers.slurm.commands import unwrap_slurm
 from jupyter_tiers.slurm.history import (
     DELIMITER,
@@ -188,8 +188,8 @@ def test_tier_history_with_accounting_off(tmp_path: Path) -> None:
 
 def test_history_command_prints_the_accounting_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    from jupyter_tiers import service
-    from jupyter_tiers.cli import main
+    from jupyter_tiers.app import actions as service
+    from jupyter_tiers.faces.cli import main
 
     tier = _tier(tmp_path, _FakeTransport(1, "", NO_ACCOUNTING_STDERR))
     monkeypatch.setattr(service, "_connect", lambda name, kind="batch": tier)
@@ -304,7 +304,7 @@ def test_service_history_as_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     """What a REST route would send: plain JSON, the exit as text, who submitted each job."""
     import json
 
-    from jupyter_tiers import service
+    from jupyter_tiers.app import actions as service
 
     tier = _tier(tmp_path, _FakeTransport(0, REAL, ""))
     tier.registry.add(JobRecord(profile="box", tier="slurm", job_id="3", name="notebook-job"))
@@ -323,9 +323,9 @@ def test_history_is_a_declared_capability_only_slurm_answers(tmp_path: Path,
     """BatchTier declares history and output_tail: a local tier says Unsupported naming the
     profile, and service.history turns that (and a Kubernetes profile) into the same 400-class
     SpecError, before anything is asked."""
-    from jupyter_tiers import service
-    from jupyter_tiers.errors import Unsupported
-    from jupyter_tiers.history import HistoryRow
+    from jupyter_tiers.app import actions as service
+    from jupyter_tiers.core.errors import Unsupported
+    from jupyter_tiers.batch.history import HistoryRow
     from jupyter_tiers.k8s.tier import K8sTier
     from jupyter_tiers.local.tier import LocalTier
 

@@ -8,7 +8,7 @@ import sys
 
 def test_import_does_not_load_heavy_dependencies() -> None:
     code = (
-        "import sys, jupyter_tiers, jupyter_tiers.magics, jupyter_tiers.slurm.tier;"
+        "import sys, jupyter_tiers, jupyter_tiers.faces.magics, jupyter_tiers.slurm.tier;"
         "heavy = [m for m in ('paramiko', 'kubernetes', 'ipywidgets', 'anywidget', 'torch')"
         " if m in sys.modules];"
         "print(','.join(heavy))"

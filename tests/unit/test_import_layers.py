@@ -59,10 +59,10 @@ def test_a_wrong_way_import_breaks_each_contract(tmp_path: Path) -> None:
     result = _lint_imports(tmp_path)
     out = " ".join(result.stdout.split())
     assert result.returncode != 0, out
-    assert "jupyter_tiers.model is not allowed to import jupyter_tiers.api" in out
+    assert "jupyter_tiers.core.model is not allowed to import jupyter_tiers.api" in out
     assert "jupyter_tiers.slurm is not allowed to import jupyter_tiers.k8s" in out
-    assert "jupyter_tiers.service is not allowed to import jupyter_tiers.widgets" in out
-    assert "jupyter_tiers.magics is not allowed to import jupyter_tiers.transport" in out
+    assert "jupyter_tiers.app.actions is not allowed to import jupyter_tiers.faces.widgets" in out
+    assert "jupyter_tiers.faces.magics is not allowed to import jupyter_tiers.transport" in out
     assert "0 kept, 4 broken" in out
 
 

@@ -11,10 +11,10 @@ import threading
 from types import SimpleNamespace
 from typing import Any
 
-from jupyter_tiers.logs import LogDecoder
-from jupyter_tiers.model import JobState, JobStatus
-from jupyter_tiers.subscription import Subscription
-from jupyter_tiers.widgets.job_view import JobView
+from jupyter_tiers.batch.logs import LogDecoder
+from jupyter_tiers.core.model import JobState, JobStatus
+from jupyter_tiers.engine.subscription import Subscription
+from jupyter_tiers.faces.widgets.job_view import JobView
 
 
 class FakeWatcher:
@@ -75,7 +75,7 @@ def test_summary_has_rank0_final_metric_when_other_ranks_crowd_it_out() -> None:
 
 def _reference_feed_sampled(tracker: Any, text: str, budget: int) -> None:
     """feed_sampled as it was before its shortcut: every line split and checked for errors."""
-    from jupyter_tiers.logs import split_log_line
+    from jupyter_tiers.batch.logs import split_log_line
 
     mine = []
     for raw in text.splitlines():
@@ -92,7 +92,7 @@ def test_feed_sampled_shortcut_fuzz() -> None:
     gives the same series, last values and errors as reading every line."""
     import random
 
-    from jupyter_tiers.metrics import MetricsTracker
+    from jupyter_tiers.batch.metrics import MetricsTracker
 
     rng = random.Random(20261203)
     pieces = ["step={s} loss={v}", "loss=nan", "lr=3e-4 acc={v}", "ValueError: bad {s}", "error: disk",
@@ -120,7 +120,7 @@ def test_feed_sampled_defer_fuzz() -> None:
     every key of that block's parsed lines."""
     import random
 
-    from jupyter_tiers.metrics import MetricsTracker
+    from jupyter_tiers.batch.metrics import MetricsTracker
 
     rng = random.Random(125)
     pieces = ["step={s} loss={v}", "loss=nan", "acc={v}", "RuntimeError: x {s}", "— restart 2 —", "text"]
@@ -143,7 +143,7 @@ def test_deferred_blocks_of_a_slow_log_lose_no_point() -> None:
     """A log slower than the parse rate (one line per batch, several batches deferred in a row,
     as when the kernel is busy) keeps every step on the chart: deferred blocks add up, within
     the budget, instead of the last one replacing the others (a point went missing in CI)."""
-    from jupyter_tiers.metrics import MetricsTracker
+    from jupyter_tiers.batch.metrics import MetricsTracker
 
     tracker = MetricsTracker(rank=0, max_points=200)
     for step in range(1, 21):

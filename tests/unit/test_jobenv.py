@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 import string
 
-from jupyter_tiers.jobenv import EnclosingJob, clean_env, enclosing_job
+from jupyter_tiers.batch.jobenv import EnclosingJob, clean_env, enclosing_job
 
 SEED = 20261204
 

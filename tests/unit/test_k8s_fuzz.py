@@ -158,7 +158,7 @@ def test_fuzz_dry_run_values(serve_shell: Shell, capsys: pytest.CaptureFixture[s
 def test_dry_run_mode_parser() -> None:
     import argparse
 
-    from jupyter_tiers.magics import dry_run_mode
+    from jupyter_tiers.faces.magics import dry_run_mode
 
     assert dry_run_mode("client") == "client" and dry_run_mode("server") == "server"
     rng = random.Random(SEED + 2)
@@ -180,8 +180,8 @@ def test_fuzz_ingress_rules_agree_with_the_api_server() -> None:
     """``--ingress HOST[/PATH]``: every value is either a (host, path) the API server's own
     Ingress validation accepts (the emulator's admission, which follows golden 13c) or a one-line
     SpecError for ``ingress``; never anything else. Seeded."""
-    from jupyter_tiers.errors import SpecError
-    from jupyter_tiers.servespec import parse_ingress
+    from jupyter_tiers.core.errors import SpecError
+    from jupyter_tiers.spec.servespec import parse_ingress
     from tests.k8s_emulator.admission import _ingress_causes
 
     rng = random.Random(SEED + 3)
@@ -209,8 +209,8 @@ def test_fuzz_ingress_rules_agree_with_the_api_server() -> None:
 def test_fuzz_ingress_profile_values() -> None:
     """The profile's ``ingress_class`` and ``ingress_annotations``: a valid value comes back as
     Kubernetes takes it (annotation values as text), anything else is a SpecError naming the key."""
-    from jupyter_tiers.errors import SpecError
-    from jupyter_tiers.servespec import check_ingress_annotations, check_ingress_class
+    from jupyter_tiers.core.errors import SpecError
+    from jupyter_tiers.spec.servespec import check_ingress_annotations, check_ingress_class
 
     rng = random.Random(SEED + 4)
     values: list[Any] = ["nginx", "traefik", "", "Nginx", "a" * 300, 1, None, True, ["nginx"], {"a": 1},

@@ -17,7 +17,7 @@ from IPython.core.error import UsageError
 
 from jupyter_tiers.k8s.client import KubeClient
 from jupyter_tiers.k8s.watch import SINCE_MARGIN_S, PodLogFollower, container_instance, since_seconds
-from jupyter_tiers.model import PodLogLine
+from jupyter_tiers.core.model import PodLogLine
 from tests import helpers
 from tests.unit.serve_shell import Shell, serve_shell
 
@@ -213,7 +213,7 @@ def test_a_dash_dash_value_is_a_usage_error_naming_the_option(serve_shell: Shell
 def test_tiers_dash_dash_value_is_a_usage_error(serve_shell: Shell, line: str) -> None:
     with pytest.raises(UsageError, match=r"'--' is not a value"):
         serve_shell.run_line_magic("tiers", line)
-    from jupyter_tiers import tiers_command
+    from jupyter_tiers.faces import tiers_command
 
     with pytest.raises(tiers_command.CommandUsage, match=r"'--' is not a value"):  # jupyter tiers
         tiers_command.run(line.split())
@@ -231,7 +231,7 @@ def _patched(patch: dict[str, Any]) -> list[dict[str, Any]]:
     import json
 
     from jupyter_tiers.k8s.render import render_manifests
-    from jupyter_tiers.model import ServeSpec
+    from jupyter_tiers.core.model import ServeSpec
 
     spec = ServeSpec("print(1)\n", name="web", image="python:3.11", env=(("TOKEN", "s3cret"),),
                      cpu="1", autoscale=(1, 2, 50), patch=json.dumps(patch))
@@ -257,7 +257,7 @@ def test_a_patch_cannot_break_what_the_tier_relies_on(patch: dict[str, Any], pat
     """Objects are listed and deleted by their labels: a patch that changed them left them
     behind on --delete (a Secret with the env values among them); metadata: null crashed the
     apply with a KeyError; a changed selector or HPA target pointed the service elsewhere."""
-    from jupyter_tiers.errors import SpecError
+    from jupyter_tiers.core.errors import SpecError
 
     with pytest.raises(SpecError, match=rf"may not change {re.escape(path)} ") as info:
         _patched(patch)
@@ -352,9 +352,9 @@ def test_closing_the_tier_stops_log_followers_and_a_later_watch_starts_afresh(
     """tier.close() stopped the namespace watch but left every subscription's pod log followers
     running (a widget never closed kept its threads and streams for good), and a later watch()
     subscribed to the stopped watch, which never delivers again."""
-    from jupyter_tiers.config import Profile
+    from jupyter_tiers.config.profiles import Profile
     from jupyter_tiers.k8s import tier as k8s_tier
-    from jupyter_tiers.registry import JobRecord
+    from jupyter_tiers.config.registry import JobRecord
 
     watches: list[_StubNamespaceWatch] = []
 
@@ -385,8 +385,8 @@ SECRET = "hf_Zq9SECRETvalue"
 def test_reprs_never_show_env_values() -> None:
     """A spec or profile printed in a notebook, a log line or a verbose traceback (IPython's
     %xmode Verbose shows locals) showed every env value."""
-    from jupyter_tiers.config import Profile
-    from jupyter_tiers.model import JobSpec, ServeSpec
+    from jupyter_tiers.config.profiles import Profile
+    from jupyter_tiers.core.model import JobSpec, ServeSpec
 
     for obj in (ServeSpec("x", env=(("TOKEN", SECRET),)), JobSpec("x", env=(("TOKEN", SECRET),)),
                 Profile("p", "kubernetes", env={"TOKEN": SECRET})):
@@ -395,10 +395,10 @@ def test_reprs_never_show_env_values() -> None:
 
 
 def test_env_errors_never_echo_a_value(serve_shell: Shell) -> None:
-    from jupyter_tiers.errors import SpecError
-    from jupyter_tiers.model import ServeSpec
-    from jupyter_tiers.options import SERVE_OPTIONS, convert_values
-    from jupyter_tiers.servespec import validate_serve_spec
+    from jupyter_tiers.core.errors import SpecError
+    from jupyter_tiers.core.model import ServeSpec
+    from jupyter_tiers.spec.options import SERVE_OPTIONS, convert_values
+    from jupyter_tiers.spec.servespec import validate_serve_spec
 
     with pytest.raises(UsageError, match=r"^--env ") as magic_error:
         serve(serve_shell, f"--dry-run --env ={SECRET}")
@@ -451,7 +451,7 @@ class _DownClient(KubeClient):
 
     def call(self, fn: Any, *args: Any, verb: str, resource: str, namespace: str | None = None,
              **kwargs: Any) -> Any:
-        from jupyter_tiers.errors import ApiUnreachable
+        from jupyter_tiers.core.errors import ApiUnreachable
 
         raise ApiUnreachable("Kubernetes API at http://127.0.0.1:1 did not answer: refused")
 
@@ -462,7 +462,7 @@ def test_watching_with_the_api_down_answers_at_once_with_an_unknown_state() -> N
     Deployment seen) said DELETED, which ends every view of the service for good."""
     from jupyter_tiers.k8s.parse import service_status
     from jupyter_tiers.k8s.watch import NamespaceWatch
-    from jupyter_tiers.model import ServiceState, ServiceStatus
+    from jupyter_tiers.core.model import ServiceState, ServiceStatus
 
     nsw = NamespaceWatch(_DownClient(), "demo")
     got: list[ServiceStatus] = []

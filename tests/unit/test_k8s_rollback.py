@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers.errors import TiersError
+from jupyter_tiers.core.errors import TiersError
 from jupyter_tiers.k8s.rollback import code_key, plan_rollback, revisions
 
 UID = "dep-uid"
@@ -88,10 +88,10 @@ def test_code_key_names_body_and_sync() -> None:
 
 
 def test_the_local_tier_has_no_history_to_roll_back(tmp_path: Any) -> None:
-    from jupyter_tiers.config import Profile
-    from jupyter_tiers.errors import Unsupported
+    from jupyter_tiers.config.profiles import Profile
+    from jupyter_tiers.core.errors import Unsupported
     from jupyter_tiers.local.serve_tier import LocalServeTier
-    from jupyter_tiers.registry import JobRecord, Registry
+    from jupyter_tiers.config.registry import JobRecord, Registry
 
     tier = LocalServeTier(Profile(name="laptop", tier="local", settings={"workdir": str(tmp_path)}),
                           Registry(tmp_path / "registry.sqlite"))

@@ -11,7 +11,7 @@ import re
 import typing
 from pathlib import Path
 
-from jupyter_tiers import model
+from jupyter_tiers.core import model
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -120,7 +120,7 @@ def test_every_module_sits_in_a_layer_the_layout_names() -> None:
 def test_architecture_picture_of_the_two_kinds_of_work() -> None:
     """``BatchTier   SlurmTier, LocalTier   -> Job  kind "job"``: the tier classes implement their
     base, and the handle each base gives has that registry kind."""
-    from jupyter_tiers import array_job, handles, tier
+    from jupyter_tiers.engine import array_job, handles, tier
     from jupyter_tiers.k8s.tier import K8sTier
     from jupyter_tiers.local.serve_tier import LocalServeTier
     from jupyter_tiers.local.tier import LocalTier

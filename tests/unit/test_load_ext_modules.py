@@ -22,10 +22,10 @@ LOAD_EXT = (
 )
 
 #: Modules of the engine and its views that %load_ext must not import.
-ENGINE = ("jupyter_tiers.api", "jupyter_tiers.tier", "jupyter_tiers.handles", "jupyter_tiers.watch",
-          "jupyter_tiers.registry", "jupyter_tiers.service", "jupyter_tiers.tiers_command",
-          "jupyter_tiers.display", "jupyter_tiers.config", "jupyter_tiers.transport",
-          "jupyter_tiers.slurm", "jupyter_tiers.k8s", "jupyter_tiers.local", "jupyter_tiers.widgets")
+ENGINE = ("jupyter_tiers.api", "jupyter_tiers.engine.tier", "jupyter_tiers.engine.handles", "jupyter_tiers.engine.watch",
+          "jupyter_tiers.config.registry", "jupyter_tiers.app.actions", "jupyter_tiers.faces.tiers_command",
+          "jupyter_tiers.faces.display", "jupyter_tiers.config.profiles", "jupyter_tiers.transport",
+          "jupyter_tiers.slurm", "jupyter_tiers.k8s", "jupyter_tiers.local", "jupyter_tiers.faces.widgets")
 #: At most this many of the package's modules load with the extension (12 when this was written).
 MAX_MODULES = 16
 
@@ -39,7 +39,7 @@ def loaded_by_load_ext() -> list[str]:
 
 def test_load_ext_loads_a_few_modules_and_no_engine() -> None:
     loaded = loaded_by_load_ext()
-    assert "jupyter_tiers.magics" in loaded
+    assert "jupyter_tiers.faces.magics" in loaded
     engine = [m for m in loaded if m.startswith(ENGINE)]
     assert engine == [], f"%load_ext imported the engine: {engine}"
     assert len(loaded) <= MAX_MODULES, f"%load_ext loaded {len(loaded)} modules: {loaded}"

@@ -10,8 +10,8 @@ import random
 
 import pytest
 
-from jupyter_tiers.errors import TiersError
-from jupyter_tiers.loadgen import _error_text, _read_response, forward_address
+from jupyter_tiers.core.errors import TiersError
+from jupyter_tiers.serving.loadgen import _error_text, _read_response, forward_address
 
 SEED = 20261204
 GOOD = [b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n\r\nabc",

@@ -1,4 +1,4 @@
-"""The load test's pure parts (jupyter_tiers/loadplan.py): percentiles against numpy and
+"""The load test's pure parts (jupyter_tiers/serving/loadplan.py): percentiles against numpy and
 statistics, the open-loop schedule, the checks of every argument (load_limit_rps refused with a
 clear error), the request's bytes, the per-second series and summary, and a seeded fuzz of the
 arguments and of the profile key."""
@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from jupyter_tiers import loadplan as lp
-from jupyter_tiers.config import ConfigError, load_config
-from jupyter_tiers.errors import SpecError, TiersError
-from jupyter_tiers.handles import Service
-from jupyter_tiers.registry import JobRecord
+from jupyter_tiers.serving import loadplan as lp
+from jupyter_tiers.config.profiles import ConfigError, load_config
+from jupyter_tiers.core.errors import SpecError, TiersError
+from jupyter_tiers.engine.handles import Service
+from jupyter_tiers.config.registry import JobRecord
 from tests.helpers import local_profile
 
 SEED = 20261203
@@ -153,8 +153,8 @@ def _config(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str) -> Any:
     path = tmp_path / "tiers.yaml"
     path.write_text(textwrap.dedent(body))
     monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
-    monkeypatch.setattr("jupyter_tiers.config.SYSTEM_PATH", tmp_path / "none.yaml")
-    monkeypatch.setattr("jupyter_tiers.config.USER_PATH", tmp_path / "none2.yaml")
+    monkeypatch.setattr("jupyter_tiers.config.profiles.SYSTEM_PATH", tmp_path / "none.yaml")
+    monkeypatch.setattr("jupyter_tiers.config.profiles.USER_PATH", tmp_path / "none2.yaml")
     return load_config()
 
 

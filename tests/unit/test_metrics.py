@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from jupyter_tiers.errors import SpecError
-from jupyter_tiers.metrics import (
+from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.batch.metrics import (
     MAX_KEYS,
     MetricParser,
     MetricsTracker,
@@ -20,7 +20,7 @@ from jupyter_tiers.metrics import (
     parse_patterns,
     to_frame,
 )
-from jupyter_tiers.model import LogLine
+from jupyter_tiers.core.model import LogLine
 
 # PyTorch Lightning 2.x: a tqdm progress bar that rewrites itself with \r (one log "line" holds
 # many updates), the ModelCheckpoint and EarlyStopping messages, and the rich results table of

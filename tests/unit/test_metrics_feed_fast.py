@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 
-from jupyter_tiers.logs import split_log_line
-from jupyter_tiers.metrics import MetricsTracker
+from jupyter_tiers.batch.logs import split_log_line
+from jupyter_tiers.batch.metrics import MetricsTracker
 
 
 def _reference(tracker: MetricsTracker, text: str, budget: int, defer: bool) -> None:
@@ -93,7 +93,7 @@ def test_first_error_after_a_restart_in_the_same_batch() -> None:
 
 def test_anchored_find_is_str_find_fuzz() -> None:
     """The anchor-first search finds exactly what ``str.find`` finds, for every needle."""
-    from jupyter_tiers.metrics import _ALL_NEEDLES, _ANCHORS, _find
+    from jupyter_tiers.batch.metrics import _ALL_NEEDLES, _ANCHORS, _find
 
     assert set(_ANCHORS) <= set(_ALL_NEEDLES)
     rng = random.Random(77)

@@ -13,10 +13,10 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_tiers import api
-from jupyter_tiers.model import JobState, JobStatus, RankPhase, RankState
-from jupyter_tiers.registry import Registry
-from jupyter_tiers.status import summary_line
-from jupyter_tiers.tier import Job
+from jupyter_tiers.core.model import JobState, JobStatus, RankPhase, RankState
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.batch.status import summary_line
+from jupyter_tiers.engine.tier import Job
 from tests.helpers import cancel_registered_jobs, isolate_tiers, tiers_shell
 
 
@@ -143,7 +143,7 @@ def test_wait_with_the_live_widget_prints_the_widgets_summary(ip, capsys, monkey
     """``--wait`` with the widget shows the same line as its ``summary`` trait (the main metric's
     last value and, for a failed job, its first error line) as plain text for a text-only front
     end only: a widget front end shows it once, in the widget (issue 21)."""
-    from jupyter_tiers import display as display_module
+    from jupyter_tiers.faces import display as display_module
 
     shown: list = []
     monkeypatch.setattr(display_module, "widgets_available", lambda: True)

@@ -8,8 +8,8 @@ import random
 from pathlib import Path
 from typing import Any
 
-from jupyter_tiers.model_cache import FetchError, _inside, _listing
-from jupyter_tiers.objectstore import parse_uri
+from jupyter_tiers.data.model_cache import FetchError, _inside, _listing
+from jupyter_tiers.data.objectstore import parse_uri
 
 SEED = 20261226
 PARTS = ["..", ".", "", "a", "b.bin", "/", "//", "~", "sub", "x y", "..a", "a..", "\x00", "é", ":", "@"]

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config import ConfigError, load_config
-from jupyter_tiers.objectstore import (
+from jupyter_tiers.config.profiles import ConfigError, load_config
+from jupyter_tiers.data.objectstore import (
     MANIFEST_FORMAT,
     Manifest,
     ManifestFile,

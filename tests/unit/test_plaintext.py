@@ -12,12 +12,14 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers import cli, history, tiers_command
-from jupyter_tiers.errors import TiersError
-from jupyter_tiers.model import JobState, JobStatus, PodInfo, ServiceState
-from jupyter_tiers.plaintext import printable
-from jupyter_tiers.subscription import Subscription
-from jupyter_tiers.widgets.text import TextView
+from jupyter_tiers.faces import cli
+from jupyter_tiers.batch import history
+from jupyter_tiers.faces import tiers_command
+from jupyter_tiers.core.errors import TiersError
+from jupyter_tiers.core.model import JobState, JobStatus, PodInfo, ServiceState
+from jupyter_tiers.core.plaintext import printable
+from jupyter_tiers.engine.subscription import Subscription
+from jupyter_tiers.faces.widgets.text import TextView
 from tests.unit.test_serve_text import make_service, status
 
 # An OSC 52 clipboard write, a screen clear, a CSI via its C1 byte, a bare C1 and a BEL.
@@ -47,7 +49,7 @@ def test_service_text_view_prints_pod_events_and_reasons_as_text(tmp_path: Path)
                    status(ServiceState.FAILED, pods=(pod,), reason=f"pod llama-svc-7c9f-x2 {NASTY}")]
     _tier, service = make_service(tmp_path, script)
     out = io.StringIO()
-    from jupyter_tiers.widgets.serve_text import ServiceTextView
+    from jupyter_tiers.faces.widgets.serve_text import ServiceTextView
 
     ServiceTextView(service, out).run(timeout=10)
     text = out.getvalue()
@@ -92,7 +94,7 @@ def test_cli_prints_errors_and_profile_trouble_as_text(monkeypatch: pytest.Monke
     _clean(err)
     assert "sbatch: error: a?]52;c;" in err and "\nsecond line" in err
 
-    from jupyter_tiers import service
+    from jupyter_tiers.app import actions as service
 
     monkeypatch.undo()  # the real command again, over a listing with a profile's trouble
     listing = service.Listing(errors=[service.ProfileError("hpc", f"slurmctld: {NASTY}")])
@@ -108,7 +110,7 @@ def test_the_history_table_uses_the_same_sanitiser() -> None:
 
 
 def test_the_jobs_table_shows_recorded_cluster_text_as_text() -> None:
-    from jupyter_tiers.registry import JobRecord
+    from jupyter_tiers.config.registry import JobRecord
 
     rec = JobRecord(profile="hpc", tier="slurm", job_id="41", name="train", kind="job", world_size=2,
                     state="RUNNING", nodelist=f"node[1-2]{NASTY}", submitted_at=0.0)

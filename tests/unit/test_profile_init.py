@@ -17,20 +17,13 @@ from typing import Any
 import pytest
 import yaml
 
-from jupyter_tiers import cli, tiers_command
-from jupyter_tiers.config import TIERS, ConfigError, load_config, load_file, merge_layers
+from jupyter_tiers.faces import cli, tiers_command
+from jupyter_tiers.config.profiles import TIERS, ConfigError, load_config, load_file, merge_layers
 from jupyter_tiers.doctor import run_doctor
 from jupyter_tiers.doctor.model import Status
-from jupyter_tiers.profile_init import discover
-from jupyter_tiers.profile_init.plan import (
-    KEYS,
-    Facts,
-    PlanError,
-    answer,
-    build_profile,
-    next_question,
-)
-from jupyter_tiers.profile_init.yamlfile import MergeError, add_profile, render_file
+from jupyter_tiers.tools.profile_init import discover
+from jupyter_tiers.tools.profile_init.plan import KEYS, Facts, PlanError, answer, build_profile, next_question
+from jupyter_tiers.tools.profile_init.yamlfile import MergeError, add_profile, render_file
 from jupyter_tiers.transport.sshconfig import parse_known_hosts_line
 
 SEED = 20261203
@@ -309,7 +302,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("JUPYTER_TIERS_CONFIG", raising=False)
     monkeypatch.setenv("USER", "me")
     monkeypatch.setenv("LOGNAME", "me")
-    monkeypatch.setattr("jupyter_tiers.config.sbatch_here", lambda: False)  # tests that want it say so
+    monkeypatch.setattr("jupyter_tiers.config.profiles.sbatch_here", lambda: False)  # tests that want it say so
     monkeypatch.chdir(tmp_path)
     return home
 
@@ -457,7 +450,7 @@ def test_fuzz_init_command_lines_give_a_profile_or_one_short_error(
         home: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Random flags and values on ``%tiers init`` (no doctor, dry run): a shown profile, or one
     CommandUsage / InitError line; never another exception, never a file."""
-    from jupyter_tiers.errors import TiersError
+    from jupyter_tiers.core.errors import TiersError
 
     rng = random.Random(SEED + 3)
     flags = ["--name", "--tier", "--host", "--user", "--port", "--workdir", "--partition", "--context",
@@ -480,7 +473,7 @@ def test_fuzz_init_command_lines_give_a_profile_or_one_short_error(
 
 def test_on_a_slurm_machine_init_offers_the_builtin_cluster_profile(
         home: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    monkeypatch.setattr("jupyter_tiers.config.sbatch_here", lambda: True)
+    monkeypatch.setattr("jupyter_tiers.config.profiles.sbatch_here", lambda: True)
     monkeypatch.setattr("sys.stdin", io.StringIO("y\n"))
     assert cli.main(["init", "--no-doctor"]) == 0
     out = capsys.readouterr().out

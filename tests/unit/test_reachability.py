@@ -7,12 +7,12 @@ import random
 
 import pytest
 
-from jupyter_tiers import reachability as rc
-from jupyter_tiers.config import validate_profile
-from jupyter_tiers.errors import ConfigError
-from jupyter_tiers.registry import JobRecord
-from jupyter_tiers.service import item_from, mark_stale
-from jupyter_tiers.tiers_command import format_jobs
+from jupyter_tiers.core import reachability as rc
+from jupyter_tiers.config.profiles import validate_profile
+from jupyter_tiers.core.errors import ConfigError
+from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.app.actions import item_from, mark_stale
+from jupyter_tiers.faces.tiers_command import format_jobs
 
 
 def test_backoff_doubles_capped_and_jitters_down_only() -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config import load_config
+from jupyter_tiers.config.profiles import load_config
 from jupyter_tiers.slurm.tier import SlurmTier
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -24,8 +24,8 @@ def test_readme_profile_example_loads_and_renders(tmp_path: Path,
     path = tmp_path / "tiers.yaml"
     path.write_text(example)
     monkeypatch.setenv("JUPYTER_TIERS_CONFIG", str(path))
-    monkeypatch.setattr("jupyter_tiers.config.SYSTEM_PATH", tmp_path / "none.yaml")
-    monkeypatch.setattr("jupyter_tiers.config.USER_PATH", tmp_path / "none2.yaml")
+    monkeypatch.setattr("jupyter_tiers.config.profiles.SYSTEM_PATH", tmp_path / "none.yaml")
+    monkeypatch.setattr("jupyter_tiers.config.profiles.USER_PATH", tmp_path / "none2.yaml")
     cfg = load_config()
     assert cfg.default_profile == "hpc" and cfg.profile("laptop").tier == "local"
     tier = SlurmTier(cfg.profile("hpc"))  # rendering needs no connection

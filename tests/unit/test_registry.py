@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers import registry as registry_mod
-from jupyter_tiers.errors import JobNotFound
-from jupyter_tiers.model import JobSpec, WorkKind
-from jupyter_tiers.registry import JobRecord, Registry, spec_for_record
+from jupyter_tiers.config import registry as registry_mod
+from jupyter_tiers.core.errors import JobNotFound
+from jupyter_tiers.core.model import JobSpec, WorkKind
+from jupyter_tiers.config.registry import JobRecord, Registry, spec_for_record
 from jupyter_tiers.slurm.render import render_sbatch
 
 
@@ -176,7 +176,7 @@ def test_a_registry_written_by_the_first_layout_is_migrated_in_place(tmp_path: P
     import shutil
     import sqlite3
 
-    from jupyter_tiers.registry import SCHEMA_VERSION
+    from jupyter_tiers.config.registry import SCHEMA_VERSION
 
     path = tmp_path / "registry.sqlite"
     shutil.copy(V0_FILE, path)
@@ -203,7 +203,7 @@ def test_a_registry_written_by_the_first_layout_is_migrated_in_place(tmp_path: P
 def test_a_registry_from_a_newer_version_is_refused_clearly(tmp_path: Path) -> None:
     import sqlite3
 
-    from jupyter_tiers.errors import TiersError
+    from jupyter_tiers.core.errors import TiersError
 
     path = tmp_path / "registry.sqlite"
     with sqlite3.connect(path) as db:

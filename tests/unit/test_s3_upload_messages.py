@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
-from jupyter_tiers.s3_upload import _explain
+from jupyter_tiers.data.s3_upload import _explain
 
 REQ = {"bucket": "team-ckpt", "endpoint_url": "https://s3.lab.example", "mode": "kernel"}
 

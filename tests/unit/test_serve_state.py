@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from jupyter_tiers.errors import SpecError, TiersError
-from jupyter_tiers.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
-from jupyter_tiers.servestatus import check_track, track_pods, with_canary
-from jupyter_tiers.viewstate.serve import (
+from jupyter_tiers.core.errors import SpecError, TiersError
+from jupyter_tiers.core.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
+from jupyter_tiers.serving.status import check_track, track_pods, with_canary
+from jupyter_tiers.app.viewstate.serve import (
     MAX_EVENTS,
     banner_text,
     current_revision,
@@ -178,7 +178,7 @@ def test_state_label_and_fallback_summary() -> None:
 
 
 def test_status_traits_carry_the_canary_line() -> None:
-    from jupyter_tiers.model import CanaryStatus
+    from jupyter_tiers.core.model import CanaryStatus
 
     base = ServiceStatus("web", ServiceState.READY, desired=9, ready=9, available=9)
     assert status_traits(base, 0.0)["canary"] == ""

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
-from jupyter_tiers.viewstate.serve import status_traits
-from jupyter_tiers.widgets.serve_view import MAX_SCALE, ServeView
+from jupyter_tiers.core.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
+from jupyter_tiers.app.viewstate.serve import status_traits
+from jupyter_tiers.faces.widgets.serve_view import MAX_SCALE, ServeView
 from tests.helpers import SentRecorder
 
 from .test_serve_text import CRASH, Event, FakeServeTier, make_service, status

@@ -5,10 +5,10 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from jupyter_tiers.handles import Service
-from jupyter_tiers.model import ServiceState, ServiceStatus
-from jupyter_tiers.registry import JobRecord
-from jupyter_tiers.subscription import Subscription
+from jupyter_tiers.engine.handles import Service
+from jupyter_tiers.core.model import ServiceState, ServiceStatus
+from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.engine.subscription import Subscription
 
 
 def status(state: ServiceState, ready: int, desired: int) -> ServiceStatus:

@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from jupyter_tiers.model import JobState, JobStatus
-from jupyter_tiers.requeue import marker_restart, restart_marker
-from jupyter_tiers.viewstate.job import status_traits
+from jupyter_tiers.core.model import JobState, JobStatus
+from jupyter_tiers.batch.requeue import marker_restart, restart_marker
+from jupyter_tiers.app.viewstate.job import status_traits
 
 WIDGETS = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "widgets"
 
@@ -41,8 +41,8 @@ def test_css_styles_the_marker_and_the_requeue_states_with_theme_variables() -> 
 
 
 def test_a_failed_run_after_a_restart_names_its_own_error() -> None:
-    from jupyter_tiers.metrics import MetricsTracker
-    from jupyter_tiers.model import LogLine
+    from jupyter_tiers.batch.metrics import MetricsTracker
+    from jupyter_tiers.core.model import LogLine
 
     tracker = MetricsTracker()
     tracker.feed([LogLine("RuntimeError: [c10d] Connection reset by peer", 1)])

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config import Profile
-from jupyter_tiers.errors import ControllerUnreachable, SpecError, TiersError
-from jupyter_tiers.model import JobState, RankPhase, RankState, SchedulerInfo
-from jupyter_tiers.registry import Registry
+from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.core.errors import ControllerUnreachable, SpecError, TiersError
+from jupyter_tiers.core.model import JobState, RankPhase, RankState, SchedulerInfo
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.slurm.commands import node_states_argv, unwrap_slurm
 from jupyter_tiers.slurm.history import history_result
 from jupyter_tiers.slurm.parse import parse_failed_nodes
 from jupyter_tiers.slurm.tier import SlurmTier
-from jupyter_tiers.status import merge_status, node_failure_reason
+from jupyter_tiers.batch.status import merge_status, node_failure_reason
 from jupyter_tiers.transport.exchange import CommandResult
 
 # sinfo -h -N -n node[1-2] -o '%N|%T|%E' as the sandbox cluster printed it with node2's slurmd
@@ -138,8 +138,9 @@ def test_a_listing_counts_the_watchers_answers_as_the_cluster_seen(tmp_path: Pat
     """A job RUNNING for an hour, its widget's watcher hearing from the cluster all along: one
     failed `%tiers jobs` (a blip) must not show it UNKNOWN "last seen RUNNING 1 h ago" because
     the registry's record last changed an hour ago."""
-    from jupyter_tiers import api, service
-    from jupyter_tiers.registry import JobRecord
+    from jupyter_tiers import api
+    from jupyter_tiers.app import actions as service
+    from jupyter_tiers.config.registry import JobRecord
 
     profile = Profile(name="hpc", tier="slurm", settings={"host": "h", "workdir": "~/jt"})
     tier = SlurmTier(profile, Registry(tmp_path / "r.sqlite"))

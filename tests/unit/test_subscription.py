@@ -1,4 +1,4 @@
-"""The one watch protocol (jupyter_tiers/subscription.py) on fakes: a Subscription keeps the
+"""The one watch protocol (jupyter_tiers/engine/subscription.py) on fakes: a Subscription keeps the
 latest status and stops at close; wait_for waits on it (or on a handle) for a predicate, a later
 delivery, the end or the close; Job.wait is written with it (a --checkpoint-to job waits for the
 end, after its upload); the server's hub subscribes to jobs and services alike through their
@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers.handles import Job
-from jupyter_tiers.model import JobState, JobStatus, ServiceState, ServiceStatus
-from jupyter_tiers.registry import JobRecord, Registry
-from jupyter_tiers.server.hub import Hub
-from jupyter_tiers.subscription import Subscription, wait_for
+from jupyter_tiers.engine.handles import Job
+from jupyter_tiers.core.model import JobState, JobStatus, ServiceState, ServiceStatus
+from jupyter_tiers.config.registry import JobRecord, Registry
+from jupyter_tiers.faces.server.hub import Hub
+from jupyter_tiers.engine.subscription import Subscription, wait_for
 
 GUARD = 60.0
 JOB = JobRecord(profile="hpc", tier="slurm", job_id="7", name="train", world_size=1, state="RUNNING")

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers import sync
-from jupyter_tiers.sync import (
+from jupyter_tiers.data import sync
+from jupyter_tiers.data.sync import (
     Entry,
     Manifest,
     SyncError,
@@ -253,10 +253,10 @@ def test_ignore_matches_git_check_ignore(tmp_path: Path) -> None:
 def test_profile_default_and_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``defaults: {sync: [.]}`` turns it on for a profile (a bad path names the profile key);
     ``sync_max_mb`` must be a positive number."""
-    from jupyter_tiers import config
-    from jupyter_tiers.errors import ConfigError
+    from jupyter_tiers.config import profiles as config
+    from jupyter_tiers.core.errors import ConfigError
     from jupyter_tiers.local.tier import LocalTier
-    from jupyter_tiers.registry import Registry
+    from jupyter_tiers.config.registry import Registry
 
     monkeypatch.setattr(config, "SYSTEM_PATH", tmp_path / "none.yaml")
     monkeypatch.setattr(config, "USER_PATH", tmp_path / "none2.yaml")

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.model import JobSpec
+from jupyter_tiers.core.model import JobSpec
 from jupyter_tiers.slurm import sync_remote
 from jupyter_tiers.slurm.render import render_job
-from jupyter_tiers.sync import SyncError
+from jupyter_tiers.data.sync import SyncError
 
 
 def test_sync_lines_come_before_the_launcher() -> None:
@@ -34,7 +34,7 @@ def test_sync_dir_is_quoted() -> None:
 
 @pytest.mark.parametrize("text", ["= relative\n", "+\t../x\n", "+\tnot-ours.py\n", "?\tx\n", "garbage"])
 def test_check_answer_refused(text: str) -> None:
-    from jupyter_tiers.sync import Entry, Manifest
+    from jupyter_tiers.data.sync import Entry, Manifest
 
     with pytest.raises(SyncError):
         sync_remote.parse_check(text.replace(" ", "\t", 1), Manifest((Entry("a.py", 1, "0" * 64, 0o644),)))
@@ -64,7 +64,7 @@ def test_programs_are_shellcheck_clean(program: str) -> None:
 def test_k8s_items_and_refusals() -> None:
     from jupyter_tiers.k8s.render import render_manifests
     from jupyter_tiers.k8s.sync_render import with_synced_files
-    from jupyter_tiers.model import ServeSpec
+    from jupyter_tiers.core.model import ServeSpec
 
     objects = render_manifests(ServeSpec(body="import m\n", name="web", image="python:3.11-slim"),
                                namespace="ns")
@@ -85,7 +85,7 @@ def test_k8s_items_and_refusals() -> None:
 
 
 def test_slurm_dry_run_names_the_snapshot_to_come() -> None:
-    from jupyter_tiers.config import Profile
+    from jupyter_tiers.config.profiles import Profile
     from jupyter_tiers.slurm.tier import SlurmTier
 
     tier = SlurmTier(Profile(name="hpc", tier="slurm", settings={"host": "h", "workdir": "~/jt"}))
@@ -108,10 +108,10 @@ def test_an_oversize_k8s_sync_is_refused_before_anything_is_read_or_encoded(tmp_
     the old path built a zero-filled copy of each file and base64-encoded it first."""
     import tracemalloc
 
-    from jupyter_tiers.config import Profile
+    from jupyter_tiers.config.profiles import Profile
     from jupyter_tiers.k8s.render import render_manifests
     from jupyter_tiers.k8s.tier import _with_synced_files
-    from jupyter_tiers.model import ServeSpec
+    from jupyter_tiers.core.model import ServeSpec
 
     (tmp_path / "m.py").write_text("A = 1\n")
     with open(tmp_path / "weights.bin", "wb") as f:

@@ -37,7 +37,7 @@ def test_supervisors_and_jupyter_count_as_local_processes_and_quick_helpers_do_n
         ["/usr/bin/node", "-"],
         ["/usr/bin/shellcheck", "--norc", "x.sh"],
         ["python", "-c", "from jupyter_tiers.local import processes"],
-        ["python", "-m", "jupyter_tiers.cli", "jobs"],
+        ["python", "-m", "jupyter_tiers.faces.cli", "jobs"],
         ["python", "-m", "jupyterish"],
         [],
     ]

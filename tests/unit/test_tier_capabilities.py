@@ -9,13 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers import api, task_handoff, tiers_command
-from jupyter_tiers.errors import Unsupported
-from jupyter_tiers.handoff import HandoffError
+from jupyter_tiers import api
+from jupyter_tiers.app import task_handoff
+from jupyter_tiers.faces import tiers_command
+from jupyter_tiers.core.errors import Unsupported
+from jupyter_tiers.data.handoff import HandoffError
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.model import WorkKind
-from jupyter_tiers.registry import JobRecord
-from jupyter_tiers.tier import BatchTier, Tier
+from jupyter_tiers.core.model import WorkKind
+from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.engine.tier import BatchTier, Tier
 from tests.helpers import isolate_tiers, local_profile
 
 
@@ -86,8 +88,8 @@ def test_a_tier_made_without_the_api_keeps_a_record_of_the_other_kind(tmp_path: 
 
 def test_typed_entry_points(tmp_path: Path) -> None:
     import jupyter_tiers
-    from jupyter_tiers.errors import SpecError
-    from jupyter_tiers.tier import ServeTier
+    from jupyter_tiers.core.errors import SpecError
+    from jupyter_tiers.engine.tier import ServeTier
 
     (tmp_path / "tiers.yaml").write_text("profiles:\n  far: {tier: slurm, host: 192.0.2.1, user: nobody}\n")
     batch = jupyter_tiers.connect_batch("local")

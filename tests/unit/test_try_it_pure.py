@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.errors import SpecError
-from jupyter_tiers.httpmodel import (
+from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.serving.httpmodel import (
     MAX_SHOWN,
     HttpResponse,
     answered_by,
@@ -19,7 +19,7 @@ from jupyter_tiers.httpmodel import (
     pretty_body,
     view_of,
 )
-from jupyter_tiers.openai_compat import (
+from jupyter_tiers.serving.openai_compat import (
     ChatStats,
     SSEError,
     SSEEvent,
@@ -185,7 +185,7 @@ def test_chat_stats() -> None:
 
 
 def test_panel_messages_become_requests() -> None:
-    from jupyter_tiers.widgets.try_panel import chat_of, request_of
+    from jupyter_tiers.faces.widgets.try_panel import chat_of, request_of
 
     assert request_of({"method": "POST", "path": "/x", "headers": "X-A: 1", "body_kind": "json",
                        "body": '{"a": 1}'}) == ("POST", "/x", {"headers": (("X-A", "1"),), "json": {"a": 1}})
@@ -203,8 +203,8 @@ def test_panel_messages_become_requests() -> None:
 
 
 def test_a_deleted_service_refuses_try_it(tmp_path: Path) -> None:
-    from jupyter_tiers.model import ServiceState, ServiceStatus
-    from jupyter_tiers.widgets.serve_view import ServeView
+    from jupyter_tiers.core.model import ServiceState, ServiceStatus
+    from jupyter_tiers.faces.widgets.serve_view import ServeView
     from tests.helpers import SentRecorder
 
     from .test_serve_text import make_service

@@ -1,4 +1,4 @@
-"""The views' ES modules (jupyter_tiers/widgets/*.js): each imports what it uses (no globals, no
+"""The views' ES modules (jupyter_tiers/faces/widgets/*.js): each imports what it uses (no globals, no
 order to keep), every module is some view's, and anywidget gets each view linked into one
 module (esm_link.py) that node can load."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from jupyter_tiers.widgets.array_view import ArrayTable
-from jupyter_tiers.widgets.esm_link import parse
-from jupyter_tiers.widgets.job_view import JobView
-from jupyter_tiers.widgets.serve_view import ServeView
-from jupyter_tiers.widgets.view_common import view_module
+from jupyter_tiers.faces.widgets.array_view import ArrayTable
+from jupyter_tiers.faces.widgets.esm_link import parse
+from jupyter_tiers.faces.widgets.job_view import JobView
+from jupyter_tiers.faces.widgets.serve_view import ServeView
+from jupyter_tiers.faces.widgets.view_common import view_module
 from tests.unit.widget_js import WIDGETS, node_or_skip, run_module
 
 VIEWS = ("job_view.js", "serve_view.js", "array_view.js")

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import traitlets as t
 
-from jupyter_tiers.viewstate import schema
-from jupyter_tiers.viewstate.schema import ArrayViewState, JobViewState, ServeViewState
-from jupyter_tiers.widgets.array_view import ArrayTable
-from jupyter_tiers.widgets.job_view import JobView
-from jupyter_tiers.widgets.serve_view import ServeView
-from jupyter_tiers.widgets.view_common import schema_mismatches
+from jupyter_tiers.app.viewstate import schema
+from jupyter_tiers.app.viewstate.schema import ArrayViewState, JobViewState, ServeViewState
+from jupyter_tiers.faces.widgets.array_view import ArrayTable
+from jupyter_tiers.faces.widgets.job_view import JobView
+from jupyter_tiers.faces.widgets.serve_view import ServeView
+from jupyter_tiers.faces.widgets.view_common import schema_mismatches
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIRS = [(JobView, JobViewState), (ServeView, ServeViewState), (ArrayTable, ArrayViewState)]
@@ -45,7 +45,7 @@ def test_a_trait_that_drifts_from_the_schema_is_reported() -> None:
 def test_the_lab_panel_defaults_are_generated_from_the_schema() -> None:
     text = (ROOT / schema.TYPESCRIPT_PATH).read_text(encoding="utf-8")
     assert schema.typescript_drift(text) == [], (
-        "labextension/src/viewDefaults.ts is stale: run `python -m jupyter_tiers.viewstate.schema`")
+        "labextension/src/viewDefaults.ts is stale: run `python -m jupyter_tiers.app.viewstate.schema`")
     assert "  log_limit: 5000," in text and "  state: 'UNKNOWN'," in text
 
 
@@ -96,9 +96,9 @@ def test_checked_refuses_an_unknown_field_or_a_wrong_kind() -> None:
 def test_the_status_traits_are_schema_fields() -> None:
     """What viewstate's status_traits return (the widgets set them, REST sends them) passes
     ``checked``: each is a field, of its kind."""
-    from jupyter_tiers.model import JobState, JobStatus, ServiceState, ServiceStatus
-    from jupyter_tiers.viewstate import job as job_state
-    from jupyter_tiers.viewstate import serve as serve_state
+    from jupyter_tiers.core.model import JobState, JobStatus, ServiceState, ServiceStatus
+    from jupyter_tiers.app.viewstate import job as job_state
+    from jupyter_tiers.app.viewstate import serve as serve_state
 
     job = job_state.status_traits(JobStatus(job_id="1", state=JobState.RUNNING, elapsed_s=3))
     assert schema.checked(JobViewState, job) == job

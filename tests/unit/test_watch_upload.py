@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers import checkpoint_upload
-from jupyter_tiers.checkpoint_upload import UploadError
-from jupyter_tiers.handoff import encode_detail
-from jupyter_tiers.model import JobState, JobStatus
-from jupyter_tiers.objectstore import UploadReport
-from jupyter_tiers.registry import JobRecord
-from jupyter_tiers.watch import JobSubscription, Watcher, _Watched
+from jupyter_tiers.data import checkpoint_upload
+from jupyter_tiers.data.checkpoint_upload import UploadError
+from jupyter_tiers.data.handoff import encode_detail
+from jupyter_tiers.core.model import JobState, JobStatus
+from jupyter_tiers.data.objectstore import UploadReport
+from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.engine.watch import JobSubscription, Watcher, _Watched
 
 URI = "s3://team-ckpt/jt/ft/7/ckpt-000100/"
 PATH = "/jobs/ft/7/checkpoints/ckpt-000100"
@@ -79,8 +79,8 @@ def test_a_refusal_is_not_retried_and_ends_the_job_with_the_reason(monkeypatch: 
 
 
 def test_a_job_attached_after_its_upload_ended_is_not_uploaded_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jupyter_tiers.handoff import with_upload
-    from jupyter_tiers.model import SchedulerInfo
+    from jupyter_tiers.data.handoff import with_upload
+    from jupyter_tiers.core.model import SchedulerInfo
 
     done = JobRecord(**{**REC.__dict__, "detail": with_upload(REC.detail, {"state": "done", "uri": URI})})
     monkeypatch.setattr(checkpoint_upload, "upload_checkpoint", lambda *a, **k: pytest.fail("uploaded again"))
@@ -100,7 +100,7 @@ def test_an_array_tasks_checkpoint_is_listed_then_uploaded_and_a_cut_listing_is_
     """A task record (derived, not stored): the watcher lists the array's task checkpoints (one
     command; the first attempt's connection drops and is retried), hands the task's newest
     checkpoint to the upload, and ends the task with its URI."""
-    from jupyter_tiers.errors import TiersError
+    from jupyter_tiers.core.errors import TiersError
 
     array = JobRecord(profile="fake", tier="fake", job_id="7", name="sw", jobdir="/jobs/7", world_size=1,
                       state="RUNNING", spec={"checkpoint_to": "store", "array": "0-1"})

@@ -1,4 +1,4 @@
-"""Runs a script against the widgets' ES modules (jupyter_tiers/widgets/*.js) in node, as real
+"""Runs a script against the widgets' ES modules (jupyter_tiers/faces/widgets/*.js) in node, as real
 ES modules: the script and copies of the modules sit in a temporary package of type "module",
 so the script imports them as the views do (``import { h } from "./view_common.js"``)."""
 

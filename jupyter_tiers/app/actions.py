@@ -1,0 +1,749 @@
+"""The service layer: what ``%tiers``, ``jupyter tiers`` and the server's REST API do, as plain
+data (no printing), so the three faces never diverge.
+
+Every function takes registry references (``id``, ``name`` or ``profile/id``) and returns
+dataclasses or dicts. Errors are :class:`~jupyter_tiers.core.errors.TiersError` subclasses; the server
+maps them to HTTP statuses (:func:`http_status`) and the commands to one-line messages.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+from ..api import cached_tiers
+from ..api import connect as api_connect
+from ..engine.array_job import ArrayJob
+from ..batch.arrays import aggregate_status, counts_text, detail_counts, is_array, split_task_ref, task_index
+from ..data.checkpoint_upload import upload_item
+from ..config.profiles import load_config
+from ..doctor import run_doctor
+from ..core.errors import (
+    ApiError,
+    ApiUnreachable,
+    ConfigError,
+    ControllerUnreachable,
+    JobNotFound,
+    SpecError,
+    TiersError,
+    Unsupported,
+)
+from ..engine.handles import Handle, Job, Service
+from ..data.handoff import upload_of
+from ..batch.history import HistoryRow, make_query, no_history_message
+from ..batch.jobenv import enclosing_job
+from ..core.model import JobState, JobStatus, ServiceState, ServiceStatus, WorkKind
+from ..core.reachability import STALE_AFTER_S, ago, last_seen, stale_after
+from ..config.registry import LIVE_CANARY, JobRecord, Registry
+from ..batch.status import summary_line
+from ..engine.tier import CUT_PREFIX, BatchTier, ServeTier
+from .viewstate import job as job_state
+from .viewstate import schema as view_schema
+from .viewstate import serve as serve_state
+from .viewstate.array import task_row
+from .viewstate.serve import summary_for
+
+if TYPE_CHECKING:
+    from ..doctor.model import Report
+    from ..engine.tier import BatchTier, Tier
+
+#: Most log lines one ``log_range`` call returns.
+MAX_LOG_LINES = 10_000
+DEFAULT_LOG_LINES = 1000
+#: Most replicas ``scale`` accepts (the Kubernetes tier's own bound).
+MAX_REPLICAS = 1000
+
+
+_counts_lock = threading.Lock()
+#: Batched scheduler queries made by ``fetch_statuses`` in this process, per profile (the
+#: server's ``GET stats`` reports them beside the shared watcher's own).
+refresh_queries: dict[str, int] = {}
+
+
+class WrongKind(TiersError):
+    """The verb does not apply to this kind (cancel a service, scale a job): ``kind`` is what
+    the reference is, ``verb`` what applies to it."""
+
+    def __init__(self, message: str, kind: WorkKind, verb: str = "") -> None:
+        super().__init__(message)
+        self.kind, self.verb = kind, verb
+
+
+class ProfileNotFound(TiersError):
+    """No profile with that name."""
+
+
+# --- plain data ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Item:
+    """One job or service as a list row (the REST API's ``Item``)."""
+
+    key: str
+    id: str
+    kind: WorkKind
+    name: str
+    profile: str
+    tier: str
+    state: str
+    terminal: bool
+    size: str
+    where: str
+    reason: str
+    started: str | None
+    elapsed_s: int | None
+    summary: str
+    submitted: str | None = None
+    canary: int | None = None  # a service's live canary (--canary): its share in percent
+    #: ``--checkpoint-to``: the upload on record (state, uri, sent, total, error), else None.
+    upload: dict[str, Any] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ProfileError:
+    """A profile whose cluster could not be asked; its items keep their recorded state."""
+
+    profile: str
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Listing:
+    """What ``list_items`` found: items (newest first), their records, per-profile errors. A
+    record of a profile that did not answer shows ``UNKNOWN (last seen ...)`` as its state once
+    that is older than the profile's ``stale_after`` (for display; the registry keeps it)."""
+
+    items: list[Item] = field(default_factory=list)
+    records: list[JobRecord] = field(default_factory=list)
+    errors: list[ProfileError] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"items": [i.to_json() for i in self.items], "errors": [e.to_json() for e in self.errors]}
+
+
+@dataclass(frozen=True)
+class LogRange:
+    """Log lines from an offset: ``[rank or pod, text]`` pairs, the offset to ask next, and
+    whether the log's current end was reached."""
+
+    lines: list[tuple[int | str | None, str]]
+    offset: int
+    eof: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lines": [list(pair) for pair in self.lines], "offset": self.offset, "eof": self.eof}
+
+
+@dataclass(frozen=True)
+class ActionResult:
+    ok: bool
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ProfileInfo:
+    """A profile without anything secret: name, tier, host (or Kubernetes context), a
+    human-readable ``where``, whether it is the default, the files it came from and its
+    ``description`` (the profile's free text for people, "" when it has none)."""
+
+    name: str
+    tier: str
+    host: str | None
+    where: str
+    default: bool
+    sources: tuple[str, ...] = ()
+    description: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "tier": self.tier, "host": self.host, "where": self.where,
+                "default": self.default, "description": self.description}
+
+
+# --- pure item building ------------------------------------------------------------------------
+
+
+_noted_inside = threading.Event()
+
+
+def inside_job_note(environ: Mapping[str, str] | None = None) -> str | None:
+    """"this notebook runs inside Slurm job N on node X" the first time it is asked in this
+    process (the widget's cell and ``%tiers jobs`` say it once), else None; None outside a job."""
+    job = enclosing_job(os.environ if environ is None else environ)
+    if job is None or _noted_inside.is_set():
+        return None
+    _noted_inside.set()
+    return job.sentence()
+
+
+def _iso(epoch: float | None) -> str | None:
+    if epoch is None:
+        return None
+    return datetime.fromtimestamp(epoch, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def job_size(record: JobRecord) -> str:
+    """``4 ranks on 2 nodes``; an array's task counts (``16 tasks: 14 COMPLETED, 2 FAILED``)."""
+    if is_array(record):
+        return detail_counts(record.detail) or "array"
+    nodes = record.spec.get("nodes") if isinstance(record.spec, dict) else None
+    text = _plural(record.world_size, "rank")
+    if isinstance(nodes, int) and nodes > 0:
+        text += f" on {_plural(nodes, 'node')}"
+    return text
+
+
+def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None,
+              now: float | None = None) -> Item:
+    """The list row of a record, with the live details of ``status`` when one is at hand (pure)."""
+    now = time.time() if now is None else now
+    state: JobState | ServiceState
+    reason, started, elapsed = "", None, None
+    canary = _live_canary_percent(record)
+    if record.kind == WorkKind.SERVICE:
+        if isinstance(status, ServiceStatus):
+            state = status.state
+            size, where = f"{status.ready}/{status.desired} ready", status.endpoint or ""
+            if status.canary is not None:
+                size += f" + canary {status.canary.ready}/{status.canary.desired}"
+                canary = status.canary.percent
+            reason = status.reason or "" if state is not ServiceState.READY else ""
+            if status.created_at is not None:
+                started, elapsed = _iso(status.created_at), max(0, int(now - status.created_at))
+            summary = summary_for(status, elapsed_s=now - record.submitted_at)
+        else:
+            known = record.state in ServiceState.__members__
+            state = ServiceState(record.state) if known else ServiceState.UNKNOWN
+            head, _, canary_part = (record.detail or "").partition(" + ")  # "9/9 + canary 1/1"
+            size = f"{head} ready" + (f" + {canary_part}" if canary_part else "") if head else ""
+            where = record.nodelist or ""
+            summary = f"service {record.name} {state.value}" + (f" {record.detail}" if record.detail else "")
+    elif isinstance(status, JobStatus):
+        state = status.state
+        size, where = job_size(record), status.nodelist or record.nodelist or ""
+        pending = state in (JobState.PENDING, JobState.CONFIGURING)
+        if (pending or state is JobState.UNKNOWN) and status.reason and status.reason != "None":
+            reason = status.reason  # why pending; or an outage's "last seen RUNNING 6 min ago"
+        started, elapsed = (None if pending else status.start_time or None), status.elapsed_s
+        if state.terminal:
+            summary = summary_line(status)
+        else:
+            summary = f"job {record.job_id} {state.value}"
+            summary += f" ({reason})" if reason else f" on {where}" if where else ""
+    else:
+        state = JobState.parse(record.state)
+        size, where = job_size(record), record.nodelist or ""
+        summary = f"job {record.job_id} {state.value}" + (f" on {where}" if where else "")
+    if is_array(record):  # "array 51 RUNNING — 16 tasks: 4 RUNNING, 12 PENDING" (no log read here)
+        summary = f"array {record.job_id} {state.value}" + (f" — {size}" if size else "")
+    upload = None
+    if record.kind == WorkKind.JOB and not is_array(record):
+        upload = upload_item(upload_of(record.detail))
+    return Item(key=record.key, id=record.job_id, kind=record.kind, name=record.name,
+                profile=record.profile, tier=record.tier, state=state.value, terminal=state.terminal,
+                size=size, where=where, reason=reason, started=started, elapsed_s=elapsed,
+                summary=summary, submitted=_iso(record.submitted_at), canary=canary,
+                upload=upload)
+
+
+def _live_canary_percent(record: JobRecord) -> int | None:
+    live = record.spec.get(LIVE_CANARY) if isinstance(record.spec, dict) else None
+    percent = live.get("percent") if isinstance(live, dict) else None
+    return percent if isinstance(percent, int) and not isinstance(percent, bool) else None
+
+
+def is_active(record: JobRecord) -> bool:
+    """Whether a record may still change: an unfinished job or a service not deleted."""
+    if record.kind == WorkKind.SERVICE:
+        return record.state != ServiceState.DELETED.value
+    return not JobState.parse(record.state).terminal
+
+
+# --- registry and tiers ------------------------------------------------------------------------
+
+
+def _connect(profile: str, kind: WorkKind = WorkKind.JOB) -> Tier:
+    """The cached tier of ``profile`` for a kind of work."""
+    if profile not in load_config().profiles:
+        raise ProfileNotFound(f"no profile {profile!r}; known profiles: {', '.join(profile_names())}")
+    return api_connect(profile, kind=kind)
+
+
+def connect(profile: str, kind: WorkKind = WorkKind.JOB) -> Tier:
+    """The cached tier of a configured ``profile`` for a kind of work; ProfileNotFound names
+    the known profiles (the server's hub)."""
+    return _connect(profile, kind)
+
+
+def profile_names() -> list[str]:
+    return sorted(load_config().profiles)
+
+
+def record(ref: str, registry: Registry | None = None) -> JobRecord:
+    """The registry record of ``ref`` (``id``, service name or ``profile/id``)."""
+    return (registry or Registry()).get(ref)
+
+
+def attach(ref: str, kind: WorkKind | None = None) -> Handle:
+    """The Job or Service handle of ``ref``. With ``kind``, a record of the other kind is a
+    :class:`WrongKind` error naming the verb that applies. ``ID_7`` is task 7 of array ID."""
+    try:
+        rec = record(ref)
+    except JobNotFound:
+        task = split_task_ref(ref)
+        if task is None:
+            raise
+        array = record(task[0])
+        if not is_array(array):
+            raise
+        _check_kind(ref, array.kind, kind)  # a task is a job of its own: cancel, never scale
+        handle = _connect(array.profile, array.kind).handle(array)
+        assert isinstance(handle, ArrayJob)  # an array record's handle (handles.handle_for)
+        return handle.task(task[1])
+    _check_kind(ref, rec.kind, kind)
+    return _connect(rec.profile, rec.kind).handle(rec)
+
+
+def _check_kind(ref: str, actual: WorkKind, wanted: WorkKind | None) -> None:
+    """A :class:`WrongKind` naming the verb that applies when ``actual`` is not ``wanted``."""
+    if wanted is not None and actual != wanted:
+        other = {WorkKind.JOB: "cancel", WorkKind.SERVICE: "delete"}[actual]
+        raise WrongKind(f"{ref} is a {actual}, not a {wanted}; use {other}", actual, other)
+
+
+def fetch_statuses(profile: str, records: Sequence[JobRecord]
+                   ) -> dict[str, JobStatus | ServiceStatus]:
+    """Ask one profile's tier about these records now: one batched query for jobs, the
+    Deployment/pods/events per service. Keyed by registry key; states are recorded."""
+    out: dict[str, JobStatus | ServiceStatus] = {}
+    jobs = [r for r in records if r.kind == WorkKind.JOB]
+    services = [r for r in records if r.kind == WorkKind.SERVICE]
+    if jobs:
+        tier = _connect(profile, WorkKind.JOB)
+        if isinstance(tier, BatchTier):
+            with _counts_lock:
+                refresh_queries[profile] = refresh_queries.get(profile, 0) + 1
+            by_id = tier.status(jobs)
+            out.update({r.key: by_id[r.job_id] for r in jobs if r.job_id in by_id})
+    if services:
+        serve = _connect(profile, WorkKind.SERVICE)
+        if isinstance(serve, ServeTier):
+            for rec in services:
+                out[rec.key] = serve.service_status(rec)
+    return out
+
+
+_last_answer: dict[str, float] = {}  # profile -> when its tier last answered list_items (this process)
+
+
+def mark_stale(records: Sequence[JobRecord], items: Sequence[Item], limits: dict[str, float],
+               answered: dict[str, float], now: float) -> tuple[list[JobRecord], list[Item]]:
+    """Rows of the profiles in ``limits`` (those that did not answer now; profile -> its
+    ``stale_after``) whose state was last confirmed longer ago than that become UNKNOWN, with
+    the last seen state and when, never a confident RUNNING (pure). Confirmed: the record's
+    last change, or ``answered[profile]``, the last time that profile's tier answered."""
+    out_records, out_items = [], []
+    for rec, item in zip(records, items, strict=True):
+        limit = limits.get(rec.profile)
+        seen = max(rec.updated_at, answered.get(rec.profile, 0.0))
+        if limit is not None and not item.terminal and item.state != "UNKNOWN" and now - seen > limit:
+            words = last_seen(item.state, seen, now)
+            summary = f"{rec.kind} {rec.job_id} UNKNOWN — {words}"
+            item = replace(item, state="UNKNOWN", reason=words, summary=summary)
+            rec = replace(rec, state=f"UNKNOWN (last seen {rec.state} {ago(now - seen)} ago)")
+        out_records.append(rec)
+        out_items.append(item)
+    return out_records, out_items
+
+
+def _stale_after_of(profile: str) -> float:
+    try:
+        return stale_after(load_config().profiles[profile].settings)
+    except Exception:  # an unknown or broken profile: its error is reported already
+        return STALE_AFTER_S
+
+
+def list_items(limit: int = 50, profile: str | None = None, kind: WorkKind | None = None,
+               refresh: bool = True, registry: Registry | None = None) -> Listing:
+    """Jobs and services, newest first. With ``refresh``, each profile's tier is asked once
+    (batched) about its active items and their states are recorded; a profile that cannot be
+    asked becomes an error and its items keep their recorded state."""
+    registry = registry or Registry()
+    records = registry.list(limit=limit, profile=profile, kind=kind)
+    statuses: dict[str, JobStatus | ServiceStatus] = {}
+    errors: list[ProfileError] = []
+    if refresh:
+        by_profile: dict[str, list[JobRecord]] = {}
+        for rec in records:
+            if is_active(rec):
+                by_profile.setdefault(rec.profile, []).append(rec)
+        for prof, recs in sorted(by_profile.items()):
+            try:
+                statuses.update(fetch_statuses(prof, recs))
+                _last_answer[prof] = time.time()
+            except (TiersError, ValueError) as exc:
+                errors.append(ProfileError(prof, str(exc)))
+        records = registry.list(limit=limit, profile=profile, kind=kind)
+    now = time.time()
+    items = [item_from(r, statuses.get(r.key), now) for r in records]
+    if errors:
+        limits = {e.profile: _stale_after_of(e.profile) for e in errors}
+        records, items = mark_stale(records, items, limits, _answered(limits), now)
+    return Listing(items=items, records=records, errors=errors)
+
+
+def _answered(profiles: Iterable[str]) -> dict[str, float]:
+    """When each profile's tier last answered in this process: a listing's, or its watcher's
+    (a widget following a job for an hour saw the cluster answer, even with no listing since;
+    without it, one failed listing showed that job UNKNOWN, "last seen RUNNING 1 h ago")."""
+    answered = dict(_last_answer)
+    wanted = set(profiles)
+    for (name, _kind), tier in cached_tiers().items():
+        at = tier.answered_at if isinstance(tier, BatchTier) and name in wanted else None
+        if at is not None:
+            answered[name] = max(answered.get(name, 0.0), at)
+    return answered
+
+
+def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[str, Any]:
+    """An item plus ``view``: the same state the notebook widget syncs (JobView or ServeView
+    traits), from ``status`` when the caller holds a current one (the server's shared watcher),
+    else asked of the cluster now."""
+    handle = attach(ref)
+    rec = handle.record
+    now = time.time()
+    if isinstance(handle, ArrayJob):
+        table, status = array_view(handle, status if isinstance(status, JobStatus) else None)
+        return {**item_from(rec, status, now).to_json(), "view_kind": "array",
+                "view": view_schema.checked(view_schema.ArrayViewState, table)}
+    if status is None:
+        status = handle.status()
+    item = item_from(rec, status, now).to_json()
+    if rec.kind == WorkKind.SERVICE:
+        assert isinstance(status, ServiceStatus)
+        spec = rec.spec or {}
+        view: dict[str, Any] = {
+            "service_name": rec.name, "profile": rec.profile, "tier_kind": rec.tier,
+            "namespace": str(spec.get("namespace") or handle.tier.profile.get("namespace") or ""),
+            "image": str(spec.get("image") or ""), "yaml": rec.script,
+            "model_source": serve_state.model_note(spec),
+            **serve_state.status_traits(status, now), "summary": item["summary"],
+        }
+    else:
+        assert isinstance(status, JobStatus)
+        view = {"job_id": rec.job_id, "job_name": rec.name, "profile": rec.profile,
+                "tier_kind": rec.tier, "script": rec.script, **job_state.status_traits(status),
+                "ranks_per_node": job_state.ranks_per_node(rec.spec, rec.world_size),
+                "summary": item["summary"] if status.state.terminal else ""}
+    schema = view_schema.ServeViewState if rec.kind == WorkKind.SERVICE else view_schema.JobViewState
+    return {**item, "view_kind": rec.kind, "view": view_schema.checked(schema, view)}
+
+
+_results_lock = threading.Lock()
+#: (array key, task, state, exit code) -> (failure, main metric) of an ended task, read once
+#: from the end of its log: the detail panel re-reads an array on every change.
+_task_results: dict[tuple[str, int, str, int | None], tuple[str | None, tuple[str, float] | None]] = {}
+_MAX_TASK_RESULTS = 20_000
+
+
+def array_view(job: ArrayJob, status: JobStatus | None = None) -> tuple[dict[str, Any], JobStatus]:
+    """An array's ArrayTable state (the notebook's ArrayView table: ``tasks`` rows, ``counts``,
+    ``state``, ``summary``, ...) and its status. With ``status`` (the server's shared watch of the
+    array) the tasks' statuses come from that watch, else from one batched query now."""
+    plan = job.plan
+    tasks: dict[int, JobStatus] = {}
+    if status is not None:
+        tasks = {task_index(k): v for k, v in job.tier.watcher.array_tasks(job.record.key).items()}
+    if len(tasks) < len(plan):
+        tasks = job.task_statuses()
+    failures: dict[int, str] = {}
+    metrics: dict[int, tuple[str, float]] = {}
+    unread: dict[int, JobStatus] = {}
+    with _results_lock:
+        for i, st in tasks.items():
+            if not st.state.terminal:
+                continue
+            hit = _task_results.get((job.record.key, i, st.state.value, st.exit_code))
+            if hit is None:
+                unread[i] = st
+                continue
+            if hit[0] is not None:
+                failures[i] = hit[0]
+            if hit[1] is not None:
+                metrics[i] = hit[1]
+    if unread:
+        new_failures, new_metrics = job.task_results(unread)
+        failures.update(new_failures)
+        metrics.update(new_metrics)
+        with _results_lock:
+            if len(_task_results) > _MAX_TASK_RESULTS:
+                _task_results.clear()
+            for i, st in unread.items():
+                _task_results[(job.record.key, i, st.state.value, st.exit_code)] = (
+                    new_failures.get(i), new_metrics.get(i))
+    whole = aggregate_status(job.id, tasks)
+    known = len(tasks) == len(plan)
+    terminal = known and all(s.state.terminal for s in tasks.values())
+    rows = [task_row(i, label, tasks.get(i), metrics.get(i), failures.get(i))
+            for i, label in zip(plan.indices, plan.labels, strict=True)]
+    view = {"array_id": job.id, "array_name": job.name, "profile": job.record.profile,
+            "tier_kind": job.record.tier, "sweep": plan.sweep, "limit": plan.limit or 0,
+            "state": whole.state.value, "counts": counts_text([s.state for s in tasks.values()]),
+            "tasks": rows, "selected": -1, "terminal": terminal,
+            # with --checkpoint-to, the tasks' checkpoint URIs (best first), as in the notebook
+            "summary": job.summary_of(tasks, failures, metrics) if terminal else "",
+            "cancel_requested": False, "message": ""}
+    return view, whole
+
+
+def check_limit(limit: int | None) -> int:
+    if limit is None:
+        return DEFAULT_LOG_LINES
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise SpecError("limit", f"give a number of lines from 1 to {MAX_LOG_LINES}, got {limit!r}")
+    return min(limit, MAX_LOG_LINES)
+
+
+def log_range(ref: str, *, rank: int | None = None, pod: str | None = None, offset: int = 0,
+              limit: int | None = None) -> LogRange:
+    """Lines of the log from ``offset``, at most ``limit`` of them.
+
+    For a job ``offset`` is a byte offset in the merged log (every rank's lines count, so a
+    filtered read resumes exactly); for a service it counts lines of the merged pod log.
+    """
+    limit = check_limit(limit)
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise SpecError("offset", f"give 0 or more, got {offset!r}")
+    handle = attach(ref)
+    rec = handle.record
+    if rec.kind == WorkKind.JOB:
+        if pod is not None:
+            raise SpecError("pod", f"{ref} is a job; filter by rank, not pod")
+        if rank is not None and (isinstance(rank, bool) or not isinstance(rank, int) or rank < 0):
+            raise SpecError("rank", f"give a rank from 0, got {rank!r}")
+        tier = handle.tier
+        assert isinstance(tier, BatchTier)
+        return _job_log_range(tier, rec, rank, offset, limit)
+    if rank is not None:
+        raise SpecError("rank", f"{ref} is a service; filter by pod, not rank")
+    assert isinstance(handle, Service)  # a record of kind WorkKind.SERVICE
+    text = handle.logs(pod=pod)
+    pairs: list[tuple[int | str | None, str]] = []
+    for raw in text.splitlines():
+        if raw.startswith(CUT_PREFIX):  # a bounded read left earlier output out: say so
+            pairs.append((None, raw))
+        elif pod is not None:
+            pairs.append((pod, raw))
+        else:
+            name, _, rest = raw.partition(": ")
+            pairs.append((name, rest))
+    chunk = pairs[offset:offset + limit]
+    end = min(len(pairs), offset + limit) if offset < len(pairs) else offset
+    return LogRange(chunk, end, end >= len(pairs))
+
+
+def _job_log_range(tier: BatchTier, rec: JobRecord, rank: int | None, offset: int, limit: int) -> LogRange:
+    """A job's log range, read in chunks and stopped once ``limit`` lines are in hand and one
+    more complete line shows the log goes on: the rest of a large log is never read. The next
+    offset is then exactly the end of the last returned line; at the end of the log it is the
+    end of its last complete line."""
+    decoder = tier.log_decoder(offset)
+    lines: list[tuple[int | str | None, str]] = []
+    next_offset = offset
+    with contextlib.closing(tier.log_chunks(rec, offset)) as chunks:
+        for chunk in chunks:
+            for line in decoder.feed(chunk):
+                if len(lines) >= limit:
+                    return LogRange(lines, next_offset, False)
+                next_offset = line.end_offset
+                if rank is None or line.rank == rank:
+                    lines.append((line.rank, line.text))
+    return LogRange(lines, decoder.offset, True)
+
+
+def attach_job(ref: str) -> Job:
+    """The Job handle of ``ref`` (an ArrayJob for an array, ``ID_7`` a task's); a service is a
+    :class:`WrongKind` error naming the verb that applies."""
+    handle = attach(ref, WorkKind.JOB)
+    assert isinstance(handle, Job)  # attach checked the record's kind
+    return handle
+
+
+def attach_service(ref: str) -> Service:
+    """The Service handle of ``ref``; a job is a :class:`WrongKind` error."""
+    handle = attach(ref, WorkKind.SERVICE)
+    assert isinstance(handle, Service)  # attach checked the record's kind
+    return handle
+
+
+def cancel(ref: str) -> ActionResult:
+    """Cancel a job (a service is a :class:`WrongKind`)."""
+    return ActionResult(True, attach_job(ref).stop())
+
+
+def delete(ref: str) -> ActionResult:
+    """Delete a service and everything its tier made (a job is a :class:`WrongKind`)."""
+    return ActionResult(True, attach_service(ref).stop())
+
+
+def check_replicas(replicas: Any) -> int:
+    if isinstance(replicas, bool) or not isinstance(replicas, int) or not 0 <= replicas <= MAX_REPLICAS:
+        raise SpecError("replicas", f"give a whole number from 0 to {MAX_REPLICAS}, got {replicas!r}")
+    return replicas
+
+
+def scale(ref: str, replicas: Any) -> ActionResult:
+    """Set a service's replicas (0 to MAX_REPLICAS)."""
+    replicas = check_replicas(replicas)
+    service = attach_service(ref)
+    service.scale(replicas)
+    return ActionResult(True, f"service {service.name} scaled to {replicas}")
+
+
+def restart(ref: str) -> ActionResult:
+    """Roll every pod of a service."""
+    service = attach_service(ref)
+    service.restart()
+    return ActionResult(True, f"service {service.name} restarting (rolling update)")
+
+
+def promote(ref: str) -> ActionResult:
+    """Make a service's canary (``--canary``) the whole service."""
+    return ActionResult(True, attach_service(ref).promote())
+
+
+def rollback(ref: str, revision: int | None = None) -> ActionResult:
+    """Remove a service's canary (while one runs), else roll it back to ``revision`` of its
+    history (default: the previous one)."""
+    if revision is not None and (isinstance(revision, bool) or not isinstance(revision, int) or revision < 1):
+        raise SpecError("revision", f"give a whole number from 1, got {revision!r}")
+    return ActionResult(True, attach_service(ref).rollback(revision))
+
+
+def doctor(names: Sequence[str] = (), *, suggest_role: bool = False, compute: bool = False) -> Report:
+    """``doctor [PROFILE...]``: the first-contact checks of the named profiles (default: the
+    default profile) as a :class:`~jupyter_tiers.doctor.Report` (render it with
+    :mod:`jupyter_tiers.doctor.render`). Read-only but for ``compute`` (a one-minute srun job on
+    a Slurm profile); an unknown name is a ConfigError."""
+    return run_doctor(load_config(), names, suggest_role=suggest_role, compute=compute)
+
+
+@dataclass(frozen=True)
+class History:
+    """Jobs from a Slurm profile's accounting, newest first (``HistoryRow``: ``ours`` marks the
+    jobs this registry submitted; the others are read-only). For one job asked with ``tail``,
+    ``output`` is the end of its output file when this account can read it (else None)."""
+
+    profile: str
+    rows: list[HistoryRow]
+    output: str | None = None
+    output_path: str = ""  # the file ``output`` was read from (or could not be read from)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"profile": self.profile, "rows": [r.to_json() for r in self.rows], "output": self.output,
+                "output_path": self.output_path}
+
+
+def history(profile: str | None = None, *, days: Any = 7, user: Any = None, state: Any = None,
+            limit: Any = 50, job: Any = None, tail: Any = None) -> History:
+    """Job history of a Slurm profile (the default profile when None) from one sacct query:
+    jobs active in the last ``days`` (1..366) of ``user`` (None: the login user; ``"all"``:
+    everyone), in ``state`` (names like ``FAILED,TIMEOUT``); or one ``job`` (``123``,
+    ``123_4``) whenever it ran, with the last ``tail`` lines of its output if it was submitted
+    without jupyter-tiers and its output is readable. Values are checked before anything is
+    asked; a cluster without accounting is an ``AccountingDisabled`` error."""
+    query = make_query(days=days, user=user, states=state, limit=limit, job=job)
+    if tail is not None and (isinstance(tail, bool) or not isinstance(tail, int) or not 0 <= tail <= 100_000):
+        raise SpecError("tail", f"give 0 to 100000 lines, got {tail!r}"[:100])
+    name = profile or load_config().default_profile
+    tier = _connect(name, WorkKind.JOB)
+    if not isinstance(tier, BatchTier):  # a Kubernetes profile serves, it runs no jobs
+        raise SpecError("profile", no_history_message(name, tier.backend))
+    try:
+        rows = tier.history(query)
+    except Unsupported as exc:  # a batch tier without accounting (local)
+        raise SpecError("profile", str(exc)) from None
+    output, path = None, ""
+    if job is not None and tail is not None and len(rows) == 1 and not rows[0].ours:
+        path, output = tier.output_tail(rows[0], tail)
+    return History(name, rows, output, path)
+
+
+def profiles() -> tuple[list[ProfileInfo], str]:
+    """Every configured profile without secrets, and the default profile's name."""
+    cfg = load_config()
+    out = []
+    for name, prof in sorted(cfg.profiles.items()):
+        if prof.tier == "kubernetes":  # its cluster is the kubeconfig's, not this machine
+            host = prof.get("context")
+            where = host or "kubeconfig context"
+            if prof.get("namespace"):
+                where += f", namespace {prof.get('namespace')}"
+        else:
+            host = prof.get("host") or prof.get("context")
+            where = host or "this machine"
+        out.append(ProfileInfo(name=name, tier=prof.tier, host=str(host) if host else None, where=where,
+                               default=name == cfg.default_profile, sources=tuple(prof.sources),
+                               description=str(prof.get("description") or "").strip()))
+    return out, cfg.default_profile
+
+
+def http_status(exc: BaseException) -> int:
+    """The HTTP status of an error from this module: 400 bad input, 404 unknown job or
+    profile, 409 wrong verb for the kind, 502 cluster unreachable or refusing."""
+    if isinstance(exc, (JobNotFound, ProfileNotFound)):
+        return 404
+    if isinstance(exc, WrongKind):
+        return 409
+    if isinstance(exc, (SpecError, ConfigError)):
+        return 400
+    if isinstance(exc, ApiError) and not isinstance(exc, ApiUnreachable) and exc.status == 404:
+        return 404
+    if isinstance(exc, (ControllerUnreachable, ApiError, TiersError)):
+        return 502
+    if isinstance(exc, ValueError):
+        return 400
+    return 500
+
+
+
+def _job(ref: str) -> Job:
+    handle = attach(ref, WorkKind.JOB)
+    if not isinstance(handle, Job):
+        raise WrongKind(f"{ref} is not a job", handle.kind, "delete")
+    return handle
+
+
+def job_files(ref: str, pattern: str = "*") -> list[dict[str, Any]]:
+    """What job ``ref`` left in its job and checkpoint directories: ``{name, size, mtime}``
+    (files.py), in one remote command."""
+    return [{"name": f.name, "size": f.size, "mtime": f.mtime} for f in _job(ref).files(pattern)]
+
+
+def job_file(ref: str, name: str) -> tuple[Any, Iterator[bytes]]:
+    """One listed file of job ``ref``: its FileInfo and its bytes, streamed. JobNotFound if the
+    job left no file of that name (only listed names are read)."""
+    job = _job(ref)
+    info = {f.name: f for f in job.tier.list_files(job.record)}.get(name)
+    if info is None:
+        raise JobNotFound(f"{ref} left no file named {name!r}")
+    return info, job.tier.file_chunks(job.record, name, 0)

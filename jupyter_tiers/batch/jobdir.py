@@ -1,0 +1,374 @@
+"""The job-directory protocol shared by the Slurm and local tiers (pure, no I/O).
+
+A job directory holds the cell body (``main.py``, or ``main.sh`` for a shell body), ``rank.sh``
+(the rank shim every rank runs through: it prefixes each output line with the global rank,
+``"137: ..."``, and records ``start``, heartbeat and ``exit``/``signal``/``killed`` under
+``ranks/<rank>``), ``env.sh`` (mode 600, only with env: ``export K='value'`` lines, so values
+never appear in a script shown to the user or stored in the registry), and the merged log
+``job.log``. This module writes those files' text and reads the rank files back.
+
+It also names a job's checkpoint directory (``JT_CHECKPOINT_DIR``) and reads the tiers' listing of
+it (``LISTING_MARKER``, then one ``@@ INDEX DIR`` line per directory and its entries), which the
+handoff (handoff.py) turns into the checkpoint a serving tier loads.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import re
+import shlex
+from collections.abc import Iterable
+from dataclasses import replace
+
+from ..core.errors import SpecError
+from ..core.model import JobSpec, RankPhase, RankState
+
+LOG_NAME = "job.log"
+RANKS_DIR = "ranks"
+CHECKPOINTS = "checkpoints"
+
+# What a checkpoint directory may hold. The path reaches a shell (the sbatch script) and, through
+# the handoff, a Python string literal in a serving body, so it is kept to characters that need no
+# quoting anywhere.
+_DIR_RE = re.compile(r"^(~/)?[A-Za-z0-9_./+@=,-]+$")
+# Entries being written or not meant as checkpoints.
+_SKIP_SUFFIXES = (".tmp", ".part", ".partial", ".lock", "~", ".swp")
+
+
+def job_files(spec: JobSpec) -> dict[str, tuple[str, int]]:
+    """The tier-neutral files of a job directory: name -> (content, mode)."""
+    # Private modes: a root-run tar keeps them, whatever the umask (see SUBMIT_SH).
+    files: dict[str, tuple[str, int]] = {"rank.sh": (RANK_SHIM, 0o700)}
+    body = spec.script if spec.script.endswith("\n") else spec.script + "\n"
+    files["main.sh" if spec.shell else "main.py"] = (body, 0o600)
+    if spec.env:
+        files["env.sh"] = (render_env(spec), 0o600)
+    return files
+
+
+def checkpoint_lines(spec: JobSpec) -> list[str]:
+    """Batch-step lines giving every rank ``JT_CHECKPOINT_DIR``, created before the ranks start.
+
+    Default ``{workdir}/{name}/$SLURM_JOB_ID/checkpoints`` (the workdir is the job directory's
+    parent); ``spec.checkpoint_dir`` overrides it (validated; ``~/`` expands through $HOME).
+    """
+    # 0750 (setgid, so what the ranks write keeps its group) and parents 0750: a serving pod
+    # running as another uid of the user's group reads the checkpoints (the ranks run under
+    # umask 027, see RANK_SHIM); the job's own files stay 0600. The parents come from mkdir -p
+    # under the umask, the directory itself from mkdir -m (with -p, -m would apply to it alone,
+    # shellcheck SC2174); an existing directory keeps its mode, as with mkdir -p -m.
+    return [
+        f"export JT_CHECKPOINT_DIR={checkpoint_dir_shell(spec.checkpoint_dir, spec.name)}",
+        '(umask 027 && mkdir -p -- "$(dirname -- "$JT_CHECKPOINT_DIR")"'
+        ' && { [ -d "$JT_CHECKPOINT_DIR" ] || mkdir -m 2750 -- "$JT_CHECKPOINT_DIR"; })',
+    ]
+
+
+def render_env(spec: JobSpec) -> str:
+    """``export`` lines for env.sh; values are quoted so they reach the job literally."""
+    return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in spec.env)
+
+
+RANK_SHIM = r"""#!/bin/bash
+# jupyter-tiers rank shim: run one rank's program, prefix its output with the global rank,
+# and record start, heartbeat and exit under ranks/<rank> for the notebook's watcher.
+rank="${RANK:-${SLURM_PROCID:-0}}"
+export RANK="$rank" WORLD_SIZE="${WORLD_SIZE:-${JT_WORLD_SIZE:-${SLURM_NTASKS:-1}}}"
+export LOCAL_RANK="${LOCAL_RANK:-${SLURM_LOCALID:-0}}"
+state="$JT_JOB_DIR/ranks/$rank"
+node="${SLURMD_NODENAME:-$(hostname)}"
+# The run of a requeued job (0 for the first); in the start line and in the program's environment.
+export JT_RESTART_COUNT="${JT_RESTART_COUNT:-${SLURM_RESTART_COUNT:-0}}"
+printf 'start %s %s %s\n' "$(date +%s.%N)" "$node" "$JT_RESTART_COUNT" >> "$state"
+shim=$$
+# --signal (signals.py): slurmstepd delivers it to every process of the step. The heartbeat and
+# the prefixer started below inherit "ignore"; the shim then only notes it; the program gets the
+# default action back (env --default-signal also undoes an "ignore" inherited from torchrun's agent).
+sig="${JT_SIGNAL:-}"
+if [ -n "$sig" ]; then trap '' "$sig"; fi
+# The heartbeat ends with the shim, even if the shim is killed outright.
+(while sleep "${JT_HEARTBEAT:-10}" && kill -0 "$shim" 2>/dev/null; do touch "$state"; done) \
+  >/dev/null 2>&1 &
+heartbeat=$!
+exec 3>&1
+exec > >(exec sed -u "s/^/$rank: /" >&3) 2>&1
+prefixer=$!
+stopped=""
+reset=()
+if [ -n "$sig" ]; then
+  trap ':' "$sig"
+  if env --default-signal="$sig" true 2>/dev/null; then reset=(env --default-signal="$sig"); fi
+fi
+trap 'stopped=15; kill -TERM "$child" 2>/dev/null' TERM
+trap 'stopped=2; kill -INT "$child" 2>/dev/null' INT
+# Without job control bash starts background commands with INT and QUIT ignored; undo that
+# (POSIX allows it in a subshell) so the INT forwarded above reaches the program.
+# umask 027: what the rank writes (checkpoints) its group may read; the job's files stay private.
+( trap - INT QUIT; umask 027; exec "${reset[@]}" "$@" 3>&- ) &
+child=$!
+# A signal that came before $child was set could not be forwarded by the trap: do it now.
+if [ -n "$stopped" ]; then kill -"$stopped" "$child" 2>/dev/null; fi
+# A trapped signal interrupts wait (128+N); bash keeps the reaped child's own status.
+while kill -0 "$child" 2>/dev/null; do wait "$child"; done
+wait "$child"; code=$?
+kill "$heartbeat" 2>/dev/null
+if [ -n "$stopped" ]; then
+  printf 'signal %s %s\n' "$stopped" "$(date +%s.%N)" >> "$state"
+elif [ "$code" -gt 128 ]; then
+  # HUP/INT/TERM come from outside (Slurm signals every process of the step, and the program
+  # may die before our own trap runs): a stop. Any other signal (abort, segfault, an OOM kill)
+  # is the rank's own failure.
+  case "$((code - 128))" in 1|2|15) event=signal ;; *) event=killed ;; esac
+  printf '%s %s %s\n' "$event" "$((code - 128))" "$(date +%s.%N)" >> "$state"
+else
+  printf 'exit %s %s\n' "$code" "$(date +%s.%N)" >> "$state"
+fi
+exec 1>&- 2>&-
+# Let the prefixer flush the last lines, but do not hang on a background process the program
+# left holding the pipe open.
+(sleep "${JT_FLUSH_WAIT:-10}"; kill "$prefixer") >/dev/null 2>&1 3>&- &
+flush_timer=$!
+wait "$prefixer" 2>/dev/null
+kill "$flush_timer" 2>/dev/null
+exit "$code"
+"""
+
+
+def parse_rank_files(text: str) -> dict[str, dict[int, RankState]]:
+    """Output of the rank-state query -> job dir -> rank -> state.
+
+    The query prints, per job directory, a line ``@@ DIR``, then ``grep -H`` lines
+    ``DIR/ranks/R:EVENT ...`` and ``find -printf`` lines ``% R MTIME`` for heartbeats.
+    Events: ``start TS NODE [RUN]``, ``exit CODE TS``, ``signal SIG TS`` (stopped from outside),
+    ``killed SIG TS`` (died of its own signal), ``requeue RUN TS`` (a requeued job's next run
+    began: waiting again, see requeue.py). A rank restarted by a requeue starts again, so a
+    later ``start`` clears an earlier end.
+    """
+    result: dict[str, dict[int, RankState]] = {}
+    current: dict[int, RankState] | None = None
+    for line in text.splitlines():
+        if line.startswith("@@ "):
+            current = result.setdefault(line[3:], {})
+            continue
+        if current is None:
+            continue
+        if line.startswith("% "):
+            parts = line.split()
+            if len(parts) == 3 and parts[1].isdigit():
+                rank = int(parts[1])
+                prev = current.get(rank, RankState(rank=rank))
+                current[rank] = replace(prev, heartbeat_at=_float(parts[2]))
+            continue
+        path, sep, event = line.partition(":")
+        if not sep:
+            continue
+        rank_text = path.rsplit("/", 1)[-1]
+        if not rank_text.isdigit():
+            continue
+        rank = int(rank_text)
+        current[rank] = _apply_event(current.get(rank, RankState(rank=rank)), event.split())
+    return result
+
+
+#: Below this many bytes free, a job directory's file system counts as full: the job's log and
+#: rank states can no longer be written (a log line or a state line may not fit).
+DISK_FULL_BYTES = 64 << 10
+
+
+def parse_free_space(text: str) -> dict[str, int]:
+    """Output of the rank-state query -> job dir -> bytes free on its file system, from the
+    ``%free BLOCKS BLOCKSIZE`` line (``stat -f``: blocks an unprivileged writer may use)."""
+    result: dict[str, int] = {}
+    current: str | None = None
+    for line in text.splitlines():
+        if line.startswith("@@ "):
+            current = line[3:]
+        elif current is not None and line.startswith("%free "):
+            parts = line.split()
+            if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
+                result[current] = int(parts[1]) * int(parts[2])
+    return result
+
+
+def disk_full_note(jobdir: str, free: int | None) -> str | None:
+    """The one line a view shows while a job directory's file system is full, else None."""
+    if free is None or free >= DISK_FULL_BYTES:
+        return None
+    return (f"the cluster's disk holding {jobdir} is full ({free >> 10} KiB free): the job's log "
+            f"and rank states cannot be written (No space left on device)")
+
+
+def parse_rank_file(rank: int, text: str, heartbeat_at: float | None = None) -> RankState:
+    """One rank file's text (the shim's ``start``/``exit``/``signal`` lines) -> that rank's state.
+
+    For readers of the job directory itself (the local tier); same rules as parse_rank_files.
+    """
+    state = RankState(rank=rank, heartbeat_at=heartbeat_at)
+    for line in text.splitlines():
+        state = _apply_event(state, line.split())
+    return state
+
+
+def _float(text: str) -> float | None:
+    try:
+        return float(text)
+    except ValueError:
+        return None
+
+
+def _apply_event(state: RankState, words: list[str]) -> RankState:
+    if not words:
+        return state
+    kind = words[0]
+    if kind == "start" and len(words) >= 2:
+        return replace(
+            state,
+            phase=RankPhase.RUNNING,
+            started_at=_float(words[1]),
+            node=words[2] if len(words) > 2 else state.node,
+            exit_code=None,
+            signal=None,
+            ended_at=None,
+            attempt=int(words[3]) if len(words) > 3 and words[3].isdigit() else state.attempt,
+        )
+    if kind == "requeue" and len(words) >= 2 and words[1].isdigit():
+        return RankState(rank=state.rank, heartbeat_at=state.heartbeat_at, attempt=int(words[1]))
+    if kind == "exit" and len(words) >= 3 and words[1].lstrip("-").isdigit():
+        code = int(words[1])
+        return replace(
+            state,
+            phase=RankPhase.EXITED if code == 0 else RankPhase.FAILED,
+            exit_code=code,
+            ended_at=_float(words[2]),
+        )
+    if kind in ("signal", "killed") and len(words) >= 3 and words[1].isdigit():
+        # "signal": stopped from outside (fail-stop, cancel, time limit); "killed": died of its
+        # own signal (abort, segfault, out of memory), which makes it a failure.
+        return replace(
+            state,
+            phase=RankPhase.STOPPED if kind == "signal" else RankPhase.FAILED,
+            signal=int(words[1]),
+            ended_at=_float(words[2]),
+        )
+    return state
+
+
+# --- the checkpoint directory -----------------------------------------------------------------
+
+
+def check_checkpoint_dir(value: str) -> str:
+    """A ``--checkpoint-dir`` value: an absolute path or ``~/path`` of plain characters."""
+    if not isinstance(value, str) or not _DIR_RE.fullmatch(value) or (
+        not value.startswith("/") and not value.startswith("~/")
+    ) or ".." in value.split("/"):
+        raise SpecError("checkpoint_dir", f"{value!r} is not allowed; use an absolute path or ~/path "
+                        "of letters, digits and _ . / + @ = , - (no '..')")
+    return value.rstrip("/") or "/"
+
+
+def checkpoint_dir_shell(spec_dir: str | None, name: str) -> str:
+    """The shell word a job script exports as ``JT_CHECKPOINT_DIR``.
+
+    Default: ``{workdir}/{name}/$SLURM_JOB_ID/checkpoints``, where the workdir is the parent of the
+    job directory (``$JT_JOB_DIR``). A ``~/`` override is expanded by the shell through ``$HOME``.
+    """
+    if spec_dir is None:
+        return f'"${{JT_JOB_DIR%/*}}/{name}/$SLURM_JOB_ID/{CHECKPOINTS}"'
+    path = check_checkpoint_dir(spec_dir)
+    if path.startswith("~/"):
+        return f'"$HOME"/{path[2:]}'
+    return path
+
+
+def checkpoint_root(jobdir: str, name: str) -> str:
+    """``{workdir}/{name}``: where the default checkpoint directories of the jobs named ``name``
+    whose directory is ``jobdir`` (absolute) live, one ``{job id}/checkpoints`` each."""
+    return f"{posixpath.dirname(jobdir.rstrip('/'))}/{name}"
+
+
+def default_checkpoint_dir(jobdir: str, name: str, job_id: str) -> str:
+    """What the default expands to for a job whose directory is ``jobdir`` (absolute)."""
+    return f"{checkpoint_root(jobdir, name)}/{job_id}/{CHECKPOINTS}"
+
+
+def expected_checkpoint_dir(spec_dir: str | None, jobdir: str, name: str, job_id: str) -> str:
+    """The directory recorded at submit (``~/`` is kept; the listing resolves it remotely)."""
+    if spec_dir is None:
+        return default_checkpoint_dir(jobdir, name, job_id)
+    return check_checkpoint_dir(spec_dir)
+
+
+# --- the listing ------------------------------------------------------------------------------
+
+#: Appended to a status command: after it, one ``@@ INDEX DIR`` line per checkpoint directory
+#: (``~/`` resolved), then one ``MTIME TYPE NAME`` line per entry (find -printf).
+LISTING_MARKER = "@@jt-checkpoints"
+
+
+def newest_entry(entries: Iterable[tuple[float, str, str]]) -> str | None:
+    """The newest checkpoint among ``(mtime, type, name)`` entries of a directory.
+
+    Files and directories (a Hugging Face ``checkpoint-500/``) count; hidden names and names of
+    partial writes (``.tmp``, ``.part``...) do not, nor symbolic links: a link's own mtime says
+    nothing about what it points to, and its target may be outside the checkpoint directory (a
+    ``latest`` link names a checkpoint that counts by itself). Ties go to the greater name
+    (``ckpt-000100.pt`` over ``ckpt-000050.pt``).
+    """
+    best: tuple[float, str] | None = None
+    for mtime, kind, name in entries:
+        if kind not in ("f", "d") or not name or name.startswith(".") or "/" in name:
+            continue
+        if name.endswith(_SKIP_SUFFIXES):
+            continue
+        if best is None or (mtime, name) > best:
+            best = (mtime, name)
+    return best[1] if best else None
+
+
+def parse_listing(text: str) -> dict[int, tuple[str, str | None]]:
+    """The listing part of a status command's output -> index -> (resolved dir, newest entry).
+
+    A directory that does not exist (yet) has no entries: ``(dir, None)``. Lines that are not
+    understood are skipped, so arbitrary text never raises.
+    """
+    out: dict[int, tuple[str, str | None]] = {}
+    current: int | None = None
+    entries: list[tuple[float, str, str]] = []
+
+    def close() -> None:
+        if current is not None:
+            out[current] = (out[current][0], newest_entry(entries))
+
+    for line in text.split("\n"):
+        if line.startswith("@@ "):
+            close()
+            index, _, directory = line[3:].partition(" ")
+            current = int(index) if index.isdigit() and directory else None
+            entries = []
+            if current is not None:
+                out[current] = (directory, None)
+            continue
+        if current is None:
+            continue
+        parts = line.split(" ", 2)
+        if len(parts) != 3:
+            continue
+        try:
+            mtime = float(parts[0])
+        except ValueError:
+            continue
+        if mtime != mtime:  # NaN
+            continue
+        entries.append((mtime, parts[1], parts[2]))
+    close()
+    return out
+
+
+def split_listing(output: str) -> tuple[str, str]:
+    """A status command's stdout -> (the scheduler's own output, the listing)."""
+    head, found, tail = output.partition("\n" + LISTING_MARKER + "\n")
+    if found:
+        return head + "\n", tail
+    if output.startswith(LISTING_MARKER + "\n"):
+        return "", output[len(LISTING_MARKER) + 1:]
+    return output, ""

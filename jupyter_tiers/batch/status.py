@@ -1,0 +1,142 @@
+"""Pure logic that turns what a tier observed into a JobStatus and a one-line summary."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+
+from .metrics import format_value
+from ..core.model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
+from .requeue import BETWEEN_RUNS, RAN_STATES, restart_count, summary_restarts
+from ..core.timefmt import format_elapsed
+
+
+def merge_status(
+    job_id: str,
+    sched: SchedulerInfo | None,
+    ranks: Mapping[int, RankState] | None,
+    world_size: int,
+    previous: JobStatus | None = None,
+    *,
+    restarts: int = 0,
+) -> JobStatus:
+    """Combine the scheduler's view and the rank files into one JobStatus.
+
+    When the scheduler could not be asked (``sched`` is None) the previous scheduler fields are
+    kept. ``restarts`` is what the registry knew of the job's restarts (a reattach between a
+    requeued job's runs, before its rank files say so). Once the job is over, ranks that started
+    but recorded no end were killed outright (SIGKILL after the kill wait) and are shown as
+    stopped.
+    """
+    base = previous or JobStatus(job_id=job_id, state=JobState.PENDING, world_size=world_size)
+    restarts = max(base.restarts, restarts)
+    if (sched is not None and previous is not None and previous.state in RAN_STATES
+            and sched.state in BETWEEN_RUNS and sched.start_time != previous.start_time):
+        restarts += 1  # requeued (preempted, node failure, scontrol requeue): a new run is coming
+    if sched is not None:
+        base = replace(
+            base,
+            state=sched.state,
+            reason=sched.reason,
+            # While COMPLETING, Slurm lists only the nodes still cleaning up: keep the full list.
+            nodelist=(base.nodelist if sched.state is JobState.COMPLETING and base.nodelist
+                      else sched.nodelist or base.nodelist),
+            start_time=sched.start_time,
+            end_time=sched.end_time or base.end_time,
+            elapsed_s=sched.elapsed_s if sched.elapsed_s is not None else base.elapsed_s,
+            exit_code=sched.exit_code if sched.exit_code is not None else base.exit_code,
+            checkpoint=sched.checkpoint or base.checkpoint,
+        )
+    rank_map = dict(ranks) if ranks is not None else {r.rank: r for r in base.ranks}
+    full = [rank_map.get(i, RankState(rank=i)) for i in range(world_size)]
+    extra = [r for k, r in sorted(rank_map.items()) if k >= world_size]
+    all_ranks = full + extra
+    restarts = restart_count(all_ranks, restarts)
+    # A rank whose last state is from an earlier run waits for this run's start.
+    all_ranks = [r if r.attempt >= restarts else RankState(rank=r.rank, attempt=restarts)
+                 for r in all_ranks]
+    if sched is not None and sched.state is JobState.NODE_FAIL and sched.failed_nodes:
+        base = replace(base, reason=node_failure_reason(sched.failed_nodes, all_ranks))
+    if base.state.terminal:
+        all_ranks = [
+            replace(r, phase=RankPhase.STOPPED) if r.phase is RankPhase.RUNNING else r
+            for r in all_ranks
+        ]
+    elif base.state in (JobState.PENDING, JobState.UNKNOWN) and any(
+        r.phase is not RankPhase.WAITING for r in all_ranks
+    ):
+        # The rank files prove it runs before the scheduler query says so.
+        base = replace(base, state=JobState.RUNNING, reason=None)
+    return replace(base, ranks=tuple(all_ranks), world_size=world_size, restarts=restarts)
+
+
+def node_failure_reason(failed: Sequence[tuple[str, str]], ranks: Sequence[RankState]) -> str:
+    """``node failure: node2 (rank 1) down: Not responding``: which node the scheduler gave up,
+    the ranks that ran there (from the rank files) and why."""
+    parts = []
+    for node, why in failed:
+        on = [r.rank for r in ranks if r.node == node]
+        where = f" (rank{'s' if len(on) > 1 else ''} {', '.join(map(str, on))})" if on else ""
+        parts.append(f"{node}{where} {why}")
+    return "node failure: " + "; ".join(parts)
+
+
+def _signal_name(number: int) -> str:
+    import signal
+
+    try:
+        return f"{signal.Signals(number).name} ({number})"
+    except ValueError:
+        return f"signal {number}"
+
+
+def describe_rank(rank: RankState) -> str:
+    """"rank 137 (node18) exit 7" style text."""
+    where = f" ({rank.node})" if rank.node else ""
+    if rank.phase is RankPhase.FAILED and rank.exit_code is None and rank.signal:
+        return f"rank {rank.rank}{where} killed by {_signal_name(rank.signal)}"
+    if rank.phase is RankPhase.FAILED:
+        return f"rank {rank.rank}{where} exit {rank.exit_code}"
+    if rank.phase is RankPhase.STOPPED:
+        return f"rank {rank.rank}{where} stopped by signal {rank.signal or 9}"
+    return f"rank {rank.rank}{where} {rank.phase.value}"
+
+
+# States whose summary carries the log's first error line (a cancel or time limit says why itself).
+_ERROR_STATES = frozenset({JobState.FAILED, JobState.OUT_OF_MEMORY, JobState.NODE_FAIL, JobState.BOOT_FAIL})
+
+
+def summary_line(status: JobStatus, *, metric: tuple[str, float] | None = None,
+                 error: str | None = None) -> str:
+    """The one line printed when a job ends, e.g.
+
+    ``job 41 FAILED in 00:00:12 — first failure: rank 137 (node18) exit 7; 255 ranks stopped``
+    ``job 42 COMPLETED in 00:00:42 on node[1-2] — checkpoint /scratch/ckpt/ft/42/checkpoints/ckpt-000100.pt``
+
+    With what the log showed (metrics.MetricsTracker): ``metric``, the main metric's last value
+    (``— loss 0.0123``, ``; last loss 2.31`` for a job that did not complete), and ``error``, the
+    first error line, shown for a job that failed (``— RuntimeError: CUDA error: out of memory``).
+    """
+    head = (f"job {status.job_id} {status.state.value}{summary_restarts(status.restarts)}"
+            f" in {format_elapsed(status.elapsed_s)}")
+    if status.state is JobState.COMPLETED:
+        return (head + (f" on {status.nodelist}" if status.nodelist else "")
+                + (f" — {metric[0]} {format_value(metric[1])}" if metric else "")
+                + (f" — checkpoint {status.checkpoint}" if status.checkpoint else ""))
+    first = status.first_failure
+    stopped = status.count(RankPhase.STOPPED)
+    details: list[str] = []
+    if first is not None:
+        details.append(f"first failure: {describe_rank(first)}")
+    elif status.state is JobState.FAILED and not any(r.phase.done for r in status.ranks):
+        details.append(f"exit {status.exit_code} before any rank ran (see the log)")
+    if stopped:
+        details.append(f"{stopped} rank{'s' if stopped != 1 else ''} stopped")
+    if status.state is not JobState.FAILED and status.reason and status.reason != "None":
+        details.append(f"reason: {status.reason}")
+    if metric and status.state.terminal:
+        details.append(f"last {metric[0]} {format_value(metric[1])}")
+    line = head + (" — " + "; ".join(details) if details else "")
+    if error and status.state in _ERROR_STATES:
+        line += f" — {error}"
+    return line

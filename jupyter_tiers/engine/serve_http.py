@@ -1,0 +1,323 @@
+"""Plain HTTP to a service through its tier's own forward: the one request path of Try it,
+``svc.request``, ``svc.chat``, ``svc.models`` (and the load test).
+
+:func:`forward_url` opens the forward on demand and reuses it: ``svc.port_forward()`` on
+Kubernetes (a local port relayed to one ready pod), the front port on the local tier. Only a
+loopback URL is ever used, so nothing here can reach another host. :func:`send` is one request
+on one connection with its timings; :class:`ChatStream` reads a streamed chat answer as it
+arrives. A request on a reused Kubernetes port-forward that gets no answer at all (the pod
+behind it went away) is sent once more on a fresh forward.
+
+Many requests (a load test): look the forward up once, validate the request once, send it::
+
+    url = forward_url(svc)
+    req = make_request("POST", "/v1/completions", json={"prompt": "hi"})   # httpmodel.py
+    resp = send(url, req, timeout=10)    # HttpResponse: status, ttfb, total, answered_by, ...
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json as jsonlib
+import re
+import socket
+import threading
+import time
+import weakref
+from collections.abc import Callable, Generator
+from typing import TYPE_CHECKING, Any
+
+from ..core.errors import SpecError, TiersError
+from ..serving.httpmodel import MAX_BODY, HttpRequest, HttpResponse, answered_by, make_request
+from ..serving.openai_compat import (
+    MAX_ANSWER,
+    ChatStats,
+    SSEError,
+    SSEParser,
+    chat_request,
+    chunk_text,
+    completion_text,
+    error_text,
+    model_ids,
+)
+from ..serving.status import check_track
+
+if TYPE_CHECKING:
+    from .handles import Service
+
+DEFAULT_TIMEOUT = 30.0  # seconds: connect, and between any two reads
+CHAT_TIMEOUT = 300.0
+DRAIN_LIMIT = 64 * 1024 * 1024  # bytes read past MAX_BODY (so the connection ends cleanly) at most
+_LOOPBACK = re.compile(r"http://(127\.0\.0\.1|localhost|\[::1\]):(\d{1,5})/?")
+
+_forwards: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
+_lock = threading.Lock()
+
+
+def forward_url(service: Service, *, fresh: bool = False, track: str | None = None) -> str:
+    """The service's forward (``http://127.0.0.1:PORT``), opened on first use and reused: a
+    Kubernetes port-forward while its tier keeps it open, the local tier's front port while the
+    service's state still names it (a restarted supervisor listens on a new port). ``fresh``
+    opens a new one (the pod behind the old one may be gone)."""
+    return _forward(service, fresh=fresh, track=track)[0]
+
+
+def _forward(service: Service, *, fresh: bool = False, track: str | None = None) -> tuple[str, bool]:
+    """The forward's URL (to the pods of ``track``, "stable" or "canary", or either: None), and
+    whether it is a reused Kubernetes port-forward."""
+    track = check_track(track)
+    tier, key = service.tier, f"{service.record.key}\0{track or ''}"
+    with _lock:
+        cached = _forwards.get(tier, {}).get(key)
+    if cached and not fresh:
+        if tier.keeps_forwards:
+            if tier.forwarded_pod(cached) is not None:  # still open in this process
+                return cached, True
+        elif track is not None:
+            if tier.forward_alive(cached):
+                return cached, False
+        elif (tier.endpoint(service.record) or "").rstrip("/") == cached:  # one small file read
+            return cached, False
+    url = (service.port_forward(track=track) if track else service.port_forward()).rstrip("/")
+    loopback(url)
+    with _lock:
+        _forwards.setdefault(tier, {})[key] = url
+    return url, False
+
+
+def loopback(url: str) -> tuple[str, int]:
+    """Host and port of a loopback ``http://`` URL; TiersError for anything else."""
+    match = _LOOPBACK.fullmatch(url)
+    if not match or not 0 < int(match.group(2)) < 65536:
+        raise TiersError(f"not a local forward: {url[:100]!r} (requests go only to the service's forward)")
+    return match.group(1).strip("[]"), int(match.group(2))
+
+
+def _connect(base_url: str, request: HttpRequest, timeout: float, *,
+             on_socket: Callable[[socket.socket], None] | None = None) -> tuple[
+        http.client.HTTPConnection, http.client.HTTPResponse, float]:
+    host, port = loopback(base_url)
+    conn = http.client.HTTPConnection(host, port, timeout=timeout)
+    started = time.perf_counter()
+    try:
+        conn.connect()
+        if on_socket is not None and conn.sock is not None:  # (the response may own it later)
+            on_socket(conn.sock)
+        conn.request(request.method, request.path, body=request.body or None, headers=dict(request.headers))
+        resp = conn.getresponse()
+    except BaseException:
+        conn.close()
+        raise
+    return conn, resp, started
+
+
+def send(base_url: str, request: HttpRequest, *, timeout: float = DEFAULT_TIMEOUT,
+         pod: str | None = None) -> HttpResponse:
+    """One request on a new connection to ``base_url`` (loopback only). ``pod`` is who answers
+    when no response header says (the forward's pod). Socket errors propagate."""
+    conn, resp, started = _connect(base_url, request, timeout)
+    try:
+        ttfb = time.perf_counter() - started
+        body = bytearray()
+        dropped = 0
+        while True:
+            piece = resp.read1(65536) if request.method != "HEAD" else b""
+            if not piece:
+                break
+            room = MAX_BODY - len(body)
+            body += piece[:room]
+            dropped += max(0, len(piece) - room)
+            if dropped > DRAIN_LIMIT:
+                break
+        total = time.perf_counter() - started
+        headers = tuple((k, v) for k, v in resp.getheaders())
+        return HttpResponse(resp.status, resp.reason, headers, bytes(body), ttfb, total,
+                            answered_by(headers, pod), truncated=dropped > 0)
+    finally:
+        conn.close()
+
+
+def _pod_of(service: Service, url: str) -> str | None:
+    """The pod a Kubernetes forward relays to (the local tier's front port has none)."""
+    return service.tier.forwarded_pod(url)
+
+
+def _describe(exc: BaseException) -> str:
+    if isinstance(exc, socket.timeout | TimeoutError):
+        return "no answer in time"
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+_NO_ANSWER = (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine)
+
+
+def request(service: Service, method: str, path: str, *, json: Any = None, body: str | bytes | None = None,
+            headers: Any = None, timeout: float = DEFAULT_TIMEOUT, track: str | None = None) -> HttpResponse:
+    """Send one request to ``service`` through its forward; see :meth:`Service.request`."""
+    given = {"json": json} if json is not None else {}
+    req = make_request(method, path, body=body, headers=headers, **given)
+    _check_timeout(timeout)
+    url, reused = _forward(service, track=track)
+    what = f"{req.method} {req.path}: no answer from {service.name}"
+    while True:
+        try:
+            return send(url, req, timeout=timeout, pod=_pod_of(service, url))
+        except _NO_ANSWER as exc:
+            if reused:  # the forward may point at a pod that is gone: a fresh one, once
+                url, reused = _forward(service, fresh=True, track=track)
+                continue
+            raise TiersError(f"{what}: {_describe(exc)}") from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise TiersError(f"{what}: {_describe(exc)}") from None
+
+
+def _check_timeout(timeout: Any) -> None:
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not 0 < timeout <= 3600:
+        raise SpecError("timeout", f"seconds, more than 0 and at most 3600, got {timeout!r}")
+
+
+def models(service: Service, *, timeout: float = 10.0, track: str | None = None) -> list[str]:
+    """The model ids ``/v1/models`` lists; TiersError when the server is not OpenAI-compatible."""
+    resp = request(service, "GET", "/v1/models", timeout=timeout, track=track)
+    payload: Any = None
+    with contextlib.suppress(ValueError):
+        payload = resp.json()
+    ids = model_ids(payload) if resp.status == 200 else None
+    if ids is None:
+        why = f"HTTP {resp.status}" if resp.status != 200 else "not a models list"
+        raise TiersError(f"{service.name} is not OpenAI-compatible: GET /v1/models gave {why}")
+    return list(ids)
+
+
+class ChatStream:
+    """The text pieces of one chat answer as they arrive (iterate it), with ``stats`` (time to
+    first token, pieces per second) and ``answered_by``. ``close()`` ends it early (``abort()``
+    from another thread)."""
+
+    def __init__(self, service: Service, body: dict[str, Any], timeout: float,
+                 track: str | None = None) -> None:
+        self.track = track
+        self.stats = ChatStats(started=time.perf_counter())
+        self.answered_by: str | None = None
+        self.text = ""
+        self.aborted = False
+        self._sock: socket.socket | None = None
+        self._pieces = self._run(service, body, timeout)
+
+    def __iter__(self) -> ChatStream:
+        return self
+
+    def __next__(self) -> str:
+        piece = next(self._pieces)
+        self.stats.add(time.perf_counter())
+        self.text += piece
+        return piece
+
+    def close(self) -> None:
+        """End the stream (from the thread that iterates it)."""
+        self._pieces.close()
+
+    def abort(self) -> None:
+        """End the stream from another thread: its connection is shut, so the iterating thread
+        gets a TiersError at once (``aborted`` says why)."""
+        self.aborted = True
+        sock = self._sock
+        if sock is not None:
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+    def __repr__(self) -> str:
+        return f"<ChatStream: {self.stats.pieces} pieces, {len(self.text)} characters>"
+
+    def _run(self, service: Service, body: dict[str, Any], timeout: float) -> Generator[str, None, None]:
+        stream = bool(body.get("stream"))
+        req = make_request("POST", "/v1/chat/completions", json=body,
+                           headers={"Accept": "text/event-stream" if stream else "application/json"})
+        url, reused = _forward(service, track=self.track)
+        while True:
+            try:
+                conn, resp, started = _connect(url, req, timeout, on_socket=self._keep_socket)
+                break
+            except _NO_ANSWER as exc:
+                if reused:
+                    url, reused = _forward(service, fresh=True, track=self.track)
+                    continue
+                raise TiersError(f"chat: no answer from {service.name}: {_describe(exc)}") from None
+            except (OSError, http.client.HTTPException) as exc:
+                raise TiersError(f"chat: no answer from {service.name}: {_describe(exc)}") from None
+        self.stats.started = started
+        try:
+            headers = tuple(resp.getheaders())
+            self.answered_by = answered_by(headers, _pod_of(service, url))
+            ctype = (resp.getheader("content-type") or "").lower()
+            if resp.status >= 400 or "text/event-stream" not in ctype:
+                raw = resp.read(MAX_ANSWER + 1)
+                if len(raw) > MAX_ANSWER and resp.status < 400:
+                    raise TiersError(f"chat: the answer from {service.name} is longer than "
+                                     f"{MAX_ANSWER // 1024 // 1024} MiB; ask for fewer tokens (max_tokens)")
+                try:
+                    payload = jsonlib.loads(raw.decode("utf-8", errors="replace"))
+                except ValueError:
+                    payload = None
+                if resp.status >= 400:
+                    fallback = raw.decode("utf-8", errors="replace") or resp.reason
+                    raise TiersError(f"chat: HTTP {resp.status}: {error_text(payload, fallback)}")
+                text = completion_text(payload)
+                if text:
+                    yield text
+                return
+            parser = SSEParser()
+            kept = 0  # bytes of answer text so far
+            while True:
+                try:
+                    chunk = resp.read1(65536)
+                except (OSError, http.client.HTTPException) as exc:
+                    if self.aborted:  # a shut socket may read as a reset rather than as the end
+                        raise TiersError("chat: stopped") from None
+                    broke = f"chat: the stream from {service.name} broke"
+                    raise TiersError(f"{broke}: {_describe(exc)}") from None
+                if not chunk:
+                    if self.aborted:
+                        raise TiersError("chat: stopped")
+                    return
+                try:
+                    events = parser.feed(chunk)
+                except SSEError as exc:
+                    raise TiersError(f"chat: the stream from {service.name} broke off: {exc}") from None
+                for event in events:
+                    if event.event == "error" or '"error"' in event.data[:20]:
+                        try:
+                            payload = jsonlib.loads(event.data)
+                        except ValueError:
+                            payload = None
+                        if event.event == "error" or (isinstance(payload, dict) and "error" in payload):
+                            why = error_text(payload, event.data)
+                            raise TiersError(f"chat: the server sent an error: {why}")
+                    piece = chunk_text(event.data)
+                    if piece is None:
+                        return
+                    if piece:
+                        kept += len(piece.encode("utf-8", "surrogatepass"))
+                        if kept > MAX_ANSWER:
+                            raise TiersError(f"chat: the answer from {service.name} is longer than "
+                                             f"{MAX_ANSWER // 1024 // 1024} MiB; the rest was not read "
+                                             "(ask for fewer tokens: max_tokens)")
+                        yield piece
+        finally:
+            conn.close()
+            resp.close()
+
+    def _keep_socket(self, sock: socket.socket) -> None:
+        self._sock = sock
+        if self.aborted:  # stopped while connecting
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
+
+
+def chat(service: Service, messages: Any, *, model: str | None = None, stream: bool = True,
+         timeout: float = CHAT_TIMEOUT, track: str | None = None, **params: Any) -> ChatStream:
+    """Ask ``/v1/chat/completions``; see :meth:`Service.chat`."""
+    _check_timeout(timeout)
+    body = chat_request(messages, model=model, stream=stream, params=params)
+    return ChatStream(service, body, timeout, check_track(track))

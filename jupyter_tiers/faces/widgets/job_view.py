@@ -1,0 +1,241 @@
+"""JobView: the live widget of one job (header, rank grid, log with rank filter, controls)."""
+
+from __future__ import annotations
+
+import collections
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets as t
+
+from ...core.errors import TiersError
+from ...batch.failstop import Failure, failure_of, fold_text
+from ...engine.handles import Job
+from ...batch.logs import LogBatch
+from ...core.model import JobStatus, LogLine, RankPhase
+from ...batch.status import summary_line
+from ...app.viewstate.job import lines_message, ranks_per_node, status_traits, text_message
+from .batcher import LineBatcher
+from .files_pane import FilesPane
+from .rank_metrics import RankMetrics
+from .view_common import view_module
+
+_HERE = Path(__file__).parent
+
+
+class JobView(anywidget.AnyWidget):
+    """Live view of a Job. Subscribes to its tier's watcher; unsubscribes when the job ends.
+
+    Log lines travel as custom messages in batches (at most 8 a second), as the log's own text
+    (the front end splits lines and rank prefixes); the front end keeps at most ``log_limit``
+    lines, and the kernel keeps at least as many, as message texts, for a reloaded page.
+    """
+
+    # job_view.js with the modules it imports (rank grid, metric charts, Files tab), linked in one.
+    _esm = view_module("job_view.js")
+    _css = _HERE / "job_view.css"
+
+    job_id = t.Unicode("").tag(sync=True)
+    job_name = t.Unicode("").tag(sync=True)
+    profile = t.Unicode("").tag(sync=True)
+    tier_kind = t.Unicode("").tag(sync=True)
+    state = t.Unicode("PENDING").tag(sync=True)
+    reason = t.Unicode("").tag(sync=True)
+    start_time = t.Unicode("").tag(sync=True)
+    elapsed = t.Unicode("").tag(sync=True)
+    elapsed_s = t.Int(-1).tag(sync=True)
+    nodelist = t.Unicode("").tag(sync=True)
+    checkpoint = t.Unicode("").tag(sync=True)  # newest entry of $JT_CHECKPOINT_DIR (full path)
+    restarts = t.Int(0).tag(sync=True)  # a requeued job's restarts so far (requeue.py)
+    world_size = t.Int(0).tag(sync=True)
+    #: Ranks on each node as submitted (0: unknown): the grid's rows before the ranks start.
+    ranks_per_node = t.Int(0).tag(sync=True)
+    ranks: t.List[list[Any]] = t.List().tag(sync=True)
+    first_failure = t.Int(-1).tag(sync=True)
+    message = t.Unicode("").tag(sync=True)
+    terminal = t.Bool(False).tag(sync=True)
+    summary = t.Unicode("").tag(sync=True)
+    script = t.Unicode("").tag(sync=True)
+    log_limit = t.Int(5000).tag(sync=True)
+    lines_received = t.Int(0).tag(sync=True)
+    cancel_requested = t.Bool(False).tag(sync=True)
+    log_skipped_bytes = t.Int(0).tag(sync=True)
+    #: Once a rank failed: the one line the fail-stop's kill lines fold into (failstop.py).
+    fold_label = t.Unicode("").tag(sync=True)
+    #: One rank's metrics read from the log, {key: [[x, y or None], ...]} (downsampled), for the
+    #: SVG charts (metrics_chart.js); sent at most once every ``metrics_interval`` seconds.
+    metrics = t.Dict().tag(sync=True)
+    #: The rank ``metrics`` is of (0 unless the front end asked for another: a metrics_rank message).
+    metrics_rank = t.Int(0).tag(sync=True)
+    #: Why the charted rank's earlier metrics are missing, if they are.
+    metrics_note = t.Unicode("").tag(sync=True)
+    metrics_interval = 1.0
+    #: The Files tab (files_pane.py): [name, size, mtime] rows, a note, download progress by name.
+    files: t.List[list[Any]] = t.List().tag(sync=True)
+    files_note = t.Unicode("").tag(sync=True)
+    downloads = t.Dict().tag(sync=True)
+
+    #: When reattaching (``log_offset=None``), show at most this much of the log's end.
+    backlog_bytes = 512 * 1024
+
+    def __init__(self, job: Job, *, log_offset: int | None = 0, **kwargs: Any) -> None:
+        """Show ``job``, following its log from ``log_offset`` (None: only the log's last
+        ``backlog_bytes``, for reattaching to a job that has been running for a while)."""
+        super().__init__(
+            job_id=job.id,
+            job_name=job.name,
+            profile=job.record.profile,
+            tier_kind=job.record.tier,
+            world_size=job.record.world_size,
+            ranks_per_node=ranks_per_node(job.record.spec, job.record.world_size),
+            script=job.script,
+            **kwargs,
+        )
+        self.job = job
+        self.final_status: JobStatus | None = None
+        self.ended = threading.Event()
+        self._buffer: collections.deque[tuple[str, int]] = collections.deque()  # (text, lines)
+        self._buffered = 0
+        self._send_lock = threading.Lock()  # a reset (hello, a first failure) and batches in order
+        self._failure: Failure | None = None
+        self._batcher: LineBatcher[Any] = LineBatcher(self._send_lines, join=list)
+        self._metrics = RankMetrics(job.metric_patterns(), max_points=200)
+        self._metrics_sent = 0.0
+        self._metrics_parsed = 0.0
+        self.files_pane = FilesPane(self)
+        self.on_msg(self._on_front_end_msg)
+        skip_partial = False
+        if log_offset is None:
+            try:
+                log_offset = max(0, job.tier.log_size(job.record) - self.backlog_bytes)
+            except TiersError:
+                log_offset = 0
+            skip_partial = log_offset > 0
+            self.log_skipped_bytes = log_offset
+        self._metrics.start_at(log_offset)
+        self._sub = job.watch(self._on_status, on_lines=self._on_lines, on_end=self._on_end,
+                              log_offset=log_offset, skip_partial=skip_partial)
+
+    # --- from the watcher (background threads) ---------------------------------------
+    def _on_lines(self, lines: Sequence[LogLine]) -> None:
+        """A batch of the log as the follower read it (a LogBatch). The metrics read every batch,
+        in log order, before the display's batcher keeps only each message's newest lines: the
+        summary must see rank 0's last lines even when other ranks' lines crowd them out."""
+        if isinstance(lines, LogBatch):
+            self._track_metrics(lines.text, end=lines.end)
+        elif lines:  # LogLines from another decoder
+            self._track_metrics("".join(f"{ln.rank}: {ln.text}\n" if ln.rank is not None else f"{ln.text}\n"
+                                        for ln in lines), end=lines[-1].end_offset)
+        self._batcher.add(lines)
+
+    def _on_status(self, status: JobStatus) -> None:
+        with self.hold_sync():
+            for key, value in status_traits(status).items():
+                setattr(self, key, value)
+            failure = failure_of(status.first_failure)
+            if failure is not None:
+                self.fold_label = failure.label(status.count(RankPhase.STOPPED))
+        if failure is not None and failure != self._failure:
+            with self._send_lock:
+                before, self._failure = self._failure, failure
+                # Lines sent before to fold now (or folded for another rank): send them again.
+                if before is not None or fold_text(self._kept_text(), failure).lines:
+                    self._send_all()
+
+    def _kept_text(self) -> str:
+        return "".join(t for t, _n in list(self._buffer))
+
+    def _send_all(self) -> None:
+        """Send every kept line again as a reset (a reloaded page; a first failure to fold)."""
+        self.send(text_message(self._kept_text(), reset=True, failure=self._failure))
+
+    def _send_lines(self, parts: list[LogBatch], skipped: int) -> None:
+        with self._send_lock:
+            msg = lines_message(parts, skipped, self._failure)
+            count = sum(len(p) for p in parts)
+            self._buffer.append((msg["text"], count))
+            self._buffered += count
+            while self._buffered - self._buffer[0][1] >= self.log_limit:
+                self._buffered -= self._buffer.popleft()[1]
+            self.lines_received += count + skipped
+            self.send(msg)
+        self._track_metrics("")
+
+    def _track_metrics(self, text: str, *, end: int | None = None, final: bool = False) -> None:
+        """Read a batch's metrics and refresh the charts' trait when ``metrics_interval`` has
+        passed, or at the end. A fast log comes in many batches a second: metrics are parsed at
+        most 8 times a second (RankMetrics.feed's ``defer`` in between; the chart is a sample,
+        the last values stay exact, and every line is still checked for errors). Empty ``text``
+        (each display message, and the end) parses what the deferred batches kept."""
+        now = time.monotonic()
+        due = final or not text or now - self._metrics_parsed >= 0.125
+        if due and text:
+            self._metrics_parsed = now
+        self._metrics.feed(text, end, defer=not due)
+        if final or now - self._metrics_sent >= self.metrics_interval:
+            self._metrics_sent = now
+            self._show_metrics()
+
+    def _on_end(self, status: JobStatus) -> None:
+        self._batcher.close()
+        self.final_status = status
+        self._on_status(status)
+        self._track_metrics("", final=True)
+        rank0 = self._metrics.summary
+        self.summary = summary_line(status, metric=rank0.main(), error=rank0.error)
+        self._sub.close()
+        self.ended.set()
+
+    # --- from the front end --------------------------------------------------------------
+    def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if not isinstance(content, dict):
+            return
+        kind = content.get("kind")
+        if kind == "hello":  # a (re)loaded page asks for what it missed
+            with self._send_lock:
+                self._send_all()
+        elif kind == "metrics_rank":
+            rank = content.get("rank")
+            if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < max(1, self.world_size):
+                self._metrics.pick(rank, lambda: self.job.tier.log_chunks(self.job.record, 0),
+                                   self._show_metrics)
+        elif self.files_pane.on_message(content):
+            pass
+        elif kind == "cancel" and not self.terminal:
+            self.cancel_requested = True
+            threading.Thread(target=self._cancel, name="jt-cancel", daemon=True).start()
+
+    def _cancel(self) -> None:
+        try:
+            self.job.cancel()
+        except TiersError as exc:  # refused (not the user's job, say): say so, allow another try
+            with self.hold_sync():
+                self.cancel_requested = False
+                self.message = str(exc)
+
+    def _show_metrics(self) -> None:
+        """Sync the charted rank's series (with the rank and note, which change together)."""
+        rank, note, data = self._metrics.snapshot()
+        with self.hold_sync():
+            if data != self.metrics:
+                self.metrics = data
+            self.metrics_rank = rank
+            self.metrics_note = note
+
+    # --- Python API ----------------------------------------------------------------------
+    def wait(self, timeout: float | None = None) -> JobStatus | None:
+        """Block until the job has ended and its log is complete; returns the final status."""
+        self.ended.wait(timeout)
+        return self.final_status
+
+    def close(self) -> None:
+        self._sub.close()
+        self._batcher.close()
+        super().close()
+
+    def __repr__(self) -> str:
+        return f"JobView(job {self.job_id} {self.job_name!r}: {self.state})"

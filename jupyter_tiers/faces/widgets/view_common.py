@@ -1,0 +1,47 @@
+"""Each view's ES module for anywidget (the view's file and what it imports, linked by
+esm_link.py), and the check that a widget's synced traits are its view's schema
+(viewstate/schema.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anywidget
+import traitlets as t
+
+from ...app.viewstate import schema
+from .esm_link import link
+
+_HERE = Path(__file__).parent
+
+#: The JSON kind each traitlet type syncs as.
+_KINDS: dict[type, type] = {t.Unicode: str, t.Int: int, t.Bool: bool, t.List: list, t.Dict: dict}
+
+
+def view_module(name: str) -> str:
+    """The ES module text anywidget gets for the view ``name`` (e.g. ``job_view.js``): the view's
+    module with every module it imports from this directory linked in, its default export the
+    view's."""
+    return link(name, lambda file: (_HERE / file).read_text(encoding="utf-8"))
+
+
+def schema_mismatches(widget: type[anywidget.AnyWidget], view: type) -> list[str]:
+    """How ``widget``'s own synced traits differ from the fields of ``view`` (a frozen dataclass
+    of viewstate/schema.py): a trait or field missing on one side, another kind or default.
+    Empty when they agree."""
+    base = set(anywidget.AnyWidget.class_traits(sync=True))
+    traits = {n: tr for n, tr in widget.class_traits(sync=True).items() if n not in base}
+    kinds, defaults = schema.field_types(view), schema.defaults(view)
+    problems = [f"trait {n} is not in {view.__name__}" for n in traits if n not in kinds]
+    problems += [f"{view.__name__}.{n} is not a synced trait of {widget.__name__}"
+                 for n in kinds if n not in traits]
+    for name in kinds.keys() & traits.keys():
+        trait = traits[name]
+        kind = next((k for cls, k in _KINDS.items() if isinstance(trait, cls)), None)
+        if kind is not kinds[name]:
+            problems.append(f"{widget.__name__}.{name} is a {type(trait).__name__}, "
+                            f"{view.__name__}.{name} a {kinds[name].__name__}")
+        elif trait.default() != defaults[name]:
+            problems.append(f"{widget.__name__}.{name} defaults to {trait.default()!r}, "
+                            f"{view.__name__}.{name} to {defaults[name]!r}")
+    return sorted(problems)

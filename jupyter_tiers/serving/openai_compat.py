@@ -1,0 +1,246 @@
+"""Pure: Server-Sent Events and the OpenAI-compatible API (vLLM, TGI, llama.cpp, ...).
+
+:class:`SSEParser` turns bytes as they arrive into events (the WHATWG EventSource rules: ``\\n``,
+``\\r\\n`` or ``\\r`` line ends, ``:`` comments, ``data:`` lines joined, an event ends at a blank
+line, an unfinished one at the end of the stream is dropped). The rest reads and writes the
+OpenAI payloads: the models list (its presence is how a server is detected as compatible),
+chat requests, streamed chunks and error bodies. No I/O: serve_http.py does that.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from ..core.errors import SpecError, TiersError
+from ..core.plaintext import printable
+
+MAX_LINE = 1024 * 1024  # bytes of one SSE line (a chunk of one token is ~200)
+MAX_EVENT = 1024 * 1024  # characters of one event's data (its data: lines joined)
+MAX_ANSWER = 8 * 1024 * 1024  # bytes of one chat answer's text (as request() keeps of a body)
+DONE = "[DONE]"
+_BOM = b"\xef\xbb\xbf"
+ROLES = ("system", "user", "assistant", "tool", "developer")
+MAX_MESSAGES = 1000
+#: Sampling parameters ``chat`` passes through, and the types they may have.
+CHAT_PARAMS: dict[str, tuple[type, ...]] = {
+    "max_tokens": (int,), "temperature": (int, float), "top_p": (int, float), "seed": (int,),
+    "stop": (str, list), "presence_penalty": (int, float), "frequency_penalty": (int, float),
+    "n": (int,),
+}
+
+
+class SSEError(TiersError):
+    """A stream that is not Server-Sent Events (a line longer than MAX_LINE, an event longer
+    than MAX_EVENT)."""
+
+
+@dataclass(frozen=True)
+class SSEEvent:
+    """One dispatched event: its type (``message`` by default), data and last event id."""
+
+    data: str
+    event: str = "message"
+    id: str = ""
+
+
+class SSEParser:
+    """Incremental SSE parser: ``feed(bytes)`` returns the events those bytes completed."""
+
+    def __init__(self) -> None:
+        self._buf = b""
+        self._started = False
+        self._data: list[str] = []
+        self._size = 0  # characters in _data (a server may send data: lines without end)
+        self._event = ""
+        self._id = ""
+        self._cr = False  # the last chunk ended in \r: a \n first in the next one is the same line end
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        if self._cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        self._cr = chunk.endswith(b"\r")
+        buf = self._buf + chunk
+        if not self._started:  # a byte order mark first in the stream is dropped
+            if _BOM.startswith(buf):
+                self._buf = buf
+                return []
+            self._started = True
+            if buf.startswith(_BOM):
+                buf = buf[3:]
+        events: list[SSEEvent] = []
+        start = 0
+        n = len(buf)
+        while start < n:
+            cr = buf.find(b"\r", start)
+            lf = buf.find(b"\n", start)
+            ends = [i for i in (cr, lf) if i >= 0]
+            if not ends:
+                break
+            end = min(ends)
+            line = buf[start:end]
+            step = 2 if buf[end:end + 2] == b"\r\n" else 1
+            start = end + step
+            event = self._line(line.decode("utf-8", errors="replace"))
+            if event is not None:
+                events.append(event)
+        self._buf = buf[start:]
+        if len(self._buf) > MAX_LINE:
+            raise SSEError(f"an event stream line longer than {MAX_LINE} bytes: not Server-Sent Events")
+        return events
+
+    def _line(self, line: str) -> SSEEvent | None:
+        if not line:
+            if not self._data:
+                self._event = ""
+                return None
+            event = SSEEvent("\n".join(self._data), self._event or "message", self._id)
+            self._data, self._event, self._size = [], "", 0
+            return event
+        if line.startswith(":"):
+            return None
+        name, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if name == "data":
+            self._size += len(value) + 1
+            if self._size > MAX_EVENT:
+                raise SSEError(f"an event longer than {MAX_EVENT // 1024 // 1024} MiB (data: lines without "
+                               "the blank line that ends an event): not a stream of answer pieces")
+            self._data.append(value)
+        elif name == "event":
+            self._event = value
+        elif name == "id" and "\0" not in value:
+            self._id = value
+        return None  # retry and unknown fields: ignored
+
+
+def parse_sse(chunks: Iterable[bytes]) -> list[SSEEvent]:
+    """Every event of a whole stream given in chunks."""
+    parser = SSEParser()
+    return [event for chunk in chunks for event in parser.feed(chunk)]
+
+
+# --- OpenAI payloads -------------------------------------------------------------------------------
+
+def model_ids(payload: Any) -> tuple[str, ...] | None:
+    """The model ids of a ``/v1/models`` answer, or None when it is not one (not compatible)."""
+    if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
+        return None
+    ids = []
+    for item in payload["data"]:
+        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
+            return None
+        ids.append(printable(item["id"])[:300])
+    return tuple(ids)
+
+
+def check_messages(messages: Any) -> list[dict[str, str]]:
+    """Chat messages: a text (one user message) or a list of ``{"role", "content"}`` dicts."""
+    if isinstance(messages, str):
+        return [{"role": "user", "content": messages}]
+    if not isinstance(messages, (list, tuple)) or not messages:
+        want = "a text or a non-empty list of {'role', 'content'} dicts"
+        raise SpecError("messages", f"{want}, got {messages!r}"[:160])
+    if len(messages) > MAX_MESSAGES:
+        raise SpecError("messages", f"at most {MAX_MESSAGES}, got {len(messages)}")
+    out = []
+    for i, msg in enumerate(messages):
+        if not isinstance(msg, dict) or set(msg) - {"role", "content", "name"}:
+            raise SpecError("messages", f"item {i}: a dict with 'role' and 'content', got {msg!r}"[:160])
+        role, content = msg.get("role"), msg.get("content")
+        if role not in ROLES:
+            raise SpecError("messages", f"item {i}: role one of {', '.join(ROLES)}, got {role!r}"[:160])
+        if not isinstance(content, str):
+            raise SpecError("messages", f"item {i}: content must be text, got {type(content).__name__}")
+        out.append({k: v for k, v in msg.items()})
+    return out
+
+
+def chat_request(messages: Any, *, model: str | None, stream: bool, params: dict[str, Any]) -> dict[str, Any]:
+    """The ``/v1/chat/completions`` body; SpecError for a bad message or parameter."""
+    body: dict[str, Any] = {"messages": check_messages(messages), "stream": bool(stream)}
+    if model is not None:
+        if not isinstance(model, str) or not model or len(model) > 300:
+            raise SpecError("model", f"a model id from svc.models(), got {model!r}"[:120])
+        body["model"] = model
+    for key, value in params.items():
+        types = CHAT_PARAMS.get(key)
+        if types is None:
+            raise SpecError(key, f"not a chat parameter; allowed: {', '.join(CHAT_PARAMS)}")
+        if isinstance(value, bool) or not isinstance(value, types):
+            raise SpecError(key, f"a {' or '.join(t.__name__ for t in types)}, got {value!r}"[:120])
+        body[key] = value
+    return body
+
+
+def chunk_text(data: str) -> str | None:
+    """The text piece of one streamed chunk (chat ``delta.content`` or completions ``text``);
+    None for the ``[DONE]`` marker. A chunk that is not JSON or has no text gives ``""``."""
+    if data.strip() == DONE:
+        return None
+    try:
+        payload = json.loads(data)
+    except ValueError:
+        return ""
+    return _choice_text(payload, streamed=True)
+
+
+def _choice_text(payload: Any, *, streamed: bool) -> str:
+    if not isinstance(payload, dict):
+        return ""
+    choices = payload.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        return ""
+    choice = choices[0]
+    part = choice.get("delta" if streamed else "message")
+    if isinstance(part, dict) and isinstance(part.get("content"), str):
+        return str(part["content"])
+    text = choice.get("text")
+    return text if isinstance(text, str) else ""
+
+
+def completion_text(payload: Any) -> str:
+    """The text of a whole (not streamed) chat or completions answer."""
+    return _choice_text(payload, streamed=False)
+
+
+def error_text(payload: Any, fallback: str) -> str:
+    """The message of an error body (``{"error": {"message": ...}}``, ``{"error": "..."}``,
+    ``{"detail": ...}``), else ``fallback``; one line, as text."""
+    message: Any = None
+    if isinstance(payload, dict):
+        err = payload.get("error", payload.get("detail", payload.get("message")))
+        message = err.get("message") if isinstance(err, dict) else err
+    text = message if isinstance(message, str) and message.strip() else fallback
+    return printable(" ".join(text.split()))[:500]
+
+
+@dataclass
+class ChatStats:
+    """Time to first token and pieces per second of one streamed answer (a piece is one SSE
+    chunk's text, which vLLM and TGI send one token at a time)."""
+
+    started: float
+    first: float | None = None
+    last: float | None = None
+    pieces: int = 0
+
+    def add(self, now: float) -> None:
+        if self.first is None:
+            self.first = now
+        self.last = now
+        self.pieces += 1
+
+    @property
+    def ttft(self) -> float | None:
+        return None if self.first is None else self.first - self.started
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Pieces after the first over the time they took (None with fewer than two)."""
+        if self.first is None or self.last is None or self.pieces < 2 or self.last <= self.first:
+            return None
+        return (self.pieces - 1) / (self.last - self.first)

@@ -1,0 +1,1 @@
+"""Every magic option, declared once; the validated job and service specs; the routing guard."""

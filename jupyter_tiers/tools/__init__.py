@@ -1,0 +1,1 @@
+"""Setting up: `jupyter tiers init` and the cluster in a box (sandbox)."""

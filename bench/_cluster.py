@@ -10,7 +10,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CLUSTER_DIR = Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster"))
-CLUSTER_SH = ROOT / "jupyter_tiers" / "sandbox" / "cluster.sh"
+CLUSTER_SH = ROOT / "jupyter_tiers" / "tools" / "sandbox" / "cluster.sh"
 
 
 def cluster_env() -> dict[str, str]:

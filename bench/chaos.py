@@ -145,8 +145,8 @@ def _lab_restarts(workdir: Path, say: Callable[[str], None], *, seed: int, resta
     from playwright.sync_api import expect, sync_playwright
 
     from jupyter_tiers.config.profiles import load_config
-    from jupyter_tiers.local.tier import LocalTier
     from jupyter_tiers.config.registry import Registry
+    from jupyter_tiers.local.tier import LocalTier
     from tests.browser.conftest import CHROMIUM, CHROMIUM_ARGS, UI_TIMEOUT_MS, _lab_process
     from tests.chaos import scenarios_lab
 

@@ -32,8 +32,8 @@ from pathlib import Path
 
 from _cluster import box_tier
 
-from jupyter_tiers.data.handoff import encode_detail
 from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.data.handoff import encode_detail
 
 BENCH_DIR = Path("/var/lib/jupyter-tiers-jobs/bench")
 

@@ -62,9 +62,9 @@ WORK = Path(tempfile.mkdtemp(prefix="jt-k8s-bench-"))
 os.environ.setdefault("JUPYTER_DATA_DIR", str(WORK / "data"))  # the env-hash key lives there
 
 from jupyter_tiers.config.profiles import Profile  # noqa: E402
-from jupyter_tiers.k8s.tier import K8sTier  # noqa: E402
-from jupyter_tiers.core.model import ServiceState, ServiceStatus  # noqa: E402
 from jupyter_tiers.config.registry import Registry  # noqa: E402
+from jupyter_tiers.core.model import ServiceState, ServiceStatus  # noqa: E402
+from jupyter_tiers.k8s.tier import K8sTier  # noqa: E402
 from tests.k8s_emulator.emulator import Emulator  # noqa: E402
 
 KUBECTL_CANDIDATES = ("/usr/lib/google-cloud-sdk/bin/kubectl.1.28", "kubectl")

@@ -24,9 +24,9 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_tiers.config.profiles import Profile
-from jupyter_tiers.serving.loadplan import percentile
-from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.local.serve_tier import LocalServeTier
+from jupyter_tiers.serving.loadplan import percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 COUNT_BODY = (ROOT / "tests" / "local_serve" / "count_server.py").read_text()

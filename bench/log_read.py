@@ -27,8 +27,8 @@ from pathlib import Path
 
 from _cluster import box_tier, cluster_env
 
-from jupyter_tiers.engine.handles import Job
 from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.engine.handles import Job
 
 BENCH_DIR = Path("/var/lib/jupyter-tiers-jobs/bench")
 

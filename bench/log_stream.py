@@ -46,9 +46,9 @@ from pathlib import Path
 
 from _cluster import box_tier, cluster_env
 
+from jupyter_tiers.app.viewstate.job import lines_message
 from jupyter_tiers.batch.logs import LogBatch
 from jupyter_tiers.config.registry import JobRecord
-from jupyter_tiers.app.viewstate.job import lines_message
 from jupyter_tiers.engine.watch import LogFollower
 from jupyter_tiers.faces.widgets.batcher import LineBatcher
 

@@ -20,8 +20,8 @@ import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator
 
-from jupyter_tiers.k8s.watch import split_chunks
 from jupyter_tiers.batch.logs import LogDecoder
+from jupyter_tiers.k8s.watch import split_chunks
 
 CHUNK = 32 * 1024
 

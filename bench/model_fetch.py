@@ -26,8 +26,8 @@ from pathlib import Path
 
 from checkpoint_upload import start_moto
 
-from jupyter_tiers.k8s.fetch import fetch_init_container
 from jupyter_tiers.data.objectstore import parse_object_store
+from jupyter_tiers.k8s.fetch import fetch_init_container
 
 
 def main() -> None:

@@ -28,10 +28,10 @@ from typing import Any
 
 from _cluster import box_tier, cluster_env
 
-from jupyter_tiers.engine.handles import Job
 from jupyter_tiers.config.registry import JobRecord
-from jupyter_tiers.slurm.sync_remote import sync_to_cluster
 from jupyter_tiers.data.sync import build_manifest
+from jupyter_tiers.engine.handles import Job
+from jupyter_tiers.slurm.sync_remote import sync_to_cluster
 
 BENCH_DIR = Path("/var/lib/jupyter-tiers-jobs/bench")
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import threading
 
 from .config.profiles import Profile, load_config
+from .config.registry import JobRecord, Registry
 from .core.errors import SpecError
 from .core.model import WorkKind
-from .config.registry import JobRecord, Registry
 from .engine.tier import BatchTier, ServeTier, Tier
 from .transport.errors import OneTimeCodeRequired
 from .transport.prompt import refusing_prompter, set_prompter

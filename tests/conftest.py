@@ -87,7 +87,7 @@ BACKEND_ENVIRONMENTS: dict[str, str | None] = {
 # Older spellings: a test marked ``cluster`` needs the Slurm cluster.
 ALIASES = {"cluster": "slurm"}
 CLUSTER_DIR = Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster"))
-CLUSTER_SCRIPT = ROOT / "jupyter_tiers" / "sandbox" / "cluster.sh"
+CLUSTER_SCRIPT = ROOT / "jupyter_tiers" / "tools" / "sandbox" / "cluster.sh"
 
 
 def read_cluster_env() -> dict[str, str] | None:

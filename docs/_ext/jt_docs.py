@@ -42,7 +42,8 @@ class ReferenceDirective(SphinxDirective):
             text = jt_reference.generate(name)
         except Exception as exc:  # a key without a description, an unknown table: the build fails
             raise self.error(f"jt-reference {name}: {exc}") from None
-        for path in ("jupyter_tiers/spec/options.py", "jupyter_tiers/config/profiles.py", "jupyter_tiers/faces/magics.py",
+        for path in ("jupyter_tiers/spec/options.py", "jupyter_tiers/config/profiles.py",
+                     "jupyter_tiers/faces/magics.py",
                      "jupyter_tiers/faces/tiers_command.py", "jupyter_tiers/faces/server/handlers.py"):
             self.env.note_dependency(str(ROOT / path))
         container = nodes.container(classes=["jt-reference"])

@@ -19,11 +19,12 @@ from typing import TYPE_CHECKING, Any
 
 from ..api import cached_tiers
 from ..api import connect as api_connect
-from ..engine.array_job import ArrayJob
 from ..batch.arrays import aggregate_status, counts_text, detail_counts, is_array, split_task_ref, task_index
-from ..data.checkpoint_upload import upload_item
+from ..batch.history import HistoryRow, make_query, no_history_message
+from ..batch.jobenv import enclosing_job
+from ..batch.status import summary_line
 from ..config.profiles import load_config
-from ..doctor import run_doctor
+from ..config.registry import LIVE_CANARY, JobRecord, Registry
 from ..core.errors import (
     ApiError,
     ApiUnreachable,
@@ -34,14 +35,13 @@ from ..core.errors import (
     TiersError,
     Unsupported,
 )
-from ..engine.handles import Handle, Job, Service
-from ..data.handoff import upload_of
-from ..batch.history import HistoryRow, make_query, no_history_message
-from ..batch.jobenv import enclosing_job
 from ..core.model import JobState, JobStatus, ServiceState, ServiceStatus, WorkKind
 from ..core.reachability import STALE_AFTER_S, ago, last_seen, stale_after
-from ..config.registry import LIVE_CANARY, JobRecord, Registry
-from ..batch.status import summary_line
+from ..data.checkpoint_upload import upload_item
+from ..data.handoff import upload_of
+from ..doctor import run_doctor
+from ..engine.array_job import ArrayJob
+from ..engine.handles import Handle, Job, Service
 from ..engine.tier import CUT_PREFIX, BatchTier, ServeTier
 from .viewstate import job as job_state
 from .viewstate import schema as view_schema

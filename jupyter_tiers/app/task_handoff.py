@@ -10,12 +10,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..data import handoff
-from ..engine.array_job import TAIL_LINES, ArrayJob
 from ..batch.arrays import is_array, plan_of
 from ..core.errors import JobNotFound, TiersError, Unsupported
-from ..data.handoff import Checkpoint, HandoffError
 from ..core.model import WorkKind
+from ..data import handoff
+from ..data.handoff import Checkpoint, HandoffError
+from ..engine.array_job import TAIL_LINES, ArrayJob
 
 if TYPE_CHECKING:
     from ..config.registry import JobRecord, Registry

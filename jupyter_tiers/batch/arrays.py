@@ -24,11 +24,11 @@ from typing import Any
 
 from ..core.detail import entries, with_entries
 from ..core.errors import SpecError
-from .metrics import format_value
 from ..core.model import JobSpec, JobState, JobStatus, WorkKind
 from ..core.record import JobRecord, RecordStore
-from .status import merge_status
 from ..core.timefmt import format_elapsed
+from .metrics import format_value
+from .status import merge_status
 
 MAX_TASKS = 10_000
 MAX_INDEX = 4_000_000  # Slurm's MaxArraySize cannot exceed 4000001

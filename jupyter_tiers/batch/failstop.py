@@ -21,8 +21,8 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from .logs import split_log_line
 from ..core.model import RankState
+from .logs import split_log_line
 
 _TASKS_RE = re.compile(
     r"^srun: error: (?P<node>[\w.\-]+): tasks? (?P<tasks>\d+(?:-\d+)?(?:,\d+(?:-\d+)?)*): "

@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import SpecError
-from .logs import split_log_line
 from ..core.model import LogLine
+from .logs import split_log_line
 from .requeue import marker_restart
 
 #: The keys recognised without any configuration (canonical names).

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
-from .metrics import format_value
 from ..core.model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
-from .requeue import BETWEEN_RUNS, RAN_STATES, restart_count, summary_restarts
 from ..core.timefmt import format_elapsed
+from .metrics import format_value
+from .requeue import BETWEEN_RUNS, RAN_STATES, restart_count, summary_restarts
 
 
 def merge_status(

@@ -30,20 +30,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .cache import load_file_cached
 from ..core.errors import ConfigError, SpecError
-from ..data.handoff import parse_path_map
-from ..spec.jobspec import parse_sbatch_option
-from ..serving.loadplan import MAX_LIMIT_RPS
 from ..core.model import SERVICE_TYPES
-from ..data.objectstore import parse_object_store
-from ..spec.options import JOB_OPTIONS, SERVE_OPTIONS, profile_keys
 from ..core.profile import Profile as Profile  # defined below the config layer, used with it
+from ..data.handoff import parse_path_map
+from ..data.objectstore import parse_object_store
+from ..serving.loadplan import MAX_LIMIT_RPS
+from ..spec.jobspec import parse_sbatch_option
+from ..spec.options import JOB_OPTIONS, SERVE_OPTIONS, profile_keys
+from ..spec.servespec import check_ingress_annotations, check_ingress_class, snippet_annotation
+from .cache import load_file_cached
 from .project_trust import HIJACKING_ENV_NAMES as HIJACKING_ENV_NAMES
 from .project_trust import HIJACKING_ENV_PREFIXES as HIJACKING_ENV_PREFIXES
 from .project_trust import PROJECT_KEYS as PROJECT_KEYS
 from .project_trust import hijacking_env_name, rule
-from ..spec.servespec import check_ingress_annotations, check_ingress_class, snippet_annotation
 
 __all__ = ["Config", "ConfigError", "Profile", "ProjectFileRefused", "load_config"]
 

@@ -30,8 +30,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from ..core.errors import SpecError, TiersError
-from .handoff import decode_detail, encode_detail, task_upload_of, upload_of, with_task_upload, with_upload
 from ..core.model import JobStatus
+from ..core.profile import Profile
+from ..core.record import JobRecord, RecordStore
+from .handoff import decode_detail, encode_detail, task_upload_of, upload_of, with_task_upload, with_upload
 from .objectstore import (
     MANIFEST_NAME,
     ObjectStore,
@@ -43,8 +45,6 @@ from .objectstore import (
     parse_upload_output,
     progress_text,
 )
-from ..core.profile import Profile
-from ..core.record import JobRecord, RecordStore
 
 #: Multipart settings (bytes): files of at least THRESHOLD go in parts of PART_SIZE, CONCURRENCY
 #: at a time. A profile may set ``object_store_part_mb`` only through the environment below (the

@@ -28,13 +28,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..batch.arrays import best_task, plan_of
+from ..batch.metrics import format_value
 from ..core.detail import entries, with_entries
 from ..core.errors import JobNotFound, SpecError, TiersError
-from ..batch.metrics import format_value
 from ..core.model import WorkKind
-from .objectstore import S3Uri, parse_uri, progress_text
 from ..core.profile import Profile
 from ..core.record import JobRecord, RecordStore
+from .objectstore import S3Uri, parse_uri, progress_text
 
 #: Where the Kubernetes tier mounts the profile's model volume (read-only): k8s/render.py's
 #: MODEL_DIR, repeated so that the training tiers need not import the Kubernetes renderer.

@@ -18,8 +18,8 @@ from typing import Any
 from ..api import cached
 from ..config.profiles import Profile
 from ..core.errors import ApiError, ApiUnreachable, ConfigError
-from ..k8s.client import KubeClient
 from ..data.objectstore import ObjectStore, kernel_credentials, parse_object_store
+from ..k8s.client import KubeClient
 from ..slurm import tier as slurm_tier  # transport_for looked up at call time (tests patch it)
 from ..slurm.commands import upload_argv
 from ..slurm.tier import SlurmTier

@@ -20,14 +20,14 @@ from ..batch.arrays import (
     task_index,
     task_records,
 )
-from ..data.checkpoint_upload import UploadError, task_order, upload_checkpoint, uploads_text, wants_upload
-from ..core.errors import JobNotFound, TiersError
-from .handles import Job
-from ..data.handoff import encode_detail, task_uploads
 from ..batch.metrics import MetricsTracker
-from ..core.model import JobState, JobStatus
-from ..config.registry import JobRecord
 from ..batch.status import describe_rank
+from ..config.registry import JobRecord
+from ..core.errors import JobNotFound, TiersError
+from ..core.model import JobState, JobStatus
+from ..data.checkpoint_upload import UploadError, task_order, upload_checkpoint, uploads_text, wants_upload
+from ..data.handoff import encode_detail, task_uploads
+from .handles import Job
 from .subscription import wait_for
 
 TAIL_LINES = 400  # of each ended task's log, read once for its last metric and first error

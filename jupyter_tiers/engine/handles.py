@@ -12,17 +12,17 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
-from . import serve_http
 from ..batch.arrays import is_array
+from ..batch.metrics import MetricsTracker, parse_patterns, to_frame
+from ..batch.status import summary_line
+from ..config.registry import JobRecord
 from ..core.errors import SpecError, TiersError
+from ..core.model import JobStatus, LogLine, PodInfo, PodLogLine, ServiceStatus, WorkKind
 from ..data.files import download, download_source, select
 from ..serving.loadgen import LoadRun
 from ..serving.loadplan import check_plan, limit_of
-from ..batch.metrics import MetricsTracker, parse_patterns, to_frame
-from ..core.model import JobStatus, LogLine, PodInfo, PodLogLine, ServiceStatus, WorkKind
-from ..config.registry import JobRecord
 from ..serving.status import check_track
-from ..batch.status import summary_line
+from . import serve_http
 from .subscription import StatusT, Subscription, wait_for
 
 if TYPE_CHECKING:

@@ -23,8 +23,8 @@ from ..core.model import JobStatus, ServiceStatus
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from .handles import Handle
     from ..config.registry import JobRecord
+    from .handles import Handle
 
 __all__ = ["StatusT", "Subscription", "wait_for"]
 

@@ -18,20 +18,12 @@ from dataclasses import fields
 from typing import Any, ClassVar, TypeVar
 
 from ..batch.arrays import aggregate_status, counts_text, is_array, record_counts, task_index, task_records
-from ..data.checkpoint_upload import (
-    UploadReport,
-    check_checkpoint_to,
-    local_uploader,
-    task_of,
-    upload_checkpoint,
-)
-from ..config.profiles import Profile
-from ..core.errors import ConfigError, SpecError, TiersError, Unsupported
-from ..data.files import FileInfo
-from .handles import Handle, Job, Service, handle_for
 from ..batch.history import HistoryQuery, HistoryRow, no_history_message
-from ..spec.jobspec import validate_spec
 from ..batch.logs import ByteStream, LogDecoder
+from ..batch.status import merge_status
+from ..config.profiles import Profile
+from ..config.registry import JobRecord, Registry
+from ..core.errors import ConfigError, SpecError, TiersError, Unsupported
 from ..core.model import (
     JobSpec,
     JobStatus,
@@ -43,10 +35,18 @@ from ..core.model import (
     ServiceStatus,
     WorkKind,
 )
+from ..data.checkpoint_upload import (
+    UploadReport,
+    check_checkpoint_to,
+    local_uploader,
+    task_of,
+    upload_checkpoint,
+)
+from ..data.files import FileInfo
+from ..spec.jobspec import validate_spec
 from ..spec.options import JOB_OPTIONS, SERVE_OPTIONS, Option, convert_values
-from ..config.registry import JobRecord, Registry
 from ..spec.servespec import validate_serve_spec
-from ..batch.status import merge_status
+from .handles import Handle, Job, Service, handle_for
 from .subscription import Subscription
 from .watch import JobSubscription, LinesCallback, StatusCallback, Watcher
 

@@ -22,16 +22,16 @@ from dataclasses import dataclass, field, replace
 from time import time as wall_clock
 from typing import TYPE_CHECKING
 
-from ..data import checkpoint_upload
 from ..batch.arrays import expand_arrays, is_array, merge_array_status, record_counts
-from ..data.checkpoint_upload import UploadError, recorded_upload, shown_checkpoint, target_uri
-from ..core.errors import ControllerUnreachable, TiersError
-from ..data.handoff import decode_detail
-from ..core.model import JobState, JobStatus, LogLine, RankPhase
-from ..data.objectstore import UploadReport
-from ..core.reachability import backoff_delay, is_stale, last_seen, reconnecting, stale_after
-from ..config.registry import JobRecord
 from ..batch.status import merge_status
+from ..config.registry import JobRecord
+from ..core.errors import ControllerUnreachable, TiersError
+from ..core.model import JobState, JobStatus, LogLine, RankPhase
+from ..core.reachability import backoff_delay, is_stale, last_seen, reconnecting, stale_after
+from ..data import checkpoint_upload
+from ..data.checkpoint_upload import UploadError, recorded_upload, shown_checkpoint, target_uri
+from ..data.handoff import decode_detail
+from ..data.objectstore import UploadReport
 from .subscription import Subscription
 
 if TYPE_CHECKING:

@@ -8,11 +8,11 @@ import os
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from ..engine.array_job import ArrayJob
-from ..engine.handles import Handle, Job, Service
+from ..batch.status import summary_line
 from ..core.model import JobStatus, ServiceStatus
 from ..core.plaintext import printable
-from ..batch.status import summary_line
+from ..engine.array_job import ArrayJob
+from ..engine.handles import Handle, Job, Service
 from .widgets.array_text import ArrayTextView
 from .widgets.serve_text import ServiceTextView
 from .widgets.text import TextView

@@ -47,9 +47,9 @@ from ..spec.options import (
 # the views, the guard, the handoff and %tiers are imported by the functions that first need them
 # (bench/load_ext.py measures it; tests/unit/test_load_ext_modules.py keeps the list short).
 if TYPE_CHECKING:
-    from ..engine.handles import Job, Service
-    from ..core.model import JobSpec, ServeSpec
     from ..config.registry import JobRecord
+    from ..core.model import JobSpec, ServeSpec
+    from ..engine.handles import Job, Service
     from ..engine.tier import BatchTier, ServeTier, Tier
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -213,8 +213,8 @@ class TiersMagics(Magics):
         if not cell.strip():
             raise UsageError("the cell is empty: its body is the training script")
         # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
-        from .display import show_job
         from ..spec.guard import train_warning  # lazy: as above
+        from .display import show_job
 
         try:
             tier = _connect_batch(args.profile)
@@ -290,8 +290,8 @@ class TiersMagics(Magics):
             raise UsageError("the cell is empty: its body is the server program (or, with --shell, "
                              "its command line)")
         # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
-        from .display import show_service
         from ..spec.guard import serve_refusal  # lazy: as above
+        from .display import show_service
 
         try:
             tier = _connect_serve(args.profile)
@@ -336,9 +336,9 @@ class TiersMagics(Magics):
         """Resolve ``--model-from`` to the serving tier's view of the job's checkpoint: set the
         spec's model path and source in ``options``; returns the body with {model_path} filled."""
         # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
-        from ..data import handoff
-        from ..app import task_handoff
         from ..api import connect, connect_batch  # lazy: as above
+        from ..app import task_handoff
+        from ..data import handoff
 
         path: str | None
         uri: str | None

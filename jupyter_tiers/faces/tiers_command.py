@@ -9,19 +9,19 @@ import argparse
 import time
 from typing import Any, NoReturn
 
-from ..app import actions as service
 from ..api import connect
-from ..engine.array_job import ArrayJob
+from ..app import actions as service
 from ..batch.arrays import detail_counts, format_tasks, is_array
-from .display import show_handle
-from ..doctor.render import render_json, render_text
-from ..core.errors import Unsupported
-from ..engine.handles import Handle, Job, Service
 from ..batch.history import HistoryRow, format_history
-from ..core.model import WorkKind
-from ..spec.options import bare_dash_option
-from ..core.plaintext import printable
 from ..config.registry import JobRecord
+from ..core.errors import Unsupported
+from ..core.model import WorkKind
+from ..core.plaintext import printable
+from ..doctor.render import render_json, render_text
+from ..engine.array_job import ArrayJob
+from ..engine.handles import Handle, Job, Service
+from ..spec.options import bare_dash_option
+from .display import show_handle
 
 
 class CommandUsage(Exception):

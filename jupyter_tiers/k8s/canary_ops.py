@@ -13,10 +13,10 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from ..core.errors import ApiError, SpecError, TiersError
-from ..engine.handles import Service
-from ..core.model import ServeSpec, ServiceState, ServiceStatus
 from ..config.registry import JobRecord
+from ..core.errors import ApiError, SpecError, TiersError
+from ..core.model import ServeSpec, ServiceState, ServiceStatus
+from ..engine.handles import Service
 from ..spec.servespec import canary_replicas
 from .canary import (
     CANARY,

@@ -23,19 +23,19 @@ from typing import Any
 
 import yaml
 
-from ..engine import tier as tier_module
-from ..data.checkpoint_upload import store_of
 from ..config.profiles import Profile
+from ..config.registry import JobRecord, Registry, spec_for_record
 from ..core.errors import ApiError, JobNotFound, SpecError, TiersError, Unsupported
-from ..engine.handles import Service
 from ..core.model import TRACKS, PodLogLine, ServeSpec, ServiceState, ServiceStatus, WorkKind
 from ..core.reachability import stale_after
-from ..config.registry import JobRecord, Registry, spec_for_record
-from ..spec.servespec import canary_replicas
-from ..serving.status import summary_line, track_pods, with_canary
-from ..engine.subscription import Subscription
+from ..data.checkpoint_upload import store_of
 from ..data.sync import SyncError, notebook_manifest
+from ..engine import tier as tier_module
+from ..engine.handles import Service
+from ..engine.subscription import Subscription
 from ..engine.tier import ServeTier
+from ..serving.status import summary_line, track_pods, with_canary
+from ..spec.servespec import canary_replicas
 from ..transport.relay import relay
 from . import canary_ops
 from .canary import LIVE_CANARY, canary_name, canary_objects, split_pods

@@ -27,10 +27,10 @@ from dataclasses import replace
 from datetime import datetime, timezone
 from typing import Any
 
+from ..batch.requeue import restart_marker
 from ..core.errors import ApiError, TiersError
 from ..core.model import PodLogLine, ServiceState, ServiceStatus
 from ..core.reachability import STALE_AFTER_S, backoff_delay, is_stale, last_seen, reconnecting
-from ..batch.requeue import restart_marker
 from .client import KubeClient
 
 log = logging.getLogger(__name__)

@@ -33,18 +33,18 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..engine import tier as tier_module
-from ..config.profiles import Profile
-from ..core.errors import JobNotFound, SpecError, SubmitError, TiersError
-from ..engine.handles import Service
-from ..core.model import TRACKS, PodLogLine, ServeSpec, ServiceState, ServiceStatus, WorkKind
-from ..spec.options import SERVE_OPTIONS, profile_keys
-from ..config.registry import LIVE_CANARY, JobRecord, Registry, spec_for_record
 from ..batch.requeue import marker_restart
-from ..spec.servespec import canary_replicas, validate_serve_spec
-from ..serving.status import check_track, summary_line, track_pods
+from ..config.profiles import Profile
+from ..config.registry import LIVE_CANARY, JobRecord, Registry, spec_for_record
+from ..core.errors import JobNotFound, SpecError, SubmitError, TiersError
+from ..core.model import TRACKS, PodLogLine, ServeSpec, ServiceState, ServiceStatus, WorkKind
+from ..engine import tier as tier_module
+from ..engine.handles import Service
 from ..engine.subscription import Subscription
 from ..engine.tier import ServeTier
+from ..serving.status import check_track, summary_line, track_pods
+from ..spec.options import SERVE_OPTIONS, profile_keys
+from ..spec.servespec import canary_replicas, validate_serve_spec
 from . import jobstate, listeners, processes
 from . import serve_supervisor as ssv
 from .router import FrontPort

@@ -41,11 +41,6 @@ from ..batch.arrays import (
     task_index,
     task_records,
 )
-from ..config.profiles import LOCAL_SERVE_DEFAULTS, Profile
-from ..core.errors import SpecError, SubmitError
-from ..data.files import FileInfo, file_sha256, list_local, local_chunks, remote_path
-from ..engine.handles import Job
-from ..data.handoff import attach_checkpoints, decode_detail, encode_detail
 from ..batch.jobdir import (
     LOG_NAME,
     RANKS_DIR,
@@ -56,12 +51,17 @@ from ..batch.jobdir import (
     newest_entry,
     parse_rank_file,
 )
-from ..spec.jobspec import validate_spec
 from ..batch.logs import ByteStream, split_log_line
-from ..core.model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
+from ..config.profiles import LOCAL_SERVE_DEFAULTS, Profile
 from ..config.registry import JobRecord, Registry, spec_for_record
+from ..core.errors import SpecError, SubmitError
+from ..core.model import JobSpec, JobState, LogLine, RankState, SchedulerInfo
+from ..data.files import FileInfo, file_sha256, list_local, local_chunks, remote_path
+from ..data.handoff import attach_checkpoints, decode_detail, encode_detail
 from ..data.sync import copy_tree, notebook_manifest, shell_lines
+from ..engine.handles import Job
 from ..engine.tier import BatchTier
+from ..spec.jobspec import validate_spec
 from . import jobstate, processes, slurmenv
 from .array_supervisor import ARRAY_FILE
 

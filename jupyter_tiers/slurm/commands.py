@@ -13,8 +13,8 @@ import tarfile
 import time
 from collections.abc import Sequence
 
-from ..core.errors import SpecError
 from ..batch.jobdir import LISTING_MARKER, LOG_NAME
+from ..core.errors import SpecError
 from .parse import SACCT_FIELDS, SINFO_NODES_FORMAT, SQUEUE_FORMAT
 from .render import RenderedJob
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from ..core.errors import SpecError, TiersError
 from ..batch.history import (
     ALL_USERS,
     DEFAULT_DAYS,
@@ -36,6 +35,7 @@ from ..batch.history import (
     make_query,
     mark_ours,
 )
+from ..core.errors import SpecError, TiersError
 from .commands import BASH, NEUTRAL_ENV_SH, slurm_argv
 from .parse import parse_elapsed, slurm_state
 

@@ -19,11 +19,11 @@ from dataclasses import dataclass
 
 from ..batch.arrays import PARAMS_FILE, TASKS_DIR, params_json, plan_of, task_files
 from ..batch.jobdir import LOG_NAME, checkpoint_lines, job_files
-from ..spec.jobspec import parse_sbatch_option, validate_spec
-from ..core.model import JobSpec
 from ..batch.requeue import restart_lines
 from ..batch.signals import agent_prefix, forward_lines, signal_directive, wait_lines
+from ..core.model import JobSpec
 from ..data.sync import shell_lines
+from ..spec.jobspec import parse_sbatch_option, validate_spec
 
 DEFAULT_RDZV_BASE = 29500
 

@@ -10,13 +10,6 @@ from dataclasses import replace
 from typing import Any
 
 from ..batch.arrays import counts_detail, plan_of
-from ..data.checkpoint_upload import uploader_source
-from ..config.profiles import Profile
-from ..core.errors import ControllerUnreachable, SubmitError, TiersError
-from ..data.files import HASH_LIMIT, MAX_FILES, FileInfo, TransferCut, remote_path
-from ..data.files import parse_listing as parse_file_listing
-from ..engine.handles import Job
-from ..data.handoff import attach_checkpoints, decode_detail, encode_detail
 from ..batch.history import AccountingDisabled, HistoryQuery, HistoryRow, make_query, mark_ours
 from ..batch.jobdir import (
     checkpoint_root,
@@ -28,10 +21,17 @@ from ..batch.jobdir import (
     split_listing,
 )
 from ..batch.logs import ByteStream, split_log_line
-from ..core.model import JobSpec, JobState, LogLine, RankState, SchedulerInfo, WorkKind
-from ..config.registry import MAX_LIST, JobRecord, Registry, spec_for_record
 from ..batch.requeue import requeue_pending
+from ..config.profiles import Profile
+from ..config.registry import MAX_LIST, JobRecord, Registry, spec_for_record
+from ..core.errors import ControllerUnreachable, SubmitError, TiersError
+from ..core.model import JobSpec, JobState, LogLine, RankState, SchedulerInfo, WorkKind
+from ..data.checkpoint_upload import uploader_source
+from ..data.files import HASH_LIMIT, MAX_FILES, FileInfo, TransferCut, remote_path
+from ..data.files import parse_listing as parse_file_listing
+from ..data.handoff import attach_checkpoints, decode_detail, encode_detail
 from ..data.sync import notebook_manifest
+from ..engine.handles import Job
 from ..engine.tier import BatchTier
 from ..transport.base import Transport
 from ..transport.errors import ConnectError

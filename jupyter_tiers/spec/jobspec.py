@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 
 from ..batch.arrays import plan_array
+from ..batch.signals import parse_signal
 from ..core.errors import SpecError
 from ..core.model import LAUNCHERS, JobSpec
-from ..batch.signals import parse_signal
 
 # Every pattern is used with fullmatch: "$" would also accept a trailing newline.
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+=@-]{0,127}")

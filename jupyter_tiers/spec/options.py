@@ -13,13 +13,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ..core.errors import SpecError, TiersError
 from ..batch.metrics import parse_patterns
+from ..batch.signals import canonical_signal
+from ..core.errors import SpecError, TiersError
 from ..core.model import LAUNCHERS, PULL_POLICIES, SERVE_STRATEGIES, SERVICE_TYPES
 from ..data.objectstore import parse_uri
-from .servespec import parse_autoscale
-from ..batch.signals import canonical_signal
 from ..data.sync import check_sync_paths
+from .servespec import parse_autoscale
 
 YamlType = type | tuple[type, ...]
 #: How many values a flag takes: one word, none (store_true), or one per repetition.

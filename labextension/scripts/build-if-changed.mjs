@@ -28,7 +28,7 @@ const sources = [
   ...files(join(pkg, "style")),
   ...files(join(pkg, "scripts")),
   ...["package.json", "tsconfig.json", "yarn.lock"].map((f) => join(pkg, f)),
-  ...files(join(repo, "jupyter_tiers", "widgets"), (n) => /\.(js|css|json)$/.test(n)),
+  ...files(join(repo, "jupyter_tiers", "faces", "widgets"), (n) => /\.(js|css|json)$/.test(n)),
 ].sort();
 
 const hash = createHash("sha256");

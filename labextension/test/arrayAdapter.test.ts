@@ -80,7 +80,7 @@ describe('taskItem', () => {
 
 describe('ARRAY_DEFAULTS', () => {
   it("has every synced trait of the notebook's ArrayTable", () => {
-    const py = readFileSync(join(__dirname, '..', '..', 'jupyter_tiers', 'widgets', 'array_view.py'), 'utf8');
+    const py = readFileSync(join(__dirname, '..', '..', 'jupyter_tiers', 'faces', 'widgets', 'array_view.py'), 'utf8');
     const table = py.slice(py.indexOf('class ArrayTable'), py.indexOf('class ArrayView'));
     const traits = [...table.matchAll(/^ {4}(\w+)(?::[^=]*)? = t\.\w+\(.*\.tag\(sync=True\)/gm)].map(m => m[1]);
     expect(traits.length).toBeGreaterThan(10);

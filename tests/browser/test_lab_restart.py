@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from jupyter_tiers.config.profiles import load_config
-from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.local.tier import LocalTier
 from tests.chaos.conftest import REPLAY, SEED
 from tests.chaos.scenarios_lab import lab_restarts
 from tests.helpers import free_port

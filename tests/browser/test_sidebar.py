@@ -19,10 +19,10 @@ import pytest
 from playwright.sync_api import expect
 
 from jupyter_tiers.config.profiles import load_config
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.model import JobState
 from jupyter_tiers.engine.handles import Job
 from jupyter_tiers.k8s.tier import K8sTier
-from jupyter_tiers.core.model import JobState
-from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 
 from .conftest import API_TIMEOUT_S, JOB_TIMEOUT_MS, OUTPUT, Lab, ServeCluster

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from jupyter_tiers.data.handoff import encode_detail, with_upload
 from jupyter_tiers.config.registry import JobRecord, Registry
+from jupyter_tiers.data.handoff import encode_detail, with_upload
 
 from .conftest import UI_TIMEOUT_MS, Lab
 from .test_sidebar import SIDEBAR_ID, no_page_errors, tiers_lab  # noqa: F401

@@ -13,10 +13,10 @@ import sys
 import time
 from pathlib import Path
 
-from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.app.actions import item_from
 from jupyter_tiers.batch.status import summary_line
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.local.tier import LocalTier
 from tests.helpers import local_profile
 
 

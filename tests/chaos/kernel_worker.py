@@ -16,8 +16,8 @@ import sys
 import time
 from pathlib import Path
 
-from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.local.tier import LocalTier
 from tests.helpers import local_profile
 
 FAST = {"status_interval": 0.5, "rank_interval": 0.2, "first_poll": 0.1}

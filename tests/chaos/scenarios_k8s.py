@@ -18,9 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.core.model import PodLogLine, ServiceState, ServiceStatus
 from jupyter_tiers.k8s.render import CONTAINER_NAME
 from jupyter_tiers.k8s.tier import K8sTier
-from jupyter_tiers.core.model import PodLogLine, ServiceState, ServiceStatus
 from jupyter_tiers.serving.status import TERMINAL_PHASES, summary_line
 from tests.chaos import schedules
 from tests.chaos.faults import delete_pod, evict_pod, node_pressure, restart_api_server

@@ -30,9 +30,9 @@ from typing import Any
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import expect
 
+from jupyter_tiers.core.model import JobState
 from jupyter_tiers.engine.handles import Job
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.core.model import JobState
 from tests.browser.conftest import SERVER_START_S, Lab, LabProcess
 from tests.chaos import schedules
 from tests.chaos.harness import Outcome, wait_until

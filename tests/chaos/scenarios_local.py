@@ -17,10 +17,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from jupyter_tiers.core.errors import TiersError
-from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.core.model import JobState
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.errors import TiersError
+from jupyter_tiers.core.model import JobState
+from jupyter_tiers.local.tier import LocalTier
 from tests.chaos import schedules
 from tests.chaos.faults import kill
 from tests.chaos.harness import Outcome, check_sequence, wait_until

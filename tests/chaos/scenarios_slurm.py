@@ -28,7 +28,7 @@ from tests.chaos import schedules
 from tests.chaos.harness import Outcome, check_sequence, wait_until
 
 GUARD = 300.0
-SCRIPT = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "sandbox" / "cluster.sh"
+SCRIPT = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "tools" / "sandbox" / "cluster.sh"
 
 
 def cluster(*args: str) -> str:

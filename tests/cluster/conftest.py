@@ -80,7 +80,7 @@ def box(tiers_yaml: Path, tmp_path: Path) -> Iterator[SlurmTier]:
 
 def cluster(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """Run the cluster script (stop-ctld, start-ctld, up --nodes N...)."""
-    script = ROOT / "jupyter_tiers" / "sandbox" / "cluster.sh"
+    script = ROOT / "jupyter_tiers" / "tools" / "sandbox" / "cluster.sh"
     return subprocess.run(
         ["bash", str(script), *args], check=check, capture_output=True, text=True, timeout=900
     )

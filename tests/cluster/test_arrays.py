@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from jupyter_tiers.engine.array_job import ArrayJob
 from jupyter_tiers.core.model import JobState
+from jupyter_tiers.engine.array_job import ArrayJob
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests import helpers
 

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.config.profiles import load_config
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.core.errors import TiersError
 from jupyter_tiers.core.model import JobState
-from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests.cluster.conftest import profile_yaml
 from tests.cluster.test_lab import lab_students  # noqa: F401 (the teaching-lab users, a fixture)

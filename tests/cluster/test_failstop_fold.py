@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
+from jupyter_tiers.app.viewstate.job import message_rows, text_message
 from jupyter_tiers.batch.failstop import Failure, fold_text, is_stop_report, parse_task_list
 from jupyter_tiers.batch.logs import split_log_line
 from jupyter_tiers.core.model import JobState
-from jupyter_tiers.slurm.tier import SlurmTier
-from jupyter_tiers.app.viewstate.job import message_rows, text_message
 from jupyter_tiers.faces.widgets.job_view import JobView
 from jupyter_tiers.faces.widgets.text import TextView
+from jupyter_tiers.slurm.tier import SlurmTier
 from tests.cluster.conftest import RANKS_UP
 from tests.helpers import SentRecorder
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.faces import tiers_command
 from jupyter_tiers.core.model import JobState
+from jupyter_tiers.faces import tiers_command
 from jupyter_tiers.slurm.history import make_query
 from jupyter_tiers.slurm.tier import SlurmTier
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jupyter_tiers.faces import cli
 from jupyter_tiers.config.profiles import load_config
+from jupyter_tiers.faces import cli
 
 pytestmark = pytest.mark.cluster
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from jupyter_tiers.engine.handles import Job
 from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.engine.handles import Job
 from jupyter_tiers.slurm.tier import SlurmTier
 
 

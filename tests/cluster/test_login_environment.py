@@ -29,8 +29,8 @@ from typing import Any
 import pytest
 
 from jupyter_tiers.config.profiles import Profile
-from jupyter_tiers.core.model import JobState
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.model import JobState
 from jupyter_tiers.slurm.tier import SlurmTier, transport_for
 from jupyter_tiers.transport.exchange import CommandResult
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.core.model import JobState, JobStatus, RankPhase
-from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.batch.requeue import restart_marker
-from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.batch.status import summary_line
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.model import JobState, JobStatus, RankPhase
 from jupyter_tiers.faces.widgets.text import TextView
+from jupyter_tiers.slurm.tier import SlurmTier
 from tests import helpers
 from tests.local.test_job_view import RecordingView
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.config.profiles import load_config
-from jupyter_tiers.core.model import JobState, JobStatus, RankPhase
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.model import JobState, JobStatus, RankPhase
 from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.transport.ssh import HostKeyError
 from tests.helpers import drop_connection, wait_for

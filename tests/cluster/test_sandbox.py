@@ -65,7 +65,7 @@ def test_the_written_profile_runs_a_job(tmp_path: Path, monkeypatch: pytest.Monk
 
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root and setpriv")
 def test_refuses_clearly_when_not_root(tmp_path: Path) -> None:
-    script = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "sandbox" / "cluster.sh"
+    script = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "tools" / "sandbox" / "cluster.sh"
     result = subprocess.run(
         ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "bash", str(script), "up"],
         capture_output=True, text=True, timeout=60,

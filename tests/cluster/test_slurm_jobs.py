@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.core.errors import SpecError
 from jupyter_tiers.core.model import JobState, RankPhase
-from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.slurm.parse import expand_hostlist
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests import helpers

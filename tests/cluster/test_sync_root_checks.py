@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_tiers.data.sync import SyncError, build_manifest
 from jupyter_tiers.slurm.sync_remote import sync_root, sync_to_cluster
 from jupyter_tiers.slurm.tier import SlurmTier
-from jupyter_tiers.data.sync import SyncError, build_manifest
 
 pytestmark = pytest.mark.cluster
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 
 from jupyter_tiers.core.model import JobState
-from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.data.sync import build_manifest, format_manifest
+from jupyter_tiers.slurm.tier import SlurmTier
 
 pytestmark = pytest.mark.cluster
 

@@ -18,8 +18,8 @@ import pytest
 
 from jupyter_tiers import api
 from jupyter_tiers.config.profiles import load_config
-from jupyter_tiers.core.model import JobState
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.model import JobState
 from jupyter_tiers.slurm.tier import SlurmTier, transport_for
 from jupyter_tiers.transport.errors import AuthenticationError, OneTimeCodeRequired
 from jupyter_tiers.transport.prompt import (

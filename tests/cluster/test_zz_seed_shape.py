@@ -10,10 +10,10 @@ from collections.abc import Iterator
 
 import pytest
 
+from jupyter_tiers.batch.status import summary_line
 from jupyter_tiers.core.model import JobState, RankPhase
 from jupyter_tiers.slurm.parse import expand_hostlist
 from jupyter_tiers.slurm.tier import SlurmTier
-from jupyter_tiers.batch.status import summary_line
 
 from .conftest import RANKS_UP, cluster
 

@@ -22,7 +22,7 @@ from pathlib import Path
 from tests.helpers import loud_skip
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "jupyter_tiers" / "sandbox" / "twofactor.sh"
+SCRIPT = ROOT / "jupyter_tiers" / "tools" / "sandbox" / "twofactor.sh"
 VENV_BIN = Path(sys.executable).parent
 PROFILE = "box2fa"
 

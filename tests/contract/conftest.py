@@ -33,11 +33,11 @@ from typing import Any
 import pytest
 
 from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.engine.tier import BatchTier, ServeTier
 from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.slurm.tier import SlurmTier
-from jupyter_tiers.engine.tier import BatchTier, ServeTier
 from jupyter_tiers.transport.local import LocalTransport
 from tests.conftest import BACKEND_ENVIRONMENTS
 from tests.contract.fake_slurm import FakeSlurm

@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.core.errors import JobNotFound, SpecError, TiersError, Unsupported
-from jupyter_tiers.engine.handles import Job
 from jupyter_tiers.batch.history import make_query
-from jupyter_tiers.core.model import JobState, JobStatus, RankPhase
 from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.core.errors import JobNotFound, SpecError, TiersError, Unsupported
+from jupyter_tiers.core.model import JobState, JobStatus, RankPhase
+from jupyter_tiers.engine.handles import Job
 from tests.contract.conftest import GUARD, BatchBackend
 from tests.helpers import wait_for
 

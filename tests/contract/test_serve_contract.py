@@ -16,8 +16,8 @@ import time
 import pytest
 
 from jupyter_tiers.core.errors import JobNotFound, SpecError, TiersError, Unsupported
-from jupyter_tiers.engine.handles import Service
 from jupyter_tiers.core.model import PodLogLine, ServiceState, ServiceStatus
+from jupyter_tiers.engine.handles import Service
 from tests.contract.conftest import GUARD, ServeBackend
 from tests.helpers import wait_for
 

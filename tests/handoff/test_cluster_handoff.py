@@ -19,13 +19,13 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_tiers import api
+from jupyter_tiers.batch.status import summary_line
 from jupyter_tiers.config import profiles as config
 from jupyter_tiers.config.profiles import load_config
-from jupyter_tiers.data.handoff import decode_detail
-from jupyter_tiers.core.model import JobState
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.model import JobState
+from jupyter_tiers.data.handoff import decode_detail
 from jupyter_tiers.slurm.tier import SlurmTier
-from jupyter_tiers.batch.status import summary_line
 from tests.cluster.conftest import profile_yaml
 from tests.handoff.conftest import TRAIN, weights_server
 from tests.helpers import cancel_registered_jobs, ipython_test_shell, wait_for

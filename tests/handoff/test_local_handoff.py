@@ -12,8 +12,8 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_tiers.data.handoff import decode_detail
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.data.handoff import decode_detail
 from tests.handoff.conftest import TRAIN
 from tests.helpers import tiers_shell
 
@@ -158,8 +158,8 @@ def test_guard_warns_about_a_server_on_the_train_magic_unless_forced(
 
 def test_job_widget_header_shows_the_checkpoint(tmp_path: Path) -> None:
     from jupyter_tiers.config.profiles import Profile
-    from jupyter_tiers.local.tier import LocalTier
     from jupyter_tiers.faces.widgets.job_view import JobView
+    from jupyter_tiers.local.tier import LocalTier
 
     tier = LocalTier(Profile(name="local", tier="local", settings={"workdir": str(tmp_path / "jobs")}),
                      Registry(), watcher_options={"status_interval": 0.5, "rank_interval": 0.2,

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.config.profiles import Profile
-from jupyter_tiers.local.tier import LocalTier
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.core.model import JobState
 from jupyter_tiers.data.objectstore import MANIFEST_NAME, parse_manifest
-from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.local.tier import LocalTier
 from tests.local.test_local_tier import FAST
 from tests.s3.conftest import S3Server, aws_env, s3_server  # noqa: F401 - fixtures
 

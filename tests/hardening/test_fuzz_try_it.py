@@ -15,6 +15,7 @@ import re
 from typing import Any
 
 from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.faces.widgets.try_panel import chat_of, request_of
 from jupyter_tiers.serving.httpmodel import (
     RESERVED_HEADERS,
     HttpRequest,
@@ -34,7 +35,6 @@ from jupyter_tiers.serving.openai_compat import (
     error_text,
     model_ids,
 )
-from jupyter_tiers.faces.widgets.try_panel import chat_of, request_of
 
 SEED = 20261219
 STREAMS = 1500

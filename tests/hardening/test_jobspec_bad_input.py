@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.core.errors import SpecError
-from jupyter_tiers.spec.jobspec import RESERVED_ENV_NAMES, parse_sbatch_option, validate_spec
-from jupyter_tiers.local import slurmenv
 from jupyter_tiers.core.model import JobSpec
+from jupyter_tiers.local import slurmenv
 from jupyter_tiers.slurm.render import render_sbatch, shell_path
+from jupyter_tiers.spec.jobspec import RESERVED_ENV_NAMES, parse_sbatch_option, validate_spec
 
 
 def _spec(**kw: object) -> JobSpec:

@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.core.errors import SubmitError, TiersError
+from jupyter_tiers.core.model import JobState
 from jupyter_tiers.local import jobstate, processes
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.core.model import JobState
-from jupyter_tiers.config.registry import Registry
 from tests.helpers import wait_for
 
 GUARD = 120.0  # bounds every wait so a broken tier fails instead of hanging; nothing asserts time

@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config import profiles as config, project_trust
+from jupyter_tiers.config import profiles as config
+from jupyter_tiers.config import project_trust
 from jupyter_tiers.config.profiles import ConfigError, load_config
 from jupyter_tiers.spec.options import JOB_OPTIONS, SERVE_OPTIONS, profile_keys
 
@@ -74,8 +75,8 @@ def test_high1_plain_jupyter_tiers_doctor_runs_nothing(cloned: Path) -> None:
 
 def test_high1_the_servers_doctor_runs_nothing(cloned: Path) -> None:
     """What the sidebar's Check calls (server/handlers.py's DoctorHandler -> service.doctor)."""
-    from jupyter_tiers.config import cache as config_cache
     from jupyter_tiers.app import actions as service
+    from jupyter_tiers.config import cache as config_cache
 
     config_cache.clear()
     with pytest.raises(config.ProjectFileRefused) as info:
@@ -88,10 +89,10 @@ def test_high1_the_servers_doctor_runs_nothing(cloned: Path) -> None:
 def test_high1_a_project_defined_profile_is_never_probed(cloned: Path) -> None:
     """Defence in depth: even a project-defined profile that reached the doctor (a future key, a
     bug in the refusals) runs no interpreter and sends no keys."""
+    from jupyter_tiers.data.objectstore import parse_object_store
     from jupyter_tiers.doctor import check_profile
     from jupyter_tiers.doctor.local import probe
     from jupyter_tiers.doctor.objectstore_probe import probe as s3_probe
-    from jupyter_tiers.data.objectstore import parse_object_store
 
     store = {"bucket": "loot", "endpoint_url": "https://store.example", "credentials": "kernel"}
     prof = config.Profile(name="mine", tier="local", defaults={"python": "./tools/py"},

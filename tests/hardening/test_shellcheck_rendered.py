@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.batch.jobdir import RANK_SHIM
-from jupyter_tiers.local.tier import render_batch
 from jupyter_tiers.core.model import JobSpec
+from jupyter_tiers.local.tier import render_batch
 from jupyter_tiers.slurm.render import render_sbatch
 
 SPECS = {

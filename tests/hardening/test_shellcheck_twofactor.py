@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "sandbox" / "twofactor.sh"
+SCRIPT = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "tools" / "sandbox" / "twofactor.sh"
 
 
 def test_twofactor_script_is_clean_without_an_rc_file() -> None:

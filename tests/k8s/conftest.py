@@ -20,8 +20,8 @@ import yaml
 from jupyter_tiers import api
 from jupyter_tiers.config import profiles as config
 from jupyter_tiers.config.profiles import Profile
-from jupyter_tiers.k8s.tier import K8sTier
 from jupyter_tiers.core.model import ServiceStatus
+from jupyter_tiers.k8s.tier import K8sTier
 from tests.k8s_emulator.emulator import Emulator
 from tests.k8s_emulator.fixtures import k8s_namespace  # noqa: F401
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
+from jupyter_tiers.app.viewstate import serve as serve_state
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.core.errors import SpecError, TiersError
+from jupyter_tiers.core.model import ServiceState, ServiceStatus
 from jupyter_tiers.k8s.canary import TRACK_LABEL
 from jupyter_tiers.k8s.tier import K8sTier
-from jupyter_tiers.core.model import ServiceState, ServiceStatus
-from jupyter_tiers.config.registry import Registry
-from jupyter_tiers.app.viewstate import serve as serve_state
 from tests.k8s.conftest import GUARD, SERVER, wait_for
 from tests.k8s.test_k8s_tier import apply_server, get, live_pods, wait_ready
 from tests.k8s_emulator.emulator import Emulator

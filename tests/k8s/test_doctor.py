@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-from jupyter_tiers.faces import tiers_command
 from jupyter_tiers.config.profiles import ProjectFileRefused, load_config
 from jupyter_tiers.doctor import run_doctor
 from jupyter_tiers.doctor.k8s_checks import TIER_ACCESS, shown_access
 from jupyter_tiers.doctor.model import Check, Status
 from jupyter_tiers.doctor.render import render_text
+from jupyter_tiers.faces import tiers_command
 from tests.k8s.conftest import PROFILE, profile_settings, write_tiers_yaml
 from tests.k8s_emulator.emulator import Emulator
 

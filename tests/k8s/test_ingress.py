@@ -16,9 +16,9 @@ from IPython.core.interactiveshell import InteractiveShell
 from kubernetes import client
 
 from jupyter_tiers.config.profiles import Profile
-from jupyter_tiers.k8s.tier import K8sTier
-from jupyter_tiers.core.model import ServiceState
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.model import ServiceState
+from jupyter_tiers.k8s.tier import K8sTier
 from jupyter_tiers.serving.status import summary_line
 from tests.k8s.conftest import IMAGE, PROFILE, SERVER, StatusLog, profile_settings, write_tiers_yaml
 from tests.k8s.test_k8s_magic import ip, serve, usage_error  # noqa: F401

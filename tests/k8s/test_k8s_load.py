@@ -8,8 +8,8 @@ import json
 import urllib.request
 from pathlib import Path
 
-from jupyter_tiers.k8s.tier import K8sTier
 from jupyter_tiers.core.model import ServiceState
+from jupyter_tiers.k8s.tier import K8sTier
 from tests.helpers import wait_for
 from tests.k8s.conftest import GUARD
 

@@ -17,10 +17,10 @@ import yaml
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from jupyter_tiers.engine.handles import Service
-from jupyter_tiers.core.model import ServiceState
-from jupyter_tiers.spec.options import SERVE_OPTIONS
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.model import ServiceState
+from jupyter_tiers.engine.handles import Service
+from jupyter_tiers.spec.options import SERVE_OPTIONS
 from tests.helpers import ipython_test_shell
 from tests.k8s.conftest import GUARD, PROFILE, SERVER, wait_for, write_tiers_yaml
 from tests.k8s_emulator.emulator import Emulator

@@ -13,11 +13,11 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.core.errors import TiersError
+from jupyter_tiers.core.model import ServiceState
 from jupyter_tiers.k8s.sync_render import SYNC_HASH_ANNOTATION
 from jupyter_tiers.k8s.tier import K8sTier
-from jupyter_tiers.core.model import ServiceState
-from jupyter_tiers.config.registry import Registry
 from tests.helpers import ipython_test_shell
 from tests.k8s.conftest import GUARD, wait_for
 from tests.k8s_emulator.emulator import Emulator

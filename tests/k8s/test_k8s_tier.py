@@ -18,11 +18,11 @@ from typing import Any
 import pytest
 
 from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.core.errors import ApiError, ApiUnreachable, TiersError
+from jupyter_tiers.core.model import PodLogLine, ServiceState, ServiceStatus
 from jupyter_tiers.engine.handles import Service
 from jupyter_tiers.k8s.tier import K8sTier
-from jupyter_tiers.core.model import PodLogLine, ServiceState, ServiceStatus
-from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.serving.status import summary_line
 from tests.k8s.conftest import GUARD, IMAGE, SERVER, StatusLog, profile_settings, wait_for
 from tests.k8s_emulator.emulator import Emulator

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import time
 
-from jupyter_tiers.k8s.tier import K8sTier
-from jupyter_tiers.core.model import ServiceState
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.model import ServiceState
+from jupyter_tiers.k8s.tier import K8sTier
 from tests.k8s.conftest import StatusLog
 from tests.k8s.test_k8s_tier import apply_server
 from tests.k8s_emulator.emulator import Emulator

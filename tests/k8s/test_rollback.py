@@ -12,9 +12,9 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_tiers.core.errors import TiersError, Unsupported
+from jupyter_tiers.core.model import ServiceState
 from jupyter_tiers.engine.handles import Service
 from jupyter_tiers.k8s.tier import K8sTier
-from jupyter_tiers.core.model import ServiceState
 from tests.k8s.conftest import SERVER, wait_for
 from tests.k8s.test_k8s_magic import ip, serve, tiers, usage_error  # noqa: F401
 from tests.k8s_emulator.emulator import Emulator

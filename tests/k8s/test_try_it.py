@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.engine import serve_http
 from jupyter_tiers.core.errors import TiersError
+from jupyter_tiers.engine import serve_http
 from jupyter_tiers.engine.handles import Service
-from jupyter_tiers.serving.httpmodel import pretty_body
 from jupyter_tiers.k8s.tier import K8sTier
+from jupyter_tiers.serving.httpmodel import pretty_body
 
 from .conftest import GUARD, wait_for
 

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.faces.widgets.job_view import JobView
+from jupyter_tiers.local.tier import LocalTier
 from tests.local.test_local_tier import FAST, local_profile
 
 

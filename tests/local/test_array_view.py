@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.engine.array_job import ArrayJob
-from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.core.model import JobState
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.model import JobState
+from jupyter_tiers.engine.array_job import ArrayJob
 from jupyter_tiers.faces.widgets.array_view import ArrayView
 from jupyter_tiers.faces.widgets.job_view import JobView
+from jupyter_tiers.local.tier import LocalTier
 from tests import helpers
 
 from .test_local_tier import FAST, local_profile

@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers import api
-from jupyter_tiers.faces import tiers_command
-from jupyter_tiers.engine.array_job import ArrayJob
 from jupyter_tiers.core.model import JobState
+from jupyter_tiers.engine.array_job import ArrayJob
+from jupyter_tiers.faces import tiers_command
 from tests import helpers
 
 SWEEP = textwrap.dedent(
@@ -98,7 +98,9 @@ def test_plain_array_gets_the_task_number_and_one_task_is_cancelled(ip, capsys) 
     assert status.state is JobState.CANCELLED and status.reason == "3 tasks: 2 COMPLETED, 1 CANCELLED"
     assert "params {'task': 3} {\"task\": 3}" in job.task(3).logs(rank=0)
     assert job.summary() == f"array {job.id} (3 tasks) 2 COMPLETED, 1 CANCELLED"
-    from jupyter_tiers.app import actions as service  # the sidebar's and the REST API's row: one line, the counts
+    from jupyter_tiers.app import (
+        actions as service,  # the sidebar's and the REST API's row: one line, the counts
+    )
 
     item = next(i for i in service.list_items().items if i.id == job.id)
     assert item.size == "3 tasks: 2 COMPLETED, 1 CANCELLED" and item.state == "CANCELLED"

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.core.model import JobState
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.model import JobState
+from jupyter_tiers.local.tier import LocalTier
 
 from .test_local_tier import FAST, GUARD, local_profile, wait_no_processes
 

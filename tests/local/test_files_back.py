@@ -6,8 +6,8 @@ from __future__ import annotations
 import tracemalloc
 from pathlib import Path
 
-from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.core.model import JobState
+from jupyter_tiers.local.tier import LocalTier
 
 BODY = """\
 import os, pathlib

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.core.model import JobState
+from jupyter_tiers.local.tier import LocalTier
 from tests.helpers import wait_for
 from tests.local.conftest import QuietView
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.app.viewstate.job import message_rows
 from jupyter_tiers.faces.widgets.job_view import JobView
+from jupyter_tiers.local.tier import LocalTier
 from tests.helpers import SentRecorder
 
 

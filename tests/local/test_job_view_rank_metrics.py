@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.core.model import JobState
+from jupyter_tiers.local.tier import LocalTier
 from tests.local.conftest import QuietView
 
 

@@ -18,13 +18,13 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.api import make_tier
+from jupyter_tiers.batch.status import summary_line
 from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.config.registry import JobRecord, Registry
 from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.core.model import JobState, LogLine, RankPhase
 from jupyter_tiers.local import processes, slurmenv
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.core.model import JobState, LogLine, RankPhase
-from jupyter_tiers.config.registry import JobRecord, Registry
-from jupyter_tiers.batch.status import summary_line
 from tests.helpers import local_profile, loud_skip, processes_mentioning, wait_for
 
 FAST = {"status_interval": 0.5, "rank_interval": 0.2, "first_poll": 0.1}

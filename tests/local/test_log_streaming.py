@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers import api
-from jupyter_tiers.faces import tiers_command
 from jupyter_tiers.batch.jobdir import LOG_NAME
+from jupyter_tiers.faces import tiers_command
 from jupyter_tiers.local.tier import LOG_CHUNK, read_last_lines
 
 BODY = """\

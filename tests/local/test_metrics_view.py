@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import json
 
+from jupyter_tiers.core.model import JobState
 from jupyter_tiers.engine.handles import Job
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.core.model import JobState
 from tests.local.conftest import QuietView
 
 

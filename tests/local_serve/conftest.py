@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.local import serve_supervisor as ssv
 from jupyter_tiers.local.serve_tier import LocalServeTier
-from jupyter_tiers.config.registry import Registry
 from tests.helpers import local_profile, processes_mentioning, wait_for
 
 GUARD = 120.0  # seconds; bounds every wait so a broken tier fails instead of hanging

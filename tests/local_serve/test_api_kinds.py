@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers import api
-from jupyter_tiers.config import profiles as config
 from jupyter_tiers import connect as public_connect
+from jupyter_tiers.config import profiles as config
+from jupyter_tiers.config.registry import JobRecord
 from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.core.model import WorkKind
 from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.core.model import WorkKind
-from jupyter_tiers.config.registry import JobRecord
 
 YAML = """\
 profiles:

@@ -9,11 +9,11 @@ import urllib.request
 
 import pytest
 
-from jupyter_tiers.core.errors import SpecError, TiersError
-from jupyter_tiers.local.serve_tier import LocalServeTier
-from jupyter_tiers.core.model import ServiceState, ServiceStatus
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.errors import SpecError, TiersError
+from jupyter_tiers.core.model import ServiceState, ServiceStatus
 from jupyter_tiers.engine.tier import Service
+from jupyter_tiers.local.serve_tier import LocalServeTier
 
 from .conftest import GUARD, HTTP_BODY, local_profile, wait_for
 

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_tiers.core.model import ServiceState
 from jupyter_tiers.local import listeners, router
 from jupyter_tiers.local import serve_supervisor as ssv
 from jupyter_tiers.local.listeners import Listener, parse_tcp_table, verify_listener
 from jupyter_tiers.local.router import FrontPort
 from jupyter_tiers.local.serve_tier import LocalServeTier
-from jupyter_tiers.core.model import ServiceState
 
 from .conftest import GUARD, HTTP_BODY, wait_for
 

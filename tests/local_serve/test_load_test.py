@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from jupyter_tiers.core.errors import SpecError
-from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.core.model import ServiceState
 from jupyter_tiers.engine.tier import Service
+from jupyter_tiers.local.serve_tier import LocalServeTier
 
 from .conftest import GUARD, wait_for
 

@@ -11,9 +11,9 @@ import pytest
 
 from jupyter_tiers.config import profiles as config
 from jupyter_tiers.config.profiles import ConfigError, load_config
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.config.registry import Registry
 
 PROFILE = """\
 profiles:

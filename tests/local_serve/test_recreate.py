@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import time
 
-from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.core.model import ServiceState
+from jupyter_tiers.local.serve_tier import LocalServeTier
 
 from .conftest import GUARD, HTTP_BODY
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import threading
 
-from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.core.model import PodLogLine
+from jupyter_tiers.local.serve_tier import LocalServeTier
 
 from .conftest import wait_for
 

@@ -17,9 +17,9 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_tiers import api
-from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.engine.tier import Service
+from jupyter_tiers.local.serve_tier import LocalServeTier
 from tests.helpers import isolate_tiers, tiers_shell
 
 from .conftest import CRASH_BODY, HTTP_BODY, service_processes, stop_everything, wait_for

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.model import ServiceState, ServiceStatus
+from jupyter_tiers.engine.tier import Service
 from jupyter_tiers.local import serve_supervisor as ssv
 from jupyter_tiers.local.serve_tier import LocalServeTier
-from jupyter_tiers.core.model import ServiceState, ServiceStatus
-from jupyter_tiers.config.registry import Registry
-from jupyter_tiers.engine.tier import Service
 from tests.helpers import loud_skip
 
 from .conftest import CRASH_BODY, GUARD, HTTP_BODY, local_profile, service_processes, wait_for
@@ -566,8 +566,8 @@ def test_a_service_log_read_is_bounded_with_a_marker(tier: LocalServeTier, tmp_p
     """``service_logs`` reads at most MAX_SERVICE_LOG_BYTES from the end of service.log.1 +
     service.log (issue 20 item 10; they reach 128 MiB), from a whole line, after a marker line."""
     from jupyter_tiers.app import actions as service_layer
-    from jupyter_tiers.engine import tier as tier_module
     from jupyter_tiers.config.registry import JobRecord
+    from jupyter_tiers.engine import tier as tier_module
 
     svcdir = tmp_path / "svc"
     svcdir.mkdir()

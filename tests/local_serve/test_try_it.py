@@ -12,12 +12,12 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers.engine import serve_http
 from jupyter_tiers.core.errors import SpecError, TiersError
+from jupyter_tiers.engine import serve_http
 from jupyter_tiers.engine.handles import Service
-from jupyter_tiers.serving.httpmodel import pretty_body
-from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.faces.widgets.serve_view import ServeView
+from jupyter_tiers.local.serve_tier import LocalServeTier
+from jupyter_tiers.serving.httpmodel import pretty_body
 from tests.helpers import SentRecorder, wait_for
 
 from .conftest import GUARD

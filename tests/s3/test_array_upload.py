@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.data import handoff
-from jupyter_tiers.engine.array_job import ArrayJob
-from jupyter_tiers.data.checkpoint_upload import PART_ENV, UploadError
-from jupyter_tiers.local.tier import LocalTier
 from jupyter_tiers.core.model import JobState, JobStatus
+from jupyter_tiers.data import handoff
+from jupyter_tiers.data.checkpoint_upload import PART_ENV, UploadError
 from jupyter_tiers.data.objectstore import MANIFEST_NAME, parse_manifest
+from jupyter_tiers.engine.array_job import ArrayJob
+from jupyter_tiers.local.tier import LocalTier
 from tests.s3.conftest import S3Server
 from tests.s3.test_local_upload import GUARD, make_tier, objects
 

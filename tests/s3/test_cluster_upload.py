@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.data.checkpoint_upload import PART_ENV, UploadError
 from jupyter_tiers.config.profiles import load_config
-from jupyter_tiers.core.model import JobState
-from jupyter_tiers.data.objectstore import MANIFEST_NAME, UploadReport, parse_manifest
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.model import JobState
+from jupyter_tiers.data.checkpoint_upload import PART_ENV, UploadError
+from jupyter_tiers.data.objectstore import MANIFEST_NAME, UploadReport, parse_manifest
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests.cluster.conftest import profile_yaml
 from tests.s3.conftest import S3Server

@@ -16,9 +16,9 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_tiers import api
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.data.model_cache import FetchError, fetch_model
 from jupyter_tiers.data.objectstore import MANIFEST_FORMAT, MANIFEST_NAME, parse_object_store
-from jupyter_tiers.config.registry import Registry
 from tests.handoff.conftest import weights_server
 from tests.helpers import isolate_tiers, tiers_shell
 from tests.s3.conftest import S3Server

@@ -17,14 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.data.checkpoint_upload import PART_ENV, UploadError, payload, plan_upload, uploader_source
-from jupyter_tiers.config.profiles import Profile
-from jupyter_tiers.data.handoff import upload_of
-from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.core.model import JobState
-from jupyter_tiers.data.objectstore import MANIFEST_NAME, parse_manifest
-from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.batch.status import summary_line
+from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.model import JobState
+from jupyter_tiers.data.checkpoint_upload import PART_ENV, UploadError, payload, plan_upload, uploader_source
+from jupyter_tiers.data.handoff import upload_of
+from jupyter_tiers.data.objectstore import MANIFEST_NAME, parse_manifest
+from jupyter_tiers.local.tier import LocalTier
 from tests.local.test_local_tier import FAST
 from tests.s3.conftest import S3Server
 

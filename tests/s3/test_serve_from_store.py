@@ -22,8 +22,8 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_tiers import api
 from jupyter_tiers.config import profiles as config
-from jupyter_tiers.data.objectstore import DEFAULT_FETCH_IMAGE
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.data.objectstore import DEFAULT_FETCH_IMAGE
 from tests.cluster.conftest import profile_yaml
 from tests.helpers import cancel_registered_jobs, ipython_test_shell, wait_for
 from tests.k8s_emulator.emulator import Emulator

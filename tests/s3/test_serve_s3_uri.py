@@ -22,10 +22,10 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_tiers import api
+from jupyter_tiers.app.viewstate.serve import pod_rows
 from jupyter_tiers.config import profiles as config
 from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.serving.status import describe_pod_problem
-from jupyter_tiers.app.viewstate.serve import pod_rows
 from tests.handoff.conftest import weights_server
 from tests.helpers import ipython_test_shell
 from tests.k8s_emulator.emulator import Emulator

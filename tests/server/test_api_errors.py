@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from tornado.httpclient import HTTPClientError
 
-from jupyter_tiers.core.errors import SpecError
 from jupyter_tiers.config.registry import JobRecord, Registry
+from jupyter_tiers.core.errors import SpecError
 from jupyter_tiers.faces.server import params
 from tests.server.util import body
 

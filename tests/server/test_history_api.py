@@ -18,9 +18,9 @@ from tornado.httpclient import HTTPClientError
 from jupyter_tiers import api
 from jupyter_tiers.app import actions as service
 from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.core.errors import SpecError
 from jupyter_tiers.core.model import JobState
-from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.faces.server import params
 from jupyter_tiers.slurm.history import MAX_DAYS, MAX_LIMIT, MAX_TAIL, NO_ACCOUNTING_MESSAGE, STATES
 from jupyter_tiers.slurm.tier import SlurmTier

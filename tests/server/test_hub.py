@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 
 from jupyter_tiers import api
+from jupyter_tiers.config.registry import JobRecord, Registry
 from jupyter_tiers.core.errors import TiersError
 from jupyter_tiers.core.model import JobState, JobStatus
-from jupyter_tiers.config.registry import JobRecord, Registry
 from jupyter_tiers.faces.server.hub import Hub
 
 GUARD = 60.0

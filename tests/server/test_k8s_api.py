@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from jupyter_tiers import api
-from jupyter_tiers.k8s.tier import K8sTier
 from jupyter_tiers.core.model import ServiceState
+from jupyter_tiers.k8s.tier import K8sTier
 from tests.k8s.conftest import IMAGE, SERVER
 from tests.k8s_emulator.emulator import Emulator
 from tests.k8s_emulator.fixtures import emulator, k8s_namespace  # noqa: F401

@@ -4,6 +4,8 @@ with a live status."""
 from __future__ import annotations
 
 from jupyter_tiers.app import actions as service
+from jupyter_tiers.batch.status import summary_line
+from jupyter_tiers.config.registry import JobRecord
 from jupyter_tiers.core.model import (
     CanaryStatus,
     JobState,
@@ -13,8 +15,6 @@ from jupyter_tiers.core.model import (
     ServiceState,
     ServiceStatus,
 )
-from jupyter_tiers.config.registry import JobRecord
-from jupyter_tiers.batch.status import summary_line
 
 NOW = 1_800_000_000.0
 CONTRACT = {"key", "id", "kind", "name", "profile", "tier", "state", "terminal", "size", "where",

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers.slurm.sync_remote import sync_to_cluster
 from jupyter_tiers.data.sync import build_manifest, format_manifest
+from jupyter_tiers.slurm.sync_remote import sync_to_cluster
 
 
 class CountingTransport:

@@ -10,9 +10,9 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from jupyter_tiers.batch.arrays import detail_counts, record_counts, with_counts
+from jupyter_tiers.config.registry import JobRecord, Registry
 from jupyter_tiers.data.checkpoint_upload import task_of, task_order, uploads_text
 from jupyter_tiers.data.handoff import task_upload_of, task_uploads, with_task_upload
-from jupyter_tiers.config.registry import JobRecord, Registry
 
 SEED = 16016
 

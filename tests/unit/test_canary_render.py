@@ -9,6 +9,7 @@ import pytest
 from IPython.core.error import UsageError
 
 from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.core.model import PodInfo, ServeSpec, ServiceState, ServiceStatus
 from jupyter_tiers.k8s.canary import (
     TRACK_LABEL,
     canary_objects,
@@ -18,9 +19,8 @@ from jupyter_tiers.k8s.canary import (
     split_pods,
 )
 from jupyter_tiers.k8s.render import render_manifests
-from jupyter_tiers.core.model import PodInfo, ServeSpec, ServiceState, ServiceStatus
-from jupyter_tiers.spec.servespec import canary_replicas, validate_serve_spec
 from jupyter_tiers.serving.status import canary_status, summary_line
+from jupyter_tiers.spec.servespec import canary_replicas, validate_serve_spec
 from tests.unit.serve_shell import Shell, serve_shell
 
 __all__ = ["serve_shell"]  # the fixture

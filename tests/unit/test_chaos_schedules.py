@@ -9,8 +9,8 @@ import datetime as dt
 
 import pytest
 
-from jupyter_tiers.k8s.render import render_manifests
 from jupyter_tiers.core.model import ServeSpec
+from jupyter_tiers.k8s.render import render_manifests
 from tests.chaos import schedules
 from tests.chaos.registry_worker import ops
 

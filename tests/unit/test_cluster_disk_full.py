@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config.profiles import Profile
-from jupyter_tiers.core.errors import SubmitError
 from jupyter_tiers.batch.jobdir import DISK_FULL_BYTES, disk_full_note, parse_free_space, parse_rank_files
+from jupyter_tiers.config.profiles import Profile
 from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.errors import SubmitError
 from jupyter_tiers.slurm.commands import RANKS_SH
 from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.transport.exchange import CommandResult

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config import profiles as config_mod
 from jupyter_tiers.config import cache as config_cache
+from jupyter_tiers.config import profiles as config_mod
 from jupyter_tiers.config.profiles import ConfigError
 
 

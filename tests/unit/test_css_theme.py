@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-CSS_FILES = sorted((ROOT / "jupyter_tiers" / "widgets").glob("*.css")) + sorted(
+CSS_FILES = sorted((ROOT / "jupyter_tiers" / "faces" / "widgets").glob("*.css")) + sorted(
     (ROOT / "labextension" / "style").glob("*.css")
 )
 

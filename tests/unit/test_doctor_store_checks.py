@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_tiers.data.objectstore import parse_object_store
 from jupyter_tiers.doctor.model import Status
 from jupyter_tiers.doctor.objectstore_checks import (
     MARK,
@@ -19,7 +20,6 @@ from jupyter_tiers.doctor.objectstore_checks import (
     secret_check,
     store_checks,
 )
-from jupyter_tiers.data.objectstore import parse_object_store
 
 STORE = parse_object_store({"bucket": "jt-ckpt", "endpoint_url": "http://s3.lab:9000",
                             "allow_insecure_endpoint": True, "prefix": "a/b"}, "slurm")

@@ -9,9 +9,9 @@ import random
 
 import pytest
 
+from jupyter_tiers.app.viewstate.job import text_message
 from jupyter_tiers.batch.failstop import Failure, fold_text, is_failstop_line, is_stop_report, parse_task_list
 from jupyter_tiers.core.model import JobState, JobStatus, LogLine, RankPhase, RankState
-from jupyter_tiers.app.viewstate.job import text_message
 from jupyter_tiers.faces.widgets.text import FailStopFold
 
 R137 = Failure(137, "node18")

@@ -10,11 +10,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from jupyter_tiers.core.model import ServeSpec
+from jupyter_tiers.data.objectstore import parse_object_store
 from jupyter_tiers.k8s.fetch import add_model_fetch, fetch_failure
 from jupyter_tiers.k8s.parse import pod_info
 from jupyter_tiers.k8s.render import render_manifests
-from jupyter_tiers.core.model import ServeSpec
-from jupyter_tiers.data.objectstore import parse_object_store
 from jupyter_tiers.serving.status import describe_pod_problem
 
 URI = "s3://team-ckpt/jt/x/model.bin"

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.data import handoff
 from jupyter_tiers.batch import jobdir
-from jupyter_tiers.config.profiles import Profile
-from jupyter_tiers.core.errors import SpecError
-from jupyter_tiers.data.handoff import Checkpoint, HandoffError
 from jupyter_tiers.batch.jobdir import checkpoint_lines
-from jupyter_tiers.core.model import JobSpec
+from jupyter_tiers.config.profiles import Profile
 from jupyter_tiers.config.registry import JobRecord, Registry
+from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.core.model import JobSpec
+from jupyter_tiers.data import handoff
+from jupyter_tiers.data.handoff import Checkpoint, HandoffError
 from jupyter_tiers.slurm.commands import with_checkpoints
 from jupyter_tiers.slurm.render import render_sbatch
 
@@ -305,9 +305,9 @@ def test_path_map_in_a_profile_file(tmp_path: Path, text: str, error: str | None
 
 
 def test_job_view_traits_and_summary_carry_the_checkpoint() -> None:
-    from jupyter_tiers.core.model import JobState, JobStatus, SchedulerInfo
-    from jupyter_tiers.batch.status import merge_status, summary_line
     from jupyter_tiers.app.viewstate.job import status_traits
+    from jupyter_tiers.batch.status import merge_status, summary_line
+    from jupyter_tiers.core.model import JobState, JobStatus, SchedulerInfo
 
     sched = SchedulerInfo("42", JobState.COMPLETED, nodelist="node[1-2]", elapsed_s=42, checkpoint=CKPT.path)
     status = merge_status("42", sched, {}, 0)

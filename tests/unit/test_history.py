@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.faces import tiers_command
 from jupyter_tiers.config.profiles import Profile
-from jupyter_tiers.core.errors import SpecError, TiersError
 from jupyter_tiers.config.registry import JobRecord, Registry
+from jupyter_tiers.core.errors import SpecError, TiersError
+from jupyter_tiers.faces import tiers_command
 from jupyter_tiers.slurm.commands import unwrap_slurm
 from jupyter_tiers.slurm.history import (
     DELIMITER,
@@ -324,8 +324,8 @@ def test_history_is_a_declared_capability_only_slurm_answers(tmp_path: Path,
     profile, and service.history turns that (and a Kubernetes profile) into the same 400-class
     SpecError, before anything is asked."""
     from jupyter_tiers.app import actions as service
-    from jupyter_tiers.core.errors import Unsupported
     from jupyter_tiers.batch.history import HistoryRow
+    from jupyter_tiers.core.errors import Unsupported
     from jupyter_tiers.k8s.tier import K8sTier
     from jupyter_tiers.local.tier import LocalTier
 

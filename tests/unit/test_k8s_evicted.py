@@ -8,10 +8,10 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from jupyter_tiers.k8s.parse import pod_info, service_status
-from jupyter_tiers.core.model import ServiceState
-from jupyter_tiers.serving.status import canary_status, describe_pod_problem, summary_line, terminal_words
 from jupyter_tiers.app.viewstate.serve import pod_problem, pod_rows
+from jupyter_tiers.core.model import ServiceState
+from jupyter_tiers.k8s.parse import pod_info, service_status
+from jupyter_tiers.serving.status import canary_status, describe_pod_problem, summary_line, terminal_words
 
 MESSAGE = ("The node was low on resource: memory. Threshold quantity: 100Mi, available: 51200Ki. "
            "Container server was using 20980Ki, request is 0, has larger consumption of memory. ")

@@ -10,8 +10,8 @@ from collections.abc import Callable
 import pytest
 
 from jupyter_tiers.core.errors import ApiUnreachable
-from jupyter_tiers.k8s.tier import LaggingWatchGuard
 from jupyter_tiers.core.model import ServiceState, ServiceStatus
+from jupyter_tiers.k8s.tier import LaggingWatchGuard
 
 
 def status(state: ServiceState) -> ServiceStatus:

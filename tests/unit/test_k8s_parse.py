@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from jupyter_tiers.app.viewstate.serve import pod_problem
+from jupyter_tiers.core.model import PodInfo, ServiceState, ServiceStatus
 from jupyter_tiers.k8s.errors import api_error_message
 from jupyter_tiers.k8s.parse import (
     MAX_EVENTS,
@@ -20,9 +22,7 @@ from jupyter_tiers.k8s.parse import (
     pod_info,
     service_status,
 )
-from jupyter_tiers.core.model import PodInfo, ServiceState, ServiceStatus
 from jupyter_tiers.serving.status import summary_line
-from jupyter_tiers.app.viewstate.serve import pod_problem
 
 GOLDEN = Path(__file__).parent / "snapshots" / "k8s" / "golden"
 REVISION = "deployment.kubernetes.io/revision"

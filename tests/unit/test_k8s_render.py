@@ -17,13 +17,13 @@ import pytest
 import yaml
 
 from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.core.model import ServeSpec
 from jupyter_tiers.k8s.render import (
     BODY_HASH_ANNOTATION,
     ENV_HASH_ANNOTATION,
     render_manifests,
     render_yaml,
 )
-from jupyter_tiers.core.model import ServeSpec
 from jupyter_tiers.spec.servespec import parse_autoscale, validate_serve_spec
 
 SNAPSHOTS = Path(__file__).parent / "snapshots" / "k8s"

@@ -15,9 +15,9 @@ from typing import Any
 import pytest
 from IPython.core.error import UsageError
 
+from jupyter_tiers.core.model import PodLogLine
 from jupyter_tiers.k8s.client import KubeClient
 from jupyter_tiers.k8s.watch import SINCE_MARGIN_S, PodLogFollower, container_instance, since_seconds
-from jupyter_tiers.core.model import PodLogLine
 from tests import helpers
 from tests.unit.serve_shell import Shell, serve_shell
 
@@ -230,8 +230,8 @@ def test_sbatch_with_a_bare_dash_dash_is_not_glued(serve_shell: Shell) -> None:
 def _patched(patch: dict[str, Any]) -> list[dict[str, Any]]:
     import json
 
-    from jupyter_tiers.k8s.render import render_manifests
     from jupyter_tiers.core.model import ServeSpec
+    from jupyter_tiers.k8s.render import render_manifests
 
     spec = ServeSpec("print(1)\n", name="web", image="python:3.11", env=(("TOKEN", "s3cret"),),
                      cpu="1", autoscale=(1, 2, 50), patch=json.dumps(patch))
@@ -353,8 +353,8 @@ def test_closing_the_tier_stops_log_followers_and_a_later_watch_starts_afresh(
     running (a widget never closed kept its threads and streams for good), and a later watch()
     subscribed to the stopped watch, which never delivers again."""
     from jupyter_tiers.config.profiles import Profile
-    from jupyter_tiers.k8s import tier as k8s_tier
     from jupyter_tiers.config.registry import JobRecord
+    from jupyter_tiers.k8s import tier as k8s_tier
 
     watches: list[_StubNamespaceWatch] = []
 
@@ -460,9 +460,9 @@ def test_watching_with_the_api_down_answers_at_once_with_an_unknown_state() -> N
     """subscribe() waited for each kind to list, 30 s per kind, before delivering anything:
     opening a ServeView or wait_ready() froze the kernel for 90 s. And the first status (no
     Deployment seen) said DELETED, which ends every view of the service for good."""
+    from jupyter_tiers.core.model import ServiceState, ServiceStatus
     from jupyter_tiers.k8s.parse import service_status
     from jupyter_tiers.k8s.watch import NamespaceWatch
-    from jupyter_tiers.core.model import ServiceState, ServiceStatus
 
     nsw = NamespaceWatch(_DownClient(), "demo")
     got: list[ServiceStatus] = []

@@ -89,9 +89,9 @@ def test_code_key_names_body_and_sync() -> None:
 
 def test_the_local_tier_has_no_history_to_roll_back(tmp_path: Any) -> None:
     from jupyter_tiers.config.profiles import Profile
+    from jupyter_tiers.config.registry import JobRecord, Registry
     from jupyter_tiers.core.errors import Unsupported
     from jupyter_tiers.local.serve_tier import LocalServeTier
-    from jupyter_tiers.config.registry import JobRecord, Registry
 
     tier = LocalServeTier(Profile(name="laptop", tier="local", settings={"workdir": str(tmp_path)}),
                           Registry(tmp_path / "registry.sqlite"))

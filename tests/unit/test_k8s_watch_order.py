@@ -12,8 +12,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from jupyter_tiers.k8s.watch import NAME_LABEL, NamespaceWatch
 from jupyter_tiers.core.model import ServiceState, ServiceStatus
+from jupyter_tiers.k8s.watch import NAME_LABEL, NamespaceWatch
 
 
 def test_a_status_computed_later_is_delivered_later() -> None:

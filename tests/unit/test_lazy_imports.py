@@ -70,7 +70,8 @@ def test_the_checker_finds_an_unexplained_import() -> None:
 
 def test_load_ext_and_the_service_layer_load_no_heavy_dependency() -> None:
     code = (
-        "import sys, jupyter_tiers, jupyter_tiers.faces.magics, jupyter_tiers.app.actions, jupyter_tiers.faces.cli;"
+        "import sys, jupyter_tiers, jupyter_tiers.faces.magics, jupyter_tiers.app.actions,"
+        " jupyter_tiers.faces.cli;"
         f"print(','.join(m for m in {HEAVY!r} if m in sys.modules))"
     )
     env = dict(os.environ, PYTHONPATH=str(PACKAGE.parent))

@@ -22,7 +22,8 @@ LOAD_EXT = (
 )
 
 #: Modules of the engine and its views that %load_ext must not import.
-ENGINE = ("jupyter_tiers.api", "jupyter_tiers.engine.tier", "jupyter_tiers.engine.handles", "jupyter_tiers.engine.watch",
+ENGINE = ("jupyter_tiers.api", "jupyter_tiers.engine.tier", "jupyter_tiers.engine.handles",
+          "jupyter_tiers.engine.watch",
           "jupyter_tiers.config.registry", "jupyter_tiers.app.actions", "jupyter_tiers.faces.tiers_command",
           "jupyter_tiers.faces.display", "jupyter_tiers.config.profiles", "jupyter_tiers.transport",
           "jupyter_tiers.slurm", "jupyter_tiers.k8s", "jupyter_tiers.local", "jupyter_tiers.faces.widgets")

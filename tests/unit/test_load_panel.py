@@ -9,8 +9,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from jupyter_tiers.serving.loadplan import check_plan
 from jupyter_tiers.faces.widgets.load_panel import LoadPanel, request_of
+from jupyter_tiers.serving.loadplan import check_plan
 
 from .test_serve_text import make_service
 from .test_serve_view import RecordingView, until, views  # noqa: F401 - a fixture
@@ -237,8 +237,8 @@ def test_drops_and_late_starts_are_results_beside_errors() -> None:
     """Issue 29 §2: a chat load test dropped 136 of 200 requests while the panel read "done ...
     errors 0 (0.0 %)". Drops and late starts are the test's failures, said as such with what to
     change; errors are the service's."""
-    from jupyter_tiers.serving.loadplan import findings
     from jupyter_tiers.faces.widgets.load_panel import done_message
+    from jupyter_tiers.serving.loadplan import findings
 
     s = {"scheduled": 200, "sent": 64, "answered": 64, "errors": 0, "dropped": 136, "late": 3,
          "sent_rps": 6.4, "asked_rps": 20, "p95_ms": 2400.0, "error_rate": 0.0,

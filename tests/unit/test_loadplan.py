@@ -16,11 +16,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from jupyter_tiers.serving import loadplan as lp
 from jupyter_tiers.config.profiles import ConfigError, load_config
+from jupyter_tiers.config.registry import JobRecord
 from jupyter_tiers.core.errors import SpecError, TiersError
 from jupyter_tiers.engine.handles import Service
-from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.serving import loadplan as lp
 from tests.helpers import local_profile
 
 SEED = 20261203

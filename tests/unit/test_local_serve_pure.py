@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.core.model import ServeSpec, ServiceState, ServiceStatus
 from jupyter_tiers.local import backoff
 from jupyter_tiers.local.roundrobin import RoundRobin
 from jupyter_tiers.local.serve_status import service_status
@@ -23,7 +24,6 @@ from jupyter_tiers.local.serve_tier import (
     render_plan,
     shell_body,
 )
-from jupyter_tiers.core.model import ServeSpec, ServiceState, ServiceStatus
 
 # --- back-off ------------------------------------------------------------------------------------
 

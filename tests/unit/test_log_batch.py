@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import random
 
+from jupyter_tiers.app.viewstate.job import ERROR_RE, error_lines, lines_message, message_rows
 from jupyter_tiers.batch.logs import LogBatch, LogDecoder, split_log_line
 from jupyter_tiers.core.model import LogLine
-from jupyter_tiers.app.viewstate.job import ERROR_RE, error_lines, lines_message, message_rows
 from jupyter_tiers.faces.widgets.batcher import LineBatcher
 
 WORDS = ["loss", "ü", "✓", "Error", "ValueError:", "error:", "FATAL", "Traceback (most recent call last)",

@@ -8,7 +8,6 @@ import random
 
 import pytest
 
-from jupyter_tiers.core.errors import SpecError
 from jupyter_tiers.batch.metrics import (
     MAX_KEYS,
     MetricParser,
@@ -20,6 +19,7 @@ from jupyter_tiers.batch.metrics import (
     parse_patterns,
     to_frame,
 )
+from jupyter_tiers.core.errors import SpecError
 from jupyter_tiers.core.model import LogLine
 
 # PyTorch Lightning 2.x: a tqdm progress bar that rewrites itself with \r (one log "line" holds

@@ -13,9 +13,9 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from jupyter_tiers import api
-from jupyter_tiers.core.model import JobState, JobStatus, RankPhase, RankState
-from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.batch.status import summary_line
+from jupyter_tiers.config.registry import Registry
+from jupyter_tiers.core.model import JobState, JobStatus, RankPhase, RankState
 from jupyter_tiers.engine.tier import Job
 from tests.helpers import cancel_registered_jobs, isolate_tiers, tiers_shell
 

@@ -10,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.config.registry import JobRecord
 from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.core.model import ServeSpec
 from jupyter_tiers.data.handoff import (
     Checkpoint,
     HandoffError,
@@ -19,11 +21,9 @@ from jupyter_tiers.data.handoff import (
     serving_model,
     with_upload,
 )
+from jupyter_tiers.data.objectstore import DEFAULT_FETCH_IMAGE, parse_object_store
 from jupyter_tiers.k8s.fetch import FETCH_SH, add_model_fetch, fetch_command, fetched_model_path
 from jupyter_tiers.k8s.render import render_manifests
-from jupyter_tiers.core.model import ServeSpec
-from jupyter_tiers.data.objectstore import DEFAULT_FETCH_IMAGE, parse_object_store
-from jupyter_tiers.config.registry import JobRecord
 
 GOLDEN = Path("/work/shared/facts/k8s-golden/13a-init-container-emptydir.json")
 URI = "s3://team-ckpt/jt/ft/42/ckpt-000100/"

@@ -7,9 +7,10 @@ import random
 
 import pytest
 
-from jupyter_tiers.core.errors import SubmitError
 from jupyter_tiers.batch.logs import LogDecoder, split_log_line
+from jupyter_tiers.core.errors import SubmitError
 from jupyter_tiers.core.model import JobState, LogLine
+from jupyter_tiers.core.timefmt import format_elapsed
 from jupyter_tiers.slurm.parse import (
     SACCT_FIELDS,
     SQUEUE_FORMAT,
@@ -20,7 +21,6 @@ from jupyter_tiers.slurm.parse import (
     parse_scontrol_jobs,
     parse_squeue,
 )
-from jupyter_tiers.core.timefmt import format_elapsed
 
 # --- sbatch --parsable ------------------------------------------------------------------------
 

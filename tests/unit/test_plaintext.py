@@ -12,13 +12,12 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers.faces import cli
 from jupyter_tiers.batch import history
-from jupyter_tiers.faces import tiers_command
 from jupyter_tiers.core.errors import TiersError
 from jupyter_tiers.core.model import JobState, JobStatus, PodInfo, ServiceState
 from jupyter_tiers.core.plaintext import printable
 from jupyter_tiers.engine.subscription import Subscription
+from jupyter_tiers.faces import cli, tiers_command
 from jupyter_tiers.faces.widgets.text import TextView
 from tests.unit.test_serve_text import make_service, status
 

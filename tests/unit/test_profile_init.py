@@ -17,10 +17,10 @@ from typing import Any
 import pytest
 import yaml
 
-from jupyter_tiers.faces import cli, tiers_command
 from jupyter_tiers.config.profiles import TIERS, ConfigError, load_config, load_file, merge_layers
 from jupyter_tiers.doctor import run_doctor
 from jupyter_tiers.doctor.model import Status
+from jupyter_tiers.faces import cli, tiers_command
 from jupyter_tiers.tools.profile_init import discover
 from jupyter_tiers.tools.profile_init.plan import KEYS, Facts, PlanError, answer, build_profile, next_question
 from jupyter_tiers.tools.profile_init.yamlfile import MergeError, add_profile, render_file
@@ -302,7 +302,8 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.delenv("JUPYTER_TIERS_CONFIG", raising=False)
     monkeypatch.setenv("USER", "me")
     monkeypatch.setenv("LOGNAME", "me")
-    monkeypatch.setattr("jupyter_tiers.config.profiles.sbatch_here", lambda: False)  # tests that want it say so
+    # tests that want it say so
+    monkeypatch.setattr("jupyter_tiers.config.profiles.sbatch_here", lambda: False)
     monkeypatch.chdir(tmp_path)
     return home
 

@@ -8,8 +8,8 @@ import json
 import random
 from typing import Any
 
-from jupyter_tiers.slurm.parse import expand_hostlist
 from jupyter_tiers.app.viewstate.job import ranks_per_node
+from jupyter_tiers.slurm.parse import expand_hostlist
 from tests.unit.widget_js import run_module
 
 

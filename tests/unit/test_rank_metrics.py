@@ -7,8 +7,8 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
-from jupyter_tiers.core.errors import TiersError
 from jupyter_tiers.batch.metrics import MetricsTracker
+from jupyter_tiers.core.errors import TiersError
 from jupyter_tiers.faces.widgets.rank_metrics import RankMetrics, read_history
 
 

@@ -7,11 +7,11 @@ import random
 
 import pytest
 
-from jupyter_tiers.core import reachability as rc
-from jupyter_tiers.config.profiles import validate_profile
-from jupyter_tiers.core.errors import ConfigError
-from jupyter_tiers.config.registry import JobRecord
 from jupyter_tiers.app.actions import item_from, mark_stale
+from jupyter_tiers.config.profiles import validate_profile
+from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.core import reachability as rc
+from jupyter_tiers.core.errors import ConfigError
 from jupyter_tiers.faces.tiers_command import format_jobs
 
 

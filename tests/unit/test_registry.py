@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.config import registry as registry_mod
+from jupyter_tiers.config.registry import JobRecord, Registry, spec_for_record
 from jupyter_tiers.core.errors import JobNotFound
 from jupyter_tiers.core.model import JobSpec, WorkKind
-from jupyter_tiers.config.registry import JobRecord, Registry, spec_for_record
 from jupyter_tiers.slurm.render import render_sbatch
 
 

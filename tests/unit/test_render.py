@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.core.errors import SpecError
 from jupyter_tiers.batch.jobdir import RANK_SHIM, render_env
-from jupyter_tiers.spec.jobspec import parse_sbatch_option, validate_spec
+from jupyter_tiers.core.errors import SpecError
 from jupyter_tiers.core.model import JobSpec
 from jupyter_tiers.slurm.commands import pack_job
 from jupyter_tiers.slurm.render import render_job, render_sbatch
+from jupyter_tiers.spec.jobspec import parse_sbatch_option, validate_spec
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("JT_UPDATE_SNAPSHOTS") == "1"

@@ -6,9 +6,6 @@ import random
 
 import pytest
 
-from jupyter_tiers.core.errors import SpecError, TiersError
-from jupyter_tiers.core.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
-from jupyter_tiers.serving.status import check_track, track_pods, with_canary
 from jupyter_tiers.app.viewstate.serve import (
     MAX_EVENTS,
     banner_text,
@@ -22,6 +19,9 @@ from jupyter_tiers.app.viewstate.serve import (
     state_label,
     status_traits,
 )
+from jupyter_tiers.core.errors import SpecError, TiersError
+from jupyter_tiers.core.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
+from jupyter_tiers.serving.status import check_track, track_pods, with_canary
 
 NOW = 1_700_000_000.0
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from jupyter_tiers.config.profiles import Profile
-from jupyter_tiers.engine.handles import Service
-from jupyter_tiers.core.model import PodInfo, PodLogLine, ServeSpec, ServiceState, ServiceStatus
 from jupyter_tiers.config.registry import JobRecord, Registry
+from jupyter_tiers.core.model import PodInfo, PodLogLine, ServeSpec, ServiceState, ServiceStatus
+from jupyter_tiers.engine.handles import Service
 from jupyter_tiers.engine.subscription import Subscription
 from jupyter_tiers.engine.tier import ServeTier
 from jupyter_tiers.faces.widgets.serve_text import ServiceTextView

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers.core.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
 from jupyter_tiers.app.viewstate.serve import status_traits
+from jupyter_tiers.core.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
 from jupyter_tiers.faces.widgets.serve_view import MAX_SCALE, ServeView
 from tests.helpers import SentRecorder
 

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from jupyter_tiers.core.model import PodInfo, ServiceState, ServiceStatus
-from jupyter_tiers.serving.status import with_canary
 from jupyter_tiers.app.viewstate.schema import ServeViewState, defaults
 from jupyter_tiers.app.viewstate.serve import status_traits
+from jupyter_tiers.core.model import PodInfo, ServiceState, ServiceStatus
+from jupyter_tiers.serving.status import with_canary
 from tests.unit.widget_js import run_module
 
 NOW = 1_700_000_000.0

@@ -5,9 +5,9 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from jupyter_tiers.engine.handles import Service
-from jupyter_tiers.core.model import ServiceState, ServiceStatus
 from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.core.model import ServiceState, ServiceStatus
+from jupyter_tiers.engine.handles import Service
 from jupyter_tiers.engine.subscription import Subscription
 
 

@@ -9,14 +9,14 @@ import subprocess
 
 import pytest
 
-from jupyter_tiers.core.errors import SpecError
 from jupyter_tiers.batch.jobdir import RANK_SHIM, parse_rank_file, parse_rank_files
-from jupyter_tiers.core.model import JobSpec, JobState, JobStatus, RankPhase
-from jupyter_tiers.spec.options import JOB_OPTIONS, convert_values
 from jupyter_tiers.batch.requeue import marker_restart, restart_lines, restart_marker
 from jupyter_tiers.batch.signals import MAX_SECONDS, SIGNALS, canonical_signal, parse_signal
-from jupyter_tiers.slurm.render import render_sbatch
 from jupyter_tiers.batch.status import merge_status, summary_line
+from jupyter_tiers.core.errors import SpecError
+from jupyter_tiers.core.model import JobSpec, JobState, JobStatus, RankPhase
+from jupyter_tiers.slurm.render import render_sbatch
+from jupyter_tiers.spec.options import JOB_OPTIONS, convert_values
 
 
 @pytest.mark.parametrize(("text", "want"), [
@@ -211,8 +211,8 @@ def test_registry_records_restarts_and_migrates_a_layout_2_file(tmp_path) -> Non
 
 
 def test_squeue_preempted_reads_as_requeued_for_requeue_jobs_only() -> None:
-    from jupyter_tiers.core.model import SchedulerInfo
     from jupyter_tiers.batch.requeue import requeue_pending
+    from jupyter_tiers.core.model import SchedulerInfo
 
     found = {"1": SchedulerInfo("1", JobState.PREEMPTED), "2": SchedulerInfo("2", JobState.PREEMPTED),
              "3": SchedulerInfo("3", JobState.RUNNING)}

@@ -6,11 +6,11 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from jupyter_tiers.core.model import JobState, JobStatus
-from jupyter_tiers.batch.requeue import marker_restart, restart_marker
 from jupyter_tiers.app.viewstate.job import status_traits
+from jupyter_tiers.batch.requeue import marker_restart, restart_marker
+from jupyter_tiers.core.model import JobState, JobStatus
 
-WIDGETS = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "widgets"
+WIDGETS = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "faces" / "widgets"
 
 
 def test_traits_carry_the_restart_count() -> None:

@@ -10,15 +10,15 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_tiers.batch.status import merge_status, node_failure_reason
 from jupyter_tiers.config.profiles import Profile
+from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.core.errors import ControllerUnreachable, SpecError, TiersError
 from jupyter_tiers.core.model import JobState, RankPhase, RankState, SchedulerInfo
-from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.slurm.commands import node_states_argv, unwrap_slurm
 from jupyter_tiers.slurm.history import history_result
 from jupyter_tiers.slurm.parse import parse_failed_nodes
 from jupyter_tiers.slurm.tier import SlurmTier
-from jupyter_tiers.batch.status import merge_status, node_failure_reason
 from jupyter_tiers.transport.exchange import CommandResult
 
 # sinfo -h -N -n node[1-2] -o '%N|%T|%E' as the sandbox cluster printed it with node2's slurmd

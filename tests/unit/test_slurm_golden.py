@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config.profiles import Profile
-from jupyter_tiers.doctor import slurm_parse as doctor
 from jupyter_tiers.batch.failstop import Failure, fold_text, is_failstop_line, is_stop_report
-from jupyter_tiers.core.model import JobState
+from jupyter_tiers.config.profiles import Profile
 from jupyter_tiers.config.registry import JobRecord, Registry
+from jupyter_tiers.core.model import JobState
+from jupyter_tiers.doctor import slurm_parse as doctor
 from jupyter_tiers.slurm import commands
 from jupyter_tiers.slurm.history import parse_history
 from jupyter_tiers.slurm.parse import (

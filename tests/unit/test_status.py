@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from jupyter_tiers.core.model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
 from jupyter_tiers.batch.status import describe_rank, merge_status, summary_line
+from jupyter_tiers.core.model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
 
 
 def _running(rank: int, node: str = "node1", at: float = 100.0) -> RankState:
@@ -185,8 +185,8 @@ def test_describe_rank() -> None:
 
 
 def test_a_rank_killed_by_its_own_signal_is_the_first_failure() -> None:
-    from jupyter_tiers.core.model import JobState, JobStatus, RankPhase, RankState
     from jupyter_tiers.batch.status import summary_line
+    from jupyter_tiers.core.model import JobState, JobStatus, RankPhase, RankState
 
     ranks = (
         RankState(rank=0, phase=RankPhase.STOPPED, node="node1", signal=15, ended_at=12.0),

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers.engine.handles import Job
-from jupyter_tiers.core.model import JobState, JobStatus, ServiceState, ServiceStatus
 from jupyter_tiers.config.registry import JobRecord, Registry
-from jupyter_tiers.faces.server.hub import Hub
+from jupyter_tiers.core.model import JobState, JobStatus, ServiceState, ServiceStatus
+from jupyter_tiers.engine.handles import Job
 from jupyter_tiers.engine.subscription import Subscription, wait_for
+from jupyter_tiers.faces.server.hub import Hub
 
 GUARD = 60.0
 JOB = JobRecord(profile="hpc", tier="slurm", job_id="7", name="train", world_size=1, state="RUNNING")

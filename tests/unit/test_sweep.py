@@ -14,11 +14,11 @@ from pathlib import Path
 
 import pytest
 
+from jupyter_tiers.app.task_handoff import find_array_task
+from jupyter_tiers.config.registry import JobRecord, Registry
 from jupyter_tiers.data import handoff
 from jupyter_tiers.data.handoff import HandoffError, pick_best_task, split_task_ref, task_checkpoint
-from jupyter_tiers.config.registry import JobRecord, Registry
 from jupyter_tiers.slurm.task_listing import parse_task_checkpoints, task_checkpoints_argv
-from jupyter_tiers.app.task_handoff import find_array_task
 
 SWEEP = {"sweep": "lr=1e-4,3e-4,1e-3", "array": None}
 

@@ -254,9 +254,9 @@ def test_profile_default_and_cap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     """``defaults: {sync: [.]}`` turns it on for a profile (a bad path names the profile key);
     ``sync_max_mb`` must be a positive number."""
     from jupyter_tiers.config import profiles as config
+    from jupyter_tiers.config.registry import Registry
     from jupyter_tiers.core.errors import ConfigError
     from jupyter_tiers.local.tier import LocalTier
-    from jupyter_tiers.config.registry import Registry
 
     monkeypatch.setattr(config, "SYSTEM_PATH", tmp_path / "none.yaml")
     monkeypatch.setattr(config, "USER_PATH", tmp_path / "none2.yaml")

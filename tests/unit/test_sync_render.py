@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.core.model import JobSpec
+from jupyter_tiers.data.sync import SyncError
 from jupyter_tiers.slurm import sync_remote
 from jupyter_tiers.slurm.render import render_job
-from jupyter_tiers.data.sync import SyncError
 
 
 def test_sync_lines_come_before_the_launcher() -> None:
@@ -62,9 +62,9 @@ def test_programs_are_shellcheck_clean(program: str) -> None:
 
 
 def test_k8s_items_and_refusals() -> None:
+    from jupyter_tiers.core.model import ServeSpec
     from jupyter_tiers.k8s.render import render_manifests
     from jupyter_tiers.k8s.sync_render import with_synced_files
-    from jupyter_tiers.core.model import ServeSpec
 
     objects = render_manifests(ServeSpec(body="import m\n", name="web", image="python:3.11-slim"),
                                namespace="ns")
@@ -109,9 +109,9 @@ def test_an_oversize_k8s_sync_is_refused_before_anything_is_read_or_encoded(tmp_
     import tracemalloc
 
     from jupyter_tiers.config.profiles import Profile
+    from jupyter_tiers.core.model import ServeSpec
     from jupyter_tiers.k8s.render import render_manifests
     from jupyter_tiers.k8s.tier import _with_synced_files
-    from jupyter_tiers.core.model import ServeSpec
 
     (tmp_path / "m.py").write_text("A = 1\n")
     with open(tmp_path / "weights.bin", "wb") as f:

@@ -11,13 +11,13 @@ import pytest
 
 from jupyter_tiers import api
 from jupyter_tiers.app import task_handoff
-from jupyter_tiers.faces import tiers_command
-from jupyter_tiers.core.errors import Unsupported
-from jupyter_tiers.data.handoff import HandoffError
-from jupyter_tiers.local.tier import LocalTier
-from jupyter_tiers.core.model import WorkKind
 from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.core.errors import Unsupported
+from jupyter_tiers.core.model import WorkKind
+from jupyter_tiers.data.handoff import HandoffError
 from jupyter_tiers.engine.tier import BatchTier, Tier
+from jupyter_tiers.faces import tiers_command
+from jupyter_tiers.local.tier import LocalTier
 from tests.helpers import isolate_tiers, local_profile
 
 

@@ -96,9 +96,9 @@ def test_checked_refuses_an_unknown_field_or_a_wrong_kind() -> None:
 def test_the_status_traits_are_schema_fields() -> None:
     """What viewstate's status_traits return (the widgets set them, REST sends them) passes
     ``checked``: each is a field, of its kind."""
-    from jupyter_tiers.core.model import JobState, JobStatus, ServiceState, ServiceStatus
     from jupyter_tiers.app.viewstate import job as job_state
     from jupyter_tiers.app.viewstate import serve as serve_state
+    from jupyter_tiers.core.model import JobState, JobStatus, ServiceState, ServiceStatus
 
     job = job_state.status_traits(JobStatus(job_id="1", state=JobState.RUNNING, elapsed_s=3))
     assert schema.checked(JobViewState, job) == job

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
+from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.core.model import JobState, JobStatus
 from jupyter_tiers.data import checkpoint_upload
 from jupyter_tiers.data.checkpoint_upload import UploadError
 from jupyter_tiers.data.handoff import encode_detail
-from jupyter_tiers.core.model import JobState, JobStatus
 from jupyter_tiers.data.objectstore import UploadReport
-from jupyter_tiers.config.registry import JobRecord
 from jupyter_tiers.engine.watch import JobSubscription, Watcher, _Watched
 
 URI = "s3://team-ckpt/jt/ft/7/ckpt-000100/"
@@ -79,8 +79,8 @@ def test_a_refusal_is_not_retried_and_ends_the_job_with_the_reason(monkeypatch: 
 
 
 def test_a_job_attached_after_its_upload_ended_is_not_uploaded_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    from jupyter_tiers.data.handoff import with_upload
     from jupyter_tiers.core.model import SchedulerInfo
+    from jupyter_tiers.data.handoff import with_upload
 
     done = JobRecord(**{**REC.__dict__, "detail": with_upload(REC.detail, {"state": "done", "uri": URI})})
     monkeypatch.setattr(checkpoint_upload, "upload_checkpoint", lambda *a, **k: pytest.fail("uploaded again"))

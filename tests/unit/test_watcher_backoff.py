@@ -12,11 +12,11 @@ from typing import Any
 
 import pytest
 
-from jupyter_tiers.engine import watch as watch_mod
-from jupyter_tiers.core.errors import ControllerUnreachable, TiersError
 from jupyter_tiers.batch.logs import LogDecoder
-from jupyter_tiers.core.model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
 from jupyter_tiers.config.registry import JobRecord
+from jupyter_tiers.core.errors import ControllerUnreachable, TiersError
+from jupyter_tiers.core.model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
+from jupyter_tiers.engine import watch as watch_mod
 from jupyter_tiers.engine.watch import JobSubscription, LogFollower, Watcher, _Watched
 
 REC = JobRecord(profile="fake", tier="fake", job_id="7", name="j", jobdir="/jobs/7", world_size=2)

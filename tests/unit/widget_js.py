@@ -13,7 +13,7 @@ from typing import Any
 
 from tests.helpers import loud_skip
 
-WIDGETS = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "widgets"
+WIDGETS = Path(__file__).resolve().parents[2] / "jupyter_tiers" / "faces" / "widgets"
 
 
 def node_or_skip(what: str) -> str:

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from ...core.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
 from ...batch.requeue import marker_restart
-from ...serving.status import canary_text, exit_detail, summary_line
+from ...core.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
 from ...core.timefmt import format_elapsed
+from ...serving.status import canary_text, exit_detail, summary_line
 from .job import ERROR_RE
 
 #: Warning events kept in the widget (newest last).

@@ -27,11 +27,11 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ...app import actions as service
 from ...batch.arrays import split_task_ref
-from ...doctor.render import report_data
-from ...core.errors import SpecError, TiersError
-from ...engine.handles import Service
 from ...batch.history import AccountingDisabled
+from ...core.errors import SpecError, TiersError
 from ...core.model import WorkKind
+from ...doctor.render import report_data
+from ...engine.handles import Service
 from ...engine.watch import LogFollower
 from . import params
 from .hub import Hub

@@ -23,9 +23,9 @@ from typing import Any
 
 from ... import api
 from ...app import actions as service
+from ...config.registry import JobRecord, Registry
 from ...core.errors import TiersError
 from ...core.model import JobStatus, ServiceStatus, WorkKind
-from ...config.registry import JobRecord, Registry
 from ...engine.subscription import Subscription
 from ...engine.tier import BatchTier, Tier
 

@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ...app.actions import MAX_LOG_LINES, MAX_REPLICAS
 from ...batch import history
 from ...core.errors import SpecError, TiersError
 from ...core.model import WorkKind
-from ...app.actions import MAX_LOG_LINES, MAX_REPLICAS
 from ...data.sync import check_relpath
 
 #: Longest query value, path segment or body accepted (everything real is far shorter).

@@ -9,11 +9,11 @@ import threading
 from collections.abc import Callable
 from typing import TextIO
 
-from ...engine.array_job import ArrayJob
 from ...batch.arrays import format_tasks, task_index
-from ...data.checkpoint_upload import wants_upload
 from ...core.model import JobStatus
 from ...core.plaintext import printable
+from ...data.checkpoint_upload import wants_upload
+from ...engine.array_job import ArrayJob
 
 
 class ArrayTextView:

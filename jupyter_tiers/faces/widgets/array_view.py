@@ -18,12 +18,12 @@ import anywidget
 import ipywidgets
 import traitlets as t
 
-from ...engine.array_job import ArrayJob
+from ...app.viewstate.array import task_row
 from ...batch.arrays import aggregate_status, counts_text, task_index
 from ...core.errors import TiersError
 from ...core.model import JobStatus
+from ...engine.array_job import ArrayJob
 from ...engine.subscription import Subscription
-from ...app.viewstate.array import task_row
 from .job_view import JobView
 from .view_common import view_module
 

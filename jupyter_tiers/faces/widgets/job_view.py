@@ -12,13 +12,13 @@ from typing import Any
 import anywidget
 import traitlets as t
 
-from ...core.errors import TiersError
-from ...batch.failstop import Failure, failure_of, fold_text
-from ...engine.handles import Job
-from ...batch.logs import LogBatch
-from ...core.model import JobStatus, LogLine, RankPhase
-from ...batch.status import summary_line
 from ...app.viewstate.job import lines_message, ranks_per_node, status_traits, text_message
+from ...batch.failstop import Failure, failure_of, fold_text
+from ...batch.logs import LogBatch
+from ...batch.status import summary_line
+from ...core.errors import TiersError
+from ...core.model import JobStatus, LogLine, RankPhase
+from ...engine.handles import Job
 from .batcher import LineBatcher
 from .files_pane import FilesPane
 from .rank_metrics import RankMetrics

@@ -15,9 +15,9 @@ import threading
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ...core.errors import TiersError
 from ...batch.logs import split_log_line
 from ...batch.metrics import MetricsTracker
+from ...core.errors import TiersError
 
 #: Live batches kept while a picked rank's history is read, each only that rank's last
 #: PENDING_LINES lines (older ones are dropped: the live series is a sample of the curve anyway,

@@ -7,11 +7,11 @@ import threading
 import time
 from typing import TextIO
 
-from ...engine.handles import Service
+from ...app.viewstate.serve import format_line, model_note, order_batch, pod_problem, state_label, summary_for
 from ...core.model import PodLogLine, ServiceStatus
 from ...core.plaintext import printable
 from ...core.timefmt import format_elapsed
-from ...app.viewstate.serve import format_line, model_note, order_batch, pod_problem, state_label, summary_for
+from ...engine.handles import Service
 
 
 class ServiceTextView:

@@ -14,10 +14,10 @@ from typing import Any
 import anywidget
 import traitlets as t
 
-from ...engine.handles import Service
-from ...core.model import PodLogLine, ServiceStatus
-from ...engine.subscription import Subscription
 from ...app.viewstate.serve import line_rows, model_note, order_batch, status_traits, summary_for
+from ...core.model import PodLogLine, ServiceStatus
+from ...engine.handles import Service
+from ...engine.subscription import Subscription
 from .batcher import LineBatcher
 from .load_panel import LoadPanel
 from .try_panel import TryPanel

@@ -8,11 +8,11 @@ from collections.abc import Sequence
 from typing import TextIO
 
 from ...batch.failstop import Failure, failure_of, is_failstop_line, is_stop_report
-from ...engine.handles import Job
 from ...batch.metrics import MetricsTracker, format_last_values
+from ...batch.status import summary_line
 from ...core.model import JobStatus, LogLine, RankPhase
 from ...core.plaintext import printable
-from ...batch.status import summary_line
+from ...engine.handles import Job
 
 
 def format_line(line: LogLine) -> str:

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ...core.errors import SpecError, TiersError
+from ...core.plaintext import printable
 from ...serving.httpmodel import parse_headers, view_of
 from ...serving.openai_compat import check_messages
-from ...core.plaintext import printable
 from ...serving.status import check_track
 from .batcher import LineBatcher
 

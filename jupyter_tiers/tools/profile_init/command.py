@@ -17,10 +17,10 @@ from typing import Any
 
 from ...config import profiles as config
 from ...config.profiles import USER_PATH, ConfigError, Profile, load_file, merge_layers
-from ...doctor import Report, check_profile, slurm_probe
-from ...doctor.render import render_text
 from ...core.errors import TiersError
 from ...core.plaintext import printable
+from ...doctor import Report, check_profile, slurm_probe
+from ...doctor.render import render_text
 from ...slurm import tier as slurm_tier  # transport_for looked up at call time (tests patch it)
 from ...slurm.commands import slurm_argv
 from ...transport import sshconfig

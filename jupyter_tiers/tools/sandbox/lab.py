@@ -45,8 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from ...core.errors import SpecError, TiersError
-from ...spec.jobspec import validate_spec
 from ...core.model import JobSpec
+from ...spec.jobspec import validate_spec
 
 LAB_ACCOUNT = "jtlab"
 LAB_KEY = "~/.ssh/jupyter_tiers_lab"

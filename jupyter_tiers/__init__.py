@@ -13,6 +13,11 @@ Heavy dependencies (paramiko, kubernetes, ipywidgets) are imported only when use
 
 from __future__ import annotations
 
+import importlib
+import importlib.abc
+import importlib.machinery
+import sys
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from .core.model import WorkKind  # plain data, no I/O: cheap to import with the package
@@ -23,6 +28,39 @@ if TYPE_CHECKING:
     from .engine.tier import BatchTier, ServeTier, Tier
 
 __all__ = ["WorkKind", "__version__", "connect", "connect_batch", "connect_serve", "load_ipython_extension"]
+
+
+#: The documented modules' names before the package moved into folders (0.1.x), and where each
+#: lives now. Importing an old name gives the module at its new place, with a DeprecationWarning.
+MOVED_MODULES = {
+    "model": "core.model", "errors": "core.errors", "tier": "engine.tier",
+    "handles": "engine.handles", "array_job": "engine.array_job",
+    "subscription": "engine.subscription", "service": "app.actions", "magics": "faces.magics",
+}
+
+
+class _MovedModules(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """A meta path finder and loader for :data:`MOVED_MODULES` (``jupyter_tiers.model`` is
+    ``jupyter_tiers.core.model``: the same module object, not a copy)."""
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        prefix, _, leaf = fullname.partition(".")
+        if prefix != __name__ or leaf not in MOVED_MODULES:
+            return None
+        return importlib.machinery.ModuleSpec(fullname, self)
+
+    def create_module(self, spec: Any) -> Any:
+        new = f"{__name__}.{MOVED_MODULES[spec.name.partition('.')[2]]}"
+        warnings.warn(f"{spec.name} moved to {new}; import it from there", DeprecationWarning,
+                      stacklevel=2)
+        return importlib.import_module(new)
+
+    def exec_module(self, module: Any) -> None:
+        """Nothing to run: the module at its new place has run already."""
+
+
+if not any(isinstance(finder, _MovedModules) for finder in sys.meta_path):
+    sys.meta_path.append(_MovedModules())
 
 
 def connect(profile: str | None = None, kind: WorkKind | str = WorkKind.JOB) -> Tier:

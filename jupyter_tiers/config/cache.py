@@ -34,7 +34,7 @@ def _stamp(path: Path) -> tuple[int, ...] | None:
 
 def load_file_cached(path: Path, *, trusted: bool = True) -> dict[str, Any]:
     """``config.load_file(path, trusted=trusted)``, from a cache while the file is unchanged."""
-    # lazy: cycle: config imports config_cache
+    # lazy: cycle: config.profiles imports config.cache
     from .profiles import load_file
 
     key = (str(path), trusted)

@@ -8,7 +8,7 @@ and every ``defaults`` key, whether a project file may set it on a profile a tru
 jupyter-tiers itself) defines and on a profile the project file defines itself, and for a key it
 may not set, what the key decides. A key that is in no row is refused like a refused one, so a new
 option is refused from project files until someone adds a row on purpose; a unit test fails when
-an option or profile key has no row. config.py's refusals, docs/security.md's table and the
+an option or profile key has no row. config/profiles.py's refusals, docs/security.md's table and the
 profile reference are generated from this table.
 
 Environment names: ``env`` is allowed, but not a name that loads code or picks a destination

@@ -1,4 +1,4 @@
-"""Pure: one validated profile, as config.py builds it (a plain value, no I/O).
+"""Pure: one validated profile, as config/profiles.py builds it (a plain value, no I/O).
 
 It lives below config (which reads and validates the files) so that every layer can name it in
 its types; ``jupyter_tiers.config.profiles`` re-exports it.

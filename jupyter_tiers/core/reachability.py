@@ -19,7 +19,7 @@ STALE_AFTER_S = 300.0
 
 
 def stale_after(settings: Mapping[str, Any] | None) -> float:
-    """The profile's ``stale_after`` in seconds (validated by config.py), else the default."""
+    """The profile's ``stale_after`` in seconds (validated by config/profiles.py), else the default."""
     value = (settings or {}).get(STALE_AFTER_KEY)
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else STALE_AFTER_S
 

@@ -90,7 +90,7 @@ def store_of(profile: Profile) -> ObjectStore | None:
         return None
     try:
         return parse_object_store(raw, profile.tier)
-    except ValueError as exc:  # config.py validated it already; a hand-built Profile may not be
+    except ValueError as exc:  # config/profiles.py validated it already; a hand-built Profile may not be
         sub, message = exc.args[0]
         raise UploadError(f"profile {profile.name!r}: object_store.{sub}: {message}") from None
 

@@ -214,7 +214,7 @@ class TiersMagics(Magics):
             raise UsageError("the cell is empty: its body is the training script")
         # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
         from ..spec.guard import train_warning  # lazy: as above
-        from .display import show_job
+        from .display import show_job  # lazy: as above
 
         try:
             tier = _connect_batch(args.profile)
@@ -291,7 +291,7 @@ class TiersMagics(Magics):
                              "its command line)")
         # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
         from ..spec.guard import serve_refusal  # lazy: as above
-        from .display import show_service
+        from .display import show_service  # lazy: as above
 
         try:
             tier = _connect_serve(args.profile)
@@ -337,8 +337,8 @@ class TiersMagics(Magics):
         spec's model path and source in ``options``; returns the body with {model_path} filled."""
         # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
         from ..api import connect, connect_batch  # lazy: as above
-        from ..app import task_handoff
-        from ..data import handoff
+        from ..app import task_handoff  # lazy: as above
+        from ..data import handoff  # lazy: as above
 
         path: str | None
         uri: str | None
@@ -371,7 +371,7 @@ class TiersMagics(Magics):
         key is refused before anything is created); on the local tier it is downloaded into the
         cache (nothing if cached; ``--dry-run`` says what would be, and downloads nothing)."""
         # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
-        from ..data import handoff
+        from ..data import handoff  # lazy: as above
         from ..data.checkpoint_upload import store_of  # lazy: as above
         from ..data.model_cache import check_model, fetch_model, plan_model  # lazy: as above
         from ..data.objectstore import parse_uri  # lazy: as above

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # and modules used only with an optional extra (checked below to be declared in that extra): the
 # checkpoint uploader, the doctor's object-store check (run where uploads run) and the local
 # serving tier's model download need boto3 (the `s3` extra).
-OTHER_INTERPRETER = {"s3_upload.py", "model_cache.py", "doctor/s3_check_script.py"}
+OTHER_INTERPRETER = {"data/s3_upload.py", "data/model_cache.py", "doctor/s3_check_script.py"}
 S3_EXTRA = {"boto3"}
 
 

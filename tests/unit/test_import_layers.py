@@ -49,20 +49,28 @@ def test_the_package_keeps_its_import_contracts() -> None:
 def test_a_wrong_way_import_breaks_each_contract(tmp_path: Path) -> None:
     pkg = _copy_package(tmp_path)
     assert _lint_imports(tmp_path).returncode == 0, "the unchanged copy should pass"
-    # A pure module reaching up into the tier API, one backend importing another, the REST
-    # service loading the widgets, a magic going round the API to the transport: each is what a
-    # contract exists to refuse.
-    _append(pkg / "model.py", "from . import api  # noqa")
+    # A plain value reaching up into the tier API, a training protocol reaching across into the
+    # serving one, the file movers reaching up into the engine, profiles reaching up into the app,
+    # one backend importing another, the REST service loading the widgets, a magic going round the
+    # API to the transport: each is what a contract exists to refuse.
+    _append(pkg / "core" / "model.py", "from .. import api  # noqa")
+    _append(pkg / "batch" / "status.py", "from ..serving import status as _serve_status  # noqa")
+    _append(pkg / "data" / "files.py", "from ..engine import watch as _watch  # noqa")
+    _append(pkg / "config" / "profiles.py", "from ..app import actions as _actions  # noqa")
     _append(pkg / "slurm" / "parse.py", "from ..k8s import parse as _k8s_parse  # noqa")
-    _append(pkg / "service.py", "from .widgets import job_view as _job_view  # noqa")
-    _append(pkg / "magics.py", "from .transport import errors as _transport_errors  # noqa")
+    _append(pkg / "app" / "actions.py", "from ..faces.widgets import job_view as _job_view  # noqa")
+    _append(pkg / "faces" / "magics.py", "from ..transport import errors as _transport_errors  # noqa")
     result = _lint_imports(tmp_path)
     out = " ".join(result.stdout.split())
     assert result.returncode != 0, out
-    assert "jupyter_tiers.core.model is not allowed to import jupyter_tiers.api" in out
+    for wrong_way in ("jupyter_tiers.core.model -> jupyter_tiers.api",
+                      "jupyter_tiers.batch.status -> jupyter_tiers.serving.status",
+                      "jupyter_tiers.data.files -> jupyter_tiers.engine.watch",
+                      "jupyter_tiers.config.profiles -> jupyter_tiers.app.actions"):
+        assert wrong_way in out, (wrong_way, out)
     assert "jupyter_tiers.slurm is not allowed to import jupyter_tiers.k8s" in out
-    assert "jupyter_tiers.app.actions is not allowed to import jupyter_tiers.faces.widgets" in out
-    assert "jupyter_tiers.faces.magics is not allowed to import jupyter_tiers.transport" in out
+    assert "jupyter_tiers.app is not allowed to import jupyter_tiers.faces.widgets" in out
+    assert "jupyter_tiers.faces is not allowed to import jupyter_tiers.transport" in out
     assert "0 kept, 4 broken" in out
 
 

@@ -1,6 +1,7 @@
-"""The README's statements about the code stay true: its Layout section names every module and
-package of jupyter_tiers and every test folder, its Architecture pictures are the import-linter
-layers contract and the tier and handle classes, and model.py holds only immutable values."""
+"""docs/architecture.md's statements about the code stay true: its Layout names every folder and
+module of jupyter_tiers (each below its folder) and every test folder, its guide to where a new
+thing goes names real files, its Architecture pictures are the import-linter layers contract and
+the tier and handle classes, and core/model.py holds only immutable values."""
 
 from __future__ import annotations
 
@@ -32,26 +33,48 @@ def _layout() -> str:
     return match.group(1)
 
 
+def _folder_block(layout: str, folder: Path, pkg: Path) -> str:
+    """The Layout lines below ``folder/``'s own line, up to the next line at its depth or above."""
+    rel = folder.relative_to(pkg)
+    indent = "  " * len(rel.parts)
+    match = re.search(rf"^{indent}{re.escape(rel.name)}/.*\n((?:{indent}  .*\n|\s*\n)*)", layout, re.M)
+    assert match, f"the Layout has no line for {rel.as_posix()}/ at depth {len(rel.parts)}"
+    return match.group(1)
+
+
 def test_layout_names_every_module_and_test_folder() -> None:
+    """Every module of every folder is named on its own line below its folder's line, one level
+    deeper; every test folder is named in tests/'s entry."""
     layout = _layout()
     pkg = ROOT / "jupyter_tiers"
     missing = []
     for path in sorted(pkg.glob("*.py")):
-        if path.name != "__init__.py" and not re.search(rf"(?<![\w/]){re.escape(path.name)}\b", layout):
+        if path.name != "__init__.py" and not re.search(rf"^  {re.escape(path.name)}\b", layout, re.M):
             missing.append(path.name)
-    for sub in sorted(p for p in pkg.iterdir() if (p / "__init__.py").exists()):
-        if f"{sub.name}/" not in layout:
-            missing.append(f"{sub.name}/")
-    for sub in ("transport", "local"):
-        block = layout.split(f"  {sub}/", 1)[1]
-        for path in sorted((pkg / sub).glob("*.py")):
-            if path.name != "__init__.py" and not re.search(rf"^    {re.escape(path.name)}\b", block, re.M):
-                missing.append(f"{sub}/{path.name}")
+    folders = sorted(p.parent for p in pkg.rglob("__init__.py") if p.parent != pkg)
+    for folder in folders:
+        block = _folder_block(layout, folder, pkg)
+        depth = "  " * (len(folder.relative_to(pkg).parts) + 1)
+        for path in sorted(folder.glob("*.py")):
+            named = re.search(rf"^{depth}{re.escape(path.name)}\b", block, re.M)
+            if path.name != "__init__.py" and not named:
+                missing.append(path.relative_to(pkg).as_posix())
     for folder in sorted(p for p in (ROOT / "tests").iterdir() if (p / "__init__.py").exists()):
-        if not re.search(rf"\b{folder.name}\b", layout.split("tests/", 1)[1]):
+        if not re.search(rf"\b{folder.name}\b", layout.split("\ntests/", 1)[1]):
             missing.append(f"tests/{folder.name}")
-    assert not missing, ("the Layout section (README.md; docs/architecture.md once README is the "
-                         f"front door) does not mention: {missing}")
+    assert not missing, f"docs/architecture.md's Layout does not name: {missing}"
+
+
+def test_where_a_new_thing_goes_names_files_that_exist() -> None:
+    """The guide to where a new option, parser, verb, view, rule, check or backend goes points at
+    real files and folders (a move that forgets it fails here)."""
+    text = _architecture_text()
+    section = re.search(r"^### Where a new thing goes\n(.*?)(?=^## )", text, re.S | re.M)
+    assert section, "docs/architecture.md has no 'Where a new thing goes' section"
+    named = re.findall(r"`((?:jupyter_tiers|tests)/[\w/.]+)`", section.group(1))
+    assert len(named) >= 10, named
+    gone = [n for n in named if not (ROOT / n).exists()]
+    assert not gone, f"'Where a new thing goes' names what does not exist: {gone}"
 
 
 def _mutable_annotation(annotation: object) -> bool:
@@ -106,15 +129,17 @@ def test_architecture_picture_is_the_import_contract() -> None:
 
 
 def test_every_module_sits_in_a_layer_the_layout_names() -> None:
-    """Each layer's parts are the package's modules and packages, each named in the Layout."""
+    """Each layer's parts are the package's top-level folders and modules, each named in the
+    Layout; the package root holds no module but api.py (a new module goes into a folder)."""
     layout = _layout()
     parts = {p.strip() for layer in _contract_layers() for p in re.split(r"[|:]", layer)}
     pkg = ROOT / "jupyter_tiers"
     modules = {p.stem for p in pkg.glob("*.py") if p.name != "__init__.py"}
+    assert modules == {"api"}, f"modules in the package root besides api.py: {modules - {'api'}}"
     modules |= {p.name for p in pkg.iterdir() if (p / "__init__.py").exists()}
     assert parts == modules
     for part in parts:
-        assert re.search(rf"(?<![\w/]){re.escape(part)}(\.py\b|/)", layout), f"Layout lacks {part}"
+        assert re.search(rf"^  {re.escape(part)}(\.py\b|/)", layout, re.M), f"Layout lacks {part}"
 
 
 def test_architecture_picture_of_the_two_kinds_of_work() -> None:

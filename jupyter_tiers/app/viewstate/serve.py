@@ -173,7 +173,7 @@ def format_line(line: PodLogLine) -> str:
 
 def summary_for(status: ServiceStatus, elapsed_s: float | None = None,
                 last_log_line: str | None = None) -> str:
-    """The one-line summary (servestatus.summary_line, as at the end of a ``--wait``)."""
+    """The one-line summary (serving.status.summary_line, as at the end of a ``--wait``)."""
     return summary_line(status, elapsed_s=elapsed_s, last_log_line=last_log_line)
 
 

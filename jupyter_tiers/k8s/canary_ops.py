@@ -78,15 +78,15 @@ def apply_canary(tier: K8sTier, spec: ServeSpec, stored: dict[str, Any]) -> Serv
         raise SpecError("canary", f"service {spec.name} is not running in namespace {ns}: deploy it "
                         "without --canary first, then run the new revision with --canary")
     count = canary_replicas(spec.replicas, spec.canary)
-    objects = canary_objects(tier._manifests(spec), spec.name, count)
+    objects = canary_objects(tier.manifests(spec), spec.name, count)
     for obj in objects:
-        tier._apply_object(obj)
-    tier._scale_deployment(spec.name, ns, spec.replicas - count)
+        tier.objects.apply(obj)
+    tier.objects.scale_deployment(spec.name, ns, spec.replicas - count)
     whole = dataclasses.replace(spec, canary=None)
     canary = {
         "percent": spec.canary, "replicas": count, "total": spec.replicas,
         "deployment": canary_name(spec.name), "applied_spec": stored,
-        "script": render_yaml(tier._manifests(whole)),  # the service once promoted
+        "script": render_yaml(tier.manifests(whole)),  # the service once promoted
     }
     record = dataclasses.replace(existing, spec={**existing.spec, LIVE_CANARY: canary},
                                  state=ServiceState.DEPLOYING.value)
@@ -96,9 +96,9 @@ def apply_canary(tier: K8sTier, spec: ServeSpec, stored: dict[str, Any]) -> Serv
 
 def remove_canary(tier: K8sTier, name: str, ns: str) -> None:
     """Delete the canary's Deployment, ConfigMaps and Secret (those that exist)."""
-    tier._delete_quietly("Deployment", canary_name(name), ns)
+    tier.objects.delete_quietly("Deployment", canary_name(name), ns)
     for kind, suffix in _OWN:
-        tier._delete_quietly(kind, f"{canary_name(name)}{suffix}", ns)
+        tier.objects.delete_quietly(kind, f"{canary_name(name)}{suffix}", ns)
 
 
 def _without_canary(tier: K8sTier, record: JobRecord, **spec_updates: Any) -> None:
@@ -131,7 +131,7 @@ def promote(tier: K8sTier, record: JobRecord, timeout: float | None = None) -> s
     for kind, suffix in _OWN:  # the canary's code, env and synced files become the service's
         obj = read_object(tier, kind, f"{canary_name(name)}{suffix}", ns)
         if obj is not None:
-            tier._apply_object(promoted_object(obj, name))
+            tier.objects.apply(promoted_object(obj, name))
         elif suffix != "-code":  # the new revision has none: removed once the old pods are told
             stale.append((kind, f"{name}{suffix}"))
     meta = stable["metadata"]
@@ -153,17 +153,17 @@ def promote(tier: K8sTier, record: JobRecord, timeout: float | None = None) -> s
     if annotations:
         metadata["annotations"] = annotations
     applied = {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": metadata, "spec": dep_spec}
-    resp = tier._apply_object(applied)
+    resp = tier.objects.apply(applied)
     generation = int(((json.loads(resp.data) or {}).get("metadata") or {}).get("generation") or 0)
     limit = PROMOTE_TIMEOUT if timeout is None else timeout
     deadline = time.monotonic() + limit
     if now_replicas > 0:  # the stable pods roll to the new revision, one surge pod at a time
         _wait_rolled(tier, current, name, generation, now_replicas, deadline, limit)
     if now_replicas != total:  # then the rest, all of the new revision (one ReplicaSet is active)
-        tier._scale_deployment(name, ns, total)
+        tier.objects.scale_deployment(name, ns, total)
         _wait_rolled(tier, current, name, generation + 1, total, deadline, limit)
     for kind, stale_name in stale:
-        tier._delete_quietly(kind, stale_name, ns)
+        tier.objects.delete_quietly(kind, stale_name, ns)
     remove_canary(tier, name, ns)
     _without_canary(tier, dataclasses.replace(current, script=str(canary.get("script") or current.script)),
                     **_spec_fields(canary["applied_spec"]),
@@ -227,7 +227,7 @@ def rollback_canary(tier: K8sTier, record: JobRecord) -> str:
         raise TiersError(f"service {record.name} has no canary to roll back")
     ns = current.spec.get("namespace") or tier.namespace
     if read_object(tier, "Deployment", record.name, ns) is not None:
-        tier._scale_deployment(record.name, ns, int(canary["total"]))
+        tier.objects.scale_deployment(record.name, ns, int(canary["total"]))
     remove_canary(tier, record.name, ns)
     _without_canary(tier, current)
     return f"service {record.name}: canary removed; the stable revision is back to {canary['total']} replicas"

@@ -11,7 +11,7 @@ import pytest
 
 from jupyter_tiers.core.errors import ApiUnreachable
 from jupyter_tiers.core.model import ServiceState, ServiceStatus
-from jupyter_tiers.k8s.tier import LaggingWatchGuard
+from jupyter_tiers.k8s.service_watch import LaggingWatchGuard
 
 
 def status(state: ServiceState) -> ServiceStatus:

@@ -26,14 +26,12 @@ import shutil
 import signal
 import subprocess
 import sys
-import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from ..batch.requeue import marker_restart
 from ..config.profiles import Profile
 from ..config.registry import LIVE_CANARY, JobRecord, Registry, spec_for_record
 from ..core.errors import JobNotFound, SpecError, SubmitError, TiersError
@@ -43,120 +41,29 @@ from ..engine.handles import Service
 from ..engine.subscription import Subscription
 from ..engine.tier import ServeTier
 from ..serving.status import check_track, summary_line, track_pods
-from ..spec.options import SERVE_OPTIONS, profile_keys
-from ..spec.servespec import canary_replicas, validate_serve_spec
+from ..spec.servespec import canary_replicas
 from . import jobstate, listeners, processes
 from . import serve_supervisor as ssv
 from .router import FrontPort
+from .serve_plan import (
+    MAX_REPLICAS,
+    SERVE_DEFAULTS,
+    check_local,
+    not_applied,
+    note_for,
+    render_plan,
+    revision_of,
+    shell_body,
+)
 from .serve_status import service_status
+from .serve_watch import ServicePoller, tail_bytes, text_tail
 from .tier import check_private_dir, check_workdir_owner, local_workdir
 
-MAX_REPLICAS = 64  # every replica is a process on this machine
 LAUNCH_TIMEOUT = 60.0
 DELETE_TIMEOUT = 60.0
 POLL_INTERVAL = 0.25
-MAX_LOG_REPLAY = 1 << 20  # a new watcher gets at most the last MiB of the log
 SERVICES_DIR = "services"
 KEY_FILE = ".revision.key"
-PORT_TOKEN = "{port}"
-
-# ServeSpec fields that only mean something on a cluster: accepted, shown as not applied.
-NOT_APPLIED = ("image", "gpus", "cpu", "memory", "secret_env", "autoscale", "image_pull_policy",
-               "node_selector", "tolerations", "patch", "sync", "service_type")
-_SERVE_DEFAULTS = frozenset(profile_keys(SERVE_OPTIONS))
-
-
-def not_applied(spec: ServeSpec) -> list[str]:
-    """``field=value`` of every cluster-only option the spec sets (pure)."""
-    out = []
-    for name in NOT_APPLIED:
-        value = getattr(spec, name)
-        if value in (None, 0, (), ""):
-            continue
-        if name == "secret_env":
-            value = ",".join(k for k, _ in value)
-        elif name == "node_selector":
-            value = ",".join(f"{k}={v}" for k, v in value)
-        elif name == "autoscale":
-            value = ":".join(str(v) for v in value)
-        elif name == "tolerations":
-            value = f"{len(value)} toleration{'s' if len(value) != 1 else ''}"
-        elif name == "patch":
-            value = "(a patch)"
-        elif name == "sync":  # the replicas run on this machine; nothing is copied for them
-            value = ",".join(value)
-        out.append(f"{name}={value}")
-    if spec.strategy != "rolling":
-        out.append(f"strategy={spec.strategy} (rolled one replica at a time)")
-    return out
-
-
-def note_for(ignored: Sequence[str]) -> str | None:
-    """The status message about ignored options, or None."""
-    if not ignored:
-        return None
-    return "not applied on the local tier: " + ", ".join(ignored)
-
-
-def check_local(spec: ServeSpec) -> None:
-    """validate_serve_spec plus the local limits."""
-    # No image runs locally; one given is still checked, so the cell also works on a cluster.
-    validate_serve_spec(replace(spec, image=spec.image or "local") if isinstance(spec, ServeSpec) else spec)
-    if spec.name.isdigit():
-        raise SpecError("name", f"{spec.name!r}: a local service name needs a letter (job ids are numbers)")
-    if spec.replicas > MAX_REPLICAS:
-        raise SpecError("replicas", f"{spec.replicas}: a local service runs at most {MAX_REPLICAS} "
-                        "replicas on this machine")
-    # Refused, not ignored: a route that silently does not exist is worse than none.
-    for name in ("ingress", "tls_secret"):
-        if getattr(spec, name):
-            raise SpecError(name, "Kubernetes only: an Ingress routes a cluster's traffic; a local service "
-                            "is reached at its loopback endpoint (use a kubernetes profile)")
-
-
-def revision_of(template: str, restarted_at: str) -> str:
-    """The pod-template hash: what a replica runs and the last restart's stamp (so an unchanged
-    cell re-run after a restart changes nothing, as with ``kubectl rollout restart``)."""
-    return hashlib.sha256(f"{template}/{restarted_at}".encode()).hexdigest()[:10]
-
-
-def shell_body(body: str) -> str:
-    """A ``--shell`` body as run locally: ``{port}`` becomes the replica's ``${PORT}``."""
-    return body.replace(PORT_TOKEN, "${PORT}")
-
-
-def render_plan(spec: ServeSpec, setup: Sequence[str] = ()) -> str:
-    """What would run, as text (the ``--dry-run`` output; no env values)."""
-    check_local(spec)
-    program = ("/bin/sh code/<revision>/command.sh" if spec.shell
-               else f"{spec.python} code/<revision>/main.py")
-    probe = f"HTTP GET {spec.readiness} (200-399)" if spec.readiness else "TCP connect"
-    s = "s" if spec.replicas != 1 else ""
-    lines = [
-        f"# jupyter-tiers local service {spec.name!r}: {spec.replicas} replica{s}, each a local process",
-        f"#   {program}",
-        "# in its own process group under a detached supervisor, with its own free loopback port in",
-        "# PORT and JT_PORT" + (" ({port} in the command line)" if spec.shell else "")
-        + "; the body must listen on it.",
-        f"# Readiness: {probe} on the replica's port every {ssv.PROBE_PERIOD_S:g} s.",
-        "# Crash: restarted with back-off 10s, 20s, 40s ... 5m (CrashLoopBackOff).",
-        f"# Endpoint: http://127.0.0.1:{spec.port} (or a free port if taken), relayed round-robin to"
-        " the ready replicas.",
-        "# Rolling update and restart: one new replica ready before an old one goes.",
-    ]
-    if spec.model_path is not None:
-        source = f" (from job {spec.model_source})" if spec.model_source else ""
-        lines.append(f"# Model{source}: {spec.model_path}, read in place; also in JT_MODEL_PATH.")
-    if spec.env:
-        lines.append(f"# env (values in env.json, mode 600, not shown): {', '.join(k for k, _ in spec.env)}")
-    if setup:
-        lines += ["# setup from the profile, before the body:", *(f"#   {line}" for line in setup)]
-    ignored = not_applied(spec)
-    if ignored:
-        lines.append("# Not applied locally: " + ", ".join(ignored))
-    lines += ["", shell_body(spec.body) if spec.shell else spec.body]
-    return "\n".join(lines).rstrip("\n") + "\n"
-
 
 class LocalServeTier(ServeTier):
     """Services as local processes; see the module docstring."""
@@ -168,14 +75,14 @@ class LocalServeTier(ServeTier):
         super().__init__(profile, registry)
         self.workdir = local_workdir(profile) / SERVICES_DIR
         self.poll_interval = poll_interval
-        self._poller: _Poller | None = None
+        self._poller: ServicePoller | None = None
         self._forwards: list[FrontPort] = []
 
     # --- specs -----------------------------------------------------------------------------
     def profile_defaults(self) -> Mapping[str, Any]:
         # A local profile's defaults hold training options and the local serving ones
-        # (config.LOCAL_SERVE_DEFAULTS); only those a ServeSpec has apply here.
-        return {k: v for k, v in self.profile.defaults.items() if k in _SERVE_DEFAULTS}
+        # (config.LOCALSERVE_DEFAULTS); only those a ServeSpec has apply here.
+        return {k: v for k, v in self.profile.defaults.items() if k in SERVE_DEFAULTS}
 
     def validate(self, spec: ServeSpec) -> None:
         check_local(spec)
@@ -407,7 +314,7 @@ class LocalServeTier(ServeTier):
             time.sleep(0.02)
         state = ssv.read_json(svcdir / ssv.STATE_FILE) or {}
         if code != 0 or not state.get("front_port"):
-            tail = _tail(svcdir / ssv.SUPERVISOR_LOG)
+            tail = text_tail(svcdir / ssv.SUPERVISOR_LOG)
             how = "did not start in time" if code is None or not state else f"exited {code}"
             raise SubmitError(f"the local service supervisor {how}: {tail or 'no message'} "
                               f"(service dir {svcdir})")
@@ -637,7 +544,7 @@ class LocalServeTier(ServeTier):
         """Through the tier's one poller of the services' files."""
         with self._lock:
             if self._poller is None:
-                self._poller = _Poller(self, self.poll_interval)
+                self._poller = ServicePoller(self.name, self._status_now, self._record, self.poll_interval)
             poller = self._poller
         return poller.add(record, on_status, on_lines)
 
@@ -649,176 +556,3 @@ class LocalServeTier(ServeTier):
             poller.stop()
         for forward in forwards:
             forward.close()
-
-
-class _Subscription(Subscription[ServiceStatus]):
-    """One listener on one service: where its log reading stands, and the state it recorded."""
-
-    def __init__(self, poller: _Poller, record: JobRecord, on_status: Callable[[ServiceStatus], None] | None,
-                 on_lines: Callable[[list[PodLogLine]], None] | None, offset: int) -> None:
-        super().__init__(record, on_status)
-        self.poller = poller
-        self.on_lines = on_lines
-        self.offset = offset
-        self.partial = b""
-        self.skip_first = False
-        self.started_mid_file = False
-        self.inode: int | None = None  # of the log file the offset is in
-        # Each replica's container restart, from the log's restart markers (0 when reading from
-        # the log's start; None: not known yet, reading began mid-file).
-        self.restarts: dict[str, int | None] = {}
-        self.last: ServiceStatus | None = None
-        self.recorded = ""
-
-    def _detach(self) -> None:
-        self.poller.remove(self)
-
-
-class _Poller:
-    """One thread per tier reading every watched service's files: a status delivered when it
-    changes, new log lines as they come. Callbacks run on this thread, in order."""
-
-    def __init__(self, tier: LocalServeTier, interval: float) -> None:
-        self.tier = tier
-        self.interval = interval
-        self._subs: list[_Subscription] = []
-        self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name=f"jt-local-serve-{tier.name}", daemon=True)
-        self._thread.start()
-
-    def add(self, record: JobRecord, on_status: Callable[[ServiceStatus], None] | None,
-            on_lines: Callable[[list[PodLogLine]], None] | None) -> _Subscription:
-        size, inode = 0, None
-        with contextlib.suppress(OSError):
-            info = (Path(record.jobdir) / ssv.LOG_FILE).stat()
-            size, inode = info.st_size, info.st_ino
-        sub = _Subscription(self, record, on_status, on_lines, max(0, size - MAX_LOG_REPLAY))
-        sub.skip_first = sub.offset > 0
-        sub.started_mid_file = sub.offset > 0
-        sub.inode = inode
-        with self._lock:
-            self._subs.append(sub)
-        return sub
-
-    def remove(self, sub: _Subscription) -> None:
-        with self._lock, contextlib.suppress(ValueError):
-            self._subs.remove(sub)
-
-    def stop(self) -> None:
-        self._stop.set()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with self._lock:
-                subs = list(self._subs)
-            for sub in subs:
-                with contextlib.suppress(Exception):  # one broken service must not stop the others
-                    self._poll(sub)
-            self._stop.wait(self.interval)
-
-    def _poll(self, sub: _Subscription) -> None:
-        if sub.on_lines is not None:
-            self._lines(sub)
-        status = self.tier._status_now(sub.record)
-        if status == sub.last:
-            return
-        sub.last = status
-        if status.state.value != sub.recorded:
-            sub.recorded = status.state.value
-            self.tier._record(sub.record, status)
-        sub.deliver(status)
-        if status.state.terminal:
-            self.remove(sub)
-            sub.end(status)
-
-    def _lines(self, sub: _Subscription) -> None:
-        assert sub.on_lines is not None
-        svcdir = Path(sub.record.jobdir)
-        try:
-            f = open(svcdir / ssv.LOG_FILE, "rb")  # noqa: SIM115 - closed below
-        except FileNotFoundError:
-            return
-        with f:
-            inode = os.fstat(f.fileno()).st_ino
-            data = b""
-            if sub.inode is not None and inode != sub.inode:
-                # Rotated: the rest of the file we were reading is now service.log.1.
-                with contextlib.suppress(OSError), open(svcdir / ssv.ROTATED_LOG, "rb") as old:
-                    if os.fstat(old.fileno()).st_ino == sub.inode:
-                        old.seek(sub.offset)
-                        data = old.read()
-                sub.offset = 0
-            sub.inode = inode
-            f.seek(sub.offset)
-            fresh = f.read(1 << 20)
-        sub.offset += len(fresh)
-        data = sub.partial + data + fresh
-        end = data.rfind(b"\n") + 1
-        sub.partial = data[end:]
-        raw_lines = data[:end].splitlines()
-        if sub.skip_first and raw_lines:
-            sub.skip_first = False  # started mid-file: the first line is a part
-            raw_lines = raw_lines[1:]
-        out = tag_restarts([parse_log_line(raw) for raw in raw_lines], sub.restarts,
-                           None if sub.started_mid_file else 0)
-        if out:
-            sub.on_lines(out)
-
-
-def parse_log_line(raw: bytes) -> PodLogLine:
-    """One line of ``service.log`` (``<replica>: <text>``) as a PodLogLine (pure)."""
-    text = raw.decode("utf-8", errors="replace")
-    pod, sep, rest = text.partition(": ")
-    return PodLogLine(text=rest, pod=pod) if sep else PodLogLine(text=text, pod="")
-
-
-def _tail(path: Path, limit: int = 800) -> str:
-    try:
-        return path.read_text(encoding="utf-8", errors="replace").strip()[-limit:]
-    except OSError:
-        return ""
-
-
-
-
-def tail_bytes(paths: Sequence[Path], limit: int) -> tuple[bytes, bool]:
-    """The last ``limit`` bytes of ``paths`` read one after the other (a missing one is empty),
-    from the first line that starts in them, and whether earlier bytes were left out."""
-    sizes = []
-    for path in paths:
-        try:
-            sizes.append(path.stat().st_size)
-        except FileNotFoundError:
-            sizes.append(0)
-    skip = max(0, sum(sizes) - limit)
-    cut = skip > 0
-    parts = []
-    for path, size in zip(paths, sizes, strict=True):
-        if skip >= size:
-            skip -= size
-            continue
-        with contextlib.suppress(FileNotFoundError), open(path, "rb") as f:
-            f.seek(skip)
-            parts.append(f.read(size - skip))  # bounded: a file that grew meanwhile is read to here
-        skip = 0
-    data = b"".join(parts)
-    if cut:
-        data = data[data.find(b"\n") + 1:] if b"\n" in data else b""
-    return data, cut
-
-
-def tag_restarts(lines: list[PodLogLine], restarts: dict[str, int | None],
-                 first: int | None) -> list[PodLogLine]:
-    """Each line with its replica's restart (pure but for ``restarts``, the state kept between
-    calls): a ``— restart N —`` marker line sets it; a replica not seen yet starts at ``first``
-    (0 when the log is read from its start, None when reading began mid-file)."""
-    out = []
-    for line in lines:
-        marked = marker_restart(line.text)
-        if marked is not None:
-            restarts[line.pod] = marked
-        elif line.pod not in restarts:
-            restarts[line.pod] = first
-        out.append(line._replace(restart=restarts[line.pod]))
-    return out

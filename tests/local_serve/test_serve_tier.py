@@ -424,7 +424,7 @@ def test_a_rotated_log_loses_no_line_for_a_follower(tier: LocalServeTier,
     smaller than the limit (2 kB), so whenever the supervisor's periodic check rotates (after a
     batch or in the middle of one), at most one rotation falls between two reads: a follower one
     rotation behind loses nothing (two behind would, as with a kubelet's rotation)."""
-    from jupyter_tiers.local.serve_tier import _Poller
+    from jupyter_tiers.local.serve_watch import ServicePoller
 
     monkeypatch.setenv("JUPYTER_TIERS_SERVICE_LOG_MAX", "2000")
     batches = textwrap.dedent("""\
@@ -438,7 +438,7 @@ def test_a_rotated_log_loses_no_line_for_a_follower(tier: LocalServeTier,
     body = HTTP_BODY.replace("print(", batches + "print(", 1)
     svc = tier.apply(tier.make_spec(body, name="chatty", readiness="/"))
     svcdir = Path(svc.record.jobdir)
-    poller = _Poller(tier, 3600.0)
+    poller = ServicePoller(tier.name, tier._status_now, tier._record, 3600.0)
     poller.stop()  # driven by hand below
     got: list[str] = []
     sub = poller.add(svc.record, None, lambda lines: got.extend(ln.text for ln in lines))

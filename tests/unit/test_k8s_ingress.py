@@ -12,7 +12,7 @@ from jupyter_tiers.core.errors import SpecError
 from jupyter_tiers.core.model import ServeSpec
 from jupyter_tiers.k8s.parse import ingress_classes, ingress_endpoint
 from jupyter_tiers.k8s.render import render_ingress, render_manifests
-from jupyter_tiers.local.serve_tier import check_local, not_applied
+from jupyter_tiers.local.serve_plan import check_local, not_applied
 from jupyter_tiers.spec.servespec import parse_ingress, validate_serve_spec
 
 PENDING = "pending: no address from the ingress controller yet"

@@ -15,15 +15,9 @@ from jupyter_tiers.core.errors import SpecError
 from jupyter_tiers.core.model import ServeSpec, ServiceState, ServiceStatus
 from jupyter_tiers.local import backoff
 from jupyter_tiers.local.roundrobin import RoundRobin
+from jupyter_tiers.local.serve_plan import check_local, not_applied, note_for, render_plan, shell_body
 from jupyter_tiers.local.serve_status import service_status
-from jupyter_tiers.local.serve_tier import (
-    check_local,
-    not_applied,
-    note_for,
-    parse_log_line,
-    render_plan,
-    shell_body,
-)
+from jupyter_tiers.local.serve_watch import parse_log_line
 
 # --- back-off ------------------------------------------------------------------------------------
 
@@ -276,7 +270,7 @@ def test_plan_is_json_free_of_secrets_for_every_body_form() -> None:
 def test_tail_bytes_matches_the_end_of_the_files_read_as_one(tmp_path: Any) -> None:
     """Seeded: the bounded read of service.log.1 + service.log is the last ``limit`` bytes of
     their concatenation, from its first whole line, and says whether anything was left out."""
-    from jupyter_tiers.local.serve_tier import tail_bytes
+    from jupyter_tiers.local.serve_watch import tail_bytes
 
     rng = random.Random(20261203)
     paths = [tmp_path / "service.log.1", tmp_path / "service.log"]

@@ -8,7 +8,7 @@ import random
 
 from jupyter_tiers.app.viewstate.serve import line_rows, order_batch
 from jupyter_tiers.core.model import PodLogLine
-from jupyter_tiers.local.serve_tier import tag_restarts
+from jupyter_tiers.local.serve_watch import tag_restarts
 
 
 def L(text: str, pod: str = "a", restart: int | None = None) -> PodLogLine:

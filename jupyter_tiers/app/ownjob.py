@@ -79,6 +79,20 @@ def own_item(environ: Mapping[str, str] | None = None, cfg: Config | None = None
             "own": True, "own_note": OWN_NOTE}
 
 
+def aged(item: dict[str, Any], now: float | None = None) -> dict[str, Any]:
+    """A copy of the own row with ``elapsed_s`` as of ``now`` (default: the clock): the row is
+    made once and never updated by a watch, so each answer recomputes it from ``started``."""
+    out = dict(item)
+    started = item.get("started")
+    if isinstance(started, str):
+        try:
+            begun = datetime.fromisoformat(started).timestamp()
+        except ValueError:
+            return out
+        out["elapsed_s"] = max(0, int((time.time() if now is None else now) - begun))
+    return out
+
+
 def mark_own(item: dict[str, Any]) -> dict[str, Any]:
     """``item`` (a registry row whose key is the own job's) marked as the notebook's own."""
     return {**item, "own": True, "own_note": OWN_NOTE}

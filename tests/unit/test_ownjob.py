@@ -96,6 +96,15 @@ def test_own_item_is_under_the_default_local_profile_and_marked() -> None:
     assert old is not None and old["elapsed_s"] is None and old["started"] is None and old["where"] == ""
 
 
+def test_aged_recomputes_elapsed_from_started_and_leaves_the_row_alone() -> None:
+    own = ownjob.own_item(JOB, cfg({"here": HERE}), now=1065)
+    assert own is not None and own["elapsed_s"] == 65
+    later = ownjob.aged(own, now=4600)
+    assert later["elapsed_s"] == 3600 and own["elapsed_s"] == 65
+    assert ownjob.aged({**own, "started": None}, now=4600)["elapsed_s"] == 65
+    assert ownjob.aged({**own, "started": "not a time"}, now=4600)["elapsed_s"] == 65
+
+
 def test_with_own_lists_it_first_or_marks_the_registry_row_and_obeys_filters() -> None:
     own = ownjob.own_item(JOB, cfg({"here": HERE}), now=1065)
     assert own is not None
@@ -184,7 +193,9 @@ def test_hub_lists_the_own_row_first_reads_it_once_and_never_watches_it(tmp_path
         assert [i["key"] for i in items] == ["here/4242", "here/7"] and items[0]["own"] is True
         assert "own" not in items[1] and items[0]["rev"] <= rev
         hub.listing()
-        assert hub.own_item() == items[0] and len(calls) == 1  # read once, not every scan
+        again = hub.own_item()
+        assert again is not None and again["key"] == items[0]["key"] and len(calls) == 1  # read once
+        assert again["elapsed_s"] >= items[0]["elapsed_s"]  # as of each read, from its start
         assert hub.watched() == []
     finally:
         hub.stop()

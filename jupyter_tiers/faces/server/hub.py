@@ -128,7 +128,7 @@ class Hub:
         """The row of the Slurm job this server runs inside (``own: true``), or None."""
         self.scan()
         with self._lock:
-            return None if self._own is None else dict(self._own)
+            return None if self._own is None else ownjob.aged(self._own)
 
     def status_of(self, key: str) -> JobStatus | ServiceStatus | None:
         with self._lock:
@@ -169,7 +169,8 @@ class Hub:
     # --- internals ---------------------------------------------------------------------------
     def _sorted_items(self) -> list[dict[str, Any]]:
         order = sorted(self._records.values(), key=lambda r: r.submitted_at, reverse=True)
-        own = [self._own] if self._own is not None and self._own["key"] not in self._items else []
+        own = ([ownjob.aged(self._own)] if self._own is not None and self._own["key"] not in self._items
+               else [])
         return own + [self._items[r.key] for r in order if r.key in self._items]
 
     def _error_list(self) -> list[dict[str, str]]:

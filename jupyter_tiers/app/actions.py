@@ -31,6 +31,7 @@ from ..core.errors import (
     ConfigError,
     ControllerUnreachable,
     JobNotFound,
+    OwnJob,
     SpecError,
     TiersError,
     Unsupported,
@@ -43,6 +44,7 @@ from ..doctor import run_doctor
 from ..engine.array_job import ArrayJob
 from ..engine.handles import Handle, Job, Service
 from ..engine.tier import CUT_PREFIX, BatchTier, ServeTier
+from .ownjob import check_cancel
 from .viewstate import job as job_state
 from .viewstate import schema as view_schema
 from .viewstate import serve as serve_state
@@ -596,7 +598,9 @@ def attach_service(ref: str) -> Service:
 
 
 def cancel(ref: str) -> ActionResult:
-    """Cancel a job (a service is a :class:`WrongKind`)."""
+    """Cancel a job (a service is a :class:`WrongKind`; the Slurm job this notebook runs inside,
+    :class:`OwnJob`, before any lookup)."""
+    check_cancel(ref)
     return ActionResult(True, attach_job(ref).stop())
 
 
@@ -709,10 +713,10 @@ def profiles() -> tuple[list[ProfileInfo], str]:
 
 def http_status(exc: BaseException) -> int:
     """The HTTP status of an error from this module: 400 bad input, 404 unknown job or
-    profile, 409 wrong verb for the kind, 502 cluster unreachable or refusing."""
+    profile, 409 wrong verb for the kind or the notebook's own job, 502 cluster unreachable or refusing."""
     if isinstance(exc, (JobNotFound, ProfileNotFound)):
         return 404
-    if isinstance(exc, WrongKind):
+    if isinstance(exc, (WrongKind, OwnJob)):
         return 409
     if isinstance(exc, (SpecError, ConfigError)):
         return 400

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from ..core.errors import OwnJob
+
 #: Prefixes of the enclosing job's variables (Slurm's, its launchers', PMI's).
 JOB_PREFIXES = ("SLURM_", "SLURMD_", "SRUN_", "SALLOC_", "PMI_", "PMIX_")
 #: The job's torch.distributed rendezvous (set by the notebook's own launcher, if any).
@@ -33,6 +35,27 @@ class EnclosingJob:
     job_id: str
     node: str | None = None
     name: str | None = None
+    #: ``SLURM_JOB_ID`` itself when it differs from ``job_id`` (an array task runs as its own id).
+    raw_id: str | None = None
+    #: When the job started (``SLURM_JOB_START_TIME``, Slurm 23.02 on), epoch seconds.
+    start_time: int | None = None
+
+    def ids(self) -> frozenset[str]:
+        """Every id that names this job to scancel: its own, an array task's raw id, and the
+        array's (cancelling the whole array ends this task too)."""
+        out = {self.job_id, self.job_id.split("_", 1)[0]}
+        if self.raw_id:
+            out.add(self.raw_id)
+        return frozenset(out)
+
+    def refusal(self, job_id: str) -> str:
+        """Why ``job_id`` (one of :meth:`ids`) is not cancelled from this notebook."""
+        whose = "" if job_id == self.job_id else f" (it holds Slurm job {self.job_id})"
+        where = f" on node {self.node}" if self.node else ""
+        return (f"job {job_id}{whose} is the Slurm job this notebook runs inside{where}: "
+                "cancelling it would stop this JupyterLab and its kernels, so jupyter-tiers never "
+                "does; end it from the portal that started it (Open OnDemand's Delete, "
+                "JupyterHub's Stop My Server) or with scancel in a terminal")
 
     def sentence(self) -> str:
         """One line for the widget and ``%tiers jobs``."""
@@ -50,8 +73,21 @@ def enclosing_job(environ: Mapping[str, str]) -> EnclosingJob | None:
     array, task = environ.get("SLURM_ARRAY_JOB_ID", ""), environ.get("SLURM_ARRAY_TASK_ID", "")
     if array.isdigit() and task.isdigit():
         job_id = f"{array}_{task}"
+    raw = (environ.get("SLURM_JOB_ID") or environ.get("SLURM_JOBID") or "").strip()
     node = environ.get("SLURMD_NODENAME") or environ.get("SLURM_NODENAME") or None
-    return EnclosingJob(job_id=job_id, node=node, name=environ.get("SLURM_JOB_NAME") or None)
+    start = environ.get("SLURM_JOB_START_TIME", "").strip()
+    return EnclosingJob(job_id=job_id, node=node, name=environ.get("SLURM_JOB_NAME") or None,
+                        raw_id=raw if raw != job_id else None,
+                        start_time=int(start) if start.isdigit() else None)
+
+
+def refuse_own_job(job_id: str, environ: Mapping[str, str]) -> None:
+    """Raise :class:`~jupyter_tiers.core.errors.OwnJob` when ``job_id`` names the job
+    ``environ`` runs inside (or its array). Only for this machine's Slurm (a profile without
+    ``host``): over SSH the same number may be another cluster's job."""
+    job = enclosing_job(environ)
+    if job is not None and job_id.strip() in job.ids():
+        raise OwnJob(job.refusal(job_id.strip()))
 
 
 def _of_the_job(name: str) -> bool:

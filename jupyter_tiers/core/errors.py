@@ -39,6 +39,11 @@ class JobNotFound(TiersError):
     """No job or service with that id in the registry or on the cluster."""
 
 
+class OwnJob(TiersError):
+    """A cancel that would end the Slurm job this notebook's server or kernel runs inside (it
+    would stop JupyterLab itself): refused; the message names the job and how to end it."""
+
+
 class ControllerUnreachable(TiersError):
     """The scheduler's controller did not answer (it may be restarting)."""
 

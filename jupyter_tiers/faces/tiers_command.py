@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from ..api import connect
 from ..app import actions as service
+from ..app.ownjob import check_cancel
 from ..batch.arrays import detail_counts, format_tasks, is_array
 from ..batch.history import HistoryRow, format_history
 from ..config.registry import JobRecord
@@ -268,6 +269,8 @@ def run(argv: list[str], shell: Any = None) -> Any:
         kind = WorkKind.JOB if args.command == "cancel" else WorkKind.SERVICE
         if args.command == "scale" and args.replicas < 0:
             raise CommandUsage("%tiers scale: replicas must be 0 or more")
+        if args.command == "cancel":
+            check_cancel(args.job)  # the job this notebook runs inside: OwnJob, before "no job N"
         _handle(args.job, kind)  # a record of the other kind is a usage error naming the verb
         if args.command == "scale":
             result = service.scale(args.job, args.replicas)

@@ -4,6 +4,7 @@ as local commands when Jupyter runs on the cluster (a profile without ``host``).
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 from collections.abc import Generator, Iterator, Sequence
 from dataclasses import replace
@@ -20,6 +21,7 @@ from ..batch.jobdir import (
     parse_rank_files,
     split_listing,
 )
+from ..batch.jobenv import refuse_own_job
 from ..batch.logs import ByteStream, split_log_line
 from ..batch.requeue import requeue_pending
 from ..config.profiles import Profile
@@ -387,7 +389,10 @@ class SlurmTier(BatchTier):
 
     def cancel(self, record: JobRecord) -> None:
         """scancel the job; a job that has already ended is a no-op, a refusal (not the user's
-        job, say) a TiersError naming the job and what scancel said."""
+        job, say) a TiersError naming the job and what scancel said. On this machine's Slurm (no
+        host), the job this process runs inside (or its array) is refused: :class:`OwnJob`."""
+        if isinstance(self.transport, LocalTransport):
+            refuse_own_job(record.job_id, os.environ)
         result = self.transport.run(commands.cancel_argv(record.job_id), check=False)
         refusal = commands.scancel_refusal(result.exit_status, result.stderr.decode("utf-8", "replace"))
         if refusal is not None:

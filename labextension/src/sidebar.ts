@@ -9,6 +9,7 @@ import { Widget } from '@lumino/widgets';
 import { TiersApi } from './api';
 import { HistoryRow } from './history';
 import { HistoryView } from './historyView';
+import { isOwn, markOwnRow } from './ownJob';
 import { ReconnectingSocket, connectionText } from './socket';
 import {
   ACTIVE,
@@ -360,7 +361,7 @@ export class TiersSidebar extends Widget {
           return;
         }
         const current = this._state.items.get(node!.dataset.key ?? '');
-        if (current) {
+        if (current && !isOwn(current)) {
           this.openItem(current);
         }
       };
@@ -379,6 +380,7 @@ export class TiersSidebar extends Widget {
     badge.dataset.class = stateClass(item.state);
     const label = item.kind === 'job' ? `${item.id} · ${item.name}` : item.name || item.id;
     line1.append(badge, h('span', 'jt-side-name', label));
+    markOwnRow(node, line1, item);
     const elapsed = h('span', 'jt-side-elapsed');
     line1.append(elapsed);
     const line2 = h('div', 'jt-side-line jt-side-meta');

@@ -25,6 +25,10 @@ export interface Item {
   upload?: Upload | null;
   /** The server's revision of this item (higher is newer; see `mergeList`). */
   rev?: number;
+  /** The Slurm job this JupyterLab itself runs inside (ownJob.ts): never offered Cancel. */
+  own?: boolean;
+  /** Why that row has no Cancel (its tooltip). */
+  own_note?: string;
 }
 
 /** A job's checkpoint upload (`--checkpoint-to`), as the registry records it. */
@@ -182,7 +186,9 @@ export function normalize(raw: Item): Item {
     elapsed_s: typeof raw.elapsed_s === 'number' ? raw.elapsed_s : null,
     summary: raw.summary ?? '',
     upload: asUpload(raw.upload),
-    rev: revOf(raw.rev)
+    rev: revOf(raw.rev),
+    own: raw.own === true,
+    own_note: typeof raw.own_note === 'string' ? raw.own_note : ''
   };
 }
 
@@ -535,6 +541,9 @@ export function stateClass(state: string): 'ok' | 'active' | 'waiting' | 'bad' |
 
 /** What the actions of an item are (the verbs the server accepts for its kind). */
 export function actionsOf(item: Item): Verb[] {
+  if (item.own === true) {
+    return []; // the job this JupyterLab runs inside: cancelling it would stop the notebook
+  }
   if (item.kind === 'job') {
     return item.terminal ? [] : ['cancel'];
   }

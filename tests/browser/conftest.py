@@ -22,7 +22,7 @@ import time
 import urllib.error
 import urllib.request
 import uuid
-from collections.abc import Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -161,10 +161,13 @@ class LabProcess:
 
 
 @contextmanager
-def _lab_process(base: Path, tiers_yaml: str) -> Iterator[LabProcess]:
-    """Start ``jupyter lab`` under ``base`` with ``tiers_yaml`` as its kernels' tiers.yaml; stop it
-    (and its kernels) on exit. This checkout's labextension build, when there is one, is the one
-    the page loads (not another checkout's that the environment may have installed)."""
+def _lab_process(base: Path, tiers_yaml: str, extra_env: Mapping[str, str] | None = None,
+                 launch: Callable[[list[str]], list[str]] | None = None) -> Iterator[LabProcess]:
+    """Start ``jupyter lab`` under ``base`` with ``tiers_yaml`` as its kernels' tiers.yaml (and
+    ``extra_env`` added to its environment; ``launch`` turns its command line into the one run,
+    e.g. a Slurm job's); stop it (and its kernels) on exit. This checkout's
+    labextension build, when there is one, is the one the page loads (not another checkout's that
+    the environment may have installed)."""
     _require_browser_tools()
     root = base / "root"
     root.mkdir()
@@ -194,6 +197,7 @@ def _lab_process(base: Path, tiers_yaml: str) -> Iterator[LabProcess]:
         "JUPYTER_RUNTIME_DIR": str(base / "jupyter-runtime"),
         "IPYTHONDIR": str(base / "ipython"),
         "PYTHONUNBUFFERED": "1",
+        **(extra_env or {}),
     }
     env.pop("JUPYTER_TIERS_DISPLAY", None)
     token = secrets.token_hex(24)
@@ -213,6 +217,8 @@ def _lab_process(base: Path, tiers_yaml: str) -> Iterator[LabProcess]:
     ]
     if os.geteuid() == 0:
         cmd.append("--allow-root")
+    if launch is not None:
+        cmd = launch(cmd)
     server = Lab(url=f"http://127.0.0.1:{port}", token=token, root=root, config=config,
                  registry=registry, log=base / "jupyter-lab.log")
     process = LabProcess(server, cmd, env)
@@ -224,10 +230,11 @@ def _lab_process(base: Path, tiers_yaml: str) -> Iterator[LabProcess]:
 
 
 @contextmanager
-def _running_lab(base: Path, tiers_yaml: str) -> Iterator[Lab]:
-    """Start ``jupyter lab`` under ``base`` with ``tiers_yaml`` as its kernels' tiers.yaml; stop it
-    (and its kernels) on exit."""
-    with _lab_process(base, tiers_yaml) as process:
+def _running_lab(base: Path, tiers_yaml: str, extra_env: Mapping[str, str] | None = None
+                 ) -> Iterator[Lab]:
+    """Start ``jupyter lab`` under ``base`` with ``tiers_yaml`` as its kernels' tiers.yaml (and
+    ``extra_env`` added to its environment); stop it (and its kernels) on exit."""
+    with _lab_process(base, tiers_yaml, extra_env) as process:
         yield process.server
 
 

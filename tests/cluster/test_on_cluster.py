@@ -159,7 +159,9 @@ def test_the_sidebars_shared_watcher_follows_a_job_of_the_builtin_cluster_profil
             f"import os, time\nwhile not os.path.exists({str(gate)!r}):\n    time.sleep(0.1)\n"
             "print('job', os.environ['SLURM_JOB_ID'], flush=True)\n", name="oncl-hub", mem="200M"))
         token, snapshot = hub.listen(messages.append)
-        assert [i["key"] for i in snapshot["items"]] == [job.key]
+        # the server's own job first, marked (never watched, no Cancel), then the submitted one
+        assert [i["key"] for i in snapshot["items"]] == ["cluster/999999", job.key]
+        assert snapshot["items"][0]["own"] is True and "own" not in snapshot["items"][1]
         wait_for(lambda: hub.watched() == [job.key], "the job to be watched", GUARD)
         gate.touch()
 

@@ -60,7 +60,7 @@ def test_enclosing_job_names_the_job_and_node() -> None:
     assert enclosing_job({"PATH": "/bin"}) is None
     assert enclosing_job({"SLURM_JOB_ID": "12; rm -rf /"}) is None
     task = {"SLURM_JOB_ID": "101", "SLURM_ARRAY_JOB_ID": "100", "SLURM_ARRAY_TASK_ID": "1"}
-    assert enclosing_job(task) == EnclosingJob("100_1")
+    assert enclosing_job(task) == EnclosingJob("100_1", raw_id="101")  # the task runs as job 101
 
 
 def _name(rng: random.Random) -> str:

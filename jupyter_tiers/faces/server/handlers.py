@@ -26,6 +26,7 @@ from tornado.ioloop import IOLoop
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ...app import actions as service
+from ...app import ownjob
 from ...batch.arrays import split_task_ref
 from ...batch.history import AccountingDisabled
 from ...core.errors import SpecError, TiersError
@@ -145,6 +146,9 @@ class JobsHandler(TiersAPIHandler):
         rev = self.hub.rev
         listing = await self.run(service.list_items, limit=q.limit, profile=q.profile, kind=q.kind)
         answer = listing.to_json()
+        own = await self.run(self.hub.own_item)
+        if own is not None:
+            answer["items"] = ownjob.with_own(answer["items"], own, profile=q.profile, kind=q.kind)
         for item in answer["items"]:
             item["rev"] = rev
         answer["rev"] = rev

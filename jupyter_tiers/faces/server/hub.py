@@ -23,6 +23,7 @@ from typing import Any
 
 from ... import api
 from ...app import actions as service
+from ...app import ownjob
 from ...config.registry import JobRecord, Registry
 from ...core.errors import TiersError
 from ...core.model import JobStatus, ServiceStatus, WorkKind
@@ -47,7 +48,8 @@ class Hub:
 
     def __init__(self, *, scan_interval: float = 2.0, limit: int = 500,
                  registry: Callable[[], Registry] = Registry,
-                 connect: Callable[[str, WorkKind], Tier] | None = None) -> None:
+                 connect: Callable[[str, WorkKind], Tier] | None = None,
+                 own: Callable[[], dict[str, Any] | None] = ownjob.own_item) -> None:
         self.scan_interval = scan_interval
         self.limit = limit
         self._registry = registry
@@ -70,6 +72,11 @@ class Hub:
         # the ones a browser kept from before the restart.
         self._rev = time.time_ns() // 1000
         self._errors: dict[str, str] = {}
+        # The Slurm job this server runs inside (app/ownjob.py), read at the first scan: a row
+        # marked as the notebook's own, first in the list, never watched, never offered Cancel.
+        self._own_of = own
+        self._own: dict[str, Any] | None = None
+        self._own_read = False
         self._subs: dict[str, _Sub] = {}
         self._wake = threading.Event()
         self._stopped = threading.Event()
@@ -117,6 +124,12 @@ class Hub:
         with self._lock:
             return self._rev
 
+    def own_item(self) -> dict[str, Any] | None:
+        """The row of the Slurm job this server runs inside (``own: true``), or None."""
+        self.scan()
+        with self._lock:
+            return None if self._own is None else ownjob.aged(self._own)
+
     def status_of(self, key: str) -> JobStatus | ServiceStatus | None:
         with self._lock:
             return self._statuses.get(key)
@@ -156,7 +169,9 @@ class Hub:
     # --- internals ---------------------------------------------------------------------------
     def _sorted_items(self) -> list[dict[str, Any]]:
         order = sorted(self._records.values(), key=lambda r: r.submitted_at, reverse=True)
-        return [self._items[r.key] for r in order if r.key in self._items]
+        own = ([ownjob.aged(self._own)] if self._own is not None and self._own["key"] not in self._items
+               else [])
+        return own + [self._items[r.key] for r in order if r.key in self._items]
 
     def _error_list(self) -> list[dict[str, str]]:
         return [{"profile": p, "message": m} for p, m in sorted(self._errors.items())]
@@ -167,7 +182,10 @@ class Hub:
 
     def _stamp(self, key: str, item: dict[str, Any]) -> dict[str, Any] | None:
         """Store ``item`` with the next revision if it differs from the cached one (revision
-        aside) and return it; None when nothing changed. Called under the lock."""
+        aside) and return it; None when nothing changed. Called under the lock. The registry's
+        row of the job this server runs inside (if it is one) keeps the own mark."""
+        if self._own is not None and key == self._own["key"]:
+            item = ownjob.mark_own(item)
         old = self._items.get(key)
         if old is not None and {k: v for k, v in old.items() if k != "rev"} == item:
             return None
@@ -228,9 +246,21 @@ class Hub:
         renewed: list[_Sub] = []
         wake = False
         removed_rev = 0
+        own: dict[str, Any] | None = None
+        if not self._own_read:  # under the emit lock: read once, by the first scan
+            self._own_read = True
+            try:
+                own = self._own_of()
+            except Exception:  # never stop the listing for it
+                log.exception("jupyter-tiers hub cannot tell the Slurm job it runs inside")
         with self._lock:
             self.scans += 1
             seen = {r.key: r for r in records}
+            if own is not None:
+                own["rev"] = self._next_rev()
+                self._own = own
+                if own["key"] not in seen:  # else the registry's row, marked (_stamp)
+                    changed.append(own)
             removed = [k for k in self._records if k not in seen]
             for key in removed:
                 self._records.pop(key, None)

@@ -23,7 +23,8 @@ def check_chart(chart: Any, axes: list[str], current: dict[str, str], *, hover: 
     # Nothing clipped: the plot fits the chart's box, and the box its container.
     fits = chart.evaluate("""el => {
         const box = el.getBoundingClientRect(), plot = el.querySelector('.uplot').getBoundingClientRect();
-        return plot.left >= box.left - 0.5 && plot.right <= box.right + 0.5 && el.scrollWidth <= el.clientWidth + 1;
+        return plot.left >= box.left - 0.5 && plot.right <= box.right + 0.5
+            && el.scrollWidth <= el.clientWidth + 1;
     }""")
     assert fits, "the chart is wider than its box"
     if hover:

@@ -20,22 +20,23 @@ def js(body: str) -> Any:
 
 
 def test_numbers_are_short_and_never_nan() -> None:
-    out = js("console.log(JSON.stringify([0, 3, 0.0003, 1.035, 10.05, 1234.5678, 0.123456, 2.5e7, 1e-6, -42.25, "
-             "null, NaN, Infinity].map(jtChartNum)));")
+    out = js("console.log(JSON.stringify([0, 3, 0.0003, 1.035, 10.05, 1234.5678, 0.123456, 2.5e7, 1e-6, "
+             "-42.25, null, NaN, Infinity].map(jtChartNum)));")
     assert out == ["0", "3", "0.0003", "1.035", "10.05", "1235", "0.123", "2.50e7", "1.00e-6", "-42.25",
                    "–", "–", "–"]
 
 
 def test_align_takes_the_union_of_x_and_leaves_gaps_null() -> None:
-    out = js("console.log(JSON.stringify(jtAlign([[[1, 2], [3, 1], [2, null]], [[2, 5], [4, NaN], [0, 1], 'x']])));")
+    out = js("console.log(JSON.stringify(jtAlign("
+             "[[[1, 2], [3, 1], [2, null]], [[2, 5], [4, NaN], [0, 1], 'x']])));")
     assert out == [[0, 1, 2, 3, 4], [None, 2, None, 1, None], [1, None, 5, None, None]]
 
 
 def test_legend_shows_current_values_then_the_hovered_point() -> None:
     data = [[1, 2, 3, 4], [0.5, 0.4, None, None], [7, 8, 9, None]]
     out = js(f"const d = {json.dumps(data)};\n"
-             "console.log(JSON.stringify([jtLegendValues(d, null), jtLegendValues(d, 1), jtLegendValues(d, 9),"
-             " jtLegendValues([[], []], null)]));")
+             "console.log(JSON.stringify([jtLegendValues(d, null), jtLegendValues(d, 1), "
+             "jtLegendValues(d, 9), jtLegendValues([[], []], null)]));")
     # not hovering: each series' last value; x is the last x where any series has one
     assert out[0] == {"x": 3, "values": [0.4, 9], "hovered": False}
     assert out[1] == {"x": 2, "values": [0.4, 8], "hovered": True}
@@ -45,7 +46,8 @@ def test_legend_shows_current_values_then_the_hovered_point() -> None:
 
 def test_ranges_keep_lines_off_the_frame() -> None:
     out = js("console.log(JSON.stringify([jtRange(0, 10, true), jtRange(2, 4, false), jtRange(5, 5, true), "
-             "jtRange(0, 0, true), jtRange(-3, -3, false), jtRange(null, null, true), jtRange(-1, 1, true)]));")
+             "jtRange(0, 0, true), jtRange(-3, -3, false), jtRange(null, null, true), "
+             "jtRange(-1, 1, true)]));")
     assert out[0] == [0, 11]
     assert out[1][0] < 2 and out[1][1] > 4
     assert out[2] == [0, 5.5] and out[3] == [0, 1]
@@ -83,7 +85,8 @@ console.log(JSON.stringify({
 
 def test_theme_falls_back_and_refuses_what_is_not_a_colour() -> None:
     out = js("""console.log(JSON.stringify(jtChartTheme((n) => ({"--jp-brand-color1": "url(http://x)",
-    "--jp-error-color1": " #f00 ", "--jp-ui-font-family": "a;b{}", "--jp-warn-color1": "hsla(1, 2%, 3%, 0.5)"})[n])));""")
+    "--jp-error-color1": " #f00 ", "--jp-ui-font-family": "a;b{}",
+    "--jp-warn-color1": "hsla(1, 2%, 3%, 0.5)"})[n])));""")
     assert out["brand"] == "#1976d2"  # not a colour: the fallback
     assert out["error"] == "#f00"
     assert out["font"] == "system-ui, sans-serif"
@@ -98,7 +101,8 @@ def test_load_rows_leave_out_the_second_still_being_counted() -> None:
             {"t": 2, "throughput_rps": 17, "dropped": 0, "late": 0, "errors": 0, "p50_ms": 5, "p95_ms": 9,
              "p99_ms": None, "ready": 2}]
     out = js(f"const rows = {json.dumps(rows)};\n"
-             "console.log(JSON.stringify([jtLoadData(rows, true), jtLoadData(rows, false), jtLoadData([], true)]));")
+             "console.log(JSON.stringify([jtLoadData(rows, true), jtLoadData(rows, false), "
+             "jtLoadData([], true)]));")
     running, done, empty = out
     # running: second 2 is a third counted (17/s would read as a drop): not drawn yet
     assert running["unfinished"] == 2
@@ -111,7 +115,8 @@ def test_load_rows_leave_out_the_second_still_being_counted() -> None:
 
 
 def test_chart_text_says_the_values_in_words() -> None:
-    out = js("console.log(JSON.stringify([jtChartText(JT_LOAD_CHARTS.latency, [[0.5, 1.5], [4, 5], [8, 9], [11, null]]),"
+    out = js("console.log(JSON.stringify(["
+             "jtChartText(JT_LOAD_CHARTS.latency, [[0.5, 1.5], [4, 5], [8, 9], [11, null]]),"
              " jtChartText(JT_LOAD_CHARTS.latency, [[], [], [], []])]));")
     assert out == ["latency at s since start 1.5: p50 5, p95 9, p99 11", "latency: no values yet"]
 
@@ -133,8 +138,9 @@ def test_fuzz_mapping_never_throws_and_keeps_columns_aligned() -> None:
                     pts.append([rng.choice([rng.randint(0, 9), rng.random() * 10, None]),
                                 rng.choice([rng.uniform(-5, 5), None, rng.randint(0, 3)])])
             series.append(pts)
-        rows = [{"t": rng.choice([rng.randint(0, 6), None, "2"]), "throughput_rps": rng.choice([1, None, "a"]),
-                 "ready": rng.choice([0, 1, None])} for _ in range(rng.randint(0, 8))]
+        rows = [{"t": rng.choice([rng.randint(0, 6), None, "2"]),
+                 "throughput_rps": rng.choice([1, None, "a"]), "ready": rng.choice([0, 1, None])}
+                for _ in range(rng.randint(0, 8))]
         cases.append({"series": series, "rows": rows, "idx": rng.choice([None, 0, 1, 5, -1, 2.5]),
                       "running": rng.random() < 0.5})
     out = js(f"const cases = {json.dumps(cases)};\n" + """
@@ -144,7 +150,7 @@ console.log(JSON.stringify(cases.map((c) => {
   const load = jtLoadData(c.rows, c.running);
   return { d, l, load };
 })));""")
-    for case, got in zip(cases, out):
+    for case, got in zip(cases, out, strict=True):
         d = got["d"]
         assert len(d) == len(case["series"]) + 1
         assert d[0] == sorted(set(d[0])) and all(len(col) == len(d[0]) for col in d)

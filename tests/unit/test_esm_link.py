@@ -140,7 +140,8 @@ def test_a_vendored_library_links_as_node_runs_it(tmp_path: Path) -> None:
         "m0.js": 'import { lib } from "./vendor/lib.js";\nglobalThis.ran.push("m0");\n'
                  "export default { run: () => [lib(2)] };\n",
         "vendor/lib.js": '// copied in\nexport const lib = (() => {\nvar lib=function(){"use strict";'
-                         'return function(x){return x*21}}();\nreturn lib;\n})();\nglobalThis.ran.push("lib");\n',
+                         'return function(x){return x*21}}();\nreturn lib;\n})();\n'
+                         'globalThis.ran.push("lib");\n',
     }
     [out] = run_both(tmp_path, [files])
     assert out["native"] == out["linked"] == [42]

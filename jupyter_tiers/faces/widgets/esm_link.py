@@ -7,8 +7,9 @@ a ``const`` taken from the imported module's scope. So top-level names stay priv
 module, as they are when the lab panel's webpack bundles the same files.
 
 Only the subset the widgets use is read, each statement at the start of a line:
-``import { a, b as c } from "./x.js";`` (a file beside the importer, or ``./vendor/x.js``), ``export function f``,
-``export async function f``, ``export class C``, ``export const x =`` and ``export default EXPR``.
+``import { a, b as c } from "./x.js";`` (a file beside the importer, or ``./vendor/x.js``),
+``export function f``, ``export async function f``, ``export class C``, ``export const x =`` and
+``export default EXPR``.
 Anything else that looks like an import or an export, an import cycle, a missing file or export,
 or the reserved prefix ``__jt_`` raises :class:`LinkError` naming the file and what is allowed:
 nothing is guessed.
@@ -76,7 +77,8 @@ def parse(file: str, text: str) -> Module:
                 raise LinkError(f"{where}: an import the linker does not read; allowed: {ALLOWED}")
             target = match["file"]
             if not _FILE.fullmatch(target):
-                raise LinkError(f"{where}: imports {target!r}; allowed: a .js file beside {file} or in vendor/")
+                raise LinkError(f"{where}: imports {target!r}; "
+                                f"allowed: a .js file beside {file} or in vendor/")
             pairs = _import_names(where, match["names"])
             for _, local in pairs:
                 if local in locals_:

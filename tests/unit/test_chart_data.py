@@ -68,6 +68,7 @@ console.log(JSON.stringify({
   series: o.series.slice(1).map((s) => [s.label, s.scale, s.stroke, s.dash || null]),
   scales: Object.keys(o.scales), time: o.scales.x.time, yRange: o.scales.y.range(null, 0, 10),
   small: [jtChartOptions(JT_LOAD_CHARTS.latency, theme, 10, 10).width],
+  sizes: [o.axes[0].size, o.axes[1].size(null, ["0", "1.00e-6"]), o.axes[1].size(null, null)],
 }));""")
     assert out["size"] == [500, 120]
     assert out["legend"] is False  # the chart's own legend (uplot_chart.js) shows current values
@@ -81,6 +82,7 @@ console.log(JSON.stringify({
     assert out["scales"] == ["x", "y", "y2"] and out["time"] is False
     assert out["yRange"] == [0, 11]
     assert out["small"] == [120]  # never narrower than its axes need
+    assert out["sizes"] == [24, 61, 33]  # a y axis as wide as its longest tick value
 
 
 def test_theme_falls_back_and_refuses_what_is_not_a_colour() -> None:

@@ -103,8 +103,11 @@ export function jtRange(min, max, fromZero) {
 // dash?, step?}]}; `theme` from jtChartTheme; width and height in CSS pixels.
 export function jtChartOptions(spec, theme, width, height) {
   const font = `11px ${theme.font}`;
+  // The x axis needs a line of tick values; a y axis as wide as its longest value (never cut).
+  const ySize = (u, values) => 12 + 7 * Math.max(3, ...(values || []).map((v) => String(v).length));
   const axis = (scale, label, side) => ({
     scale, label, side, stroke: theme.text, font, labelFont: font, labelSize: 14, labelGap: 0,
+    size: side === 2 ? 24 : ySize,
     grid: { show: side !== 1, stroke: theme.grid, width: 1 },
     ticks: { show: true, stroke: theme.axis, width: 1, size: 4 },
     values: (u, splits) => splits.map(jtChartNum),

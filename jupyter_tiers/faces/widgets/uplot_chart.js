@@ -68,6 +68,7 @@ export function jtChart(spec, { height = JT_CHART_HEIGHT } = {}) {
     spec.series.forEach((s, i) => {
       if (s.step && uPlot.paths && uPlot.paths.stepped) opts.series[i + 1].paths = uPlot.paths.stepped({ align: 1 });
       items[i].swatch.style.background = opts.series[i + 1].stroke;
+      items[i].swatch.style.borderTopColor = opts.series[i + 1].stroke;
       if (s.dash) items[i].swatch.classList.add("jt-uchart-dashed");
     });
     // The tick values uPlot asked for, and the axis labels, as data attributes: the axes are

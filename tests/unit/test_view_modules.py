@@ -37,7 +37,8 @@ def test_every_module_belongs_to_a_view_and_the_views_share_view_common() -> Non
     charts = {"uplot_chart.js", "chart_data.js", "vendor/uplot.js"}  # the metric and load charts
     assert imports_of("job_view.js") == {"view_common.js", "rank_grid.js", "metrics_chart.js",
                                          "files_pane.js"} | charts
-    assert imports_of("serve_view.js") == {"view_common.js", "try_panel.js", "load_panel.js"} | charts
+    assert imports_of("serve_view.js") == {"view_common.js", "try_panel.js", "chat_markdown.js",
+                                           "load_panel.js"} | charts
 
 
 def test_the_widgets_load_their_linked_views() -> None:

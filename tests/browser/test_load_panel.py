@@ -125,6 +125,9 @@ def test_load_panel_runs_charts_and_stops(page: Any, load_lab: Lab) -> None:
     panel.locator(".jt-load-stop").click()
     expect(panel.locator(".jt-load-state")).to_have_text("stopped", timeout=TIMEOUT_MS)
     expect(panel.locator(".jt-load-message")).to_contain_text("stopped: ")
+    expect(panel.locator(".jt-load-pending")).to_contain_text("cut short by Stop: not drawn")
+    drawn, rows = int(charts.get_attribute("data-drawn") or 0), int(charts.get_attribute("data-rows") or 0)
+    assert drawn == rows - 1, (drawn, rows)
     sent = int(summary.get_attribute("data-sent") or 0)
     assert 0 < sent < 20 * 600
     panel.screenshot(path=str(OUTPUT / "load-panel-stopped.png"))

@@ -135,12 +135,13 @@ export function jtChartOptions(spec, theme, width, height) {
   };
 }
 
-// The Load panel's rows -> its three charts' columns. While the test runs, the newest second is
-// still being counted (a third of it looks like a drop in throughput): it is left out until the
-// next second's row arrives or the test ends. x is the middle of each one-second bucket.
-export function jtLoadData(rows, running) {
+// The Load panel's rows -> its three charts' columns. `partial`: the newest second is only a part
+// of one (still being counted while the test runs, or cut short by Stop); a third of a second
+// reads as a drop in throughput, so it is left out (while running, until the next second's row
+// arrives). x is the middle of each one-second bucket.
+export function jtLoadData(rows, partial) {
   const list = [...(rows || [])].filter((r) => r && Number.isFinite(r.t)).sort((a, b) => a.t - b.t);
-  const unfinished = running && list.length ? list[list.length - 1].t : null;
+  const unfinished = partial && list.length ? list[list.length - 1].t : null;
   const done = unfinished === null ? list : list.slice(0, -1);
   const x = done.map((r) => r.t + 0.5);
   const col = (key) => done.map((r) => (Number.isFinite(r[key]) ? r[key] : null));

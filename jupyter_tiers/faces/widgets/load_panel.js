@@ -88,12 +88,15 @@ export function jtLoadPanel(model) {
 
   function redraw() {
     const list = [...rows.values()];
-    const data = jtLoadData(list, running);
+    const stopped = state.dataset.state === "stopped";
+    const data = jtLoadData(list, running || stopped);
     latency.update(data.latency);
     traffic.update(data.traffic);
     failures.update(data.failures);
     // The second being counted is not drawn (a part of a second reads as a drop): say so.
-    pending.textContent = data.unfinished === null ? "" : `second ${data.unfinished}–${data.unfinished + 1} is still being counted`;
+    const span = `second ${data.unfinished}–${data.unfinished + 1}`;
+    pending.textContent = data.unfinished === null ? ""
+      : running ? `${span} is still being counted` : `${span} was cut short by Stop: not drawn`;
     const last = list.length ? list.reduce((a, b) => (b.t > a.t ? b : a)) : null;
     charts.dataset.rows = String(list.length);
     charts.dataset.drawn = String(data.latency[0].length);

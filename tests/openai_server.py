@@ -13,7 +13,10 @@ sequences as text/html); ``POST /test/release`` (lets a held stream go on).
 What the answer says is the last user message echoed: ``echo: WORDS``. A message containing
 ``[hold]`` streams three pieces, then waits for ``POST /test/release`` (so a test can see pieces
 arrive before the stream ends without timing anything); ``[fail500]`` gets a 500 error body,
-``[slow]`` waits 0.2 s between pieces. ``[flood]`` streams 64 KiB pieces without end (12 MiB at
+``[slow]`` waits 0.2 s between pieces, ``[md]`` answers a fixed Markdown text (a heading,
+bold, code, links, a list, a fenced block, HTML as text), ``[params]`` answers the system prompt,
+temperature and max_tokens it was sent, ``[usage]`` ends the stream with a usage chunk.
+``[flood]`` streams 64 KiB pieces without end (12 MiB at
 most, or until the client goes); ``[bigevent]`` sends one event of 2 MiB of ``data:`` lines.
 """
 
@@ -31,6 +34,11 @@ HOLD_PIECES = 3
 RELEASE = threading.Event()
 HOSTILE = ('<img src=x onerror="window.__pwned=1"><b>bold?</b>\x1b[31mred?\x1b[0m '
            '<script>window.__pwned=2</script>')
+
+MARKDOWN = ("## Plan\n\nUse **uPlot** and `pip install x`; see [the docs](https://example.org/docs) "
+            "or [this](javascript:window.__pwned=3).\n\n- first\n"
+            "- second <img src=x onerror=\"window.__pwned=4\">"
+            "\n\n```python\nprint('<b>hi</b>')\n```\n")
 
 
 def words_of(text):
@@ -131,8 +139,17 @@ class Handler(BaseHTTPRequestHandler):
                 self._error(500, "the model crashed <b>badly</b>", "InternalServerError")
                 return
             pieces = words_of(prompt)
+            if "[md]" in prompt:  # an answer in Markdown, split on its spaces (newlines kept)
+                pieces = [p + " " for p in MARKDOWN.split(" ")]
+            if "[params]" in prompt and chat:  # what the chat was asked with, back
+                system = [m.get("content") for m in messages
+                          if isinstance(m, dict) and m.get("role") == "system"]
+                pieces = words_of(f"system={system} temperature={payload.get('temperature')} "
+                                  f"max_tokens={payload.get('max_tokens')} turns={len(messages)}")
+            usage = {"prompt_tokens": 9, "completion_tokens": len(pieces) + 100,
+                     "total_tokens": len(pieces) + 109} if "[usage]" in prompt else None
             if payload.get("stream"):
-                self._stream(pieces, chat, "[hold]" in prompt, "[slow]" in prompt)
+                self._stream(pieces, chat, "[hold]" in prompt, "[slow]" in prompt, usage)
             else:
                 text = "".join(pieces)
                 message = {"role": "assistant", "content": text}
@@ -144,7 +161,7 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._error(404, f"no route {path}")
 
-    def _stream(self, pieces, chat, hold, slow):
+    def _stream(self, pieces, chat, hold, slow, usage=None):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -175,6 +192,8 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             except OSError:  # the client went away (a capped answer): nothing more to send
                 return
+        if usage:  # as OpenAI sends it with stream_options.include_usage: a last chunk, no choices
+            self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 

@@ -37,9 +37,11 @@ from ..serving.openai_compat import (
     SSEParser,
     chat_request,
     chunk_text,
+    chunk_usage,
     completion_text,
     error_text,
     model_ids,
+    usage_of,
 )
 from ..serving.status import check_track
 
@@ -200,6 +202,8 @@ class ChatStream:
         self.track = track
         self.stats = ChatStats(started=time.perf_counter())
         self.answered_by: str | None = None
+        #: The server's token counts (openai_compat.usage_of) when it sent them, else None.
+        self.usage: dict[str, int] | None = None
         self.text = ""
         self.aborted = False
         self._sock: socket.socket | None = None
@@ -263,6 +267,7 @@ class ChatStream:
                 if resp.status >= 400:
                     fallback = raw.decode("utf-8", errors="replace") or resp.reason
                     raise TiersError(f"chat: HTTP {resp.status}: {error_text(payload, fallback)}")
+                self.usage = usage_of(payload)
                 text = completion_text(payload)
                 if text:
                     yield text
@@ -294,6 +299,9 @@ class ChatStream:
                         if event.event == "error" or (isinstance(payload, dict) and "error" in payload):
                             why = error_text(payload, event.data)
                             raise TiersError(f"chat: the server sent an error: {why}")
+                    usage = chunk_usage(event.data)
+                    if usage is not None:
+                        self.usage = usage  # the last chunk that counts wins
                     piece = chunk_text(event.data)
                     if piece is None:
                         return

@@ -202,6 +202,32 @@ def _choice_text(payload: Any, *, streamed: bool) -> str:
     return text if isinstance(text, str) else ""
 
 
+USAGE_KEYS = ("prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def usage_of(payload: Any) -> dict[str, int] | None:
+    """The server's own token counts from an answer or a streamed chunk (``{"usage":
+    {"prompt_tokens", "completion_tokens", "total_tokens"}}``, as OpenAI, vLLM and llama.cpp send
+    it), only the counts that are whole numbers from 0; None when it sends none (most streams do
+    not, unless asked): then the panel counts pieces, not tokens."""
+    usage = payload.get("usage") if isinstance(payload, dict) else None
+    if not isinstance(usage, dict):
+        return None
+    counts = {k: v for k in USAGE_KEYS
+              if isinstance(v := usage.get(k), int) and not isinstance(v, bool) and 0 <= v < 10**12}
+    return counts or None
+
+
+def chunk_usage(data: str) -> dict[str, int] | None:
+    """:func:`usage_of` one streamed chunk's data (None for ``[DONE]`` or what is not JSON)."""
+    if data.strip() == DONE or '"usage"' not in data:
+        return None
+    try:
+        return usage_of(json.loads(data))
+    except ValueError:
+        return None
+
+
 def completion_text(payload: Any) -> str:
     """The text of a whole (not streamed) chat or completions answer."""
     return _choice_text(payload, streamed=False)
@@ -216,6 +242,9 @@ def error_text(payload: Any, fallback: str) -> str:
         message = err.get("message") if isinstance(err, dict) else err
     text = message if isinstance(message, str) and message.strip() else fallback
     return printable(" ".join(text.split()))[:500]
+
+
+MIN_RATE_SPAN = 0.05  # seconds: pieces that came closer together than this were one burst
 
 
 @dataclass
@@ -240,7 +269,9 @@ class ChatStats:
 
     @property
     def tokens_per_s(self) -> float | None:
-        """Pieces after the first over the time they took (None with fewer than two)."""
-        if self.first is None or self.last is None or self.pieces < 2 or self.last <= self.first:
+        """Pieces after the first over the time they took (None with fewer than two, or when
+        they came within MIN_RATE_SPAN seconds: read in one burst, a rate of them means nothing)."""
+        if (self.first is None or self.last is None or self.pieces < 2
+                or self.last - self.first < MIN_RATE_SPAN):
             return None
         return (self.pieces - 1) / (self.last - self.first)

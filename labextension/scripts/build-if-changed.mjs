@@ -23,6 +23,9 @@ function files(dir, keep = () => true) {
   });
 }
 
+// uPlot's copy in the widgets' vendor/ follows the version package.json pins (vendor-uplot.mjs).
+execSync("node scripts/vendor-uplot.mjs", { cwd: pkg, stdio: "inherit" });
+
 const sources = [
   ...files(join(pkg, "src")),
   ...files(join(pkg, "style")),

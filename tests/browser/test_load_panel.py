@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from tests.browser.chart_checks import check_chart
 from tests.browser.conftest import OUTPUT, Lab, _running_lab
 from tests.browser.test_job_widget import confirm, no_page_errors, open_notebook, run_cell, write_notebook
 from tests.local_serve.conftest import service_processes
@@ -96,10 +97,14 @@ def test_load_panel_runs_charts_and_stops(page: Any, load_lab: Lab) -> None:
     rows = int(charts.get_attribute("data-rows") or 0)
     assert rows >= 3, rows
     expect(charts).to_have_attribute("data-ready", "1")
-    for line in ("jt-load-p50", "jt-load-p95", "jt-load-p99"):
-        expect(panel.locator(f".jt-load-latency polyline.{line}").first).to_be_attached()
-    expect(panel.locator(".jt-load-traffic polyline.jt-load-throughput").first).to_be_attached()
-    expect(panel.locator(".jt-load-traffic polyline.jt-load-ready").first).to_be_attached()
+    expect(charts).to_have_attribute("data-drawn", str(rows))  # over: every second is drawn
+    latency = panel.locator(".jt-load-latency")
+    p50 = latency.locator('.jt-uchart-item[data-series="p50"]').get_attribute("data-value")
+    assert p50 and float(p50) > 0, p50
+    check_chart(latency, ["s since start", "ms"], {})
+    check_chart(panel.locator(".jt-load-traffic"), ["s since start", "answers/s", "replicas"], {"ready": "1"})
+    check_chart(panel.locator(".jt-load-failures"), ["s since start", "requests/s"],
+                {"dropped": "0", "errors": "0"}, hover=False)
     expect(panel.locator(".jt-load-start")).to_be_enabled()
     expect(panel.locator(".jt-load-stop")).to_be_disabled()
     OUTPUT.mkdir(exist_ok=True)
@@ -113,9 +118,16 @@ def test_load_panel_runs_charts_and_stops(page: Any, load_lab: Lab) -> None:
     widget.locator(".jt-scale-up").click()
     expect(widget.locator(".jt-ready-count")).to_have_text("READY 2/2", timeout=TIMEOUT_MS)
     expect(charts).to_have_attribute("data-ready", "2", timeout=TIMEOUT_MS)
+    # Running: the second being counted is not drawn (it would read as a drop), and says so.
+    drawn, rows = int(charts.get_attribute("data-drawn") or 0), int(charts.get_attribute("data-rows") or 0)
+    assert drawn < rows, (drawn, rows)
+    expect(panel.locator(".jt-load-pending")).to_contain_text("still being counted")
     panel.locator(".jt-load-stop").click()
     expect(panel.locator(".jt-load-state")).to_have_text("stopped", timeout=TIMEOUT_MS)
     expect(panel.locator(".jt-load-message")).to_contain_text("stopped: ")
+    expect(panel.locator(".jt-load-pending")).to_contain_text("cut short by Stop: not drawn")
+    drawn, rows = int(charts.get_attribute("data-drawn") or 0), int(charts.get_attribute("data-rows") or 0)
+    assert drawn == rows - 1, (drawn, rows)
     sent = int(summary.get_attribute("data-sent") or 0)
     assert 0 < sent < 20 * 600
     panel.screenshot(path=str(OUTPUT / "load-panel-stopped.png"))

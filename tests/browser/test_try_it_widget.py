@@ -107,15 +107,16 @@ def test_try_it_requests_and_a_chat_streamed_piece_by_piece(page: Any, serve_lab
     expect(answer.locator(".jt-chat-text")).to_have_text("echo: one two ", timeout=TIMEOUT_MS)
     expect(answer).to_have_attribute("data-state", "streaming")
     expect(widget.locator(".jt-chat-stats")).to_have_text(
-        re.compile(r"^time to first token [\d.]+ ms · ([\d.]+ tokens/s · )?3 tokens · streaming…$"))
+        re.compile(r"^first piece after [\d.]+ ms · ([\d.]+ pieces/s · )?3 pieces · streaming…$"))
     expect(widget.locator(".jt-chat-stop")).to_be_enabled()
     # Let it go on, from the same panel (the request runs beside the chat).
     send(widget, "POST", "/test/release")
     expect(result.locator(".jt-try-status")).to_have_text("200 OK")
     expect(answer).to_have_attribute("data-state", "done", timeout=TIMEOUT_MS)
     expect(answer.locator(".jt-chat-text")).to_have_text("echo: one two three four <b>five</b> [hold]")
+    # The server sent no usage: the panel counts pieces and does not call them tokens.
     expect(widget.locator(".jt-chat-stats")).to_have_text(
-        re.compile(rf"^time to first token [\d.]+ ms · [\d.]+ tokens/s · 7 tokens · answered by {pod}$"))
+        re.compile(rf"^first piece after [\d.]+ ms · [\d.]+ pieces/s · 7 pieces · answered by {pod}$"))
     seen = page.evaluate("window.__seen")
     shown = [text for i, text in enumerate(seen) if text and (i == 0 or text != seen[i - 1])]
     assert "echo: one two " in shown and shown[-1] == "echo: one two three four <b>five</b> [hold]", shown
@@ -136,4 +137,92 @@ def test_try_it_requests_and_a_chat_streamed_piece_by_piece(page: Any, serve_lab
     expect(failed).to_have_attribute("data-state", "error", timeout=TIMEOUT_MS)
     expect(failed.locator(".jt-chat-error")).to_have_text("chat: HTTP 500: the model crashed <b>badly</b>")
     expect(widget.locator("b")).to_have_count(0)
+    check_chat_as_chats_look(page, widget)
     no_page_errors(page)
+
+
+def ask(widget: Any, text: str) -> Any:
+    widget.locator(".jt-chat-input").fill(text)
+    expect(widget.locator(".jt-chat-send")).to_be_enabled(timeout=TIMEOUT_MS)
+    widget.locator(".jt-chat-send").click()
+    answer = widget.locator(".jt-chat-assistant").last
+    expect(answer).to_have_attribute("data-state", "done", timeout=TIMEOUT_MS)
+    return answer
+
+
+def check_chat_as_chats_look(page: Any, widget: Any) -> None:
+    """Turns told apart, the model's Markdown rendered as nodes (never its HTML), the parameters
+    sent, Copy and Regenerate, tokens only from the server's usage, a bounded transcript, and the
+    request area apart under its own heading."""
+    log = widget.locator(".jt-chat-log")
+    # Turns: yours on the right, the model's on the left, in other colours.
+    user, model = widget.locator(".jt-chat-user .jt-chat-bubble").last, widget.locator(
+        ".jt-chat-assistant .jt-chat-bubble").last
+    box, ub, mb = log.bounding_box(), user.bounding_box(), model.bounding_box()
+    assert box and ub and mb
+    assert abs((box["x"] + box["width"]) - (ub["x"] + ub["width"])) < 24 < ub["x"] - box["x"], (box, ub)
+    assert mb["x"] - box["x"] < 24, (box, mb)
+    colours = [b.evaluate("el => getComputedStyle(el).backgroundColor") for b in (user, model)]
+    assert colours[0] != colours[1], colours
+    assert log.evaluate("el => getComputedStyle(el).overflowY") == "auto"
+    assert log.evaluate("el => parseFloat(getComputedStyle(el).maxHeight)") <= 420
+
+    # Markdown: heading, bold, inline code, a list, a fenced block; HTML and javascript: stay text.
+    answer = ask(widget, "[md]")
+    text = answer.locator(".jt-chat-text")
+    expect(text.locator(".jt-md-heading")).to_have_text("Plan")
+    expect(text.locator("strong")).to_have_text("uPlot")
+    expect(text.locator(".jt-md-inline-code")).to_have_text("pip install x")
+    link = text.locator("a.jt-md-link")
+    expect(link).to_have_count(1)
+    expect(link).to_have_attribute("href", "https://example.org/docs")
+    expect(text).to_contain_text("this (javascript:window.__pwned=3)")
+    expect(text.locator("ul.jt-md-list li")).to_have_count(2)
+    expect(text.locator("ul.jt-md-list li").last).to_contain_text('<img src=x onerror="window.__pwned=4">')
+    code = text.locator("pre.jt-md-code code")
+    expect(code).to_have_text("print('<b>hi</b>')")
+    expect(code).to_have_attribute("data-lang", "python")
+    for tag in ("b", "img", "script"):
+        expect(widget.locator(tag)).to_have_count(0)
+    assert page.evaluate("window.__pwned") is None
+    # Copy: the code block's button puts the code on the clipboard.
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    copy = text.locator(".jt-md-copy")
+    copy.click()
+    expect(copy).to_have_attribute("data-copied", "1")
+    assert page.evaluate("navigator.clipboard.readText()") == "print('<b>hi</b>')"
+    answer.locator(".jt-chat-copy").click()
+    expect(answer.locator(".jt-chat-copy")).to_have_attribute("data-copied", "1")
+    assert page.evaluate("navigator.clipboard.readText()").startswith("## Plan\n\nUse **uPlot**")
+    # Regenerate: the answer is asked again, in its place; only the last answer offers it.
+    turns = widget.locator(".jt-chat-turn").count()
+    answer.locator(".jt-chat-regenerate").click()
+    again = widget.locator(".jt-chat-assistant").last
+    expect(again).to_have_attribute("data-state", "done", timeout=TIMEOUT_MS)
+    expect(widget.locator(".jt-chat-turn")).to_have_count(turns)
+    expect(again.locator(".jt-md-heading")).to_have_text("Plan")
+    expect(widget.locator(".jt-chat-assistant").first.locator(".jt-chat-regenerate")).to_be_disabled()
+
+    # The system prompt, temperature and max_tokens reach the server; its usage counts tokens.
+    widget.locator(".jt-chat-system").fill("be brief")
+    widget.locator(".jt-chat-temperature").fill("0.3")
+    widget.locator(".jt-chat-max-tokens").fill("12")
+    answer = ask(widget, "[params] [usage]")
+    said = answer.locator(".jt-chat-text")
+    expect(said).to_contain_text("system=['be brief'] temperature=0.3 max_tokens=12")
+    expect(widget.locator(".jt-chat-stats")).to_contain_text("tokens (prompt 9), the server's count")
+    # A transcript longer than its box scrolls, and follows the newest turn.
+    for k in range(3):
+        ask(widget, f"[md] {k}")
+    assert log.evaluate("el => el.scrollHeight > el.clientHeight"), "the transcript did not fill its box"
+    newest = log.evaluate("el => el.scrollHeight - el.scrollTop - el.clientHeight < 24")
+    assert newest, "the transcript is not at the newest turn"
+
+    # The request area: its own heading; headers and body apart, request and response.
+    request = widget.locator(".jt-try-request")
+    expect(request.locator(".jt-try-heading").first).to_have_text("HTTP request")
+    labels = request.locator(".jt-try-sublabel").all_text_contents()
+    assert labels == ["request headers", "response headers", "response body"], labels
+    OUTPUT.mkdir(exist_ok=True)
+    page.mouse.move(0, 0)
+    widget.locator(".jt-try-box").screenshot(path=str(OUTPUT / "try-it-chat.png"))

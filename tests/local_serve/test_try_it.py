@@ -18,6 +18,7 @@ from jupyter_tiers.engine.handles import Service
 from jupyter_tiers.faces.widgets.serve_view import ServeView
 from jupyter_tiers.local.serve_tier import LocalServeTier
 from jupyter_tiers.serving.httpmodel import pretty_body
+from jupyter_tiers.serving.openai_compat import MIN_RATE_SPAN
 from tests.helpers import SentRecorder, wait_for
 
 from .conftest import GUARD
@@ -117,7 +118,10 @@ def test_chat_streams_pieces_before_the_stream_ends(tier: LocalServeTier) -> Non
     release.join(GUARD)
     assert rest == ["three ", "four ", "five ", "[hold]"]
     assert stream.text == "echo: one two three four five [hold]"
-    assert stream.stats.pieces == 7 and stream.stats.tokens_per_s is not None
+    assert stream.stats.pieces == 7
+    # A rate only over a span long enough to be one (openai_compat.MIN_RATE_SPAN; a burst has none).
+    span = (stream.stats.last or 0) - (stream.stats.first or 0)
+    assert (stream.stats.tokens_per_s is not None) == (span >= MIN_RATE_SPAN), span
 
 
 def test_a_server_that_is_not_openai_compatible(tier: LocalServeTier) -> None:
@@ -192,7 +196,18 @@ def test_panel_detects_openai_and_streams_a_chat(view_of_service: RecordingView)
     wait_for(lambda: view.of_kind("chat_end", 7), "the end of the chat", timeout=GUARD)
     assert "".join(m["text"] for m in view.of_kind("chat_piece", 7)) == "echo: red green blue [hold]"
     end = view.of_kind("chat_end", 7)[0]
-    assert "error" not in end and end["pieces"] == 5 and end["ttft_ms"] > 0 and end["tokens_per_s"] > 0
+    assert "error" not in end and end["pieces"] == 5 and end["ttft_ms"] > 0
+    assert end["tokens_per_s"] is None or end["tokens_per_s"] > 0  # none for pieces read in one burst
+    assert end["usage"] is None  # the server counted no tokens: the panel says pieces
+    # A server that sends usage: its count comes along; the system prompt and parameters reach it.
+    view.front({"kind": "chat", "id": 10, "system": "be brief", "temperature": 0.3, "max_tokens": 12,
+                "messages": [{"role": "user", "content": "[params] [usage]"}]})
+    wait_for(lambda: view.of_kind("chat_end", 10), "the chat with usage", timeout=GUARD)
+    end = view.of_kind("chat_end", 10)[0]
+    said = "".join(m["text"] for m in view.of_kind("chat_piece", 10))
+    assert said == "echo: system=['be brief'] temperature=0.3 max_tokens=12 turns=2", said
+    assert end["usage"] == {"prompt_tokens": 9, "completion_tokens": end["pieces"] + 100,
+                            "total_tokens": end["pieces"] + 109}
     # An error answer comes back as text; Stop ends a held stream.
     view.front({"kind": "chat", "id": 8, "messages": [{"role": "user", "content": "[fail500]"}]})
     wait_for(lambda: view.of_kind("chat_end", 8), "the failed chat", timeout=GUARD)

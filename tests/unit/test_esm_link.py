@@ -37,6 +37,7 @@ def run_both(tmp_path: Path, graphs: list[dict[str, str]]) -> list[dict[str, obj
         folder = tmp_path / f"g{k}"
         folder.mkdir()
         for name, text in files.items():
+            (folder / name).parent.mkdir(exist_ok=True)
             (folder / name).write_text(text)
         (folder / "linked.js").write_text(link("m0.js", reader(files)))
         lines.append(f"""
@@ -134,6 +135,19 @@ def test_a_linked_view_runs_as_node_runs_its_modules(tmp_path: Path) -> None:
     assert out["nativeOrder"] == out["linkedOrder"] == ["m2", "m1", "m0"]  # m2 once, first
 
 
+def test_a_vendored_library_links_as_node_runs_it(tmp_path: Path) -> None:
+    files = {
+        "m0.js": 'import { lib } from "./vendor/lib.js";\nglobalThis.ran.push("m0");\n'
+                 "export default { run: () => [lib(2)] };\n",
+        "vendor/lib.js": '// copied in\nexport const lib = (() => {\nvar lib=function(){"use strict";'
+                         'return function(x){return x*21}}();\nreturn lib;\n})();\n'
+                         'globalThis.ran.push("lib");\n',
+    }
+    [out] = run_both(tmp_path, [files])
+    assert out["native"] == out["linked"] == [42]
+    assert out["nativeOrder"] == out["linkedOrder"] == ["lib", "m0"]
+
+
 def test_seeded_random_module_graphs_link_to_what_node_runs(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     graphs = [random_graph(rng) for _ in range(40)]
@@ -153,6 +167,9 @@ END = "export default 1;\n"  # the entry's default export, in the cases below
     ({"m0.js": 'import { a } from "./gone.js";\n' + END}, "cannot read gone.js (imported by m0.js)"),
     ({"m0.js": 'import { a } from "lodash";\n' + END}, "m0.js:1: an import the linker does not read"),
     ({"m0.js": 'import { a } from "./../x.js";\n' + END}, "a .js file beside m0.js"),
+    ({"m0.js": 'import { a } from "./lib/x.js";\n' + END}, "a .js file beside m0.js or in vendor/"),
+    ({"m0.js": 'import { a } from "./vendor/v.js";\n' + END, "vendor/v.js": 'import { b } from "./m1.js";\n'},
+     "vendor/v.js: a module in vendor/ imports nothing"),
     ({"m0.js": 'import a from "./m1.js";\n' + END}, "m0.js:1: an import the linker does not read"),
     ({"m0.js": 'import { default as a } from "./m1.js";\n' + END}, "cannot read the imported name"),
     ({"m0.js": "export let x = 1;\n" + END}, "m0.js:1: 'export let x = 1;' is not a statement"),

@@ -173,26 +173,6 @@ def test_request_of_the_panel_fields() -> None:
     assert "headers" not in request_of({"body": "{not json"})
 
 
-# --- the panel's pure chart helpers (load_panel.js, run by node) ------------------------------------
-def run_js(body: str) -> Any:
-    from tests.unit.widget_js import run_module
-
-    return run_module('import { jtLoadPaths, jtLoadSteps, jtLoadNum } from "./load_panel.js";\n' + body,
-                      "load panel JS tests")
-
-
-def test_chart_paths_scale_and_break_at_gaps() -> None:
-    paths = run_js("console.log(JSON.stringify(jtLoadPaths([[0, 0], [5, 10], [10, null], [10, 20]], "
-                   "10, 10, 104, 54)));")
-    # x 0..10 -> 2..102, y 0..10 -> 52..2 (clamped at the top); a null ends a run
-    assert paths == ["2.0,52.0 52.0,2.0", "102.0,2.0"]
-    steps = run_js("console.log(JSON.stringify(jtLoadSteps([[0, 1], [1, 1], [2, 2], [3, null], [4, 2]])));")
-    assert steps == [[0, 1], [1, 1], [2, 1], [2, 2], [4, 2]]
-    nums = run_js("console.log(JSON.stringify([jtLoadNum(1234.5678), jtLoadNum(null), "
-                  "jtLoadNum(0.000123)]));")
-    assert nums == ["1230", "–", "0.000123"]
-
-
 def test_fuzz_panel_messages_give_a_run_or_a_message(tmp_path: Path, views: list[RecordingView],  # noqa: F811
                                                      monkeypatch: Any) -> None:
     import random

@@ -333,25 +333,6 @@ def test_feed_sampled_bounds_the_parsing_but_sees_every_error() -> None:
     assert t.error == "ValueError: late"  # every line was checked for an error
 
 
-def test_chart_points_in_node() -> None:
-    """The front end's pure scaling function (metrics_chart.js), run by node when present."""
-    from tests.unit.widget_js import run_module
-
-    out = run_module("""import { jtChartPoints, jtNum } from "./metrics_chart.js";
-const out = {
-  three: jtChartPoints([[1, 2], [2, 1], [3, null], [4, 0.5]], 200, 56),
-  flat: jtChartPoints([[1, 5], [2, 5]], 200, 56),
-  none: jtChartPoints([[1, null]], 200, 56),
-  nums: [jtNum(0.00012345), jtNum(3), jtNum(0.123456), jtNum(null), jtNum(1234567.5)],
-};
-console.log(JSON.stringify(out));
-""", "metrics chart scaling test")
-    assert out["three"] == {"path": "2.0,2.0 67.3,36.7 198.0,54.0", "min": 0.5, "max": 2}  # null skipped
-    assert out["flat"]["path"] == "2.0,28.0 198.0,28.0"  # a constant is drawn mid-height
-    assert out["none"] == {"path": "", "min": None, "max": None}
-    assert out["nums"] == ["0.000123", "3", "0.1235", "nan", "1.23e+6"]
-
-
 def test_fuzz_metric_patterns_option() -> None:
     """Random --metrics values: a short SpecError naming 'metrics', or checked pairs whose regex
     compiles with a group — never another exception."""

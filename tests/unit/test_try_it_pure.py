@@ -179,6 +179,10 @@ def test_chat_stats() -> None:
     for now in (10.5, 11.0, 11.5):
         stats.add(now)
     assert stats.ttft == 0.5 and stats.tokens_per_s == 2.0
+    burst = ChatStats(started=10.0)
+    for now in (10.5, 10.5001, 10.5002):  # read in one go: no rate (it read 120000 pieces/s)
+        burst.add(now)
+    assert burst.ttft == 0.5 and burst.tokens_per_s is None
 
 
 # --- the panel's messages from the browser -------------------------------------------------------
@@ -200,6 +204,50 @@ def test_panel_messages_become_requests() -> None:
         [{"role": "user", "content": "hi"}], None, {"max_tokens": 4})
     with pytest.raises(SpecError, match="max_tokens: a whole number from 1 to"):
         chat_of({"messages": "hi", "max_tokens": 0})
+    # The system prompt goes first; temperature 0..2; blank is the server's default.
+    assert chat_of({"messages": "hi", "system": "be brief", "temperature": 0.2, "max_tokens": ""}) == (
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}], None,
+        {"temperature": 0.2})
+    blank = chat_of({"messages": "hi", "system": "  ", "temperature": ""})
+    assert blank == ([{"role": "user", "content": "hi"}], None, {})
+    for bad in (-0.1, 2.5, True, "1", float("nan")):
+        with pytest.raises(SpecError, match="temperature: a number from 0 to 2"):
+            chat_of({"messages": "hi", "temperature": bad})
+    with pytest.raises(SpecError, match="system: a system prompt as text"):
+        chat_of({"messages": "hi", "system": ["x"]})
+
+
+def test_usage_is_the_servers_token_count_or_none() -> None:
+    from jupyter_tiers.serving.openai_compat import chunk_usage, usage_of
+
+    assert usage_of({"usage": {"prompt_tokens": 9, "completion_tokens": 7, "total_tokens": 16}}) == {
+        "prompt_tokens": 9, "completion_tokens": 7, "total_tokens": 16}
+    assert usage_of({"usage": {"completion_tokens": 3, "prompt_tokens": -1, "total_tokens": True}}) == {
+        "completion_tokens": 3}
+    for nothing in (None, [], {"usage": None}, {"usage": {}}, {"usage": {"completion_tokens": "7"}},
+                    {"usage": {"completion_tokens": 1.5}}, {"choices": []}):
+        assert usage_of(nothing) is None
+    assert chunk_usage('{"choices": [], "usage": {"completion_tokens": 5}}') == {"completion_tokens": 5}
+    assert chunk_usage("[DONE]") is None and chunk_usage('{"usage": ') is None
+    assert chunk_usage('{"choices": [{"delta": {"content": "usage"}}]}') is None
+
+
+def test_fuzz_usage_of_random_json_is_counts_or_none() -> None:
+    import json
+    import random
+
+    from jupyter_tiers.serving.openai_compat import chunk_usage
+
+    rng = random.Random(2912)
+    values: list[object] = [None, True, 0, 7, -3, 1.5, 10**13, "5", [], {}, "usage"]
+    for _ in range(500):
+        usage = {rng.choice(["prompt_tokens", "completion_tokens", "total_tokens", "x"]): rng.choice(values)
+                 for _ in range(rng.randint(0, 4))}
+        text = json.dumps({"usage": rng.choice([usage, rng.choice(values)])})
+        if rng.random() < 0.2:
+            text = text[: rng.randint(0, len(text))]
+        got = chunk_usage(text)
+        assert got is None or (got and all(type(v) is int and 0 <= v < 10**12 for v in got.values()))
 
 
 def test_a_deleted_service_refuses_try_it(tmp_path: Path) -> None:

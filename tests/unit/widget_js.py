@@ -31,6 +31,7 @@ def run_module(script: str, what: str) -> Any:
     with tempfile.TemporaryDirectory() as tmp:
         for path in WIDGETS.glob("*.js"):
             shutil.copy(path, tmp)
+        shutil.copytree(WIDGETS / "vendor", Path(tmp, "vendor"))  # uPlot (uplot_chart.js imports it)
         Path(tmp, "package.json").write_text('{"type": "module"}\n', encoding="utf-8")
         Path(tmp, "_script.js").write_text(script, encoding="utf-8")
         res = subprocess.run([node, "_script.js"], cwd=tmp, capture_output=True, text=True, timeout=60)

@@ -7,8 +7,9 @@ a ``const`` taken from the imported module's scope. So top-level names stay priv
 module, as they are when the lab panel's webpack bundles the same files.
 
 Only the subset the widgets use is read, each statement at the start of a line:
-``import { a, b as c } from "./x.js";`` (a file beside the importer), ``export function f``,
-``export async function f``, ``export class C``, ``export const x =`` and ``export default EXPR``.
+``import { a, b as c } from "./x.js";`` (a file beside the importer, or ``./vendor/x.js``),
+``export function f``, ``export async function f``, ``export class C``, ``export const x =`` and
+``export default EXPR``.
 Anything else that looks like an import or an export, an import cycle, a missing file or export,
 or the reserved prefix ``__jt_`` raises :class:`LinkError` naming the file and what is allowed:
 nothing is guessed.
@@ -24,7 +25,8 @@ from dataclasses import dataclass
 RESERVED = "__jt_"
 
 _NAME = r"[A-Za-z_$][\w$]*"
-_FILE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.js")
+# A file beside the importer, or one in vendor/ (a library copied in: labextension/scripts/).
+_FILE = re.compile(r"(?:vendor/)?[A-Za-z0-9_][A-Za-z0-9_.-]*\.js")
 _IMPORT = re.compile(
     r"""import\s*\{(?P<names>[^{}]*)\}\s*from\s*(?P<q>["'])\./(?P<file>[^"'\n]*)(?P=q)[ \t]*;?[ \t]*""")
 _IMPORT_NAME = re.compile(rf"\s*(?P<name>{_NAME})(?:\s+as\s+(?P<local>{_NAME}))?\s*")
@@ -75,7 +77,8 @@ def parse(file: str, text: str) -> Module:
                 raise LinkError(f"{where}: an import the linker does not read; allowed: {ALLOWED}")
             target = match["file"]
             if not _FILE.fullmatch(target):
-                raise LinkError(f"{where}: imports {target!r}; allowed: a .js file beside {file}")
+                raise LinkError(f"{where}: imports {target!r}; "
+                                f"allowed: a .js file beside {file} or in vendor/")
             pairs = _import_names(where, match["names"])
             for _, local in pairs:
                 if local in locals_:
@@ -154,6 +157,9 @@ def link(entry: str, read: Callable[[str], str]) -> str:
             importer = f" (imported by {path[-1]})" if path else ""
             raise LinkError(f"cannot read {file}{importer}: {exc.strerror or exc}") from None
         module = parse(file, text)
+        if file.startswith("vendor/") and module.imports:
+            # its "./x.js" would be vendor/x.js to a browser, x.js here: a copied library stands alone
+            raise LinkError(f"{file}: a module in vendor/ imports nothing; it imports {module.imports[0][0]}")
         path.append(file)
         for target, pairs in module.imports:
             dep = visit(target)

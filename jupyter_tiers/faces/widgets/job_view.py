@@ -22,7 +22,7 @@ from ...engine.handles import Job
 from .batcher import LineBatcher
 from .files_pane import FilesPane
 from .rank_metrics import RankMetrics
-from .view_common import view_module
+from .view_common import view_css, view_module
 
 _HERE = Path(__file__).parent
 
@@ -37,7 +37,7 @@ class JobView(anywidget.AnyWidget):
 
     # job_view.js with the modules it imports (rank grid, metric charts, Files tab), linked in one.
     _esm = view_module("job_view.js")
-    _css = _HERE / "job_view.css"
+    _css = view_css("job_view.css", "vendor/uplot.css")
 
     job_id = t.Unicode("").tag(sync=True)
     job_name = t.Unicode("").tag(sync=True)

@@ -1,53 +1,16 @@
-// ServeView's Load panel: rps, seconds, concurrency, method, path and body; Start and Stop; a
-// live chart of p50/p95/p99 latency over one of throughput and ready replicas and one of
-// dropped, late and failed requests a second, on one time axis. The summary puts dropped and late
+// ServeView's Load panel: rps, seconds, concurrency, method, path and body; Start and Stop; live
+// uPlot charts (uplot_chart.js; the data from chart_data.js's jtLoadData) of p50/p95/p99 latency,
+// of throughput and ready replicas, and of dropped, late and failed requests a second, on one
+// time axis; the second still being counted is left out until it is complete. The summary puts dropped and late
 // (failures of the test) beside errors (failures of the service), says what each means and what
 // to change, and which pods were measured. The kernel runs the load (load_panel.py) and sends {"kind": "load", state,
 // message, summary, rows, reset, limit}; every text is set with textContent.
 
 import { h } from "./view_common.js";
+import { JT_LOAD_CHARTS, jtLoadData } from "./chart_data.js";
+import { jtChart } from "./uplot_chart.js";
 
-const JT_LOAD_SVG = "http://www.w3.org/2000/svg";
-const JT_LOAD_W = 480;
-const JT_LOAD_H = 110;
 const JT_LOAD_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"];
-
-function jtLoadSvg(tag, attrs) {
-  const node = document.createElementNS(JT_LOAD_SVG, tag);
-  for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, String(v));
-  return node;
-}
-
-// Polyline points for [x, y] pairs (y null: a gap ends the run), x in 0..xMax, y in 0..yMax (pure).
-export function jtLoadPaths(points, xMax, yMax, w, h) {
-  const runs = [];
-  let run = [];
-  for (const [x, y] of points) {
-    if (y === null || y === undefined || !Number.isFinite(y) || !Number.isFinite(x)) {
-      if (run.length) runs.push(run);
-      run = [];
-      continue;
-    }
-    const px = 2 + (xMax > 0 ? (x / xMax) * (w - 4) : 0);
-    const py = h - 2 - (yMax > 0 ? (Math.min(y, yMax) / yMax) * (h - 4) : 0);
-    run.push(`${px.toFixed(1)},${py.toFixed(1)}`);
-  }
-  if (run.length) runs.push(run);
-  return runs.map((r) => r.join(" "));
-}
-
-// A step line (replicas hold their value until the next row).
-export function jtLoadSteps(points) {
-  const out = [];
-  let last = null;
-  for (const [x, y] of points) {
-    if (y === null || y === undefined) continue;
-    if (last !== null && last !== y) out.push([x, last]);
-    out.push([x, y]);
-    last = y;
-  }
-  return out;
-}
 
 export function jtLoadNum(v, digits = 3) {
   if (v === null || v === undefined || !Number.isFinite(v)) return "–";
@@ -113,65 +76,30 @@ export function jtLoadPanel(model) {
   status.append(state, message);
   const summary = h("div", "jt-load-summary");
   const charts = h("div", "jt-load-charts");
-  const latency = chart("jt-load-latency", "latency (ms)", [["p50", "jt-load-p50"], ["p95", "jt-load-p95"],
-                                                            ["p99", "jt-load-p99"]]);
-  const traffic = chart("jt-load-traffic", "throughput (answers/s) · ready replicas",
-                        [["throughput", "jt-load-throughput"], ["ready", "jt-load-ready"]]);
-  const failures = chart("jt-load-failures", "requests/s not served: dropped, late (the test) · errors (the service)",
-                         [["dropped", "jt-load-dropped"], ["late", "jt-load-late"], ["errors", "jt-load-errors"]]);
-  charts.append(latency.box, traffic.box, failures.box);
+  const latency = jtChart({ ...JT_LOAD_CHARTS.latency, cls: "jt-load-latency" });
+  const traffic = jtChart({ ...JT_LOAD_CHARTS.traffic, cls: "jt-load-traffic" });
+  const failures = jtChart({ ...JT_LOAD_CHARTS.failures, cls: "jt-load-failures" });
+  const pending = h("div", "jt-load-pending");
+  charts.append(latency.el, traffic.el, failures.el, pending);
   box.append(title, form, body, status, summary, charts);
 
   let rows = new Map(); // t -> row
   let running = false;
-  let asked = { seconds: 60 };
-
-  function chart(cls, label, lines) {
-    const chartBox = h("div", `jt-load-chart ${cls}`);
-    const head = h("div", "jt-load-chart-head");
-    const legend = h("span", "jt-load-legend");
-    for (const [name, lineCls] of lines) legend.appendChild(h("span", `jt-load-key ${lineCls}`, name));
-    const range = h("span", "jt-load-range");
-    head.append(h("span", "jt-label", label), legend, range);
-    const svg = jtLoadSvg("svg", { width: JT_LOAD_W, height: JT_LOAD_H, viewBox: `0 0 ${JT_LOAD_W} ${JT_LOAD_H}`,
-                                   role: "img" });
-    chartBox.append(head, svg);
-    return { box: chartBox, svg, range };
-  }
-
-  function draw(target, series, xMax, yMax, rangeText) {
-    const { svg, range } = target;
-    svg.replaceChildren(jtLoadSvg("rect", { x: 0.5, y: 0.5, width: JT_LOAD_W - 1, height: JT_LOAD_H - 1,
-                                            class: "jt-chart-frame" }));
-    for (const [cls, points, scale] of series) {
-      for (const p of jtLoadPaths(points, xMax, scale ?? yMax, JT_LOAD_W, JT_LOAD_H)) {
-        svg.appendChild(jtLoadSvg("polyline", { points: p, class: `jt-load-line ${cls}` }));
-      }
-    }
-    range.textContent = rangeText;
-  }
 
   function redraw() {
-    const list = [...rows.values()].sort((a, b) => a.t - b.t);
-    // Running: the asked length, or its first minute while it is longer; over: what ran.
-    const ranTo = Math.max(1, ...list.map((r) => r.t + 1));
-    const tMax = running ? Math.max(ranTo, Math.min(asked.seconds || 0, 60)) : ranTo;
-    const pts = (key) => list.map((r) => [r.t + 0.5, r[key]]);
-    const latMax = Math.max(0, ...list.map((r) => r.p99_ms ?? 0));
-    draw(latency, [["jt-load-p50", pts("p50_ms")], ["jt-load-p95", pts("p95_ms")], ["jt-load-p99", pts("p99_ms")]],
-         tMax, latMax, `0 … ${jtLoadNum(latMax)} ms over ${jtLoadNum(tMax)} s`);
-    const thrMax = Math.max(0, ...list.map((r) => r.throughput_rps ?? 0));
-    const repMax = Math.max(1, ...list.map((r) => Math.max(r.ready ?? 0, r.desired ?? 0)));
-    const ready = jtLoadSteps(list.map((r) => [r.t, r.ready]));
-    if (ready.length) ready.push([list[list.length - 1].t + 1, ready[ready.length - 1][1]]);
-    draw(traffic, [["jt-load-throughput", pts("throughput_rps")], ["jt-load-ready", ready, repMax * 1.1]],
-         tMax, thrMax, `0 … ${jtLoadNum(thrMax)}/s · ready 0 … ${repMax}`);
-    const failMax = Math.max(1, ...list.map((r) => Math.max(r.dropped ?? 0, r.late ?? 0, r.errors ?? 0)));
-    draw(failures, [["jt-load-dropped", pts("dropped")], ["jt-load-late", pts("late")],
-                    ["jt-load-errors", pts("errors")]],
-         tMax, failMax, `0 … ${jtLoadNum(failMax)}/s`);
-    const last = list.length ? list[list.length - 1] : null;
+    const list = [...rows.values()];
+    const stopped = state.dataset.state === "stopped";
+    const data = jtLoadData(list, running || stopped);
+    latency.update(data.latency);
+    traffic.update(data.traffic);
+    failures.update(data.failures);
+    // The second being counted is not drawn (a part of a second reads as a drop): say so.
+    const span = `second ${data.unfinished}–${data.unfinished + 1}`;
+    pending.textContent = data.unfinished === null ? ""
+      : running ? `${span} is still being counted` : `${span} was cut short by Stop: not drawn`;
+    const last = list.length ? list.reduce((a, b) => (b.t > a.t ? b : a)) : null;
     charts.dataset.rows = String(list.length);
+    charts.dataset.drawn = String(data.latency[0].length);
     charts.dataset.ready = last && last.ready !== null && last.ready !== undefined ? String(last.ready) : "";
   }
 
@@ -211,7 +139,6 @@ export function jtLoadPanel(model) {
   }
 
   startBtn.addEventListener("click", () => {
-    asked = { seconds: Number(seconds.value) };
     startBtn.disabled = true;
     model.send({ kind: "load_start", rps: Number(rps.value), seconds: Number(seconds.value),
                  concurrency: Number(concurrency.value), method: method.value, path: path.value,

@@ -21,7 +21,7 @@ from ...engine.subscription import Subscription
 from .batcher import LineBatcher
 from .load_panel import LoadPanel
 from .try_panel import TryPanel
-from .view_common import view_module
+from .view_common import view_css, view_module
 
 _HERE = Path(__file__).parent
 
@@ -43,8 +43,7 @@ class ServeView(anywidget.AnyWidget):
     # serve_view.js with the modules it imports (Try it, Load panel), linked in one.
     _esm = view_module("serve_view.js")
     # The shared look (.jt-job, header, controls, log) is JobView's; serve_view.css adds the rest.
-    _css = "\n".join((_HERE / name).read_text()
-                     for name in ("job_view.css", "serve_view.css", "try_panel.css", "load_panel.css"))
+    _css = view_css("job_view.css", "serve_view.css", "try_panel.css", "load_panel.css", "vendor/uplot.css")
 
     # who
     service_name = t.Unicode("").tag(sync=True)

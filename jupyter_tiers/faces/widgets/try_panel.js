@@ -1,9 +1,13 @@
 // The Try it panel of ServeView (try_panel.py is its kernel side, where the requests run): one
-// HTTP request (method, path, headers, JSON/text body) and its response, and, for an
-// OpenAI-compatible server, its models and a chat that streams the answer as it arrives.
-// Everything the server says is set with textContent, never as HTML.
+// HTTP request (method, path, headers, JSON/text body) and its response, headers and body shown
+// apart, and, for an OpenAI-compatible server, its models and a chat as chats look: your turns on
+// the right, the model's on the left with its Markdown rendered (chat_markdown.js: DOM nodes with
+// textContent, never innerHTML), a transcript that scrolls, a system prompt, temperature and
+// max_tokens, Copy and Regenerate. "tokens" only when the server's usage counts them; otherwise
+// the panel counts pieces (streamed chunks). Everything the server says is set as text.
 
 import { h } from "./view_common.js";
+import { jtRenderMarkdown } from "./chat_markdown.js";
 
 export function jtTryPanel({ model, box }) {
   let nextId = 1;
@@ -39,6 +43,7 @@ export function jtTryPanel({ model, box }) {
 
   // --- one request -------------------------------------------------------------------------------
   const reqBox = h("div", "jt-try-request");
+  const reqHeading = h("div", "jt-try-heading", "HTTP request");
   const line = h("div", "jt-try-line");
   const method = h("select", "jt-try-method");
   for (const m of ["GET", "POST", "PUT", "PATCH", "DELETE", "HEAD", "OPTIONS"]) {
@@ -79,17 +84,48 @@ export function jtTryPanel({ model, box }) {
   const error = h("div", "jt-try-error");
   const respHeaders = h("pre", "jt-try-headers");
   const respBody = h("pre", "jt-try-body");
-  result.append(resultHead, error, respHeaders, respBody);
+  const respHeadersLabel = h("div", "jt-try-sublabel", "response headers");
+  const respBodyLabel = h("div", "jt-try-sublabel", "response body");
+  result.append(h("div", "jt-try-heading jt-try-response-heading", "Response"), resultHead, error,
+                respHeadersLabel, respHeaders, respBodyLabel, respBody);
   result.hidden = true;
-  reqBox.append(line, headers, bodyBar, body, result);
+  reqBox.append(reqHeading, line, h("div", "jt-try-sublabel", "request headers"), headers, bodyBar, body,
+                result);
 
   // --- OpenAI-compatible: models and chat ----------------------------------------------------
   const chatBox = h("div", "jt-try-chat");
+  const chatHeading = h("div", "jt-try-heading", "Chat");
   const chatBar = h("div", "jt-try-bar");
   const modelSelect = h("select", "jt-try-model");
   const clearBtn = h("button", "jt-chat-clear", "Clear");
+  clearBtn.title = "start a new conversation";
   chatBar.append(h("span", "jt-label", "model"), modelSelect, clearBtn);
+  // The parameters: blank is the server's default (nothing sent).
+  const paramBar = h("div", "jt-try-bar jt-chat-params");
+  const temperature = h("input", "jt-chat-temperature");
+  temperature.type = "number";
+  temperature.min = "0";
+  temperature.max = "2";
+  temperature.step = "0.1";
+  temperature.placeholder = "default";
+  const maxTokens = h("input", "jt-chat-max-tokens");
+  maxTokens.type = "number";
+  maxTokens.min = "1";
+  maxTokens.max = "100000";
+  maxTokens.step = "1";
+  maxTokens.placeholder = "default";
+  const paramLabel = (text, input) => {
+    const wrap = h("label", "jt-chat-param");
+    wrap.append(h("span", "jt-label", text), input);
+    return wrap;
+  };
+  paramBar.append(paramLabel("temperature", temperature), paramLabel("max_tokens", maxTokens));
+  const system = h("textarea", "jt-chat-system");
+  system.rows = 1;
+  system.placeholder = "System prompt (optional): sent first, as the system message";
+  system.spellcheck = false;
   const chatLog = h("div", "jt-chat-log");
+  chatLog.setAttribute("role", "log");
   const chatIn = h("textarea", "jt-chat-input");
   chatIn.rows = 2;
   chatIn.placeholder = "Message (Ctrl+Enter sends)";
@@ -99,7 +135,8 @@ export function jtTryPanel({ model, box }) {
   chatStop.disabled = true;
   const chatStats = h("span", "jt-chat-stats");
   chatControls.append(chatSend, chatStop, chatStats);
-  chatBox.append(chatBar, chatLog, chatIn, chatControls);
+  chatBox.append(chatHeading, chatBar, paramBar, h("div", "jt-try-sublabel", "system prompt"), system, chatLog,
+                chatIn, chatControls);
 
   box.append(modeBar, chatBox, reqBox);
 
@@ -130,6 +167,10 @@ export function jtTryPanel({ model, box }) {
     sendBtn.disabled = terminal || pendingTry !== null;
     sendBtn.textContent = pendingTry !== null ? "Sending…" : "Send";
     chatSend.disabled = terminal || chatId !== null;
+    const last = lastAnswer();
+    for (const btn of chatLog.querySelectorAll(".jt-chat-regenerate")) {
+      btn.disabled = terminal || chatId !== null || !last || !last.contains(btn);
+    }
     chatStop.disabled = chatId === null;
   }
 
@@ -161,20 +202,86 @@ export function jtTryPanel({ model, box }) {
     respBody.textContent = r.body;
   }
 
-  // Time to first token, tokens/s and tokens so far (a chat_piece or chat_end message).
+  // Time to the first piece, pieces a second and pieces so far (a chat_piece or chat_end message);
+  // tokens only as the server's usage counts them (a piece is a streamed chunk: a token on vLLM
+  // and TGI, but not on every server).
   function figures(msg) {
     const parts = [];
-    if (msg.ttft_ms !== null && msg.ttft_ms !== undefined) parts.push(`time to first token ${ms(msg.ttft_ms)}`);
-    if (msg.tokens_per_s !== null && msg.tokens_per_s !== undefined) parts.push(`${msg.tokens_per_s} tokens/s`);
-    if (msg.pieces !== undefined) parts.push(`${msg.pieces} tokens`);
+    if (msg.ttft_ms !== null && msg.ttft_ms !== undefined) parts.push(`first piece after ${ms(msg.ttft_ms)}`);
+    if (msg.tokens_per_s !== null && msg.tokens_per_s !== undefined) parts.push(`${msg.tokens_per_s} pieces/s`);
+    if (msg.pieces !== undefined) parts.push(`${msg.pieces} pieces`);
+    const usage = msg.usage && typeof msg.usage === "object" ? msg.usage : null;
+    if (usage && Number.isInteger(usage.completion_tokens)) {
+      let words = `${usage.completion_tokens} tokens`;
+      if (Number.isInteger(usage.prompt_tokens)) words += ` (prompt ${usage.prompt_tokens})`;
+      parts.push(`${words}, the server's count`);
+    }
     return parts;
   }
 
+  // The transcript follows the newest text unless the reader scrolled up to read.
+  function atBottom() {
+    return chatLog.scrollHeight - chatLog.scrollTop - chatLog.clientHeight < 24;
+  }
+
+  function follow(was) {
+    if (was) chatLog.scrollTop = chatLog.scrollHeight;
+  }
+
+  function copyText(text, btn) {
+    const done = (ok) => {
+      btn.textContent = ok ? "Copied" : "Copy failed";
+      btn.dataset.copied = ok ? "1" : "0";
+      setTimeout(() => { btn.textContent = "Copy"; }, 1500);
+    };
+    const fallback = () => {
+      const area = h("textarea", "jt-chat-copy-area");
+      area.value = text;
+      document.body.appendChild(area);
+      area.select();
+      let ok = false;
+      try { ok = document.execCommand("copy"); } catch { ok = false; }
+      area.remove();
+      done(ok);
+    };
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(text).then(() => done(true), fallback);
+    } else {
+      fallback();
+    }
+  }
+
+  const raw = new WeakMap(); // an answer's turn -> its text as the server sent it (Markdown)
+  let drawPending = false;
+
+  function drawAnswer(turn) {
+    const body = turn.querySelector(".jt-chat-text");
+    jtRenderMarkdown(body, raw.get(turn) || "", copyText);
+  }
+
   function addTurn(role, text) {
+    const was = atBottom();
     const turn = h("div", `jt-chat-turn jt-chat-${role}`);
-    turn.append(h("span", "jt-chat-role", role === "user" ? "you" : "model"), h("span", "jt-chat-text", text));
+    const bubble = h("div", "jt-chat-bubble");
+    const head = h("div", "jt-chat-head");
+    head.appendChild(h("span", "jt-chat-role", role === "user" ? "You" : "Model"));
+    const body = h("div", "jt-chat-text", role === "user" ? text : "");
+    bubble.append(head, body);
+    if (role === "assistant") {
+      raw.set(turn, text);
+      const actions = h("span", "jt-chat-actions");
+      const copy = h("button", "jt-chat-copy", "Copy");
+      copy.title = "copy the answer as the server sent it (Markdown)";
+      copy.addEventListener("click", () => copyText(raw.get(turn) || "", copy));
+      const again = h("button", "jt-chat-regenerate", "Regenerate");
+      again.title = "drop this answer and ask again";
+      again.addEventListener("click", () => regenerate(turn));
+      actions.append(copy, again);
+      head.appendChild(actions);
+    }
+    turn.appendChild(bubble);
     chatLog.appendChild(turn);
-    chatLog.scrollTop = chatLog.scrollHeight;
+    follow(was);
     return turn;
   }
 
@@ -196,19 +303,42 @@ export function jtTryPanel({ model, box }) {
     while (history.length > 1 && total > MAX_HISTORY_CHARS) total -= history.shift().content.length;
   }
 
+  // The parameters as the kernel takes them (try_panel.py's chat_of): blank ones left out.
+  function params() {
+    const out = {};
+    if (system.value.trim()) out.system = system.value;
+    if (temperature.value !== "") out.temperature = Number(temperature.value);
+    if (maxTokens.value !== "") out.max_tokens = Number(maxTokens.value);
+    return out;
+  }
+
+  function ask() {
+    const answer = addTurn("assistant", "");
+    answer.dataset.state = "streaming";
+    chatId = nextId++;
+    chatStats.textContent = "waiting for the first piece…";
+    refresh();
+    model.send({ kind: "chat", id: chatId, model: modelSelect.value, messages: history.slice(), track: track(),
+                 ...params() });
+  }
+
   function chat() {
     const text = chatIn.value;
     if (!text.trim() || chatId !== null) return;
     history.push({ role: "user", content: text });
     trimHistory();
     addTurn("user", text);
-    const answer = addTurn("assistant", "");
-    answer.dataset.state = "streaming";
     chatIn.value = "";
-    chatId = nextId++;
-    chatStats.textContent = "waiting for the first token…";
-    refresh();
-    model.send({ kind: "chat", id: chatId, model: modelSelect.value, messages: history.slice(), track: track() });
+    ask();
+  }
+
+  // Regenerate: the last answer goes (from the transcript and the conversation) and is asked again.
+  function regenerate(turn) {
+    if (chatId !== null || turn !== lastAnswer()) return;
+    if (history.length && history[history.length - 1].role === "assistant") history.pop();
+    turn.remove();
+    if (!history.length || history[history.length - 1].role !== "user") return;
+    ask();
   }
 
   function lastAnswer() {
@@ -246,21 +376,36 @@ export function jtTryPanel({ model, box }) {
     } else if (msg.kind === "chat_piece" && msg.id === chatId) {
       const turn = lastAnswer();
       if (turn) {
-        const text = turn.querySelector(".jt-chat-text");
-        const room = MAX_ANSWER_CHARS - text.textContent.length;
-        if (room > 0) text.textContent += String(msg.text).slice(0, room); // text, never markup
-        chatLog.scrollTop = chatLog.scrollHeight;
+        const text = raw.get(turn) || "";
+        const room = MAX_ANSWER_CHARS - text.length;
+        if (room > 0) raw.set(turn, text + String(msg.text).slice(0, room));
+        // Drawn once a frame at most (a long answer is parsed again each time).
+        if (!drawPending) {
+          drawPending = true;
+          const draw = () => {
+            drawPending = false;
+            const was = atBottom();
+            const last = lastAnswer();
+            if (last) drawAnswer(last);
+            follow(was);
+          };
+          if (typeof requestAnimationFrame === "function") requestAnimationFrame(draw);
+          else draw();
+        }
       }
       chatStats.textContent = figures(msg).join(" · ") + " · streaming…";
     } else if (msg.kind === "chat_end" && msg.id === chatId) {
       chatId = null;
       const turn = lastAnswer();
       if (turn) {
+        const was = atBottom();
         turn.dataset.state = msg.error ? "error" : "done";
-        const text = turn.querySelector(".jt-chat-text").textContent;
+        drawAnswer(turn);
+        const text = raw.get(turn) || "";
         if (!msg.error || text) history.push({ role: "assistant", content: text });
         trimHistory();
-        if (msg.error) turn.appendChild(h("div", "jt-chat-error", msg.error));
+        if (msg.error) turn.querySelector(".jt-chat-bubble").appendChild(h("div", "jt-chat-error", msg.error));
+        follow(was);
       }
       const parts = figures(msg);
       if (msg.answered_by) parts.push(`answered by ${msg.answered_by}`);

@@ -26,6 +26,7 @@ REQUEST_TIMEOUT = 60.0
 CHAT_TIMEOUT = 300.0
 PIECE_INTERVAL = 0.05  # seconds between two chat_piece messages at most (<= 20 a second)
 MAX_TOKENS = 100_000
+MAX_TEMPERATURE = 2  # OpenAI's range; vLLM and TGI take the same
 #: Characters of one answer the panel shows (and the browser keeps, try_panel.js): past it the
 #: chat is stopped and says so; ``svc.chat()`` in a cell reads up to openai_compat.MAX_ANSWER.
 MAX_SHOWN = 1_000_000
@@ -164,12 +165,15 @@ class TryPanel:
 
 
 def _figures(stream: Any) -> dict[str, Any]:
-    """Time to first token (ms), tokens per second and pieces so far of a ChatStream."""
+    """Time to the first piece (ms), pieces per second and pieces so far of a ChatStream, and the
+    server's token counts (``usage``) when it sent them: a piece is one streamed chunk, which is a
+    token on vLLM and TGI but need not be, so the panel says "tokens" only from ``usage``."""
     if stream is None:
         return {}
     ttft, tps = stream.stats.ttft, stream.stats.tokens_per_s
     return {"ttft_ms": None if ttft is None else round(ttft * 1000, 1),
-            "tokens_per_s": None if tps is None else round(tps, 1), "pieces": stream.stats.pieces}
+            "tokens_per_s": None if tps is None else round(tps, 1), "pieces": stream.stats.pieces,
+            "usage": getattr(stream, "usage", None)}
 
 
 def track_of(content: dict[str, Any]) -> str | None:
@@ -203,15 +207,30 @@ def request_of(content: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
 
 
 def chat_of(content: dict[str, Any]) -> tuple[list[dict[str, str]], str | None, dict[str, Any]]:
-    """Messages, model and parameters from a chat message (SpecError if bad)."""
+    """Messages, model and parameters from a chat message (SpecError if bad): ``system`` (a
+    system prompt put first when not blank), ``temperature`` (0 to 2) and ``max_tokens``; a blank
+    or absent parameter is the server's default."""
     model = content.get("model") or None
     params: dict[str, Any] = {}
     max_tokens = content.get("max_tokens")
     if max_tokens not in (None, ""):
         whole = isinstance(max_tokens, int) and not isinstance(max_tokens, bool)
         if not whole or not 0 < max_tokens <= MAX_TOKENS:
-            raise SpecError("max_tokens", f"a whole number from 1 to {MAX_TOKENS}, got {max_tokens!r}")
+            raise SpecError("max_tokens", f"a whole number from 1 to {MAX_TOKENS}, got {max_tokens!r}"[:120])
         params["max_tokens"] = max_tokens
+    temperature = content.get("temperature")
+    if temperature not in (None, ""):
+        number = isinstance(temperature, (int, float)) and not isinstance(temperature, bool)
+        if not number or not 0 <= temperature <= MAX_TEMPERATURE:
+            raise SpecError("temperature", f"a number from 0 to {MAX_TEMPERATURE}, got {temperature!r}"[:120])
+        params["temperature"] = temperature
     if model is not None and not isinstance(model, str):
         raise SpecError("model", f"a model id, got {model!r}"[:120])
-    return check_messages(content.get("messages")), model, params
+    messages = check_messages(content.get("messages"))
+    system = content.get("system")
+    if system not in (None, ""):
+        if not isinstance(system, str):
+            raise SpecError("system", f"a system prompt as text, got {type(system).__name__}")
+        if system.strip():
+            messages = [{"role": "system", "content": system}, *messages]
+    return messages, model, params

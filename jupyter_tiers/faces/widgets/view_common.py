@@ -25,6 +25,12 @@ def view_module(name: str) -> str:
     return link(name, lambda file: (_HERE / file).read_text(encoding="utf-8"))
 
 
+def view_css(*names: str) -> str:
+    """The CSS anywidget gets for a view: the named files of this directory (``vendor/uplot.css``
+    included), in order, as one text."""
+    return "\n".join((_HERE / name).read_text(encoding="utf-8") for name in names)
+
+
 def schema_mismatches(widget: type[anywidget.AnyWidget], view: type) -> list[str]:
     """How ``widget``'s own synced traits differ from the fields of ``view`` (a frozen dataclass
     of viewstate/schema.py): a trait or field missing on one side, another kind or default.

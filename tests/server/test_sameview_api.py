@@ -29,7 +29,7 @@ BODY = RANKS_UP + textwrap.dedent("""\
     import os, time
     rank = int(os.environ["RANK"])
     for step in range(1, 16):
-        print(f"step {step} loss={2.0 / step:.4f}", flush=True)
+        print(f"step {step} loss={2.0 / step + rank:.4f}", flush=True)
     all_up()
     if rank == 3:
         raise ValueError("bad batch at step 16")

@@ -54,7 +54,8 @@ SHOWN = """el => {
     fold: text('.jt-log .jt-fold .jt-text'),
     errors: all('.jt-log .jt-line.jt-error'),
     lines: all('.jt-log .jt-line'),
-    charted: charts !== null && charts.childElementCount > 0 && /\\bloss\\b/.test(charts.textContent),
+    charted: charts !== null && charts.textContent.includes('loss'),
+    metrics: charts ? [...charts.querySelectorAll('[data-metric]')].map((n) => n.dataset.metric) : [],
   };
 }"""
 

@@ -498,8 +498,10 @@ class LogStreamHandler(TiersWebSocket):
                         status = self._handle.status()
                 self._view.end(status)
             self.send_soon({"lines": [], "offset": follower.offset, "eof": True})
-            if self._view is None:  # a view stays open for the charts' rank picks
+            if self._view is None:
                 self._loop.add_callback(self.close)
+            else:  # a view stays open for the charts' rank picks, no longer listening to the hub
+                self._loop.add_callback(self._unlisten)
 
         _executor.submit(finish)
 
@@ -556,10 +558,13 @@ class LogStreamHandler(TiersWebSocket):
 
         _executor.submit(subscribe)
 
-    def on_close(self) -> None:
+    def _unlisten(self) -> None:
         if self._hub_token is not None:
             self.hub.unlisten(self._hub_token)
             self._hub_token = None
+
+    def on_close(self) -> None:
+        self._unlisten()
         if self._follower is not None:
             self._follower.stop()
         if self._service_sub is not None:

@@ -34,9 +34,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.metrics_parse import best, make_log
+from jupyter_tiers.app.viewstate.rank_metrics import RankMetrics
 from jupyter_tiers.batch.logs import LogDecoder, split_log_line
 from jupyter_tiers.batch.metrics import MetricsTracker
-from jupyter_tiers.faces.widgets.rank_metrics import RankMetrics
 
 CHUNK = 1 << 16
 

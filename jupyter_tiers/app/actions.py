@@ -452,10 +452,7 @@ def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[s
         }
     else:
         assert isinstance(status, JobStatus)
-        view = {"job_id": rec.job_id, "job_name": rec.name, "profile": rec.profile,
-                "tier_kind": rec.tier, "script": rec.script, **job_state.status_traits(status),
-                "ranks_per_node": job_state.ranks_per_node(rec.spec, rec.world_size),
-                "summary": item["summary"] if status.state.terminal else ""}
+        view = job_state.record_traits(rec, status, item["summary"])
     schema = view_schema.ServeViewState if rec.kind == WorkKind.SERVICE else view_schema.JobViewState
     return {**item, "view_kind": rec.kind, "view": view_schema.checked(schema, view)}
 

@@ -153,9 +153,16 @@ class HistoryRow:
     workdir: str
     ours: bool = False
     key: str = ""
+    #: Who failed, when known: the first failed rank of a job this registry submitted
+    #: (``rank 3 exit 1``, as its widget says), else a failed step whose exit differs from the
+    #: job's (``step 0 exit 1``: the job's own ExitCode is its batch script's, e.g. 15 after the
+    #: fail-stop's SIGTERM). Shown as the EXIT.
+    failure: str = ""
 
     @property
     def exit(self) -> str:
+        if self.failure:
+            return self.failure
         if self.exit_code is None:
             return "-"
         return f"{self.exit_code}:{self.signal}" if self.signal else str(self.exit_code)
@@ -176,9 +183,13 @@ class HistoryRow:
         return {**asdict(self), "exit": self.exit}
 
 
-def mark_ours(rows: Iterable[HistoryRow], known: dict[str, str]) -> list[HistoryRow]:
-    """Mark the rows whose job id this registry knows (``known``: job id -> registry key)."""
-    return [replace(r, ours=True, key=known[r.job_id]) if r.job_id in known else r for r in rows]
+def mark_ours(rows: Iterable[HistoryRow], known: dict[str, str],
+              failures: dict[str, str] | None = None) -> list[HistoryRow]:
+    """Mark the rows whose job id this registry knows (``known``: job id -> registry key), with
+    the first failed rank it recorded (``failures``: job id -> ``rank 3 exit 1``) as ``failure``."""
+    failures = failures or {}
+    return [replace(r, ours=True, key=known[r.job_id], failure=failures.get(r.job_id) or r.failure)
+            if r.job_id in known else r for r in rows]
 
 
 def format_bytes(value: int | None) -> str:

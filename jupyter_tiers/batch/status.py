@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from ..core.model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
 from ..core.timefmt import format_elapsed
@@ -100,6 +101,30 @@ def describe_rank(rank: RankState) -> str:
     if rank.phase is RankPhase.STOPPED:
         return f"rank {rank.rank}{where} stopped by signal {rank.signal or 9}"
     return f"rank {rank.rank}{where} {rank.phase.value}"
+
+
+def failure_entry(status: JobStatus) -> dict[str, Any] | None:
+    """What the registry keeps of an ended job's first failed rank (its ``detail`` entry
+    ``failure``): rank, node, exit code, signal; None when no rank failed or the job runs on."""
+    first = status.first_failure
+    if first is None or not status.state.terminal:
+        return None
+    return {"rank": first.rank, "node": first.node or "", "exit": first.exit_code, "signal": first.signal}
+
+
+def failure_words(entry: Any) -> str:
+    """A ``failure`` entry as the widget's legend says it: ``rank 3 exit 1``, ``rank 3 killed by
+    SIGKILL (9)``; "" for anything that is not one (a record written by another version)."""
+    if not isinstance(entry, dict):
+        return ""
+    rank, code, sig = entry.get("rank"), entry.get("exit"), entry.get("signal")
+    if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
+        return ""
+    if isinstance(code, int) and not isinstance(code, bool):
+        return f"rank {rank} exit {code}"
+    if isinstance(sig, int) and not isinstance(sig, bool) and sig > 0:
+        return f"rank {rank} killed by {_signal_name(sig)}"
+    return f"rank {rank} failed"
 
 
 # States whose summary carries the log's first error line (a cancel or time limit says why itself).

@@ -17,8 +17,10 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..batch.status import failure_entry
+from ..core.detail import entries, with_entries
 from ..core.errors import JobNotFound, TiersError
-from ..core.model import JobSpec, ServeSpec, WorkKind
+from ..core.model import JobSpec, JobStatus, ServeSpec, WorkKind
 from ..core.record import JobRecord as JobRecord  # defined below the registry's layer, used with it
 
 ENV_VAR = "JUPYTER_TIERS_REGISTRY"
@@ -215,6 +217,15 @@ class Registry:
                 return
             db.execute("UPDATE jobs SET detail = ?, updated_at = ? WHERE key = ?",
                        (change(row["detail"]), time.time(), key))
+
+    def record_failure(self, record: JobRecord, status: JobStatus) -> None:
+        """Keep an ended job's first failed rank in its ``detail`` (entry ``failure``, see
+        batch/status.failure_entry), so views without the job's rank files (History) can name it;
+        no write when the record already has it or no rank failed."""
+        entry = failure_entry(status)
+        if entry is None or entries(record.detail).get("failure") == entry:
+            return
+        self.change_detail(record.key, lambda detail: with_entries(detail, failure=entry))
 
     def remove(self, key: str) -> None:
         """Forget one record (a deleted service)."""

@@ -377,6 +377,7 @@ class BatchTier(Tier):
                               restarts=rec.restarts)
             self.registry.update(rec.key, state=st.state.value, nodelist=st.nodelist,
                                  restarts=st.restarts)
+            self.registry.record_failure(rec, st)
             out[rec.job_id] = st
         for rec in records:
             if rec.key in arrays:

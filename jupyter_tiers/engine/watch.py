@@ -543,6 +543,7 @@ class Watcher:
             else:
                 self.tier.registry.update(rec.key, state=status.state.value, nodelist=status.nodelist,
                                           restarts=status.restarts)
+                self.tier.registry.record_failure(rec, status)
         except Exception:
             log.exception("registry update failed")
 

@@ -36,6 +36,7 @@ from ..batch.history import (
     mark_ours,
 )
 from ..core.errors import SpecError, TiersError
+from ..core.model import JobState
 from .commands import BASH, NEUTRAL_ENV_SH, slurm_argv
 from .parse import parse_elapsed, slurm_state
 
@@ -109,10 +110,12 @@ def _exit(text: str) -> tuple[int | None, int | None]:
 def parse_history(stdout: str) -> list[HistoryRow]:
     """Rows of the history query -> one row per job (steps folded in), newest first.
 
-    A step's row only contributes its MaxRSS; a job whose own row is missing is skipped.
+    A step's row only contributes its MaxRSS and, when it failed with an exit of its own, the
+    row's ``failure``; a job whose own row is missing is skipped.
     """
     jobs: dict[str, HistoryRow] = {}
     rss: dict[str, int] = {}
+    steps: dict[str, tuple[str, int]] = {}  # job id -> its first failed numbered step and exit
     order: list[str] = []
     n = len(HISTORY_FIELDS)
     for line in stdout.splitlines():
@@ -127,6 +130,10 @@ def parse_history(stdout: str) -> list[HistoryRow]:
         if value is not None:
             rss[job_id] = max(rss.get(job_id, 0), value)
         if step is not None:
+            code, _sig = _exit(fields[3])
+            failed = slurm_state(fields[2])[0] is JobState.FAILED
+            if step.isdigit() and failed and code and job_id not in steps:
+                steps[job_id] = (step, code)
             continue
         (_, display, state, exit_code, elapsed, nnodes, nodelist, _rss, user, submit, start, end,
          partition, workdir, name) = fields
@@ -140,9 +147,18 @@ def parse_history(stdout: str) -> list[HistoryRow]:
             elapsed_s=parse_elapsed(elapsed), nodes=int(nnodes) if nnodes.strip().isdigit() else None,
             nodelist=_opt(nodelist), max_rss=None, submit=_opt(submit), start=_opt(start),
             end=_opt(end), partition=_opt(partition), workdir=_opt(workdir))
-    rows = [replace(jobs[j], max_rss=rss.get(j)) for j in order]
+    rows = [replace(jobs[j], max_rss=rss.get(j), failure=_step_failure(jobs[j], steps.get(j)))
+            for j in order]
     rows.sort(key=lambda r: (r.submit, int(r.job_id)), reverse=True)
     return rows
+
+
+def _step_failure(row: HistoryRow, step: tuple[str, int] | None) -> str:
+    """``step 0 exit 1`` for a failed job whose failed step exited otherwise than the job (whose
+    ExitCode is its batch script's), else ""."""
+    if step is None or row.state != "FAILED" or step[1] == row.exit_code:
+        return ""
+    return f"step {step[0]} exit {step[1]}"
 
 
 def history_result(exit_status: int, stdout: str, stderr: str) -> list[HistoryRow]:

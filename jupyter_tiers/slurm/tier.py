@@ -24,8 +24,10 @@ from ..batch.jobdir import (
 from ..batch.jobenv import refuse_own_job
 from ..batch.logs import ByteStream, split_log_line
 from ..batch.requeue import requeue_pending
+from ..batch.status import failure_words
 from ..config.profiles import Profile
 from ..config.registry import MAX_LIST, JobRecord, Registry, spec_for_record
+from ..core.detail import entries
 from ..core.errors import ControllerUnreachable, SubmitError, TiersError
 from ..core.model import JobSpec, JobState, LogLine, RankState, SchedulerInfo, WorkKind
 from ..data.checkpoint_upload import uploader_source
@@ -328,7 +330,8 @@ class SlurmTier(BatchTier):
         self.accounting = True
         mine = self.registry.list(limit=MAX_LIST, profile=self.name, kind=WorkKind.JOB)
         known = {r.job_id: r.key for r in mine}
-        return mark_ours(rows[: query.limit], known)
+        failures = {r.job_id: failure_words(entries(r.detail).get("failure")) for r in mine}
+        return mark_ours(rows[: query.limit], known, failures)
 
     def output_tail(self, row: HistoryRow, lines: int = 50) -> tuple[str, str | None]:
         """The last ``lines`` of a history job's output (read-only, for jobs submitted without

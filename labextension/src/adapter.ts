@@ -209,3 +209,23 @@ export function taskItem(array: Item, task: number, row?: unknown): Item {
     summary: `task ${task} of array ${array.id}`
   };
 }
+
+/**
+ * The traits a job's view stream (`logs/stream?view=1`) may set over the REST view: what the log
+ * decides, as the notebook kernel sets them (anything else in a message is ignored).
+ */
+const STREAM_TRAITS = new Set(['metrics', 'metrics_rank', 'metrics_note', 'fold_label', 'summary']);
+
+/** A stream message's `view` with only the traits the stream may set; null when it has none. */
+export function streamTraits(view: unknown): Record<string, unknown> | null {
+  if (!view || typeof view !== 'object' || Array.isArray(view)) {
+    return null;
+  }
+  const out: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(view)) {
+    if (STREAM_TRAITS.has(name)) {
+      out[name] = value;
+    }
+  }
+  return Object.keys(out).length ? out : null;
+}

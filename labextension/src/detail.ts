@@ -13,20 +13,23 @@ import {
   ViewRequest,
   arrayAction,
   fileRows,
+  streamTraits,
   taskItem,
   toRows
 } from './adapter';
 import { ReconnectingSocket } from './socket';
 import { Item, Verb } from './state';
 // The notebook widgets' own ES modules (jupyter_tiers/faces/widgets/, typed in views.d.ts), bundled
-// from there by webpack. The panel has no kernel to run metric charts, Try it or the Load panel:
-// it takes the views with the Files tab only.
+// from there by webpack. A job's panel is the notebook's JobView with its metric charts and Files
+// tab (the server's view stream sends the series, the fold and the summary the kernel would); a
+// service's has no kernel to run Try it or the Load panel.
 import { jobView } from '../../jupyter_tiers/faces/widgets/job_view.js';
+import { metricsChart } from '../../jupyter_tiers/faces/widgets/metrics_chart.js';
 import { serveView } from '../../jupyter_tiers/faces/widgets/serve_view.js';
 import arrayView from '../../jupyter_tiers/faces/widgets/array_view.js';
 import { jtFilesPane } from '../../jupyter_tiers/faces/widgets/files_pane.js';
 
-const JOB_VIEW = jobView({ files: jtFilesPane });
+const JOB_VIEW = jobView({ charts: metricsChart, files: jtFilesPane });
 const SERVE_VIEW = serveView({});
 
 export class TiersDetail extends Widget {
@@ -75,7 +78,9 @@ export class TiersDetail extends Widget {
         this.title.label = `Array ${this.item.id}`;
         this.model.update(ARRAY_DEFAULTS);
       }
-      this.model.update(detail.view ?? {});
+      // What the log stream decided (charts, fold label, the summary with the log's error) stays:
+      // the listing's view does not read the log.
+      this.model.update({ ...(detail.view ?? {}), ...this._streamView });
       if (this._array) {
         // The server's table knows neither that Cancel all was asked nor what was refused.
         this.model.set('cancel_requested', this._cancelAll);
@@ -127,6 +132,10 @@ export class TiersDetail extends Widget {
     const kind = request.kind;
     if (kind === 'hello') {
       this._follow();
+      return;
+    }
+    if (kind === 'metrics_rank') {
+      this._stream?.send(JSON.stringify({ kind: 'metrics_rank', rank: request.rank }));
       return;
     }
     if (kind === 'files' || kind === 'download') {
@@ -235,16 +244,25 @@ export class TiersDetail extends Widget {
     this.model.set('downloads', downloads);
   }
 
-  /** (Re)starts the log stream from the beginning; the first batch replaces what the view has. */
+  /**
+   * (Re)starts the log stream from the beginning; the first batch replaces what the view has. A
+   * job's stream is the notebook widget's (`view=1`): `lines` messages with the error lines and
+   * the fail-stop's fold, and `view` messages with the traits the log decides.
+   */
   private _follow(): void {
     this._stream?.close();
     this._offset = 0;
     let reset = true;
+    const job = this.item.kind === 'job';
     this._stream = new ReconnectingSocket({
       // A reconnect resumes at the last offset: nothing lost, nothing twice.
-      url: () => this.api.wsUrl(`${itemPath(this.item.profile, this.item.id)}/logs/stream`, { offset: this._offset }),
+      url: () =>
+        this.api.wsUrl(`${itemPath(this.item.profile, this.item.id)}/logs/stream`, {
+          offset: this._offset,
+          ...(job ? { view: 1 } : {})
+        }),
       onMessage: text => {
-        let batch: { lines?: unknown; offset?: unknown; error?: unknown; eof?: unknown };
+        let batch: Record<string, unknown>;
         try {
           batch = JSON.parse(text);
         } catch {
@@ -257,12 +275,23 @@ export class TiersDetail extends Widget {
         if (typeof batch.offset === 'number') {
           this._offset = batch.offset;
         }
-        const rows = toRows(batch.lines);
-        if (rows.length || reset) {
-          this.model.custom({ kind: 'lines', lines: rows, skipped: 0, reset });
-          reset = false;
+        const view = streamTraits(batch.view);
+        if (view) {
+          Object.assign(this._streamView, view);
+          this.model.update(view);
+          return;
         }
-        if (batch.eof === true) {
+        if (typeof batch.text === 'string') {
+          this.model.custom({ ...batch, reset: reset || batch.reset === true });
+          reset = false;
+        } else {
+          const rows = toRows(batch.lines);
+          if (rows.length || reset) {
+            this.model.custom({ kind: 'lines', lines: rows, skipped: 0, reset });
+            reset = false;
+          }
+        }
+        if (batch.eof === true && !job) {
           this._stream?.close(); // the job ended and its whole log was sent: nothing to resume
         }
       }
@@ -280,6 +309,8 @@ export class TiersDetail extends Widget {
   private _loading = false;
   private _again = false;
   private _againRefresh = false;
+  /** The traits the log stream sent, kept over the listing's view on every re-read. */
+  private _streamView: Record<string, unknown> = {};
   private _cleanup: (() => void) | null = null;
 }
 

@@ -192,6 +192,14 @@ export interface RowCells {
   title: string;
 }
 
+/**
+ * The EXIT cell's words: `exit 1`, `exit 0:15`; who failed as the server names it
+ * (`rank 3 exit 1`, `step 0 exit 1`) as it comes.
+ */
+export function exitLabel(exit: string): string {
+  return /^(-|\d)/.test(exit) ? `exit ${exit}` : exit;
+}
+
 export function rowCells(row: HistoryRow): RowCells {
   const nodes = row.nodes ? `${row.nodes} ${row.nodelist}`.trim() : row.nodelist || '-';
   return {

@@ -11,6 +11,7 @@ import {
   HistoryFilters,
   HistoryRow,
   attachTarget,
+  exitLabel,
   historyErrorText,
   historyProfiles,
   historyQuery,
@@ -165,7 +166,7 @@ export class HistoryView {
     origin.dataset.origin = c.origin;
     line2.append(
       origin,
-      el('span', 'jt-hist-exit', `exit ${c.exit}`),
+      el('span', 'jt-hist-exit', exitLabel(c.exit)),
       el('span', 'jt-hist-nodes', c.nodes),
       el('span', 'jt-hist-rss', `max RSS ${c.maxRss}`)
     );

@@ -11,6 +11,7 @@ export interface SocketLike {
   onclose: ((ev: unknown) => void) | null;
   onerror: ((ev: unknown) => void) | null;
   close(): void;
+  send?(data: string): void;
 }
 
 export interface Timers {
@@ -93,6 +94,19 @@ export class ReconnectingSocket {
     this._attempt = 0;
     this._drop();
     this._open();
+  }
+
+  /** Sends a text frame when connected (false when not: the caller may ask again later). */
+  send(text: string): boolean {
+    if (!this._connected || !this._ws?.send) {
+      return false;
+    }
+    try {
+      this._ws.send(text);
+      return true;
+    } catch {
+      return false;
+    }
   }
 
   close(): void {

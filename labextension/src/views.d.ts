@@ -36,3 +36,8 @@ declare module '*/widgets/files_pane.js' {
   /** JobView's Files tab. */
   export const jtFilesPane: JtPart;
 }
+
+declare module '*/widgets/metrics_chart.js' {
+  /** JobView's metric charts: made on a box, then called with the `metrics` series to draw. */
+  export function metricsChart(container: HTMLElement): unknown;
+}

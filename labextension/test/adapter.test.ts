@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { JOB_DEFAULTS, ViewModel, ViewRequest, toRows } from '../src/adapter';
+import { JOB_DEFAULTS, ViewModel, ViewRequest, streamTraits, toRows } from '../src/adapter';
 
 describe('ViewModel', () => {
   it('starts from the defaults and fires change events only for changed traits', () => {
@@ -155,5 +155,34 @@ describe('filePath', () => {
   it('encodes each part of a file name as its own segment', async () => {
     const { filePath } = await import('../src/api');
     expect(filePath('box', '42', 'out/a b#?.csv')).toBe('jobs/box/42/files/out/a%20b%23%3F.csv');
+  });
+});
+
+describe('streamTraits', () => {
+  it('keeps only what the log decides (charts, fold label, summary)', () => {
+    const view = { metrics: { loss: [[1, 2]] }, fold_label: 'x', summary: 's', state: 'RUNNING', ranks: [] };
+    expect(streamTraits(view)).toEqual({ metrics: { loss: [[1, 2]] }, fold_label: 'x', summary: 's' });
+    expect(streamTraits({ state: 'FAILED' })).toBeNull();
+    for (const bad of [null, undefined, 3, 'summary', [], [['summary', 's']]]) {
+      expect(streamTraits(bad)).toBeNull();
+    }
+  });
+
+  it('never passes a trait outside the list (seeded)', () => {
+    let seed = 29;
+    const rand = () => ((seed = (seed * 1103515245 + 12345) % 2147483648) / 2147483648);
+    const names = ['metrics', 'metrics_rank', 'metrics_note', 'fold_label', 'summary', 'state', '__proto__', 'ranks', ''];
+    for (let i = 0; i < 300; i++) {
+      const view: Record<string, unknown> = {};
+      for (const name of names) {
+        if (rand() < 0.4) {
+          view[name] = rand();
+        }
+      }
+      const out = streamTraits(view);
+      for (const key of Object.keys(out ?? {})) {
+        expect(['metrics', 'metrics_rank', 'metrics_note', 'fold_label', 'summary']).toContain(key);
+      }
+    }
   });
 });

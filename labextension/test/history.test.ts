@@ -6,6 +6,7 @@ import {
   attachTarget,
   cleanLog,
   detailQuery,
+  exitLabel,
   formatBytes,
   historyErrorText,
   historyProfiles,
@@ -258,5 +259,15 @@ describe('parseHistory fuzz (seeded)', () => {
       expect(answer.output === null || typeof answer.output === 'string').toBe(true);
       expect(typeof answer.profile).toBe('string');
     }
+  });
+});
+
+describe('exitLabel', () => {
+  it('prefixes a bare exit code, keeps who failed as the server names it', () => {
+    expect(exitLabel('1')).toBe('exit 1');
+    expect(exitLabel('0:15')).toBe('exit 0:15');
+    expect(exitLabel('-')).toBe('exit -');
+    expect(exitLabel('rank 3 exit 1')).toBe('rank 3 exit 1');
+    expect(exitLabel('step 0 exit 1')).toBe('step 0 exit 1');
   });
 });

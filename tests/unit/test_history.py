@@ -312,7 +312,9 @@ def test_service_history_as_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     data = json.loads(json.dumps(service.history("box", days=2, state="F").to_json(), allow_nan=False))
     rows = {r["job_id"]: r for r in data["rows"]}
     assert data["profile"] == "box" and data["output"] is None
-    assert rows["3"]["ours"] is True and rows["3"]["key"] == "box/3" and rows["3"]["exit"] == "9"
+    assert rows["3"]["ours"] is True and rows["3"]["key"] == "box/3"
+    # The job's ExitCode (9) is its batch script's; its failed step said 3 (issue 29 item 6).
+    assert rows["3"]["exit_code"] == 9 and rows["3"]["exit"] == "step 0 exit 3"
     assert rows["3"]["max_rss"] == 16272 * 1024
     with pytest.raises(SpecError, match="tail"):
         service.history("box", job="3", tail=-1)

@@ -6,9 +6,10 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from ...batch.failstop import Failure, fold_text
+from ...batch.failstop import Failure, failure_of, fold_text
 from ...batch.logs import LogBatch, split_log_line
 from ...core.model import JobStatus, RankPhase
+from ...core.record import JobRecord
 from ...core.timefmt import format_elapsed
 
 PHASE_CODES = {
@@ -54,6 +55,23 @@ def status_traits(status: JobStatus) -> dict[str, Any]:
         "checkpoint": status.checkpoint or "",
         "restarts": status.restarts,
     }
+
+
+def record_traits(record: JobRecord, status: JobStatus, summary: str = "") -> dict[str, Any]:
+    """The JobView traits a job's record and status decide (the REST details' ``view``); the log
+    decides the rest (the lines, ``metrics``, and the ``summary`` with the log's error and main
+    metric: job_stream.py). ``summary``: the status's line, kept once the job ended."""
+    return {"job_id": record.job_id, "job_name": record.name, "profile": record.profile,
+            "tier_kind": record.tier, "script": record.script, **status_traits(status),
+            "ranks_per_node": ranks_per_node(record.spec, record.world_size),
+            "fold_label": fold_label(status), "summary": summary if status.state.terminal else ""}
+
+
+def fold_label(status: JobStatus) -> str:
+    """The one line the fail-stop's kill lines fold into once a rank failed (JobView's
+    ``fold_label``), "" before."""
+    failure = failure_of(status.first_failure)
+    return failure.label(status.count(RankPhase.STOPPED)) if failure is not None else ""
 
 
 def ranks_per_node(spec: Any, world_size: int) -> int:

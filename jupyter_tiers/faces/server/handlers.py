@@ -27,12 +27,13 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ...app import actions as service
 from ...app import ownjob
+from ...app.viewstate.job_stream import JobStream
 from ...batch.arrays import split_task_ref
 from ...batch.history import AccountingDisabled
 from ...core.errors import SpecError, TiersError
-from ...core.model import WorkKind
+from ...core.model import JobStatus, WorkKind
 from ...doctor.render import report_data
-from ...engine.handles import Service
+from ...engine.handles import Job, Service
 from ...engine.watch import LogFollower
 from . import params
 from .hub import Hub
@@ -397,10 +398,17 @@ class LogStreamHandler(TiersWebSocket):
     resumes without loss or repetition (``backlog=BYTES`` without an offset starts that far
     before the end, at a line boundary, for a long log); when the job ends, the rest of the log is sent, then
     ``{"lines": [], "offset": O, "eof": true}`` and the socket is closed. A service's pod logs
-    are followed across restarts; there ``offset`` counts lines of this stream."""
+    are followed across restarts; there ``offset`` counts lines of this stream.
+
+    ``view=1`` (a job, the lab panel's detail): the notebook JobView's messages instead of rows
+    (app/viewstate/job_stream.py): ``lines`` messages with error lines and the fail-stop's fold,
+    ``{"view": {...}}`` with the charts' series, the fold label and the end's summary; the socket
+    stays open after eof for ``{"kind": "metrics_rank", "rank": N}`` (chart rank N)."""
 
     _follower: Any = None
     _hub_token: int | None = None
+    _view: JobStream | None = None
+    _status: JobStatus | None = None
     _service_sub: Any = None
     _tier: Any = None
 
@@ -417,12 +425,17 @@ class LogStreamHandler(TiersWebSocket):
                 raise SpecError("pod", f"{ref} is a job; filter by rank, not pod")
             if kind == WorkKind.SERVICE and self._query.rank is not None:
                 raise SpecError("rank", f"{ref} is a service; filter by pod, not rank")
+            if kind == WorkKind.SERVICE and self._query.view:
+                raise SpecError("view", f"{ref} is a service; view=1 is a job's stream")
             self._start, self._skip_partial = self._query.offset, False
             if kind == WorkKind.JOB and self._query.backlog is not None and self._query.offset == 0:
                 tier: Any = self._handle.tier  # a BatchTier: the record is a job
                 size = await blocking(tier.log_size, self._handle.record)
                 self._start = max(0, size - self._query.backlog)
                 self._skip_partial = self._start > 0
+            if self._query.view and isinstance(self._handle, Job):  # the fold and summary need it
+                known = self.hub.status_of(self._handle.record.key)
+                self._status = known if isinstance(known, JobStatus) else await blocking(self._handle.status)
         except (TiersError, ValueError) as exc:
             self.reject(service.http_status(exc), error_message(exc))
             return
@@ -448,7 +461,11 @@ class LogStreamHandler(TiersWebSocket):
             if rows and last is not None:
                 self.send_soon({"lines": rows, "offset": last})
 
-        self._follower = LogFollower(self._tier, record, self._start, on_lines,
+        if self._query.view and isinstance(self._handle, Job):
+            self._view = JobStream(self.send_soon, self._handle.metric_patterns(), start=self._start)
+            self._view.status(self._status)
+        self._follower = LogFollower(self._tier, record, self._start,
+                                     self._view.lines if self._view is not None else on_lines,
                                      skip_partial=self._skip_partial)
         self._follower.start()
 
@@ -460,6 +477,8 @@ class LogStreamHandler(TiersWebSocket):
             if message.get("type") != "update":
                 return
             for item in message.get("items", ()):
+                if item.get("key") == record.key and self._view is not None:
+                    self._view.status(self._latest_status())
                 if item.get("key") in keys and item.get("terminal"):
                     self._finish_soon()
 
@@ -476,10 +495,42 @@ class LogStreamHandler(TiersWebSocket):
 
         def finish() -> None:
             follower.finish()
+            if self._view is not None:
+                status = self._latest_status()
+                if status is None or not status.state.terminal:  # e.g. an array's task: ask once
+                    with contextlib.suppress(TiersError):
+                        status = self._handle.status()
+                self._view.end(status)
             self.send_soon({"lines": [], "offset": follower.offset, "eof": True})
-            self._loop.add_callback(self.close)
+            if self._view is None:
+                self._loop.add_callback(self.close)
+            else:  # a view stays open for the charts' rank picks, no longer listening to the hub
+                self._loop.add_callback(self._unlisten)
 
         _executor.submit(finish)
+
+    def _latest_status(self) -> JobStatus | None:
+        """The job's newest status: the hub's watch's, else the one read at the start."""
+        status = self.hub.status_of(self._handle.record.key)
+        if isinstance(status, JobStatus):
+            self._status = status
+        return self._status
+
+    def on_message(self, message: str | bytes) -> None:
+        """``{"kind": "metrics_rank", "rank": N}`` (a view stream): chart rank N from now on, as
+        the notebook widget does when its log's rank filter moves; anything else is ignored."""
+        view, handle = self._view, getattr(self, "_handle", None)
+        if view is None or handle is None:
+            return
+        try:
+            msg = json.loads(message)
+        except ValueError:
+            return
+        rank = msg.get("rank") if isinstance(msg, dict) and msg.get("kind") == "metrics_rank" else None
+        record = handle.record
+        if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < max(1, record.world_size):
+            tier = self._tier
+            view.pick(rank, lambda: tier.log_chunks(record, 0))
 
     # --- a service: the tier's pod-log followers ---------------------------------------------
     def _open_service(self) -> None:
@@ -511,10 +562,13 @@ class LogStreamHandler(TiersWebSocket):
 
         _executor.submit(subscribe)
 
-    def on_close(self) -> None:
+    def _unlisten(self) -> None:
         if self._hub_token is not None:
             self.hub.unlisten(self._hub_token)
             self._hub_token = None
+
+    def on_close(self) -> None:
+        self._unlisten()
         if self._follower is not None:
             self._follower.stop()
         if self._service_sub is not None:

@@ -107,11 +107,14 @@ class LogQuery:
     offset: int = 0
     limit: int | None = None
     backlog: int | None = None
+    #: A job's stream in the notebook widget's messages (app/viewstate/job_stream.py), not rows.
+    view: bool = False
 
 
 def log_query(query: Query, *, with_limit: bool = True) -> LogQuery:
     """``logs?rank=N|pod=NAME&offset=O&limit=L`` for a range; a stream takes ``backlog=BYTES``
-    instead of ``limit`` (without an offset: start that many bytes before the log's end)."""
+    instead of ``limit`` (without an offset: start that many bytes before the log's end), and
+    ``view=1`` for a job's whole log as the notebook widget gets it (no rank or pod filter)."""
     rank = _int(query, "rank", 0, 10_000_000, None)
     pod = _one(query, "pod") or None
     if pod is not None:
@@ -124,7 +127,11 @@ def log_query(query: Query, *, with_limit: bool = True) -> LogQuery:
     if limit is not None:
         limit = min(limit, MAX_LOG_LINES)
     backlog = None if with_limit else _int(query, "backlog", 0, 10**12, None)
-    return LogQuery(rank=rank, pod=pod, offset=offset, limit=limit, backlog=backlog)
+    view = False if with_limit else flag(query, "view", False)
+    if view and (rank is not None or pod is not None):
+        raise SpecError("view", "view=1 streams the whole job's log as the notebook widget shows it; "
+                        "leave out rank and pod")
+    return LogQuery(rank=rank, pod=pod, offset=offset, limit=limit, backlog=backlog, view=view)
 
 
 def nesting_depth(text: str) -> int:

@@ -12,16 +12,16 @@ from typing import Any
 import anywidget
 import traitlets as t
 
-from ...app.viewstate.job import lines_message, ranks_per_node, status_traits, text_message
+from ...app.viewstate.job import fold_label, lines_message, ranks_per_node, status_traits, text_message
+from ...app.viewstate.rank_metrics import RankMetrics
 from ...batch.failstop import Failure, failure_of, fold_text
 from ...batch.logs import LogBatch
 from ...batch.status import summary_line
 from ...core.errors import TiersError
-from ...core.model import JobStatus, LogLine, RankPhase
+from ...core.model import JobStatus, LogLine
 from ...engine.handles import Job
 from .batcher import LineBatcher
 from .files_pane import FilesPane
-from .rank_metrics import RankMetrics
 from .view_common import view_css, view_module
 
 _HERE = Path(__file__).parent
@@ -138,12 +138,14 @@ class JobView(anywidget.AnyWidget):
                 setattr(self, key, value)
             failure = failure_of(status.first_failure)
             if failure is not None:
-                self.fold_label = failure.label(status.count(RankPhase.STOPPED))
+                self.fold_label = fold_label(status)
         if failure is not None and failure != self._failure:
             with self._send_lock:
                 before, self._failure = self._failure, failure
-                # Lines sent before to fold now (or folded for another rank): send them again.
-                if before is not None or fold_text(self._kept_text(), failure).lines:
+                # Lines sent before to fold or mark now (or folded for another rank): send them
+                # again, so the fold line's place does not depend on which came first.
+                fold = fold_text(self._kept_text(), failure)
+                if before is not None or fold.lines or fold.marks:
                     self._send_all()
 
     def _kept_text(self) -> str:

@@ -105,6 +105,14 @@ export function jtLogPane({ model, logBox, followBtn, errorBtn, lineNode, visibl
     }
   }
 
+  // A pane filled while hidden (a background tab, a collapsed output) has nothing to scroll:
+  // once it gets its size, it follows the end as it would have.
+  if (typeof ResizeObserver !== "undefined") {
+    new ResizeObserver(() => {
+      if (following) logBox.scrollTop = logBox.scrollHeight;
+    }).observe(logBox);
+  }
+
   followBtn.addEventListener("click", () => {
     following = !following;
     followBtn.textContent = following ? "Pause" : "Follow";

@@ -1,5 +1,8 @@
 """The metric series a live job view charts, for a rank the user picks (rank 0 by default).
 
+Shared by the notebook widget (faces/widgets/job_view.py) and the lab panel's view stream
+(job_stream.py, behind the server's log websocket), so both chart and summarise a log alike.
+
 Rank 0's tracker is always fed: the summary line names its main metric and the log's first
 error, whichever rank the charts show. Picking another rank starts a fresh tracker for it that
 reads the log from its start up to where the live feed has got (in a background thread, as a

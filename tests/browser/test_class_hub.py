@@ -35,7 +35,8 @@ import pytest
 from jupyter_tiers.tools.sandbox import lab
 from tests.helpers import free_port, wait_for
 
-from .conftest import ROOT, SERVER_START_S
+from .conftest import SERVER_START_S
+from .test_sidebar import SIDEBAR_ID
 from .test_student_lab import system_venv  # noqa: F401 (the class's venv, a fixture)
 
 pytestmark = [pytest.mark.cluster, pytest.mark.browser]
@@ -178,7 +179,7 @@ def test_students_log_in_through_the_hub_and_reach_only_their_own_server(class_h
     for name in STUDENTS:
         info = user_api(hub, s1 if name == one else s2, name, "api/status").json()
         assert "last_activity" in info, info
-    ps = subprocess.run(["ps", "-o", "user=,args=", "-u", ",".join(STUDENTS)], capture_output=True,
+    ps = subprocess.run(["ps", "-ww", "-o", "user=,args=", "-u", ",".join(STUDENTS)], capture_output=True,
                         text=True, check=False).stdout
     for name in STUDENTS:
         venv = re.escape(str(hub.venv))
@@ -225,11 +226,11 @@ JOB = textwrap.dedent("""\
 """)
 
 SUBMIT = textwrap.dedent("""\
-    import json, sys
-    sys.path.append({root!r})
-    from tests.helpers import tiers_shell
+    import json
+    from IPython.core.interactiveshell import InteractiveShell
     from jupyter_tiers.config.registry import Registry
-    shell = tiers_shell()
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "jupyter_tiers")
     shell.run_cell_magic("slurm_train", "--profile sandbox --name hub-cull --text", {body!r})
     print("RECORDS", json.dumps([[r.job_id, r.name] for r in Registry().list()]))
 """)
@@ -246,7 +247,7 @@ def _as_student(hub: Hub, name: str, argv: list[str],
 
 @pytest.mark.timeout(2400)
 def test_culling_stops_the_server_not_the_job_and_the_student_finds_its_end(
-        class_hub: Hub, cluster_env: dict[str, str]) -> None:
+        class_hub: Hub, cluster_env: dict[str, str], page: Any) -> None:
     hub = class_hub
     name = STUDENTS[1]
     home = Path(pwd.getpwnam(name).pw_dir)
@@ -254,7 +255,7 @@ def test_culling_stops_the_server_not_the_job_and_the_student_finds_its_end(
     flag.unlink(missing_ok=True)
     session = login(hub, name)
     submitted = _as_student(hub, name, [str(hub.venv / "bin" / "python"), "-c",
-                                        SUBMIT.format(root=str(ROOT), body=JOB)])
+                                        SUBMIT.format(body=JOB)])
     assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-3000:]
     records = json.loads(submitted.stdout.split("RECORDS ", 1)[1].splitlines()[0])
     job_id = next(job for job, job_name in records if job_name == "hub-cull")
@@ -273,7 +274,7 @@ def test_culling_stops_the_server_not_the_job_and_the_student_finds_its_end(
 
     item = wait_for(lambda: listed(session), f"job {job_id} in {name}'s sidebar listing",
                     timeout=300, interval=3.0)
-    assert item["state"] in ("PENDING", "RUNNING"), item
+    assert item is not None and item["state"] in ("PENDING", "RUNNING"), item
     # The student walks away (no more requests): the culler stops the server while the job runs.
     session.close()
     wait_for(lambda: hub.server(name) is None, f"the culler to stop {name}'s server",
@@ -290,10 +291,27 @@ def test_culling_stops_the_server_not_the_job_and_the_student_finds_its_end(
         return found if found and found.get("terminal") else None
 
     final = wait_for(ended, f"job {job_id} listed with its end", timeout=600, interval=3.0)
-    assert final["state"] == "COMPLETED", final
-    attach = _as_student(hub, name, [str(hub.venv / "bin" / "jupyter"), "tiers", "attach", job_id])
+    assert final is not None and final["state"] == "COMPLETED", final
+    attach = _as_student(hub, name, [str(hub.venv / "bin" / "jupyter"), "tiers", "attach", job_id,
+                                     "--wait"])
     assert attach.returncode == 0, attach.stdout[-2000:] + attach.stderr[-2000:]
     for line in ("line 1: started", "line 2: released", "line 3: done"):
         assert line in attach.stdout, attach.stdout[-3000:]
     assert "COMPLETED" in attach.stdout, attach.stdout[-3000:]
+
+    # And from a browser: the hub's login page in Chromium, the student's JupyterLab, the Tiers
+    # sidebar with the job's row and its end.
+    from playwright.sync_api import expect
+
+    page.goto(f"{hub.url}/hub/login")
+    page.fill("#username_input", name)
+    page.fill("#password_input", hub.passwords[name])
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(rf"/user/{re.escape(name)}/lab"), timeout=(SERVER_START_S + 240) * 1000)
+    tab = page.locator(f'.jp-SideBar [data-id="{SIDEBAR_ID}"]')
+    expect(tab).to_be_visible()
+    tab.click()
+    row = page.locator(f'#{SIDEBAR_ID} .jt-side-row[data-key="sandbox/{job_id}"]')
+    expect(row.locator(".jt-side-badge")).to_have_text("COMPLETED")
+    assert page.jt_errors == [], page.jt_errors
     flag.unlink(missing_ok=True)

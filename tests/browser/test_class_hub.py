@@ -69,10 +69,10 @@ class Hub:
         found: dict[str, Any] | None = servers.get("")
         return found
 
-    def log_tail(self) -> str:
+    def log_tail(self, lines: int = 60) -> str:
         try:
             text = (self.state / "jupyterhub.log").read_text(errors="replace")
-            return "\n".join(text.splitlines()[-60:])
+            return "\n".join(text.splitlines()[-lines:])
         except OSError:
             return ""
 
@@ -279,6 +279,8 @@ def test_culling_stops_the_server_not_the_job_and_the_student_finds_its_end(
     session.close()
     wait_for(lambda: hub.server(name) is None, f"the culler to stop {name}'s server",
              timeout=CULL_TIMEOUT + 900, interval=5.0)
+    culled = rf"DELETE /hub/api/users/{re.escape(name)}/server .*\(idle-culler@"
+    assert re.search(culled, hub.log_tail(400)), hub.log_tail()
     assert state() == "RUNNING", f"job {job_id} did not go on after the cull: {state()!r}"
 
     _as_student(hub, name, ["touch", str(flag)])

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .lab import LabError, trusted_path_problem
+from .students import STUDENTS_GROUP, students_group_members
 
 PROXY_PACKAGE = "configurable-http-proxy"
 PROXY_VERSION = "4.6.3"
@@ -286,8 +287,6 @@ def start(*, ip: str = "127.0.0.1", port: int = DEFAULT_PORT, cull_timeout: int 
           say: Callable[[str], None] = print) -> HubSettings:
     """Start the hub (stopping one already running: a new start takes new settings) and wait
     until its API answers. Returns what it runs with."""
-    from .students import STUDENTS_GROUP
-
     if os.geteuid() != 0:
         raise LabError("the hub must run as root (PAM reads /etc/shadow; each server runs as its student)")
     venv = class_venv()
@@ -373,8 +372,6 @@ def stop(say: Callable[[str], None] = print) -> bool:
 
 def status_text() -> str:
     """``sandbox status``'s hub part (see :func:`render_status`)."""
-    from .students import students_group_members
-
     settings = saved_settings()
     if running_pid() is None or settings is None:
         return render_status(None, False, [], None)

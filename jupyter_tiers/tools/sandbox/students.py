@@ -13,6 +13,7 @@ notebooks, keys or job directories.
 
 from __future__ import annotations
 
+import grp
 import os
 import pwd
 import secrets
@@ -23,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import lab  # its functions looked up at call time (tests patch lab.*)
 from .lab import LabError, check_user_name
 
 STUDENTS_GROUP = "jtlab"  # the hub lets in members of this Unix group only (hub.py)
@@ -133,8 +135,6 @@ def set_password(name: str, password: str) -> None:
 
 def join_students_group(name: str) -> str:
     """Add ``name`` to :data:`STUDENTS_GROUP` (made if missing): 'added' or 'already a member'."""
-    import grp
-
     try:
         group = grp.getgrnam(STUDENTS_GROUP)
     except KeyError:
@@ -148,8 +148,6 @@ def join_students_group(name: str) -> str:
 
 def leave_students_group(name: str) -> bool:
     """Take ``name`` out of :data:`STUDENTS_GROUP`; whether they were in it."""
-    import grp
-
     try:
         members = grp.getgrnam(STUDENTS_GROUP).gr_mem
     except KeyError:
@@ -162,8 +160,6 @@ def leave_students_group(name: str) -> bool:
 
 def students_group_members() -> list[str]:
     """The lab's students as the Unix group lists them (sorted)."""
-    import grp
-
     try:
         return sorted(grp.getgrnam(STUDENTS_GROUP).gr_mem)
     except KeyError:
@@ -191,8 +187,6 @@ def add_students(students: list[Student], *, initial_password: bool = False,
     initial password (the file's, or a generated one with ``initial_password`` or for a user just
     created), then the lab
     (:func:`lab.add_user`), the hub's group and a 0700 home. Stops at the first failure."""
-    from . import lab  # looked up at call time (tests patch lab.*)
-
     lab._require_root("add-user")
     for student in students:
         name = check_user_name(student.name)

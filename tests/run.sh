@@ -101,6 +101,16 @@ else
        "cluster tests will be SKIPPED (in CI they fail instead)" >&2
 fi
 
+# The class's hub (tests/browser/test_class_hub.py) runs configurable-http-proxy from npm, installed
+# once under the hub's proxy directory (/var/lib/jupyter-tiers-hub-proxy) and kept: a pinned
+# version already there is not fetched again.
+if [ "$(id -u)" = "0" ] && command -v npm >/dev/null; then
+  echo "[run] configurable-http-proxy for the class's hub (npm, kept once installed)"
+  "$PY" -c 'from jupyter_tiers.tools.sandbox import hub; hub.ensure_proxy()'
+elif [ -n "${CI:-}" ]; then
+  echo "[run] npm is missing or not root: the class's hub proxy cannot be installed" >&2; exit 1
+fi
+
 if command -v shellcheck >/dev/null; then
   echo "[run] shellcheck cluster.sh (no repository-wide exceptions)"
   shellcheck jupyter_tiers/tools/sandbox/cluster.sh

@@ -14,6 +14,8 @@ USAGE = """usage: jupyter tiers COMMAND
   sandbox up|down|status [--nodes N] [--cpus C]   a multi-node Slurm on this machine (root, Debian/Ubuntu)
   sandbox up --lab | add-user NAME | remove-user NAME
                                                    a teaching lab: each student submits as themselves
+  sandbox up --lab --hub [--cull-timeout S] | down --hub | add-user --students FILE [--create]
+                                                   the class's JupyterHub (PAM, idle culler) and its students
   jobs [--profile P] [--limit N] [--kind K]        jobs and services of every tier, newest first
   logs ID [--rank N | --pod P] [--tail N]          print a job's or a service's log
   cancel ID                                        cancel a job

@@ -55,9 +55,9 @@ NOTEBOOK = "teaching_lab.ipynb"
 # setup trusts the venv's Python for the students' jobs as it would a real admin's.
 VENV_ROOT = Path(os.environ.get("JT_LAB_VENV_ROOT", "/opt/jt-lab-venv"))
 NOTEBOOK_TIMEOUT_S = 1500  # every cell of the notebook, several multi-node jobs on a loaded machine
-# The front end's packages, at the developer venv's versions (what the browser tests know); pip
-# resolves the rest as an admin's install would.
-PINNED = ("jupyterlab", "ipykernel", "ipywidgets", "anywidget")
+# The front end's packages, at the developer venv's versions (what the browser tests know), and
+# the class's hub (test_class_hub.py: the same venv); pip resolves the rest as an admin's would.
+PINNED = ("jupyterlab", "ipykernel", "ipywidgets", "anywidget", "jupyterhub", "jupyterhub-idle-culler")
 RAISES = {"guard-serve", "no-storage"}  # the cells that show a refusal on purpose
 
 
@@ -118,8 +118,8 @@ def _pip(venv: Path, *args: str) -> None:
 
 @pytest.fixture(scope="session")
 def system_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A venv made with the machine's python3 holding the wheel and JupyterLab, as an admin
-    installs it (the front end's packages pinned to the developer venv's versions).
+    """A venv made with the machine's python3 holding the wheel, JupyterLab and JupyterHub, as an
+    admin installs it (the front end's packages pinned to the developer venv's versions).
 
     Cached: the venv is kept per dependency set (:func:`_deps_key`) and the wheel it holds is
     rebuilt and reinstalled (no dependencies) only when the sources changed (:func:`_source_key`).
@@ -143,7 +143,7 @@ def system_venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
         subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True, timeout=300)
         constraints = tmp_path_factory.mktemp("pins") / "constraints.txt"
         constraints.write_text(pins)
-        _pip(venv, "-c", str(constraints), str(wheel), "jupyterlab")
+        _pip(venv, "-c", str(constraints), str(wheel), "jupyterlab", "jupyterhub", "jupyterhub-idle-culler")
         (venv / ".complete").write_text(wheel.name + "\n")
     stamp.write_text(source)
     return venv

@@ -112,3 +112,30 @@ def test_the_auth_warning_is_an_error_here(jp_serverapp: Any) -> None:
 
     with pytest.raises(JupyterServerAuthWarning):
         jp_serverapp.web_app.add_handlers(".*$", [("/careless", Careless)])
+
+
+async def test_no_route_counts_as_the_users_activity(
+        jp_serverapp: Any, http_server_client: Any, jp_base_url: str, jp_auth_header: dict[str, str]) -> None:
+    """Issue 30: a hub's idle culler reads the server's last activity; the sidebar polls our routes
+    while nobody looks, so none of them may move it (``_track_activity``). A route of Jupyter's
+    own (the contents API) does move it: the check can fail."""
+    from datetime import datetime, timezone
+
+    settings = jp_serverapp.web_app.settings
+    old = datetime(2000, 1, 1, tzinfo=timezone.utc)
+    settings["api_last_activity"] = old
+    headers = {**jp_auth_header, "Cookie": "_xsrf=x1", "X-XSRFToken": "x1"}
+    called = 0
+    for pattern, handler in handler_table(jp_base_url):
+        if issubclass(handler, TiersWebSocket):
+            continue
+        path = _concrete(pattern)
+        for method in _own_methods(handler):
+            await http_server_client.fetch(path, method=method.upper(), raise_error=False,
+                                           follow_redirects=False, headers=headers,
+                                           body=b"{}" if method in ("post", "put", "patch") else None)
+            called += 1
+    assert called >= 8
+    assert settings["api_last_activity"] == old
+    await http_server_client.fetch(f"{jp_base_url}api/contents", headers=headers)
+    assert settings["api_last_activity"] > old

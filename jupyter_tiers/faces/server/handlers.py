@@ -88,9 +88,14 @@ def api_error(status: int, message: str) -> web.HTTPError:
 
 
 class TiersAPIHandler(APIHandler):
-    """Base of the REST handlers: JSON errors as ``{"error": "..."}``."""
+    """Base of the REST handlers: JSON errors as ``{"error": "..."}``.
+
+    None of them counts as the user's activity (``_track_activity``): the sidebar polls them
+    while nobody looks, and a hub's idle culler must still stop a server its student left.
+    """
 
     auth_resource = AUTH_RESOURCE
+    _track_activity = False
 
     @property
     def hub(self) -> Hub:

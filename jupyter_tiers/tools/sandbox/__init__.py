@@ -2,8 +2,11 @@
 
 ``jupyter tiers sandbox up|down|status [--nodes N] [--cpus C]`` runs ``cluster.sh`` next to this
 file and, after ``up``, writes a ready ``sandbox`` profile into ``~/.jupyter/tiers.yaml`` (with
-``--lab``: the shared students' profile into ``/etc/jupyter/tiers.yaml``). ``sandbox add-user NAME
-[--allow-shared-group]`` and ``remove-user NAME`` make a Unix user a lab student or not (lab.py).
+``--lab``: the shared students' profile into ``/etc/jupyter/tiers.yaml``; with ``--lab --hub``
+also the class's JupyterHub, hub.py). ``sandbox add-user NAME [--allow-shared-group]
+[--initial-password] [--create]`` (or ``--students FILE``, students.py) and ``remove-user NAME``
+make a Unix user a lab student or not (lab.py). ``sandbox down --hub`` stops the hub alone;
+``sandbox down`` stops the hub, then the cluster.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from . import lab  # its functions looked up at call time (tests patch lab.*)
+from . import hub, lab, students  # their functions looked up at call time (tests patch lab.*)
 
 SCRIPT = Path(__file__).with_name("cluster.sh")
 PROFILE_NAME = "sandbox"
@@ -80,8 +83,9 @@ def write_profile(path: Path, profile: dict[str, Any], name: str = PROFILE_NAME)
 
 
 def main(argv: list[str]) -> int:
-    """``sandbox up|down|status [--nodes N] [--cpus C] [--lab]``, ``sandbox add-user NAME
-    [--allow-shared-group]``, ``sandbox remove-user NAME``."""
+    """``sandbox up|down|status [--nodes N] [--cpus C] [--lab [--hub ...]]``, ``sandbox down
+    --hub``, ``sandbox add-user NAME|--students FILE [--allow-shared-group] [--initial-password]
+    [--create]``, ``sandbox remove-user NAME``."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="jupyter tiers sandbox",
@@ -95,11 +99,49 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--allow-shared-group", action="store_true",
                         help="add-user: accept a user whose primary group others share (they could "
                              "read the user's checkpoints, which are group-readable)")
+    parser.add_argument("--hub", action="store_true",
+                        help="up (with --lab): start the class's JupyterHub; down: stop only the hub")
+    parser.add_argument("--hub-ip", default="127.0.0.1",
+                        help="up --hub: the address the hub listens on (default 127.0.0.1; put a TLS "
+                             "proxy in front before opening it to a network)")
+    parser.add_argument("--hub-port", type=int, default=hub.DEFAULT_PORT,
+                        help=f"up --hub: the hub's port (default {hub.DEFAULT_PORT})")
+    parser.add_argument("--cull-timeout", default=str(hub.CULL_TIMEOUT),
+                        help=f"up --hub: stop a student's server idle this many seconds "
+                             f"(default {hub.CULL_TIMEOUT})")
+    parser.add_argument("--students", type=Path,
+                        help="add-user: a file of students, one login name a line (NAME or NAME:PASSWORD)")
+    parser.add_argument("--initial-password", action="store_true",
+                        help="add-user: give each student without a password in the file a new one "
+                             "(printed once, for you to hand out)")
+    parser.add_argument("--create", action="store_true",
+                        help="add-user: create a missing Unix user (home, a group of their own, a "
+                             "printed initial password)")
     parser.add_argument("--config", type=Path, default=Path("~/.jupyter/tiers.yaml").expanduser(),
                         help="tiers.yaml to write the 'sandbox' profile into")
     args = parser.parse_args(argv)
+    hub_given = args.hub_ip != "127.0.0.1" or args.hub_port != hub.DEFAULT_PORT \
+        or args.cull_timeout != str(hub.CULL_TIMEOUT)
     if args.action in ("add-user", "remove-user"):
+        if args.hub or hub_given:
+            parser.error("--hub, --hub-ip, --hub-port and --cull-timeout go with 'up' "
+                         "(and --hub with 'down')")
         return _lab_command(parser, args)
+    if args.students or args.initial_password or args.create:
+        parser.error("--students, --initial-password and --create only go with 'add-user'")
+    if args.hub and args.action == "up" and not args.lab:
+        parser.error("--hub goes with --lab: jupyter tiers sandbox up --lab --hub")
+    if args.hub and args.action == "status":
+        parser.error("'status' shows the hub without --hub")
+    if hub_given and not (args.hub and args.action == "up"):
+        parser.error("--hub-ip, --hub-port and --cull-timeout only go with 'up --lab --hub'")
+    if args.hub and args.action == "up":
+        try:
+            cull_timeout = hub.check_cull_timeout(args.cull_timeout)
+        except lab.LabError as exc:
+            parser.error(str(exc))
+        if not 1 <= args.hub_port <= 65535:
+            parser.error(f"--hub-port must be 1 to 65535, not {args.hub_port}")
     if args.name is not None:
         parser.error(f"'{args.action}' takes no user name (only add-user and remove-user do)")
     if args.lab and args.action != "up":
@@ -114,6 +156,14 @@ def main(argv: list[str]) -> int:
             script_args += ["--cpus", str(args.cpus)]
     elif args.nodes or args.cpus:
         parser.error("--nodes and --cpus only go with 'up'")
+    if args.action == "down":  # the hub first: its students' servers use the cluster
+        try:
+            hub.stop()
+        except OSError as exc:
+            print(f"jupyter tiers sandbox down: cannot stop the hub: {exc}", file=sys.stderr)
+            return 1
+        if args.hub:
+            return 0
     code = run_script(script_args)
     if code == 0 and args.action == "up" and args.lab:
         try:
@@ -129,22 +179,39 @@ def main(argv: list[str]) -> int:
         verb = "wrote" if changed else "kept"
         print(f"{verb} profile '{PROFILE_NAME}' in {args.config}: "
               f"use %%slurm_train --profile {PROFILE_NAME}")
+    if code == 0 and args.action == "up" and args.hub:
+        try:
+            hub.start(ip=args.hub_ip, port=args.hub_port, cull_timeout=cull_timeout)
+        except (lab.LabError, OSError) as exc:
+            print(f"jupyter tiers sandbox: cannot start the hub: {exc}", file=sys.stderr)
+            return 1
+    if args.action == "status":
+        print(hub.status_text(), end="")
     return code
 
 
 def _lab_command(parser: Any, args: Any) -> int:
-    if args.name is None:
-        parser.error(f"{args.action} needs a user name: jupyter tiers sandbox {args.action} NAME")
+    if (args.name is None) == (args.students is None or args.action != "add-user"):
+        parser.error(f"{args.action} needs a user name: jupyter tiers sandbox {args.action} NAME"
+                     + (" (or --students FILE, not both)" if args.action == "add-user" else ""))
     if args.nodes or args.cpus or args.lab:
         parser.error(f"{args.action} takes only a user name"
                      + (" (and --allow-shared-group)" if args.action == "add-user" else ""))
-    if args.allow_shared_group and args.action != "add-user":
+    if args.action != "add-user" and args.allow_shared_group:
         parser.error("--allow-shared-group only goes with 'add-user'")
+    if args.action != "add-user" and (args.initial_password or args.create or args.students):
+        parser.error("--students, --initial-password and --create only go with 'add-user'")
     try:
         if args.action == "add-user":
-            lab.add_user(args.name, allow_shared_group=args.allow_shared_group)
+            todo = (students.read_students(args.students) if args.students is not None
+                    else [students.Student(lab.check_user_name(args.name))])
+            students.add_students(todo, initial_password=args.initial_password,
+                                  allow_shared_group=args.allow_shared_group, create=args.create)
         else:
             lab.remove_user(args.name)
+            if students.leave_students_group(args.name):
+                print(f"{args.name}: no longer in group {students.STUDENTS_GROUP} "
+                      "(cannot log in to the hub)")
     except lab.LabError as exc:
         print(f"jupyter tiers sandbox {args.action}: {exc}", file=sys.stderr)
         return 1

@@ -24,7 +24,7 @@ from ..batch.history import HistoryRow, make_query, no_history_message
 from ..batch.jobenv import enclosing_job
 from ..batch.status import summary_line
 from ..config.profiles import load_config
-from ..config.registry import LIVE_CANARY, JobRecord, Registry
+from ..config.registry import JobRecord, Registry
 from ..core.errors import (
     ApiError,
     ApiUnreachable,
@@ -38,6 +38,7 @@ from ..core.errors import (
 )
 from ..core.model import JobState, JobStatus, ServiceState, ServiceStatus, WorkKind
 from ..core.reachability import STALE_AFTER_S, ago, last_seen, stale_after
+from ..core.record import LIVE_CANARY
 from ..data.checkpoint_upload import upload_item
 from ..data.handoff import upload_of
 from ..doctor import run_doctor

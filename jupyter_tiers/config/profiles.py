@@ -33,6 +33,7 @@ from typing import Any
 from ..core.errors import ConfigError, SpecError
 from ..core.model import SERVICE_TYPES
 from ..core.profile import Profile as Profile  # defined below the config layer, used with it
+from ..core.sshnames import valid_host, valid_user
 from ..data.handoff import parse_path_map
 from ..data.objectstore import parse_object_store
 from ..serving.loadplan import MAX_LIMIT_RPS
@@ -44,6 +45,7 @@ from .project_trust import HIJACKING_ENV_NAMES as HIJACKING_ENV_NAMES
 from .project_trust import HIJACKING_ENV_PREFIXES as HIJACKING_ENV_PREFIXES
 from .project_trust import PROJECT_KEYS as PROJECT_KEYS
 from .project_trust import hijacking_env_name, rule
+from .safe_yaml import parse_yaml
 
 __all__ = ["Config", "ConfigError", "Profile", "ProjectFileRefused", "load_config"]
 
@@ -69,10 +71,6 @@ BUILTIN_PROFILES: Mapping[str, Mapping[str, Any]] = {BUILTIN_LOCAL: {"tier": "lo
 
 _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _ENV_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Host names as OpenSSH accepts them on its command line (no leading '-', no whitespace, control
-# or shell characters): names, IPv4, [IPv6] and IPv6%scope. User names: POSIX-like login names.
-_HOST_RE = re.compile(r"[A-Za-z0-9_.:%\[\]][A-Za-z0-9_.:%\[\]-]{0,252}")
-_USER_RE = re.compile(r"[A-Za-z0-9_.][A-Za-z0-9_.@-]{0,63}")
 _JUMP_RE = re.compile(r"[A-Za-z0-9_.:%@/\[\]][A-Za-z0-9_.:%@/\[\]-]{0,299}")  # [user@]host[:port], ssh://
 
 
@@ -90,8 +88,6 @@ _SECONDS_BOUNDS = {
 }
 # Limits that keep a hostile YAML file (alias bombs, deep nesting) from exhausting the kernel.
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
-MAX_YAML_DEPTH = 50
-MAX_YAML_NODES = 200_000
 
 # Keys of ``defaults``: the spec options a profile may preset (options.py; dashes accepted for
 # underscores). Training tiers take job options, the Kubernetes tier serve options.
@@ -309,16 +305,6 @@ def _shown(value: Any, limit: int = 40) -> str:
     return text + ("..." if len(str(value)) > limit else "")
 
 
-def valid_host(name: str) -> bool:
-    """A host name or address as OpenSSH takes it (also what ssh config's %h may carry)."""
-    return isinstance(name, str) and _HOST_RE.fullmatch(name) is not None
-
-
-def valid_user(name: str) -> bool:
-    """A login name without shell or ssh-option characters (OpenSSH's valid_ruser, stricter)."""
-    return isinstance(name, str) and _USER_RE.fullmatch(name) is not None
-
-
 def _check_connection(out: Mapping[str, Any], source: str, base: str) -> None:
     """Host, user and jump host as OpenSSH accepts them (nothing a shell or ssh_config token
     such as ProxyCommand's %h could turn into a command or an option)."""
@@ -381,70 +367,6 @@ def _check_path_map(value: Any, source: str, key: str) -> None:
         parse_path_map(value)
     except ValueError as exc:
         raise ConfigError(source, key, str(exc)) from None
-
-
-def _yaml_loader(text: str) -> Any:
-    """A safe YAML loader that also refuses deep nesting and alias expansion beyond
-    MAX_YAML_DEPTH / MAX_YAML_NODES (a "billion laughs" file is a few lines long)."""
-    import yaml
-
-    class Loader(yaml.SafeLoader):
-        depth = 0
-
-        def compose_node(self, parent: Any, index: Any) -> Any:
-            self.depth += 1
-            if self.depth > MAX_YAML_DEPTH:
-                raise yaml.YAMLError(f"nested deeper than {MAX_YAML_DEPTH} levels")
-            try:
-                return super().compose_node(parent, index)
-            finally:
-                self.depth -= 1
-
-    return Loader(text)
-
-
-def _expanded_size(root: Any) -> int:
-    """Nodes of the document with every alias expanded (each shared node counted per use)."""
-    sizes: dict[int, int] = {}
-    stack: list[tuple[Any, bool]] = [(root, False)]
-    while stack:
-        node, done = stack.pop()
-        if id(node) in sizes:
-            continue
-        value = node.value if isinstance(node.value, list) else []
-        children = [c for item in value for c in (item if isinstance(item, tuple) else (item,))]
-        if not done:
-            stack.append((node, True))
-            stack.extend((c, False) for c in children if id(c) not in sizes)
-            continue
-        sizes[id(node)] = min(MAX_YAML_NODES + 1, 1 + sum(sizes.get(id(c), 1) for c in children))
-    return sizes[id(root)]
-
-
-def parse_yaml(text: str, source: str) -> Any:
-    """The YAML document in ``text``; every problem is a ConfigError naming ``source``."""
-    import yaml
-
-    loader = None
-    try:
-        loader = _yaml_loader(text)
-        node = loader.get_single_node()
-        if node is None:
-            return None
-        if _expanded_size(node) > MAX_YAML_NODES:
-            raise ConfigError(source, "", f"more than {MAX_YAML_NODES} values once aliases are "
-                              "expanded; write the profiles out instead of nesting aliases")
-        return loader.construct_document(node)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise ConfigError(source, where, f"not valid YAML: {problem}") from None
-    except RecursionError:
-        raise ConfigError(source, "", "not valid YAML: nested too deeply") from None
-    finally:
-        if loader is not None:
-            loader.dispose()
 
 
 def load_file(path: Path, *, trusted: bool = True) -> dict[str, Any]:

@@ -138,8 +138,6 @@ def default_path() -> Path:
     return Path(jupyter_data_dir()) / "tiers" / "registry.sqlite"
 
 
-#: A service record's key for its running canary (``--canary``): share, replica counts, revision.
-LIVE_CANARY = "live_canary"
 
 
 def spec_for_record(spec: JobSpec | ServeSpec) -> dict[str, Any]:

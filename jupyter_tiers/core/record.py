@@ -14,6 +14,8 @@ from typing import Any, Protocol
 
 from .model import WorkKind
 
+#: A service record's key for its running canary (``--canary``): share, replica counts, revision.
+LIVE_CANARY = "live_canary"
 
 @dataclass(frozen=True)
 class JobRecord:

@@ -17,7 +17,7 @@ import copy
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from ..config.registry import LIVE_CANARY
+from ..core.record import LIVE_CANARY
 
 __all__ = ["LIVE_CANARY", "TRACK_LABEL", "canary_name", "canary_objects", "is_canary_pod", "promoted_object",
            "promoted_template", "split_pods"]

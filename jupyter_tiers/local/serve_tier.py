@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from ..config.profiles import Profile
-from ..config.registry import LIVE_CANARY, JobRecord, Registry, spec_for_record
+from ..config.registry import JobRecord, Registry, spec_for_record
 from ..core.errors import JobNotFound, SpecError, SubmitError, TiersError
 from ..core.model import TRACKS, PodLogLine, ServeSpec, ServiceState, ServiceStatus, WorkKind
+from ..core.record import LIVE_CANARY
 from ..engine import tier as tier_module
 from ..engine.handles import Service
 from ..engine.subscription import Subscription

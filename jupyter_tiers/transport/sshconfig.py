@@ -21,8 +21,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any, Literal
 
-from ..config.profiles import valid_host, valid_user
 from ..core.errors import TiersError
+from ..core.sshnames import valid_host, valid_user
 from .target import SSHTarget  # plain data: no import circle with ssh.py
 
 DEFAULT_PORT = 22

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ...config.profiles import valid_host, valid_user
+from ...core.sshnames import valid_host, valid_user
 from ...transport.sshconfig import KnownHostEntry, host_matches, known_hosts_name
 
 MAX_TEXT = 4 * 1024 * 1024  # larger files are not read (a config is a few KB)

@@ -100,7 +100,7 @@ def dry_run_mode(value: str) -> str:
 
 def _note_inside_job() -> None:
     """Once per kernel, when it runs inside a Slurm job: say so (its jobs start clean)."""
-    from ..app.actions import inside_job_note  # lazy: as the tier machinery
+    from ..app.items import inside_job_note  # lazy: as the tier machinery
 
     note = inside_job_note()
     if note:

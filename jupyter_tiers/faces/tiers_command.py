@@ -11,6 +11,7 @@ from typing import Any, NoReturn
 
 from ..api import connect
 from ..app import actions as service
+from ..app import items
 from ..app.ownjob import check_cancel
 from ..batch.arrays import detail_counts, format_tasks, is_array
 from ..batch.history import HistoryRow, format_history
@@ -224,7 +225,7 @@ def run(argv: list[str], shell: Any = None) -> Any:
         print(format_jobs([handle.tier.registry.get(handle.key)]))
         print(format_tasks(handle.plan, tasks, metrics))
     elif args.command == "jobs":
-        note = service.inside_job_note()
+        note = items.inside_job_note()
         if note:
             print(note)
         listing = service.list_items(limit=args.limit, profile=args.profile,

@@ -671,7 +671,7 @@ def test_bare_env_name_passes_the_kernels_value_without_printing_it(
 
 
 def test_tiers_jobs_says_once_that_the_notebook_runs_inside_a_slurm_job(ip, capsys, monkeypatch) -> None:
-    from jupyter_tiers.app import actions as service
+    from jupyter_tiers.app import items as service
 
     monkeypatch.setattr(service, "_noted_inside", threading.Event())
     monkeypatch.setenv("SLURM_JOB_ID", "4242")

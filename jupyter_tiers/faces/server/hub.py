@@ -23,7 +23,7 @@ from typing import Any
 
 from ... import api
 from ...app import actions as service
-from ...app import ownjob
+from ...app import items, ownjob
 from ...config.registry import JobRecord, Registry
 from ...core.errors import TiersError
 from ...core.model import JobStatus, ServiceStatus, WorkKind
@@ -142,7 +142,7 @@ class Hub:
             status, rec = self._statuses.get(key), self._records.get(key)
             if status is None or rec is None:
                 return None
-            if key in self._subs or (not _status_active(status) and not service.is_active(rec)):
+            if key in self._subs or (not _status_active(status) and not items.is_active(rec)):
                 return status
             return None
 
@@ -217,7 +217,7 @@ class Hub:
                 self.scan()
                 with self._lock:
                     listening = bool(self._listeners)
-                    want = {k for k, r in self._records.items() if listening and service.is_active(r)}
+                    want = {k for k, r in self._records.items() if listening and items.is_active(r)}
                 if listening:
                     self._drop_replaced()
                 self._sync_subscriptions(want)
@@ -274,7 +274,7 @@ class Hub:
                 if old is not None and old == rec:
                     continue
                 status = self._statuses.get(key)
-                if status is not None and not service.is_active(rec) and _status_active(status):
+                if status is not None and not items.is_active(rec) and _status_active(status):
                     status = None  # the registry knows the end before our watch does
                     self._statuses.pop(key, None)
                 elif old is not None and _renewed(old, rec):
@@ -286,7 +286,7 @@ class Hub:
                     sub = self._subs.pop(key, None)
                     if sub is not None:
                         renewed.append(sub)
-                item = self._stamp(key, service.item_from(rec, status).to_json())
+                item = self._stamp(key, items.item_from(rec, status).to_json())
                 if item is not None:
                     changed.append(item)
         for sub in renewed:
@@ -310,7 +310,7 @@ class Hub:
             if rec is None:
                 return
             self._statuses[key] = status
-            item = self._stamp(key, service.item_from(rec, status).to_json())
+            item = self._stamp(key, items.item_from(rec, status).to_json())
             problem = _problem(status)
             profile_news = problem is not None and self._errors.get(rec.profile) != problem
             if problem is not None:
@@ -399,9 +399,9 @@ def _unsubscribe(sub: _Sub) -> None:
 def _renewed(old: JobRecord, new: JobRecord) -> bool:
     """Whether ``new`` is an active record of another run than ``old`` (same key): re-created
     (a later start) or active again after the registry recorded its end."""
-    if not service.is_active(new):
+    if not items.is_active(new):
         return False
-    return new.submitted_at != old.submitted_at or not service.is_active(old)
+    return new.submitted_at != old.submitted_at or not items.is_active(old)
 
 
 def _status_active(status: JobStatus | ServiceStatus) -> bool:

@@ -123,7 +123,7 @@ def attach(ref: str, kind: WorkKind | None = None) -> Handle:
             raise
         _check_kind(ref, array.kind, kind)  # a task is a job of its own: cancel, never scale
         handle = _connect(array.profile, array.kind).handle(array)
-        assert isinstance(handle, ArrayJob)  # an array record's handle (handles.handle_for)
+        assert isinstance(handle, ArrayJob)  # an array record's handle (engine.tier.handle_for)
         return handle.task(task[1])
     _check_kind(ref, rec.kind, kind)
     return _connect(rec.profile, rec.kind).handle(rec)

@@ -12,7 +12,6 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
-from ..batch.arrays import is_array
 from ..batch.metrics import MetricsTracker, parse_patterns, to_frame
 from ..batch.status import summary_line
 from ..config.registry import JobRecord
@@ -434,15 +433,3 @@ class Service(Handle[ServiceStatus]):
     def yaml(self) -> str:
         """Every object as applied, as YAML (no Secret values)."""
         return self.record.script
-
-
-def handle_for(tier: Any, record: JobRecord) -> Handle:
-    """The right handle for a registry record (an array's is an ArrayJob)."""
-    if record.kind == WorkKind.SERVICE:
-        return Service(tier, record)
-    if is_array(record):
-        # lazy: cycle: ArrayJob subclasses Job from here
-        from .array_job import ArrayJob
-
-        return ArrayJob(tier, record)
-    return Job(tier, record)

@@ -46,7 +46,8 @@ from ..data.files import FileInfo
 from ..spec.jobspec import validate_spec
 from ..spec.options import JOB_OPTIONS, SERVE_OPTIONS, Option, convert_values
 from ..spec.servespec import validate_serve_spec
-from .handles import Handle, Job, Service, handle_for
+from .array_job import ArrayJob
+from .handles import Handle, Job, Service
 from .subscription import Subscription
 from .watch import JobSubscription, LinesCallback, StatusCallback, Watcher
 
@@ -515,3 +516,12 @@ class ServeTier(Tier):
     def unwatch(self, subscription: Subscription[ServiceStatus]) -> None:
         """Stop delivering to one ``watch`` subscription (``subscription.close()``)."""
         subscription.close()
+
+
+def handle_for(tier: Tier, record: JobRecord) -> Handle:
+    """The right handle for a registry record (an array's is an ArrayJob)."""
+    if record.kind == WorkKind.SERVICE:
+        return Service(tier, record)
+    if is_array(record):
+        return ArrayJob(tier, record)
+    return Job(tier, record)

@@ -20,29 +20,54 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from time import time as wall_clock
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..batch.arrays import expand_arrays, is_array, merge_array_status, record_counts
+from ..batch.logs import ByteStream, LogDecoder
 from ..batch.status import merge_status
-from ..config.registry import JobRecord
+from ..config.registry import JobRecord, Registry
 from ..core.errors import ControllerUnreachable, TiersError
-from ..core.model import JobState, JobStatus, LogLine, RankPhase
+from ..core.model import JobState, JobStatus, LogLine, RankPhase, RankState, SchedulerInfo
+from ..core.profile import Profile
 from ..core.reachability import backoff_delay, is_stale, last_seen, reconnecting, stale_after
 from ..data import checkpoint_upload
-from ..data.checkpoint_upload import UploadError, recorded_upload, shown_checkpoint, target_uri
+from ..data.checkpoint_upload import UploadError, UploadingTier, recorded_upload, shown_checkpoint, target_uri
 from ..data.handoff import decode_detail
 from ..data.objectstore import UploadReport
 from .subscription import Subscription
-
-if TYPE_CHECKING:
-    from ..batch.logs import ByteStream
-    from .tier import BatchTier
 
 log = logging.getLogger(__name__)
 
 StatusCallback = Callable[[JobStatus], None]
 # Lines come as a LogBatch (a Sequence[LogLine] kept as bytes until used; see logs.py).
 LinesCallback = Callable[[Sequence[LogLine]], None]
+
+
+class WatchSource(UploadingTier, Protocol):
+    """What the Watcher needs of a batch tier (BatchTier is one): the three batched reads, the
+    log, where to record what it saw, and what a completed job's upload asks. The watcher never
+    imports the tier contract."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def profile(self) -> Profile: ...
+
+    @property
+    def registry(self) -> Registry: ...
+
+    def poll_scheduler(self, records: Sequence[JobRecord]) -> dict[str, SchedulerInfo]: ...
+
+    def poll_ranks(self, records: Sequence[JobRecord]) -> dict[str, dict[int, RankState]]: ...
+
+    def rank_notes(self) -> dict[str, str]: ...
+
+    def open_log(self, record: JobRecord, offset: int) -> ByteStream: ...
+
+    def read_log(self, record: JobRecord, offset: int = 0) -> bytes: ...
+
+    def log_decoder(self, offset: int, *, skip_partial: bool = False) -> LogDecoder: ...
 
 
 class JobSubscription(Subscription[JobStatus]):
@@ -88,7 +113,7 @@ class LogFollower:
 
     def __init__(
         self,
-        tier: BatchTier,
+        tier: WatchSource,
         record: JobRecord,
         offset: int,
         on_lines: LinesCallback,
@@ -186,7 +211,7 @@ class Watcher:
 
     def __init__(
         self,
-        tier: BatchTier,
+        tier: WatchSource,
         *,
         status_interval: float = 15.0,
         rank_interval: float = 1.0,

@@ -166,7 +166,8 @@ export function jtTryPanel({ model, box }) {
     const parts = [];
     if (msg.ttft_ms !== null && msg.ttft_ms !== undefined) parts.push(`time to first token ${ms(msg.ttft_ms)}`);
     if (msg.tokens_per_s !== null && msg.tokens_per_s !== undefined) parts.push(`${msg.tokens_per_s} tokens/s`);
-    if (msg.pieces !== undefined) parts.push(`${msg.pieces} tokens`);
+    const tokens = msg.tokens !== undefined ? msg.tokens : msg.pieces;
+    if (tokens !== undefined) parts.push(`${tokens} tokens`);
     return parts;
   }
 
@@ -247,8 +248,19 @@ export function jtTryPanel({ model, box }) {
       const turn = lastAnswer();
       if (turn) {
         const text = turn.querySelector(".jt-chat-text");
+        if (typeof msg.reasoning === "string" && msg.reasoning) {
+          // A reasoning model's thinking: shown apart from the answer, never sent back as history.
+          let thinking = turn.querySelector(".jt-chat-reasoning");
+          if (!thinking) {
+            thinking = h("span", "jt-chat-reasoning", "");
+            thinking.title = "the model's reasoning (not part of the answer)";
+            text.before(thinking);
+          }
+          const room = MAX_ANSWER_CHARS - thinking.textContent.length;
+          if (room > 0) thinking.textContent += msg.reasoning.slice(0, room); // text, never markup
+        }
         const room = MAX_ANSWER_CHARS - text.textContent.length;
-        if (room > 0) text.textContent += String(msg.text).slice(0, room); // text, never markup
+        if (room > 0) text.textContent += String(msg.text || "").slice(0, room); // text, never markup
         chatLog.scrollTop = chatLog.scrollHeight;
       }
       chatStats.textContent = figures(msg).join(" · ") + " · streaming…";
@@ -263,6 +275,7 @@ export function jtTryPanel({ model, box }) {
         if (msg.error) turn.appendChild(h("div", "jt-chat-error", msg.error));
       }
       const parts = figures(msg);
+      if (msg.finish_reason) parts.push(`finish: ${msg.finish_reason}`);
       if (msg.answered_by) parts.push(`answered by ${msg.answered_by}`);
       chatStats.textContent = parts.join(" · ");
       refresh();

@@ -111,6 +111,26 @@ def test_try_it_on_the_local_tier(page: Any, local_lab: Lab) -> None:  # noqa: F
     expect(answer.locator(".jt-chat-text")).to_have_text("echo: alpha beta gamma [hold]")
     expect(widget.locator(".jt-chat-stats")).to_contain_text(f"5 tokens · answered by {replica}")
 
+    # Issue 28 §4: a stream with every quirk of real servers (a role-only first chunk, keep-alive
+    # comments, reasoning pieces, finish_reason eos_token, a last usage chunk with empty choices):
+    # the reasoning shows apart from the answer, no comment shows as text, the usage counts tokens.
+    widget.locator(".jt-chat-input").fill("delta epsilon [quirks]")
+    widget.locator(".jt-chat-send").click()
+    quirky = widget.locator(".jt-chat-assistant").last
+    expect(quirky).to_have_attribute("data-state", "done", timeout=TIMEOUT_MS)
+    expect(quirky.locator(".jt-chat-text")).to_have_text("echo: delta epsilon [quirks]")
+    expect(quirky.locator(".jt-chat-reasoning")).to_have_text("thinking about it still thinking")
+    expect(widget.locator(".jt-chat-stats")).to_contain_text(f"9 tokens · answered by {replica}")
+    # An error in the stream after HTTP 200 ends the answer with it, not as an empty success.
+    widget.locator(".jt-chat-input").fill("zeta eta theta [inband-error]")
+    widget.locator(".jt-chat-send").click()
+    failed = widget.locator(".jt-chat-assistant").last
+    expect(failed).to_have_attribute("data-state", "error", timeout=TIMEOUT_MS)
+    expect(failed.locator(".jt-chat-text")).to_have_text("echo: zeta ")
+    expect(failed.locator(".jt-chat-error")).to_have_text(
+        "chat: the server sent an error: the engine died: CUDA error <b>x</b>")
+    assert failed.locator(".jt-chat-error b").count() == 0  # the server's text shown as text
+
     delete = widget.locator(".jt-delete")
     delete.click()
     delete.click()

@@ -237,3 +237,43 @@ def test_fuzz_never_raises_and_gives_one_line() -> None:
         tail.feed_text("\n".join(f"{rng.randrange(-2, 9)}: {line}" if rng.random() < 0.7 else line
                                  for line in lines))
         assert len(tail.lines_of(rng.choice([None, 0, 3]))) <= 8
+
+
+def test_a_memory_kill_asks_accounting_for_maxrss_once() -> None:
+    """engine.handles.end_reason_of: the job's MaxRSS comes from the tier's accounting only for a
+    memory kill, and a tier without accounting leaves it out (never an error)."""
+    from types import SimpleNamespace
+
+    from jupyter_tiers.core.errors import Unsupported
+    from jupyter_tiers.engine.handles import end_reason_of
+
+    asked: list[dict[str, object]] = []
+
+    def history(**query: object) -> list[object]:
+        asked.append(query)
+        return [SimpleNamespace(max_rss=None), SimpleNamespace(max_rss=int(15.8 * (1 << 30)))]
+
+    record = SimpleNamespace(job_id="4242", spec={"mem": "16G"})
+    job = SimpleNamespace(record=record, tier=SimpleNamespace(history=history))
+    tail = LogTail()
+    tail.feed_text(f"0: epoch 1\n{SLURM_OOM}\n")
+    status = JobStatus("4242", JobState.OUT_OF_MEMORY, ranks=(RankState(0, RankPhase.STOPPED, "node1"),),
+                       world_size=1)
+    found = end_reason_of(job, status, tail, None)  # type: ignore[arg-type]  # a duck-typed Job
+    assert found is not None and "MaxRSS 15.8G of --mem 16G" in found.why and "--mem 32G" in found.fix
+    assert asked == [{"job": "4242", "days": 366, "user": "all"}]
+
+    def no_accounting(**_query: object) -> list[object]:
+        raise Unsupported("no accounting here")
+
+    job.tier = SimpleNamespace(history=no_accounting)
+    plain = end_reason_of(job, status, tail, None)  # type: ignore[arg-type]
+    assert plain is not None and "(--mem 16G)" in plain.why
+    # Not asked for any other end.
+    asked.clear()
+    job.tier = SimpleNamespace(history=history)
+    timeout = replace(status, state=JobState.TIMEOUT)
+    steps = LogTail()
+    steps.feed_text("0: step 3/10\n")
+    found = end_reason_of(job, timeout, steps, 3.0)  # type: ignore[arg-type]
+    assert found is not None and "at step 3 of 10" in found.why and asked == []

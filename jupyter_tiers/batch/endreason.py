@@ -287,7 +287,8 @@ def facts_of(status: JobStatus, spec: Mapping[str, Any] | None = None, *,
              max_rss: int | None = None, last_step: float | None = None,
              beside_notebook: Iterable[str] = ()) -> EndFacts:
     """The :class:`EndFacts` of a finished job's status and its record's spec (``mem``,
-    ``time``, ``sync``, ``rdzv_port``, ``planned_steps`` when given)."""
+    ``time``, ``sync``, ``rdzv_port``). The planned steps are not an option: the classifier
+    reads them from the lines (``step 40/100``, a progress bar's ``370/1000 [``)."""
     spec = spec or {}
     first = status.first_failure
     ranks = status.ranks
@@ -302,7 +303,6 @@ def facts_of(status: JobStatus, spec: Mapping[str, Any] | None = None, *,
                   and r.ended_at < first.ended_at and r.phase is not RankPhase.STOPPED]
     if first is not None and not silent and len(ranks) == 2:
         silent = [r.rank for r in ranks if r.rank != first.rank]  # a pair: the other one
-    planned = _int(spec.get("planned_steps"))
     time_limit = spec.get("time")
     return EndFacts(
         state=status.state, exit_code=status.exit_code,
@@ -311,7 +311,7 @@ def facts_of(status: JobStatus, spec: Mapping[str, Any] | None = None, *,
         all_work_done=done, silent_ranks=tuple(silent), max_rss=max_rss,
         mem=parse_mem(spec.get("mem")),
         time_limit=str(time_limit) if isinstance(time_limit, (str, int)) and time_limit else None,
-        last_step=last_step, planned_steps=planned if planned and planned > 0 else None,
+        last_step=last_step,
         rdzv_port=_int(spec.get("rdzv_port")),
         beside_notebook=frozenset(beside_notebook), synced=bool(spec.get("sync")))
 

@@ -162,8 +162,8 @@ def test_facts_of_a_status() -> None:
     three = replace(pair, ranks=(*pair.ranks, RankState(2, RankPhase.STOPPED, "node1", ended_at=6.0)))
     assert facts_of(three).silent_ranks == ()
     # Bad spec values are unknowns, not errors.
-    odd = facts_of(status, {"mem": True, "time": ["x"], "rdzv_port": "29500", "planned_steps": -3})
-    assert odd.mem is None and odd.time_limit is None and odd.rdzv_port is None and odd.planned_steps is None
+    odd = facts_of(status, {"mem": True, "time": ["x"], "rdzv_port": "29500"})
+    assert odd.mem is None and odd.time_limit is None and odd.rdzv_port is None
 
 
 def test_summary_line_shows_why_in_place_of_the_error() -> None:

@@ -1,15 +1,17 @@
 """Issue 28 §3 on the real cluster: a job ends in a way the classifier knows, for real, and the
 summary line says why with the fix (``why: … — fix: …``), from the failing rank's last lines and
 the job's record. The cases that need no GPU: a module beside the notebook that was not synced,
-the rendezvous port already in use, a gloo collective that times out, and TIMEOUT. Not here: a
-cgroup OOM kill (the test cluster runs TaskPlugin=task/none, so --mem is not enforced), CUDA out
-of memory and NCCL (no GPU), torch's abort at exit (not reproducible on CPU gloo); their unit
-tests use real log text (tests/unit/test_endreason.py)."""
+the rendezvous port already in use, a gloo collective that times out, TIMEOUT, and the abort at
+exit that torch 2.x's unjoined threads cause (made here as libstdc++ makes it: a C++ program whose
+std::thread is still joinable when main returns; skipped without g++). Not here: a cgroup OOM
+kill (the test cluster runs TaskPlugin=task/none, so --mem is not enforced), CUDA out of memory
+and NCCL (no GPU); their unit tests use real log text (tests/unit/test_endreason.py)."""
 
 from __future__ import annotations
 
 import re
 import secrets
+import shutil
 import socket
 from collections.abc import Iterator
 from pathlib import Path
@@ -127,4 +129,40 @@ def test_timeout_says_the_step_reached_of_the_planned(box: SlurmTier) -> None:
     last = [ln for ln in job.logs(rank=0).splitlines() if ln.startswith("step ")][-1]
     assert last.startswith(f"step {found[1]}/100000")
     assert reason.fix.startswith("ask for about ") and "(--time)" in reason.fix
+    assert job.summary(status).endswith(" — " + reason.line)
+
+
+ABORT_AT_EXIT = r"""set -e
+mkdir -p "$JT_JOB_DIR/built"
+bin="$JT_JOB_DIR/abort-at-exit-$RANK"
+g++ -x c++ -pthread -o "$bin" - <<'CPP'
+#include <cstdio>
+#include <thread>
+int main() {
+    std::printf("done: rank work finished\n");
+    std::fflush(stdout);
+    std::thread watchdog([] {});  // never joined, as a process group's watchdog at exit
+    return 0;
+}
+CPP
+touch "$JT_JOB_DIR/built/$RANK"
+while [ "$(ls "$JT_JOB_DIR/built" | wc -l)" -lt "$WORLD_SIZE" ]; do sleep 0.1; done
+exec "$bin"
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="no g++ on this machine to build the program")
+def test_terminate_at_exit_after_all_work_suggests_destroy_process_group(box: SlurmTier) -> None:
+    job = box.submit(box.make_spec(ABORT_AT_EXIT, name="abort-at-exit", ntasks_per_node=2, shell=True))
+    status = job.wait(timeout=300)
+    log = job.logs()
+    assert status.state is JobState.FAILED, log
+    assert "terminate called without an active exception" in log and "done: rank work finished" in log
+    first = status.first_failure
+    assert first is not None and (first.signal == 6 or first.exit_code == 134), status
+    reason = job.end_reason(status)
+    assert reason is not None, log
+    assert "aborted at exit (terminate called without an active exception) after every rank had " \
+        "finished its work" in reason.why
+    assert reason.fix == "call dist.destroy_process_group() at the end of the script"
     assert job.summary(status).endswith(" — " + reason.line)

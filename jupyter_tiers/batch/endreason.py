@@ -8,7 +8,8 @@ the planned steps) and returns an :class:`EndReason`, shown as one line::
     why: rank 3 (node2) ran out of GPU memory (79.14 GiB in use of 79.15 GiB; ...) — fix: lower ...
     why: killed by Slurm for using more memory ...: MaxRSS 15.8G of --mem 16G — fix: ask for --mem 32G, ...
 
-or None when nothing it knows explains the end. The cases, first match wins: CUDA out of memory;
+or None when nothing it knows explains the end (and for a job that completed, was cancelled or
+was preempted: their cause is known). The cases, first match wins: CUDA out of memory;
 a Slurm/cgroup OOM kill; ``Address already in use`` on the rendezvous port; a module that sits
 beside the notebook not found on the cluster; NCCL/gloo collective timeouts and watchdog aborts
 (naming the rank that stopped answering when the lines or the status tell); torch's
@@ -58,6 +59,9 @@ _TERMINATE = "terminate called without an active exception"
 _TRACEBACK = "Traceback (most recent call last):"
 _STEP_OF = re.compile(r"\bstep[\s:=]{1,3}(\d{1,12})\s?/\s?(\d{1,12})\b|\b(\d{1,12})/(\d{1,12}) \[",
                       re.IGNORECASE)
+# Ends whose cause is known without the lines: it completed, someone cancelled it, the
+# scheduler preempted it (an error line from before then is not why it ended).
+_NOT_EXPLAINED = frozenset({JobState.COMPLETED, JobState.CANCELLED, JobState.PREEMPTED})
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40, "P": 1 << 50}
 
 
@@ -146,7 +150,7 @@ def _who(facts: EndFacts) -> str:
 def why_ended(lines: Sequence[str], facts: EndFacts) -> EndReason | None:
     """Why the job ended and what to change, or None (see the module docstring).
     ``lines``: the failing rank's last lines, oldest first, and Slurm's own lines of the job."""
-    if facts.state is JobState.COMPLETED or not facts.state.terminal:
+    if facts.state in _NOT_EXPLAINED or not facts.state.terminal:
         return None
     text = [line[:_MAX_LEN] for line in list(lines)[-MAX_LINES:]]
     for check in (_cuda_oom, _cgroup_oom, _addr_in_use, _no_module, _collective_timeout,

@@ -139,6 +139,8 @@ def test_nothing_known_completed_or_running_give_none() -> None:
     assert why_ended(["ValueError: bad"], EndFacts(FAILED, 1)) is None
     assert why_ended([CUDA_OOM_NEW], EndFacts(JobState.COMPLETED, 0)) is None
     assert why_ended([CUDA_OOM_NEW], EndFacts(JobState.RUNNING)) is None
+    for known in (JobState.CANCELLED, JobState.PREEMPTED):  # the cause is known: not the lines
+        assert why_ended([CUDA_OOM_NEW], EndFacts(known)) is None
 
 
 def _status(*ranks: RankState, state: JobState = FAILED) -> JobStatus:
@@ -231,7 +233,8 @@ def test_fuzz_never_raises_and_gives_one_line() -> None:
         out = why_ended(lines, facts)
         if out is not None:
             assert out.why and out.fix and "\n" not in out.line and len(out.line) < 1200, out
-        if facts.state is JobState.COMPLETED or not facts.state.terminal:
+        known = facts.state in (JobState.COMPLETED, JobState.CANCELLED, JobState.PREEMPTED)
+        if known or not facts.state.terminal:
             assert out is None
         tail = LogTail(keep=4)
         tail.feed_text("\n".join(f"{rng.randrange(-2, 9)}: {line}" if rng.random() < 0.7 else line

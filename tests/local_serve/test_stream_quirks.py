@@ -12,6 +12,7 @@ import pytest
 from jupyter_tiers.core.errors import TiersError
 from jupyter_tiers.engine import serve_http
 from jupyter_tiers.local.serve_tier import LocalServeTier
+from jupyter_tiers.serving.openai_compat import MIN_RATE_SPAN
 from tests.helpers import wait_for
 
 from .conftest import GUARD
@@ -29,7 +30,18 @@ def test_usage_chunk_with_empty_choices_fills_tokens(tier: LocalServeTier) -> No
         got = list(stream)
         assert "".join(got) == "echo: " + PROMPT + marker
         assert stream.stats.usage_tokens == len(got) and stream.stats.tokens == len(got)
-        assert stream.stats.tokens_per_s is not None and stream.finish_reason is None
+        assert stream.finish_reason is None
+        # A rate only over a span long enough to be one (the burst rule: these few pieces may
+        # well arrive in one read, and then there is none).
+        span = (stream.stats.last or 0) - (stream.stats.first or 0)
+        assert (stream.stats.tokens_per_s is not None) == (span >= MIN_RATE_SPAN), span
+    # Spread out ([slow]: 0.2 s between answer pieces, so never one burst), the rate is of the
+    # usage's tokens, which count the reasoning's 5 tokens in its 2 pieces too.
+    stream = svc.chat(PROMPT + " [slow] [reasoning]")
+    assert len(list(stream.parts())) == 8
+    stats = stream.stats
+    assert stats.pieces == 8 and stats.usage_tokens == 6 + 5 and stats.last and stats.first
+    assert stats.tokens_per_s == (11 - 1) / (stats.last - stats.first)
 
 
 def test_keepalive_comments_never_show_as_text(tier: LocalServeTier) -> None:

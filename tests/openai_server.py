@@ -15,9 +15,22 @@ What the answer says is the last user message echoed: ``echo: WORDS``. A message
 arrive before the stream ends without timing anything); ``[fail500]`` gets a 500 error body,
 ``[slow]`` waits 0.2 s between pieces, ``[md]`` answers a fixed Markdown text (a heading,
 bold, code, links, a list, a fenced block, HTML as text), ``[params]`` answers the system prompt,
-temperature and max_tokens it was sent, ``[usage]`` ends the stream with a usage chunk.
-``[flood]`` streams 64 KiB pieces without end (12 MiB at
-most, or until the client goes); ``[bigevent]`` sends one event of 2 MiB of ``data:`` lines.
+temperature and max_tokens it was sent. ``[flood]`` streams 64 KiB pieces without end (12 MiB
+at most, or until the client goes); ``[bigevent]`` sends one event of 2 MiB of ``data:`` lines.
+
+Streams as real servers send them (vLLM, llama.cpp, TGI, Ollama, LiteLLM), each on request by a
+marker in the message: with ``stream_options: {"include_usage": true}`` (vLLM; svc.chat sends
+it), or ``[usage]`` (llama.cpp sends it unasked), a last chunk with empty ``choices`` and the
+``usage`` comes before ``[DONE]`` (``prompt_tokens`` 5; ``completion_tokens`` one a piece plus
+the reasoning's); ``[keepalive]``: ``: keep-alive`` and bare ``:`` comment lines between chunks;
+``[role]``: a role-only first chunk (``delta: {"role": "assistant"}``); ``[reasoning]``:
+``reasoning_content`` then ``reasoning`` pieces before the answer (REASONING: three tokens in
+the first piece, two in the second; the usage counts them); ``[eos]``: a last chunk with an
+empty delta and ``finish_reason: "eos_token"``; ``[quirks]``: all of these. ``[inband-error]``
+streams two pieces, then ``{"error": {...}}`` after the HTTP 200, and ends without ``[DONE]``.
+``[no-stream-options]`` answers a request that has ``stream_options`` with a 400
+(``Unrecognized request argument supplied: stream_options``, as older servers do). The models
+list carries llama.cpp's extra ``models`` key.
 """
 
 import json
@@ -32,6 +45,9 @@ PORT = int(os.environ.get("PORT") or os.environ.get("JT_PORT") or 8000)
 HOST = "127.0.0.1" if os.environ.get("JT_REPLICA") else "0.0.0.0"  # local tier: loopback only
 HOLD_PIECES = 3
 RELEASE = threading.Event()
+REASONING = ("thinking about it", " still thinking")
+REASONING_TOKENS = 5  # the usage's count of the reasoning pieces' tokens
+QUIRKS = ("[usage]", "[keepalive]", "[role]", "[reasoning]", "[eos]")
 HOSTILE = ('<img src=x onerror="window.__pwned=1"><b>bold?</b>\x1b[31mred?\x1b[0m '
            '<script>window.__pwned=2</script>')
 
@@ -88,7 +104,8 @@ class Handler(BaseHTTPRequestHandler):
         path = self.path.split("?")[0]
         if path == "/v1/models":
             models = [{"id": MODEL, "object": "model", "owned_by": "tests"}]
-            self._send(200, {"object": "list", "data": models})
+            self._send(200, {"object": "list", "data": models,
+                             "models": [{"name": MODEL, "model": MODEL, "type": "model"}]})
         elif path == "/health":
             self._send(200, "ok", "text/plain")
         elif path == "/hostile":
@@ -138,6 +155,9 @@ class Handler(BaseHTTPRequestHandler):
             if "[fail500]" in prompt:
                 self._error(500, "the model crashed <b>badly</b>", "InternalServerError")
                 return
+            if "[no-stream-options]" in prompt and "stream_options" in payload:
+                self._error(400, "Unrecognized request argument supplied: stream_options")
+                return
             pieces = words_of(prompt)
             if "[md]" in prompt:  # an answer in Markdown, split on its spaces (newlines kept)
                 pieces = [p + " " for p in MARKDOWN.split(" ")]
@@ -146,10 +166,13 @@ class Handler(BaseHTTPRequestHandler):
                           if isinstance(m, dict) and m.get("role") == "system"]
                 pieces = words_of(f"system={system} temperature={payload.get('temperature')} "
                                   f"max_tokens={payload.get('max_tokens')} turns={len(messages)}")
-            usage = {"prompt_tokens": 9, "completion_tokens": len(pieces) + 100,
-                     "total_tokens": len(pieces) + 109} if "[usage]" in prompt else None
             if payload.get("stream"):
-                self._stream(pieces, chat, "[hold]" in prompt, "[slow]" in prompt, usage)
+                options = payload.get("stream_options")
+                quirks = {q for q in QUIRKS if q in prompt or "[quirks]" in prompt}
+                if isinstance(options, dict) and options.get("include_usage") is True:
+                    quirks.add("[usage]")
+                self._stream(pieces, chat, "[hold]" in prompt, "[slow]" in prompt,
+                             quirks=quirks, inband="[inband-error]" in prompt)
             else:
                 text = "".join(pieces)
                 message = {"role": "assistant", "content": text}
@@ -161,7 +184,13 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self._error(404, f"no route {path}")
 
-    def _stream(self, pieces, chat, hold, slow, usage=None):
+    def _chunk(self, chat, choices, **extra):
+        chunk = {"id": "cmpl-1", "object": "chat.completion.chunk" if chat else "text_completion",
+                 "created": int(time.time()), "model": MODEL, "choices": choices, **extra}
+        self.wfile.write(f"data: {json.dumps(chunk)}\n\n".encode())
+        self.wfile.flush()
+
+    def _stream(self, pieces, chat, hold, slow, *, quirks=(), inband=False):
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream")
         self.send_header("Cache-Control", "no-cache")
@@ -177,7 +206,24 @@ class Handler(BaseHTTPRequestHandler):
             return
         if "[flood] " in "".join(pieces) or pieces[-1:] == ["[flood]"]:
             pieces = ["y" * 65536] * 192  # 12 MiB
+        keepalive = "[keepalive]" in quirks
+        if chat and "[role]" in quirks:
+            self._chunk(chat, [{"index": 0, "delta": {"role": "assistant", "content": ""},
+                                "finish_reason": None}])
+        reasoned = chat and "[reasoning]" in quirks
+        if reasoned:
+            for key, text in zip(("reasoning_content", "reasoning"), REASONING, strict=True):
+                if keepalive:
+                    self.wfile.write(b": keep-alive\n\n")
+                self._chunk(chat, [{"index": 0, "delta": {key: text}, "finish_reason": None}])
         for i, piece in enumerate(pieces):
+            if inband and i == 2:
+                self.wfile.write(b'data: {"error": {"message": "the engine died: CUDA error <b>x</b>", '
+                                 b'"type": "InternalServerError", "code": 500}}\n\n')
+                self.wfile.flush()
+                return
+            if keepalive:
+                self.wfile.write(b": keep-alive\n\n:\n\n")
             if hold and i == HOLD_PIECES:
                 RELEASE.wait(300)
                 RELEASE.clear()
@@ -192,8 +238,12 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             except OSError:  # the client went away (a capped answer): nothing more to send
                 return
-        if usage:  # as OpenAI sends it with stream_options.include_usage: a last chunk, no choices
-            self.wfile.write(f"data: {json.dumps({'choices': [], 'usage': usage})}\n\n".encode())
+        if chat and "[eos]" in quirks:
+            self._chunk(chat, [{"index": 0, "delta": {}, "finish_reason": "eos_token"}])
+        if "[usage]" in quirks:
+            tokens = len(pieces) + (REASONING_TOKENS if reasoned else 0)
+            self._chunk(chat, [], usage={"prompt_tokens": 5, "completion_tokens": tokens,
+                                         "total_tokens": 5 + tokens})
         self.wfile.write(b"data: [DONE]\n\n")
         self.wfile.flush()
 

@@ -19,6 +19,7 @@ from ..api import cached_tiers
 from ..api import connect as api_connect
 from ..batch.arrays import aggregate_status, counts_text, is_array, split_task_ref, task_index
 from ..batch.history import HistoryRow, make_query, no_history_message
+from ..batch.status import summary_line
 from ..config.profiles import load_config
 from ..config.registry import JobRecord, Registry
 from ..core.errors import (
@@ -32,7 +33,7 @@ from ..core.errors import (
     TiersError,
     Unsupported,
 )
-from ..core.model import JobStatus, ServiceStatus, WorkKind
+from ..core.model import JobState, JobStatus, ServiceStatus, WorkKind
 from ..core.reachability import STALE_AFTER_S, ago, last_seen, stale_after
 from ..doctor import run_doctor
 from ..engine.array_job import ArrayJob
@@ -256,9 +257,48 @@ def details(ref: str, status: JobStatus | ServiceStatus | None = None) -> dict[s
         }
     else:
         assert isinstance(status, JobStatus)
-        view = job_state.record_traits(rec, status, item["summary"])
+        summary = item["summary"]
+        if status.state.terminal:
+            why = end_reason(handle, status) if isinstance(handle, Job) else None
+            if why:
+                summary = summary_line(status, why=why)
+        view = job_state.record_traits(rec, status, summary)
     schema = view_schema.ServeViewState if rec.kind == WorkKind.SERVICE else view_schema.JobViewState
     return {**item, "view_kind": rec.kind, "view": view_schema.checked(schema, view)}
+
+
+_reasons_lock = threading.Lock()
+#: (job key, state, exit code) -> why it ended (EndReason.line) or None, read once from the log's
+#: end: the detail panel re-reads a job on every change.
+_reasons: dict[tuple[str, str, int | None], str | None] = {}
+_MAX_REASONS = 2_000
+
+
+def end_reason(job: Job, status: JobStatus | None = None) -> str | None:
+    """Why an ended job ended, with the fix (``why: … — fix: …``), or None for a job that
+    completed, still runs, or ended in a way not recognised (batch.endreason). Read from the
+    log's end once per job and end state; None when it cannot be read now."""
+    if status is None:
+        state = JobState.parse(job.record.state)
+        if not state.terminal or state is JobState.COMPLETED:
+            return None
+        status = job.status()
+    if not status.state.terminal or status.state is JobState.COMPLETED:
+        return None
+    key = (job.record.key, status.state.value, status.exit_code)
+    with _reasons_lock:
+        if key in _reasons:
+            return _reasons[key]
+    try:
+        found = job.end_reason(status)
+    except TiersError:  # not readable now: asked again next time
+        return None
+    line = found.line if found is not None else None
+    with _reasons_lock:
+        if len(_reasons) >= _MAX_REASONS:
+            _reasons.clear()
+        _reasons[key] = line
+    return line
 
 
 _results_lock = threading.Lock()

@@ -132,7 +132,7 @@ _ERROR_STATES = frozenset({JobState.FAILED, JobState.OUT_OF_MEMORY, JobState.NOD
 
 
 def summary_line(status: JobStatus, *, metric: tuple[str, float] | None = None,
-                 error: str | None = None) -> str:
+                 error: str | None = None, why: str | None = None) -> str:
     """The one line printed when a job ends, e.g.
 
     ``job 41 FAILED in 00:00:12 — first failure: rank 137 (node18) exit 7; 255 ranks stopped``
@@ -141,6 +141,8 @@ def summary_line(status: JobStatus, *, metric: tuple[str, float] | None = None,
     With what the log showed (metrics.MetricsTracker): ``metric``, the main metric's last value
     (``— loss 0.0123``, ``; last loss 2.31`` for a job that did not complete), and ``error``, the
     first error line, shown for a job that failed (``— RuntimeError: CUDA error: out of memory``).
+    ``why``: why it ended with the fix (endreason.EndReason.line, ``why: … — fix: …``), shown in
+    place of ``error`` for a job that did not complete.
     """
     head = (f"job {status.job_id} {status.state.value}{summary_restarts(status.restarts)}"
             f" in {format_elapsed(status.elapsed_s)}")
@@ -162,6 +164,8 @@ def summary_line(status: JobStatus, *, metric: tuple[str, float] | None = None,
     if metric and status.state.terminal:
         details.append(f"last {metric[0]} {format_value(metric[1])}")
     line = head + (" — " + "; ".join(details) if details else "")
-    if error and status.state in _ERROR_STATES:
+    if why and status.state.terminal:
+        line += f" — {why}"
+    elif error and status.state in _ERROR_STATES:
         line += f" — {error}"
     return line

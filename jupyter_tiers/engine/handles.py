@@ -7,16 +7,26 @@ the widgets act on any handle through the shared base (status, logs, wait, stop)
 from __future__ import annotations
 
 import abc
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
+from ..batch.endreason import (
+    TAIL_LINES,
+    EndReason,
+    LogTail,
+    facts_of,
+    module_names,
+    needs_beside_notebook,
+    why_ended,
+)
 from ..batch.metrics import MetricsTracker, parse_patterns, to_frame
 from ..batch.status import summary_line
 from ..config.registry import JobRecord
 from ..core.errors import SpecError, TiersError
-from ..core.model import JobStatus, LogLine, PodInfo, PodLogLine, ServiceStatus, WorkKind
+from ..core.model import JobState, JobStatus, LogLine, PodInfo, PodLogLine, ServiceStatus, WorkKind
 from ..data.files import download, download_source, select
 from ..serving.loadgen import LoadRun
 from ..serving.loadplan import check_plan, limit_of
@@ -126,9 +136,9 @@ class Job(Handle[JobStatus]):
         except SpecError:  # a record written by another version: the defaults still work
             return ()
 
-    def metric_tracker(self, rank: int | None = 0) -> MetricsTracker:
+    def metric_tracker(self, rank: int | None = 0, *, tail: LogTail | None = None) -> MetricsTracker:
         """The log so far, read once as a stream (never whole in memory): ``rank``'s metric
-        series (bounded) and the first error line."""
+        series (bounded) and the first error line; ``tail`` also keeps every rank's last lines."""
         tracker = MetricsTracker(self.metric_patterns(), rank=rank)
         rest = ""
         for piece in self.iter_logs():
@@ -136,12 +146,18 @@ class Job(Handle[JobStatus]):
             cut = rest.rfind("\n")
             if cut >= 0:
                 tracker.feed_text(rest[: cut + 1])
+                if tail is not None:
+                    tail.feed_text(rest[: cut + 1])
                 rest = rest[cut + 1:]
             elif len(rest) > 1 << 20:  # a progress bar that never ends its line
                 tracker.feed_text(rest)
+                if tail is not None:
+                    tail.feed_text(rest)
                 rest = ""
         if rest:
             tracker.feed_text(rest)
+            if tail is not None:
+                tail.feed_text(rest)
         return tracker
 
     def metrics(self, rank: int | None = 0) -> Any:
@@ -152,10 +168,35 @@ class Job(Handle[JobStatus]):
 
     def summary(self, status: JobStatus | None = None) -> str:
         """The one-line summary with what the log shows: the main metric's last value and,
-        for a failed job, its first error line (reads the log once)."""
+        for a job that did not complete, why it ended with the fix (``why: … — fix: …``), else
+        its first error line (reads the log once)."""
         status = status or self.status()
-        tracker = self.metric_tracker()
-        return summary_line(status, metric=tracker.main(), error=tracker.error)
+        tail = LogTail()
+        tracker = self.metric_tracker(tail=tail)
+        reason = self.end_reason(status, tail=tail, last_step=tracker.step)
+        return summary_line(status, metric=tracker.main(), error=tracker.error,
+                            why=reason.line if reason else None)
+
+    def end_reason(self, status: JobStatus | None = None, *, tail: LogTail | None = None,
+                   last_step: float | None = None) -> EndReason | None:
+        """Why the job ended and what to change (jupyter_tiers.batch.endreason), or None for a
+        job that completed, still runs, or ended in a way not recognised. Reads the log once
+        unless ``tail`` (the log's last lines per rank) is given, and, for a job the lines or the
+        state say was killed for memory, its MaxRSS from the scheduler's accounting."""
+        status = status or self.status()
+        if not status.state.terminal or status.state is JobState.COMPLETED:
+            return None
+        if tail is None:  # only the log's end: the merged tail, and the failing rank's own
+            tail = LogTail()
+            tail.feed_text(self.tier.tail_log(self.record, 4 * TAIL_LINES).decode("utf-8", errors="replace"))
+            first = status.first_failure
+            rank = first.rank if first is not None else 0
+            tracker = MetricsTracker(self.metric_patterns(), rank=rank)
+            for line in self.tier.rank_log(self.record, rank, TAIL_LINES):
+                tail.feed(rank, line.text)
+                tracker.feed_line(line.text, rank)
+            last_step = tracker.step if last_step is None else last_step
+        return end_reason_of(self, status, tail, last_step)
 
     def watch(self, on_status: Callable[[JobStatus], None] | None = None, *,
               on_lines: Callable[[Sequence[LogLine]], None] | None = None,
@@ -433,3 +474,35 @@ class Service(Handle[ServiceStatus]):
     def yaml(self) -> str:
         """Every object as applied, as YAML (no Secret values)."""
         return self.record.script
+
+
+def end_reason_of(job: Job, status: JobStatus, tail: LogTail, last_step: float | None) -> EndReason | None:
+    """:func:`why_ended` over the failing rank's last lines in ``tail``, with the facts only
+    this process can add: the notebook folder's module names (for a ModuleNotFoundError) and
+    the job's MaxRSS (for a memory kill). Never raises for a fact it cannot get."""
+    first = status.first_failure
+    lines = tail.lines_of(first.rank if first is not None else None)
+    beside: frozenset[str] = frozenset()
+    if needs_beside_notebook(lines):
+        try:
+            with os.scandir(".") as entries:
+                beside = module_names((e.name, e.is_dir()) for e in entries)
+        except OSError:
+            pass
+    facts = facts_of(status, job.record.spec, last_step=last_step, beside_notebook=beside)
+    found = why_ended(lines, facts)
+    if found is not None and found.why.startswith("killed by Slurm") and facts.max_rss is None:
+        rss = _max_rss(job)
+        if rss is not None:
+            found = why_ended(lines, facts_of(status, job.record.spec, last_step=last_step,
+                                              beside_notebook=beside, max_rss=rss))
+    return found
+
+
+def _max_rss(job: Job) -> int | None:
+    """The job's MaxRSS from accounting (bytes), None where there is none."""
+    try:
+        rows = job.tier.history(job=job.record.job_id, days=366, user="all")
+    except TiersError:
+        return None
+    return next((r.max_rss for r in rows if r.max_rss is not None), None)

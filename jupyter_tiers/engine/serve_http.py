@@ -25,23 +25,22 @@ import socket
 import threading
 import time
 import weakref
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Iterator
 from typing import TYPE_CHECKING, Any
 
 from ..core.errors import SpecError, TiersError
 from ..serving.httpmodel import MAX_BODY, HttpRequest, HttpResponse, answered_by, make_request
 from ..serving.openai_compat import (
     MAX_ANSWER,
+    STREAM_OPTIONS,
     ChatStats,
     SSEError,
     SSEParser,
+    answer_parts,
     chat_request,
-    chunk_text,
-    chunk_usage,
-    completion_text,
+    chunk_parts,
     error_text,
     model_ids,
-    usage_of,
 )
 from ..serving.status import check_track
 
@@ -53,6 +52,9 @@ CHAT_TIMEOUT = 300.0
 DRAIN_LIMIT = 64 * 1024 * 1024  # bytes read past MAX_BODY (so the connection ends cleanly) at most
 _LOOPBACK = re.compile(r"http://(127\.0\.0\.1|localhost|\[::1\]):(\d{1,5})/?")
 
+#: Services (record keys) whose server answered 400 to ``stream_options`` (older TGI, some
+#: proxies): their streamed chats are sent without it from then on, in this process.
+_no_stream_options: set[str] = set()
 _forwards: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 
@@ -194,17 +196,26 @@ def models(service: Service, *, timeout: float = 10.0, track: str | None = None)
 
 class ChatStream:
     """The text pieces of one chat answer as they arrive (iterate it), with ``stats`` (time to
-    first token, pieces per second) and ``answered_by``. ``close()`` ends it early (``abort()``
-    from another thread)."""
+    first token, tokens per second: the server's usage count when its last chunk has one),
+    ``usage`` (the server's token counts, when it sent them), ``answered_by``, ``text`` (the
+    answer so far), ``reasoning`` (a reasoning model's thinking, kept apart from the answer) and
+    ``finish_reason``. :meth:`parts` gives the reasoning pieces too, as they arrive. ``close()``
+    ends it early (``abort()`` from another thread).
+
+    As real servers stream: ``:`` keep-alive comments, a role-only first chunk and a last usage
+    chunk with empty ``choices`` give no piece; an in-band ``{"error": ...}`` after HTTP 200
+    ends the stream with a TiersError naming it. A streamed chat asks for ``stream_options:
+    {"include_usage": true}``; a server that answers that with a 400 is asked again without it
+    (and, for this service, not asked again)."""
 
     def __init__(self, service: Service, body: dict[str, Any], timeout: float,
                  track: str | None = None) -> None:
         self.track = track
         self.stats = ChatStats(started=time.perf_counter())
         self.answered_by: str | None = None
-        #: The server's token counts (openai_compat.usage_of) when it sent them, else None.
-        self.usage: dict[str, int] | None = None
         self.text = ""
+        self.reasoning = ""
+        self.finish_reason: str | None = None
         self.aborted = False
         self._sock: socket.socket | None = None
         self._pieces = self._run(service, body, timeout)
@@ -213,10 +224,35 @@ class ChatStream:
         return self
 
     def __next__(self) -> str:
-        piece = next(self._pieces)
+        while True:
+            kind, piece = self._next_part()
+            if kind == "text":
+                return piece
+
+    def parts(self) -> Iterator[tuple[str, str]]:
+        """``("reasoning", piece)`` and ``("text", piece)`` pairs as they arrive (the answer is
+        the ``text`` ones)."""
+        while True:
+            try:
+                yield self._next_part()
+            except StopIteration:
+                return
+
+    def _next_part(self) -> tuple[str, str]:
+        kind, piece = next(self._pieces)
         self.stats.add(time.perf_counter())
-        self.text += piece
-        return piece
+        if kind == "text":
+            self.text += piece
+        else:
+            self.reasoning += piece
+        return kind, piece
+
+    @property
+    def usage(self) -> dict[str, int] | None:
+        """The server's token counts (``prompt_tokens``, ``completion_tokens``,
+        ``total_tokens``; openai_compat.usage_of) once it sent them, else None: then the panel
+        counts pieces, not tokens. ``stats`` counts its tokens from the same counts."""
+        return self.stats.usage
 
     def close(self) -> None:
         """End the stream (from the thread that iterates it)."""
@@ -234,14 +270,29 @@ class ChatStream:
     def __repr__(self) -> str:
         return f"<ChatStream: {self.stats.pieces} pieces, {len(self.text)} characters>"
 
-    def _run(self, service: Service, body: dict[str, Any], timeout: float) -> Generator[str, None, None]:
+    def _run(self, service: Service, body: dict[str, Any], timeout: float
+             ) -> Generator[tuple[str, str], None, None]:
         stream = bool(body.get("stream"))
-        req = make_request("POST", "/v1/chat/completions", json=body,
-                           headers={"Accept": "text/event-stream" if stream else "application/json"})
+        key = service.record.key
+        if stream and key not in _no_stream_options:
+            body = {**body, "stream_options": STREAM_OPTIONS}
         url, reused = _forward(service, track=self.track)
+        retried = False  # asked again without stream_options after a 400
         while True:
+            req = make_request("POST", "/v1/chat/completions", json=body,
+                               headers={"Accept": "text/event-stream" if stream else "application/json"})
             try:
                 conn, resp, started = _connect(url, req, timeout, on_socket=self._keep_socket)
+                if resp.status == 400 and "stream_options" in body:
+                    with contextlib.suppress(OSError, http.client.HTTPException):
+                        resp.read(MAX_ANSWER)
+                    conn.close()
+                    resp.close()
+                    body = {k: v for k, v in body.items() if k != "stream_options"}
+                    retried = True
+                    continue
+                if retried and resp.status < 400:
+                    _no_stream_options.add(key)  # the 400 was for stream_options: not sent again
                 break
             except _NO_ANSWER as exc:
                 if reused:
@@ -267,10 +318,14 @@ class ChatStream:
                 if resp.status >= 400:
                     fallback = raw.decode("utf-8", errors="replace") or resp.reason
                     raise TiersError(f"chat: HTTP {resp.status}: {error_text(payload, fallback)}")
-                self.usage = usage_of(payload)
-                text = completion_text(payload)
-                if text:
-                    yield text
+                whole = answer_parts(payload)
+                if whole.error is not None:  # an error body with HTTP 200
+                    raise TiersError(f"chat: the server sent an error: {whole.error}")
+                self.finish_reason = whole.finish_reason
+                self.stats.usage = whole.usage
+                for kind, piece in (("reasoning", whole.reasoning), ("text", whole.text)):
+                    if piece:
+                        yield kind, piece
                 return
             parser = SSEParser()
             kept = 0  # bytes of answer text so far
@@ -291,27 +346,30 @@ class ChatStream:
                 except SSEError as exc:
                     raise TiersError(f"chat: the stream from {service.name} broke off: {exc}") from None
                 for event in events:
-                    if event.event == "error" or '"error"' in event.data[:20]:
-                        try:
-                            payload = jsonlib.loads(event.data)
-                        except ValueError:
+                    parts = chunk_parts(event.data)
+                    if event.event == "error" or (parts is not None and parts.error is not None):
+                        why = parts.error if parts is not None and parts.error else None
+                        if why is None:
                             payload = None
-                        if event.event == "error" or (isinstance(payload, dict) and "error" in payload):
+                            with contextlib.suppress(ValueError):
+                                payload = jsonlib.loads(event.data)
                             why = error_text(payload, event.data)
-                            raise TiersError(f"chat: the server sent an error: {why}")
-                    usage = chunk_usage(event.data)
-                    if usage is not None:
-                        self.usage = usage  # the last chunk that counts wins
-                    piece = chunk_text(event.data)
-                    if piece is None:
+                        raise TiersError(f"chat: the server sent an error: {why}")
+                    if parts is None:
                         return
-                    if piece:
+                    if parts.usage is not None:
+                        self.stats.usage = parts.usage  # the last chunk that counts wins
+                    if parts.finish_reason is not None:
+                        self.finish_reason = parts.finish_reason
+                    for kind, piece in (("reasoning", parts.reasoning), ("text", parts.text)):
+                        if not piece:
+                            continue
                         kept += len(piece.encode("utf-8", "surrogatepass"))
                         if kept > MAX_ANSWER:
                             raise TiersError(f"chat: the answer from {service.name} is longer than "
                                              f"{MAX_ANSWER // 1024 // 1024} MiB; the rest was not read "
                                              "(ask for fewer tokens: max_tokens)")
-                        yield piece
+                        yield kind, piece
         finally:
             conn.close()
             resp.close()

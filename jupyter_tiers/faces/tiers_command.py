@@ -219,6 +219,10 @@ def run(argv: list[str], shell: Any = None) -> Any:
         handle = _handle(args.job, WorkKind.JOB)
         if not isinstance(handle, ArrayJob):
             print(format_jobs([handle.record]))
+            if isinstance(handle, Job):
+                reason = service.end_reason(handle)
+                if reason is not None:  # "why: … — fix: …"
+                    print(printable(reason))
             return None
         tasks = handle.task_statuses()
         _failures, metrics = handle.task_results(tasks)

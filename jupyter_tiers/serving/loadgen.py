@@ -23,6 +23,7 @@ from typing import Any
 from ..core.errors import TiersError
 from .httpmodel import ANSWER_HEADERS, answered_by
 from .loadplan import LoadPlan, Sample, Series, arrival, canary_counts, findings, summarize, to_frame
+from .openai_compat import StreamErrorScan
 
 #: How often a run's ``on_update`` gets the changed rows of the series (seconds).
 UPDATE_INTERVAL = 0.5
@@ -321,8 +322,10 @@ class LoadRun:
                     raise _Closed()
                 raise ConnectionResetError("the service closed the connection without answering")
             sample.ttfb = time.monotonic() - self._t0
-            status, keep, replica = await _read_response(conn.reader, line, self.plan.request.method)
+            status, keep, replica, inband = await _read_response(conn.reader, line, self.plan.request.method)
             sample.status, sample.replica = status, replica or self.pods[target]
+            if inband is not None:  # HTTP 200, then an error in the stream: not a success
+                sample.error = f"error in the stream after HTTP {status}: {inband}"
         except (OSError, asyncio.IncompleteReadError) as exc:
             if reused and sample.ttfb is None:
                 raise _Closed() from exc
@@ -335,10 +338,11 @@ class LoadRun:
 
 
 async def _read_response(reader: asyncio.StreamReader, status_line: bytes, method: str
-                         ) -> tuple[int, bool, str | None]:
+                         ) -> tuple[int, bool, str | None, str | None]:
     """Read one response after its status line (the body is read and dropped); returns the
-    status, whether the connection may carry another request, and who answered when a header
-    of :data:`~jupyter_tiers.serving.httpmodel.ANSWER_HEADERS` names it (the first of them that does)."""
+    status, whether the connection may carry another request, who answered when a header
+    of :data:`~jupyter_tiers.serving.httpmodel.ANSWER_HEADERS` names it (the first of them that
+    does), and the in-band error of a ``text/event-stream`` body (None without one)."""
     parts = status_line.split(None, 2)
     if len(parts) < 2 or not parts[0].startswith(b"HTTP/1.") or not parts[1].isdigit():
         raise ValueError(f"not an HTTP/1.x response: {status_line[:60]!r}")
@@ -347,6 +351,7 @@ async def _read_response(reader: asyncio.StreamReader, status_line: bytes, metho
     chunked = False
     conn_header = b""
     named: list[tuple[str, str]] = []  # the headers that may name who answered
+    scan: StreamErrorScan | None = None  # a streamed answer: watched for an in-band error
     for _ in range(200):
         line = await reader.readline()
         if not line:
@@ -361,6 +366,8 @@ async def _read_response(reader: asyncio.StreamReader, status_line: bytes, metho
             chunked = True
         elif key == b"connection":
             conn_header = value.strip().lower()
+        elif key == b"content-type" and b"text/event-stream" in value.lower():
+            scan = StreamErrorScan()
         elif key.decode("latin-1") in ANSWER_HEADERS and value.strip():
             named.append((key.decode("latin-1"), value.strip().decode("utf-8", "replace")))
     else:
@@ -368,7 +375,7 @@ async def _read_response(reader: asyncio.StreamReader, status_line: bytes, metho
     replica = answered_by(tuple(named))
     keep = (b"close" not in conn_header) if version == b"HTTP/1.1" else (b"keep-alive" in conn_header)
     if method == "HEAD" or status in (204, 304) or 100 <= status < 200:
-        return status, keep, replica
+        return status, keep, replica, None
     if chunked:
         while True:
             size_line = await reader.readline()
@@ -376,20 +383,24 @@ async def _read_response(reader: asyncio.StreamReader, status_line: bytes, metho
             if size == 0:
                 while (await reader.readline()) not in (b"\r\n", b"\n", b""):
                     pass
-                return status, keep, replica
-            await _skip(reader, size + 2)
+                return status, keep, replica, None if scan is None else scan.error
+            await _skip(reader, size, scan)
+            await _skip(reader, 2)  # the chunk's CRLF
     if length is not None:
-        await _skip(reader, length)
-        return status, keep, replica
-    while await reader.read(1 << 16):  # no length: the body ends with the connection
-        pass
-    return status, False, replica
+        await _skip(reader, length, scan)
+        return status, keep, replica, None if scan is None else scan.error
+    while chunk := await reader.read(1 << 16):  # no length: the body ends with the connection
+        if scan is not None:
+            scan.feed(chunk)
+    return status, False, replica, None if scan is None else scan.error
 
 
-async def _skip(reader: asyncio.StreamReader, n: int) -> None:
+async def _skip(reader: asyncio.StreamReader, n: int, scan: StreamErrorScan | None = None) -> None:
     while n > 0:
         chunk = await reader.readexactly(min(n, 1 << 16))
         n -= len(chunk)
+        if scan is not None:
+            scan.feed(chunk)
 
 
 def _error_text(exc: BaseException) -> str:

@@ -9,6 +9,7 @@ chat requests, streamed chunks and error bodies. No I/O: serve_http.py does that
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -126,14 +127,19 @@ def parse_sse(chunks: Iterable[bytes]) -> list[SSEEvent]:
 # --- OpenAI payloads -------------------------------------------------------------------------------
 
 def model_ids(payload: Any) -> tuple[str, ...] | None:
-    """The model ids of a ``/v1/models`` answer, or None when it is not one (not compatible)."""
+    """The model ids of a ``/v1/models`` answer, or None when it is not one (not compatible).
+    Besides the list (``{"object": "list", "data": [{"id": ...}, ...]}``, extra keys such as
+    llama.cpp's ``models`` ignored), one model object alone (``{"object": "model", "id": ...}``,
+    as some TGI versions answer) counts; list entries without an ``id`` are skipped, but a list
+    none of whose entries has one is not a models list."""
+    if isinstance(payload, dict) and payload.get("object") == "model" and isinstance(payload.get("id"), str):
+        return (printable(payload["id"])[:300],)
     if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
         return None
-    ids = []
-    for item in payload["data"]:
-        if not isinstance(item, dict) or not isinstance(item.get("id"), str):
-            return None
-        ids.append(printable(item["id"])[:300])
+    ids = [printable(item["id"])[:300] for item in payload["data"]
+           if isinstance(item, dict) and isinstance(item.get("id"), str)]
+    if payload["data"] and not ids:
+        return None
     return tuple(ids)
 
 
@@ -174,6 +180,95 @@ def chat_request(messages: Any, *, model: str | None, stream: bool, params: dict
             raise SpecError(key, f"a {' or '.join(t.__name__ for t in types)}, got {value!r}"[:120])
         body[key] = value
     return body
+
+
+#: What a streamed chat asks for, so the server's last chunk carries the usage (token counts);
+#: a server that refuses it (400) is asked again without it (engine/serve_http.py).
+STREAM_OPTIONS = {"include_usage": True}
+_MAX_FINISH = 60  # characters of a finish_reason kept
+
+
+@dataclass(frozen=True)
+class ChunkParts:
+    """What one streamed chunk carries, as real servers send it (vLLM, llama.cpp, TGI, Ollama,
+    LiteLLM): answer ``text`` (``""`` for a role-only first chunk, or a last usage chunk whose
+    ``choices`` is empty), ``reasoning`` (a reasoning model's ``delta.reasoning_content`` or
+    ``delta.reasoning``, kept apart from the answer), ``finish_reason`` (``stop``, ``length``, or
+    a server's own such as ``eos_token``), ``usage``: the server's token counts
+    (:func:`usage_of`; a last chunk with empty ``choices`` carries them), and ``error``: the
+    message of an in-band ``{"error": ...}`` chunk sent after HTTP 200."""
+
+    text: str = ""
+    reasoning: str = ""
+    finish_reason: str | None = None
+    usage: dict[str, int] | None = None
+    error: str | None = None
+
+
+def chunk_parts(data: str) -> ChunkParts | None:
+    """The :class:`ChunkParts` of one event's data; None for the ``[DONE]`` marker. Data that
+    is not JSON, or JSON holding none of the parts, gives an empty ChunkParts."""
+    if data.strip() == DONE:
+        return None
+    try:
+        payload = json.loads(data)
+    except ValueError:
+        return ChunkParts()
+    return answer_parts(payload, streamed=True)
+
+
+def answer_parts(payload: Any, *, streamed: bool = False) -> ChunkParts:
+    """The :class:`ChunkParts` of a decoded chunk (``streamed``) or of a whole answer (its
+    ``message`` in place of the ``delta``); an error body gives ``error``."""
+    if not isinstance(payload, dict):
+        return ChunkParts()
+    if payload.get("error") not in (None, "", {}, []):
+        return ChunkParts(error=error_text(payload, "the server sent an error"))
+    choices = payload.get("choices")
+    choice = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    part = choice.get("delta" if streamed else "message")
+    reasoning = ""
+    if isinstance(part, dict):
+        for key in ("reasoning_content", "reasoning"):
+            if isinstance(part.get(key), str) and part[key]:
+                reasoning = part[key]
+                break
+    finish = choice.get("finish_reason")
+    return ChunkParts(text=_choice_text(payload, streamed=streamed), reasoning=reasoning,
+                      finish_reason=printable(finish)[:_MAX_FINISH] if isinstance(finish, str) else None,
+                      usage=usage_of(payload))
+
+
+class StreamErrorScan:
+    """Watches a streamed answer's bytes for an in-band error (an ``event: error`` or a
+    ``{"error": ...}`` chunk after HTTP 200): the load test counts such an answer as failed,
+    not as a success. ``error`` is the first one's message (None while there is none)."""
+
+    def __init__(self) -> None:
+        self._parser = SSEParser()
+        self.error: str | None = None
+
+    def feed(self, chunk: bytes) -> None:
+        """Read the next bytes of the stream (nothing more is read once an error was found)."""
+        if self.error is not None:
+            return
+        try:
+            events = self._parser.feed(chunk)
+        except SSEError as exc:
+            self.error = str(exc)
+            return
+        for event in events:
+            if event.event == "error":
+                payload: Any = None
+                with contextlib.suppress(ValueError):
+                    payload = json.loads(event.data)
+                self.error = error_text(payload, event.data or "the server sent an error")
+                return
+            if '"error"' in event.data:
+                parts = chunk_parts(event.data)
+                if parts is not None and parts.error is not None:
+                    self.error = parts.error
+                    return
 
 
 def chunk_text(data: str) -> str | None:
@@ -218,16 +313,6 @@ def usage_of(payload: Any) -> dict[str, int] | None:
     return counts or None
 
 
-def chunk_usage(data: str) -> dict[str, int] | None:
-    """:func:`usage_of` one streamed chunk's data (None for ``[DONE]`` or what is not JSON)."""
-    if data.strip() == DONE or '"usage"' not in data:
-        return None
-    try:
-        return usage_of(json.loads(data))
-    except ValueError:
-        return None
-
-
 def completion_text(payload: Any) -> str:
     """The text of a whole (not streamed) chat or completions answer."""
     return _choice_text(payload, streamed=False)
@@ -249,13 +334,17 @@ MIN_RATE_SPAN = 0.05  # seconds: pieces that came closer together than this were
 
 @dataclass
 class ChatStats:
-    """Time to first token and pieces per second of one streamed answer (a piece is one SSE
-    chunk's text, which vLLM and TGI send one token at a time)."""
+    """Time to first token and tokens per second of one streamed answer: a piece is one SSE
+    chunk's text (or reasoning), which vLLM and TGI send one token at a time but other servers
+    need not; the server's own counts (``usage``, from a last usage chunk or a whole answer), when
+    it sends them, are the tokens."""
 
     started: float
     first: float | None = None
     last: float | None = None
     pieces: int = 0
+    #: The server's token counts (:func:`usage_of`) when it sent them; None: it sent none.
+    usage: dict[str, int] | None = None
 
     def add(self, now: float) -> None:
         if self.first is None:
@@ -268,10 +357,23 @@ class ChatStats:
         return None if self.first is None else self.first - self.started
 
     @property
+    def usage_tokens(self) -> int | None:
+        """The completion tokens as the server's usage counts them (None: not counted)."""
+        return None if self.usage is None else self.usage.get("completion_tokens")
+
+    @property
+    def tokens(self) -> int:
+        """Tokens so far: the server's usage count when it sent one, else the pieces."""
+        counted = self.usage_tokens
+        return counted if counted is not None else self.pieces
+
+    @property
     def tokens_per_s(self) -> float | None:
-        """Pieces after the first over the time they took (None with fewer than two, or when
-        they came within MIN_RATE_SPAN seconds: read in one burst, a rate of them means nothing)."""
-        if (self.first is None or self.last is None or self.pieces < 2
+        """Tokens after the first (:attr:`tokens`) over the time from the first piece to the
+        last; None with fewer than two, or when the pieces came within MIN_RATE_SPAN seconds:
+        read in one burst, a rate of them means nothing."""
+        count = self.tokens
+        if (self.first is None or self.last is None or count < 2
                 or self.last - self.first < MIN_RATE_SPAN):
             return None
-        return (self.pieces - 1) / (self.last - self.first)
+        return (count - 1) / (self.last - self.first)

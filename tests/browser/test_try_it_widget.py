@@ -114,9 +114,11 @@ def test_try_it_requests_and_a_chat_streamed_piece_by_piece(page: Any, serve_lab
     expect(result.locator(".jt-try-status")).to_have_text("200 OK")
     expect(answer).to_have_attribute("data-state", "done", timeout=TIMEOUT_MS)
     expect(answer.locator(".jt-chat-text")).to_have_text("echo: one two three four <b>five</b> [hold]")
-    # The server sent no usage: the panel counts pieces and does not call them tokens.
-    expect(widget.locator(".jt-chat-stats")).to_have_text(
-        re.compile(rf"^first piece after [\d.]+ ms · [\d.]+ pieces/s · 7 pieces · answered by {pod}$"))
+    # svc.chat asks for the usage (stream_options) and the test server, as vLLM, sends it at the
+    # end: the panel says tokens from the server's count (and the rate is of those tokens).
+    expect(widget.locator(".jt-chat-stats")).to_have_text(re.compile(
+        r"^first piece after [\d.]+ ms · [\d.]+ tokens/s · 7 pieces · "
+        rf"7 tokens \(prompt 5\), the server's count · answered by {pod}$"))
     seen = page.evaluate("window.__seen")
     shown = [text for i, text in enumerate(seen) if text and (i == 0 or text != seen[i - 1])]
     assert "echo: one two " in shown and shown[-1] == "echo: one two three four <b>five</b> [hold]", shown
@@ -137,6 +139,12 @@ def test_try_it_requests_and_a_chat_streamed_piece_by_piece(page: Any, serve_lab
     expect(failed).to_have_attribute("data-state", "error", timeout=TIMEOUT_MS)
     expect(failed.locator(".jt-chat-error")).to_have_text("chat: HTTP 500: the model crashed <b>badly</b>")
     expect(widget.locator("b")).to_have_count(0)
+    # A server that refuses stream_options (asked again without) sends no usage: the panel counts
+    # pieces and does not call them tokens.
+    plain = ask(widget, "x y [no-stream-options]")
+    expect(plain.locator(".jt-chat-text")).to_have_text("echo: x y [no-stream-options]")
+    expect(widget.locator(".jt-chat-stats")).to_have_text(
+        re.compile(rf"^first piece after [\d.]+ ms · ([\d.]+ pieces/s · )?4 pieces · answered by {pod}$"))
     check_chat_as_chats_look(page, widget)
     no_page_errors(page)
 
@@ -210,7 +218,7 @@ def check_chat_as_chats_look(page: Any, widget: Any) -> None:
     answer = ask(widget, "[params] [usage]")
     said = answer.locator(".jt-chat-text")
     expect(said).to_contain_text("system=['be brief'] temperature=0.3 max_tokens=12")
-    expect(widget.locator(".jt-chat-stats")).to_contain_text("tokens (prompt 9), the server's count")
+    expect(widget.locator(".jt-chat-stats")).to_contain_text("tokens (prompt 5), the server's count")
     # A transcript longer than its box scrolls, and follows the newest turn.
     for k in range(3):
         ask(widget, f"[md] {k}")

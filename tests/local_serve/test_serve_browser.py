@@ -109,7 +109,33 @@ def test_try_it_on_the_local_tier(page: Any, local_lab: Lab) -> None:  # noqa: F
     request.locator(".jt-try-send").click()
     expect(answer).to_have_attribute("data-state", "done", timeout=TIMEOUT_MS)
     expect(answer.locator(".jt-chat-text")).to_have_text("echo: alpha beta gamma [hold]")
-    expect(widget.locator(".jt-chat-stats")).to_contain_text(f"5 tokens · answered by {replica}")
+    # svc.chat asks for the usage (stream_options) and the test server sends it: tokens, the server's.
+    expect(widget.locator(".jt-chat-stats")).to_contain_text(
+        f"5 pieces · 5 tokens (prompt 5), the server's count · answered by {replica}")
+
+    # Issue 28 §4: a stream with every quirk of real servers (a role-only first chunk, keep-alive
+    # comments, reasoning pieces, finish_reason eos_token, a last usage chunk with empty choices):
+    # the reasoning shows apart from the answer, no comment shows as text, the usage counts tokens.
+    widget.locator(".jt-chat-input").fill("delta epsilon [quirks]")
+    widget.locator(".jt-chat-send").click()
+    quirky = widget.locator(".jt-chat-assistant").last
+    expect(quirky).to_have_attribute("data-state", "done", timeout=TIMEOUT_MS)
+    expect(quirky.locator(".jt-chat-text")).to_have_text("echo: delta epsilon [quirks]")
+    expect(quirky.locator(".jt-chat-reasoning")).to_have_text("thinking about it still thinking")
+    # In the model's bubble, just above its answer (the chat layout), not part of it.
+    expect(quirky.locator(".jt-chat-bubble > .jt-chat-reasoning + .jt-chat-text")).to_have_count(1)
+    # 6 pieces (2 of them reasoning), 9 tokens as the usage counts them (the reasoning's 5 too).
+    expect(widget.locator(".jt-chat-stats")).to_contain_text(
+        f"6 pieces · 9 tokens (prompt 5), the server's count · answered by {replica}")
+    # An error in the stream after HTTP 200 ends the answer with it, not as an empty success.
+    widget.locator(".jt-chat-input").fill("zeta eta theta [inband-error]")
+    widget.locator(".jt-chat-send").click()
+    failed = widget.locator(".jt-chat-assistant").last
+    expect(failed).to_have_attribute("data-state", "error", timeout=TIMEOUT_MS)
+    expect(failed.locator(".jt-chat-text")).to_have_text("echo: zeta ")
+    expect(failed.locator(".jt-chat-error")).to_have_text(
+        "chat: the server sent an error: the engine died: CUDA error <b>x</b>")
+    assert failed.locator(".jt-chat-error b").count() == 0  # the server's text shown as text
 
     delete = widget.locator(".jt-delete")
     delete.click()

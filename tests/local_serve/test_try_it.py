@@ -198,16 +198,28 @@ def test_panel_detects_openai_and_streams_a_chat(view_of_service: RecordingView)
     end = view.of_kind("chat_end", 7)[0]
     assert "error" not in end and end["pieces"] == 5 and end["ttft_ms"] > 0
     assert end["tokens_per_s"] is None or end["tokens_per_s"] > 0  # none for pieces read in one burst
-    assert end["usage"] is None  # the server counted no tokens: the panel says pieces
-    # A server that sends usage: its count comes along; the system prompt and parameters reach it.
+    # svc.chat asks for stream_options.include_usage and the test server, as vLLM, sends it: the
+    # server's own counts come along (the panel then says tokens, from them).
+    assert end["usage"] == {"prompt_tokens": 5, "completion_tokens": 5, "total_tokens": 10}
+    # A server that sends usage unasked (llama.cpp); the system prompt and parameters reach it.
     view.front({"kind": "chat", "id": 10, "system": "be brief", "temperature": 0.3, "max_tokens": 12,
                 "messages": [{"role": "user", "content": "[params] [usage]"}]})
     wait_for(lambda: view.of_kind("chat_end", 10), "the chat with usage", timeout=GUARD)
     end = view.of_kind("chat_end", 10)[0]
     said = "".join(m["text"] for m in view.of_kind("chat_piece", 10))
     assert said == "echo: system=['be brief'] temperature=0.3 max_tokens=12 turns=2", said
-    assert end["usage"] == {"prompt_tokens": 9, "completion_tokens": end["pieces"] + 100,
-                            "total_tokens": end["pieces"] + 109}
+    assert end["usage"] == {"prompt_tokens": 5, "completion_tokens": end["pieces"],
+                            "total_tokens": end["pieces"] + 5}
+    # A server that refuses stream_options sends no usage: no counts, the panel says pieces.
+    key = view.service.record.key
+    try:
+        plain = [{"role": "user", "content": "x y [no-stream-options]"}]
+        view.front({"kind": "chat", "id": 12, "messages": plain})
+        wait_for(lambda: view.of_kind("chat_end", 12), "the chat without usage", timeout=GUARD)
+        end = view.of_kind("chat_end", 12)[0]
+        assert "error" not in end and end["usage"] is None and end["pieces"] == 4, end
+    finally:
+        serve_http._no_stream_options.discard(key)  # the other chats of this service ask for usage
     # An error answer comes back as text; Stop ends a held stream.
     view.front({"kind": "chat", "id": 8, "messages": [{"role": "user", "content": "[fail500]"}]})
     wait_for(lambda: view.of_kind("chat_end", 8), "the failed chat", timeout=GUARD)

@@ -26,7 +26,12 @@ def read(raw: bytes, method: str = "GET") -> tuple[tuple[int, bool], bytes]:
 
 
 def read_named(raw: bytes, method: str = "GET") -> tuple[tuple[int, bool, str | None], bytes]:
-    async def go() -> tuple[tuple[int, bool, str | None], bytes]:
+    result, left = read_all(raw, method)
+    return result[:3], left
+
+
+def read_all(raw: bytes, method: str = "GET") -> tuple[tuple[int, bool, str | None, str | None], bytes]:
+    async def go() -> tuple[tuple[int, bool, str | None, str | None], bytes]:
         reader = asyncio.StreamReader()
         reader.feed_data(raw)
         reader.feed_eof()
@@ -35,6 +40,23 @@ def read_named(raw: bytes, method: str = "GET") -> tuple[tuple[int, bool, str | 
         return result, await reader.read()
 
     return asyncio.run(go())
+
+
+def test_an_error_in_a_stream_after_http_200_is_found() -> None:
+    events = (b": keep-alive\n\ndata: {\"choices\": [{\"delta\": {\"content\": \"a\"}}]}\n\n"
+              b'data: {"error": {"message": "the engine died", "code": 500}}\n\n')
+    head = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+    plain = head + b"Content-Length: %d\r\n\r\n" % len(events) + events + b"NEXT"
+    assert read_all(plain) == ((200, True, None, "the engine died"), b"NEXT")
+    # Chunked, the error event cut across two chunks.
+    cut = events.index(b"engine")
+    body = b"%x\r\n%s\r\n%x\r\n%s\r\n0\r\n\r\n" % (cut, events[:cut], len(events) - cut, events[cut:])
+    assert read_all(head + b"Transfer-Encoding: chunked\r\n\r\n" + body)[0][3] == "the engine died"
+    fine = events.replace(b"error", b"other")
+    assert read_all(head + b"Content-Length: %d\r\n\r\n" % len(fine) + fine)[0][3] is None
+    # The same bytes as JSON, not a stream: not looked into.
+    json_head = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+    assert read_all(json_head + b"Content-Length: %d\r\n\r\n" % len(events) + events)[0][3] is None
 
 
 @pytest.mark.parametrize(("raw", "method", "expected", "left"), [

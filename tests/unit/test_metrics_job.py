@@ -116,14 +116,55 @@ def test_failed_job_summary_names_its_first_error_line(ip, capsys) -> None:
         import os, sys, time
         if os.environ["RANK"] == "1":
             print("step=1 loss=2.5", flush=True)
-            raise RuntimeError("CUDA error: out of memory")
+            raise ValueError("shapes (3,) and (4,) not aligned")
         time.sleep(300)
         """
     )
     out = _train(ip, capsys, "--nodes 2 --wait", body)
     last = out.splitlines()[-1]
     assert " FAILED in " in last and "first failure: rank 1" in last, out
-    assert last.endswith(" — RuntimeError: CUDA error: out of memory"), out
+    assert last.endswith(" — ValueError: shapes (3,) and (4,) not aligned"), out  # no known cause
+
+
+CUDA_OOM = ("CUDA out of memory. Tried to allocate 2.00 GiB (GPU 0; 15.78 GiB total capacity; "
+            "13.12 GiB already allocated; 1.01 GiB free; 13.50 GiB reserved in total by PyTorch)")
+
+
+@pytest.mark.local_procs
+def test_why_it_ended_in_the_text_view_the_summary_and_tiers_jobs(ip, capsys, tmp_path, monkeypatch) -> None:
+    """Issue 28 §3 where users meet it: the text view's last line, job.summary() and
+    ``%tiers jobs ID`` say why the job ended with the fix, in place of the first error line."""
+    body = textwrap.dedent(
+        f"""\
+        import os, time
+        if os.environ["RANK"] == "1":
+            print("step=1 loss=2.5", flush=True)
+            raise RuntimeError({CUDA_OOM!r})
+        time.sleep(300)
+        """
+    )
+    out = _train(ip, capsys, "--nodes 2 --wait --out job", body)
+    last = out.splitlines()[-1]
+    why = ("why: rank 1 (local1) ran out of GPU memory (13.12 GiB in use of 15.78 GiB; 2.00 GiB more "
+           "asked) — fix: lower the batch size")
+    assert " FAILED in " in last and "first failure: rank 1" in last, out
+    assert " — " + why in last and "RuntimeError" not in last, out
+    job = ip.user_ns.pop("job")
+    assert job.summary() == last
+    ip.run_line_magic("tiers", f"jobs {job.id}")
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[-1].startswith(why) and listed[-1] == job.end_reason().line, listed
+    # The sidebar's job view (REST details) shows the same reason in its summary line.
+    from jupyter_tiers.app import actions
+
+    assert actions.details(job.record.key)["view"]["summary"].endswith(" — " + listed[-1])
+    # A module that sits beside the notebook, not synced: --sync is the fix.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "mylib_here.py").write_text("X = 1\n")
+    out = _train(ip, capsys, "--nodes 1 --wait", "import mylib_here\n")
+    assert out.splitlines()[-1].endswith(
+        "— why: rank 0 (local0): No module named 'mylib_here': mylib_here sits beside the notebook but "
+        "is not on the cluster — fix: run with --sync . (or --sync the folder it is in)"), out
 
 
 @pytest.mark.parametrize("line, words", [
@@ -158,6 +199,9 @@ def test_wait_with_the_live_widget_prints_the_widgets_summary(ip, capsys, monkey
     failed = _train(ip, capsys, "--nodes 1 --wait", body)
     widget, line = shown[2:]
     assert line == display_module.plain_only(widget.summary) and " FAILED in " in widget.summary, failed
-    assert widget.summary.endswith(" — RuntimeError: CUDA error: out of memory"), failed
+    # Why it ended, with the fix, in place of the first error line (issue 28 §3).
+    assert widget.summary.endswith(" — why: rank 0 (local0) ran out of GPU memory — fix: lower the batch "
+                                   "size (or accumulate gradients), use bf16/fp16 or activation "
+                                   "checkpointing, or shard the model (FSDP)"), failed
     assert widget.summary not in failed
     widget.close()

@@ -75,7 +75,8 @@ def test_job_text_view_prints_a_slurm_reason_as_text() -> None:
     record = SimpleNamespace(job_id="41", name="train", profile="hpc", world_size=2, spec={})
     statuses = [JobStatus("41", JobState.PENDING, reason=f"Resources{NASTY}"),
                 JobStatus("41", JobState.CANCELLED, message=f"gone {NASTY}")]
-    job = SimpleNamespace(record=record, watch=_Watcher(record, statuses).watch, metric_patterns=lambda: ())
+    job = SimpleNamespace(record=record, watch=_Watcher(record, statuses).watch, metric_patterns=lambda: (),
+                          end_reason=lambda *_a, **_k: None)
     out = io.StringIO()
     TextView(job, out).run(timeout=10)  # type: ignore[arg-type]  # a duck-typed Job
     _clean(out.getvalue())

@@ -218,7 +218,7 @@ def test_panel_messages_become_requests() -> None:
 
 
 def test_usage_is_the_servers_token_count_or_none() -> None:
-    from jupyter_tiers.serving.openai_compat import chunk_usage, usage_of
+    from jupyter_tiers.serving.openai_compat import chunk_parts, usage_of
 
     assert usage_of({"usage": {"prompt_tokens": 9, "completion_tokens": 7, "total_tokens": 16}}) == {
         "prompt_tokens": 9, "completion_tokens": 7, "total_tokens": 16}
@@ -227,16 +227,20 @@ def test_usage_is_the_servers_token_count_or_none() -> None:
     for nothing in (None, [], {"usage": None}, {"usage": {}}, {"usage": {"completion_tokens": "7"}},
                     {"usage": {"completion_tokens": 1.5}}, {"choices": []}):
         assert usage_of(nothing) is None
-    assert chunk_usage('{"choices": [], "usage": {"completion_tokens": 5}}') == {"completion_tokens": 5}
-    assert chunk_usage("[DONE]") is None and chunk_usage('{"usage": ') is None
-    assert chunk_usage('{"choices": [{"delta": {"content": "usage"}}]}') is None
+    # A streamed chunk's usage is read with the rest of it (chunk_parts: one parser a chunk).
+    last = chunk_parts('{"choices": [], "usage": {"completion_tokens": 5}}')
+    assert last is not None and last.usage == {"completion_tokens": 5}
+    assert chunk_parts("[DONE]") is None
+    for nothing in ('{"usage": ', '{"choices": [{"delta": {"content": "usage"}}]}'):
+        got = chunk_parts(nothing)
+        assert got is not None and got.usage is None
 
 
 def test_fuzz_usage_of_random_json_is_counts_or_none() -> None:
     import json
     import random
 
-    from jupyter_tiers.serving.openai_compat import chunk_usage
+    from jupyter_tiers.serving.openai_compat import chunk_parts
 
     rng = random.Random(2912)
     values: list[object] = [None, True, 0, 7, -3, 1.5, 10**13, "5", [], {}, "usage"]
@@ -246,7 +250,8 @@ def test_fuzz_usage_of_random_json_is_counts_or_none() -> None:
         text = json.dumps({"usage": rng.choice([usage, rng.choice(values)])})
         if rng.random() < 0.2:
             text = text[: rng.randint(0, len(text))]
-        got = chunk_usage(text)
+        parts = chunk_parts(text)
+        got = None if parts is None else parts.usage
         assert got is None or (got and all(type(v) is int and 0 <= v < 10**12 for v in got.values()))
 
 

@@ -6,6 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from ...batch.endreason import LogTail
 from ...batch.failstop import Failure, failure_of, fold_text
 from ...batch.logs import LogBatch, split_log_line
 from ...core.model import JobStatus, RankPhase
@@ -72,6 +73,16 @@ def fold_label(status: JobStatus) -> str:
     ``fold_label``), "" before."""
     failure = failure_of(status.first_failure)
     return failure.label(status.count(RankPhase.STOPPED)) if failure is not None else ""
+
+
+def end_tail(text: str, status: JobStatus) -> LogTail | None:
+    """Every rank's last lines of a view's kept log ``text`` (``R: `` prefixes), for why the job
+    ended; None when the failing rank (rank 0 when none failed) has no line in it (the caller
+    then reads the log's end)."""
+    tail = LogTail()
+    tail.feed_text(text)
+    first = status.first_failure
+    return tail if tail.has(first.rank if first is not None else 0) else None
 
 
 def ranks_per_node(spec: Any, world_size: int) -> int:

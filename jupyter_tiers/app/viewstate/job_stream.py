@@ -108,9 +108,10 @@ class JobStream:
                 msg["offset"] = self._offset
                 self._send(msg)
 
-    def end(self, status: JobStatus | None) -> None:
+    def end(self, status: JobStatus | None, why: str | None = None) -> None:
         """The log is complete: the last charts and, for an ended job, the widget's summary line
-        (``summary_line`` with rank 0's main metric and the log's first error)."""
+        (``summary_line`` with rank 0's main metric and the log's first error, or ``why``: why
+        it ended and the fix, as the widget finds it)."""
         with self._lock:
             self.status(status)
             if not self._whole:  # a resumed stream saw part of the log: the client keeps its own
@@ -119,7 +120,8 @@ class JobStream:
             self._send_metrics()
             if status is not None and status.state.terminal:
                 rank0 = self._metrics.summary
-                self._view({"summary": summary_line(status, metric=rank0.main(), error=rank0.error)})
+                self._view({"summary": summary_line(status, metric=rank0.main(), error=rank0.error,
+                                                    why=why)})
 
     # --- from the client ----------------------------------------------------------------------
     def pick(self, rank: int, read: Callable[[], Iterable[bytes]]) -> threading.Thread | None:

@@ -505,7 +505,10 @@ class LogStreamHandler(TiersWebSocket):
                 if status is None or not status.state.terminal:  # e.g. an array's task: ask once
                     with contextlib.suppress(TiersError):
                         status = self._handle.status()
-                self._view.end(status)
+                # Why it ended, as the notebook's JobView says it (read once per job and end).
+                job = self._handle
+                why = service.end_reason(job, status) if isinstance(job, Job) and status else None
+                self._view.end(status, why)
             self.send_soon({"lines": [], "offset": follower.offset, "eof": True})
             if self._view is None:
                 self._loop.add_callback(self.close)

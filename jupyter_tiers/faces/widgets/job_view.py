@@ -12,13 +12,20 @@ from typing import Any
 import anywidget
 import traitlets as t
 
-from ...app.viewstate.job import fold_label, lines_message, ranks_per_node, status_traits, text_message
+from ...app.viewstate.job import (
+    end_tail,
+    fold_label,
+    lines_message,
+    ranks_per_node,
+    status_traits,
+    text_message,
+)
 from ...app.viewstate.rank_metrics import RankMetrics
 from ...batch.failstop import Failure, failure_of, fold_text
 from ...batch.logs import LogBatch
 from ...batch.status import summary_line
 from ...core.errors import TiersError
-from ...core.model import JobStatus, LogLine
+from ...core.model import JobState, JobStatus, LogLine
 from ...engine.handles import Job
 from .batcher import LineBatcher
 from .files_pane import FilesPane
@@ -188,7 +195,15 @@ class JobView(anywidget.AnyWidget):
         self._on_status(status)
         self._track_metrics("", final=True)
         rank0 = self._metrics.summary
-        self.summary = summary_line(status, metric=rank0.main(), error=rank0.error)
+        reason = None
+        if status.state.terminal and status.state is not JobState.COMPLETED:
+            try:
+                reason = self.job.end_reason(status, tail=end_tail(self._kept_text(), status),
+                                             last_step=rank0.step)
+            except TiersError:  # the log's end could not be read: the summary without it
+                reason = None
+        self.summary = summary_line(status, metric=rank0.main(), error=rank0.error,
+                                    why=reason.line if reason else None)
         self._sub.close()
         self.ended.set()
 

@@ -7,9 +7,11 @@ import threading
 from collections.abc import Sequence
 from typing import TextIO
 
+from ...batch.endreason import LogTail
 from ...batch.failstop import Failure, failure_of, is_failstop_line, is_stop_report
 from ...batch.metrics import MetricsTracker, format_last_values
 from ...batch.status import summary_line
+from ...core.errors import TiersError
 from ...core.model import JobStatus, LogLine, RankPhase
 from ...core.plaintext import printable
 from ...engine.handles import Job
@@ -81,6 +83,7 @@ class TextView:
         self._lock = threading.Lock()
         self.final_status: JobStatus | None = None
         self.metrics = MetricsTracker(job.metric_patterns())
+        self.tail = LogTail()  # every rank's last lines: why the job ended
         self.fold = FailStopFold()
 
     def _print(self, text: str) -> None:
@@ -120,6 +123,8 @@ class TextView:
 
         def on_lines(lines: Sequence[LogLine]) -> None:
             self.metrics.feed(lines)
+            for line in lines:
+                self.tail.feed(line.rank, line.text)
             with self._lock:
                 self._print_lines(self.fold.lines(lines))
 
@@ -145,5 +150,11 @@ class TextView:
 
     def summary(self, status: JobStatus) -> str:
         """The summary line with what this view saw in the log: the main metric's last value
-        and, for a failed job, its first error line."""
-        return summary_line(status, metric=self.metrics.main(), error=self.metrics.error)
+        and, for a job that did not complete, why it ended with the fix (else its first error
+        line)."""
+        try:
+            reason = self.job.end_reason(status, tail=self.tail, last_step=self.metrics.step)
+        except TiersError:  # the facts could not be read: the summary without them
+            reason = None
+        return summary_line(status, metric=self.metrics.main(), error=self.metrics.error,
+                            why=reason.line if reason else None)

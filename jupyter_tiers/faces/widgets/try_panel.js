@@ -3,8 +3,10 @@
 // apart, and, for an OpenAI-compatible server, its models and a chat as chats look: your turns on
 // the right, the model's on the left with its Markdown rendered (chat_markdown.js: DOM nodes with
 // textContent, never innerHTML), a transcript that scrolls, a system prompt, temperature and
-// max_tokens, Copy and Regenerate. "tokens" only when the server's usage counts them; otherwise
-// the panel counts pieces (streamed chunks). Everything the server says is set as text.
+// max_tokens, Copy and Regenerate; a reasoning model's thinking shown apart, above its answer; an
+// error (an HTTP error, or one sent inside the stream after HTTP 200) ends the turn as an error.
+// "tokens" only when the server's usage counts them; otherwise the panel counts pieces (streamed
+// chunks). Everything the server says is set as text.
 
 import { h } from "./view_common.js";
 import { jtRenderMarkdown } from "./chat_markdown.js";
@@ -202,16 +204,20 @@ export function jtTryPanel({ model, box }) {
     respBody.textContent = r.body;
   }
 
-  // Time to the first piece, pieces a second and pieces so far (a chat_piece or chat_end message);
+  // Time to the first piece, the rate and pieces so far (a chat_piece or chat_end message);
   // tokens only as the server's usage counts them (a piece is a streamed chunk: a token on vLLM
-  // and TGI, but not on every server).
+  // and TGI, but not on every server). The kernel's rate is of the usage's tokens when it has
+  // them (ChatStats.tokens_per_s), else of the pieces: named so.
   function figures(msg) {
     const parts = [];
-    if (msg.ttft_ms !== null && msg.ttft_ms !== undefined) parts.push(`first piece after ${ms(msg.ttft_ms)}`);
-    if (msg.tokens_per_s !== null && msg.tokens_per_s !== undefined) parts.push(`${msg.tokens_per_s} pieces/s`);
-    if (msg.pieces !== undefined) parts.push(`${msg.pieces} pieces`);
     const usage = msg.usage && typeof msg.usage === "object" ? msg.usage : null;
-    if (usage && Number.isInteger(usage.completion_tokens)) {
+    const counted = usage !== null && Number.isInteger(usage.completion_tokens);
+    if (msg.ttft_ms !== null && msg.ttft_ms !== undefined) parts.push(`first piece after ${ms(msg.ttft_ms)}`);
+    if (msg.tokens_per_s !== null && msg.tokens_per_s !== undefined) {
+      parts.push(`${msg.tokens_per_s} ${counted ? "tokens" : "pieces"}/s`);
+    }
+    if (msg.pieces !== undefined) parts.push(`${msg.pieces} pieces`);
+    if (counted) {
       let words = `${usage.completion_tokens} tokens`;
       if (Number.isInteger(usage.prompt_tokens)) words += ` (prompt ${usage.prompt_tokens})`;
       parts.push(`${words}, the server's count`);
@@ -376,9 +382,21 @@ export function jtTryPanel({ model, box }) {
     } else if (msg.kind === "chat_piece" && msg.id === chatId) {
       const turn = lastAnswer();
       if (turn) {
+        if (typeof msg.reasoning === "string" && msg.reasoning) {
+          // A reasoning model's thinking: shown apart, above the answer, as plain text (never
+          // Markdown, never markup), and never sent back as history nor copied with the answer.
+          let thinking = turn.querySelector(".jt-chat-reasoning");
+          if (!thinking) {
+            thinking = h("div", "jt-chat-reasoning", "");
+            thinking.title = "the model's reasoning (not part of the answer)";
+            turn.querySelector(".jt-chat-text").before(thinking);
+          }
+          const room = MAX_ANSWER_CHARS - thinking.textContent.length;
+          if (room > 0) thinking.textContent += msg.reasoning.slice(0, room);
+        }
         const text = raw.get(turn) || "";
         const room = MAX_ANSWER_CHARS - text.length;
-        if (room > 0) raw.set(turn, text + String(msg.text).slice(0, room));
+        if (room > 0) raw.set(turn, text + String(msg.text || "").slice(0, room));
         // Drawn once a frame at most (a long answer is parsed again each time).
         if (!drawPending) {
           drawPending = true;
@@ -408,6 +426,7 @@ export function jtTryPanel({ model, box }) {
         follow(was);
       }
       const parts = figures(msg);
+      if (msg.finish_reason) parts.push(`finish: ${msg.finish_reason}`);
       if (msg.answered_by) parts.push(`answered by ${msg.answered_by}`);
       chatStats.textContent = parts.join(" · ");
       refresh();

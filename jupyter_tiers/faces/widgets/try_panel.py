@@ -32,8 +32,16 @@ MAX_TEMPERATURE = 2  # OpenAI's range; vLLM and TGI take the same
 MAX_SHOWN = 1_000_000
 
 
-def _join_text(parts: list[Sequence[str]]) -> str:
-    return "".join(piece for part in parts for piece in part)
+def _join_parts(parts: list[Sequence[tuple[str, str]]]) -> dict[str, str]:
+    """Batched ``(kind, piece)`` pairs -> ``{"text": ..., "reasoning": ...}`` (reasoning only
+    when there is some: a reasoning model's thinking, shown apart from the answer)."""
+    joined = {"text": "", "reasoning": ""}
+    for part in parts:
+        for kind, piece in part:
+            joined[kind] += piece
+    if not joined["reasoning"]:
+        del joined["reasoning"]
+    return joined
 
 
 def _one_line(exc: BaseException) -> str:
@@ -120,11 +128,11 @@ class TryPanel:
         end: dict[str, Any] = {"kind": "chat_end", "id": cid}
         stream: Any = None
 
-        def send_pieces(text: str, _skipped: int) -> None:  # with the figures so far
-            self.view.send({"kind": "chat_piece", "id": cid, "text": text, **_figures(stream)})
+        def send_pieces(joined: dict[str, str], _skipped: int) -> None:  # with the figures so far
+            self.view.send({"kind": "chat_piece", "id": cid, **joined, **_figures(stream)})
 
-        batcher: LineBatcher[str] = LineBatcher(send_pieces, interval=PIECE_INTERVAL, max_lines=10**9,
-                                                join=_join_text)
+        batcher: LineBatcher[tuple[str, str]] = LineBatcher(send_pieces, interval=PIECE_INTERVAL,
+                                                            max_lines=10**9, join=_join_parts)
         try:
             messages, model, params = chat_of(content)
             track = track_of(content)
@@ -133,10 +141,10 @@ class TryPanel:
             with self._lock:
                 self._chats[cid] = stream
             shown = 0
-            for piece in stream:
+            for kind, piece in stream.parts():
                 text = printable(piece, keep="\n\t")[:MAX_SHOWN - shown]
                 shown += len(text)
-                batcher.add([text])
+                batcher.add([(kind, text)])
                 if shown >= MAX_SHOWN:
                     stream.close()
                     end["error"] = (f"the answer is longer than {MAX_SHOWN:,} characters: the panel "
@@ -154,6 +162,8 @@ class TryPanel:
         if stream is not None:
             answered = stream.answered_by or self._only_ready_pod(stream.track)
             end.update(_figures(stream), answered_by=_with_track(answered, stream.track))
+            if stream.finish_reason and stream.finish_reason not in ("stop", "eos_token", "eos"):
+                end["finish_reason"] = printable(stream.finish_reason)  # "length": cut at max_tokens
         self.view.send(end)
 
     def stop(self, cid: Any) -> None:
@@ -165,15 +175,16 @@ class TryPanel:
 
 
 def _figures(stream: Any) -> dict[str, Any]:
-    """Time to the first piece (ms), pieces per second and pieces so far of a ChatStream, and the
+    """Time to the first piece (ms), the rate and the pieces so far of a ChatStream, and the
     server's token counts (``usage``) when it sent them: a piece is one streamed chunk, which is a
-    token on vLLM and TGI but need not be, so the panel says "tokens" only from ``usage``."""
+    token on vLLM and TGI but need not be, so the panel says "tokens" only from ``usage`` (and
+    the rate, ChatStats.tokens_per_s, is of the usage's tokens then, else of the pieces)."""
     if stream is None:
         return {}
     ttft, tps = stream.stats.ttft, stream.stats.tokens_per_s
     return {"ttft_ms": None if ttft is None else round(ttft * 1000, 1),
             "tokens_per_s": None if tps is None else round(tps, 1), "pieces": stream.stats.pieces,
-            "usage": getattr(stream, "usage", None)}
+            "usage": stream.stats.usage}
 
 
 def track_of(content: dict[str, Any]) -> str | None:

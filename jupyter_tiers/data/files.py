@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from ..batch.jobdir import LOG_NAME, is_own_file
 from ..core.errors import TiersError
 from .sync import SyncError, check_relpath
 
@@ -119,6 +120,29 @@ def parse_listing(text: bytes) -> list[FileInfo]:
             out.append(FileInfo(f"{CHECKPOINTS}/{path}", size, mtime))
     out = [f._replace(sha256=hashes.get(f.name)) if f.size <= HASH_LIMIT else f for f in out]
     return sorted(out, key=lambda f: f.name)
+
+
+#: The Files tab's groups, in the order it shows them: what the job wrote, its checkpoints, its
+#: log, then what jupyter-tiers wrote to run it (batch.jobdir.OWN_FILES).
+GROUPS = ("output", CHECKPOINTS, "log", "tiers")
+
+
+def file_group(name: str) -> str:
+    """The group of a listed name (one of ``GROUPS``): ``checkpoints/...`` is ``checkpoints``,
+    ``job.log`` (or an array task's ``tasks/N/job.log``) is ``log``, our own plumbing
+    (``.jobid``, ``rank.sh``, ``job.sbatch``, ...) is ``tiers``, anything else ``output``."""
+    head, _, rest = name.partition("/")
+    if head == CHECKPOINTS and rest:
+        return CHECKPOINTS
+    base = name.rsplit("/", 1)[-1]
+    if base == LOG_NAME and (name == LOG_NAME or head == "tasks"):
+        return "log"
+    return "tiers" if is_own_file(name) else "output"
+
+
+def in_display_order(files: Iterable[FileInfo]) -> list[FileInfo]:
+    """``files`` as the Files tab lists them: by group (``GROUPS``), then by name."""
+    return sorted(files, key=lambda f: (GROUPS.index(file_group(f.name)), f.name))
 
 
 def select(files: Iterable[FileInfo], pattern: str = "*") -> list[FileInfo]:

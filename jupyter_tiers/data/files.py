@@ -28,6 +28,8 @@ import hashlib
 import json
 import os
 import re
+import stat
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -228,6 +230,19 @@ def _part_meta(info: FileInfo, source: str) -> dict[str, object]:
     return {"size": info.size, "mtime": info.mtime, "sha256": info.sha256, "source": source}
 
 
+def _new_file_mode(directory: Path) -> int:
+    """The mode a file created in ``directory`` gets now (0o666 under the user's umask), found by
+    creating one: the process's umask cannot be read without setting it, which is not
+    thread-safe."""
+    probe = directory / f".jt-mode-probe.{os.getpid()}.{threading.get_ident()}"
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    try:
+        return stat.S_IMODE(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+        probe.unlink()
+
+
 def _open_part(part: Path, meta: dict[str, object]) -> tuple[int, int]:
     """Open ``part`` for appending (the user's umask, no symbolic link followed); its bytes are
     kept only when ``part.meta`` records the same remote file (size, mtime, sha256, source),
@@ -250,6 +265,8 @@ def _open_part(part: Path, meta: dict[str, object]) -> tuple[int, int]:
         if have and (recorded != meta or have > int(meta["size"])):  # type: ignore[call-overload]
             os.ftruncate(fd, 0)  # another file's leftover, or the remote file changed: start over
             have = 0
+        if have:  # resumed: a .part an earlier version left is 0600; the file gets the umask's mode
+            os.fchmod(fd, _new_file_mode(part.parent))
         if not have or recorded != meta:
             tmp = meta_path.with_name(meta_path.name + ".tmp")
             with contextlib.suppress(FileNotFoundError):

@@ -22,7 +22,7 @@ from ..api import connect as api_connect
 from ..batch.arrays import aggregate_status, counts_text, detail_counts, is_array, split_task_ref, task_index
 from ..batch.history import HistoryRow, make_query, no_history_message
 from ..batch.jobenv import enclosing_job
-from ..batch.status import summary_line
+from ..batch.status import failure_reason, summary_line
 from ..config.profiles import load_config
 from ..config.registry import LIVE_CANARY, JobRecord, Registry
 from ..core.errors import (
@@ -246,6 +246,7 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
             reason = status.reason  # why pending; or an outage's "last seen RUNNING 6 min ago"
         started, elapsed = (None if pending else status.start_time or None), status.elapsed_s
         if state.terminal:
+            reason = failure_reason(status)  # "first failure: rank 3 (node2) exit 1", "TimeLimit"
             summary = summary_line(status)
         else:
             summary = f"job {record.job_id} {state.value}"

@@ -102,6 +102,23 @@ def describe_rank(rank: RankState) -> str:
     return f"rank {rank.rank}{where} {rank.phase.value}"
 
 
+def failure_reason(status: JobStatus) -> str:
+    """Why a job that ended without completing ended, in a few words for a list row: the first
+    failing rank (``rank 3 (node2) exit 1``), ``exit 2 before any rank ran``, or the
+    scheduler's reason (``TimeLimit``); "" for a job that completed or has not ended, or when
+    nothing is known."""
+    if not status.state.terminal or status.state is JobState.COMPLETED:
+        return ""
+    first = status.first_failure
+    if first is not None:
+        return f"first failure: {describe_rank(first)}"
+    reason = status.reason if status.reason and status.reason != "None" else ""
+    if status.state is JobState.FAILED and status.exit_code not in (None, 0):
+        ran = any(r.phase.done for r in status.ranks)
+        return f"exit {status.exit_code}" + ("" if ran else " before any rank ran")
+    return reason
+
+
 # States whose summary carries the log's first error line (a cancel or time limit says why itself).
 _ERROR_STATES = frozenset({JobState.FAILED, JobState.OUT_OF_MEMORY, JobState.NODE_FAIL, JobState.BOOT_FAIL})
 

@@ -22,9 +22,10 @@ from ..api import connect as api_connect
 from ..batch.arrays import aggregate_status, counts_text, detail_counts, is_array, split_task_ref, task_index
 from ..batch.history import HistoryRow, make_query, no_history_message
 from ..batch.jobenv import enclosing_job
-from ..batch.status import failure_reason, summary_line
+from ..batch.status import ended_of, failure_reason, summary_line
 from ..config.profiles import load_config
 from ..config.registry import LIVE_CANARY, JobRecord, Registry
+from ..core.detail import entries
 from ..core.errors import (
     ApiError,
     ApiUnreachable,
@@ -255,6 +256,9 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
         state = JobState.parse(record.state)
         size, where = job_size(record), record.nodelist or ""
         summary = f"job {record.job_id} {state.value}" + (f" on {where}" if where else "")
+        if state.terminal and not is_array(record):  # what was recorded of its end
+            reason, elapsed = ended_of(entries(record.detail))
+            summary += f" — {reason}" if reason else ""
     if is_array(record):  # "array 51 RUNNING — 16 tasks: 4 RUNNING, 12 PENDING" (no log read here)
         summary = f"array {record.job_id} {state.value}" + (f" — {size}" if size else "")
     upload = None

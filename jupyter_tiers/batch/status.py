@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
+from typing import Any
 
 from ..core.model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
 from ..core.timefmt import format_elapsed
@@ -117,6 +118,24 @@ def failure_reason(status: JobStatus) -> str:
         ran = any(r.phase.done for r in status.ranks)
         return f"exit {status.exit_code}" + ("" if ran else " before any rank ran")
     return reason
+
+
+def ended_entry(status: JobStatus) -> dict[str, Any]:
+    """What a job's registry ``detail`` keeps of its end (entry ``ended``, written when its final
+    state is recorded): the failure reason and how long it ran, so that a list row read from the
+    record alone (no status asked of a cluster for a job that ended) still says both."""
+    return {"reason": failure_reason(status), "elapsed_s": status.elapsed_s}
+
+
+def ended_of(detail: Mapping[str, Any]) -> tuple[str, int | None]:
+    """``(reason, elapsed_s)`` from the entries of a job's ``detail`` (``ended_entry``); ``("",
+    None)`` when absent or malformed."""
+    ended = detail.get("ended")
+    if not isinstance(ended, dict):
+        return "", None
+    reason, elapsed = ended.get("reason"), ended.get("elapsed_s")
+    ok = isinstance(elapsed, int) and not isinstance(elapsed, bool) and elapsed >= 0
+    return (reason[:500] if isinstance(reason, str) else ""), (elapsed if ok else None)
 
 
 # States whose summary carries the log's first error line (a cancel or time limit says why itself).

@@ -17,6 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..core.detail import with_entries
 from ..core.errors import JobNotFound, TiersError
 from ..core.model import JobSpec, ServeSpec, WorkKind
 from ..core.record import JobRecord as JobRecord  # defined below the registry's layer, used with it
@@ -215,6 +216,11 @@ class Registry:
                 return
             db.execute("UPDATE jobs SET detail = ?, updated_at = ? WHERE key = ?",
                        (change(row["detail"]), time.time(), key))
+
+    def set_entries(self, key: str, **changes: Any) -> None:
+        """Replace the named entries of a record's ``detail`` (core.detail), keeping the others,
+        in one transaction. No record: nothing."""
+        self.change_detail(key, lambda detail: with_entries(detail, **changes))
 
     def remove(self, key: str) -> None:
         """Forget one record (a deleted service)."""

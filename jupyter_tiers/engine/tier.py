@@ -20,7 +20,7 @@ from typing import Any, ClassVar, TypeVar
 from ..batch.arrays import aggregate_status, counts_text, is_array, record_counts, task_index, task_records
 from ..batch.history import HistoryQuery, HistoryRow, no_history_message
 from ..batch.logs import ByteStream, LogDecoder
-from ..batch.status import merge_status
+from ..batch.status import ended_entry, merge_status
 from ..config.profiles import Profile
 from ..config.registry import JobRecord, Registry
 from ..core.errors import ConfigError, SpecError, TiersError, Unsupported
@@ -369,12 +369,15 @@ class BatchTier(Tier):
         aggregate of its tasks (asked in the same batch), its tasks' are keyed ``ID_i``."""
         arrays = {r.key: task_records(r) for r in records if is_array(r)}
         asked = [r for r in records if r.key not in arrays] + [t for ts in arrays.values() for t in ts]
+        tasks_of = {t.key for ts in arrays.values() for t in ts}
         sched = self.poll_scheduler(asked)
         ranks = self.poll_ranks(asked)
         out = {}
         for rec in asked:
             st = merge_status(rec.job_id, sched.get(rec.job_id), ranks.get(rec.job_id), rec.world_size,
                               restarts=rec.restarts)
+            if st.state.terminal and rec.key not in tasks_of:  # an array's task has no record
+                self.registry.set_entries(rec.key, ended=ended_entry(st))
             self.registry.update(rec.key, state=st.state.value, nodelist=st.nodelist,
                                  restarts=st.restarts)
             out[rec.job_id] = st

@@ -23,7 +23,7 @@ from time import time as wall_clock
 from typing import TYPE_CHECKING
 
 from ..batch.arrays import expand_arrays, is_array, merge_array_status, record_counts
-from ..batch.status import merge_status
+from ..batch.status import ended_entry, merge_status
 from ..config.registry import JobRecord
 from ..core.errors import ControllerUnreachable, TiersError
 from ..core.model import JobState, JobStatus, LogLine, RankPhase
@@ -541,6 +541,8 @@ class Watcher:
             if is_array(rec):  # its detail also holds its tasks' uploads: keep them
                 record_counts(self.tier.registry, rec.key, status.state.value, status.reason or "")
             else:
+                if status.state.terminal:  # before the state: a reader of a final state finds it
+                    self.tier.registry.set_entries(rec.key, ended=ended_entry(status))
                 self.tier.registry.update(rec.key, state=status.state.value, nodelist=status.nodelist,
                                           restarts=status.restarts)
         except Exception:

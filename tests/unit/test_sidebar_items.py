@@ -53,3 +53,31 @@ def test_a_deleted_service_reads_deleted() -> None:
     item = item_from(_rec(WorkKind.SERVICE, "READY"), status, now=1000.0)
     assert item.state == "DELETED" and item.reason == "deleted"
     assert "no Deployment" not in item.summary
+
+
+def test_a_job_that_ended_keeps_its_reason_and_run_time_in_its_record(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """The list reads an ended job from its record alone (no cluster is asked about it again):
+    the watcher records ``ended`` in its detail before its final state."""
+    from jupyter_tiers.batch.status import ended_entry, ended_of
+    from jupyter_tiers.config.registry import Registry
+    from jupyter_tiers.core.detail import entries, with_entries
+
+    ranks = (RankState(1, RankPhase.FAILED, node="c2", exit_code=3, ended_at=1.0),)
+    final = _failed(ranks=ranks)
+    registry = Registry(tmp_path / "jobs.db")
+    rec = _rec()
+    registry.add(rec)
+    registry.set_entries(rec.key, upload=None, checkpoint_dir="/ckpt")
+    registry.set_entries(rec.key, ended=ended_entry(final))
+    registry.update(rec.key, state="FAILED")
+    stored = registry.get(rec.key)
+    assert entries(stored.detail)["checkpoint_dir"] == "/ckpt"  # another owner's entry kept
+    item = item_from(stored, None, now=5000.0)
+    assert item.state == "FAILED" and item.reason == "first failure: rank 1 (c2) exit 3"
+    assert item.elapsed_s == 75 and item.reason in item.summary
+    # A running job's record says nothing of an end; a damaged entry reads as nothing.
+    assert item_from(_rec(), None, now=5000.0).reason == ""
+    for bad in ({"ended": "x"}, {"ended": {"reason": 3, "elapsed_s": -1}}, {"ended": {"elapsed_s": True}}):
+        assert ended_of(bad) == ("", None)
+    broken = JobRecord(**{**rec.__dict__, "state": "FAILED", "detail": with_entries(None, ended=[1])})
+    assert item_from(broken, None, now=5000.0).reason == ""

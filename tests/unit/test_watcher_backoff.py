@@ -40,7 +40,9 @@ class FakeTier:
         self.ranks: list[Any] = []
         self.state = JobState.RUNNING
         self.updates: list[dict[str, Any]] = []
-        self.registry = SimpleNamespace(update=lambda key, **kw: self.updates.append(kw))
+        self.ended: list[dict[str, Any]] = []  # the "ended" entries recorded (set_entries)
+        self.registry = SimpleNamespace(update=lambda key, **kw: self.updates.append(kw),
+                                        set_entries=lambda key, **kw: self.ended.append(kw))
         self.notes: dict[str, str] = {}  # what rank_notes answers (a full disk)
 
     def poll_scheduler(self, records: list[JobRecord]) -> dict[str, SchedulerInfo]:
@@ -258,6 +260,7 @@ def test_a_terminal_state_ends_the_subscription_and_is_recorded(clock: Clock) ->
     assert ended.wait(30)
     assert statuses[-1].state is JobState.COMPLETED
     assert [u["state"] for u in tier.updates] == ["RUNNING", "COMPLETED"]
+    assert tier.ended == [{"ended": {"reason": "", "elapsed_s": None}}]  # recorded once, at the end
     assert w._active() == []  # nothing left to poll
     assert w._cycle() == 5.0
 

@@ -9,12 +9,15 @@ fast anything was."""
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from playwright.sync_api import expect
 
+from jupyter_tiers.config.registry import JobRecord, Registry
+from jupyter_tiers.core.detail import with_entries
 from jupyter_tiers.core.model import JobState
 from jupyter_tiers.engine.handles import Job
 from jupyter_tiers.slurm.tier import SlurmTier
@@ -54,6 +57,24 @@ def cut_in(locator: Any, selector: str = WHOLE) -> list[str]:
 
 
 @pytest.fixture
+def big_record(tiers_lab: Lab) -> Iterator[JobRecord]:  # noqa: F811
+    """A job of the size researchers run (64 ranks on 16 GPU nodes, a day and more) that ended
+    out of memory: a record in the lab's registry, final, so nothing asks the cluster about it;
+    the sidebar draws it through the real server like any other. Its texts are the long ones a
+    test job on the two-node test cluster never has."""
+    registry = Registry(tiers_lab.registry)  # the lab server's
+    rec = JobRecord(profile="box", tier="slurm", job_id="990001", name=LONG_NAME, state="OUT_OF_MEMORY",
+                    world_size=64, spec={"nodes": 16}, nodelist="gpu-a100-node[001-016]",
+                    submitted_at=time.time() - 100_000,
+                    detail=with_entries(None, ended={"reason": "first failure: rank 37 "
+                                                     "(gpu-a100-node012) killed by SIGKILL",
+                                                     "elapsed_s": 93784}))
+    registry.add(rec)
+    yield rec
+    registry.remove(rec.key)
+
+
+@pytest.fixture
 def three_jobs(tiers_lab: Lab, box_tier: SlurmTier) -> Iterator[tuple[Job, Job, Job]]:  # noqa: F811
     failed = submit(box_tier, LONG_NAME, """
         import os, sys
@@ -68,7 +89,7 @@ def three_jobs(tiers_lab: Lab, box_tier: SlurmTier) -> Iterator[tuple[Job, Job, 
 
 
 def test_rows_at_the_default_width_cut_nothing_that_matters(
-    page: Any, tiers_lab: Lab, three_jobs: tuple[Job, Job, Job]  # noqa: F811
+    page: Any, tiers_lab: Lab, three_jobs: tuple[Job, Job, Job], big_record: JobRecord  # noqa: F811
 ) -> None:
     failed, running, held = three_jobs
     assert failed.wait(timeout=300).state is JobState.FAILED, failed.logs()
@@ -100,7 +121,16 @@ def test_rows_at_the_default_width_cut_nothing_that_matters(
     expect(ticking).not_to_have_text(ticking.text_content() or "", timeout=UI_TIMEOUT_MS)
     expect(live.locator(".jt-side-cancel")).to_be_visible()
 
-    for each in (row, waiting, live):
+    # The big job's long texts: the size and state whole, the node list cut with a tooltip.
+    big = side.locator(f'.jt-side-row[data-key="{big_record.key}"]')
+    expect(big.locator(".jt-side-badge")).to_have_text("OUT_OF_MEMORY")
+    expect(big.locator(".jt-side-size")).to_have_text("64 ranks on 16 nodes")
+    expect(big.locator(".jt-side-elapsed")).to_have_text("1-02:03:04")
+    expect(big.locator(".jt-side-reason")).to_have_text(
+        "first failure: rank 37 (gpu-a100-node012) killed by SIGKILL")
+    expect(big.locator(".jt-side-where")).to_have_attribute("title", "gpu-a100-node[001-016]")
+
+    for each in (row, waiting, live, big):
         assert cut_in(each) == [], f"at the sidebar's default width ({width} px)"
     assert cut_in(side.locator(".jt-side-head")) == [], f"head at {width} px"
     # The long name is cut with an ellipsis only (its tooltip has it): the row does not grow.

@@ -23,7 +23,7 @@ from jupyter_tiers.engine.handles import Job
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests.cluster.test_history import _wait_accounted
 
-from .conftest import JOB_TIMEOUT_MS, UI_TIMEOUT_MS, Lab
+from .conftest import JOB_TIMEOUT_MS, OUTPUT, UI_TIMEOUT_MS, Lab
 from .test_sidebar import no_page_errors, open_lab, row_of, submit, tiers_lab  # noqa: F401
 from .test_sidebar_history import wait_listed
 
@@ -135,6 +135,8 @@ def test_rows_at_the_default_width_cut_nothing_that_matters(
     assert cut_in(side.locator(".jt-side-head")) == [], f"head at {width} px"
     # The long name is cut with an ellipsis only (its tooltip has it): the row does not grow.
     assert name.evaluate("el => el.scrollWidth > el.clientWidth"), "the long name should need the tooltip"
+    OUTPUT.mkdir(exist_ok=True)
+    side.screenshot(path=str(OUTPUT / "sidebar-default-width.png"))  # for the docs and a look
     no_page_errors(page)
 
 

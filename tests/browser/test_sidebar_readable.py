@@ -51,6 +51,13 @@ CUT = """([root, selector]) => {
 
 WHOLE = ".jt-side-badge, .jt-side-size, .jt-side-profile, .jt-side-elapsed, button"
 
+# A History row's Attach: inside its row (not pushed out at the right), and on the meta line
+# (it starts above the exit code's bottom: not wrapped onto a line of its own).
+ATTACH_INSIDE = """row => { const a = row.querySelector('.jt-hist-attach').getBoundingClientRect();
+  const r = row.getBoundingClientRect(); return a.left >= r.left && a.right <= r.right; }"""
+ATTACH_ON_META = """row => row.querySelector('.jt-hist-attach').getBoundingClientRect().top
+  < row.querySelector('.jt-hist-exit').getBoundingClientRect().bottom"""
+
 
 def cut_in(locator: Any, selector: str = WHOLE) -> list[str]:
     return locator.evaluate(f"(root) => ({CUT})([root, {selector!r}])")
@@ -155,6 +162,16 @@ def test_history_attach_buttons_are_whole(page: Any, tiers_lab: Lab, box_tier: S
     expect(attach).to_have_text("Attach")
     width = side.evaluate("el => el.clientWidth")
     assert cut_in(row, ".jt-side-badge, .jt-hist-attach, .jt-hist-exit, .jt-hist-origin") == [], f"{width} px"
-    # Not squashed: the button is at least as wide as its label needs.
+    # Not squashed nor pushed out: as wide as its label needs, inside its row, on the meta line.
     assert attach.evaluate("el => el.getBoundingClientRect().width >= el.scrollWidth")
+    assert row.evaluate(ATTACH_INSIDE), f"Attach sticks out of its row at {width} px"
+    # Every row of the list, whatever its node list and max RSS (the test cluster's accounting).
+    rows = hist.locator(".jt-hist-row")
+    for i in range(min(rows.count(), 20)):
+        other = rows.nth(i)
+        assert cut_in(other, ".jt-side-badge, .jt-hist-attach, .jt-hist-exit, .jt-hist-origin") == []
+        assert other.evaluate(ATTACH_INSIDE), f"Attach sticks out of its row at {width} px"
+        assert other.evaluate(ATTACH_ON_META), "Attach went to a line of its own"
+    OUTPUT.mkdir(exist_ok=True)
+    side.screenshot(path=str(OUTPUT / "sidebar-history-default-width.png"))
     no_page_errors(page)

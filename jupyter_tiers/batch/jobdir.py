@@ -27,6 +27,31 @@ LOG_NAME = "job.log"
 RANKS_DIR = "ranks"
 CHECKPOINTS = "checkpoints"
 
+#: What jupyter-tiers itself writes into a job directory, on Slurm (SUBMIT_SH, the rendered
+#: job) and on the local tier (its supervisor's files): the Files tab shows these apart from the
+#: job's own outputs. Names relative to the job directory; an array task's ``tasks/N/params.json``
+#: and ``tasks/N/cell.py`` count by their base name.
+OWN_FILES = frozenset({
+    ".jobid", ".submit.lock", ".upload.tar", "job.sbatch", "rank.sh", "main.py", "main.sh",
+    "env.sh", "job.sh", "job.json", "state.json", "supervisor.pid", "supervisor.log", "cancel",
+    ".batch-env.json", "array.json", "params.json", "cell.py",
+})
+#: Directories whose files are ours: ``code/`` is the ``--sync`` copy of the notebook's files.
+OWN_DIRS = ("code",)
+
+
+def is_own_file(name: str) -> bool:
+    """Whether ``name`` (a listed name, relative to the job directory) is one jupyter-tiers
+    wrote to run the job, not one the job made (``job.log``, the job's log, is the job's)."""
+    parts = name.split("/")
+    if parts[0] in OWN_DIRS and len(parts) > 1:
+        return True
+    if len(parts) == 1:
+        return name in OWN_FILES
+    # an array task's own files: tasks/<index>/params.json, tasks/<index>/cell.py
+    return len(parts) == 3 and parts[0] == "tasks" and parts[2] in ("params.json", "cell.py")
+
+
 # What a checkpoint directory may hold. The path reaches a shell (the sbatch script) and, through
 # the handoff, a Python string literal in a serving body, so it is kept to characters that need no
 # quoting anywhere.

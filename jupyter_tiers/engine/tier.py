@@ -370,15 +370,17 @@ class BatchTier(Tier):
         aggregate of its tasks (asked in the same batch), its tasks' are keyed ``ID_i``."""
         arrays = {r.key: task_records(r) for r in records if is_array(r)}
         asked = [r for r in records if r.key not in arrays] + [t for ts in arrays.values() for t in ts]
+        tasks_of = {t.key for ts in arrays.values() for t in ts}
         sched = self.poll_scheduler(asked)
         ranks = self.poll_ranks(asked)
         out = {}
         for rec in asked:
             st = merge_status(rec.job_id, sched.get(rec.job_id), ranks.get(rec.job_id), rec.world_size,
                               restarts=rec.restarts)
+            if rec.key not in tasks_of:  # an array's task has no record of its own
+                self.registry.record_end(rec, st)  # before the state: its reader finds it
             self.registry.update(rec.key, state=st.state.value, nodelist=st.nodelist,
                                  restarts=st.restarts)
-            self.registry.record_failure(rec, st)
             out[rec.job_id] = st
         for rec in records:
             if rec.key in arrays:

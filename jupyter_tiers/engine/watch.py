@@ -566,9 +566,9 @@ class Watcher:
             if is_array(rec):  # its detail also holds its tasks' uploads: keep them
                 record_counts(self.tier.registry, rec.key, status.state.value, status.reason or "")
             else:
+                self.tier.registry.record_end(rec, status)  # before the state: its reader finds it
                 self.tier.registry.update(rec.key, state=status.state.value, nodelist=status.nodelist,
                                           restarts=status.restarts)
-                self.tier.registry.record_failure(rec, status)
         except Exception:
             log.exception("registry update failed")
 

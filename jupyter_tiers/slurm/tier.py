@@ -24,7 +24,7 @@ from ..batch.jobdir import (
 from ..batch.jobenv import refuse_own_job
 from ..batch.logs import ByteStream, split_log_line
 from ..batch.requeue import requeue_pending
-from ..batch.status import failure_words
+from ..batch.status import ended_failure
 from ..config.profiles import Profile
 from ..config.registry import MAX_LIST, JobRecord, Registry, spec_for_record
 from ..core.detail import entries
@@ -330,7 +330,7 @@ class SlurmTier(BatchTier):
         self.accounting = True
         mine = self.registry.list(limit=MAX_LIST, profile=self.name, kind=WorkKind.JOB)
         known = {r.job_id: r.key for r in mine}
-        failures = {r.job_id: failure_words(entries(r.detail).get("failure")) for r in mine}
+        failures = {r.job_id: ended_failure(entries(r.detail)) for r in mine}
         return mark_ours(rows[: query.limit], known, failures)
 
     def output_tail(self, row: HistoryRow, lines: int = 50) -> tuple[str, str | None]:

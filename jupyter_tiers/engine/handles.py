@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic
 from ..batch.arrays import is_array
 from ..batch.metrics import MetricsTracker, parse_patterns, to_frame
 from ..batch.status import summary_line
+from ..batch.usage import to_usage_frame, usage_rows
 from ..config.registry import JobRecord
 from ..core.errors import SpecError, TiersError
 from ..core.model import JobStatus, LogLine, PodInfo, PodLogLine, ServiceStatus, WorkKind
@@ -150,6 +151,18 @@ class Job(Handle[JobStatus]):
         a pandas DataFrame, one column per metric indexed by step, when pandas is installed;
         otherwise ``{metric: [(step, value), ...]}``. Long series are downsampled."""
         return to_frame(self.metric_tracker(rank).to_lists())
+
+    def usage(self, rank: int | None = None) -> Any:
+        """What each rank used, as its rank shim sampled it on every heartbeat (CPU % of its
+        process tree, 100 = one core; RSS; GPU utilisation and memory where the node has
+        ``nvidia-smi``, else None): one row per sample with the columns ``time, rank, node,
+        cpu_pct, cpu_s, rss_mib, gpu_util, gpu_mem_mib``, ``rank`` alone or every rank. A
+        pandas DataFrame when pandas is installed (``time`` as UTC datetimes), otherwise the
+        rows as dicts (like :meth:`metrics`). Read in one command; the scheduler is not asked."""
+        rows = usage_rows(self.tier.usage_series(self.record))
+        if rank is not None:
+            rows = [r for r in rows if r["rank"] == rank]
+        return to_usage_frame(rows)
 
     def summary(self, status: JobStatus | None = None) -> str:
         """The one-line summary with what the log shows: the main metric's last value and,

@@ -52,6 +52,15 @@ from ..batch.jobdir import (
     parse_rank_file,
 )
 from ..batch.logs import ByteStream, split_log_line
+from ..batch.usage import (
+    GPU_DIR,
+    USAGE_DIR,
+    USAGE_MAX_SAMPLES,
+    USAGE_SUFFIX,
+    UsageSeries,
+    join_gpus,
+    parse_usage_dump,
+)
 from ..config.profiles import LOCAL_SERVE_DEFAULTS, Profile
 from ..config.registry import JobRecord, Registry, spec_for_record
 from ..core.errors import SpecError, SubmitError
@@ -538,9 +547,26 @@ class LocalTier(BatchTier):
                     text = path.read_text(encoding="utf-8", errors="replace")
                 except OSError:
                     continue
-                ranks[int(name)] = parse_rank_file(int(name), text, heartbeat_at=mtime)
-            out[rec.job_id] = ranks
+                usage = _read_text(rdir / (name + USAGE_SUFFIX))
+                ranks[int(name)] = parse_rank_file(int(name), text, heartbeat_at=mtime, usage_text=usage)
+            gdir = Path(rec.jobdir) / GPU_DIR
+            gpus = {n: _read_text(gdir / n) for n in _listdir(gdir) if not n.startswith(".")}
+            out[rec.job_id] = join_gpus(ranks, gpus) if gpus else ranks
         return out
+
+    def usage_series(self, record: JobRecord, max_samples: int = USAGE_MAX_SAMPLES) -> UsageSeries:
+        """The job's usage/ files, read here (each file's last ``max_samples`` lines)."""
+        jobdir = Path(record.jobdir)
+        parts: list[str] = []
+        for name in sorted(_listdir(jobdir / USAGE_DIR)):
+            lines = _tail_lines(jobdir / USAGE_DIR / name, max(1, int(max_samples)))
+            parts.append(f"@@ {name}\n{lines}")
+        for name in _listdir(jobdir / RANKS_DIR):
+            if name.isdigit():
+                node = parse_rank_file(int(name), _read_text(jobdir / RANKS_DIR / name)).node
+                if node:
+                    parts.append(f"@node {name} {node}\n")
+        return parse_usage_dump("".join(p if p.endswith("\n") else p + "\n" for p in parts))
 
     # --- logs ----------------------------------------------------------------------------
     def open_log(self, record: JobRecord, offset: int) -> ByteStream:
@@ -731,3 +757,38 @@ def _scheduler_info(job_id: str, state: dict[str, Any]) -> SchedulerInfo:
         exit_signal=state.get("exit_signal"),
         name=state.get("name"),
     )
+
+
+def _listdir(path: Path) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _read_text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _tail_lines(path: Path, lines: int, chunk: int = 1 << 16) -> str:
+    """The last ``lines`` lines of a file, read from its end (a day's series is never whole)."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            end = pos = f.tell()
+            data = b""
+            while pos > 0 and data.count(b"\n") <= lines:
+                pos = max(0, pos - chunk)
+                f.seek(pos)
+                data = f.read(end - pos)
+    except OSError:
+        return ""
+    kept = data.split(b"\n")
+    if pos > 0:
+        kept = kept[1:]  # the first piece may be a cut line
+    if kept and kept[-1] == b"":
+        kept = kept[:-1]
+    return b"\n".join(kept[-lines:]).decode("utf-8", errors="replace") + "\n"

@@ -22,6 +22,7 @@ from ..batch.jobdir import (
 )
 from ..batch.logs import ByteStream, split_log_line
 from ..batch.requeue import requeue_pending
+from ..batch.usage import USAGE_MAX_SAMPLES, UsageSeries, parse_usage_dump
 from ..config.profiles import Profile
 from ..config.registry import MAX_LIST, JobRecord, Registry, spec_for_record
 from ..core.errors import ControllerUnreachable, SubmitError, TiersError
@@ -352,6 +353,12 @@ class SlurmTier(BatchTier):
 
     def rank_notes(self) -> dict[str, str]:
         return dict(self._rank_notes)
+
+    def usage_series(self, record: JobRecord, max_samples: int = USAGE_MAX_SAMPLES) -> UsageSeries:
+        """The job's usage/ files in one command over the tier's connection (no scheduler RPC)."""
+        lines = max(1, int(max_samples))
+        result = self.transport.run(commands.usage_argv(record.jobdir, lines), check=False, timeout=300)
+        return parse_usage_dump(result.text())
 
     def open_log(self, record: JobRecord, offset: int) -> ByteStream:
         if isinstance(self.transport, LocalTransport):  # no SSH packets to coalesce

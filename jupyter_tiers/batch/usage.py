@@ -237,6 +237,18 @@ def usage_rows(series: UsageSeries, within: float = 60.0) -> list[dict[str, Any]
 def to_usage_frame(rows: list[dict[str, Any]]) -> Any:
     """A pandas DataFrame of ``rows`` (``time`` as UTC datetimes) when pandas is installed,
     otherwise the rows themselves (as ``Job.metrics()`` does)."""
+    frame = rows_frame(rows, USAGE_COLUMNS)
+    if isinstance(frame, list):
+        return frame
+    import importlib
+
+    pd: Any = importlib.import_module("pandas")
+    frame["time"] = pd.to_datetime(frame["time"], unit="s", utc=True)
+    return frame
+
+
+def rows_frame(rows: list[dict[str, Any]], columns: Sequence[str]) -> Any:
+    """A pandas DataFrame of ``rows`` with ``columns`` when pandas is installed, else the rows."""
     import importlib
 
     try:
@@ -244,9 +256,7 @@ def to_usage_frame(rows: list[dict[str, Any]]) -> Any:
         pd: Any = importlib.import_module("pandas")
     except ImportError:
         return rows
-    frame = pd.DataFrame(rows, columns=list(USAGE_COLUMNS))
-    frame["time"] = pd.to_datetime(frame["time"], unit="s", utc=True)
-    return frame
+    return pd.DataFrame(rows, columns=list(columns))
 
 
 def usage_cell(usage: RankUsage | None) -> list[Any] | None:

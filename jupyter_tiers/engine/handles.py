@@ -15,13 +15,14 @@ from typing import TYPE_CHECKING, Any, ClassVar, Generic
 from ..batch.arrays import is_array
 from ..batch.metrics import MetricsTracker, parse_patterns, to_frame
 from ..batch.status import summary_line
-from ..batch.usage import to_usage_frame, usage_rows
+from ..batch.usage import rows_frame, to_usage_frame, usage_rows
 from ..config.registry import JobRecord
 from ..core.errors import SpecError, TiersError
 from ..core.model import JobStatus, LogLine, PodInfo, PodLogLine, ServiceStatus, WorkKind
 from ..data.files import download, download_source, select
 from ..serving.loadgen import LoadRun
 from ..serving.loadplan import check_plan, limit_of
+from ..serving.podusage import POD_USAGE_COLUMNS
 from ..serving.status import check_track
 from . import serve_http
 from .subscription import StatusT, Subscription, wait_for
@@ -276,6 +277,12 @@ class Service(Handle[ServiceStatus]):
 
     def pods(self) -> tuple[PodInfo, ...]:
         return self.status().pods
+
+    def usage(self) -> Any:
+        """Each pod's containers' CPU (cores) and memory (MiB) now, from the cluster's resource
+        metrics API (``metrics.k8s.io``): a pandas DataFrame when pandas is installed, else rows.
+        Raises Unsupported with one line where the API is not served (no metrics-server)."""
+        return rows_frame(self.tier.pod_usage(self.record), POD_USAGE_COLUMNS)
 
     def logs(self, pod: str | None = None, tail: int | None = None) -> str:
         """Every pod's log merged with a ``pod-name:`` prefix on each line, or one pod's without."""

@@ -453,6 +453,12 @@ class ServeTier(Tier):
         ``tail`` lines and MAX_SERVICE_LOG_BYTES, led by a :func:`cut_marker` line when earlier
         output was left out."""
 
+    def pod_usage(self, record: JobRecord) -> list[dict[str, Any]]:
+        """The service's pods' CPU and memory now (serving/podusage.py rows). Raises Unsupported
+        with one line where the tier has no such numbers (or the cluster does not serve them)."""
+        raise Unsupported(f"pod CPU/memory: the {self.backend} tier of profile {self.name} does not "
+                          "report them")
+
     @abc.abstractmethod
     def endpoint(self, record: JobRecord) -> str | None:
         """The service's URL."""

@@ -104,8 +104,14 @@ if [ "$sampling" != 0 ]; then
 fi
 hz="$(getconf CLK_TCK 2>/dev/null)"; hz="${hz:-100}"
 page="$(getconf PAGESIZE 2>/dev/null)"; page="${page:-4096}"
+gpu_due() {  # is the node's GPU snapshot $1 missing or 0.9 beat old (or from the future)?
+  local last=""
+  read -r _ last < "$1" 2>/dev/null
+  awk -v now="$(date +%s.%N)" -v last="${last:-0}" -v beat="$beat" \
+    'BEGIN { exit !(now - last >= 0.9 * beat || last - now > beat) }'
+}
 sample_usage() {
-  local pid now line gpu tmp last
+  local pid now line gpu tmp
   read -r pid < "$pidfile" 2>/dev/null || return 0
   now="$(date +%s.%N)"
   # /proc/PID/stat after "(comm) ": state ppid ... utime(12) stime cutime cstime ... rss(22)
@@ -134,19 +140,19 @@ sample_usage() {
   if [ -d "$gpu.lock" ] && [ -n "$(find "$gpu.lock" -maxdepth 0 -mmin +1 2>/dev/null)" ]; then
     rmdir "$gpu.lock" 2>/dev/null  # left by a rank killed while it queried
   fi
-  # The node's snapshot is renewed when it is 0.9 beat old (its ts line): once per beat,
-  # whichever of the node's ranks comes first.
-  last=""; read -r _ last < "$gpu" 2>/dev/null
-  if awk -v now="$now" -v last="${last:-0}" -v beat="$beat" \
-        'BEGIN { exit !(now - last >= 0.9 * beat || last - now > beat) }' \
-      && mkdir "$gpu.lock" 2>/dev/null; then
-    tmp="$JT_JOB_DIR/.gpu/.$node.$rank"
-    { printf 'ts %s\n' "$(date +%s.%N)"
-      timeout 20 nvidia-smi --query-gpu=__GPU_QUERY__ --format=csv,noheader,nounits | sed 's/^/gpu /'
-      timeout 20 nvidia-smi --query-compute-apps=__APPS_QUERY__ --format=csv,noheader,nounits \
-        | sed 's/^/app /'
-    } > "$tmp" 2>/dev/null && mv -f "$tmp" "$gpu" && cat "$gpu" >> "$JT_JOB_DIR/usage/gpu-$node"
-    rm -f "$tmp"; rmdir "$gpu.lock" 2>/dev/null
+  # The node's snapshot is renewed once it is 0.9 beat old (its ts line), by whichever of the
+  # node's ranks comes first: checked again under the lock, so never twice within a beat.
+  if gpu_due "$gpu" && mkdir "$gpu.lock" 2>/dev/null; then
+    if gpu_due "$gpu"; then
+      tmp="$JT_JOB_DIR/.gpu/.$node.$rank"
+      { printf 'ts %s\n' "$(date +%s.%N)"
+        timeout 20 nvidia-smi --query-gpu=__GPU_QUERY__ --format=csv,noheader,nounits | sed 's/^/gpu /'
+        timeout 20 nvidia-smi --query-compute-apps=__APPS_QUERY__ --format=csv,noheader,nounits \
+          | sed 's/^/app /'
+      } > "$tmp" 2>/dev/null && mv -f "$tmp" "$gpu" && cat "$gpu" >> "$JT_JOB_DIR/usage/gpu-$node"
+      rm -f "$tmp"
+    fi
+    rmdir "$gpu.lock" 2>/dev/null
   fi
   return 0
 }

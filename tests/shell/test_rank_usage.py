@@ -7,6 +7,7 @@ No timed assertions: every wait is on a condition with a generous limit (HANG_GU
 
 from __future__ import annotations
 
+import itertools
 import os
 import signal
 import subprocess
@@ -171,8 +172,11 @@ esac
         queries = len(calls.read_text().splitlines())
     finally:
         _stop(jobdir, procs)
-    assert 1 <= queries < samples  # fewer queries than rank beats: one per node and beat
+    assert 1 <= queries < samples  # fewer queries than rank beats
     assert {s.usage.gpu_util for s in ranks.values()} <= {88.0, 91.0}
     assert all(len(s.usage.gpus) == 1 for s in ranks.values())
     snaps = parse_gpu_snapshots((jobdir / "usage" / "gpu-node7").read_text())
     assert queries - 1 <= len(snaps) <= queries  # the last may be cut short by the stop
+    # never two queries of the node within one beat (JT_HEARTBEAT=1), whichever rank made them
+    gaps = [b.at - a.at for a, b in itertools.pairwise(snaps)]
+    assert len(snaps) >= 2 and min(gaps) >= 0.9 - 1e-3, gaps

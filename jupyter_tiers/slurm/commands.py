@@ -106,7 +106,7 @@ pwd
 RANKS_SH = r"""for d in "$@"; do
   printf '@@ %s\n' "$d"
   grep -H -s -- '' "$d"/ranks/* "$d"/.gpu/* 2>/dev/null
-  find "$d/ranks" -maxdepth 1 -type f -printf '%% %f %T@\n' 2>/dev/null
+  find "$d/ranks" -maxdepth 1 -type f ! -name '*.*' -printf '%% %f %T@\n' 2>/dev/null
   stat -f -c '%%free %a %S' -- "$d" 2>/dev/null
 done
 exit 0

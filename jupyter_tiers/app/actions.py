@@ -35,6 +35,7 @@ from ..core.errors import (
 )
 from ..core.model import JobState, JobStatus, ServiceStatus, WorkKind
 from ..core.reachability import STALE_AFTER_S, ago, last_seen, stale_after
+from ..data.files import file_group, in_display_order
 from ..doctor import run_doctor
 from ..engine.array_job import ArrayJob
 from ..engine.handles import Handle, Job, Service
@@ -579,9 +580,11 @@ def _job(ref: str) -> Job:
 
 
 def job_files(ref: str, pattern: str = "*") -> list[dict[str, Any]]:
-    """What job ``ref`` left in its job and checkpoint directories: ``{name, size, mtime}``
-    (files.py), in one remote command."""
-    return [{"name": f.name, "size": f.size, "mtime": f.mtime} for f in _job(ref).files(pattern)]
+    """What job ``ref`` left in its job and checkpoint directories: ``{name, size, mtime,
+    group}`` (files.py; the job's outputs first, jupyter-tiers' own files last), in one remote
+    command."""
+    return [{"name": f.name, "size": f.size, "mtime": f.mtime, "group": file_group(f.name)}
+            for f in in_display_order(_job(ref).files(pattern))]
 
 
 def job_file(ref: str, name: str) -> tuple[Any, Iterator[bytes]]:

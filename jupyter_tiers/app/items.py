@@ -15,8 +15,9 @@ from typing import Any
 
 from ..batch.arrays import detail_counts, is_array
 from ..batch.jobenv import enclosing_job
-from ..batch.status import summary_line
+from ..batch.status import ended_of, failure_reason, summary_line
 from ..config.registry import JobRecord
+from ..core.detail import entries
 from ..core.model import JobState, JobStatus, ServiceState, ServiceStatus, WorkKind
 from ..core.record import LIVE_CANARY
 from ..data.checkpoint_upload import upload_item
@@ -189,6 +190,7 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
             reason = status.reason  # why pending; or an outage's "last seen RUNNING 6 min ago"
         started, elapsed = (None if pending else status.start_time or None), status.elapsed_s
         if state.terminal:
+            reason = failure_reason(status)  # "first failure: rank 3 (node2) exit 1", "TimeLimit"
             summary = summary_line(status)
         else:
             summary = f"job {record.job_id} {state.value}"
@@ -197,6 +199,9 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
         state = JobState.parse(record.state)
         size, where = job_size(record), record.nodelist or ""
         summary = f"job {record.job_id} {state.value}" + (f" on {where}" if where else "")
+        if state.terminal and not is_array(record):  # what was recorded of its end
+            reason, elapsed = ended_of(entries(record.detail))
+            summary += f" — {reason}" if reason else ""
     if is_array(record):  # "array 51 RUNNING — 16 tasks: 4 RUNNING, 12 PENDING" (no log read here)
         summary = f"array {record.job_id} {state.value}" + (f" — {size}" if size else "")
     upload = None

@@ -5,7 +5,9 @@ A job directory holds the cell body (``main.py``, or ``main.sh`` for a shell bod
 ``"137: ..."``, and records ``start``, heartbeat and ``exit``/``signal``/``killed`` under
 ``ranks/<rank>``), ``env.sh`` (mode 600, only with env: ``export K='value'`` lines, so values
 never appear in a script shown to the user or stored in the registry), and the merged log
-``job.log``. This module writes those files' text and reads the rank files back.
+``job.log``. On each heartbeat the shim also samples its program's resource use into
+``ranks/<rank>.u`` and ``usage/`` (and, where ``nvidia-smi`` exists, its node's GPUs into
+``.gpu/<node>``; see usage.py). This module writes those files' text and reads the rank files back.
 
 It also names a job's checkpoint directory (``JT_CHECKPOINT_DIR``) and reads the tiers' listing of
 it (``LISTING_MARKER``, then one ``@@ INDEX DIR`` line per directory and its entries), which the
@@ -22,10 +24,36 @@ from dataclasses import replace
 
 from ..core.errors import SpecError
 from ..core.model import JobSpec, RankPhase, RankState
+from .usage import APPS_QUERY, GPU_DIR, GPU_QUERY, USAGE_SUFFIX, join_gpus, parse_usage_words
 
 LOG_NAME = "job.log"
 RANKS_DIR = "ranks"
 CHECKPOINTS = "checkpoints"
+
+#: What jupyter-tiers itself writes into a job directory, on Slurm (SUBMIT_SH, the rendered
+#: job) and on the local tier (its supervisor's files): the Files tab shows these apart from the
+#: job's own outputs. Names relative to the job directory; an array task's ``tasks/N/params.json``
+#: and ``tasks/N/cell.py`` count by their base name.
+OWN_FILES = frozenset({
+    ".jobid", ".submit.lock", ".upload.tar", "job.sbatch", "rank.sh", "main.py", "main.sh",
+    "env.sh", "job.sh", "job.json", "state.json", "supervisor.pid", "supervisor.log", "cancel",
+    ".batch-env.json", "array.json", "params.json", "cell.py",
+})
+#: Directories whose files are ours: ``code/`` is the ``--sync`` copy of the notebook's files.
+OWN_DIRS = ("code",)
+
+
+def is_own_file(name: str) -> bool:
+    """Whether ``name`` (a listed name, relative to the job directory) is one jupyter-tiers
+    wrote to run the job, not one the job made (``job.log``, the job's log, is the job's)."""
+    parts = name.split("/")
+    if parts[0] in OWN_DIRS and len(parts) > 1:
+        return True
+    if len(parts) == 1:
+        return name in OWN_FILES
+    # an array task's own files: tasks/<index>/params.json, tasks/<index>/cell.py
+    return len(parts) == 3 and parts[0] == "tasks" and parts[2] in ("params.json", "cell.py")
+
 
 # What a checkpoint directory may hold. The path reaches a shell (the sbatch script) and, through
 # the handoff, a Python string literal in a serving body, so it is kept to characters that need no
@@ -69,7 +97,7 @@ def render_env(spec: JobSpec) -> str:
     return "".join(f"export {k}={shlex.quote(v)}\n" for k, v in spec.env)
 
 
-RANK_SHIM = r"""#!/bin/bash
+_RANK_SHIM = r"""#!/bin/bash
 # jupyter-tiers rank shim: run one rank's program, prefix its output with the global rank,
 # and record start, heartbeat and exit under ranks/<rank> for the notebook's watcher.
 rank="${RANK:-${SLURM_PROCID:-0}}"
@@ -86,9 +114,79 @@ shim=$$
 # default action back (env --default-signal also undoes an "ignore" inherited from torchrun's agent).
 sig="${JT_SIGNAL:-}"
 if [ -n "$sig" ]; then trap '' "$sig"; fi
+# Resource use (usage.py), on each beat: the program's process tree from /proc (CPU seconds,
+# CPU % since the last beat, RSS) into ranks/<rank>.u and usage/<rank>; where nvidia-smi exists,
+# one rank per node and beat refreshes the node's GPU snapshot .gpu/<node> (mkdir as the lock,
+# the others reuse it: never one query per rank). No /proc (or JT_USAGE=0): no sampling.
+pidfile="$JT_JOB_DIR/ranks/.$rank.pid"
+beat="${JT_HEARTBEAT:-10}"
+sampling="${JT_USAGE:-1}"
+[ -r /proc/self/stat ] || sampling=0
+smi=""
+if [ "$sampling" != 0 ]; then
+  mkdir -p "$JT_JOB_DIR/usage" "$JT_JOB_DIR/.gpu" 2>/dev/null
+  if command -v nvidia-smi >/dev/null 2>&1; then smi=nvidia-smi; fi
+fi
+hz="$(getconf CLK_TCK 2>/dev/null)"; hz="${hz:-100}"
+page="$(getconf PAGESIZE 2>/dev/null)"; page="${page:-4096}"
+gpu_due() {  # is the node's GPU snapshot $1 missing or 0.9 beat old (or from the future)?
+  local last=""
+  read -r _ last < "$1" 2>/dev/null
+  awk -v now="$(date +%s.%N)" -v last="${last:-0}" -v beat="$beat" \
+    'BEGIN { exit !(now - last >= 0.9 * beat || last - now > beat) }'
+}
+sample_usage() {
+  local pid now line gpu tmp
+  read -r pid < "$pidfile" 2>/dev/null || return 0
+  now="$(date +%s.%N)"
+  # /proc/PID/stat after "(comm) ": state ppid ... utime(12) stime cutime cstime ... rss(22)
+  line="$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v root="$pid" -v now="$now" -v pt="$prev_ticks" \
+    -v pn="$prev_t" -v hz="$hz" -v page="$page" '
+    { p = $1; s = $0; sub(/^[^(]*\(.*\) /, "", s); split(s, f, " ")
+      pp[p] = f[2]; t[p] = f[12] + f[13] + f[14] + f[15]; r[p] = f[22] }
+    END {
+      if (!(root in pp)) exit
+      for (p in pp) kids[pp[p]] = kids[pp[p]] " " p
+      q[1] = root; n = 1; i = 1; ids = ""
+      while (i <= n && n < 4096) {
+        p = q[i++]; ticks += t[p]; rss += r[p]; ids = ids (ids == "" ? "" : ",") p
+        m = split(kids[p], c, " "); for (j = 1; j <= m; j++) q[++n] = c[j]
+      }
+      cpu = (pt != "" && now > pn) ? (ticks - pt) / hz / (now - pn) * 100 : 0
+      if (cpu < 0) cpu = 0
+      printf "%d usage %s %.2f %.1f %d %s\n", ticks, now, ticks / hz, cpu, rss * page / 1024, ids
+    }')"
+  [ -n "$line" ] || return 0
+  prev_ticks="${line%% *}"; prev_t="$now"
+  printf '%s\n' "${line#* }" > "$JT_JOB_DIR/ranks/.$rank.u" && mv -f "$JT_JOB_DIR/ranks/.$rank.u" "$state.u"
+  printf '%s\n' "${line#* }" >> "$JT_JOB_DIR/usage/$rank"
+  [ -n "$smi" ] || return 0
+  gpu="$JT_JOB_DIR/.gpu/$node"
+  if [ -d "$gpu.lock" ] && [ -n "$(find "$gpu.lock" -maxdepth 0 -mmin +1 2>/dev/null)" ]; then
+    rmdir "$gpu.lock" 2>/dev/null  # left by a rank killed while it queried
+  fi
+  # The node's snapshot is renewed once it is 0.9 beat old (its ts line), by whichever of the
+  # node's ranks comes first: checked again under the lock, so never twice within a beat.
+  if gpu_due "$gpu" && mkdir "$gpu.lock" 2>/dev/null; then
+    if gpu_due "$gpu"; then
+      tmp="$JT_JOB_DIR/.gpu/.$node.$rank"
+      { printf 'ts %s\n' "$(date +%s.%N)"
+        timeout 20 nvidia-smi --query-gpu=__GPU_QUERY__ --format=csv,noheader,nounits | sed 's/^/gpu /'
+        timeout 20 nvidia-smi --query-compute-apps=__APPS_QUERY__ --format=csv,noheader,nounits \
+          | sed 's/^/app /'
+      } > "$tmp" 2>/dev/null && mv -f "$tmp" "$gpu" && cat "$gpu" >> "$JT_JOB_DIR/usage/gpu-$node"
+      rm -f "$tmp"
+    fi
+    rmdir "$gpu.lock" 2>/dev/null
+  fi
+  return 0
+}
 # The heartbeat ends with the shim, even if the shim is killed outright.
-(while sleep "${JT_HEARTBEAT:-10}" && kill -0 "$shim" 2>/dev/null; do touch "$state"; done) \
-  >/dev/null 2>&1 &
+(prev_ticks=""; prev_t=""
+ while sleep "$beat" && kill -0 "$shim" 2>/dev/null; do
+   touch "$state"
+   if [ "$sampling" != 0 ]; then sample_usage; fi
+ done) >/dev/null 2>&1 &
 heartbeat=$!
 exec 3>&1
 exec > >(exec sed -u "s/^/$rank: /" >&3) 2>&1
@@ -106,12 +204,14 @@ trap 'stopped=2; kill -INT "$child" 2>/dev/null' INT
 # umask 027: what the rank writes (checkpoints) its group may read; the job's files stay private.
 ( trap - INT QUIT; umask 027; exec "${reset[@]}" "$@" 3>&- ) &
 child=$!
+if [ "$sampling" != 0 ]; then printf '%s\n' "$child" > "$pidfile"; fi
 # A signal that came before $child was set could not be forwarded by the trap: do it now.
 if [ -n "$stopped" ]; then kill -"$stopped" "$child" 2>/dev/null; fi
 # A trapped signal interrupts wait (128+N); bash keeps the reaped child's own status.
 while kill -0 "$child" 2>/dev/null; do wait "$child"; done
 wait "$child"; code=$?
 kill "$heartbeat" 2>/dev/null
+rm -f "$pidfile"
 if [ -n "$stopped" ]; then
   printf 'signal %s %s\n' "$stopped" "$(date +%s.%N)" >> "$state"
 elif [ "$code" -gt 128 ]; then
@@ -132,6 +232,7 @@ wait "$prefixer" 2>/dev/null
 kill "$flush_timer" 2>/dev/null
 exit "$code"
 """
+RANK_SHIM = _RANK_SHIM.replace("__GPU_QUERY__", GPU_QUERY).replace("__APPS_QUERY__", APPS_QUERY)
 
 
 def parse_rank_files(text: str) -> dict[str, dict[int, RankState]]:
@@ -142,13 +243,17 @@ def parse_rank_files(text: str) -> dict[str, dict[int, RankState]]:
     Events: ``start TS NODE [RUN]``, ``exit CODE TS``, ``signal SIG TS`` (stopped from outside),
     ``killed SIG TS`` (died of its own signal), ``requeue RUN TS`` (a requeued job's next run
     began: waiting again, see requeue.py). A rank restarted by a requeue starts again, so a
-    later ``start`` clears an earlier end.
+    later ``start`` clears an earlier end. ``DIR/ranks/R.u:usage ...`` lines are the rank's latest
+    resource sample and ``DIR/.gpu/NODE:...`` lines its node's GPU snapshot (usage.py).
     """
     result: dict[str, dict[int, RankState]] = {}
+    gpu_text: dict[str, dict[str, list[str]]] = {}  # job dir -> node -> its GPU snapshot's lines
     current: dict[int, RankState] | None = None
+    gpus: dict[str, list[str]] = {}
     for line in text.splitlines():
         if line.startswith("@@ "):
             current = result.setdefault(line[3:], {})
+            gpus = gpu_text.setdefault(line[3:], {})
             continue
         if current is None:
             continue
@@ -162,11 +267,23 @@ def parse_rank_files(text: str) -> dict[str, dict[int, RankState]]:
         path, sep, event = line.partition(":")
         if not sep:
             continue
-        rank_text = path.rsplit("/", 1)[-1]
+        head, _, rank_text = path.rpartition("/")
+        if head.endswith("/" + GPU_DIR) or head == GPU_DIR:  # a node's GPU snapshot (usage.py)
+            gpus.setdefault(rank_text, []).append(event)
+            continue
+        if rank_text.endswith(USAGE_SUFFIX) and rank_text[: -len(USAGE_SUFFIX)].isdigit():
+            rank = int(rank_text[: -len(USAGE_SUFFIX)])
+            sample = parse_usage_words(event.split())
+            if sample is not None:
+                current[rank] = replace(current.get(rank, RankState(rank=rank)), usage=sample)
+            continue
         if not rank_text.isdigit():
             continue
         rank = int(rank_text)
         current[rank] = _apply_event(current.get(rank, RankState(rank=rank)), event.split())
+    for jobdir, nodes in gpu_text.items():
+        if nodes:
+            result[jobdir] = join_gpus(result[jobdir], {n: "\n".join(lines) for n, lines in nodes.items()})
     return result
 
 
@@ -198,14 +315,20 @@ def disk_full_note(jobdir: str, free: int | None) -> str | None:
             f"and rank states cannot be written (No space left on device)")
 
 
-def parse_rank_file(rank: int, text: str, heartbeat_at: float | None = None) -> RankState:
-    """One rank file's text (the shim's ``start``/``exit``/``signal`` lines) -> that rank's state.
+def parse_rank_file(rank: int, text: str, heartbeat_at: float | None = None,
+                    usage_text: str = "") -> RankState:
+    """One rank file's text (the shim's ``start``/``exit``/``signal`` lines) -> that rank's state;
+    ``usage_text``: its ``ranks/<rank>.u`` (the latest resource sample, usage.py).
 
     For readers of the job directory itself (the local tier); same rules as parse_rank_files.
     """
     state = RankState(rank=rank, heartbeat_at=heartbeat_at)
     for line in text.splitlines():
         state = _apply_event(state, line.split())
+    for line in usage_text.splitlines():
+        sample = parse_usage_words(line.split())
+        if sample is not None:
+            state = replace(state, usage=sample)
     return state
 
 

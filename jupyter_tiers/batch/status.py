@@ -103,18 +103,61 @@ def describe_rank(rank: RankState) -> str:
     return f"rank {rank.rank}{where} {rank.phase.value}"
 
 
-def failure_entry(status: JobStatus) -> dict[str, Any] | None:
-    """What the registry keeps of an ended job's first failed rank (its ``detail`` entry
-    ``failure``): rank, node, exit code, signal; None when no rank failed or the job runs on."""
+def failure_reason(status: JobStatus) -> str:
+    """Why a job that ended without completing ended, in a few words for a list row: the first
+    failing rank (``rank 3 (node2) exit 1``), ``exit 2 before any rank ran``, or the
+    scheduler's reason (``TimeLimit``); "" for a job that completed or has not ended, or when
+    nothing is known."""
+    if not status.state.terminal or status.state is JobState.COMPLETED:
+        return ""
     first = status.first_failure
-    if first is None or not status.state.terminal:
+    if first is not None:
+        return f"first failure: {describe_rank(first)}"
+    reason = status.reason if status.reason and status.reason != "None" else ""
+    if status.state is JobState.FAILED and status.exit_code not in (None, 0):
+        ran = any(r.phase.done for r in status.ranks)
+        return f"exit {status.exit_code}" + ("" if ran else " before any rank ran")
+    return reason
+
+
+def ended_entry(status: JobStatus) -> dict[str, Any] | None:
+    """What a job's registry ``detail`` keeps of its end (its one entry ``ended``, written once
+    its final state is seen; Registry.record_end): the failure reason and run time, which a list
+    row read from the record alone shows (``ended_of``), and the first failed rank (rank, node,
+    exit code, signal, or None), which History names (``ended_failure``). None while the job
+    runs on."""
+    if not status.state.terminal:
         return None
-    return {"rank": first.rank, "node": first.node or "", "exit": first.exit_code, "signal": first.signal}
+    first = status.first_failure
+    failure = None if first is None else {"rank": first.rank, "node": first.node or "",
+                                          "exit": first.exit_code, "signal": first.signal}
+    return {"reason": failure_reason(status), "elapsed_s": status.elapsed_s, "failure": failure}
+
+
+def _ended(detail: Mapping[str, Any]) -> Mapping[str, Any]:
+    ended = detail.get("ended")
+    return ended if isinstance(ended, dict) else {}
+
+
+def ended_of(detail: Mapping[str, Any]) -> tuple[str, int | None]:
+    """``(reason, elapsed_s)`` from the entries of a job's ``detail`` (``ended_entry``); ``("",
+    None)`` when absent or malformed."""
+    ended = _ended(detail)
+    reason, elapsed = ended.get("reason"), ended.get("elapsed_s")
+    ok = isinstance(elapsed, int) and not isinstance(elapsed, bool) and elapsed >= 0
+    return (reason[:500] if isinstance(reason, str) else ""), (elapsed if ok else None)
+
+
+def ended_failure(detail: Mapping[str, Any]) -> str:
+    """The first failed rank kept in a job's ``detail`` (``ended_entry``), as History's EXIT
+    column says it (``failure_words``); "" when none is kept."""
+    return failure_words(_ended(detail).get("failure"))
 
 
 def failure_words(entry: Any) -> str:
-    """A ``failure`` entry as the widget's legend says it: ``rank 3 exit 1``, ``rank 3 killed by
-    SIGKILL (9)``; "" for anything that is not one (a record written by another version)."""
+    """A first failed rank (``ended_entry``'s ``failure``) as the widget's legend says it:
+    ``rank 3 exit 1``, ``rank 3 killed by SIGKILL (9)``; "" for anything that is not one (a
+    record written by another version)."""
     if not isinstance(entry, dict):
         return ""
     rank, code, sig = entry.get("rank"), entry.get("exit"), entry.get("signal")

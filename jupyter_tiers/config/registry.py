@@ -17,7 +17,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ..batch.status import failure_entry
+from ..batch.status import ended_entry
 from ..core.detail import entries, with_entries
 from ..core.errors import JobNotFound, TiersError
 from ..core.model import JobSpec, JobStatus, ServeSpec, WorkKind
@@ -216,14 +216,21 @@ class Registry:
             db.execute("UPDATE jobs SET detail = ?, updated_at = ? WHERE key = ?",
                        (change(row["detail"]), time.time(), key))
 
-    def record_failure(self, record: JobRecord, status: JobStatus) -> None:
-        """Keep an ended job's first failed rank in its ``detail`` (entry ``failure``, see
-        batch/status.failure_entry), so views without the job's rank files (History) can name it;
-        no write when the record already has it or no rank failed."""
-        entry = failure_entry(status)
-        if entry is None or entries(record.detail).get("failure") == entry:
+    def set_entries(self, key: str, **changes: Any) -> None:
+        """Replace the named entries of a record's ``detail`` (core.detail), keeping the others,
+        in one transaction. No record: nothing."""
+        self.change_detail(key, lambda detail: with_entries(detail, **changes))
+
+    def record_end(self, record: JobRecord, status: JobStatus) -> None:
+        """Keep what an ended job's final status says of its end in its ``detail`` (the one entry
+        ``ended``: failure reason, run time, first failed rank; batch/status.ended_entry), so
+        views that read the record alone (a sidebar row, History's EXIT) can say them. Call it
+        before recording the final state, so a reader of that state finds the entry. No write
+        while the job runs on or when ``record`` already holds the same entry."""
+        entry = ended_entry(status)
+        if entry is None or entries(record.detail).get("ended") == entry:
             return
-        self.change_detail(record.key, lambda detail: with_entries(detail, failure=entry))
+        self.set_entries(record.key, ended=entry)
 
     def remove(self, key: str) -> None:
         """Forget one record (a deleted service)."""

@@ -2,8 +2,10 @@
 
 Arrays keep their counts line under ``tasks``, a training job its checkpoint under
 ``checkpoint_dir``/``checkpoint``, an upload its progress under ``upload`` (an array's tasks under
-``uploads``). Each owner reads and replaces its own entries through these two functions, so a
-damaged or foreign ``detail`` reads as empty and never costs another owner's entries.
+``uploads``), an ended job what its final status said of its end under ``ended``
+(batch/status.ended_entry). Each owner reads and replaces its own entries through these two
+functions, so a damaged or foreign ``detail`` reads as empty and never costs another owner's
+entries.
 """
 
 from __future__ import annotations

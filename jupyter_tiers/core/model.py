@@ -124,6 +124,27 @@ class RankPhase(str, enum.Enum):
 
 
 @dataclass(frozen=True)
+class RankUsage:
+    """What one rank's processes used at one moment, as its rank shim sampled it (batch/usage.py).
+
+    ``cpu_pct`` is the CPU of the rank's process tree since the shim's previous sample (100 = one
+    core); ``cpu_s`` its CPU seconds so far; ``rss_kib`` the tree's resident memory. The GPU
+    fields are None on a node without ``nvidia-smi`` (or when the rank's processes hold no GPU):
+    ``gpu_util`` is the mean utilisation of the GPUs its processes use (None where the GPU cannot
+    say, e.g. a MIG instance), ``gpu_mem_mib`` the GPU memory its processes hold.
+    """
+
+    at: float
+    cpu_s: float
+    cpu_pct: float
+    rss_kib: int
+    gpu_util: float | None = None
+    gpu_mem_mib: float | None = None
+    gpus: tuple[str, ...] = ()  # the GPUs (index on the node) its processes use
+    pids: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True)
 class RankState:
     """State of one rank as recorded by the rank shim in the job directory."""
 
@@ -136,6 +157,7 @@ class RankState:
     ended_at: float | None = None
     heartbeat_at: float | None = None
     attempt: int = 0  # SLURM_RESTART_COUNT of the run this state belongs to (requeue)
+    usage: RankUsage | None = None  # the shim's latest sample of the rank's resource use
 
 
 @dataclass(frozen=True)
@@ -175,6 +197,7 @@ class JobStatus:
     message: str | None = None  # last problem seen while watching (e.g. controller unreachable)
     checkpoint: str | None = None  # newest file or dir in $JT_CHECKPOINT_DIR (full path)
     restarts: int = 0  # times the job was requeued (preempted, node failure, scontrol requeue)
+    straggler: str | None = None  # "rank 3 (node2) 38 % slower than the median for 2 min"
 
     @property
     def first_failure(self) -> RankState | None:

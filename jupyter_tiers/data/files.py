@@ -28,10 +28,13 @@ import hashlib
 import json
 import os
 import re
+import stat
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
+from ..batch.jobdir import LOG_NAME, is_own_file
 from ..core.errors import TiersError
 from .sync import SyncError, check_relpath
 
@@ -121,6 +124,29 @@ def parse_listing(text: bytes) -> list[FileInfo]:
     return sorted(out, key=lambda f: f.name)
 
 
+#: The Files tab's groups, in the order it shows them: what the job wrote, its checkpoints, its
+#: log, then what jupyter-tiers wrote to run it (batch.jobdir.OWN_FILES).
+GROUPS = ("output", CHECKPOINTS, "log", "tiers")
+
+
+def file_group(name: str) -> str:
+    """The group of a listed name (one of ``GROUPS``): ``checkpoints/...`` is ``checkpoints``,
+    ``job.log`` (or an array task's ``tasks/N/job.log``) is ``log``, our own plumbing
+    (``.jobid``, ``rank.sh``, ``job.sbatch``, ...) is ``tiers``, anything else ``output``."""
+    head, _, rest = name.partition("/")
+    if head == CHECKPOINTS and rest:
+        return CHECKPOINTS
+    base = name.rsplit("/", 1)[-1]
+    if base == LOG_NAME and (name == LOG_NAME or head == "tasks"):
+        return "log"
+    return "tiers" if is_own_file(name) else "output"
+
+
+def in_display_order(files: Iterable[FileInfo]) -> list[FileInfo]:
+    """``files`` as the Files tab lists them: by group (``GROUPS``), then by name."""
+    return sorted(files, key=lambda f: (GROUPS.index(file_group(f.name)), f.name))
+
+
 def select(files: Iterable[FileInfo], pattern: str = "*") -> list[FileInfo]:
     """The files whose name, or base name, matches the glob ``pattern`` (``*.png``,
     ``checkpoints/*``, ``out/metrics.csv``)."""
@@ -204,6 +230,19 @@ def _part_meta(info: FileInfo, source: str) -> dict[str, object]:
     return {"size": info.size, "mtime": info.mtime, "sha256": info.sha256, "source": source}
 
 
+def _new_file_mode(directory: Path) -> int:
+    """The mode a file created in ``directory`` gets now (0o666 under the user's umask), found by
+    creating one: the process's umask cannot be read without setting it, which is not
+    thread-safe."""
+    probe = directory / f".jt-mode-probe.{os.getpid()}.{threading.get_ident()}"
+    fd = os.open(probe, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o666)
+    try:
+        return stat.S_IMODE(os.fstat(fd).st_mode)
+    finally:
+        os.close(fd)
+        probe.unlink()
+
+
 def _open_part(part: Path, meta: dict[str, object]) -> tuple[int, int]:
     """Open ``part`` for appending (the user's umask, no symbolic link followed); its bytes are
     kept only when ``part.meta`` records the same remote file (size, mtime, sha256, source),
@@ -226,6 +265,8 @@ def _open_part(part: Path, meta: dict[str, object]) -> tuple[int, int]:
         if have and (recorded != meta or have > int(meta["size"])):  # type: ignore[call-overload]
             os.ftruncate(fd, 0)  # another file's leftover, or the remote file changed: start over
             have = 0
+        if have:  # resumed: a .part an earlier version left is 0600; the file gets the umask's mode
+            os.fchmod(fd, _new_file_mode(part.parent))
         if not have or recorded != meta:
             tmp = meta_path.with_name(meta_path.name + ".tmp")
             with contextlib.suppress(FileNotFoundError):

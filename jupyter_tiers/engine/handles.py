@@ -24,12 +24,14 @@ from ..batch.endreason import (
 )
 from ..batch.metrics import MetricsTracker, parse_patterns, to_frame
 from ..batch.status import summary_line
+from ..batch.usage import rows_frame, to_usage_frame, usage_rows
 from ..config.registry import JobRecord
 from ..core.errors import SpecError, TiersError
 from ..core.model import JobState, JobStatus, LogLine, PodInfo, PodLogLine, ServiceStatus, WorkKind
 from ..data.files import download, download_source, select
 from ..serving.loadgen import LoadRun
 from ..serving.loadplan import check_plan, limit_of
+from ..serving.podusage import POD_USAGE_COLUMNS
 from ..serving.status import check_track
 from . import serve_http
 from .subscription import StatusT, Subscription, wait_for
@@ -165,6 +167,18 @@ class Job(Handle[JobStatus]):
         a pandas DataFrame, one column per metric indexed by step, when pandas is installed;
         otherwise ``{metric: [(step, value), ...]}``. Long series are downsampled."""
         return to_frame(self.metric_tracker(rank).to_lists())
+
+    def usage(self, rank: int | None = None) -> Any:
+        """What each rank used, as its rank shim sampled it on every heartbeat (CPU % of its
+        process tree, 100 = one core; RSS; GPU utilisation and memory where the node has
+        ``nvidia-smi``, else None): one row per sample with the columns ``time, rank, node,
+        cpu_pct, cpu_s, rss_mib, gpu_util, gpu_mem_mib``, ``rank`` alone or every rank. A
+        pandas DataFrame when pandas is installed (``time`` as UTC datetimes), otherwise the
+        rows as dicts (like :meth:`metrics`). Read in one command; the scheduler is not asked."""
+        rows = usage_rows(self.tier.usage_series(self.record))
+        if rank is not None:
+            rows = [r for r in rows if r["rank"] == rank]
+        return to_usage_frame(rows)
 
     def summary(self, status: JobStatus | None = None) -> str:
         """The one-line summary with what the log shows: the main metric's last value and,
@@ -303,6 +317,12 @@ class Service(Handle[ServiceStatus]):
 
     def pods(self) -> tuple[PodInfo, ...]:
         return self.status().pods
+
+    def usage(self) -> Any:
+        """Each pod's containers' CPU (cores) and memory (MiB) now, from the cluster's resource
+        metrics API (``metrics.k8s.io``): a pandas DataFrame when pandas is installed, else rows.
+        Raises Unsupported with one line where the API is not served (no metrics-server)."""
+        return rows_frame(self.tier.pod_usage(self.record), POD_USAGE_COLUMNS)
 
     def logs(self, pod: str | None = None, tail: int | None = None) -> str:
         """Every pod's log merged with a ``pod-name:`` prefix on each line, or one pod's without."""

@@ -21,6 +21,7 @@ from ..batch.arrays import aggregate_status, counts_text, is_array, record_count
 from ..batch.history import HistoryQuery, HistoryRow, no_history_message
 from ..batch.logs import ByteStream, LogDecoder
 from ..batch.status import merge_status
+from ..batch.usage import USAGE_MAX_SAMPLES, UsageSeries
 from ..config.profiles import Profile
 from ..config.registry import JobRecord, Registry
 from ..core.errors import ConfigError, SpecError, TiersError, Unsupported
@@ -282,6 +283,11 @@ class BatchTier(Tier):
     def poll_ranks(self, records: Sequence[JobRecord]) -> dict[str, dict[int, RankState]]:
         """Per-rank state of many jobs in one query, keyed by job id."""
 
+    def usage_series(self, record: JobRecord, max_samples: int = USAGE_MAX_SAMPLES) -> UsageSeries:
+        """The job's resource-use series as its rank shims sampled them (batch/usage.py): at most
+        the last ``max_samples`` of each rank. Empty where a tier keeps none."""
+        return UsageSeries()
+
     def rank_notes(self) -> dict[str, str]:
         """Problems the last :meth:`poll_ranks` saw, one line per job id (a full disk under the
         job directory); views show them. None by default."""
@@ -370,15 +376,17 @@ class BatchTier(Tier):
         aggregate of its tasks (asked in the same batch), its tasks' are keyed ``ID_i``."""
         arrays = {r.key: task_records(r) for r in records if is_array(r)}
         asked = [r for r in records if r.key not in arrays] + [t for ts in arrays.values() for t in ts]
+        tasks_of = {t.key for ts in arrays.values() for t in ts}
         sched = self.poll_scheduler(asked)
         ranks = self.poll_ranks(asked)
         out = {}
         for rec in asked:
             st = merge_status(rec.job_id, sched.get(rec.job_id), ranks.get(rec.job_id), rec.world_size,
                               restarts=rec.restarts)
+            if rec.key not in tasks_of:  # an array's task has no record of its own
+                self.registry.record_end(rec, st)  # before the state: its reader finds it
             self.registry.update(rec.key, state=st.state.value, nodelist=st.nodelist,
                                  restarts=st.restarts)
-            self.registry.record_failure(rec, st)
             out[rec.job_id] = st
         for rec in records:
             if rec.key in arrays:
@@ -448,6 +456,12 @@ class ServeTier(Tier):
         """Every pod's log merged with a ``pod: `` prefix, or one pod's: at most its last
         ``tail`` lines and MAX_SERVICE_LOG_BYTES, led by a :func:`cut_marker` line when earlier
         output was left out."""
+
+    def pod_usage(self, record: JobRecord) -> list[dict[str, Any]]:
+        """The service's pods' CPU and memory now (serving/podusage.py rows). Raises Unsupported
+        with one line where the tier has no such numbers (or the cluster does not serve them)."""
+        raise Unsupported(f"pod CPU/memory: the {self.backend} tier of profile {self.name} does not "
+                          "report them")
 
     @abc.abstractmethod
     def endpoint(self, record: JobRecord) -> str | None:

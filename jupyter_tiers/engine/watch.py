@@ -25,6 +25,7 @@ from typing import Protocol
 from ..batch.arrays import expand_arrays, is_array, merge_array_status, record_counts
 from ..batch.logs import ByteStream, LogDecoder
 from ..batch.status import merge_status
+from ..batch.straggler import StragglerRule, StragglerWatch
 from ..config.registry import JobRecord, Registry
 from ..core.errors import ControllerUnreachable, TiersError
 from ..core.model import JobState, JobStatus, LogLine, RankPhase, RankState, SchedulerInfo
@@ -96,6 +97,7 @@ class _Watched:
     record: JobRecord
     subs: list[JobSubscription] = field(default_factory=list)
     status: JobStatus | None = None  # as shown (UNKNOWN once the cluster has been gone too long)
+    stragglers: StragglerWatch | None = None  # its ranks' progress (made on the first rank poll)
     real: JobStatus | None = None  # as last merged from what the cluster said
 
 
@@ -251,6 +253,8 @@ class Watcher:
         self._counter = itertools.count()
         self._array_tasks: dict[str, dict[str, JobStatus]] = {}  # array key -> its tasks' status
         self._uploading: set[str] = set()  # keys of COMPLETED jobs whose checkpoint is being uploaded
+        #: When a running job's rank is named a straggler (batch/straggler.py); tests shorten it.
+        self.straggler_rule = StragglerRule()
         #: How often an interrupted checkpoint upload is resumed, and the first wait (doubled).
         self.upload_attempts = 5
         self.upload_retry_delay = 5.0
@@ -448,7 +452,8 @@ class Watcher:
                     restarts=rec.restarts,
                 )
             status = replace(status, controller_reachable=reachable,
-                             message=message or self._rank_notes.get(rec.job_id))
+                             message=message or self._rank_notes.get(rec.job_id),
+                             straggler=self._straggler(watched, status, ranks is not None))
             if prev is not None and prev.state.terminal:
                 continue
             real = status
@@ -488,6 +493,18 @@ class Watcher:
                 for sub in subs:
                     self._end(sub, status)
         return changed_any, finishing
+
+    def _straggler(self, watched: _Watched, status: JobStatus, fresh: bool) -> str | None:
+        """The straggler line of a running job (batch/straggler.py), from its ranks' usage
+        samples: updated when the rank files were just read, else the last one kept."""
+        if status.state is not JobState.RUNNING or is_array(watched.record):
+            return None
+        if not fresh:
+            return watched.real.straggler if watched.real is not None else None
+        if watched.stragglers is None:
+            watched.stragglers = StragglerWatch(self.straggler_rule)
+        found = watched.stragglers.feed_ranks(status.ranks)
+        return found.text() if found is not None else None
 
     def _shown(self, status: JobStatus, reachable: bool) -> JobStatus:
         """``status`` as views show it: UNKNOWN (the last seen state and when) once the cluster
@@ -566,9 +583,9 @@ class Watcher:
             if is_array(rec):  # its detail also holds its tasks' uploads: keep them
                 record_counts(self.tier.registry, rec.key, status.state.value, status.reason or "")
             else:
+                self.tier.registry.record_end(rec, status)  # before the state: its reader finds it
                 self.tier.registry.update(rec.key, state=status.state.value, nodelist=status.nodelist,
                                           restarts=status.restarts)
-                self.tier.registry.record_failure(rec, status)
         except Exception:
             log.exception("registry update failed")
 

@@ -85,6 +85,11 @@ class KubeClient:
 
         return client.AutoscalingV2Api(self.api)
 
+    def custom(self) -> Any:
+        from kubernetes import client
+
+        return client.CustomObjectsApi(self.api)
+
     def networking(self) -> Any:
         from kubernetes import client
 

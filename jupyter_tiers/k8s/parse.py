@@ -434,7 +434,7 @@ def service_status(
 
     revision: str | None = None
     if deployment is None:
-        return status(ServiceState.DELETED, "no Deployment found")
+        return status(ServiceState.DELETED, "deleted")  # the row and the widget read "deleted"
     revision = _str(_get(deployment, "metadata", "annotations", REVISION_ANNOTATION))
     spec_replicas = _get(deployment, "spec", "replicas")
     desired = spec_replicas if isinstance(spec_replicas, int) and not isinstance(spec_replicas, bool) else 1

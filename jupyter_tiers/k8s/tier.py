@@ -19,7 +19,7 @@ import yaml
 
 from ..config.profiles import Profile
 from ..config.registry import JobRecord, Registry, spec_for_record
-from ..core.errors import ApiError, JobNotFound, SpecError, TiersError
+from ..core.errors import ApiError, JobNotFound, SpecError, TiersError, Unsupported
 from ..core.model import TRACKS, PodLogLine, ServeSpec, ServiceState, ServiceStatus, WorkKind
 from ..core.reachability import stale_after
 from ..data.checkpoint_upload import store_of
@@ -28,6 +28,7 @@ from ..engine import tier as tier_module
 from ..engine.handles import Service
 from ..engine.subscription import Subscription
 from ..engine.tier import ServeTier
+from ..serving.podusage import not_served_line, pod_usage_rows
 from ..serving.status import summary_line, track_pods, with_canary
 from ..spec.servespec import canary_replicas
 from . import canary_ops, rollback_ops
@@ -331,6 +332,26 @@ class K8sTier(ServeTier):
                                      shown)
 
         return compute
+
+    def pod_usage(self, record: JobRecord) -> list[dict[str, Any]]:
+        """The service's pods' CPU and memory from metrics.k8s.io (one request); Unsupported with
+        one line when the cluster does not serve it (no metrics-server) or may not be read."""
+        ns = record.spec.get("namespace") or self.namespace
+        selector = f"app.kubernetes.io/name={record.name},app.kubernetes.io/managed-by=jupyter-tiers"
+        try:
+            resp = self.client.call(self.client.custom().list_namespaced_custom_object, "metrics.k8s.io",
+                                    "v1beta1", ns, "pods", label_selector=selector,
+                                    _preload_content=False, verb="list", resource="pods.metrics.k8s.io",
+                                    namespace=ns)
+        except ApiError as exc:
+            if exc.status in (403, 404, 503):
+                raise Unsupported(not_served_line(ns, exc.status)) from None
+            raise
+        try:
+            doc = json.loads(resp.data)
+        except ValueError:
+            doc = None
+        return pod_usage_rows(doc)
 
     def service_status(self, record: JobRecord) -> ServiceStatus:
         """Read the Deployment, its pods and Events now (three requests) and record the state."""

@@ -29,7 +29,7 @@ from collections import deque
 from collections.abc import Generator, Iterator, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 from ..batch.arrays import (
     PARAMS_FILE,
@@ -48,10 +48,9 @@ from ..batch.jobdir import (
     default_checkpoint_dir,
     expected_checkpoint_dir,
     job_files,
-    newest_entry,
-    parse_rank_file,
 )
 from ..batch.logs import ByteStream, split_log_line
+from ..batch.usage import USAGE_MAX_SAMPLES, UsageSeries
 from ..config.profiles import LOCAL_SERVE_DEFAULTS, Profile
 from ..config.registry import JobRecord, Registry, spec_for_record
 from ..core.errors import SpecError, SubmitError
@@ -64,6 +63,7 @@ from ..engine.tier import BatchTier
 from ..spec.jobspec import validate_spec
 from . import jobstate, processes, slurmenv
 from .array_supervisor import ARRAY_FILE
+from .jobread import newest_checkpoint, read_last_lines, read_ranks, read_usage_series, tail_text
 
 MAX_RANKS = 1024  # a local job's ranks all run on this machine
 LAUNCH_TIMEOUT = 60.0
@@ -476,7 +476,7 @@ class LocalTier(BatchTier):
             proc.wait()
             code = None
         if code != 0 or not (jobdir / jobstate.PID_FILE).exists():
-            tail = _tail(jobdir / jobstate.SUPERVISOR_LOG)
+            tail = tail_text(jobdir / jobstate.SUPERVISOR_LOG)
             how = "did not start in time" if code is None else f"exited {code}"
             message = f"the local supervisor {how}: {tail or 'no message'} (job dir {jobdir})"
             state = jobstate.read_state(jobdir) or {}
@@ -499,7 +499,7 @@ class LocalTier(BatchTier):
                 out[rec.job_id] = info
             directory = decode_detail(rec.detail)[0]
             if directory:  # listed after the state was read, as on Slurm
-                listed[rec.key] = (directory, _newest_checkpoint(directory))
+                listed[rec.key] = (directory, newest_checkpoint(directory))
         attach_checkpoints(records, out, listed, self.registry, self._noted_checkpoints)
         return out
 
@@ -521,26 +521,11 @@ class LocalTier(BatchTier):
         return _scheduler_info(rec.job_id, state)
 
     def poll_ranks(self, records: Sequence[JobRecord]) -> dict[str, dict[int, RankState]]:
-        out: dict[str, dict[int, RankState]] = {}
-        for rec in records:
-            ranks: dict[int, RankState] = {}
-            rdir = Path(rec.jobdir) / RANKS_DIR
-            try:
-                names = os.listdir(rdir)
-            except OSError:
-                names = []
-            for name in names:
-                if not name.isdigit():
-                    continue
-                try:
-                    path = rdir / name
-                    mtime = path.stat().st_mtime
-                    text = path.read_text(encoding="utf-8", errors="replace")
-                except OSError:
-                    continue
-                ranks[int(name)] = parse_rank_file(int(name), text, heartbeat_at=mtime)
-            out[rec.job_id] = ranks
-        return out
+        return {rec.job_id: read_ranks(Path(rec.jobdir)) for rec in records}
+
+    def usage_series(self, record: JobRecord, max_samples: int = USAGE_MAX_SAMPLES) -> UsageSeries:
+        """The job's usage/ files, read here (each file's last ``max_samples`` lines)."""
+        return read_usage_series(Path(record.jobdir), max_samples)
 
     # --- logs ----------------------------------------------------------------------------
     def open_log(self, record: JobRecord, offset: int) -> ByteStream:
@@ -578,7 +563,7 @@ class LocalTier(BatchTier):
         listed: dict[int, tuple[str, str | None]] = {}
         for rec in task_records(record):
             directory = default_checkpoint_dir(record.jobdir, record.name, rec.job_id)
-            listed[task_index(rec.job_id)] = (directory, _newest_checkpoint(directory))
+            listed[task_index(rec.job_id)] = (directory, newest_checkpoint(directory))
         return listed, None
 
     def tail_log(self, record: JobRecord, lines: int) -> bytes:
@@ -657,55 +642,10 @@ def _file_chunks(record: JobRecord, name: str, offset: int) -> Iterator[bytes]:
     return local_chunks(remote_path(name, record.jobdir, decode_detail(record.detail)[0]), offset)
 
 
-def _newest_checkpoint(directory: str) -> str | None:
-    try:
-        with os.scandir(directory) as it:
-            entries = []
-            for entry in it:
-                try:
-                    kind = "l" if entry.is_symlink() else "d" if entry.is_dir() else "f"
-                    entries.append((entry.stat(follow_symlinks=False).st_mtime, kind, entry.name))
-                except OSError:
-                    continue
-    except OSError:
-        return None
-    return newest_entry(entries)
-
-
 def _json(data: Any) -> str:
     import json
 
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
-
-
-def read_last_lines(f: BinaryIO, lines: int, block: int = 1 << 16) -> bytes:
-    """The last ``lines`` lines of a seekable binary file, as ``tail -n`` counts them (a line ends
-    at ``\n``; a last line without one counts), reading ``block`` bytes at a time from the end."""
-    pos = f.seek(0, os.SEEK_END)
-    blocks: list[bytes] = []
-    newlines = 0
-    while pos > 0 and newlines <= lines:  # one more newline than lines: where the first starts
-        step = min(block, pos)
-        pos -= step
-        f.seek(pos)
-        data = f.read(step)
-        blocks.append(data)
-        newlines += data.count(b"\n")
-    data = b"".join(reversed(blocks))
-    end = len(data) - 1 if data.endswith(b"\n") else len(data)
-    for _ in range(lines):
-        end = data.rfind(b"\n", 0, end)
-        if end < 0:
-            return data
-    return data[end + 1:]
-
-
-def _tail(path: Path, limit: int = 800) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace").strip()
-    except OSError:
-        return ""
-    return text[-limit:]
 
 
 def _iso(ts: Any) -> str | None:
@@ -731,3 +671,4 @@ def _scheduler_info(job_id: str, state: dict[str, Any]) -> SchedulerInfo:
         exit_signal=state.get("exit_signal"),
         name=state.get("name"),
     )
+

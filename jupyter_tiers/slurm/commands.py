@@ -101,11 +101,12 @@ cat .jobid
 pwd
 """
 
-# Per job directory: a header, every rank event (grep -H), and every rank file's mtime (heartbeat).
+# Per job directory: a header, every rank event, each rank's latest usage sample and the nodes'
+# GPU snapshots (grep -H; batch/usage.py), and every rank file's mtime (heartbeat).
 RANKS_SH = r"""for d in "$@"; do
   printf '@@ %s\n' "$d"
-  grep -H -s -- '' "$d"/ranks/* 2>/dev/null
-  find "$d/ranks" -maxdepth 1 -type f -printf '%% %f %T@\n' 2>/dev/null
+  grep -H -s -- '' "$d"/ranks/* "$d"/.gpu/* 2>/dev/null
+  find "$d/ranks" -maxdepth 1 -type f ! -name '*.*' -printf '%% %f %T@\n' 2>/dev/null
   stat -f -c '%%free %a %S' -- "$d" 2>/dev/null
 done
 exit 0
@@ -271,6 +272,29 @@ def node_states_argv(nodelists: Sequence[str]) -> list[str]:
 
 def ranks_argv(jobdirs: Sequence[str]) -> list[str]:
     return [*BASH, RANKS_SH, "jt-ranks", *jobdirs]
+
+
+# One job's usage series (batch/usage.py parse_usage_dump): "@@ NAME" and the last $2 lines of
+# each file of usage/ (R: a rank's samples, gpu-NODE: a node's GPU snapshots), then one
+# "@node R NODE" per rank file from its last start line.
+USAGE_SH = r"""d="$1"; n="$2"
+for f in "$d"/usage/*; do
+  [ -f "$f" ] || continue
+  printf '@@ %s\n' "${f##*/}"
+  tail -n "$n" -- "$f"
+done
+for f in "$d"/ranks/*; do
+  r="${f##*/}"
+  case "$r" in ''|*[!0-9]*) continue ;; esac
+  awk -v r="$r" '$1 == "start" && NF >= 3 { n = $3 } END { if (n != "") print "@node", r, n }' "$f"
+done
+exit 0
+"""
+
+
+def usage_argv(jobdir: str, max_lines: int) -> list[str]:
+    """The job's usage series, the last ``max_lines`` lines of each file (one command)."""
+    return [*BASH, USAGE_SH, "jt-usage", jobdir, str(int(max_lines))]
 
 
 def cancel_argv(job_id: str, signal: str | None = None) -> list[str]:

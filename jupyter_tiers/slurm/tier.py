@@ -24,7 +24,8 @@ from ..batch.jobdir import (
 from ..batch.jobenv import refuse_own_job
 from ..batch.logs import ByteStream, split_log_line
 from ..batch.requeue import requeue_pending
-from ..batch.status import failure_words
+from ..batch.status import ended_failure
+from ..batch.usage import USAGE_MAX_SAMPLES, UsageSeries, parse_usage_dump
 from ..config.profiles import Profile
 from ..config.registry import MAX_LIST, JobRecord, Registry, spec_for_record
 from ..core.detail import entries
@@ -330,7 +331,7 @@ class SlurmTier(BatchTier):
         self.accounting = True
         mine = self.registry.list(limit=MAX_LIST, profile=self.name, kind=WorkKind.JOB)
         known = {r.job_id: r.key for r in mine}
-        failures = {r.job_id: failure_words(entries(r.detail).get("failure")) for r in mine}
+        failures = {r.job_id: ended_failure(entries(r.detail)) for r in mine}
         return mark_ours(rows[: query.limit], known, failures)
 
     def output_tail(self, row: HistoryRow, lines: int = 50) -> tuple[str, str | None]:
@@ -357,6 +358,12 @@ class SlurmTier(BatchTier):
 
     def rank_notes(self) -> dict[str, str]:
         return dict(self._rank_notes)
+
+    def usage_series(self, record: JobRecord, max_samples: int = USAGE_MAX_SAMPLES) -> UsageSeries:
+        """The job's usage/ files in one command over the tier's connection (no scheduler RPC)."""
+        lines = max(1, int(max_samples))
+        result = self.transport.run(commands.usage_argv(record.jobdir, lines), check=False, timeout=300)
+        return parse_usage_dump(result.text())
 
     def open_log(self, record: JobRecord, offset: int) -> ByteStream:
         if isinstance(self.transport, LocalTransport):  # no SSH packets to coalesce

@@ -151,21 +151,27 @@ export class ViewModel {
   private _disposed = false;
 }
 
-/** The `GET .../files` answer as the Files tab's rows [name, size, mtime]; malformed entries
- * (not a name, a negative size) are dropped. */
-export function fileRows(data: unknown): [string, number, number][] {
+/** The Files tab's groups (files.py GROUPS): what the job wrote, its checkpoints, its log, and
+ * what jupyter-tiers wrote to run it. */
+const FILE_GROUPS = new Set(['output', 'checkpoints', 'log', 'tiers']);
+
+/** The `GET .../files` answer as the Files tab's rows [name, size, mtime, group], in the server's
+ * order (the job's outputs first); malformed entries (not a name, a negative size) are dropped,
+ * an unknown or missing group reads `output` (an older server). */
+export function fileRows(data: unknown): [string, number, number, string][] {
   const files = data && typeof data === 'object' ? (data as { files?: unknown }).files : undefined;
   if (!Array.isArray(files)) {
     return [];
   }
-  const rows: [string, number, number][] = [];
+  const rows: [string, number, number, string][] = [];
   for (const f of files) {
     if (!f || typeof f !== 'object') {
       continue;
     }
-    const { name, size, mtime } = f as Record<string, unknown>;
+    const { name, size, mtime, group } = f as Record<string, unknown>;
     if (typeof name === 'string' && name && typeof size === 'number' && size >= 0) {
-      rows.push([name, size, typeof mtime === 'number' ? mtime : 0]);
+      const g = typeof group === 'string' && FILE_GROUPS.has(group) ? group : 'output';
+      rows.push([name, size, typeof mtime === 'number' ? mtime : 0, g]);
     }
   }
   return rows;

@@ -56,3 +56,41 @@ export function doctorLines(report: DoctorReport): { status: string; text: strin
   });
   return lines;
 }
+
+/** What a profile's check does, in the words of its tier (a profile on this machine makes no
+ * login; a Kubernetes profile asks its API server): the Check button's tooltip and the line shown
+ * while it runs. */
+export function checkWords(profile: { tier: string; host: string | null; where: string }): {
+  running: string;
+  title: string;
+} {
+  if (profile.tier === 'kubernetes') {
+    const where = profile.where || 'the kubeconfig context';
+    return {
+      running: `checking… (asks the Kubernetes API of ${where})`,
+      title: `Check ${where}: kubeconfig, API server, namespace access, permissions`
+    };
+  }
+  if (!profile.host) {
+    return {
+      running: 'checking… (commands on this machine, no login)',
+      title: `Check ${profile.tier} on this machine: its commands, workdir, Python`
+    };
+  }
+  return {
+    running: `checking… (a login to ${profile.host} and one command on the cluster)`,
+    title: `Check ${profile.host}: reach, host key, login, scheduler, workdir, Python`
+  };
+}
+
+/** The Check all line once every profile answered: `3 profiles checked: 2 all good, 1 failed`. */
+export function checkAllSummary(outcomes: ('ok' | 'failed' | 'error')[]): string {
+  const n = outcomes.length;
+  const count = (o: string) => outcomes.filter(x => x === o).length;
+  const parts = [
+    count('ok') ? `${count('ok')} all good` : '',
+    count('failed') ? `${count('failed')} failed` : '',
+    count('error') ? `${count('error')} could not be checked` : ''
+  ].filter(Boolean);
+  return `${n} profile${n === 1 ? '' : 's'} checked${parts.length ? ': ' + parts.join(', ') : ''}`;
+}

@@ -164,12 +164,11 @@ export class HistoryView {
     const line2 = el('div', 'jt-side-line jt-side-meta');
     const origin = el('span', 'jt-hist-origin', c.origin);
     origin.dataset.origin = c.origin;
-    line2.append(
-      origin,
-      el('span', 'jt-hist-exit', exitLabel(c.exit)),
-      el('span', 'jt-hist-nodes', c.nodes),
-      el('span', 'jt-hist-rss', `max RSS ${c.maxRss}`)
-    );
+    const nodes = el('span', 'jt-hist-nodes', c.nodes);
+    nodes.title = c.nodes; // cut first when the line is narrow
+    const rss = el('span', 'jt-hist-rss', `max RSS ${c.maxRss}`);
+    rss.title = rss.textContent ?? '';
+    line2.append(origin, el('span', 'jt-hist-exit', exitLabel(c.exit)), nodes, rss);
     const attach = el('button', 'jt-hist-attach jp-Button', 'Attach');
     attach.title = row.ours ? 'Open its live panel (state, ranks, log)' : 'Open it read-only (state, end of its output)';
     attach.addEventListener('click', () => this.attach(attachTarget(this._shownProfile, row, this.known())));

@@ -34,7 +34,10 @@ export function showPanel<T extends Widget>(
   if (!panel || panel.isDisposed) {
     const content = make();
     const created = new MainAreaWidget({ content });
+    // The panel takes the content's id (activateById finds it); the content gets its own, so
+    // that no two elements of the page share one.
     created.id = content.id;
+    content.id = panelContentId(content.id);
     created.title.icon = icon;
     created.addClass(kind.className);
     created.toolbar.addItem(
@@ -56,4 +59,9 @@ export function showPanel<T extends Widget>(
     panel = created;
   }
   app.shell.activateById(panel.id);
+}
+
+/** The id of a panel's content, given the panel's (unique in the page as the panel's is). */
+export function panelContentId(panelId: string): string {
+  return `${panelId}-content`;
 }

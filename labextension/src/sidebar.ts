@@ -10,6 +10,7 @@ import { TiersApi } from './api';
 import { HistoryRow } from './history';
 import { HistoryView } from './historyView';
 import { isOwn, markOwnRow } from './ownJob';
+import { ageOf } from './rowAge';
 import { ReconnectingSocket, connectionText } from './socket';
 import {
   ACTIVE,
@@ -20,9 +21,7 @@ import {
   State,
   Verb,
   actionsOf,
-  elapsedAt,
   facet,
-  formatElapsed,
   mergeList,
   meaningfulChanges,
   parseEvent,
@@ -379,19 +378,21 @@ export class TiersSidebar extends Widget {
     const badge = h('span', 'jt-side-badge', item.state);
     badge.dataset.class = stateClass(item.state);
     const label = item.kind === 'job' ? `${item.id} · ${item.name}` : item.name || item.id;
-    line1.append(badge, h('span', 'jt-side-name', label));
+    const name = h('span', 'jt-side-name', label);
+    name.title = label; // the full name when the column cuts it
+    line1.append(badge, name);
     markOwnRow(node, line1, item);
     const elapsed = h('span', 'jt-side-elapsed');
     line1.append(elapsed);
     const line2 = h('div', 'jt-side-line jt-side-meta');
-    line2.append(
-      h('span', 'jt-side-profile', item.profile),
-      h('span', 'jt-side-size', item.size),
-      h('span', 'jt-side-where', item.where)
-    );
+    const where = h('span', 'jt-side-where', item.where);
+    where.title = item.where;
+    line2.append(h('span', 'jt-side-profile', item.profile), h('span', 'jt-side-size', item.size), where);
     const parts: HTMLElement[] = [line1, line2];
     if (item.reason) {
-      parts.push(h('div', 'jt-side-reason', item.reason));
+      const reason = h('div', 'jt-side-reason', item.reason);
+      reason.title = item.reason;
+      parts.push(reason);
     }
     const upload = uploadText(item.upload);
     if (upload) {
@@ -425,23 +426,28 @@ export class TiersSidebar extends Widget {
       link.retryAt - now
     );
     this._statusNode.dataset.connected = link.connected ? '1' : '';
+    this._statusNode.title = this._statusNode.textContent ?? '';
     this._statusNode.dataset.connections = String(link.connections);
   }
 
-  /** Updates the elapsed column and the reconnect countdown locally, once a second, with no
-   * request. */
+  /** Updates the age column (every state ticks until it is final: rowAge.ts) and the reconnect
+   * countdown locally, once a second, with no request. */
   private _tick(): void {
     // The page's monotonic clock (as when each elapsed_s arrived): a stepped wall clock must not
     // tick the elapsed column by an hour.
     const now = performance.now();
+    const wall = Date.now(); // a waiting job's time in the queue counts from its submission date
     if (!this._link.connected && this._socket) {
       this._renderStatus(); // its countdown is on the wall clock, as the socket's retryAt
     }
     for (const [key, node] of this._rows) {
       const item = this._state.items.get(key);
-      const span = node.querySelector('.jt-side-elapsed');
+      const span = node.querySelector<HTMLElement>('.jt-side-elapsed');
       if (item && span) {
-        span.textContent = formatElapsed(elapsedAt(item, this._state.receivedAt.get(key), now));
+        const age = ageOf(item, this._state.receivedAt.get(key), now, wall);
+        span.textContent = age.text;
+        span.title = age.title;
+        span.dataset.age = age.kind;
       }
     }
   }

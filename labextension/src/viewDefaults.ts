@@ -18,6 +18,8 @@ export const JOB_DEFAULTS: Record<string, unknown> = {
   world_size: 0,
   ranks_per_node: 0,
   ranks: [],
+  node_usage: {},
+  straggler: '',
   first_failure: -1,
   message: '',
   terminal: false,

@@ -143,11 +143,34 @@ describe('fileRows', () => {
         ]
       })
     ).toEqual([
-      ['out/loss.csv', 16, 1700000000.5],
-      ['no-mtime', 3, 0]
+      ['out/loss.csv', 16, 1700000000.5, 'output'],
+      ['no-mtime', 3, 0, 'output']
     ]);
     expect(fileRows({})).toEqual([]);
     expect(fileRows(null)).toEqual([]);
+  });
+});
+
+describe('fileRows groups', () => {
+  it("keeps the server's group and order; an unknown group reads output", async () => {
+    const { fileRows } = await import('../src/adapter');
+    expect(
+      fileRows({
+        files: [
+          { name: 'loss.png', size: 1, mtime: 0, group: 'output' },
+          { name: 'checkpoints/c.pt', size: 1, mtime: 0, group: 'checkpoints' },
+          { name: 'job.log', size: 1, mtime: 0, group: 'log' },
+          { name: '.jobid', size: 1, mtime: 0, group: 'tiers' },
+          { name: 'x', size: 1, mtime: 0, group: '<b>' }
+        ]
+      }).map(r => [r[0], r[3]])
+    ).toEqual([
+      ['loss.png', 'output'],
+      ['checkpoints/c.pt', 'checkpoints'],
+      ['job.log', 'log'],
+      ['.jobid', 'tiers'],
+      ['x', 'output']
+    ]);
   });
 });
 

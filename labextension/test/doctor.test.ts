@@ -49,3 +49,31 @@ describe('doctorLines', () => {
     expect(doctorLines({ ok: true, checks: [], extra: '' }).at(-1)?.text).toBe('all good');
   });
 });
+
+describe('checkWords (issue 29 §12: text that fits the profile tier)', () => {
+  it('promises no login for a profile on this machine', async () => {
+    const { checkWords } = await import('../src/doctorReport');
+    const local = checkWords({ tier: 'local', host: null, where: 'this machine' });
+    expect(local.running).not.toMatch(/login to|on the cluster/);
+    expect(local.running).toContain('no login');
+    const here = checkWords({ tier: 'slurm', host: null, where: 'this machine' });
+    expect(here.running).toContain('no login');
+  });
+
+  it('names the login host of a Slurm profile and the API of a Kubernetes one', async () => {
+    const { checkWords } = await import('../src/doctorReport');
+    expect(checkWords({ tier: 'slurm', host: 'login1', where: 'login1' }).running).toContain('a login to login1');
+    const k8s = checkWords({ tier: 'kubernetes', host: 'kind', where: 'kind, namespace ml' });
+    expect(k8s.running).toContain('Kubernetes API');
+    expect(k8s.running).not.toContain('login');
+  });
+});
+
+describe('checkAllSummary', () => {
+  it('sums up every outcome', async () => {
+    const { checkAllSummary } = await import('../src/doctorReport');
+    expect(checkAllSummary(['ok', 'failed', 'ok'])).toBe('3 profiles checked: 2 all good, 1 failed');
+    expect(checkAllSummary(['error'])).toBe('1 profile checked: 1 could not be checked');
+    expect(checkAllSummary([])).toBe('0 profiles checked');
+  });
+});

@@ -69,3 +69,59 @@ def test_check_a_profile_from_the_panel(page: Any, doctor_lab: Lab) -> None:
     expect(lines.last).to_have_text("all good")
     statuses = [lines.nth(i).get_attribute("data-status") for i in range(lines.count())]
     assert len(statuses) == 13 and set(statuses) == {"OK"}, statuses
+
+
+def open_doctor_panel(page: Any, lab: Lab) -> Any:
+    name = write_notebook(lab, "ui-doctor-all.ipynb", "1")
+    open_notebook(page, lab, name)
+    page.locator(".lm-MenuBar-itemLabel", has_text="View").click()
+    page.locator(".lm-Menu-itemLabel", has_text="Activate Command Palette").click()
+    palette = page.locator(".lm-CommandPalette-input")
+    expect(palette).to_be_visible()
+    palette.fill("Tiers: Check Profiles")
+    page.locator(".lm-CommandPalette-item").filter(has_text="Tiers: Check Profiles").first.click()
+    panel = page.locator(".jt-doctor-panel")
+    expect(panel.locator('.jt-doctor-profile[data-profile="box"]')).to_be_visible()
+    return panel
+
+
+# Every id in the page that more than one element has.
+DUPLICATE_IDS = """() => {
+  const seen = new Map();
+  for (const el of document.querySelectorAll('[id]')) seen.set(el.id, (seen.get(el.id) || 0) + 1);
+  return [...seen].filter(([, n]) => n > 1).map(([id, n]) => `${id} x${n}`);
+}"""
+
+
+def test_check_all_buttons_words_and_ids(page: Any, doctor_lab: Lab) -> None:
+    """Issue 29 §12: Check all checks every profile and sums up; the buttons look pressable
+    (full opacity, a pointer, a background of their own); a profile on this machine promises no
+    login; no two elements of the page share an id (the panel and its content once did)."""
+    panel = open_doctor_panel(page, doctor_lab)
+    assert page.evaluate(DUPLICATE_IDS) == []
+    check_all = panel.locator(".jt-doctor-all")
+    expect(check_all).to_have_text("Check all")
+    expect(check_all).to_be_enabled()
+    for button in (check_all, panel.locator(".jt-doctor-check").first):
+        look = button.evaluate("""el => { const s = getComputedStyle(el);
+            return {opacity: s.opacity, cursor: s.cursor, background: s.backgroundColor}; }""")
+        assert look["opacity"] == "1" and look["cursor"] == "pointer", look
+        assert look["background"] not in ("rgba(0, 0, 0, 0)", "transparent"), look
+    local = panel.locator('.jt-doctor-profile[data-profile="local"] .jt-doctor-check')
+    assert "no login" not in (panel.locator('.jt-doctor-profile[data-profile="box"] .jt-doctor-check')
+                              .get_attribute("title") or "")
+    title = local.get_attribute("title") or ""
+    assert "this machine" in title and "login" not in title, title
+
+    check_all.click()
+    rows = panel.locator(".jt-doctor-profile")
+    count = rows.count()
+    summary = panel.locator(".jt-doctor-summary")
+    expect(summary).to_have_text(re.compile(rf"^{count} profiles checked: "), timeout=JOB_TIMEOUT_MS)
+    for i in range(count):
+        state = rows.nth(i).locator(".jt-doctor-result").get_attribute("data-state")
+        assert state in ("ok", "failed", "error"), (rows.nth(i).get_attribute("data-profile"), state)
+    expect(panel.locator('.jt-doctor-profile[data-profile="box"] .jt-doctor-result')).to_have_attribute(
+        "data-state", "ok")
+    expect(check_all).to_be_enabled()
+    assert page.evaluate(DUPLICATE_IDS) == []

@@ -416,6 +416,9 @@ def test_service_rows_scale_and_delete_behind_dialogs_and_show_the_pod_table(
         # Deleted: the row either says so or leaves the list.
         alive = side.locator(f'.jt-side-row[data-key="{svc.record.key}"]:not([data-state="DELETED"])')
         expect(alive).to_have_count(0, timeout=SERVE_TIMEOUT_MS)
+        # Issue 29 §10: a deleted service reads "deleted", not the parser's "no Deployment found".
+        expect(side.locator(f'.jt-side-row[data-key="{svc.record.key}"]')).not_to_contain_text("Deployment")
+        expect(view).not_to_contain_text("no Deployment found")
         no_page_errors(page)
     finally:
         tier.close()

@@ -4,6 +4,7 @@ Download button has the browser save the file (an authenticated attachment, no t
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,22 @@ def test_detail_panel_files_tab(page: Any, tiers_lab: Lab, box_tier: SlurmTier) 
     file_row = view.locator(".jt-file").filter(has=page.locator(".jt-file-name", has_text="metrics.csv"))
     expect(file_row).to_have_count(1, timeout=UI_TIMEOUT_MS)
     expect(file_row.locator(".jt-file-size")).to_have_text("17 B")
+    # Issue 29 §11: the job's own output first; jupyter-tiers' files (.jobid, rank.sh,
+    # job.sbatch, ...) behind a toggle, listed after the job's.
+    names = view.locator(".jt-file .jt-file-name")
+    expect(names.first).to_have_text("metrics.csv")
+    expect(view.locator('.jt-file[data-group="tiers"]')).to_have_count(0)
+    toggle = view.locator(".jt-files-own-toggle")
+    expect(toggle).to_have_text(re.compile(r"^Show jupyter-tiers' own files \(\d+\)$"))
+    toggle.click()
+    for own in (".jobid", ".submit.lock", "rank.sh", "job.sbatch"):
+        expect(view.locator('.jt-file[data-group="tiers"]').filter(
+            has=page.locator(".jt-file-name", has_text=own))).to_have_count(1)
+    groups = [g for g in view.locator(".jt-file").evaluate_all("rows => rows.map(r => r.dataset.group)")]
+    assert groups.index("tiers") > groups.index("output") and groups[-1] == "tiers", groups
+    assert "output" not in groups[groups.index("tiers"):], groups
+    toggle.click()
+    expect(view.locator('.jt-file[data-group="tiers"]')).to_have_count(0)
     with page.expect_download() as info:
         file_row.locator(".jt-download").click()
     download = info.value

@@ -34,6 +34,12 @@ def test_files_tab_lists_and_downloads(tier: LocalTier, tmp_path: Path,
         by_name = {r[0]: r for r in rows}
         assert by_name["out/loss.csv"][1] == len("step,loss\n1,0.5\n") and by_name["out/loss.csv"][2] > 0
         assert view.files_note == ""
+        # Issue 29 §11: the job's output first, jupyter-tiers' own files (group "tiers") last.
+        assert rows[0][0] == "out/loss.csv" and rows[0][3] == "output", rows
+        groups = [r[3] for r in rows]
+        assert "tiers" in groups and groups == sorted(groups, key=["output", "checkpoints", "log",
+                                                                   "tiers"].index), rows
+        assert {"main.py", "state.json"} <= {r[0] for r in rows if r[3] == "tiers"}, rows
         view._on_front_end_msg(view, {"kind": "download", "name": "out/loss.csv"}, None)
         wait_for(lambda: view.downloads.get("out/loss.csv", "").startswith("saved"), "the download")
         assert view.downloads["out/loss.csv"] == "saved to out/loss.csv"

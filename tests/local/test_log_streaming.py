@@ -20,7 +20,8 @@ import pytest
 from jupyter_tiers import api
 from jupyter_tiers.batch.jobdir import LOG_NAME
 from jupyter_tiers.faces import tiers_command
-from jupyter_tiers.local.tier import LOG_CHUNK, read_last_lines
+from jupyter_tiers.local.jobread import read_last_lines
+from jupyter_tiers.local.tier import LOG_CHUNK
 
 BODY = """\
 for i in range(12000):

@@ -5,6 +5,7 @@ resumed only for the same remote file (size, mtime, sha256, source); files get t
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -155,3 +156,34 @@ def test_listing_carries_sha256() -> None:
         FileInfo("checkpoints/s/m.pt", 3, 1.0, digest),
         FileInfo("out/metrics.csv", 17, 1.0, digest),
     ]
+
+
+@pytest.mark.parametrize("umask", [0o022, 0o027])
+def test_every_outcome_gets_the_users_umask_also_a_resumed_part(tmp_path: Path, umask: int) -> None:
+    """Issue 29 §11: not 0600. A ``.part`` an earlier version left (0600) and this download
+    resumes must not hand its mode to the file; a renamed or replaced file gets the umask too."""
+    from jupyter_tiers.data.files import _part_meta
+
+    want = 0o666 & ~umask
+    info = FileInfo("m.csv", len(NEW), 1.0, sha(NEW))
+    old = os.umask(umask)
+    try:
+        resume = tmp_path / "resume"
+        resume.mkdir()
+        part = resume / "m.csv.part"
+        part.write_bytes(NEW[:5])
+        part.chmod(0o600)
+        (resume / "m.csv.part.meta").write_text(json.dumps(_part_meta(info, "src")))
+        calls: list[tuple[str, int]] = []
+        [got] = download([info], resume, source({"m.csv": NEW}, calls), source="src")
+        assert calls == [("m.csv", 5)] and got.outcome == "saved"  # it was resumed
+        (tmp_path / "m.csv").write_bytes(OLD)
+        [renamed] = download([info], tmp_path, source({"m.csv": NEW}, []))
+        [replaced] = download([info], tmp_path, source({"m.csv": NEW}, []), overwrite=True)
+    finally:
+        os.umask(old)
+    assert renamed.outcome == "renamed" and replaced.outcome == "replaced"
+    for path in (got.path, renamed.path, replaced.path):
+        assert path.read_bytes() == NEW
+        assert path.stat().st_mode & 0o777 == want, (path, oct(path.stat().st_mode))
+    assert sorted(p.name for p in resume.iterdir()) == ["m.csv"]  # no probe or .part left

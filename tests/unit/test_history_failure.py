@@ -9,7 +9,7 @@ import random
 from pathlib import Path
 
 from jupyter_tiers.batch.history import make_query
-from jupyter_tiers.batch.status import failure_entry, failure_words
+from jupyter_tiers.batch.status import ended_entry, ended_failure, failure_words
 from jupyter_tiers.config.registry import JobRecord, Registry
 from jupyter_tiers.core.detail import entries
 from jupyter_tiers.core.model import JobState, JobStatus, RankPhase, RankState
@@ -37,13 +37,13 @@ def failed_status() -> JobStatus:
 
 
 def test_failure_words_say_it_as_the_widget_does() -> None:
-    entry = failure_entry(failed_status())
+    entry = ended_entry(failed_status())["failure"]  # type: ignore[index]
     assert entry == {"rank": 3, "node": "node1", "exit": 1, "signal": None}
     assert failure_words(entry) == "rank 3 exit 1"
     assert failure_words({"rank": 2, "exit": None, "signal": 9}) == "rank 2 killed by SIGKILL (9)"
     assert failure_words({"rank": 2}) == "rank 2 failed"
     running = JobStatus("41", JobState.RUNNING, ranks=failed_status().ranks, world_size=4)
-    assert failure_entry(running) is None  # recorded once the job ended
+    assert ended_entry(running) is None  # recorded once the job ended
 
 
 def test_failure_words_of_foreign_entries_are_empty_seeded() -> None:
@@ -70,20 +70,21 @@ def test_history_of_our_job_shows_the_first_failed_rank(tmp_path: Path) -> None:
     [before] = tier.history(make_query(days=1))
     assert before.ours and before.exit == "step 0 exit 1"
     rec = tier.registry.get(rec.key)
-    tier.registry.record_failure(rec, failed_status())
-    assert entries(tier.registry.get(rec.key).detail)["failure"]["rank"] == 3
+    tier.registry.record_end(rec, failed_status())
+    assert entries(tier.registry.get(rec.key).detail)["ended"]["failure"]["rank"] == 3
     [row] = tier.history(make_query(days=1))
     assert row.exit == "rank 3 exit 1" and row.to_json()["exit"] == "rank 3 exit 1"
 
 
-def test_record_failure_keeps_other_entries_and_writes_once(tmp_path: Path) -> None:
+def test_record_end_keeps_other_entries_and_writes_once(tmp_path: Path) -> None:
     reg = Registry(tmp_path / "r.sqlite")
     rec = JobRecord(profile="box", tier="slurm", job_id="41", name="sv", world_size=4, detail='{"upload": 1}')
     reg.add(rec)
-    reg.record_failure(reg.get(rec.key), failed_status())
+    reg.record_end(reg.get(rec.key), failed_status())
     stored = reg.get(rec.key)
-    assert entries(stored.detail)["upload"] == 1 and "failure" in entries(stored.detail)
+    assert entries(stored.detail)["upload"] == 1
+    assert ended_failure(entries(stored.detail)) == "rank 3 exit 1"  # what History's EXIT says
     calls = []
     reg.change_detail = lambda *a: calls.append(a)  # type: ignore[method-assign]
-    reg.record_failure(stored, failed_status())
+    reg.record_end(stored, failed_status())
     assert calls == []

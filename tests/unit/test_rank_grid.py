@@ -128,3 +128,31 @@ def test_ranks_per_node_from_a_record_spec() -> None:
     assert ranks_per_node({"nodes": "2"}, 8) == 0
     assert ranks_per_node(None, 8) == 0
     assert ranks_per_node({"nodes": 2}, 0) == 0
+
+
+def usage_js(cells: list[Any]) -> list[list[Any]]:
+    """[jtUsageLevel, jtUsageText] of each usage cell (usage.py usage_cell), run in node."""
+    return run_module('import { jtUsageLevel, jtUsageText } from "./rank_grid.js";\n'
+                      f"const cells = {json.dumps(cells)};\n"
+                      "console.log(JSON.stringify(cells.map((c) => [jtUsageLevel(c), jtUsageText(c)])));",
+                      "rank grid usage JS tests")
+
+
+def test_usage_level_and_numbers_of_a_rank_or_node() -> None:
+    got = usage_js([[97.3, 2048.0, None, None], [30, 1.0, 88, 40960.0], [250, 512, None, None],
+                    None, [None, None, None, None], [0, 0, 0, 0]])
+    assert got[0] == [0.973, "CPU 97 % · RSS 2.0 GiB"]
+    assert got[1] == [0.88, "CPU 30 % · RSS 1 MiB · GPU 88 % · GPU mem 40.0 GiB"]  # GPU decides
+    assert got[2][0] == 1  # four cores busy: as busy as it gets
+    assert got[3] == [None, ""] and got[4] == [None, ""]
+    assert got[5] == [0, "CPU 0 % · RSS 0 MiB · GPU 0 % · GPU mem 0 MiB"]
+
+
+def test_fuzz_usage_helpers_never_throw() -> None:
+    rng = random.Random(28)
+    values: list[Any] = [None, 0, -5, 1e308, "x", [], {}, True, 12.5, 100]
+    cells = [rng.choice([None, "junk", 5, [rng.choice(values) for _ in range(rng.randint(0, 5))]])
+             for _ in range(300)]
+    for level, text in usage_js(cells):
+        assert level is None or 0 <= level <= 1
+        assert isinstance(text, str)

@@ -31,7 +31,8 @@ class FakeTier:
         {"bucket": "team-ckpt", "prefix": "jt"} if key == "object_store" else default))
 
     def __init__(self) -> None:
-        self.registry = SimpleNamespace(get=lambda key: REC, update=lambda key, **kw: None)
+        self.registry = SimpleNamespace(get=lambda key: REC, update=lambda key, **kw: None,
+                                        record_end=lambda rec, status: None)
 
 
 def run(monkeypatch: pytest.MonkeyPatch, script: list[Any]) -> tuple[list[JobStatus], list[JobStatus], int]:
@@ -85,7 +86,8 @@ def test_a_job_attached_after_its_upload_ended_is_not_uploaded_again(monkeypatch
     done = JobRecord(**{**REC.__dict__, "detail": with_upload(REC.detail, {"state": "done", "uri": URI})})
     monkeypatch.setattr(checkpoint_upload, "upload_checkpoint", lambda *a, **k: pytest.fail("uploaded again"))
     tier = FakeTier()
-    tier.registry = SimpleNamespace(get=lambda key: done, update=lambda key, **kw: None)
+    tier.registry = SimpleNamespace(get=lambda key: done, update=lambda key, **kw: None,
+                                        record_end=lambda rec, status: None)
     statuses: list[JobStatus] = []
     w = Watcher(tier)  # type: ignore[arg-type]
     watched = _Watched(done, subs=[JobSubscription(done, on_status=statuses.append)])

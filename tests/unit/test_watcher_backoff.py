@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 
 from jupyter_tiers.batch.logs import LogDecoder
+from jupyter_tiers.batch.status import ended_entry
 from jupyter_tiers.config.registry import JobRecord
 from jupyter_tiers.core.errors import ControllerUnreachable, TiersError
 from jupyter_tiers.core.model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
@@ -40,7 +41,9 @@ class FakeTier:
         self.ranks: list[Any] = []
         self.state = JobState.RUNNING
         self.updates: list[dict[str, Any]] = []
-        self.registry = SimpleNamespace(update=lambda key, **kw: self.updates.append(kw))
+        self.ended: list[JobStatus] = []  # the statuses given to record_end
+        self.registry = SimpleNamespace(update=lambda key, **kw: self.updates.append(kw),
+                                        record_end=lambda rec, st: self.ended.append(st))
         self.notes: dict[str, str] = {}  # what rank_notes answers (a full disk)
 
     def poll_scheduler(self, records: list[JobRecord]) -> dict[str, SchedulerInfo]:
@@ -258,6 +261,8 @@ def test_a_terminal_state_ends_the_subscription_and_is_recorded(clock: Clock) ->
     assert ended.wait(30)
     assert statuses[-1].state is JobState.COMPLETED
     assert [u["state"] for u in tier.updates] == ["RUNNING", "COMPLETED"]
+    ends = [e for e in map(ended_entry, tier.ended) if e is not None]  # what Registry.record_end keeps
+    assert ends == [{"reason": "", "elapsed_s": None, "failure": None}]  # recorded once, at the end
     assert w._active() == []  # nothing left to poll
     assert w._cycle() == 5.0
 

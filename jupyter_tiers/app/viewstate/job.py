@@ -9,6 +9,7 @@ from typing import Any
 from ...batch.endreason import LogTail
 from ...batch.failstop import Failure, failure_of, fold_text
 from ...batch.logs import LogBatch, split_log_line
+from ...batch.usage import node_totals, usage_cell
 from ...core.model import JobStatus, RankPhase
 from ...core.record import JobRecord
 from ...core.timefmt import format_elapsed
@@ -34,8 +35,16 @@ _BULK_ERROR_RE = re.compile(
 
 
 def rank_cells(status: JobStatus) -> list[list[Any]]:
-    """One compact row per rank: [phase code, node, exit code, signal]."""
-    return [[PHASE_CODES[r.phase], r.node or "", r.exit_code, r.signal] for r in status.ranks]
+    """One compact row per rank: [phase code, node, exit code, signal, usage], usage the latest
+    sample as [cpu %, RSS MiB, GPU util %, GPU MiB] (None where unknown; usage.usage_cell)."""
+    return [[PHASE_CODES[r.phase], r.node or "", r.exit_code, r.signal, usage_cell(r.usage)]
+            for r in status.ranks]
+
+
+def node_usage(status: JobStatus) -> dict[str, list[Any]]:
+    """Per node, its ranks' summed latest usage: [cpu %, RSS MiB, GPU util %, GPU MiB]."""
+    return {node: [t["cpu_pct"], t["rss_mib"], t["gpu_util"], t["gpu_mem_mib"]]
+            for node, t in node_totals(status.ranks).items()}
 
 
 def status_traits(status: JobStatus) -> dict[str, Any]:
@@ -50,6 +59,8 @@ def status_traits(status: JobStatus) -> dict[str, Any]:
         "nodelist": status.nodelist or "",
         "world_size": status.world_size,
         "ranks": rank_cells(status),
+        "node_usage": node_usage(status),
+        "straggler": status.straggler or "",
         "first_failure": first.rank if first else -1,
         "message": status.message or "",
         "terminal": status.state.terminal,

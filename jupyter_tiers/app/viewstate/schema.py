@@ -38,6 +38,8 @@ class JobViewState:
     world_size: int = 0
     ranks_per_node: int = 0
     ranks: list[list[Any]] = field(default_factory=list)
+    node_usage: dict[str, Any] = field(default_factory=dict)
+    straggler: str = ""
     first_failure: int = -1
     message: str = ""
     terminal: bool = False

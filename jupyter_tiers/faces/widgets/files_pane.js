@@ -17,7 +17,16 @@ export function jtFilesPane({ model, box }) {
   const body = h("tbody");
   table.append(h("thead"), body);
   table.tHead.appendChild(head);
-  box.append(bar, table);
+  // jupyter-tiers' own files (group "tiers": .jobid, rank.sh, job.sbatch...) are listed last,
+  // behind a toggle: the job's outputs come first.
+  const ownToggle = h("button", "jt-files-own-toggle", "");
+  ownToggle.title = "the files jupyter-tiers wrote to run the job (.jobid, rank.sh, job.sbatch, …)";
+  let showOwn = false;
+  ownToggle.addEventListener("click", () => {
+    showOwn = !showOwn;
+    redraw();
+  });
+  box.append(bar, table, ownToggle);
   let asked = false;
 
   function size(n) {
@@ -34,9 +43,18 @@ export function jtFilesPane({ model, box }) {
 
   function redraw() {
     const downloads = model.get("downloads") || {};
-    const rows = (model.get("files") || []).map(([name, bytes, mtime]) => {
+    const listed = model.get("files") || [];
+    // The kernel and the sidebar's server send the job's outputs first; a row without a group
+    // (an older kernel) is an output.
+    const own = listed.filter((row) => row[3] === "tiers");
+    const shown = showOwn ? listed : listed.filter((row) => row[3] !== "tiers");
+    ownToggle.hidden = own.length === 0;
+    ownToggle.textContent = `${showOwn ? "Hide" : "Show"} jupyter-tiers' own files (${own.length})`;
+    ownToggle.setAttribute("aria-expanded", String(showOwn));
+    const rows = shown.map(([name, bytes, mtime, group]) => {
       const tr = h("tr", "jt-file");
       tr.dataset.name = name;
+      tr.dataset.group = group || "output";
       const btn = h("button", "jt-download", "Download");
       btn.title = "download into the notebook's directory";
       btn.addEventListener("click", () => model.send({ kind: "download", name }));

@@ -17,7 +17,7 @@ import time
 from typing import Any
 
 from ...core.errors import TiersError
-from ...data.files import download, download_source
+from ...data.files import download, download_source, file_group, in_display_order
 
 PROGRESS_INTERVAL = 0.25  # seconds between progress updates of one download
 
@@ -51,7 +51,8 @@ class FilesPane:
         return False
 
     def refresh(self) -> None:
-        """List the job's files into ``files`` ([name, size, mtime] rows)."""
+        """List the job's files into ``files`` ([name, size, mtime, group] rows, the job's outputs
+        first and jupyter-tiers' own files last: files.GROUPS)."""
         self.view.files_note = "listing…"
         try:
             listed = self.view.job.files()
@@ -61,7 +62,8 @@ class FilesPane:
         with self._lock:
             self._listed = {f.name: f for f in listed}
         with self.view.hold_sync():
-            self.view.files = [[f.name, f.size, f.mtime] for f in listed]
+            self.view.files = [[f.name, f.size, f.mtime, file_group(f.name)]
+                               for f in in_display_order(listed)]
             self.view.files_note = "" if listed else "the job left no files (yet)"
 
     def _set(self, name: str, text: str) -> None:

@@ -4,7 +4,7 @@
 // function below that makes its elements and returns what render() wires together.
 
 import { h, fmt, jtLogPane } from "./view_common.js";
-import { jtRankGrid } from "./rank_grid.js";
+import { jtRankGrid, jtUsageLevel, jtUsageText } from "./rank_grid.js";
 import { metricsChart } from "./metrics_chart.js";
 import { jtFilesPane } from "./files_pane.js";
 
@@ -15,7 +15,8 @@ const RESTART_RE = /^— restart \d{1,6} —$/;
 const RANK_RE = /^(\d{1,7}): ?([\s\S]*)$/;
 // What changes the header (and the Cancel button).
 const HEADER_TRAITS = ["state", "reason", "start_time", "elapsed_s", "nodelist", "message", "summary",
-                       "terminal", "cancel_requested", "job_id", "job_name", "checkpoint", "restarts"];
+                       "terminal", "cancel_requested", "job_id", "job_name", "checkpoint", "restarts",
+                       "straggler"];
 
 // The header (id, name, state, restarts, reason, elapsed, nodes, checkpoint), the message line
 // and the summary line. The elapsed time ticks on in the browser while the job runs.
@@ -30,7 +31,9 @@ function jobHeader(model) {
   const restarts = h("span", "jt-restarts");
   restarts.title = "the job was requeued (preempted, node failure or scontrol requeue) and started again; the log marks each restart";
   checkpoint.title = "the newest file in $JT_CHECKPOINT_DIR (%%k8s_serve --model-from serves it)";
-  header.append(title, state, restarts, reason, elapsed, nodes, checkpoint);
+  const straggler = h("span", "jt-straggler");
+  straggler.title = "this rank's progress (CPU time of its processes) lags the other ranks' median";
+  header.append(title, state, restarts, reason, elapsed, nodes, checkpoint, straggler);
   const message = h("div", "jt-message");
   const summary = h("div", "jt-summary");
   // performance.now(), not Date.now(): a wall clock stepped ±1 h must not tick the elapsed time.
@@ -49,6 +52,7 @@ function jobHeader(model) {
     const n = model.get("restarts") || 0;
     restarts.textContent = n ? `restart ${n}` : "";
     checkpoint.textContent = model.get("checkpoint") ? `checkpoint ${model.get("checkpoint")}` : "";
+    straggler.textContent = model.get("straggler") ? `straggler: ${model.get("straggler")}` : "";
     message.textContent = model.get("message");
     summary.textContent = model.get("summary");
   }
@@ -172,6 +176,16 @@ function rankSection(model, filter, onPick) {
     hovered = i;
     refreshTip();
   });
+  // "colour by use": running ranks shaded by how busy they are (GPU where known, else CPU).
+  const useToggle = h("button", "jt-use-toggle", "colour by use");
+  useToggle.title = "shade running ranks by their GPU (else CPU) utilisation; hover a rank or a node for the numbers";
+  useToggle.setAttribute("aria-pressed", "false");
+  useToggle.addEventListener("click", () => {
+    const on = useToggle.getAttribute("aria-pressed") !== "true";
+    useToggle.setAttribute("aria-pressed", String(on));
+    grid.classList.toggle("jt-by-use", on);
+  });
+  legend.append(useToggle);
 
   function rankLabel(i, cell) {
     const [phase, node, code, sig] = cell;
@@ -179,6 +193,8 @@ function rankSection(model, filter, onPick) {
     if (phase === "f") text += code === null || code === undefined ? ` (killed by signal ${sig})` : ` (exit ${code})`;
     if (phase === "s") text += ` (signal ${sig ?? 9})`;
     if (i === model.get("first_failure")) text += " · first failure";
+    const use = jtUsageText(cell[4]);
+    if (use) text += ` · ${use}`;
     return text;
   }
 
@@ -192,7 +208,17 @@ function rankSection(model, filter, onPick) {
       node.classList.toggle("jt-first-failure", i === first);
       node.classList.toggle("jt-selected", i === filter());
       node.title = rankLabel(i, cell);
+      const level = jtUsageLevel(cell[4]);
+      if (level === null) delete node.dataset.use;
+      else node.dataset.use = String(Math.round(level * 100));
+      node.style.setProperty("--jt-use", `${level === null ? 0 : Math.round(level * 100)}%`);
     });
+    const totals = model.get("node_usage") || {};
+    for (const line of grid.querySelectorAll(".jt-node")) {
+      const label = line.querySelector(".jt-node-name");
+      const use = jtUsageText(totals[line.dataset.node]);
+      if (label) label.title = use ? `${line.dataset.node}: ${use} (its ranks together)` : line.dataset.node;
+    }
     const f = first >= 0 && first < ranks.length ? ranks[first] : null;
     const why = f && (f[2] === null || f[2] === undefined ? `signal ${f[3]}` : `exit ${f[2]}`);
     gridView.refreshLegend(ranks, first, f ? `rank ${first}${f[1] ? " on " + f[1] : ""} (${why})` : "");
@@ -359,7 +385,7 @@ export function jobView({ charts = null, files = null } = {}) {
     controls.rankSelect.addEventListener("change", () => setFilter(Number(controls.rankSelect.value)));
 
     for (const name of HEADER_TRAITS) model.on(`change:${name}`, refreshHeader);
-    for (const name of ["ranks", "nodelist", "ranks_per_node", "first_failure"]) {
+    for (const name of ["ranks", "nodelist", "ranks_per_node", "first_failure", "node_usage"]) {
       model.on(`change:${name}`, rankGrid.refresh);
     }
     model.on("change:world_size", refreshRankSelect);

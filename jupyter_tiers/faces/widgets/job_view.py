@@ -62,6 +62,10 @@ class JobView(anywidget.AnyWidget):
     #: Ranks on each node as submitted (0: unknown): the grid's rows before the ranks start.
     ranks_per_node = t.Int(0).tag(sync=True)
     ranks: t.List[list[Any]] = t.List().tag(sync=True)
+    #: Per node, its ranks' summed latest usage: [cpu %, RSS MiB, GPU util % or None, GPU MiB or None].
+    node_usage = t.Dict().tag(sync=True)
+    #: The lagging rank in one line ("rank 3 (node2) 38 % slower than the median for 2 min"), or "".
+    straggler = t.Unicode("").tag(sync=True)
     first_failure = t.Int(-1).tag(sync=True)
     message = t.Unicode("").tag(sync=True)
     terminal = t.Bool(False).tag(sync=True)

@@ -79,6 +79,32 @@ export function jtCountText(counts) {
   return JT_PHASES.filter(([p]) => counts[p]).map(([p, name]) => `${counts[p]} ${name}`).join(", ");
 }
 
+// A rank's latest usage [cpu %, RSS MiB, GPU util %, GPU MiB] (usage.py usage_cell) -> how busy
+// it is, 0..1: its GPUs' utilisation where it has one, else its CPU (one core = 1); null without.
+export function jtUsageLevel(usage) {
+  if (!Array.isArray(usage)) return null;
+  const [cpu, , gpu] = usage;
+  const level = typeof gpu === "number" ? gpu / 100 : typeof cpu === "number" ? cpu / 100 : null;
+  return level === null || !Number.isFinite(level) ? null : Math.max(0, Math.min(1, level));
+}
+
+function jtMib(mib) {
+  return mib >= 1024 ? `${(mib / 1024).toFixed(1)} GiB` : `${Math.round(mib)} MiB`;
+}
+
+// The numbers of a rank's usage (or a node's totals), for tooltips: "CPU 97 % · RSS 1.2 GiB ·
+// GPU 88 % · GPU mem 40.0 GiB" (the GPU parts only where the node has nvidia-smi); "" without.
+export function jtUsageText(usage) {
+  if (!Array.isArray(usage)) return "";
+  const [cpu, rss, gpu, gmem] = usage;
+  const parts = [];
+  if (typeof cpu === "number") parts.push(`CPU ${Math.round(cpu)} %`);
+  if (typeof rss === "number") parts.push(`RSS ${jtMib(rss)}`);
+  if (typeof gpu === "number") parts.push(`GPU ${Math.round(gpu)} %`);
+  if (typeof gmem === "number") parts.push(`GPU mem ${jtMib(gmem)}`);
+  return parts.join(" · ");
+}
+
 // The grid's DOM: `grid` gets the node rows, `legend` the colour key, the counts and the first
 // failure's button. `onPick(i)` is called when a rank (a cell or the first-failure button) is
 // clicked, `onHover(i)` with the rank under the pointer (-1 when it leaves). Cells are made

@@ -1,0 +1,56 @@
+// A list row's age column (pure: no DOM). It ticks locally, once a second, for every state until
+// the item's state is final: a running job's run time, a service's age, and a waiting job's time
+// in the queue (since it was submitted: its run time stays 0 while it waits).
+
+import { Item, formatElapsed } from './state';
+
+/** States in which a job waits for the scheduler: its age is its time in the queue. */
+const WAITING = new Set(['PENDING', 'CONFIGURING', 'REQUEUED', 'SUSPENDED']);
+
+/** What the age column shows: the text, a tooltip saying what it counts, and which kind. */
+export interface Age {
+  text: string;
+  title: string;
+  kind: 'final' | 'running' | 'waiting' | 'none';
+}
+
+/** Seconds since an ISO-8601 time at `wallNow` (ms since the epoch); null if it does not parse. */
+function since(iso: string | null | undefined, wallNow: number): number | null {
+  const at = iso ? Date.parse(iso) : NaN;
+  return Number.isFinite(at) ? Math.max(0, Math.floor((wallNow - at) / 1000)) : null;
+}
+
+/**
+ * The age of `item`: `receivedAt` and `monoNow` are on the page's monotonic clock (when its
+ * `elapsed_s` arrived, and now), `wallNow` is the wall clock (for a waiting job's submission
+ * time, which the server gives as a date).
+ */
+export function ageOf(item: Item, receivedAt: number | undefined, monoNow: number, wallNow: number): Age {
+  const what = item.kind === 'job' ? 'ran' : 'existed';
+  if (item.terminal) {
+    const text = formatElapsed(item.elapsed_s);
+    return text
+      ? { text, title: `${item.state}: ${what} for ${text} (final)`, kind: 'final' }
+      : { text: '', title: '', kind: 'none' };
+  }
+  if (item.kind === 'job' && WAITING.has(item.state) && !item.elapsed_s) {
+    const waited = since(item.submitted, wallNow);
+    if (waited !== null) {
+      const text = formatElapsed(waited);
+      return { text, title: `${item.state}: waiting for ${text} since it was submitted`, kind: 'waiting' };
+    }
+  }
+  if (item.elapsed_s === null) {
+    const age = since(item.submitted ?? item.started, wallNow);
+    if (age === null) {
+      return { text: '', title: '', kind: 'none' };
+    }
+    const text = formatElapsed(age);
+    return { text, title: `${item.state}: ${text} since it was submitted`, kind: 'running' };
+  }
+  // Every state that is not final ticks (state.ts's elapsedAt ticks only those whose run time
+  // grows; a row's age must not stand still under UNKNOWN, a failed rollout or SCALED_DOWN).
+  const ticked = item.elapsed_s + (receivedAt === undefined ? 0 : Math.max(0, Math.floor((monoNow - receivedAt) / 1000)));
+  const text = formatElapsed(ticked);
+  return { text, title: `${item.state}: ${item.kind === 'job' ? 'running' : 'up'} for ${text}`, kind: 'running' };
+}

@@ -167,3 +167,13 @@ def test_architecture_picture_of_the_two_kinds_of_work() -> None:
         assert classes[handle].kind == kind
     assert concrete == {"SlurmTier", "LocalTier", "K8sTier", "LocalServeTier"}
     assert issubclass(array_job.ArrayJob, handles.Job) and "ArrayJob" in rows[0]
+
+
+#: The longest a module of the package may be (issue 27: past it, a file holds two jobs).
+MAX_MODULE_LINES = 700
+
+
+def test_no_module_is_longer_than_the_limit() -> None:
+    long = {p.relative_to(ROOT).as_posix(): n for p in (ROOT / "jupyter_tiers").rglob("*.py")
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by responsibility): {long}"

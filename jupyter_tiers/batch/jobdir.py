@@ -118,10 +118,16 @@ if [ -n "$sig" ]; then trap '' "$sig"; fi
 # CPU % since the last beat, RSS) into ranks/<rank>.u and usage/<rank>; where nvidia-smi exists,
 # one rank per node and beat refreshes the node's GPU snapshot .gpu/<node> (mkdir as the lock,
 # the others reuse it: never one query per rank). No /proc (or JT_USAGE=0): no sampling.
+# The tree is walked down /proc/PID/task/*/children with bash builtins only: no fork, and only
+# this rank's processes are read. Scanning all of /proc on every beat of every rank cost
+# O(ranks x processes): 1024 local ranks on one machine saturated it. Kernels without the
+# children files (CONFIG_PROC_CHILDREN) still get that scan, once per beat per rank.
 pidfile="$JT_JOB_DIR/ranks/.$rank.pid"
 beat="${JT_HEARTBEAT:-10}"
 sampling="${JT_USAGE:-1}"
 [ -r /proc/self/stat ] || sampling=0
+walk=scan
+if [ -r "/proc/$$/task/$$/children" ] && [ "${JT_USAGE_WALK:-}" != scan ]; then walk=children; fi
 smi=""
 if [ "$sampling" != 0 ]; then
   mkdir -p "$JT_JOB_DIR/usage" "$JT_JOB_DIR/.gpu" 2>/dev/null
@@ -129,19 +135,42 @@ if [ "$sampling" != 0 ]; then
 fi
 hz="$(getconf CLK_TCK 2>/dev/null)"; hz="${hz:-100}"
 page="$(getconf PAGESIZE 2>/dev/null)"; page="${page:-4096}"
+now_s() {  # seconds since the epoch with 6 decimals into REPLY (bash 5's EPOCHREALTIME, else date)
+  local t="${EPOCHREALTIME:-}" frac
+  [ -n "$t" ] || t="$(date +%s.%N)"
+  t="${t/,/.}"; frac="${t#*.}000000"
+  REPLY="${t%%.*}.${frac:0:6}"
+}
 gpu_due() {  # is the node's GPU snapshot $1 missing or 0.9 beat old (or from the future)?
   local last=""
   read -r _ last < "$1" 2>/dev/null
-  awk -v now="$(date +%s.%N)" -v last="${last:-0}" -v beat="$beat" \
+  now_s
+  awk -v now="$REPLY" -v last="${last:-0}" -v beat="$beat" \
     'BEGIN { exit !(now - last >= 0.9 * beat || last - now > beat) }'
 }
-sample_usage() {
-  local pid now line gpu tmp
-  read -r pid < "$pidfile" 2>/dev/null || return 0
-  now="$(date +%s.%N)"
-  # /proc/PID/stat after "(comm) ": state ppid ... utime(12) stime cutime cstime ... rss(22)
-  line="$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v root="$pid" -v now="$now" -v pt="$prev_ticks" \
-    -v pn="$prev_t" -v hz="$hz" -v page="$page" '
+walk_tree() {  # $1: the program's pid -> its tree's CPU ticks, RSS pages, pids in W_TICKS W_RSS W_IDS
+  local -a queue=("$1") kids f
+  local i=0 p s k
+  W_TICKS=0; W_RSS=0; W_IDS=""
+  while [ "$i" -lt "${#queue[@]}" ] && [ "$i" -lt 4096 ]; do
+    p="${queue[i]}"; i=$((i + 1))
+    s=""
+    read -r s < "/proc/$p/stat" 2>/dev/null
+    [ -n "$s" ] || continue
+    # after "(comm) ": stat fields 3.. -> f[0]=state f[1]=ppid ... f[11..14]=u/s/cu/cstime f[21]=rss
+    read -r -a f <<< "${s##*) }"
+    W_TICKS=$((W_TICKS + f[11] + f[12] + f[13] + f[14])); W_RSS=$((W_RSS + f[21]))
+    W_IDS="$W_IDS${W_IDS:+,}$p"
+    for k in /proc/"$p"/task/*/children; do
+      kids=()
+      read -r -a kids < "$k" 2>/dev/null
+      queue+=("${kids[@]}")
+    done
+  done
+}
+scan_tree() {  # as walk_tree, from every process's stat (kernels without the children files)
+  local line
+  line="$(cat /proc/[0-9]*/stat 2>/dev/null | awk -v root="$1" '
     { p = $1; s = $0; sub(/^[^(]*\(.*\) /, "", s); split(s, f, " ")
       pp[p] = f[2]; t[p] = f[12] + f[13] + f[14] + f[15]; r[p] = f[22] }
     END {
@@ -152,14 +181,28 @@ sample_usage() {
         p = q[i++]; ticks += t[p]; rss += r[p]; ids = ids (ids == "" ? "" : ",") p
         m = split(kids[p], c, " "); for (j = 1; j <= m; j++) q[++n] = c[j]
       }
-      cpu = (pt != "" && now > pn) ? (ticks - pt) / hz / (now - pn) * 100 : 0
-      if (cpu < 0) cpu = 0
-      printf "%d usage %s %.2f %.1f %d %s\n", ticks, now, ticks / hz, cpu, rss * page / 1024, ids
+      printf "%d %d %s\n", ticks, rss, ids
     }')"
-  [ -n "$line" ] || return 0
-  prev_ticks="${line%% *}"; prev_t="$now"
-  printf '%s\n' "${line#* }" > "$JT_JOB_DIR/ranks/.$rank.u" && mv -f "$JT_JOB_DIR/ranks/.$rank.u" "$state.u"
-  printf '%s\n' "${line#* }" >> "$JT_JOB_DIR/usage/$rank"
+  W_TICKS=0; W_RSS=0; W_IDS=""
+  [ -n "$line" ] && read -r W_TICKS W_RSS W_IDS <<< "$line"
+}
+sample_usage() {
+  local pid now us cpu centi line gpu tmp
+  read -r pid < "$pidfile" 2>/dev/null || return 0
+  now_s; now="$REPLY"; us="${now/./}"; us="$((10#$us))"
+  if [ "$walk" = children ]; then walk_tree "$pid"; else scan_tree "$pid"; fi
+  [ -n "$W_IDS" ] || return 0
+  cpu=0  # tenths of a percent of one core since the last beat
+  if [ -n "$prev_ticks" ] && [ "$us" -gt "$prev_us" ]; then
+    cpu=$(( (W_TICKS - prev_ticks) * 1000000000 / (hz * (us - prev_us)) ))
+    [ "$cpu" -ge 0 ] || cpu=0
+  fi
+  centi=$((W_TICKS * 100 / hz))
+  printf -v line 'usage %s %d.%02d %d.%d %d %s' "$now" "$((centi / 100))" "$((centi % 100))" \
+    "$((cpu / 10))" "$((cpu % 10))" "$((W_RSS * page / 1024))" "$W_IDS"
+  prev_ticks="$W_TICKS"; prev_us="$us"
+  printf '%s\n' "$line" > "$JT_JOB_DIR/ranks/.$rank.u" && mv -f "$JT_JOB_DIR/ranks/.$rank.u" "$state.u"
+  printf '%s\n' "$line" >> "$JT_JOB_DIR/usage/$rank"
   [ -n "$smi" ] || return 0
   gpu="$JT_JOB_DIR/.gpu/$node"
   if [ -d "$gpu.lock" ] && [ -n "$(find "$gpu.lock" -maxdepth 0 -mmin +1 2>/dev/null)" ]; then
@@ -170,7 +213,8 @@ sample_usage() {
   if gpu_due "$gpu" && mkdir "$gpu.lock" 2>/dev/null; then
     if gpu_due "$gpu"; then
       tmp="$JT_JOB_DIR/.gpu/.$node.$rank"
-      { printf 'ts %s\n' "$(date +%s.%N)"
+      now_s
+      { printf 'ts %s\n' "$REPLY"
         timeout 20 nvidia-smi --query-gpu=__GPU_QUERY__ --format=csv,noheader,nounits | sed 's/^/gpu /'
         timeout 20 nvidia-smi --query-compute-apps=__APPS_QUERY__ --format=csv,noheader,nounits \
           | sed 's/^/app /'
@@ -182,7 +226,7 @@ sample_usage() {
   return 0
 }
 # The heartbeat ends with the shim, even if the shim is killed outright.
-(prev_ticks=""; prev_t=""
+(prev_ticks=""; prev_us=""
  while sleep "$beat" && kill -0 "$shim" 2>/dev/null; do
    touch "$state"
    if [ "$sampling" != 0 ]; then sample_usage; fi

@@ -93,8 +93,11 @@ def _samples(jobdir: Path, rank: int) -> int:
         return 0
 
 
-def test_usage_sampled_each_beat_and_read_back(jobdir: Path) -> None:
-    procs = [_start(jobdir, 0, EATER), _start(jobdir, 1, IDLER)]
+@pytest.mark.parametrize("walk", ["children", "scan"])
+def test_usage_sampled_each_beat_and_read_back(jobdir: Path, walk: str) -> None:
+    """Both ways of finding the program's tree: down /proc/PID/task/*/children (builtins only)
+    and, for kernels without those files, one scan of every /proc/PID/stat."""
+    procs = [_start(jobdir, 0, EATER, JT_USAGE_WALK=walk), _start(jobdir, 1, IDLER, JT_USAGE_WALK=walk)]
     try:
         # two samples of each after the eater holds its memory: a CPU % over a whole beat
         for p in procs:
@@ -123,6 +126,31 @@ def test_usage_sampled_each_beat_and_read_back(jobdir: Path) -> None:
     assert len([r for r in rows if r["rank"] == 0]) >= 2
     out = subprocess.run(usage_argv(str(jobdir), 1), capture_output=True, text=True, timeout=HANG_GUARD)
     assert len(usage_rows(parse_usage_dump(out.stdout))) == 2  # the last sample of each
+
+
+# Starts a child that holds ~120 MiB (touched) and waits for it: the memory is the child's.
+PARENT = """
+import subprocess, sys
+child = subprocess.Popen([sys.executable, "-c", "import os, sys, time\\n"
+    "b = bytearray(120 * 1024 * 1024)\\nfor i in range(0, len(b), 4096): b[i] = 1\\n"
+    "print('ready', flush=True)\\nwhile not os.path.exists(sys.argv[1]): time.sleep(0.2)\\n",
+    sys.argv[1]])
+child.wait()
+"""
+
+
+@pytest.mark.parametrize("walk", ["children", "scan"])
+def test_usage_counts_the_programs_children(jobdir: Path, walk: str) -> None:
+    procs = [_start(jobdir, 0, PARENT, JT_USAGE_WALK=walk)]
+    try:
+        assert procs[0].stdout is not None and procs[0].stdout.readline().endswith(b"ready\n")
+        base = _samples(jobdir, 0)
+        _wait("a sample after the child holds its memory", lambda: _samples(jobdir, 0) >= base + 1)
+        usage = _query(jobdir)[0].usage
+    finally:
+        _stop(jobdir, procs)
+    assert usage is not None and len(usage.pids) == 2  # the program and its child
+    assert usage.rss_kib > 100 * 1024
 
 
 def test_sampling_off_with_jt_usage_0(jobdir: Path) -> None:

@@ -168,4 +168,6 @@ def test_failed_job_metrics_and_error_line(box: SlurmTier) -> None:
     assert values == [1.0, 0.5, 0.3333]
     summary = job.summary(status)
     assert "first failure: rank 1" in summary and "last loss 0.3333" in summary
-    assert summary.endswith(" — RuntimeError: CUDA error: out of memory")
+    # The log's error line is recognised (batch/endreason): the summary says why, with the fix.
+    assert " — why: rank 1 (node2) ran out of GPU memory — fix: lower the batch size" in summary
+    assert summary.endswith("shard the model (FSDP)")

@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Generic, Protocol, TypeVar
 
 from ..core.model import JobStatus, ServiceStatus
 
@@ -24,9 +24,8 @@ if TYPE_CHECKING:
     from types import TracebackType
 
     from ..config.registry import JobRecord
-    from .handles import Handle
 
-__all__ = ["StatusT", "Subscription", "wait_for"]
+__all__ = ["StatusT", "Subscription", "Watchable", "wait_for"]
 
 #: The status a subscription delivers: a job's (JobStatus) or a service's (ServiceStatus).
 StatusT = TypeVar("StatusT", bound="JobStatus | ServiceStatus")
@@ -139,12 +138,21 @@ class Subscription(Generic[StatusT]):
             return self._latest
 
 
-def wait_for(source: Subscription[StatusT] | Handle[StatusT], predicate: Callable[[StatusT], bool],
+class Watchable(Protocol[StatusT]):
+    """Anything :func:`wait_for` can watch: a job or service handle, an array, a test's stand-in."""
+
+    def watch(self) -> Subscription[StatusT]:
+        """A new subscription to the thing's status (closed by whoever opened it)."""
+        ...
+
+
+def wait_for(source: Subscription[StatusT] | Watchable[StatusT], predicate: Callable[[StatusT], bool],
              timeout: float | None = None, *, after: int = 0) -> StatusT | None:
     """Block until a status delivered after the first ``after`` ones satisfies ``predicate``,
     the subscription ends or is closed, or ``timeout`` seconds pass; returns the latest status
     (None when none came). The caller checks the status it gets: a timeout returns whatever was
-    delivered last. ``source`` a handle: it is watched (no log) for the time of the wait."""
+    delivered last. ``source`` anything watchable (a handle): it is watched (no log) for the time
+    of the wait."""
     if isinstance(source, Subscription):
         return source._wait(predicate, timeout, after)
     with source.watch() as sub:

@@ -191,6 +191,36 @@ def test_wait_for_a_handle_watches_it_for_the_wait_only() -> None:
     assert len(tier.subs) == 1 and tier.subs[0].closed and tier.subs[0].detached == 1
 
 
+class Stream:
+    """Not a handle: anything with watch() (the Watchable protocol) can be waited on."""
+
+    def __init__(self) -> None:
+        self.subs: list[Tracked] = []
+
+    def watch(self) -> Subscription[Any]:
+        sub = Tracked(SVC)
+        self.subs.append(sub)
+        return sub
+
+
+def test_wait_for_takes_anything_watchable() -> None:
+    source = Stream()
+    thread, out = waiting(Subscription(SVC), lambda: wait_for(source, lambda s: s.ready == 1, GUARD))
+    sub = wait_for_sub(source)
+    sub.deliver(svc_status(ServiceState.DEPLOYING))
+    sub.deliver(svc_status(ServiceState.READY, ready=1))
+    joined(thread)
+    assert out == [svc_status(ServiceState.READY, ready=1)] and sub.closed and sub.detached == 1
+
+
+def wait_for_sub(source: Stream) -> Tracked:
+    deadline = time.monotonic() + GUARD
+    while not source.subs:
+        assert time.monotonic() < deadline, "wait_for never watched its source"
+        time.sleep(0.01)
+    return source.subs[0]
+
+
 def test_job_wait_returns_the_terminal_status_and_closes_its_subscription() -> None:
     tier = FakeBatchTier([job_status(JobState.RUNNING), job_status(JobState.FAILED, exit_code=2)])
     assert Job(tier, JOB).wait(GUARD) == job_status(JobState.FAILED, exit_code=2)  # type: ignore[arg-type]

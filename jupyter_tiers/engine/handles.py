@@ -369,6 +369,13 @@ class Service(Handle[ServiceStatus]):
             return self.tier.port_forward(self.record, local_port)
         return self.tier.port_forward(self.record, local_port, track=track)
 
+    def forward(self) -> serve_http.Forward:
+        """What the request path (serve_http.py, the load test) needs of this service: its name,
+        key, tier and how to open a forward, e.g. ``serve_http.forward_url(svc.forward())``."""
+        return serve_http.Forward(name=self.name, key=self.record.key, tier=self.tier,
+                                  open=lambda track: self.port_forward(track=track),
+                                  current=lambda: self.tier.endpoint(self.record))
+
     def request(self, method: str, path: str, *, json: Any = None, body: str | bytes | None = None,
                 headers: Any = None, timeout: float = 30.0, track: str | None = None) -> HttpResponse:
         """Send one HTTP request to the service through its forward (the port-forward on
@@ -380,13 +387,13 @@ class Service(Handle[ServiceStatus]):
         the service's own forward. ``timeout``: seconds to connect and between two reads.
         ``track`` ("stable" or "canary", while a canary runs): only that revision's pods answer,
         so the canary can be tried before :meth:`promote` (None or "both": either)."""
-        return serve_http.request(self, method, path, json=json, body=body, headers=headers, timeout=timeout,
-                                  track=track)
+        return serve_http.request(self.forward(), method, path, json=json, body=body, headers=headers,
+                                  timeout=timeout, track=track)
 
     def models(self, timeout: float = 10.0, track: str | None = None) -> list[str]:
         """The model ids of an OpenAI-compatible server (``GET /v1/models``); TiersError if the
         server does not answer that. ``track`` as in :meth:`request`."""
-        return serve_http.models(self, timeout=timeout, track=track)
+        return serve_http.models(self.forward(), timeout=timeout, track=track)
 
     def chat(self, messages: Any, *, model: str | None = None, stream: bool = True,
              timeout: float = 300.0, track: str | None = None, **params: Any) -> serve_http.ChatStream:
@@ -397,8 +404,8 @@ class Service(Handle[ServiceStatus]):
         to first token and pieces per second; ``text`` the answer so far. ``track`` ("stable"
         or "canary") asks that revision only while a canary runs, e.g. ``svc.chat("hi",
         track="canary")``."""
-        return serve_http.chat(self, messages, model=model, stream=stream, timeout=timeout, track=track,
-                               **params)
+        return serve_http.chat(self.forward(), messages, model=model, stream=stream, timeout=timeout,
+                               track=track, **params)
 
     def wait_ready(self, timeout: float | None = None) -> ServiceStatus:
         """Block until the service is ready, has failed or is gone; returns the last status.

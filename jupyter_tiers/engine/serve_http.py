@@ -8,9 +8,11 @@ on one connection with its timings; :class:`ChatStream` reads a streamed chat an
 arrives. A request on a reused Kubernetes port-forward that gets no answer at all (the pod
 behind it went away) is sent once more on a fresh forward.
 
-Many requests (a load test): look the forward up once, validate the request once, send it::
+Everything here takes a :class:`Forward` (``svc.forward()``): what the request path needs of a
+service, and nothing of the handle. Many requests (a load test): look the forward up once,
+validate the request once, send it::
 
-    url = forward_url(svc)
+    url = forward_url(svc.forward())
     req = make_request("POST", "/v1/completions", json={"prompt": "hi"})   # httpmodel.py
     resp = send(url, req, timeout=10)    # HttpResponse: status, ttfb, total, answered_by, ...
 """
@@ -26,7 +28,8 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Generator, Iterator
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from ..core.errors import SpecError, TiersError
 from ..serving.httpmodel import MAX_BODY, HttpRequest, HttpResponse, answered_by, make_request
@@ -44,9 +47,6 @@ from ..serving.openai_compat import (
 )
 from ..serving.status import check_track
 
-if TYPE_CHECKING:
-    from .handles import Service
-
 DEFAULT_TIMEOUT = 30.0  # seconds: connect, and between any two reads
 CHAT_TIMEOUT = 300.0
 DRAIN_LIMIT = 64 * 1024 * 1024  # bytes read past MAX_BODY (so the connection ends cleanly) at most
@@ -59,7 +59,35 @@ _forwards: weakref.WeakKeyDictionary[Any, dict[str, str]] = weakref.WeakKeyDicti
 _lock = threading.Lock()
 
 
-def forward_url(service: Service, *, fresh: bool = False, track: str | None = None) -> str:
+class ForwardingTier(Protocol):
+    """What the request path asks of a serving tier about its forwards."""
+
+    keeps_forwards: bool  # Kubernetes: port-forwards held open by the tier; local: a front port
+
+    def forwarded_pod(self, url: str) -> str | None:
+        """The pod an open forward relays to; None when ``url`` is not one of this tier's."""
+        ...
+
+    def forward_alive(self, url: str) -> bool:
+        """Whether a track's forward (local tier) still listens."""
+        ...
+
+
+@dataclass(frozen=True, eq=False)
+class Forward:
+    """A service as the request path sees it: its ``name`` (for messages), a ``key`` (forwards
+    and server quirks are remembered by it), its ``tier``, how to ``open`` a forward to a track
+    (None: any ready pod) and the ``current`` endpoint its state names (the local tier's front
+    port; None on Kubernetes). Made by :meth:`Service.forward`."""
+
+    name: str
+    key: str
+    tier: ForwardingTier
+    open: Callable[[str | None], str]
+    current: Callable[[], str | None]
+
+
+def forward_url(service: Forward, *, fresh: bool = False, track: str | None = None) -> str:
     """The service's forward (``http://127.0.0.1:PORT``), opened on first use and reused: a
     Kubernetes port-forward while its tier keeps it open, the local tier's front port while the
     service's state still names it (a restarted supervisor listens on a new port). ``fresh``
@@ -67,11 +95,11 @@ def forward_url(service: Service, *, fresh: bool = False, track: str | None = No
     return _forward(service, fresh=fresh, track=track)[0]
 
 
-def _forward(service: Service, *, fresh: bool = False, track: str | None = None) -> tuple[str, bool]:
+def _forward(service: Forward, *, fresh: bool = False, track: str | None = None) -> tuple[str, bool]:
     """The forward's URL (to the pods of ``track``, "stable" or "canary", or either: None), and
     whether it is a reused Kubernetes port-forward."""
     track = check_track(track)
-    tier, key = service.tier, f"{service.record.key}\0{track or ''}"
+    tier, key = service.tier, f"{service.key}\0{track or ''}"
     with _lock:
         cached = _forwards.get(tier, {}).get(key)
     if cached and not fresh:
@@ -81,9 +109,9 @@ def _forward(service: Service, *, fresh: bool = False, track: str | None = None)
         elif track is not None:
             if tier.forward_alive(cached):
                 return cached, False
-        elif (tier.endpoint(service.record) or "").rstrip("/") == cached:  # one small file read
+        elif (service.current() or "").rstrip("/") == cached:  # one small file read
             return cached, False
-    url = (service.port_forward(track=track) if track else service.port_forward()).rstrip("/")
+    url = service.open(track).rstrip("/")
     loopback(url)
     with _lock:
         _forwards.setdefault(tier, {})[key] = url
@@ -142,7 +170,7 @@ def send(base_url: str, request: HttpRequest, *, timeout: float = DEFAULT_TIMEOU
         conn.close()
 
 
-def _pod_of(service: Service, url: str) -> str | None:
+def _pod_of(service: Forward, url: str) -> str | None:
     """The pod a Kubernetes forward relays to (the local tier's front port has none)."""
     return service.tier.forwarded_pod(url)
 
@@ -156,7 +184,7 @@ def _describe(exc: BaseException) -> str:
 _NO_ANSWER = (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine)
 
 
-def request(service: Service, method: str, path: str, *, json: Any = None, body: str | bytes | None = None,
+def request(service: Forward, method: str, path: str, *, json: Any = None, body: str | bytes | None = None,
             headers: Any = None, timeout: float = DEFAULT_TIMEOUT, track: str | None = None) -> HttpResponse:
     """Send one request to ``service`` through its forward; see :meth:`Service.request`."""
     given = {"json": json} if json is not None else {}
@@ -181,7 +209,7 @@ def _check_timeout(timeout: Any) -> None:
         raise SpecError("timeout", f"seconds, more than 0 and at most 3600, got {timeout!r}")
 
 
-def models(service: Service, *, timeout: float = 10.0, track: str | None = None) -> list[str]:
+def models(service: Forward, *, timeout: float = 10.0, track: str | None = None) -> list[str]:
     """The model ids ``/v1/models`` lists; TiersError when the server is not OpenAI-compatible."""
     resp = request(service, "GET", "/v1/models", timeout=timeout, track=track)
     payload: Any = None
@@ -208,7 +236,7 @@ class ChatStream:
     {"include_usage": true}``; a server that answers that with a 400 is asked again without it
     (and, for this service, not asked again)."""
 
-    def __init__(self, service: Service, body: dict[str, Any], timeout: float,
+    def __init__(self, service: Forward, body: dict[str, Any], timeout: float,
                  track: str | None = None) -> None:
         self.track = track
         self.stats = ChatStats(started=time.perf_counter())
@@ -270,10 +298,10 @@ class ChatStream:
     def __repr__(self) -> str:
         return f"<ChatStream: {self.stats.pieces} pieces, {len(self.text)} characters>"
 
-    def _run(self, service: Service, body: dict[str, Any], timeout: float
+    def _run(self, service: Forward, body: dict[str, Any], timeout: float
              ) -> Generator[tuple[str, str], None, None]:
         stream = bool(body.get("stream"))
-        key = service.record.key
+        key = service.key
         if stream and key not in _no_stream_options:
             body = {**body, "stream_options": STREAM_OPTIONS}
         url, reused = _forward(service, track=self.track)
@@ -381,7 +409,7 @@ class ChatStream:
                 sock.shutdown(socket.SHUT_RDWR)
 
 
-def chat(service: Service, messages: Any, *, model: str | None = None, stream: bool = True,
+def chat(service: Forward, messages: Any, *, model: str | None = None, stream: bool = True,
          timeout: float = CHAT_TIMEOUT, track: str | None = None, **params: Any) -> ChatStream:
     """Ask ``/v1/chat/completions``; see :meth:`Service.chat`."""
     _check_timeout(timeout)

@@ -33,11 +33,11 @@ def test_request_through_the_port_forward_and_who_answered(tier: K8sTier) -> Non
     resp = svc.request("POST", "/echo", json={"prompt": "hi"})
     assert resp.status == 200 and resp.json()["body"] == '{"prompt": "hi"}'
     assert resp.answered_by == pod  # the pod's HOSTNAME, in X-Served-By
-    url = serve_http.forward_url(svc)
+    url = serve_http.forward_url(svc.forward())
     assert tier.forwarded_pod(url) == pod  # the forward knows its pod too
     text = svc.request("POST", "/echo", body="just text", headers={"Content-Type": "text/plain"})
     assert text.json()["body"] == "just text" and text.json()["content_type"] == "text/plain"
-    assert serve_http.forward_url(svc) == url  # reused, not reopened
+    assert serve_http.forward_url(svc.forward()) == url  # reused, not reopened
     for code in (400, 502):
         bad = svc.request("GET", f"/status/{code}")
         assert bad.status == code and "<b>not bold</b>" in pretty_body(bad)
@@ -61,7 +61,7 @@ def test_a_reused_forward_whose_pod_is_gone_is_opened_afresh(tier: K8sTier) -> N
     svc = serve(tier, "moved")
     first = svc.pods()[0].name
     assert svc.request("GET", "/health").answered_by == first
-    old = serve_http.forward_url(svc)
+    old = serve_http.forward_url(svc.forward())
     svc.restart()  # the pod behind the open forward is replaced
 
     def replaced() -> bool:
@@ -71,4 +71,4 @@ def test_a_reused_forward_whose_pod_is_gone_is_opened_afresh(tier: K8sTier) -> N
     wait_for(replaced, GUARD, "the pod to be replaced")
     resp = svc.request("GET", "/health")
     assert resp.status == 200 and resp.answered_by == svc.pods()[0].name != first
-    assert serve_http.forward_url(svc) != old
+    assert serve_http.forward_url(svc.forward()) != old

@@ -48,7 +48,7 @@ def test_request_json_and_text_bodies_through_the_front_port(tier: LocalServeTie
     text = svc.request("PUT", "/echo", body="plain words\n", headers={"Content-Type": "text/plain"})
     assert text.json()["body"] == "plain words\n" and text.json()["method"] == "PUT"
     # The forward is opened once and reused: the same URL for every request of this service.
-    assert serve_http.forward_url(svc) == svc.status().endpoint
+    assert serve_http.forward_url(svc.forward()) == svc.status().endpoint
 
 
 def test_error_statuses_and_hostile_bodies_come_back_as_text(tier: LocalServeTier) -> None:

@@ -19,6 +19,7 @@ Typical use::
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import os
 import selectors
 import shutil
@@ -35,6 +36,10 @@ from .errors import BUFSIZE, POLL, CommandError, CommandTimeout, ConnectError, T
 from .exchange import CommandResult
 
 _STDERR_KEEP = 65536  # bytes of a stream's stderr kept for diagnostics
+# A followed log is read in pieces of up to 1 MiB from a pipe grown to 1 MiB (Linux's default
+# 64 KiB pipe made a 200 MB catch-up 3,000 reads and wake-ups; bench/local_slurm.py).
+_STREAM_PIPE = 1 << 20
+_F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 NO_SBATCH = ("this machine has no sbatch on PATH: a slurm profile without host runs Slurm's "
              "commands here (Jupyter on the cluster); elsewhere give it host: LOGIN_NODE to reach "
              "one over SSH")
@@ -114,26 +119,36 @@ class LocalTransport(ClosedOnExit):
         for stream in streams:
             stream.close()
 
-    def _popen(self, args: tuple[str, ...]) -> subprocess.Popen[bytes] | None:
+    def home(self) -> str:
+        """The directory commands start in, as an SSH command starts in the login's home."""
+        return self.env().get("HOME") or os.path.expanduser("~")
+
+    def _popen(self, args: tuple[str, ...], cwd: str | None = None,
+               umask: int = -1) -> subprocess.Popen[bytes] | None:
         self.connect()
         env = self.env()
-        home = env.get("HOME") or os.path.expanduser("~")
+        if cwd is None:
+            home = env.get("HOME") or os.path.expanduser("~")
+            cwd = home if os.path.isdir(home) else None
         try:
             return subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                     stderr=subprocess.PIPE, env=env, start_new_session=True,
-                                    cwd=home if os.path.isdir(home) else None)
+                                    cwd=cwd, umask=umask)
         except FileNotFoundError:
             return None
         except OSError as e:
             raise TransportError(f"cannot run `{short_argv(args)}` here: {e.strerror or e}") from None
 
     def run(self, argv: Sequence[str], *, stdin: bytes | None = None,
-            timeout: float | None = 60.0, check: bool = True) -> CommandResult:
+            timeout: float | None = 60.0, check: bool = True, cwd: str | None = None,
+            umask: int = -1) -> CommandResult:
         """Run ``argv`` here and collect it; the same contract as :meth:`SSHTransport.run`: a
         missing program exits 127 as a shell's would, ``timeout`` ends the command's whole
-        session and raises :class:`CommandTimeout`, ``check`` raises :class:`CommandError`."""
+        session and raises :class:`CommandTimeout`, ``check`` raises :class:`CommandError`.
+        Local only: ``cwd`` (default: the home directory) and ``umask`` (default: this
+        process's) of the command."""
         args = _args(argv)
-        proc = self._popen(args)
+        proc = self._popen(args, cwd, umask)
         if proc is None:
             result = CommandResult(args, 127, b"", f"{args[0]}: command not found\n".encode())
         else:
@@ -190,6 +205,8 @@ class LocalStream(ClosedOnExit):
         self._exit_status: int | None = None
         self._stderr = bytearray()
         self._reading = threading.Lock()
+        with contextlib.suppress(OSError):  # over the per-user pipe limit: the default size
+            fcntl.fcntl(proc.stdout.fileno(), _F_SETPIPE_SZ, _STREAM_PIPE)
         self._selector = selectors.DefaultSelector()
         self._selector.register(proc.stdout, selectors.EVENT_READ)
         self._selector.register(proc.stderr, selectors.EVENT_READ)
@@ -255,7 +272,7 @@ class LocalStream(ClosedOnExit):
                     return None
                 wait = min(wait, left)
             for key, _ in self._selector.select(wait):
-                data = os.read(key.fd, BUFSIZE)
+                data = os.read(key.fd, _STREAM_PIPE if key.fileobj is out else BUFSIZE)
                 if key.fileobj is out:
                     if data:
                         return data

@@ -3,7 +3,9 @@ a stand-in ``sbatch`` on PATH), with the SSH transport's contract and a clean en
 
 from __future__ import annotations
 
+import fcntl
 import os
+import termios
 import threading
 from pathlib import Path
 
@@ -129,3 +131,35 @@ def test_no_sbatch_here_is_a_connect_error_that_says_what_to_do(tmp_path: Path) 
     with pytest.raises(ConnectError, match=r"no sbatch on PATH.*host: LOGIN_NODE") as e:
         t.run(["true"])
     assert not e.value.transient and e.value.at_connect and not t.connected
+
+
+def test_run_takes_a_working_directory_and_a_umask(here: LocalTransport, tmp_path: Path) -> None:
+    work = tmp_path / "job"
+    work.mkdir()
+    r = here.run(["bash", "-c", "pwd; umask; touch made"], cwd=str(work), umask=0o077)
+    assert r.text().split() == [str(work), "0077"]
+    assert (work / "made").stat().st_mode & 0o777 == 0o600
+    assert here.run(["bash", "-c", "pwd"]).text().strip() == str(tmp_path)  # the default stays home
+    assert here.home() == str(tmp_path)
+
+
+def test_a_stream_reads_more_than_a_default_pipe_at_once(here: LocalTransport, tmp_path: Path) -> None:
+    # 4 MiB written before anyone reads: with the pipe grown, a read takes far more than the
+    # 64 KiB a default pipe holds (the writer blocks at the pipe's size; FIONREAD says when full).
+    big = tmp_path / "big"
+    big.write_bytes(b"y" * (4 << 20))
+    with here.stream(["bash", "-c", 'cat -- "$1"; exec sleep 30', "prog", str(big)], timeout=GUARD) as s:
+        fd = s._proc.stdout.fileno()  # type: ignore[union-attr]
+        buffered = bytearray(4)
+
+        def queued() -> int:
+            fcntl.ioctl(fd, termios.FIONREAD, buffered)
+            return int.from_bytes(buffered, "little")
+
+        wait_for(lambda: queued() >= 1 << 20, "1 MiB queued in the pipe", timeout=GUARD)
+        chunk = next(s)
+        assert len(chunk) > 65536
+        got = len(chunk)
+        while got < 4 << 20:
+            got += len(next(s))
+        assert got == 4 << 20

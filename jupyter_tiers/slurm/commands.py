@@ -201,10 +201,17 @@ def submit_argv(jobdir: str, packed: bytes, options: Sequence[str] = (), *,
     the remote side checks its sha256 first. ``again``: a retry after the connection dropped,
     which answers the first run's job id when that one got as far as sbatch."""
     digest = hashlib.sha256(packed).hexdigest()
+    return [*BASH, SUBMIT_SH, "jt-submit", jobdir, digest, "again" if again else "first",
+            *check_options(options)]
+
+
+def check_options(options: Sequence[str]) -> list[str]:
+    """``options`` as sbatch's command line takes them (``--key`` or ``--key=value`` words, no
+    control characters); SpecError naming the first that is not one."""
     for opt in options:
         if not _OPTION_RE.fullmatch(opt):
             raise SpecError("sbatch option", f"{opt[:80]!r} is not an sbatch option word")
-    return [*BASH, SUBMIT_SH, "jt-submit", jobdir, digest, "again" if again else "first", *options]
+    return list(options)
 
 
 def squeue_argv(job_ids: Sequence[str]) -> list[str]:

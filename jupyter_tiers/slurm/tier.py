@@ -43,7 +43,7 @@ from ..transport.errors import ConnectError
 from ..transport.exchange import CommandResult
 from ..transport.local import LocalTransport
 from ..transport.ssh import SSHTarget, SSHTransport
-from . import commands
+from . import commands, submit_here
 from .files_remote import cat_argv, list_argv, sha_argv
 from .follow_local import follow_here_argv
 from .history import ACCOUNTING_DOWN, history_argv, history_result, parse_tail_output, tail_output_argv
@@ -55,7 +55,7 @@ from .parse import (
     parse_scontrol_jobs,
     parse_squeue,
 )
-from .render import render_job
+from .render import RenderedJob, render_job
 from .sync_remote import SyncOutcome, sync_root, sync_to_cluster
 from .task_listing import parse_task_checkpoints, task_checkpoints_argv
 
@@ -191,7 +191,10 @@ class SlurmTier(BatchTier):
         plan = plan_of(spec)
         workdir = commands.check_workdir(self.profile.workdir)
         jobdir = f"{workdir}/{commands.job_dir_name(spec.name, token=secrets.token_hex(3))}"
-        result = self._submit_once(jobdir, commands.pack_job(rendered), rendered.options)
+        if isinstance(self.transport, LocalTransport):
+            result = self._submit_here(self.transport, jobdir, rendered)
+        else:
+            result = self._submit_once(jobdir, commands.pack_job(rendered), rendered.options)
         if result.exit_status != 0:
             err = result.stderr.decode("utf-8", errors="replace").strip()
             if NO_SPACE in err:  # the job directory's files, or sbatch's own, did not fit
@@ -236,6 +239,29 @@ class SlurmTier(BatchTier):
                         f"the job may have been submitted from {jobdir}: see squeue") from None
                 log.info("connection lost while submitting to %s (%s); asking again", jobdir, e)
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def _submit_here(self, transport: LocalTransport, jobdir: str, rendered: RenderedJob
+                     ) -> CommandResult:
+        """The local submit (slurm/submit_here.py): the job directory written from here, then
+        one ``sbatch`` in it under umask 077; answers as the SSH program does (job id, then the
+        directory), a full disk as its "No space left on device"."""
+        argv = submit_here.sbatch_here_argv(rendered.options)
+        try:
+            path = submit_here.write_job_dir(submit_here.expand_home(jobdir, transport.home()),
+                                             rendered.files)
+        except OSError as e:
+            if submit_here.is_no_space(e):
+                return CommandResult(tuple(argv), 1, b"", f"{e.filename}: {NO_SPACE}".encode())
+            raise SubmitError(f"cannot write the job directory {jobdir}: {e.strerror or e}") from None
+        result = transport.run(argv, check=False, cwd=path, umask=submit_here.SUBMIT_UMASK)
+        if result.exit_status != 0:
+            return result
+        answer = result.text().strip()
+        try:
+            submit_here.note_job_id(path, answer + "\n")
+        except OSError as e:  # the job is submitted: a missing .jobid only costs a retry's answer
+            log.warning("job %s: cannot write %s/.jobid (%s)", answer, path, e)
+        return CommandResult(tuple(argv), 0, f"{answer}\n{path}\n".encode(), result.stderr)
 
     def _run_scheduler(self, argv: list[str]) -> tuple[int, str, str]:
         result = self.transport.run(argv, check=False)

@@ -416,6 +416,10 @@ class ServeTier(Tier):
     #: Whether :meth:`port_forward` opens a forward this process keeps open and can name the
     #: pod of (:meth:`forwarded_pod`: Kubernetes); else the endpoint itself is the forward.
     keeps_forwards: bool = False
+    #: Whether a model in the object store is fetched where the service runs (the spec's
+    #: ``model_uri``: Kubernetes' init container); else --model-from brings it into this
+    #: machine's model cache first (app/model_from.py).
+    fetches_models: bool = False
 
     def make_spec(self, body: str, **options: Any) -> ServeSpec:
         """A ServeSpec from the cell body, the profile's defaults and env, then ``options``."""

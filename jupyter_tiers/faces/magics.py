@@ -47,7 +47,6 @@ from ..spec.options import (
 # the views, the guard, the handoff and %tiers are imported by the functions that first need them
 # (bench/load_ext.py measures it; tests/unit/test_load_ext_modules.py keeps the list short).
 if TYPE_CHECKING:
-    from ..config.registry import JobRecord
     from ..core.model import JobSpec, ServeSpec
     from ..engine.handles import Job, Service
     from ..engine.tier import BatchTier, ServeTier, Tier
@@ -333,68 +332,17 @@ class TiersMagics(Magics):
 
     def _model_from(self, ref: str, tier: ServeTier, cell: str, options: dict[str, Any], *,
                     dry_run: bool = False) -> str:
-        """Resolve ``--model-from`` to the serving tier's view of the job's checkpoint: set the
-        spec's model path and source in ``options``; returns the body with {model_path} filled."""
+        """``--model-from``: the service layer's verb (app/model_from.py) sets the spec's model
+        options; returns the body with {model_path} filled. Its lines print first."""
         # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
         from ..api import connect, connect_batch  # lazy: as above
-        from ..app import task_handoff  # lazy: as above
-        from ..data import handoff  # lazy: as above
+        from ..app.model_from import choose_model  # lazy: as above
 
-        path: str | None
-        uri: str | None
-        if ref.startswith("s3://"):  # a model in the object store, trained anywhere
-            path, uri, source = None, ref, ref
-        else:
-            def refresh(record: JobRecord) -> None:
-                connect(record.profile).refresh([record])
-
-            namespace = self.shell.user_ns if self.shell is not None else {}
-            # A sweep's task (51_7, NAME_7, a task handle) or a whole array (its best task), else a job.
-            resolved = task_handoff.resolve(ref, tier.registry, namespace, connect_batch,
-                                            refresh=refresh)
-            ckpt = resolved.checkpoint
-            path, uri = handoff.serving_model(ckpt, tier.profile)
-            source = ckpt.source
-            if resolved.line:  # the cell's first line: which task, and why
-                print(resolved.line, flush=True)
-        if uri is not None:
-            path = self._model_from_store(uri, tier, options, dry_run=dry_run)
-        options["model_path"] = path
-        options["model_source"] = source
-        return handoff.substitute_model_path(cell, str(path))
-
-    @staticmethod
-    def _model_from_store(uri: str, tier: ServeTier, options: dict[str, Any], *,
-                          dry_run: bool = False) -> str:
-        """A model in the object store: on Kubernetes an init container fetches it (the spec's
-        model_uri), after a check from the kernel when it has credentials of its own (a missing
-        key is refused before anything is created); on the local tier it is downloaded into the
-        cache (nothing if cached; ``--dry-run`` says what would be, and downloads nothing)."""
-        # lazy: the tier machinery loads when a cell first needs it, not at %load_ext
-        from ..data import handoff  # lazy: as above
-        from ..data.checkpoint_upload import store_of  # lazy: as above
-        from ..data.model_cache import check_model, fetch_model, plan_model  # lazy: as above
-        from ..data.objectstore import parse_uri  # lazy: as above
-
-        try:
-            parse_uri(uri)
-        except ValueError as exc:
-            raise UsageError(f"--model-from {exc}") from None
-        store = store_of(tier.profile)
-        if tier.profile.tier == "kubernetes":
-            inside = handoff.fetched_model_path(uri)  # validates the URI first
-            check = check_model(uri, store)
-            if dry_run:
-                print(f"# --model-from {check.line}", flush=True)
-            options["model_uri"] = uri
-            return inside
-        if dry_run:
-            plan = plan_model(uri, store)
-            print(f"# {plan.line}", flush=True)
-            return str(plan.target)
-        local, downloaded = fetch_model(uri, store)
-        print(f"model {uri} {'downloaded to' if downloaded else 'cached at'} {local}", flush=True)
-        return str(local)
+        namespace = self.shell.user_ns if self.shell is not None else {}
+        choice = choose_model(ref, tier, namespace, connect, connect_batch, dry_run=dry_run,
+                              say=lambda line: print(line, flush=True))
+        options.update(choice.options())
+        return choice.fill(cell)
 
     def _notebook_dict(self, name: str) -> dict[str, Any]:
         namespace = self.shell.user_ns if self.shell is not None else {}

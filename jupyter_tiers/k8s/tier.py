@@ -54,6 +54,7 @@ class K8sTier(ServeTier):
 
     backend = "kubernetes"
     keeps_forwards = True
+    fetches_models = True
 
     def __init__(self, profile: Profile, registry: Registry | None = None,
                  client: KubeClient | None = None) -> None:

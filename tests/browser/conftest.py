@@ -238,11 +238,23 @@ def _running_lab(base: Path, tiers_yaml: str, extra_env: Mapping[str, str] | Non
         yield process.server
 
 
+#: A second profile of the test cluster in the shared lab: ``box`` with a rank beat a second (the
+#: default is 10 s), for tests that watch per-rank use; a kernel cannot set it for an SSH job.
+BEAT_PROFILE = "boxbeat"
+
+
+def _shared_lab_yaml(cluster_env: dict[str, str]) -> str:
+    beat = profile_yaml(cluster_env, name=BEAT_PROFILE).split("\n", 1)[1]
+    assert 'setup: ["source' in beat
+    beat = beat.replace('setup: ["source', 'setup: ["export JT_HEARTBEAT=1", "source', 1)
+    return profile_yaml(cluster_env) + beat
+
+
 @contextmanager
-def _cluster_lab(cluster_env: dict[str, str], base: Path) -> Iterator[Lab]:
+def _cluster_lab(cluster_env: dict[str, str], base: Path, tiers_yaml: str | None = None) -> Iterator[Lab]:
     server: Lab | None = None
     try:
-        with _running_lab(base, profile_yaml(cluster_env)) as server:
+        with _running_lab(base, tiers_yaml or profile_yaml(cluster_env)) as server:
             yield server
     finally:
         if server is not None:
@@ -251,9 +263,11 @@ def _cluster_lab(cluster_env: dict[str, str], base: Path) -> Iterator[Lab]:
 
 @pytest.fixture(scope="session")
 def shared_lab(cluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
-    """One JupyterLab with the ``box`` profile for every module that sets ``SHARED_LAB = True``."""
+    """One JupyterLab with the ``box`` (and ``boxbeat``) profile for every module that sets
+    ``SHARED_LAB = True``."""
     _require_browser_tools()
-    with _cluster_lab(cluster_env, tmp_path_factory.mktemp("shared-lab")) as server:
+    with _cluster_lab(cluster_env, tmp_path_factory.mktemp("shared-lab"),
+                      _shared_lab_yaml(cluster_env)) as server:
         yield server
 
 

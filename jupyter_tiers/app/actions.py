@@ -106,6 +106,12 @@ def profile_names() -> list[str]:
     return sorted(load_config().profiles)
 
 
+def recent_records(limit: int) -> list[JobRecord]:
+    """The newest ``limit`` records of this user's registry, every profile and kind (what the
+    server's hub scans)."""
+    return Registry().list(limit=limit)
+
+
 def record(ref: str, registry: Registry | None = None) -> JobRecord:
     """The registry record of ``ref`` (``id``, service name or ``profile/id``)."""
     return (registry or Registry()).get(ref)

@@ -74,6 +74,11 @@ class Handle(abc.ABC, Generic[StatusT]):
         """What was submitted or applied, as text (no env values)."""
         return self.record.script
 
+    def recorded(self) -> JobRecord:
+        """The registry's record as it is now (``record`` is the one this handle was made with:
+        a status read since may have changed its state or an array's counts)."""
+        return self.tier.registry.get(self.key)
+
     @abc.abstractmethod
     def status(self) -> StatusT:
         """The current status, asked of the cluster now."""

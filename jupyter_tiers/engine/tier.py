@@ -24,7 +24,7 @@ from ..batch.status import merge_status
 from ..batch.usage import USAGE_MAX_SAMPLES, UsageSeries
 from ..config.profiles import Profile
 from ..config.registry import JobRecord, Registry
-from ..core.errors import ConfigError, SpecError, TiersError, Unsupported
+from ..core.errors import ConfigError, JobNotFound, SpecError, TiersError, Unsupported
 from ..core.model import (
     JobSpec,
     JobStatus,
@@ -406,6 +406,19 @@ class BatchTier(Tier):
         assert isinstance(handle, Job)
         return handle
 
+    def live_job_named(self, name: str) -> Job | None:
+        """This profile's newest job called ``name`` while it has not ended (one status read);
+        None when there is none, it ended, or its state cannot be read now."""
+        record = self.registry.find_by_name(self.name, name)
+        if record is None or record.kind != WorkKind.JOB:
+            return None
+        job = self.job(record)
+        try:
+            state = job.status().state
+        except TiersError:
+            return None
+        return None if state.terminal else job
+
 
 class ServeTier(Tier):
     """Base of the serving tiers: long-lived services with replicas, followed by watches.
@@ -436,6 +449,13 @@ class ServeTier(Tier):
 
     def service(self, record: JobRecord) -> Service:
         return Service(self, record)
+
+    def service_named(self, name: str) -> Service:
+        """This profile's service called ``name``; JobNotFound when the registry has none."""
+        record = self.registry.find_by_name(self.name, name)
+        if record is None or record.kind != WorkKind.SERVICE:
+            raise JobNotFound(f"no service {name!r} of profile {self.name!r} in the registry")
+        return self.service(record)
 
     @abc.abstractmethod
     def render(self, spec: ServeSpec) -> str:

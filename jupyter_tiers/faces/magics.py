@@ -31,7 +31,7 @@ from IPython.core.magic import (
 )
 from IPython.core.magic_arguments import ArgDecorator, argument, magic_arguments
 
-from ..core.errors import ConfigError, JobNotFound, SpecError, TiersError
+from ..core.errors import ConfigError, SpecError, TiersError
 from ..core.model import WorkKind
 from ..spec.options import (
     JOB_OPTIONS,
@@ -48,7 +48,6 @@ from ..spec.options import (
 # (bench/load_ext.py measures it; tests/unit/test_load_ext_modules.py keeps the list short).
 if TYPE_CHECKING:
     from ..core.model import JobSpec, ServeSpec
-    from ..engine.handles import Job, Service
     from ..engine.tier import BatchTier, ServeTier, Tier
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -236,7 +235,7 @@ class TiersMagics(Magics):
             job = None
             attached = False
             if args.name and not args.resubmit:
-                job = _live_job_named(tier, args.name)
+                job = tier.live_job_named(args.name)
                 if job is not None:
                     attached = True
                     print(f"job {job.id} ({job.name}) is still {job.status().state.value}: "
@@ -297,7 +296,7 @@ class TiersMagics(Magics):
             if args.delete:
                 if not args.name:
                     raise UsageError("--delete: give the --name of the service to delete")
-                service = _service_named(tier, args.name)
+                service = tier.service_named(args.name)
                 print(service.stop())
                 return None
             options = given_values(args, SERVE_OPTIONS)
@@ -496,25 +495,6 @@ def _print_sync_listing(tier: Tier, spec: JobSpec | ServeSpec) -> None:
 
         manifest, _ = notebook_manifest(spec.sync, tier.profile.settings)
         print(describe(manifest, spec.sync), end="")
-
-
-def _live_job_named(tier: BatchTier, name: str) -> Job | None:
-    record = tier.registry.find_by_name(tier.name, name)
-    if record is None:
-        return None
-    job = tier.job(record)
-    try:
-        state = job.status().state
-    except TiersError:
-        return None
-    return None if state.terminal else job
-
-
-def _service_named(tier: ServeTier, name: str) -> Service:
-    record = tier.registry.find_by_name(tier.name, name)
-    if record is None or record.kind != WorkKind.SERVICE:
-        raise JobNotFound(f"no service {name!r} of profile {tier.name!r} in the registry")
-    return tier.service(record)
 
 
 def load_ipython_extension(ipython: Any) -> None:

@@ -10,8 +10,7 @@ import time
 from typing import Any, NoReturn
 
 from ..api import connect
-from ..app import actions as service
-from ..app import items
+from ..app import actions, items
 from ..app.ownjob import check_cancel
 from ..batch.arrays import detail_counts, format_tasks, is_array
 from ..batch.history import HistoryRow, format_history
@@ -141,7 +140,7 @@ def _init(args: argparse.Namespace, shell: Any) -> int:
 
 def _doctor(args: argparse.Namespace) -> int:
     """Run the checks and print the report; 1 when any check failed."""
-    report = service.doctor(args.profiles, suggest_role=args.suggest_role, compute=args.compute)
+    report = actions.doctor(args.profiles, suggest_role=args.suggest_role, compute=args.compute)
     print(render_json(report) if args.json else render_text(report))
     return int(report.exit_status)
 
@@ -187,8 +186,8 @@ def _history_output(row: HistoryRow, output: str | None, path: str, tail: int) -
 def _handle(ref: str, kind: WorkKind | None = None) -> Handle:
     """The Job or Service handle of ``ref``; ``kind`` names what the command acts on."""
     try:
-        return service.attach(ref, kind)
-    except service.WrongKind as exc:  # also an array's task (ID_i), which has no record
+        return actions.attach(ref, kind)
+    except actions.WrongKind as exc:  # also an array's task (ID_i), which has no record
         raise CommandUsage(
             f"%tiers: {ref} is a {exc.kind}, not a {kind}; use %tiers {exc.verb} {ref}") from None
 
@@ -220,25 +219,25 @@ def run(argv: list[str], shell: Any = None) -> Any:
         if not isinstance(handle, ArrayJob):
             print(format_jobs([handle.record]))
             if isinstance(handle, Job):
-                reason = service.end_reason(handle)
+                reason = actions.end_reason(handle)
                 if reason is not None:  # "why: … — fix: …"
                     print(printable(reason))
             return None
         tasks = handle.task_statuses()
         _failures, metrics = handle.task_results(tasks)
-        print(format_jobs([handle.tier.registry.get(handle.key)]))
+        print(format_jobs([handle.recorded()]))
         print(format_tasks(handle.plan, tasks, metrics))
     elif args.command == "jobs":
         note = items.inside_job_note()
         if note:
             print(note)
-        listing = service.list_items(limit=args.limit, profile=args.profile,
+        listing = actions.list_items(limit=args.limit, profile=args.profile,
                                      kind=WorkKind(args.kind) if args.kind else None)
         print(format_jobs(listing.records) if listing.records else "no jobs yet")
         for error in listing.errors:
             print(printable(f"({error.profile}: states as last recorded — {error.message})"))
     elif args.command == "profiles":
-        infos, _default = service.profiles()
+        infos, _default = actions.profiles()
         tier_width = max([6, *(len(p.tier) for p in infos)])
         where_width = max([24, *(len(p.where) for p in infos)])
         for p in infos:
@@ -269,7 +268,7 @@ def run(argv: list[str], shell: Any = None) -> Any:
         if args.revision is not None and args.revision < 1:
             raise CommandUsage(f"%tiers rollback --to {args.revision}: give a revision from 1")
         _handle(args.job, WorkKind.SERVICE)
-        print(service.rollback(args.job, args.revision).message)
+        print(actions.rollback(args.job, args.revision).message)
     elif args.command in ("cancel", "delete", "scale", "restart", "promote"):
         kind = WorkKind.JOB if args.command == "cancel" else WorkKind.SERVICE
         if args.command == "scale" and args.replicas < 0:
@@ -278,14 +277,14 @@ def run(argv: list[str], shell: Any = None) -> Any:
             check_cancel(args.job)  # the job this notebook runs inside: OwnJob, before "no job N"
         _handle(args.job, kind)  # a record of the other kind is a usage error naming the verb
         if args.command == "scale":
-            result = service.scale(args.job, args.replicas)
+            result = actions.scale(args.job, args.replicas)
         else:
-            result = getattr(service, args.command)(args.job)
+            result = getattr(actions, args.command)(args.job)
         print(result.message)
     elif args.command == "history":
         if args.tail < 0:
             raise CommandUsage(f"%tiers history --tail {args.tail}: give 0 or more lines")
-        found = service.history(args.profile, days=args.days, user=args.user, state=args.state,
+        found = actions.history(args.profile, days=args.days, user=args.user, state=args.state,
                                 limit=args.limit, job=args.job, tail=args.tail if args.job else None)
         if not found.rows:
             print(f"no job {args.job} in {found.profile}'s accounting" if args.job else

@@ -2,7 +2,7 @@
 
 (1) A project ./tiers.yaml adds its own ``tier: local`` profile, makes it the default, gives it
 ``defaults: {python: ./tools/py}`` and ``object_store: {credentials: kernel}``: plain
-``jupyter tiers doctor`` (and the server's doctor, service.doctor) in that directory ran
+``jupyter tiers doctor`` (and the server's doctor, actions.doctor) in that directory ran
 ``./tools/py`` and handed it the kernel's AWS keys. It must run nothing.
 (2) ``defaults.checkpoint_to: s3://attacker-bucket/loot`` on a trusted profile (and on the built-in
 ``local``) from a project file: the watcher uploaded the user's checkpoint there. It is refused.
@@ -74,13 +74,13 @@ def test_high1_plain_jupyter_tiers_doctor_runs_nothing(cloned: Path) -> None:
 
 
 def test_high1_the_servers_doctor_runs_nothing(cloned: Path) -> None:
-    """What the sidebar's Check calls (server/handlers.py's DoctorHandler -> service.doctor)."""
-    from jupyter_tiers.app import actions as service
+    """What the sidebar's Check calls (server/handlers.py's DoctorHandler -> actions.doctor)."""
+    from jupyter_tiers.app import actions
     from jupyter_tiers.config import cache as config_cache
 
     config_cache.clear()
     with pytest.raises(config.ProjectFileRefused) as info:
-        service.doctor(["mine"])
+        actions.doctor(["mine"])
     _ran_nothing(cloned)
     keys = {r.key for r in info.value.refusals}
     assert {"profiles.mine.defaults.python", "profiles.mine.object_store", "default_profile"} <= keys

@@ -99,10 +99,10 @@ def test_plain_array_gets_the_task_number_and_one_task_is_cancelled(ip, capsys) 
     assert "params {'task': 3} {\"task\": 3}" in job.task(3).logs(rank=0)
     assert job.summary() == f"array {job.id} (3 tasks) 2 COMPLETED, 1 CANCELLED"
     from jupyter_tiers.app import (
-        actions as service,  # the sidebar's and the REST API's row: one line, the counts
+        actions,  # the sidebar's and the REST API's row: one line, the counts
     )
 
-    item = next(i for i in service.list_items().items if i.id == job.id)
+    item = next(i for i in actions.list_items().items if i.id == job.id)
     assert item.size == "3 tasks: 2 COMPLETED, 1 CANCELLED" and item.state == "CANCELLED"
     assert item.summary == f"array {job.id} CANCELLED — 3 tasks: 2 COMPLETED, 1 CANCELLED"
 

@@ -565,7 +565,7 @@ def test_a_service_log_read_is_bounded_with_a_marker(tier: LocalServeTier, tmp_p
                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     """``service_logs`` reads at most MAX_SERVICE_LOG_BYTES from the end of service.log.1 +
     service.log (issue 20 item 10; they reach 128 MiB), from a whole line, after a marker line."""
-    from jupyter_tiers.app import actions as service_layer
+    from jupyter_tiers.app import actions
     from jupyter_tiers.config.registry import JobRecord
     from jupyter_tiers.engine import tier as tier_module
 
@@ -596,7 +596,7 @@ def test_a_service_log_read_is_bounded_with_a_marker(tier: LocalServeTier, tmp_p
     # The REST API's ranges keep the marker as a line of no pod.
     monkeypatch.setattr(tier_module, "MAX_SERVICE_LOG_BYTES", 1 << 20)
     handle = tier.handle(record)  # the real Service handle of this record (log_range wants one)
-    monkeypatch.setattr(service_layer, "attach", lambda ref, kind=None: handle)
-    first = service_layer.log_range("laptop/web", limit=2)
+    monkeypatch.setattr(actions, "attach", lambda ref, kind=None: handle)
+    first = actions.log_range("laptop/web", limit=2)
     assert first.lines == [(None, "[earlier output cut — the last 1 MiB of the log are shown]"),
                            ("web-0", first.lines[1][1])]

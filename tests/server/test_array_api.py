@@ -140,7 +140,7 @@ async def test_a_task_is_a_job_for_the_service_verbs(jp_fetch: Any, local: Any) 
     and the task keeps running (issue 20 item 7: the task reference skipped the kind check)."""
     from tornado.httpclient import HTTPClientError
 
-    from jupyter_tiers.app import actions as service
+    from jupyter_tiers.app import actions
     from jupyter_tiers.app.actions import WrongKind
 
     job = local.submit(local.make_spec("import time\ntime.sleep(300)\n", name="arr", array="0-1"))
@@ -155,7 +155,7 @@ async def test_a_task_is_a_job_for_the_service_verbs(jp_fetch: Any, local: Any) 
         assert err.value.code == 409, parts
         assert err.value.response is not None
         assert body(err.value.response)["error"] == f"laptop/{task} is a job, not a service; use cancel"
-    for verb in (service.delete, service.restart, lambda ref: service.scale(ref, 1)):
+    for verb in (actions.delete, actions.restart, lambda ref: actions.scale(ref, 1)):
         with pytest.raises(WrongKind):
             verb(task)
     # The same for `jupyter tiers` / %tiers (a task has no record of its own to name its kind).

@@ -16,7 +16,7 @@ import pytest
 from tornado.httpclient import HTTPClientError
 
 from jupyter_tiers import api
-from jupyter_tiers.app import actions as service
+from jupyter_tiers.app import actions
 from jupyter_tiers.config.profiles import Profile
 from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.core.errors import SpecError
@@ -103,7 +103,7 @@ async def test_accounting_off_is_a_409_saying_so(jp_fetch: Any, tiers_config: An
     tiers_config({"profiles": {"box": {"tier": "slurm", "host": "h"}}})
     profile = Profile(name="box", tier="slurm", settings={"host": "h", "workdir": "~/jt"})
     tier = SlurmTier(profile, Registry(tmp_path / "r.sqlite"), transport=_NoAccounting())  # type: ignore[arg-type]
-    monkeypatch.setattr(service, "_connect", lambda name, kind="batch": tier)
+    monkeypatch.setattr(actions, "_connect", lambda name, kind="batch": tier)
     code, data = await _error(jp_fetch, params={"profile": "box", "days": "2"})
     assert code == 409 and data == {"error": NO_ACCOUNTING_MESSAGE, "accounting": False}
     assert "accounting is off" in data["error"]

@@ -145,7 +145,7 @@ def test_removed_records_are_announced(tmp_path: Path) -> None:
     registry = Registry(tmp_path / "hub-registry.sqlite")
     done = JobRecord(profile="hpc", tier="slurm", job_id="7", name="old", world_size=1, state="COMPLETED")
     registry.add(done)
-    hub = Hub(scan_interval=0.1, registry=lambda: registry)
+    hub = Hub(scan_interval=0.1, records=registry.list)
     inbox = Inbox()
     token, snapshot = hub.listen(inbox)
     try:
@@ -211,7 +211,7 @@ def hub_of_one_job(tmp_path: Path, job_id: str, state: str) -> tuple[Hub, Regist
     def no_cluster(profile: str, kind: Any) -> Any:
         raise TiersError("no cluster in this test")
 
-    return Hub(scan_interval=3600, registry=lambda: registry, connect=no_cluster), registry, rec
+    return Hub(scan_interval=3600, records=registry.list, connect=no_cluster), registry, rec
 
 
 def test_updates_reach_the_listeners_in_the_order_of_the_changes(tmp_path: Path) -> None:

@@ -188,16 +188,16 @@ def test_tier_history_with_accounting_off(tmp_path: Path) -> None:
 
 def test_history_command_prints_the_accounting_message(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                         capsys: pytest.CaptureFixture[str]) -> None:
-    from jupyter_tiers.app import actions as service
+    from jupyter_tiers.app import actions
     from jupyter_tiers.faces.cli import main
 
     tier = _tier(tmp_path, _FakeTransport(1, "", NO_ACCOUNTING_STDERR))
-    monkeypatch.setattr(service, "_connect", lambda name, kind="batch": tier)
+    monkeypatch.setattr(actions, "_connect", lambda name, kind="batch": tier)
     assert main(["history", "-p", "box"]) == 1
     assert capsys.readouterr().err.strip() == f"jupyter tiers: {NO_ACCOUNTING_MESSAGE}"
     tier2 = _tier(tmp_path / "b", _FakeTransport(0, REAL, ""))
     (tmp_path / "b").mkdir(exist_ok=True)
-    monkeypatch.setattr(service, "_connect", lambda name, kind="batch": tier2)
+    monkeypatch.setattr(actions, "_connect", lambda name, kind="batch": tier2)
     assert main(["history", "-p", "box", "--days", "3", "-s", "F"]) == 0
     out = capsys.readouterr().out
     assert "FAILED" in out and "not submitted by jupyter-tiers" in out
@@ -304,12 +304,12 @@ def test_service_history_as_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     """What a REST route would send: plain JSON, the exit as text, who submitted each job."""
     import json
 
-    from jupyter_tiers.app import actions as service
+    from jupyter_tiers.app import actions
 
     tier = _tier(tmp_path, _FakeTransport(0, REAL, ""))
     tier.registry.add(JobRecord(profile="box", tier="slurm", job_id="3", name="notebook-job"))
-    monkeypatch.setattr(service, "_connect", lambda name, kind="batch": tier)
-    data = json.loads(json.dumps(service.history("box", days=2, state="F").to_json(), allow_nan=False))
+    monkeypatch.setattr(actions, "_connect", lambda name, kind="batch": tier)
+    data = json.loads(json.dumps(actions.history("box", days=2, state="F").to_json(), allow_nan=False))
     rows = {r["job_id"]: r for r in data["rows"]}
     assert data["profile"] == "box" and data["output"] is None
     assert rows["3"]["ours"] is True and rows["3"]["key"] == "box/3"
@@ -317,15 +317,15 @@ def test_service_history_as_json(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     assert rows["3"]["exit_code"] == 9 and rows["3"]["exit"] == "step 0 exit 3"
     assert rows["3"]["max_rss"] == 16272 * 1024
     with pytest.raises(SpecError, match="tail"):
-        service.history("box", job="3", tail=-1)
+        actions.history("box", job="3", tail=-1)
 
 
 def test_history_is_a_declared_capability_only_slurm_answers(tmp_path: Path,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """BatchTier declares history and output_tail: a local tier says Unsupported naming the
-    profile, and service.history turns that (and a Kubernetes profile) into the same 400-class
+    profile, and actions.history turns that (and a Kubernetes profile) into the same 400-class
     SpecError, before anything is asked."""
-    from jupyter_tiers.app import actions as service
+    from jupyter_tiers.app import actions
     from jupyter_tiers.batch.history import HistoryRow
     from jupyter_tiers.core.errors import Unsupported
     from jupyter_tiers.k8s.tier import K8sTier
@@ -337,10 +337,10 @@ def test_history_is_a_declared_capability_only_slurm_answers(tmp_path: Path,
     row = HistoryRow("1", "1", "n", "u", "COMPLETED", 0, None, 1, 1, "n1", None, "", "", "", "", "/w")
     with pytest.raises(Unsupported, match="'laptop' is a local tier"):
         local.output_tail(row)
-    monkeypatch.setattr(service, "_connect", lambda name, kind="batch": local)
+    monkeypatch.setattr(actions, "_connect", lambda name, kind="batch": local)
     with pytest.raises(SpecError, match=r"^profile: 'laptop' is a local tier; job history comes from Slurm"):
-        service.history("laptop")
+        actions.history("laptop")
     k8s = K8sTier(Profile(name="gpu", tier="kubernetes", settings={}), Registry(tmp_path / "k.sqlite"))
-    monkeypatch.setattr(service, "_connect", lambda name, kind="batch": k8s)
+    monkeypatch.setattr(actions, "_connect", lambda name, kind="batch": k8s)
     with pytest.raises(SpecError, match=r"^profile: 'gpu' is a kubernetes tier; job history"):
-        service.history("gpu")
+        actions.history("gpu")

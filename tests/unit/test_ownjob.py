@@ -187,7 +187,7 @@ def test_hub_lists_the_own_row_first_reads_it_once_and_never_watches_it(tmp_path
 
     reg = Registry(tmp_path / "r.sqlite")
     reg.add(JobRecord(profile="here", tier="slurm", job_id="7", name="t", jobdir="/x"))
-    hub = Hub(registry=lambda: reg, own=own)
+    hub = Hub(records=reg.list, own=own)
     try:
         items, _errors, rev = hub.listing()
         assert [i["key"] for i in items] == ["here/4242", "here/7"] and items[0]["own"] is True
@@ -205,7 +205,7 @@ def test_hub_marks_a_registry_row_of_the_own_job_instead_of_adding_one(tmp_path:
     reg = Registry(tmp_path / "r.sqlite")
     reg.add(JobRecord(profile="here", tier="slurm", job_id="4242", name="lab", jobdir="/x",
                       state="RUNNING"))
-    hub = Hub(registry=lambda: reg, own=lambda: ownjob.own_item(JOB, cfg({"here": HERE}), now=1065))
+    hub = Hub(records=reg.list, own=lambda: ownjob.own_item(JOB, cfg({"here": HERE}), now=1065))
     try:
         items, _errors, _rev = hub.listing()
         assert [i["key"] for i in items] == ["here/4242"]
@@ -218,7 +218,7 @@ def test_hub_without_an_own_job_lists_only_the_registry(tmp_path: Path) -> None:
     def broken() -> dict[str, Any] | None:
         raise RuntimeError("config exploded")
 
-    hub = Hub(registry=lambda: Registry(tmp_path / "r.sqlite"), own=broken)
+    hub = Hub(records=Registry(tmp_path / "r.sqlite").list, own=broken)
     try:
         assert hub.listing()[0] == [] and hub.own_item() is None
     finally:

@@ -94,11 +94,11 @@ def test_cli_prints_errors_and_profile_trouble_as_text(monkeypatch: pytest.Monke
     _clean(err)
     assert "sbatch: error: a?]52;c;" in err and "\nsecond line" in err
 
-    from jupyter_tiers.app import actions as service
+    from jupyter_tiers.app import actions
 
     monkeypatch.undo()  # the real command again, over a listing with a profile's trouble
-    listing = service.Listing(errors=[service.ProfileError("hpc", f"slurmctld: {NASTY}")])
-    monkeypatch.setattr(service, "list_items", lambda **kw: listing)
+    listing = actions.Listing(errors=[actions.ProfileError("hpc", f"slurmctld: {NASTY}")])
+    monkeypatch.setattr(actions, "list_items", lambda **kw: listing)
     tiers_command.run(["jobs"])
     out = capsys.readouterr().out
     _clean(out)

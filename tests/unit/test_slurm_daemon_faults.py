@@ -139,21 +139,21 @@ def test_a_listing_counts_the_watchers_answers_as_the_cluster_seen(tmp_path: Pat
     failed `%tiers jobs` (a blip) must not show it UNKNOWN "last seen RUNNING 1 h ago" because
     the registry's record last changed an hour ago."""
     from jupyter_tiers import api
-    from jupyter_tiers.app import actions as service
+    from jupyter_tiers.app import actions
     from jupyter_tiers.config.registry import JobRecord
 
     profile = Profile(name="hpc", tier="slurm", settings={"host": "h", "workdir": "~/jt"})
     tier = SlurmTier(profile, Registry(tmp_path / "r.sqlite"))
     monkeypatch.setitem(api._tiers, ("hpc", "batch"), tier)
     now = 10_000.0
-    assert service._answered(["hpc"]) == dict(service._last_answer)  # no watcher: nothing new
+    assert actions._answered(["hpc"]) == dict(actions._last_answer)  # no watcher: nothing new
     tier.watcher.answered_at = now - 20
-    assert service._answered(["hpc"])["hpc"] == now - 20
-    assert service._answered(["other"]).get("hpc") == service._last_answer.get("hpc")  # not asked
+    assert actions._answered(["hpc"])["hpc"] == now - 20
+    assert actions._answered(["other"]).get("hpc") == actions._last_answer.get("hpc")  # not asked
     rec = JobRecord(profile="hpc", tier="slurm", job_id="1", name="t", state="RUNNING",
                     submitted_at=now - 3600, updated_at=now - 3600, world_size=1)
-    items = [service.item_from(rec, None, now)]
-    _, shown = service.mark_stale([rec], items, {"hpc": 300.0}, service._answered(["hpc"]), now)
+    items = [actions.item_from(rec, None, now)]
+    _, shown = actions.mark_stale([rec], items, {"hpc": 300.0}, actions._answered(["hpc"]), now)
     assert shown[0].state == "RUNNING"
-    _, silent = service.mark_stale([rec], items, {"hpc": 300.0}, {}, now)
+    _, silent = actions.mark_stale([rec], items, {"hpc": 300.0}, {}, now)
     assert silent[0].state == "UNKNOWN"  # with nothing heard, an hour is stale

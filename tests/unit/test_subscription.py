@@ -274,7 +274,7 @@ def test_the_hub_subscribes_to_jobs_and_services_through_their_handles(tmp_path:
     registry.add(JOB)
     registry.add(SVC)
     tier = FakeTier()
-    hub = Hub(scan_interval=0.05, registry=lambda: registry, connect=lambda profile, kind: tier)
+    hub = Hub(scan_interval=0.05, records=registry.list, connect=lambda profile, kind: tier)
     messages: list[dict[str, Any]] = []
     token, _ = hub.listen(messages.append)
     try:

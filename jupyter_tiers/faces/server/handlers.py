@@ -25,8 +25,7 @@ from tornado import web
 from tornado.ioloop import IOLoop
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
-from ...app import actions as service
-from ...app import ownjob
+from ...app import actions, ownjob
 from ...app.viewstate.job_stream import JobStream
 from ...batch.arrays import split_task_ref
 from ...batch.history import AccountingDisabled
@@ -124,7 +123,7 @@ class TiersAPIHandler(APIHandler):
         try:
             return await blocking(fn, *args, **kwargs)
         except (TiersError, ValueError) as exc:
-            raise api_error(service.http_status(exc), error_message(exc)) from None
+            raise api_error(actions.http_status(exc), error_message(exc)) from None
 
     def parsed(self, fn: Callable[..., T], *args: Any) -> T:
         """A pure parser's result; its SpecError is a 400."""
@@ -150,7 +149,7 @@ class JobsHandler(TiersAPIHandler):
         # Taken before the clusters are asked: the answer is at least as new as every hub change
         # up to it, and older than any after it (the sidebar keeps those, see state.ts mergeList).
         rev = self.hub.rev
-        listing = await self.run(service.list_items, limit=q.limit, profile=q.profile, kind=q.kind)
+        listing = await self.run(actions.list_items, limit=q.limit, profile=q.profile, kind=q.kind)
         answer = listing.to_json()
         own = await self.run(self.hub.own_item)
         if own is not None:
@@ -176,12 +175,12 @@ class ItemHandler(TiersAPIHandler):
     @authorized
     async def delete(self, profile: str, job_id: str) -> None:
         ref = self.parsed(params.ref, profile, job_id)
-        result = await self.run(service.delete, ref)
+        result = await self.run(actions.delete, ref)
         self.hub.scan()
         self.write_json(result.to_json())
 
 
-_SERVICE_ACTIONS = {"restart": service.restart, "promote": service.promote, "rollback": service.rollback}
+_SERVICE_ACTIONS = {"restart": actions.restart, "promote": actions.promote, "rollback": actions.rollback}
 
 
 class ActionHandler(TiersAPIHandler):
@@ -192,12 +191,12 @@ class ActionHandler(TiersAPIHandler):
     async def post(self, profile: str, job_id: str, action: str) -> None:
         ref = self.parsed(params.ref, profile, job_id)
         if action == "cancel":
-            result = await self.run(service.cancel, ref)
+            result = await self.run(actions.cancel, ref)
         elif action in _SERVICE_ACTIONS:
             result = await self.run(_SERVICE_ACTIONS[action], ref)
         else:
             replicas = self.parsed(params.scale_body, self.request.body)
-            result = await self.run(service.scale, ref, replicas)
+            result = await self.run(actions.scale, ref, replicas)
         self.write_json(result.to_json())
 
 
@@ -209,7 +208,7 @@ class LogsHandler(TiersAPIHandler):
     async def get(self, profile: str, job_id: str) -> None:
         ref = self.parsed(params.ref, profile, job_id)
         q = self.parsed(params.log_query, self.request.query_arguments)
-        result = await self.run(service.log_range, ref, rank=q.rank, pod=q.pod, offset=q.offset,
+        result = await self.run(actions.log_range, ref, rank=q.rank, pod=q.pod, offset=q.offset,
                                 limit=q.limit)
         self.write_json(result.to_json())
 
@@ -222,7 +221,7 @@ class FilesHandler(TiersAPIHandler):
     async def get(self, profile: str, job_id: str) -> None:
         ref = self.parsed(params.ref, profile, job_id)
         pattern = self.parsed(params.file_pattern, self.request.query_arguments)
-        self.write_json({"files": await self.run(service.job_files, ref, pattern)})
+        self.write_json({"files": await self.run(actions.job_files, ref, pattern)})
 
 
 class FileHandler(TiersAPIHandler):
@@ -234,7 +233,7 @@ class FileHandler(TiersAPIHandler):
     async def get(self, profile: str, job_id: str, name: str) -> None:
         ref = self.parsed(params.ref, profile, job_id)
         name = self.parsed(params.file_name, name)
-        info, chunks = await self.run(service.job_file, ref, name)
+        info, chunks = await self.run(actions.job_file, ref, name)
         base = name.rsplit("/", 1)[-1]
         self.set_header("Content-Type", "application/octet-stream")
         self.set_header("X-Content-Type-Options", "nosniff")
@@ -263,7 +262,7 @@ class ProfilesHandler(TiersAPIHandler):
     @web.authenticated
     @authorized
     async def get(self) -> None:
-        infos, default = await self.run(service.profiles)
+        infos, default = await self.run(actions.profiles)
         self.write_json({"profiles": [p.to_json() for p in infos], "default": default})
 
 
@@ -277,7 +276,7 @@ class StatsHandler(TiersAPIHandler):
     async def get(self) -> None:
         self.write_json({"listeners": self.hub.listeners, "watched": self.hub.watched(),
                          "scheduler_queries": self.hub.scheduler_queries(),
-                         "refresh_queries": dict(service.refresh_queries), "scans": self.hub.scans})
+                         "refresh_queries": dict(actions.refresh_queries), "scans": self.hub.scans})
 
 
 class HistoryHandler(TiersAPIHandler):
@@ -290,13 +289,13 @@ class HistoryHandler(TiersAPIHandler):
     async def get(self) -> None:
         q = self.parsed(params.history_query, self.request.query_arguments)
         try:
-            found = await blocking(service.history, q.profile, days=q.days, user=q.user,
+            found = await blocking(actions.history, q.profile, days=q.days, user=q.user,
                                    state=list(q.states), limit=q.limit, job=q.job, tail=q.tail)
         except AccountingDisabled as exc:
             self.write_json({"error": error_message(exc), "accounting": False}, 409)
             return
         except (TiersError, ValueError) as exc:
-            raise api_error(service.http_status(exc), error_message(exc)) from None
+            raise api_error(actions.http_status(exc), error_message(exc)) from None
         self.write_json({**found.to_json(), "days": q.days, "user": q.user, "states": list(q.states)})
 
 
@@ -309,10 +308,10 @@ class DoctorHandler(TiersAPIHandler):
     @web.authenticated
     @authorized
     async def post(self, name: str) -> None:
-        if name not in await self.run(service.profile_names):
+        if name not in await self.run(actions.profile_names):
             raise web.HTTPError(404, "no profile %r", name[:80])
         suggest = self.get_query_argument("suggest_role", "0") in ("1", "true", "yes")
-        report = await self.run(service.doctor, [name], suggest_role=suggest)
+        report = await self.run(actions.doctor, [name], suggest_role=suggest)
         self.write_json(report_data(report))
 
 
@@ -424,7 +423,7 @@ class LogStreamHandler(TiersWebSocket):
         try:
             ref = params.ref(profile, job_id)
             self._query = params.log_query(self.request.query_arguments, with_limit=False)
-            self._handle = await blocking(service.attach, ref)
+            self._handle = await blocking(actions.attach, ref)
             kind = self._handle.record.kind
             if kind == WorkKind.JOB and self._query.pod is not None:
                 raise SpecError("pod", f"{ref} is a job; filter by rank, not pod")
@@ -442,7 +441,7 @@ class LogStreamHandler(TiersWebSocket):
                 known = self.hub.status_of(self._handle.record.key)
                 self._status = known if isinstance(known, JobStatus) else await blocking(self._handle.status)
         except (TiersError, ValueError) as exc:
-            self.reject(service.http_status(exc), error_message(exc))
+            self.reject(actions.http_status(exc), error_message(exc))
             return
         await super().get(profile, job_id)
 
@@ -507,7 +506,7 @@ class LogStreamHandler(TiersWebSocket):
                         status = self._handle.status()
                 # Why it ended, as the notebook's JobView says it (read once per job and end).
                 job = self._handle
-                why = service.end_reason(job, status) if isinstance(job, Job) and status else None
+                why = actions.end_reason(job, status) if isinstance(job, Job) and status else None
                 self._view.end(status, why)
             self.send_soon({"lines": [], "offset": follower.offset, "eof": True})
             if self._view is None:

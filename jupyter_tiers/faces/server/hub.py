@@ -17,14 +17,13 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from ... import api
-from ...app import actions as service
-from ...app import items, ownjob
-from ...config.registry import JobRecord, Registry
+from ...app import actions, items, ownjob
+from ...config.registry import JobRecord
 from ...core.errors import TiersError
 from ...core.model import JobStatus, ServiceStatus, WorkKind
 from ...engine.subscription import Subscription
@@ -47,13 +46,13 @@ class Hub:
     threads and must not block (the server's wrap ``IOLoop.add_callback``)."""
 
     def __init__(self, *, scan_interval: float = 2.0, limit: int = 500,
-                 registry: Callable[[], Registry] = Registry,
+                 records: Callable[[int], Sequence[JobRecord]] = actions.recent_records,
                  connect: Callable[[str, WorkKind], Tier] | None = None,
                  own: Callable[[], dict[str, Any] | None] = ownjob.own_item) -> None:
         self.scan_interval = scan_interval
         self.limit = limit
-        self._registry = registry
-        self._connect = connect or service.connect
+        self._read_records = records
+        self._connect = connect or actions.connect
         self._lock = threading.RLock()
         # Held from a change (a scan of the registry, a delivered status) through the sending of
         # its message: the listeners get the changes in the order they were made, so an update
@@ -147,11 +146,11 @@ class Hub:
             return None
 
     def details(self, ref: str, *, refresh: bool = True) -> dict[str, Any]:
-        """``service.details`` of one item. Without ``refresh`` it is answered from the cached
+        """``actions.details`` of one item. Without ``refresh`` it is answered from the cached
         status (no cluster query) when there is one, else by one refresh: a detail panel
         re-reading on every change costs the cluster nothing while the hub watches the item."""
         cached = None if refresh else self.cached_status(ref)
-        return service.details(ref, status=cached)
+        return actions.details(ref, status=cached)
 
     def watched(self) -> list[str]:
         with self._lock:
@@ -238,7 +237,7 @@ class Hub:
 
     def _scan(self) -> None:
         try:
-            records = self._registry().list(limit=self.limit)
+            records = self._read_records(self.limit)
         except TiersError as exc:
             log.warning("jupyter-tiers hub cannot read the registry: %s", exc)
             return

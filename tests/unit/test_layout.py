@@ -177,3 +177,16 @@ def test_no_module_is_longer_than_the_limit() -> None:
     long = {p.relative_to(ROOT).as_posix(): n for p in (ROOT / "jupyter_tiers").rglob("*.py")
             if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
     assert not long, f"modules over {MAX_MODULE_LINES} lines (split them by responsibility): {long}"
+
+
+def test_faces_read_the_registry_only_through_the_layers_below() -> None:
+    """The faces (magics, CLI, %tiers, server, widgets) never open or query the registry: what
+    they show comes from the service layer (app/) or a handle (issue 27)."""
+    pattern = re.compile(r"\bRegistry\(|\.registry\.|\bfind_by_name\(")
+    found = []
+    for path in sorted((ROOT / "jupyter_tiers" / "faces").rglob("*.py")):
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if pattern.search(code):
+                found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

@@ -1,9 +1,10 @@
 """Parsed tiers.yaml files, kept while the file is unchanged.
 
 Every magic call loads the profiles; a large file (an admin's /etc/jupyter/tiers.yaml with many
-profiles) would be parsed and validated again each time. :func:`load_file_cached` returns a copy
-of the earlier result while the file's identity, size, mtime and ctime are the same, and reads
-it again otherwise. Errors are never cached: a broken file is reported on every call.
+profiles) would be parsed and validated again each time. :func:`load_file_cached` (given the
+reader, profiles.load_file) returns a copy of the earlier result while the file's identity, size,
+mtime and ctime are the same, and reads it again otherwise. Errors are never cached: a broken file
+is reported on every call.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import copy
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,11 +34,10 @@ def _stamp(path: Path) -> tuple[int, ...] | None:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
-def load_file_cached(path: Path, *, trusted: bool = True) -> dict[str, Any]:
-    """``config.load_file(path, trusted=trusted)``, from a cache while the file is unchanged."""
-    # lazy: cycle: config.profiles imports config.cache
-    from .profiles import load_file
-
+def load_file_cached(path: Path, load_file: Callable[..., dict[str, Any]], *,
+                     trusted: bool = True) -> dict[str, Any]:
+    """``load_file(path, trusted=trusted)`` (profiles.load_file), from a cache while the file is
+    unchanged."""
     key = (str(path), trusted)
     before = _stamp(path)
     with _lock:

@@ -633,7 +633,7 @@ def load_config(cwd: Path | None = None) -> Config:
             project = None
             continue
         seen.add(real)
-        layer = load_file_cached(path, trusted=path != project)
+        layer = load_file_cached(path, load_file, trusted=path != project)
         trust = trust or bool(layer.get(TRUST_KEY))
         layers.append((str(path), layer))
     untrusted = () if trust or project is None else (str(project),)

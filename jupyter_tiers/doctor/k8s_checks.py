@@ -6,20 +6,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .k8s_probe import K8sProbe
+from .k8s_probe import TIER_ACCESS, K8sProbe
 from .model import Check, fail, ok, skip, warn
 
-# (API group, resource[/subresource], verb) for everything the serving tier does.
-TIER_ACCESS: tuple[tuple[str, str, str], ...] = (
-    *(("apps", "deployments", v) for v in ("create", "patch", "delete", "get", "list")),
-    *(("", r, v) for r in ("services", "configmaps", "secrets") for v in ("create", "patch", "delete")),
-    *(("autoscaling", "horizontalpodautoscalers", v) for v in ("create", "patch", "delete")),
-    # --ingress: applied, followed (its address) and deleted with the service
-    *(("networking.k8s.io", "ingresses", v) for v in ("create", "patch", "delete", "get", "list", "watch")),
-    *(("", r, v) for r in ("pods", "events") for v in ("get", "list", "watch")),
-    ("", "pods/log", "get"),
-    ("", "pods/portforward", "create"),
-)
 LATER = ("api server", "namespace", "access", "image pull secrets", "gpus", "metrics api")
 
 

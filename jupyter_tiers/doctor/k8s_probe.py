@@ -15,6 +15,19 @@ from ..config.profiles import ENV_VAR, Profile, config_paths
 from ..core.errors import ApiError, ApiUnreachable, ConfigError
 from ..k8s.client import KubeClient
 
+#: What the Kubernetes tier does in its namespace (group, resource, verb): each one is asked
+#: with a SelfSubjectAccessReview, and the doctor names any that is missing.
+TIER_ACCESS: tuple[tuple[str, str, str], ...] = (
+    *(("apps", "deployments", v) for v in ("create", "patch", "delete", "get", "list")),
+    *(("", r, v) for r in ("services", "configmaps", "secrets") for v in ("create", "patch", "delete")),
+    *(("autoscaling", "horizontalpodautoscalers", v) for v in ("create", "patch", "delete")),
+    # --ingress: applied, followed (its address) and deleted with the service
+    *(("networking.k8s.io", "ingresses", v) for v in ("create", "patch", "delete", "get", "list", "watch")),
+    *(("", r, v) for r in ("pods", "events") for v in ("get", "list", "watch")),
+    ("", "pods/log", "get"),
+    ("", "pods/portforward", "create"),
+)
+
 
 @dataclass(frozen=True)
 class K8sProbe:
@@ -123,9 +136,6 @@ def probe(profile: Profile) -> K8sProbe:
         ns_status, ns_error = _status(exc), str(exc)
     except ApiUnreachable as exc:
         ns_status, ns_error = 0, str(exc)
-    # lazy: cycle: k8s_checks imports K8sProbe from here
-    from .k8s_checks import TIER_ACCESS
-
     allowed: dict[tuple[str, str, str], bool] = {}
     review_error = ""
     auth = k8s.AuthorizationV1Api(api)

@@ -29,18 +29,18 @@ def test_parsed_files_are_cached_while_unchanged(tmp_path: Path, monkeypatch: py
 
     monkeypatch.setattr(config_mod, "load_file", counting)
     try:
-        first = config_cache.load_file_cached(path)
+        first = config_cache.load_file_cached(path, config_mod.load_file)
         first["profiles"]["a"]["tier"] = "mutated by a caller"
-        second = config_cache.load_file_cached(path)
+        second = config_cache.load_file_cached(path, config_mod.load_file)
         assert len(calls) == 1 and second["profiles"]["a"]["tier"] == "local"
         path.write_text("profiles:\n  b: {tier: local}\n")  # same size, just now: not trusted
-        assert list(config_cache.load_file_cached(path)["profiles"]) == ["b"]
-        assert list(config_cache.load_file_cached(path)["profiles"]) == ["b"]
+        assert list(config_cache.load_file_cached(path, config_mod.load_file)["profiles"]) == ["b"]
+        assert list(config_cache.load_file_cached(path, config_mod.load_file)["profiles"]) == ["b"]
         assert len(calls) == 3
         path.write_text("profiles: [\n")
         os.utime(path, (old, old))
         for _ in range(2):
             with pytest.raises(ConfigError):
-                config_cache.load_file_cached(path)
+                config_cache.load_file_cached(path, config_mod.load_file)
     finally:
         config_cache.clear()

@@ -87,8 +87,6 @@ def test_a_module_outside_every_layer_breaks_the_layers(tmp_path: Path) -> None:
 #: set of modules on it. A new cycle fails the test below; untying one of these makes it fail too,
 #: until it is taken off this list.
 KNOWN_CYCLES = {
-    frozenset({"jupyter_tiers.config.cache", "jupyter_tiers.config.profiles"}),
-    frozenset({"jupyter_tiers.doctor.k8s_checks", "jupyter_tiers.doctor.k8s_probe"}),
     frozenset({"jupyter_tiers.tools.sandbox", "jupyter_tiers.tools.sandbox.lab",
                "jupyter_tiers.tools.sandbox.hub", "jupyter_tiers.tools.sandbox.students"}),
 }

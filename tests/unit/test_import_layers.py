@@ -84,12 +84,9 @@ def test_a_module_outside_every_layer_breaks_the_layers(tmp_path: Path) -> None:
 
 
 #: Import cycles inside a folder that are known and not yet untied (issue 27's knots), each as the
-#: set of modules on it. A new cycle fails the test below; untying one of these makes it fail too,
-#: until it is taken off this list.
-KNOWN_CYCLES = {
-    frozenset({"jupyter_tiers.tools.sandbox", "jupyter_tiers.tools.sandbox.lab",
-               "jupyter_tiers.tools.sandbox.hub", "jupyter_tiers.tools.sandbox.students"}),
-}
+#: set of modules on it: none left. A new cycle fails the test below; untying one listed here makes
+#: it fail too, until it is taken off this list.
+KNOWN_CYCLES: set[frozenset[str]] = set()
 
 
 def _cycles_inside_folders() -> set[frozenset[str]]:

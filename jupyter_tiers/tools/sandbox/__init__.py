@@ -18,29 +18,17 @@ from pathlib import Path
 from typing import Any
 
 from . import hub, lab, students  # their functions looked up at call time (tests patch lab.*)
+from .files import PROFILE_NAME, cluster_dir, read_cluster_env, write_profile
+
+__all__ = ["PROFILE_NAME", "cluster_dir", "main", "read_cluster_env", "sandbox_profile", "write_profile"]
 
 SCRIPT = Path(__file__).with_name("cluster.sh")
-PROFILE_NAME = "sandbox"
-
-
-def cluster_dir() -> Path:
-    return Path(os.environ.get("JT_CLUSTER_DIR", "/var/lib/jupyter-tiers-cluster"))
 
 
 def run_script(args: list[str]) -> int:
     """Run cluster.sh with ``args``, its output going straight to the terminal."""
     env = {**os.environ, "JT_PROG_NAME": "jupyter tiers sandbox"}
     return subprocess.run(["bash", str(SCRIPT), *args], env=env, check=False).returncode
-
-
-def read_cluster_env(path: Path | None = None) -> dict[str, str]:
-    path = path or cluster_dir() / "cluster.env"
-    out = {}
-    for line in path.read_text().splitlines():
-        key, sep, value = line.partition("=")
-        if sep:
-            out[key.strip()] = value.strip()
-    return out
 
 
 def sandbox_profile(env: dict[str, str]) -> dict[str, Any]:
@@ -59,27 +47,6 @@ def sandbox_profile(env: dict[str, str]) -> dict[str, Any]:
     if sys.prefix != sys.base_prefix:  # a venv: put its tools (torchrun) on the nodes' PATH
         profile["setup"] = lab.venv_setup(sys.prefix)
     return profile
-
-
-def write_profile(path: Path, profile: dict[str, Any], name: str = PROFILE_NAME) -> bool:
-    """Add or replace one profile in a tiers.yaml, keeping the others; returns True if changed.
-
-    The previous file is kept as ``tiers.yaml.bak`` (YAML comments are not preserved).
-    """
-    import yaml
-
-    data: dict[str, Any] = {}
-    if path.exists():
-        data = yaml.safe_load(path.read_text()) or {}
-    profiles = data.setdefault("profiles", {})
-    if profiles.get(name) == profile:
-        return False
-    if path.exists():
-        path.with_name(path.name + ".bak").write_text(path.read_text())
-    profiles[name] = profile
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    return True
 
 
 def main(argv: list[str]) -> int:

@@ -47,6 +47,7 @@ from typing import Any
 from ...core.errors import SpecError, TiersError
 from ...core.model import JobSpec
 from ...spec.jobspec import validate_spec
+from .files import cluster_dir, read_cluster_env, write_profile
 
 LAB_ACCOUNT = "jtlab"
 LAB_KEY = "~/.ssh/jupyter_tiers_lab"
@@ -291,9 +292,6 @@ class Cluster:
 
 def load_cluster() -> Cluster:
     """The box's settings, or a LabError saying to bring it up first."""
-    # lazy: cycle: sandbox/__init__ imports lab
-    from . import cluster_dir, read_cluster_env
-
     path = cluster_dir() / "cluster.env"
     try:
         env = read_cluster_env(path)
@@ -456,9 +454,6 @@ def write_lab_config(cluster: Cluster, path: Path = SYSTEM_CONFIG,
     """Write the shared ``sandbox`` profile into ``path`` (0644) and, once a student's ``home``
     is known, ``sandbox-serve`` with that home added to its path_map: (changed, note about python)."""
     import yaml
-
-    # lazy: cycle: sandbox/__init__ imports lab
-    from . import write_profile
 
     python, setup, note = lab_python()
     path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)

@@ -186,3 +186,48 @@ def test_a_stream_resumed_mid_log_sends_no_charts_or_summary() -> None:
     views = [m["view"] for m in sent if "view" in m]
     assert views and all(set(v) == {"fold_label"} for v in views), views
     assert [m["offset"] for m in sent if m.get("kind") == "lines"] == [100 + len(b"0: step 9 loss=0.5\n")]
+
+
+def test_a_job_view_no_page_shows_goes_quiet_and_catches_a_returning_page_up() -> None:
+    """After a page showed it, a JobView unseen for UNSEEN_AFTER_S sends no lines, status or
+    charts (every kernel message counts as the server's activity: a hub's culler must be able to
+    stop a server whose browser closed while a job runs); "hello" from a page brings it all,
+    and the end is always set."""
+    from jupyter_tiers.faces.widgets.view_common import SeenGate
+
+    class Clock:
+        now = 1000.0
+
+        def __call__(self) -> float:
+            return self.now
+
+    running, failed = statuses()
+    watcher = FakeWatcher()
+    rec = record()
+    job = SimpleNamespace(id="7", name="sv", record=rec, script=rec.script, tier=SimpleNamespace(),
+                          metric_patterns=lambda: PATTERNS, watch=watcher.watch,
+                          end_reason=lambda status, **_: None)
+    view = RecordingView(job)
+    clock = Clock()
+    view._gate = SeenGate(after=150, clock=clock)
+    cb = watcher.callbacks
+    decoder = LogDecoder(0)
+    view._on_front_end_msg(view, {"kind": "hello"}, [])  # a page shows it
+    cb["on_lines"](decoder.feed(b"0: step 1 loss=2.0\n"))
+    deadline = time.monotonic() + 60
+    while view.lines_received < 1 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    sent = len(view.sent)
+    clock.now += 151  # the browser closed
+    cb["on_status"](running)
+    cb["on_lines"](decoder.feed(b"0: step 2 loss=1.0\n"))
+    while view.lines_received < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert view.lines_received == 2
+    assert len(view.sent) == sent and view.state != "RUNNING"  # nothing went out
+    view._on_front_end_msg(view, {"kind": "hello"}, [])  # the page is back
+    assert view.state == "RUNNING"
+    assert [text for _rank, text, *_ in pane(view.sent)][-2:] == ["step 1 loss=2.0", "step 2 loss=1.0"]
+    clock.now += 151  # gone again: the end still lands in the widget's state
+    cb["on_end"](failed)
+    assert view.wait(60) is failed and view.state == "FAILED" and view.summary

@@ -306,3 +306,64 @@ def test_unknown_pods_and_old_revisions(tmp_path: Path, views: list[RecordingVie
     _tier, view = open_view(tmp_path, views, [status(ServiceState.DEPLOYING, pods=(old, new))])
     assert [(r[0], r[7]) for r in view.pods] == [("llama-svc-bbbb-1", True), ("llama-svc-aaaa-1", False)]
     assert view.pods[0][6] == "Unschedulable: 0/3 nodes are available: 3 Insufficient nvidia.com/gpu."
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_view_no_page_shows_goes_quiet_and_a_page_that_comes_back_gets_it_all(
+        tmp_path: Path, views: list[RecordingView]) -> None:
+    """A browser that closed must not keep the kernel talking (every message counts as the
+    server's activity, so a hub's culler would never stop it): after UNSEEN_AFTER_S without a
+    page's "seen", no lines and no traits go out; "hello" from a page brings everything."""
+    from jupyter_tiers.faces.widgets.view_common import SeenGate
+
+    tier, view = open_view(tmp_path, views, [status(ServiceState.DEPLOYING)])
+    clock = Clock()
+    view._gate = SeenGate(after=150, clock=clock)
+    view.front({"kind": "hello"})  # a page rendered it
+    tier.push([PodLogLine("seen line", "llama-svc-7c9f-x2")])
+    assert until(lambda: view.lines_received == 1) and view.rows()[-1][1] == "seen line"
+    clock.now += 100
+    view.front({"kind": "seen"})  # still on a page: nothing to resend
+    sent = len(view.line_msgs())
+    clock.now += 151  # the browser closed: no "seen" since
+    tier.push(status(ServiceState.READY, ready=2))
+    tier.push([PodLogLine("unseen line", "llama-svc-7c9f-x2")])
+    assert until(lambda: view.lines_received == 2)
+    assert len(view.line_msgs()) == sent and view.state == "DEPLOYING"  # nothing went out
+    view.front({"kind": "hello"})  # the page is back
+    assert view.state == "READY" and view.ready == 2
+    reset = view.line_msgs()[-1]
+    assert reset["reset"] is True and [r[1] for r in reset["lines"]] == ["seen line", "unseen line"]
+
+
+def test_a_view_no_page_ever_showed_never_goes_quiet(tmp_path: Path, views: list[RecordingView]) -> None:
+    from jupyter_tiers.faces.widgets.view_common import SeenGate
+
+    tier, view = open_view(tmp_path, views, [status(ServiceState.DEPLOYING)])
+    clock = Clock()
+    view._gate = SeenGate(after=150, clock=clock)
+    clock.now += 10_000  # headless (nbclient, the Python API): nobody to be missed
+    tier.push(status(ServiceState.READY, ready=2))
+    assert view.state == "READY"
+
+
+def test_seen_gate() -> None:
+    from jupyter_tiers.faces.widgets.view_common import SeenGate
+
+    clock = Clock()
+    gate = SeenGate(after=10, clock=clock)
+    clock.now += 100
+    assert not gate.paused  # never seen: never paused
+    assert gate.seen() is False
+    clock.now += 10
+    assert not gate.paused
+    clock.now += 0.5
+    assert gate.paused and gate.paused  # stays paused
+    assert gate.seen() is True and not gate.paused

@@ -72,3 +72,23 @@ def test_node_loads_every_linked_view_and_every_module(tmp_path: Path) -> None:
     assert exports["serve_view.js"] == ["default", "jtEventsSection", "serveView"]
     assert exports["array_view.js"] == ["default", "render"]
     assert "jtFilesPane" in exports["files_pane.js"] and "h" in exports["view_common.js"]
+
+
+def test_a_rendered_view_says_seen_every_minute_until_it_is_removed() -> None:
+    """view_common.js's jtSeen: the kernel's SeenGate pauses a view no page has shown for a while
+    (the browser closed), so every rendered view says so on a timer, stopped with the view."""
+    got = run_module(
+        'import { jtSeen, SEEN_MS } from "./view_common.js";\n'
+        "let tick = null, every = null, cleared = null;\n"
+        "globalThis.setInterval = (f, ms) => { tick = f; every = ms; return 7; };\n"
+        "globalThis.clearInterval = (id) => { cleared = id; };\n"
+        "const sent = [];\n"
+        "const stop = jtSeen({ send: (m) => sent.push(m) });\n"
+        "tick(); tick();\n"
+        "stop();\n"
+        "console.log(JSON.stringify([every, sent, cleared, SEEN_MS]));\n",
+        "view module tests")
+    assert got == [60000, [{"kind": "seen"}, {"kind": "seen"}], 7, 60000]
+    for view in ("job_view.js", "serve_view.js"):
+        text = (WIDGETS / view).read_text(encoding="utf-8")
+        assert "jtSeen(model)" in text and "unseen()" in text, view

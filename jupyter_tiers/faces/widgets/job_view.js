@@ -3,7 +3,7 @@
 // The view is drawn in sections (header, controls, rank grid, metric charts, log), each a
 // function below that makes its elements and returns what render() wires together.
 
-import { h, fmt, jtLogPane } from "./view_common.js";
+import { h, fmt, jtLogPane, jtSeen } from "./view_common.js";
 import { jtRankGrid, jtUsageLevel, jtUsageText } from "./rank_grid.js";
 import { metricsChart } from "./metrics_chart.js";
 import { jtFilesPane } from "./files_pane.js";
@@ -401,7 +401,11 @@ export function jobView({ charts = null, files = null } = {}) {
     log.refreshEarlier();
     chartView.refresh();
     model.send({ kind: "hello" });
-    return () => clearInterval(ticker);
+    const unseen = jtSeen(model);
+    return () => {
+      clearInterval(ticker);
+      unseen();
+    };
   }
   return { render };
 }

@@ -29,7 +29,7 @@ from ...core.model import JobState, JobStatus, LogLine
 from ...engine.handles import Job
 from .batcher import LineBatcher
 from .files_pane import FilesPane
-from .view_common import view_css, view_module
+from .view_common import SeenGate, view_css, view_module
 
 _HERE = Path(__file__).parent
 
@@ -118,6 +118,8 @@ class JobView(anywidget.AnyWidget):
         self._metrics_sent = 0.0
         self._metrics_parsed = 0.0
         self.files_pane = FilesPane(self)
+        self._gate = SeenGate()  # quiet while no page shows the view (view_common.py)
+        self._latest: JobStatus | None = None  # the newest status, shown or held while unseen
         self.on_msg(self._on_front_end_msg)
         skip_partial = False
         if log_offset is None:
@@ -143,7 +145,13 @@ class JobView(anywidget.AnyWidget):
                                         for ln in lines), end=lines[-1].end_offset)
         self._batcher.add(lines)
 
-    def _on_status(self, status: JobStatus) -> None:
+    def _on_status(self, status: JobStatus, *, shown: bool = False) -> None:
+        """``shown``: set the traits even while no page shows the view (the end: the widget's
+        state stays true for the Python API and for the page that renders it later)."""
+        self._latest = status
+        if self._gate.paused and not shown:  # unseen: kept for the page that shows the view again
+            self._failure = failure_of(status.first_failure) or self._failure
+            return
         with self.hold_sync():
             for key, value in status_traits(status).items():
                 setattr(self, key, value)
@@ -175,7 +183,8 @@ class JobView(anywidget.AnyWidget):
             while self._buffered - self._buffer[0][1] >= self.log_limit:
                 self._buffered -= self._buffer.popleft()[1]
             self.lines_received += count + skipped
-            self.send(msg)
+            if not self._gate.paused:
+                self.send(msg)
         self._track_metrics("")
 
     def _track_metrics(self, text: str, *, end: int | None = None, final: bool = False) -> None:
@@ -196,7 +205,7 @@ class JobView(anywidget.AnyWidget):
     def _on_end(self, status: JobStatus) -> None:
         self._batcher.close()
         self.final_status = status
-        self._on_status(status)
+        self._on_status(status, shown=True)
         self._track_metrics("", final=True)
         rank0 = self._metrics.summary
         reason = None
@@ -217,8 +226,11 @@ class JobView(anywidget.AnyWidget):
             return
         kind = content.get("kind")
         if kind == "hello":  # a (re)loaded page asks for what it missed
-            with self._send_lock:
-                self._send_all()
+            self._gate.seen()
+            self._catch_up()
+        elif kind == "seen":  # a page still shows the view (every 60 s)
+            if self._gate.seen():
+                self._catch_up()
         elif kind == "metrics_rank":
             rank = content.get("rank")
             if isinstance(rank, int) and not isinstance(rank, bool) and 0 <= rank < max(1, self.world_size):
@@ -230,6 +242,14 @@ class JobView(anywidget.AnyWidget):
             self.cancel_requested = True
             threading.Thread(target=self._cancel, name="jt-cancel", daemon=True).start()
 
+    def _catch_up(self) -> None:
+        """Everything a page needs at once: the newest status, every kept line, the charts."""
+        if self._latest is not None:
+            self._on_status(self._latest)
+        with self._send_lock:
+            self._send_all()
+        self._show_metrics()
+
     def _cancel(self) -> None:
         try:
             self.job.cancel()
@@ -240,6 +260,8 @@ class JobView(anywidget.AnyWidget):
 
     def _show_metrics(self) -> None:
         """Sync the charted rank's series (with the rank and note, which change together)."""
+        if self._gate.paused:
+            return
         rank, note, data = self._metrics.snapshot()
         with self.hold_sync():
             if data != self.metrics:

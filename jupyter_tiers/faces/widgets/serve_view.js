@@ -4,7 +4,7 @@
 // Load panel, log), each a function below that makes its elements and returns what render()
 // wires together.
 
-import { h, fmt, jtLogPane } from "./view_common.js";
+import { h, fmt, jtLogPane, jtSeen } from "./view_common.js";
 import { jtTryPanel } from "./try_panel.js";
 import { jtLoadPanel } from "./load_panel.js";
 
@@ -513,9 +513,11 @@ export function serveView({ tryPanel = null, loadPanel = null } = {}) {
     refreshPods();
     events.refresh();
     model.send({ kind: "hello" });
+    const unseen = jtSeen(model);
     return () => {
       clearInterval(ticker);
       confirm.stop();
+      unseen();
     };
   }
   return { render };

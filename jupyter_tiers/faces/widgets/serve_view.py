@@ -21,7 +21,7 @@ from ...engine.subscription import Subscription
 from .batcher import LineBatcher
 from .load_panel import LoadPanel
 from .try_panel import TryPanel
-from .view_common import view_css, view_module
+from .view_common import SeenGate, view_css, view_module
 
 _HERE = Path(__file__).parent
 
@@ -116,6 +116,8 @@ class ServeView(anywidget.AnyWidget):
         self._closed = False
         self.load_panel = LoadPanel(service, self.send)
         self.try_panel = TryPanel(self)
+        self._gate = SeenGate()  # quiet while no page shows the view (view_common.py)
+        self._held: dict[str, Any] | None = None  # traits not sent while unseen
         self.on_msg(self._on_front_end_msg)
         self._sub = service.watch(self._on_status, on_lines=self._on_lines)
         if self.terminal:  # deleted already, seen before ``watch`` returned
@@ -142,9 +144,10 @@ class ServeView(anywidget.AnyWidget):
                                  if status.state.settled else "")
             if self.scale_target >= 0 and status.desired == self.scale_target and self._scale_wanted is None:
                 traits["scale_target"] = -1
-            with self.hold_sync():
-                for key, value in traits.items():
-                    setattr(self, key, value)
+            if self._gate.paused and not status.state.terminal:  # unseen: kept for a page
+                self._held = {**(self._held or {}), **traits}
+            else:
+                self._show(traits)
             if status.state.settled:
                 self.final_status = status
             self.last_status = status
@@ -152,6 +155,12 @@ class ServeView(anywidget.AnyWidget):
         if status.state.terminal:
             self.load_panel.stop()  # a deleted service: its load test has nothing left to load
             threading.Thread(target=self._unsubscribe, name="jt-serve-unwatch", daemon=True).start()
+
+    def _show(self, traits: dict[str, Any]) -> None:
+        with self.hold_sync():
+            for key, value in traits.items():
+                setattr(self, key, value)
+        self._held = None
 
     def _on_lines(self, lines: list[PodLogLine]) -> None:
         if lines:
@@ -165,7 +174,8 @@ class ServeView(anywidget.AnyWidget):
         with self._send_lock:
             self._buffer.extend(rows)
             self.lines_received += len(lines) + skipped
-            self.send({"kind": "lines", "lines": rows, "skipped": skipped})
+            if not self._gate.paused:
+                self.send({"kind": "lines", "lines": rows, "skipped": skipped})
 
     # --- from the front end ------------------------------------------------------------------
     def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
@@ -180,9 +190,13 @@ class ServeView(anywidget.AnyWidget):
         if self.load_panel.handle(content):
             return
         kind = content.get("kind")
-        if kind == "hello":  # a (re)loaded page asks for what it missed
-            with self._send_lock:
-                self.send({"kind": "lines", "lines": list(self._buffer), "skipped": 0, "reset": True})
+        if kind in ("hello", "seen"):  # a (re)loaded page asks for what it missed; or still shows it
+            if self._gate.seen() or kind == "hello":
+                with self._cond:
+                    if self._held is not None:
+                        self._show(self._held)
+                with self._send_lock:
+                    self.send({"kind": "lines", "lines": list(self._buffer), "skipped": 0, "reset": True})
             return
         if self.try_panel.on_message(content):
             return

@@ -129,3 +129,12 @@ export function jtLogPane({ model, logBox, followBtn, errorBtn, lineNode, visibl
 
   return { receive, redraw };
 }
+
+// A rendered view tells its kernel every 60 s that a page shows it; a kernel whose view went
+// unseen for a while (the browser closed) stops sending its updates, so the server can go idle
+// and a hub's culler stop it (view_common.py's SeenGate). Returns the stop function.
+export const SEEN_MS = 60000;
+export function jtSeen(model) {
+  const every = setInterval(() => model.send({ kind: "seen" }), SEEN_MS);
+  return () => clearInterval(every);
+}

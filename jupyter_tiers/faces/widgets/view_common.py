@@ -4,6 +4,9 @@ esm_link.py), and the check that a widget's synced traits are its view's schema
 
 from __future__ import annotations
 
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import anywidget
@@ -16,6 +19,42 @@ _HERE = Path(__file__).parent
 
 #: The JSON kind each traitlet type syncs as.
 _KINDS: dict[type, type] = {t.Unicode: str, t.Int: int, t.Bool: bool, t.List: list, t.Dict: dict}
+
+
+#: How long a live view that a page has shown may go unseen (no page said "hello" or "seen", which
+#: a rendered view sends every 60 s: view_common.js's jtSeen) before it stops sending its
+#: updates. Every message a kernel sends counts as the server's activity, so a widget still
+#: following a running job after the browser closed would keep a hub's idle culler from ever
+#: stopping that server; paused, the kernel goes quiet and the server is culled on time. A page
+#: that shows the view again says "hello" and gets everything at once.
+UNSEEN_AFTER_S = 150.0
+
+
+class SeenGate:
+    """Whether a live view is still on a page. Before any page has shown it (a headless run,
+    nbclient, the Python API alone) it never pauses: there is no browser whose absence to notice."""
+
+    def __init__(self, after: float = UNSEEN_AFTER_S, clock: Callable[[], float] = time.monotonic) -> None:
+        self.after = after
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._seen: float | None = None  # when a page last said it shows the view
+        self._paused = False
+
+    def seen(self) -> bool:
+        """A page shows the view now; True when the view had paused (send it everything again)."""
+        with self._lock:
+            self._seen = self._clock()
+            was, self._paused = self._paused, False
+            return was
+
+    @property
+    def paused(self) -> bool:
+        """True once a page showed the view and none has for ``after`` seconds."""
+        with self._lock:
+            if not self._paused and self._seen is not None and self._clock() - self._seen > self.after:
+                self._paused = True
+            return self._paused
 
 
 def view_module(name: str) -> str:

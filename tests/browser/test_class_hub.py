@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 
 from jupyter_tiers.tools.sandbox import lab
@@ -42,7 +43,9 @@ from .test_student_lab import system_venv  # noqa: F401 (the class's venv, a fix
 pytestmark = [pytest.mark.cluster, pytest.mark.browser]
 
 STUDENTS = ("jt-hub1", "jt-hub2")
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 CULL_TIMEOUT = 60  # the shortest the command takes; the culler then looks every 30 s
+UNSEEN_AFTER = 20  # seconds a widget no page shows keeps sending (JUPYTER_TIERS_UNSEEN_AFTER)
 API = "jupyter-tiers/api"
 
 
@@ -95,7 +98,7 @@ def class_hub(system_venv: Path, cluster_env: dict[str, str],  # noqa: F811
     os.chmod(roster, 0o600)
     env = {"PATH": f"{system_venv / 'bin'}:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
            "HOME": "/root", "LC_ALL": "C.UTF-8", "JT_HUB_DIR": str(work / "state"),
-           "JUPYTERHUB_ACTIVITY_INTERVAL": "10"}
+           "JUPYTERHUB_ACTIVITY_INTERVAL": "10", "JUPYTER_TIERS_UNSEEN_AFTER": str(UNSEEN_AFTER)}
     for key in ("JT_HUB_PROXY_DIR", "JT_CLUSTER_DIR"):
         if key in os.environ:
             env[key] = os.environ[key]
@@ -225,15 +228,6 @@ JOB = textwrap.dedent("""\
     print("line 3: done", flush=True)
 """)
 
-SUBMIT = textwrap.dedent("""\
-    import json
-    from IPython.core.interactiveshell import InteractiveShell
-    from jupyter_tiers.config.registry import Registry
-    shell = InteractiveShell.instance()
-    shell.run_line_magic("load_ext", "jupyter_tiers")
-    shell.run_cell_magic("slurm_train", "--profile sandbox --name hub-cull --text", {body!r})
-    print("RECORDS", json.dumps([[r.job_id, r.name] for r in Registry().list()]))
-""")
 
 
 def _as_student(hub: Hub, name: str, argv: list[str],
@@ -245,75 +239,93 @@ def _as_student(hub: Hub, name: str, argv: list[str],
                           text=True, timeout=timeout, check=False)
 
 
+def _lab_notebook(name: str, cluster_env: dict[str, str]) -> Path:
+    """The teaching lab's first cells (parameters, %load_ext, the gang job) and then a job that
+    waits for a flag file, as a notebook in the student's home (theirs)."""
+    shipped = nbformat.read(EXAMPLES / "teaching_lab.ipynb", as_version=4)
+    code = [c for c in shipped.cells if c.cell_type == "code"]
+    tags = [c.metadata["tags"][0] for c in code[:3]]
+    assert tags == ["parameters", "load", "gang"], tags
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nodes = int(cluster_env["JT_CLUSTER_NODES"])
+    params = f'profile = "sandbox"\nnodes = {nodes}\nserve_profile = "sandbox-serve"'
+    nb.cells = [nbformat.v4.new_code_cell(params), *(nbformat.v4.new_code_cell(c.source) for c in code[1:3]),
+                nbformat.v4.new_code_cell("%%slurm_train --profile {profile} --name hub-cull\n" + JOB)]
+    pw = pwd.getpwnam(name)
+    path = Path(pw.pw_dir) / "hub-lab.ipynb"
+    nbformat.write(nb, path)
+    os.chown(path, pw.pw_uid, pw.pw_gid)
+    return path
+
+
+def _browser_login(page: Any, hub: Hub, name: str) -> None:
+    page.goto(f"{hub.url}/hub/login")
+    page.fill("#username_input", name)
+    page.fill("#password_input", hub.passwords[name])
+    page.click("#login_submit")
+    page.wait_for_url(re.compile(rf"/user/{re.escape(name)}/lab"), timeout=(SERVER_START_S + 240) * 1000)
+
+
 @pytest.mark.timeout(2400)
-def test_culling_stops_the_server_not_the_job_and_the_student_finds_its_end(
+def test_a_students_whole_path_and_culling_that_loses_nothing(
         class_hub: Hub, cluster_env: dict[str, str], page: Any) -> None:
+    """Log in through the hub's page in Chromium, open the lab notebook, run its first cells and a
+    job, watch it, log out and close the browser: the idle culler stops the server while the job
+    runs (the widget left following it goes quiet: it kept the server busy before); the job
+    goes on; logging in again, the sidebar lists the job with its end and `jupyter tiers attach`
+    has all its lines."""
+    from playwright.sync_api import expect
+
+    from .test_job_widget import job_id_of, open_notebook_at, run_cell
+
     hub = class_hub
     name = STUDENTS[1]
     home = Path(pwd.getpwnam(name).pw_dir)
     flag = home / "hub-cull-release"
     flag.unlink(missing_ok=True)
-    session = login(hub, name)
-    submitted = _as_student(hub, name, [str(hub.venv / "bin" / "python"), "-c",
-                                        SUBMIT.format(body=JOB)])
-    assert submitted.returncode == 0, submitted.stdout[-2000:] + submitted.stderr[-3000:]
-    records = json.loads(submitted.stdout.split("RECORDS ", 1)[1].splitlines()[0])
-    job_id = next(job for job, job_name in records if job_name == "hub-cull")
+    notebook = _lab_notebook(name, cluster_env)
     slurm = {**os.environ, "SLURM_CONF": cluster_env["SLURM_CONF"]}
+
+    _browser_login(page, hub, name)
+    cells = open_notebook_at(page, f"{hub.url}/user/{name}/lab/tree/{notebook.name}?reset")
+    for index in range(3):  # parameters, %load_ext, the 4-node gang job (--wait)
+        run_cell(page, cells, index)
+    gang = cells.nth(2).locator(".jt-job")
+    expect(gang.locator(".jt-state")).to_have_text("COMPLETED")
+    widget = run_cell(page, cells, 3).locator(".jt-job")
+    job_id = job_id_of(widget)
+    expect(widget.locator(".jt-state")).to_have_text("RUNNING", timeout=600_000)
+    expect(widget.locator(".jt-log")).to_contain_text("line 1: started", timeout=600_000)
+    assert page.jt_errors == [], page.jt_errors
 
     def state() -> str:
         return subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=slurm, capture_output=True,
                               text=True, check=False).stdout.strip()
 
-    wait_for(lambda: state() == "RUNNING", f"job {job_id} to run", timeout=600, interval=2.0)
-
-    def listed(sess: Any) -> dict[str, Any] | None:
-        answer = user_api(hub, sess, name, f"{API}/jobs")
-        items = answer.json().get("items", []) if answer.status_code == 200 else []
-        return next((i for i in items if i.get("id") == job_id), None)
-
-    item = wait_for(lambda: listed(session), f"job {job_id} in {name}'s sidebar listing",
-                    timeout=300, interval=3.0)
-    assert item is not None and item["state"] in ("PENDING", "RUNNING"), item
-    # The student walks away (no more requests): the culler stops the server while the job runs.
-    session.close()
-    wait_for(lambda: hub.server(name) is None, f"the culler to stop {name}'s server",
-             timeout=CULL_TIMEOUT + 900, interval=5.0)
+    # The student logs out and closes the browser; the kernel and its widget stay on the server.
+    page.goto(f"{hub.url}/hub/logout")
+    page.goto("about:blank")
+    wait_for(lambda: hub.server(name) is None, f"the culler to stop {name}'s server while job {job_id} runs",
+             timeout=CULL_TIMEOUT + UNSEEN_AFTER + 900, interval=5.0)
     culled = rf"DELETE /hub/api/users/{re.escape(name)}/server .*\(idle-culler@"
     assert re.search(culled, hub.log_tail(400)), hub.log_tail()
     assert state() == "RUNNING", f"job {job_id} did not go on after the cull: {state()!r}"
 
     _as_student(hub, name, ["touch", str(flag)])
     wait_for(lambda: state() == "", f"job {job_id} to end", timeout=600, interval=3.0)
-    # Back again: a new login, a new server; the job is listed with its end.
-    again = login(hub, name)
-
-    def ended() -> dict[str, Any] | None:
-        found = listed(again)
-        return found if found and found.get("terminal") else None
-
-    final = wait_for(ended, f"job {job_id} listed with its end", timeout=600, interval=3.0)
-    assert final is not None and final["state"] == "COMPLETED", final
+    # Back again: the hub's login page, a new server, the Tiers sidebar with the job's end.
+    _browser_login(page, hub, name)
+    tab = page.locator(f'.jp-SideBar [data-id="{SIDEBAR_ID}"]')
+    expect(tab).to_be_visible()
+    tab.click()
+    row = page.locator(f'#{SIDEBAR_ID} .jt-side-row[data-key="sandbox/{job_id}"]')
+    expect(row.locator(".jt-side-badge")).to_have_text("COMPLETED", timeout=300_000)
+    assert page.jt_errors == [], page.jt_errors
     attach = _as_student(hub, name, [str(hub.venv / "bin" / "jupyter"), "tiers", "attach", job_id,
                                      "--wait"])
     assert attach.returncode == 0, attach.stdout[-2000:] + attach.stderr[-2000:]
     for line in ("line 1: started", "line 2: released", "line 3: done"):
         assert line in attach.stdout, attach.stdout[-3000:]
     assert "COMPLETED" in attach.stdout, attach.stdout[-3000:]
-
-    # And from a browser: the hub's login page in Chromium, the student's JupyterLab, the Tiers
-    # sidebar with the job's row and its end.
-    from playwright.sync_api import expect
-
-    page.goto(f"{hub.url}/hub/login")
-    page.fill("#username_input", name)
-    page.fill("#password_input", hub.passwords[name])
-    page.click("#login_submit")
-    page.wait_for_url(re.compile(rf"/user/{re.escape(name)}/lab"), timeout=(SERVER_START_S + 240) * 1000)
-    tab = page.locator(f'.jp-SideBar [data-id="{SIDEBAR_ID}"]')
-    expect(tab).to_be_visible()
-    tab.click()
-    row = page.locator(f'#{SIDEBAR_ID} .jt-side-row[data-key="sandbox/{job_id}"]')
-    expect(row.locator(".jt-side-badge")).to_have_text("COMPLETED")
-    assert page.jt_errors == [], page.jt_errors
     flag.unlink(missing_ok=True)

@@ -40,7 +40,12 @@ def write_notebook(lab: Lab, name: str, *cells: str) -> str:
 
 def open_notebook(page: Any, lab: Lab, name: str) -> Any:
     """Open a notebook and wait until its kernel is idle; returns the cells' locator."""
-    page.goto(lab.notebook_url(name))
+    return open_notebook_at(page, lab.notebook_url(name))
+
+
+def open_notebook_at(page: Any, url: str) -> Any:
+    """:func:`open_notebook` for a notebook's URL (a hub student's server, say)."""
+    page.goto(url)
     # anywidget's front end is a prebuilt extension shipped in its wheel: it must be loaded.
     config = page.evaluate("JSON.parse(document.getElementById('jupyter-config-data').textContent)")
     assert "anywidget" in [ext["name"] for ext in config["federated_extensions"]], config

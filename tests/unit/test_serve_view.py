@@ -367,3 +367,13 @@ def test_seen_gate() -> None:
     clock.now += 0.5
     assert gate.paused and gate.paused  # stays paused
     assert gate.seen() is True and not gate.paused
+
+
+@pytest.mark.parametrize(("value", "after"), [("", 150.0), ("30", 30.0), ("3", 10.0), ("1.5", 150.0),
+                                              ("-5", 150.0), ("ten", 150.0)])
+def test_an_admin_may_set_how_long_an_unseen_view_keeps_talking(
+        monkeypatch: pytest.MonkeyPatch, value: str, after: float) -> None:
+    from jupyter_tiers.faces.widgets.view_common import UNSEEN_ENV, SeenGate
+
+    monkeypatch.setenv(UNSEEN_ENV, value)
+    assert SeenGate().after == after

@@ -329,10 +329,15 @@ def start(*, ip: str = "127.0.0.1", port: int = DEFAULT_PORT, cull_timeout: int 
     return settings
 
 
+#: Settings passed from the admin's environment to the students' servers, when set to a number
+#: of seconds: how often a server reports its activity to the hub, and how long a live widget no
+#: page shows keeps sending (faces/widgets/view_common.py). Tests shorten both.
+PASSED_ENV = ("JUPYTERHUB_ACTIVITY_INTERVAL", "JUPYTER_TIERS_UNSEEN_AFTER")
+
+
 def _passed_env() -> dict[str, str]:
-    """``JUPYTERHUB_ACTIVITY_INTERVAL`` from the admin's environment (tests shorten it), if set."""
-    value = os.environ.get("JUPYTERHUB_ACTIVITY_INTERVAL", "")
-    return {"JUPYTERHUB_ACTIVITY_INTERVAL": value} if value.isdigit() else {}
+    """:data:`PASSED_ENV` from the admin's environment, those set to a whole number of seconds."""
+    return {name: value for name in PASSED_ENV if (value := os.environ.get(name, "")).isdigit()}
 
 
 def _tail(path: Path, lines: int = 15) -> str:

@@ -1,8 +1,8 @@
 """The on-cluster path (a slurm profile without host: LocalTransport, no SSH) against raw Slurm
 on the same machine, in one run: the submit round trip and log throughput, with ratios.
 
-Submit: ours is the whole ``SlurmTier.submit`` a notebook cell makes (render, pack the job
-directory, one local command that unpacks it and runs sbatch, parse, registry write); raw is
+Submit: ours is the whole ``SlurmTier.submit`` a notebook cell makes (render, the job directory
+written, one ``sbatch`` in it: slurm/submit_here.py; parse, registry write); raw is
 ``sbatch --parsable`` of the same script already on disk (a subprocess, as a user's ``!sbatch``).
 Submits alternate ours, raw, ours, ... so a busy machine slows both alike; medians of
 ``--count`` each. Every job is held (``--hold``) and cancelled at the end: nothing runs.
@@ -10,9 +10,10 @@ Submits alternate ours, raw, ours, ... so a busy machine slows both alike; media
 Also the bare round trip of one command (``true``) through LocalTransport vs ``subprocess.run``.
 
 Log: a ``--mb`` MB log of 100-byte lines, read from the start as a followed log: ours is
-``SlurmTier.open_log`` (the same follow program as over SSH: tail -F through the coalescing
-relay, read by LocalStream), raw is ``tail -c +1 -F`` on a pipe. Each reads until it has every
-byte; best of ``--rounds``. Ratios are ours / raw speed (1.0 = as fast; the goal is >= 0.95).
+``SlurmTier.open_log`` (on this machine plain ``tail -F``, slurm/follow_local.py, read by
+LocalStream), raw is ``tail -c +1 -F`` on a pipe. Each is timed from its start to
+its last byte (stopping the command comes after, for both); best of ``--rounds``. Ratios are
+ours / raw speed (1.0 = as fast; the goal is >= 0.95).
 
 Run: .venv/bin/python bench/local_slurm.py [--count 20] [--mb 200] [--rounds 3]
 """
@@ -104,16 +105,18 @@ def bench_log(tier, mb: int, rounds: int) -> tuple[float, float]:
     size = (jobdir / LOG_NAME).stat().st_size
     record = JobRecord(profile="cluster", tier="slurm", job_id="1", name="log-bench", jobdir=str(jobdir))
 
-    def ours() -> float:
+    def ours() -> float:  # to the last byte, as raw's (closing the stream is after, as raw's kill)
         t0 = time.perf_counter()
         got = 0
+        elapsed = 0.0
         stream = tier.open_log(record, 0)
         with stream:
             for chunk in stream:
                 got += len(chunk)
                 if got >= size:
+                    elapsed = time.perf_counter() - t0
                     break
-        return time.perf_counter() - t0
+        return elapsed
 
     def raw() -> float:
         t0 = time.perf_counter()

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from jupyter_tiers.slurm.tier import SlurmTier
-from tests.chaos.scenarios_ssh import download_cuts, log_stream_cuts, submit_cuts, sync_cuts
+from tests.chaos.scenarios_ssh import SUBMIT_TRIES, download_cuts, log_stream_cuts, submit_cuts, sync_cuts
 
 
 def test_connection_cut_mid_stream_client_and_server_side(slurm_tier: SlurmTier,
@@ -25,10 +25,12 @@ def test_connection_cut_mid_stream_client_and_server_side(slurm_tier: SlurmTier,
 
 def test_connection_cut_mid_submit(slurm_tier: SlurmTier, cluster_env: dict[str, str], seed: int) -> None:
     """Five submits, each one's connection cut at a seeded moment (client side, or its sshd child
-    SIGKILLed): one job each, never two."""
+    SIGKILLed): one job each, never two. A cut that came after its submit returned is tried again
+    on another submit (SUBMIT_TRIES in all), each checked as the others."""
     outcome = submit_cuts(slurm_tier, cluster_env["JT_SSH_HOST"], int(cluster_env["JT_SSH_PORT"]),
                           seed=seed, submits=5, server_share=0.5)
-    assert outcome.checked == 6 and outcome.faults >= 1  # 5 cut + 1 uncut; a cut may still miss
+    # 1 uncut + 5 cut, and a submit again for each cut that missed (a cut may still miss them all)
+    assert 6 <= outcome.checked <= 1 + 5 * SUBMIT_TRIES and outcome.faults >= 1, outcome
     assert outcome.faults + outcome.undelivered == 5, outcome
     assert outcome.clean, (outcome.problems, outcome)
 

@@ -333,14 +333,17 @@ def test_a_view_no_page_shows_goes_quiet_and_a_page_that_comes_back_gets_it_all(
     view.front({"kind": "seen"})  # still on a page: nothing to resend
     sent = len(view.line_msgs())
     clock.now += 151  # the browser closed: no "seen" since
-    tier.push(status(ServiceState.READY, ready=2))
+    tier.push(status(ServiceState.DEPLOYING, ready=1))
     tier.push([PodLogLine("unseen line", "llama-svc-7c9f-x2")])
     assert until(lambda: view.lines_received == 2)
-    assert len(view.line_msgs()) == sent and view.state == "DEPLOYING"  # nothing went out
+    assert len(view.line_msgs()) == sent and view.ready == 0  # nothing went out
     view.front({"kind": "hello"})  # the page is back
-    assert view.state == "READY" and view.ready == 2
+    assert view.state == "DEPLOYING" and view.ready == 1
     reset = view.line_msgs()[-1]
     assert reset["reset"] is True and [r[1] for r in reset["lines"]] == ["seen line", "unseen line"]
+    clock.now += 151  # gone again: a settled state still lands (wait_ready's summary is set)
+    tier.push(status(ServiceState.READY, ready=2))
+    assert view.state == "READY" and view.summary.startswith("service llama-svc READY 2/2")
 
 
 def test_a_view_no_page_ever_showed_never_goes_quiet(tmp_path: Path, views: list[RecordingView]) -> None:

@@ -144,7 +144,7 @@ class ServeView(anywidget.AnyWidget):
                                  if status.state.settled else "")
             if self.scale_target >= 0 and status.desired == self.scale_target and self._scale_wanted is None:
                 traits["scale_target"] = -1
-            if self._gate.paused and not status.state.terminal:  # unseen: kept for a page
+            if self._gate.paused and not status.state.settled:  # unseen: kept for a page
                 self._held = {**(self._held or {}), **traits}
             else:
                 self._show(traits)

@@ -114,8 +114,11 @@ _OTHER_ERROR_RE = re.compile(
 _ERROR_HINTS = ("rror", "RROR", "FATAL", "Segmentation", "oom", "OOM", "Out Of Memory", "Killed")
 _EXC_HINTS = ("Error", "Exception", "Interrupt", "Exit", "Failure")
 # Slurm's own reports of what the summary already says (a rank's exit, a cancel): not the cause.
-_NOT_A_CAUSE_RE = re.compile(r"Exited with exit code|CANCELLED AT|DUE TO TIME LIMIT|task \d+: (?:Killed|"
-                             r"Terminated)|Job step aborted|Terminating (?:StepId|job step)|Force Terminated")
+# srun names one task or a range of them ("task 3: Killed", "tasks 0-1: Killed": fail-stop's SIGKILL
+# of ranks that outlived their SIGTERM on a busy node).
+_NOT_A_CAUSE_RE = re.compile(r"Exited with exit code|CANCELLED AT|DUE TO TIME LIMIT|tasks? \d[\d,-]*: "
+                             r"(?:Killed|Terminated)|Job step aborted|Terminating (?:StepId|job step)|"
+                             r"Force Terminated")
 _ERROR_LEN = 200
 # What feed_sampled searches a whole batch for (each a C-speed str.find; one regex alternation
 # over a batch measured 1.6-6x slower than all the finds) to find the few lines _check_error must

@@ -303,9 +303,14 @@ def test_a_students_whole_path_and_culling_that_loses_nothing(
         return subprocess.run(["squeue", "-h", "-j", job_id, "-o", "%T"], env=slurm, capture_output=True,
                               text=True, check=False).stdout.strip()
 
-    # The student logs out and closes the browser; the kernel and its widget stay on the server.
-    page.goto(f"{hub.url}/hub/logout")
+    # The student logs out and closes the page; the kernel and its widget stay on the server.
+    # (The hub's logout through the page's own cookies: navigating the page there while
+    # JupyterLab still runs in it can abort, net::ERR_ABORTED.)
     page.goto("about:blank")
+    logout = page.context.request.get(f"{hub.url}/hub/logout")
+    assert logout.ok, (logout.status, logout.url)
+    home = page.context.request.get(f"{hub.url}/hub/home")  # logged out: the hub asks to log in
+    assert "/hub/login" in home.url, (home.status, home.url)
     wait_for(lambda: hub.server(name) is None, f"the culler to stop {name}'s server while job {job_id} runs",
              timeout=CULL_TIMEOUT + UNSEEN_AFTER + 900, interval=5.0)
     culled = rf"DELETE /hub/api/users/{re.escape(name)}/server .*\(idle-culler@"

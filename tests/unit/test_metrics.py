@@ -272,7 +272,11 @@ def test_first_error_prefers_the_exception_over_srun() -> None:
     # its OOM report is.
     slurm = MetricsTracker()
     slurm.feed_text("srun: error: node2: task 1: Exited with exit code 1\n"
-                    "slurmstepd: error: *** STEP 5.0 ON node1 CANCELLED AT 2026-12-02T22:08:26 ***\n")
+                    "slurmstepd: error: *** STEP 5.0 ON node1 CANCELLED AT 2026-12-02T22:08:26 ***\n"
+                    # fail-stop's SIGKILL of ranks that outlived SIGTERM (a busy node): one task or a range
+                    "srun: error: node1: task 2: Killed\n"
+                    "srun: error: node1: tasks 0-1: Killed\n"
+                    "srun: error: node3: tasks 4,6-7: Terminated\n")
     assert slurm.error is None
     slurm.feed_text("slurmstepd: error: Detected 1 oom_kill event in StepId=7.0. Some of the step "
                     "tasks have been OOM Killed.\n")

@@ -231,3 +231,21 @@ def test_a_job_view_no_page_shows_goes_quiet_and_catches_a_returning_page_up() -
     clock.now += 151  # gone again: the end still lands in the widget's state
     cb["on_end"](failed)
     assert view.wait(60) is failed and view.state == "FAILED" and view.summary
+
+
+def test_a_page_that_says_hello_gets_the_lines_and_keeps_what_the_view_was_given_since() -> None:
+    """A page's "hello" resends the kept lines; the widget's traits are already current and are
+    not set again from the last status (they would undo a message set since, as the XSS browser
+    test's second view sets one)."""
+    running, _failed = statuses()
+    watcher = FakeWatcher()
+    rec = record()
+    job = SimpleNamespace(id="7", name="sv", record=rec, script=rec.script, tier=SimpleNamespace(),
+                          metric_patterns=lambda: PATTERNS, watch=watcher.watch,
+                          end_reason=lambda status, **_: None)
+    view = RecordingView(job)
+    watcher.callbacks["on_status"](running)
+    view.message = "cancel refused: not your job"
+    view._on_front_end_msg(view, {"kind": "hello"}, [])
+    assert view.message == "cancel refused: not your job"
+    assert view.sent and view.sent[-1].get("reset") is True

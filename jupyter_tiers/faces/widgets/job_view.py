@@ -226,8 +226,11 @@ class JobView(anywidget.AnyWidget):
             return
         kind = content.get("kind")
         if kind == "hello":  # a (re)loaded page asks for what it missed
-            self._gate.seen()
-            self._catch_up()
+            if self._gate.seen():  # and the view had gone quiet: its status and charts too
+                self._catch_up()
+            else:  # (the traits are current: set again, they would undo any set since)
+                with self._send_lock:
+                    self._send_all()
         elif kind == "seen":  # a page still shows the view (every 60 s)
             if self._gate.seen():
                 self._catch_up()

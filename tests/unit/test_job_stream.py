@@ -77,6 +77,14 @@ def record() -> Any:
                            spec={"nodes": 2}, world_size=4, key="box:7")
 
 
+def fake_job(watcher: FakeWatcher) -> Any:
+    """A Job as JobView uses it, watched through ``watcher`` (no why line: no endreason rule)."""
+    rec = record()
+    return SimpleNamespace(id="7", name="sv", record=rec, script=rec.script, tier=SimpleNamespace(),
+                           metric_patterns=lambda: PATTERNS, watch=watcher.watch,
+                           end_reason=lambda status, **_: None)
+
+
 def notebook(batches: list[bytes], running: JobStatus, failed: JobStatus) -> RecordingView:
     watcher = FakeWatcher()
     rec = record()
@@ -203,10 +211,7 @@ def test_a_job_view_no_page_shows_goes_quiet_and_catches_a_returning_page_up() -
 
     running, failed = statuses()
     watcher = FakeWatcher()
-    rec = record()
-    job = SimpleNamespace(id="7", name="sv", record=rec, script=rec.script, tier=SimpleNamespace(),
-                          metric_patterns=lambda: PATTERNS, watch=watcher.watch,
-                          end_reason=lambda status, **_: None)
+    job = fake_job(watcher)
     view = RecordingView(job)
     clock = Clock()
     view._gate = SeenGate(after=150, clock=clock)
@@ -239,10 +244,7 @@ def test_a_page_that_says_hello_gets_the_lines_and_keeps_what_the_view_was_given
     test's second view sets one)."""
     running, _failed = statuses()
     watcher = FakeWatcher()
-    rec = record()
-    job = SimpleNamespace(id="7", name="sv", record=rec, script=rec.script, tier=SimpleNamespace(),
-                          metric_patterns=lambda: PATTERNS, watch=watcher.watch,
-                          end_reason=lambda status, **_: None)
+    job = fake_job(watcher)
     view = RecordingView(job)
     watcher.callbacks["on_status"](running)
     view.message = "cancel refused: not your job"

@@ -7,7 +7,7 @@ local tier's follower reads them (the Slurm tier's relay coalesces similarly und
 
 - baseline: ``LogDecoder.feed`` of every chunk (the follower's own work for every line);
 - view, no error yet: ``RankMetrics.feed`` of every chunk, parsed in full 8 times a second and
-  deferred in between (JobView._track_metrics), at a given log rate; every chunk is searched for
+  deferred in between (RankMetrics.feed_batch), at a given log rate; every chunk is searched for
   the 12 substrings an error line must hold (str.find each), which is the cost that grows with
   the rate (this log has none, so no line is split for it);
 - view, after an error: the same once the log's first error is known (only a restart marker's
@@ -34,9 +34,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.metrics_parse import best, make_log
-from jupyter_tiers.app.viewstate.rank_metrics import RankMetrics
 from jupyter_tiers.batch.logs import LogDecoder, split_log_line
 from jupyter_tiers.batch.metrics import MetricsTracker
+from jupyter_tiers.engine.rank_metrics import RankMetrics
 
 CHUNK = 1 << 16
 

@@ -231,3 +231,13 @@ class LogDecoder:
         self._pending_size = 0
         self.offset += len(raw)
         return LogBatch(raw, self.offset, 1)
+
+
+def batch_text(lines: Sequence[LogLine]) -> tuple[str, int | None]:
+    """A follower's batch as raw merged-log text (``R: `` prefixes kept, ending with a newline)
+    and the log offset just past it (None for an empty batch of LogLines)."""
+    if isinstance(lines, LogBatch):
+        text = lines.text
+        return (text if not text or text.endswith("\n") else text + "\n"), lines.end
+    text = "".join(f"{ln.rank}: {ln.text}\n" if ln.rank is not None else f"{ln.text}\n" for ln in lines)
+    return text, (lines[-1].end_offset if lines else None)

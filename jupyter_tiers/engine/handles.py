@@ -34,6 +34,7 @@ from ..serving.loadplan import check_plan, limit_of
 from ..serving.podusage import POD_USAGE_COLUMNS
 from ..serving.status import check_track
 from . import serve_http
+from .rank_metrics import RankMetrics
 from .subscription import StatusT, Subscription, wait_for
 
 if TYPE_CHECKING:
@@ -220,14 +221,21 @@ class Job(Handle[JobStatus]):
     def watch(self, on_status: Callable[[JobStatus], None] | None = None, *,
               on_lines: Callable[[Sequence[LogLine]], None] | None = None,
               on_end: Callable[[JobStatus], None] | None = None,
-              log_offset: int = 0, skip_partial: bool = False) -> JobSubscription:
+              log_offset: int = 0, skip_partial: bool = False,
+              metrics: RankMetrics | None = None) -> JobSubscription:
         """Follow the job through its tier's watcher (one batched query for all its jobs): the
         status as :meth:`Handle.watch`; with ``on_lines`` the log from byte ``log_offset``
         (``skip_partial``: drop the first, cut line), nothing lost or repeated across a dropped
         connection; ``on_end`` once the job has ended and the rest of its log (and, with
-        ``--checkpoint-to``, its checkpoint's upload) is through."""
+        ``--checkpoint-to``, its checkpoint's upload) is through. ``metrics``
+        (:meth:`live_metrics`): the log's metric points, fed each batch before ``on_lines``."""
         return self.tier.watch(self.record, on_status=on_status, on_lines=on_lines, on_end=on_end,
-                               log_offset=log_offset, skip_partial=skip_partial)
+                               log_offset=log_offset, skip_partial=skip_partial, metrics=metrics)
+
+    def live_metrics(self, max_points: int = 200) -> RankMetrics:
+        """An empty :class:`~jupyter_tiers.engine.rank_metrics.RankMetrics` with this job's metric
+        patterns, for :meth:`watch` to fill as it follows the log (a view reads it)."""
+        return RankMetrics(self.metric_patterns(), max_points=max_points)
 
     def wait(self, timeout: float | None = None) -> JobStatus:
         """Block until the job ends (or ``timeout`` seconds pass); returns the last status."""

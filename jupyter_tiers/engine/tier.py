@@ -49,6 +49,7 @@ from ..spec.options import JOB_OPTIONS, SERVE_OPTIONS, Option, convert_values
 from ..spec.servespec import validate_serve_spec
 from .array_job import ArrayJob
 from .handles import Handle, Job, Service
+from .rank_metrics import RankMetrics
 from .subscription import Subscription
 from .watch import JobSubscription, LinesCallback, StatusCallback, Watcher
 
@@ -216,13 +217,15 @@ class BatchTier(Tier):
 
     def watch(self, record: JobRecord, *, on_status: StatusCallback | None = None,
               on_lines: LinesCallback | None = None, on_end: StatusCallback | None = None,
-              log_offset: int = 0, skip_partial: bool = False) -> JobSubscription:
+              log_offset: int = 0, skip_partial: bool = False,
+              metrics: RankMetrics | None = None) -> JobSubscription:
         """Deliver the job's status changes (and, with ``on_lines``, its log from byte
-        ``log_offset``) until the subscription is closed; ``on_end`` once it has ended and its
-        log (and checkpoint upload) is through. Through this tier's one watcher."""
+        ``log_offset``, each batch first fed to ``metrics``) until the subscription is closed;
+        ``on_end`` once it has ended and its log (and checkpoint upload) is through. Through
+        this tier's one watcher."""
         return self.watcher.watch(record, on_status=on_status, on_lines=on_lines, on_end=on_end,
                                   follow_logs=on_lines is not None, log_offset=log_offset,
-                                  skip_partial=skip_partial)
+                                  skip_partial=skip_partial, metrics=metrics)
 
     def unwatch(self, subscription: Subscription[JobStatus]) -> None:
         """Stop delivering to one ``watch`` subscription (``subscription.close()``)."""

@@ -35,6 +35,7 @@ from ..data import checkpoint_upload
 from ..data.checkpoint_upload import UploadError, UploadingTier, recorded_upload, shown_checkpoint, target_uri
 from ..data.handoff import decode_detail
 from ..data.objectstore import UploadReport
+from .rank_metrics import RankMetrics
 from .subscription import Subscription
 
 log = logging.getLogger(__name__)
@@ -110,8 +111,20 @@ def _safe_call(fn: Callable[..., object] | None, *args: object) -> None:
         log.exception("jupyter-tiers listener failed")
 
 
+def deliver_batch(lines: Sequence[LogLine], on_lines: LinesCallback,
+                  metrics: RankMetrics | None = None) -> None:
+    """One batch of a followed log to its listener: ``metrics`` reads it first, so the points
+    are parsed once, from every line, whatever the listener keeps of the batch."""
+    if lines:
+        if metrics is not None:
+            _safe_call(metrics.feed_batch, lines)
+        _safe_call(on_lines, lines)
+
+
 class LogFollower:
-    """Follows one job's merged log from a byte offset on its own thread."""
+    """Follows one job's merged log from a byte offset on its own thread. With ``metrics``,
+    each batch is fed to it before ``on_lines`` gets the batch (rank_metrics.py: the log's metric
+    points parsed once, where it is read), and what it kept is parsed at the log's end."""
 
     def __init__(
         self,
@@ -122,11 +135,15 @@ class LogFollower:
         *,
         skip_partial: bool = False,
         max_backoff: float = 10.0,
+        metrics: RankMetrics | None = None,
     ) -> None:
         self.tier = tier
         self.record = record
         self.decoder = tier.log_decoder(offset, skip_partial=skip_partial)
         self.on_lines = on_lines
+        self.metrics = metrics
+        if metrics is not None:
+            metrics.start_at(offset)
         self.max_backoff = max_backoff
         self.reconnects = 0
         self._finishing = threading.Event()
@@ -146,8 +163,7 @@ class LogFollower:
         return self.decoder.offset
 
     def _emit(self, lines: Sequence[LogLine]) -> None:
-        if lines:
-            _safe_call(self.on_lines, lines)
+        deliver_batch(lines, self.on_lines, self.metrics)
 
     def _run(self) -> None:
         backoff = 0.2
@@ -188,6 +204,8 @@ class LogFollower:
                 continue
             self._emit(self.decoder.feed(rest))
             self._emit(self.decoder.flush())
+            if self.metrics is not None:
+                _safe_call(self.metrics.flush)
             return
 
     def finish(self, timeout: float | None = 60.0) -> None:
@@ -270,9 +288,11 @@ class Watcher:
         follow_logs: bool = True,
         log_offset: int = 0,
         skip_partial: bool = False,
+        metrics: RankMetrics | None = None,
     ) -> JobSubscription:
         """Start delivering this job's status changes (and log lines) to the callbacks; ``close``
-        the subscription (or :meth:`unwatch` it) to stop."""
+        the subscription (or :meth:`unwatch` it) to stop. ``metrics``: fed each log batch before
+        ``on_lines`` gets it (:class:`LogFollower`)."""
         sub = JobSubscription(record, on_status=on_status, on_lines=on_lines, on_end=on_end)
         sub.watcher = self
         with self._lock:
@@ -281,7 +301,7 @@ class Watcher:
             current = watched.status
         if follow_logs and on_lines is not None:
             sub.follower = LogFollower(
-                self.tier, record, log_offset, on_lines, skip_partial=skip_partial
+                self.tier, record, log_offset, on_lines, skip_partial=skip_partial, metrics=metrics
             )
             sub.follower.start()
         if current is not None:

@@ -16,12 +16,13 @@ from typing import Any
 
 from jupyter_tiers.app.viewstate import schema
 from jupyter_tiers.app.viewstate.job import message_rows, record_traits
-from jupyter_tiers.app.viewstate.job_stream import JobStream, follower_text
-from jupyter_tiers.batch.logs import LogDecoder
+from jupyter_tiers.app.viewstate.job_stream import JobStream
+from jupyter_tiers.batch.logs import LogDecoder, batch_text
 from jupyter_tiers.core.model import JobState, JobStatus, RankPhase, RankState
+from jupyter_tiers.engine.watch import deliver_batch
 from jupyter_tiers.faces.widgets.job_view import JobView
 from tests.helpers import SentRecorder
-from tests.unit.test_job_view_metrics_feed import FakeWatcher
+from tests.unit.test_job_view_metrics_feed import FakeWatcher, live_metrics
 
 PATTERNS: tuple[tuple[str, str], ...] = ()  # the defaults read "loss=..."
 
@@ -81,17 +82,14 @@ def fake_job(watcher: FakeWatcher) -> Any:
     """A Job as JobView uses it, watched through ``watcher`` (no why line: no endreason rule)."""
     rec = record()
     return SimpleNamespace(id="7", name="sv", record=rec, script=rec.script, tier=SimpleNamespace(),
-                           metric_patterns=lambda: PATTERNS, watch=watcher.watch,
+                           metric_patterns=lambda: PATTERNS, live_metrics=live_metrics(PATTERNS),
+                           watch=watcher.watch,
                            end_reason=lambda status, **_: None)
 
 
 def notebook(batches: list[bytes], running: JobStatus, failed: JobStatus) -> RecordingView:
     watcher = FakeWatcher()
-    rec = record()
-    job = SimpleNamespace(id="7", name="sv", record=rec, script=rec.script, tier=SimpleNamespace(),
-                          metric_patterns=lambda: PATTERNS, watch=watcher.watch,
-                          # a ValueError has no rule of batch/endreason.py: no why line either way
-                          end_reason=lambda status, **_: None)
+    job = fake_job(watcher)  # a ValueError has no rule of batch/endreason.py: no why line either way
     view = RecordingView(job)
     view.metrics_interval = 0.0
     cb = watcher.callbacks
@@ -126,7 +124,7 @@ def lab(batches: list[bytes], running: JobStatus,
     for i, chunk in enumerate(batches):
         if i == len(batches) - 1:
             stream.status(failed)
-        stream.lines(decoder.feed(chunk))
+        deliver_batch(decoder.feed(chunk), stream.lines, stream.metrics)  # as the handler's follower
     stream.end(failed)
     from jupyter_tiers.batch.status import summary_line
 
@@ -180,7 +178,7 @@ def test_same_view_for_any_batching_seeded() -> None:
 
 def test_follower_text_of_log_lines_keeps_rank_prefixes() -> None:
     lines = LogDecoder(0).feed(b"0: a\nplain\n1: b\n")
-    text, end = follower_text(list(lines))
+    text, end = batch_text(list(lines))
     assert text == "0: a\nplain\n1: b\n" and end == len(b"0: a\nplain\n1: b\n")
 
 
@@ -189,7 +187,7 @@ def test_a_stream_resumed_mid_log_sends_no_charts_or_summary() -> None:
     _running, failed = statuses()
     sent: list[dict[str, Any]] = []
     stream = JobStream(sent.append, PATTERNS, start=100, metrics_interval=0.0)
-    stream.lines(LogDecoder(100).feed(b"0: step 9 loss=0.5\n"))
+    deliver_batch(LogDecoder(100).feed(b"0: step 9 loss=0.5\n"), stream.lines, stream.metrics)
     stream.end(failed)
     views = [m["view"] for m in sent if "view" in m]
     assert views and all(set(v) == {"fold_label"} for v in views), views

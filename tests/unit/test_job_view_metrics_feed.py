@@ -13,19 +13,33 @@ from typing import Any
 
 from jupyter_tiers.batch.logs import LogDecoder
 from jupyter_tiers.core.model import JobState, JobStatus
+from jupyter_tiers.engine.rank_metrics import RankMetrics
 from jupyter_tiers.engine.subscription import Subscription
+from jupyter_tiers.engine.watch import deliver_batch
 from jupyter_tiers.faces.widgets.job_view import JobView
 
 
 class FakeWatcher:
-    """Hands the test the view's callbacks instead of following a real job."""
+    """Hands the test the view's callbacks instead of following a real job. ``on_lines`` is
+    wrapped as the log follower delivers a batch (watch.deliver_batch): the view's ``metrics``
+    read it first."""
 
     def __init__(self) -> None:
         self.callbacks: dict[str, Any] = {}
+        self.metrics: RankMetrics | None = None
 
     def watch(self, on_status: Any = None, **kwargs: Any) -> Subscription[JobStatus]:
+        metrics, on_lines = kwargs.pop("metrics", None), kwargs.pop("on_lines", None)
         self.callbacks = {"on_status": on_status, **kwargs}
+        self.metrics = metrics
+        if on_lines is not None:
+            self.callbacks["on_lines"] = lambda lines: deliver_batch(lines, on_lines, metrics)
         return Subscription(SimpleNamespace(key="local:1"), on_status)
+
+
+def live_metrics(patterns: Any = ()) -> Any:
+    """A fake job's ``live_metrics`` (the real RankMetrics with these patterns)."""
+    return lambda max_points=200: RankMetrics(patterns, max_points=max_points)
 
 
 class HeldView(JobView):
@@ -47,7 +61,7 @@ class HeldView(JobView):
 def fake_job(watcher: FakeWatcher) -> Any:
     record = SimpleNamespace(profile="p", tier="local", world_size=2, spec={"nodes": 2}, key="local:1")
     return SimpleNamespace(id="1", name="crowded", record=record, script="", tier=SimpleNamespace(),
-                           metric_patterns=lambda: (), watch=watcher.watch)
+                           metric_patterns=lambda: (), live_metrics=live_metrics(), watch=watcher.watch)
 
 
 def test_summary_has_rank0_final_metric_when_other_ranks_crowd_it_out() -> None:
@@ -70,6 +84,25 @@ def test_summary_has_rank0_final_metric_when_other_ranks_crowd_it_out() -> None:
     assert view.summary.endswith(" — loss nan"), view.summary
     loss = view.metrics["loss"]
     assert loss[-1][1] is None and max(y for _, y in loss if y is not None) <= 1.0
+    view.close()
+
+
+def test_a_job_view_charts_what_its_follower_parsed_and_parses_no_line_itself() -> None:
+    """Issue 27: metric points are parsed once, where the log is read. The view hands its watch
+    the RankMetrics it charts; a batch given to the view alone (not through the follower)
+    shows in its log but never in its charts."""
+    watcher = FakeWatcher()
+    view = HeldView(fake_job(watcher))
+    view.release.set()
+    assert watcher.metrics is view._metrics
+    decoder = LogDecoder(0)
+    view._on_lines(decoder.feed(b"0: step=1 loss=0.5\n"))  # straight to the view
+    watcher.callbacks["on_lines"](decoder.feed(b"0: step=2 loss=0.25\n"))  # as the follower gives it
+    watcher.callbacks["on_end"](JobStatus("1", JobState.COMPLETED, elapsed_s=3, world_size=2))
+    assert view.wait(60) is not None
+    assert view.lines_received == 2  # both lines shown...
+    assert view.metrics["loss"] == [[2.0, 0.25]], view.metrics  # ...one charted: the follower's
+    assert view.summary.endswith(" — loss 0.25"), view.summary
     view.close()
 
 

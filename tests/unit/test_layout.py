@@ -190,3 +190,16 @@ def test_faces_read_the_registry_only_through_the_layers_below() -> None:
             if pattern.search(code):
                 found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def test_metric_lines_are_parsed_only_where_a_log_is_read() -> None:
+    """Issue 27: the faces and the service layer never parse metric lines; a followed log's points
+    come from its follower (engine/rank_metrics.py), a log read whole from the Job handle."""
+    pattern = re.compile(r"\bMetricsTracker\b|\.feed_sampled\(|\bMetricParser\(")
+    found = []
+    for folder in ("faces", "app"):
+        for path in sorted((ROOT / "jupyter_tiers" / folder).rglob("*.py")):
+            for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+                if pattern.search(line.split("#", 1)[0]):
+                    found.append(f"{path.relative_to(ROOT)}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)

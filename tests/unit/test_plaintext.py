@@ -16,6 +16,7 @@ from jupyter_tiers.batch import history
 from jupyter_tiers.core.errors import TiersError
 from jupyter_tiers.core.model import JobState, JobStatus, PodInfo, ServiceState
 from jupyter_tiers.core.plaintext import printable
+from jupyter_tiers.engine.rank_metrics import RankMetrics
 from jupyter_tiers.engine.subscription import Subscription
 from jupyter_tiers.faces import cli, tiers_command
 from jupyter_tiers.faces.widgets.text import TextView
@@ -62,7 +63,7 @@ class _Watcher:
         self.record = record
         self.statuses = statuses
 
-    def watch(self, on_status: Any, *, on_lines: Any, on_end: Any) -> Subscription[JobStatus]:
+    def watch(self, on_status: Any, *, on_lines: Any, on_end: Any, metrics: Any) -> Subscription[JobStatus]:
         sub = Subscription(self.record, on_status)
         for st in self.statuses:
             sub.deliver(st)
@@ -76,6 +77,7 @@ def test_job_text_view_prints_a_slurm_reason_as_text() -> None:
     statuses = [JobStatus("41", JobState.PENDING, reason=f"Resources{NASTY}"),
                 JobStatus("41", JobState.CANCELLED, message=f"gone {NASTY}")]
     job = SimpleNamespace(record=record, watch=_Watcher(record, statuses).watch, metric_patterns=lambda: (),
+                          live_metrics=lambda: RankMetrics(()),
                           end_reason=lambda *_a, **_k: None)
     out = io.StringIO()
     TextView(job, out).run(timeout=10)  # type: ignore[arg-type]  # a duck-typed Job

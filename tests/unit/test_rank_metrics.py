@@ -7,9 +7,9 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterator
 
-from jupyter_tiers.app.viewstate.rank_metrics import RankMetrics, read_history
 from jupyter_tiers.batch.metrics import MetricsTracker
 from jupyter_tiers.core.errors import TiersError
+from jupyter_tiers.engine.rank_metrics import RankMetrics, read_history
 
 
 def log(steps: range, ranks: int = 2) -> bytes:
@@ -115,7 +115,7 @@ def test_a_reattached_view_reads_history_up_to_its_start_offset() -> None:
 def test_batches_during_a_history_read_are_bounded() -> None:
     """A fast log while a rank's history is read: only that rank's last lines of each batch, and
     only the newest PENDING_BATCHES batches, are held."""
-    from jupyter_tiers.app.viewstate.rank_metrics import PENDING_BATCHES, PENDING_LINES
+    from jupyter_tiers.engine.rank_metrics import PENDING_BATCHES, PENDING_LINES
 
     m = RankMetrics()
     gate = threading.Event()

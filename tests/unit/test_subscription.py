@@ -166,7 +166,7 @@ class FakeBatchTier:
         self.reads = 0
 
     def watch(self, record: JobRecord, *, on_status: Any = None, on_lines: Any = None, on_end: Any = None,
-              log_offset: int = 0, skip_partial: bool = False) -> Tracked:
+              log_offset: int = 0, skip_partial: bool = False, metrics: Any = None) -> Tracked:
         sub = Tracked(record, on_status)
         self.subs.append(sub)
 

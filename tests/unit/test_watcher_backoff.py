@@ -18,6 +18,7 @@ from jupyter_tiers.config.registry import JobRecord
 from jupyter_tiers.core.errors import ControllerUnreachable, TiersError
 from jupyter_tiers.core.model import JobState, JobStatus, RankPhase, RankState, SchedulerInfo
 from jupyter_tiers.engine import watch as watch_mod
+from jupyter_tiers.engine.rank_metrics import RankMetrics
 from jupyter_tiers.engine.watch import JobSubscription, LogFollower, Watcher, _Watched
 
 REC = JobRecord(profile="fake", tier="fake", job_id="7", name="j", jobdir="/jobs/7", world_size=2)
@@ -321,3 +322,29 @@ def test_log_follower_reconnects_at_the_exact_byte_and_loses_nothing() -> None:
     assert follower.reconnects >= 4
     # Every reopen starts where the bytes received so far end (mid-line included).
     assert tier.opened_at[:5] == [0, 0, 23, 23, 46]
+
+
+def test_log_follower_feeds_its_metrics_every_line_before_the_listener_gets_a_batch() -> None:
+    """Issue 27: a followed log's metric points are parsed once, by its follower. Each batch is in
+    ``metrics`` before the listener sees it (a view reads, never parses), across reconnects, and
+    what the throttle kept is parsed at the log's end."""
+    data = b"".join(f"{i % 2}: step {i} loss={1.0 / (i + 1):.4f}\n".encode() for i in range(20))
+    tier = FlakyLogTier(data)
+    metrics = RankMetrics(max_points=200, parse_every=3600.0)  # one full parse; the rest kept
+    delivered: list[int] = []  # rank 0's lines the listener has been given
+    read: list[int] = []  # rank 0's lines in ``metrics`` (parsed or kept) when it was given them
+
+    def on_lines(lines: Any) -> None:
+        delivered.append((delivered[-1] if delivered else 0) + sum(ln.rank == 0 for ln in lines))
+        tracker = metrics.summary
+        read.append(len(tracker.to_lists().get("loss", ())) + len(tracker._deferred))
+
+    follower = LogFollower(tier, REC, 0, on_lines, max_backoff=0.5, metrics=metrics)  # type: ignore[arg-type]
+    follower.start()
+    while len(tier.opened_at) < 5:  # a bound, not a timing: the plan has five opens
+        threading.Event().wait(0.05)
+    follower.finish(timeout=60)
+    assert len(delivered) >= 3 and read == delivered
+    # The end parsed what the throttle kept: rank 0's last point is the log's last rank-0 line.
+    assert metrics.summary.main() == ("loss", float(f"{1.0 / 19:.4f}"))
+    assert [x for x, _ in metrics.summary.to_lists()["loss"]] == list(range(0, 20, 2))

@@ -4,14 +4,16 @@ JobView (faces/widgets/job_view.py) turns the followed log into ``lines`` messag
 indices of error lines, and once a rank failed which lines fold into the fail-stop's one line),
 keeps rank 0's metrics for its charts, and at the end writes the summary with the main metric
 and the log's first error. :class:`JobStream` does the same for one websocket with the same pure
-functions (job.py, batch/failstop.py, batch/status.py, rank_metrics.py), so the lab panel draws what the
+functions (job.py, batch/failstop.py, batch/status.py) and the same metric points
+(engine/rank_metrics.py, fed by the handler's log follower), so the lab panel draws what the
 notebook draws. It sends two kinds of message:
 
 - the widget's ``lines`` message plus ``offset`` (the byte offset just past it, to resume at);
 - ``{"view": {TRAIT: value, ...}}``: widget traits the log decides (``metrics``,
   ``metrics_rank``, ``metrics_note``, ``fold_label``, and ``summary`` at the end).
 
-No I/O here: the handler feeds batches, statuses and the end, and sends what comes out.
+No I/O here: the handler feeds batches (``metrics`` first, through its follower), statuses
+and the end, and sends what comes out.
 """
 
 from __future__ import annotations
@@ -23,22 +25,13 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ...batch.failstop import Failure, failure_of, fold_text
-from ...batch.logs import LogBatch
+from ...batch.logs import batch_text
 from ...batch.status import summary_line
 from ...core.model import JobStatus, LogLine
+from ...engine.rank_metrics import RankMetrics
 from .job import fold_label, text_message
-from .rank_metrics import RankMetrics
 
 Send = Callable[[dict[str, Any]], None]
-
-
-def follower_text(lines: Sequence[LogLine]) -> tuple[str, int | None]:
-    """A follower's batch as raw log text (``R: `` prefixes kept) and the offset past it."""
-    if isinstance(lines, LogBatch):
-        text = lines.text
-        return (text if not text or text.endswith("\n") else text + "\n"), lines.end
-    text = "".join(f"{ln.rank}: {ln.text}\n" if ln.rank is not None else f"{ln.text}\n" for ln in lines)
-    return text, (lines[-1].end_offset if lines else None)
 
 
 class JobStream:
@@ -51,8 +44,10 @@ class JobStream:
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._send = send
         self._lock = threading.RLock()
-        self._metrics = RankMetrics(patterns, max_points=200)
-        self._metrics.start_at(start)
+        #: The log's metric points: the handler's log follower feeds it every batch before
+        #: :meth:`lines` gets the batch (engine/rank_metrics.py); this stream only reads it.
+        self.metrics = RankMetrics(patterns, max_points=200)
+        self.metrics.start_at(start)
         self._start = start
         self._log_limit = log_limit
         self._interval = metrics_interval
@@ -70,11 +65,10 @@ class JobStream:
     # --- from the follower ------------------------------------------------------------------
     def lines(self, batch: Sequence[LogLine]) -> None:
         """A batch of the log: its ``lines`` message, and the charts when they are due."""
-        text, end = follower_text(batch)
+        text, end = batch_text(batch)
         if not text:
             return
         with self._lock:
-            self._metrics.feed(text, end)
             if end is not None:
                 self._offset = end
             msg = text_message(text, failure=self._failure)
@@ -116,10 +110,9 @@ class JobStream:
             self.status(status)
             if not self._whole:  # a resumed stream saw part of the log: the client keeps its own
                 return
-            self._metrics.feed("")
             self._send_metrics()
             if status is not None and status.state.terminal:
-                rank0 = self._metrics.summary
+                rank0 = self.metrics.summary
                 self._view({"summary": summary_line(status, metric=rank0.main(), error=rank0.error,
                                                     why=why)})
 
@@ -127,7 +120,7 @@ class JobStream:
     def pick(self, rank: int, read: Callable[[], Iterable[bytes]]) -> threading.Thread | None:
         """Chart ``rank`` (the log's rank filter moved): RankMetrics reads its history from the
         log's start (``read``) in a thread, then the charts follow it."""
-        return self._metrics.pick(rank, read, self._on_picked)
+        return self.metrics.pick(rank, read, self._on_picked)
 
     def _on_picked(self) -> None:
         with self._lock:
@@ -137,7 +130,8 @@ class JobStream:
     # --- internals ----------------------------------------------------------------------------
     def _send_metrics(self) -> None:
         self._sent_at = self._clock()
-        rank, note, data = self._metrics.snapshot()
+        self.metrics.flush()
+        rank, note, data = self.metrics.snapshot()
         self._view({"metrics": data, "metrics_rank": rank, "metrics_note": note})
 
     def _view(self, traits: dict[str, Any]) -> None:

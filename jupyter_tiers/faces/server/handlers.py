@@ -470,7 +470,8 @@ class LogStreamHandler(TiersWebSocket):
             self._view.status(self._status)
         self._follower = LogFollower(self._tier, record, self._start,
                                      self._view.lines if self._view is not None else on_lines,
-                                     skip_partial=self._skip_partial)
+                                     skip_partial=self._skip_partial,
+                                     metrics=self._view.metrics if self._view is not None else None)
         self._follower.start()
 
         # A task of an array (ID_7) is not an item of its own: it has ended once its array has.

@@ -20,13 +20,13 @@ from ...app.viewstate.job import (
     status_traits,
     text_message,
 )
-from ...app.viewstate.rank_metrics import RankMetrics
 from ...batch.failstop import Failure, failure_of, fold_text
 from ...batch.logs import LogBatch
 from ...batch.status import summary_line
 from ...core.errors import TiersError
 from ...core.model import JobState, JobStatus, LogLine
 from ...engine.handles import Job
+from ...engine.rank_metrics import RankMetrics
 from .batcher import LineBatcher
 from .files_pane import FilesPane
 from .view_common import SeenGate, view_css, view_module
@@ -114,9 +114,10 @@ class JobView(anywidget.AnyWidget):
         self._send_lock = threading.Lock()  # a reset (hello, a first failure) and batches in order
         self._failure: Failure | None = None
         self._batcher: LineBatcher[Any] = LineBatcher(self._send_lines, join=list)
-        self._metrics = RankMetrics(job.metric_patterns(), max_points=200)
+        # The log's metric points, fed by the watch's log follower before each batch reaches
+        # _on_lines (engine/rank_metrics.py); the view only reads them.
+        self._metrics: RankMetrics = job.live_metrics(200)
         self._metrics_sent = 0.0
-        self._metrics_parsed = 0.0
         self.files_pane = FilesPane(self)
         self._gate = SeenGate()  # quiet while no page shows the view (view_common.py)
         self._latest: JobStatus | None = None  # the newest status, shown or held while unseen
@@ -129,21 +130,18 @@ class JobView(anywidget.AnyWidget):
                 log_offset = 0
             skip_partial = log_offset > 0
             self.log_skipped_bytes = log_offset
-        self._metrics.start_at(log_offset)
         self._sub = job.watch(self._on_status, on_lines=self._on_lines, on_end=self._on_end,
-                              log_offset=log_offset, skip_partial=skip_partial)
+                              log_offset=log_offset, skip_partial=skip_partial,
+                              metrics=self._metrics)
 
     # --- from the watcher (background threads) ---------------------------------------
     def _on_lines(self, lines: Sequence[LogLine]) -> None:
-        """A batch of the log as the follower read it (a LogBatch). The metrics read every batch,
-        in log order, before the display's batcher keeps only each message's newest lines: the
-        summary must see rank 0's last lines even when other ranks' lines crowd them out."""
-        if isinstance(lines, LogBatch):
-            self._track_metrics(lines.text, end=lines.end)
-        elif lines:  # LogLines from another decoder
-            self._track_metrics("".join(f"{ln.rank}: {ln.text}\n" if ln.rank is not None else f"{ln.text}\n"
-                                        for ln in lines), end=lines[-1].end_offset)
+        """A batch of the log as the follower read it (a LogBatch), its metrics already read
+        (the follower feeds every batch to ``_metrics`` first, before the display's batcher keeps
+        only each message's newest lines: the summary sees rank 0's last lines even when other
+        ranks' lines crowd them out)."""
         self._batcher.add(lines)
+        self._refresh_metrics()
 
     def _on_status(self, status: JobStatus, *, shown: bool = False) -> None:
         """``shown``: set the traits even while no page shows the view (the end: the widget's
@@ -185,28 +183,21 @@ class JobView(anywidget.AnyWidget):
             self.lines_received += count + skipped
             if not self._gate.paused:
                 self.send(msg)
-        self._track_metrics("")
 
-    def _track_metrics(self, text: str, *, end: int | None = None, final: bool = False) -> None:
-        """Read a batch's metrics and refresh the charts' trait when ``metrics_interval`` has
-        passed, or at the end. A fast log comes in many batches a second: metrics are parsed at
-        most 8 times a second (RankMetrics.feed's ``defer`` in between; the chart is a sample,
-        the last values stay exact, and every line is still checked for errors). Empty ``text``
-        (each display message, and the end) parses what the deferred batches kept."""
+    def _refresh_metrics(self, *, final: bool = False) -> None:
+        """Refresh the charts' trait when ``metrics_interval`` has passed, or at the end, with
+        what the follower's batches kept parsed first (RankMetrics.flush)."""
         now = time.monotonic()
-        due = final or not text or now - self._metrics_parsed >= 0.125
-        if due and text:
-            self._metrics_parsed = now
-        self._metrics.feed(text, end, defer=not due)
         if final or now - self._metrics_sent >= self.metrics_interval:
             self._metrics_sent = now
+            self._metrics.flush()
             self._show_metrics()
 
     def _on_end(self, status: JobStatus) -> None:
         self._batcher.close()
         self.final_status = status
         self._on_status(status, shown=True)
-        self._track_metrics("", final=True)
+        self._refresh_metrics(final=True)
         rank0 = self._metrics.summary
         reason = None
         if status.state.terminal and status.state is not JobState.COMPLETED:

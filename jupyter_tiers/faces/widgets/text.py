@@ -9,7 +9,7 @@ from typing import TextIO
 
 from ...batch.endreason import LogTail
 from ...batch.failstop import Failure, failure_of, is_failstop_line, is_stop_report
-from ...batch.metrics import MetricsTracker, format_last_values
+from ...batch.metrics import format_last_values
 from ...batch.status import summary_line
 from ...core.errors import TiersError
 from ...core.model import JobStatus, LogLine, RankPhase
@@ -82,7 +82,7 @@ class TextView:
         self.out = out or sys.stdout
         self._lock = threading.Lock()
         self.final_status: JobStatus | None = None
-        self.metrics = MetricsTracker(job.metric_patterns())
+        self.metrics = job.live_metrics()  # fed by the watch's log follower (rank_metrics.py)
         self.tail = LogTail()  # every rank's last lines: why the job ended
         self.fold = FailStopFold()
 
@@ -122,7 +122,6 @@ class TextView:
                 self._print_lines(self.fold.status(status))
 
         def on_lines(lines: Sequence[LogLine]) -> None:
-            self.metrics.feed(lines)
             for line in lines:
                 self.tail.feed(line.rank, line.text)
             with self._lock:
@@ -132,7 +131,7 @@ class TextView:
             self.final_status = status
             ended.set()
 
-        with self.job.watch(on_status, on_lines=on_lines, on_end=on_end):
+        with self.job.watch(on_status, on_lines=on_lines, on_end=on_end, metrics=self.metrics):
             ended.wait(timeout)
         with self._lock:
             if self.final_status is not None:
@@ -142,9 +141,11 @@ class TextView:
         if folded:
             self._print(folded)
         if self.final_status is not None:
-            last = format_last_values(self.metrics.last_values())
+            self.metrics.flush()
+            rank0 = self.metrics.summary
+            last = format_last_values(rank0.last_values())
             if last:
-                self._print(f"metrics (rank {self.metrics.rank}): {last}")
+                self._print(f"metrics (rank {rank0.rank}): {last}")
             self._print(self.summary(self.final_status))
         return self.final_status
 
@@ -153,8 +154,9 @@ class TextView:
         and, for a job that did not complete, why it ended with the fix (else its first error
         line)."""
         try:
-            reason = self.job.end_reason(status, tail=self.tail, last_step=self.metrics.step)
+            reason = self.job.end_reason(status, tail=self.tail, last_step=self.metrics.summary.step)
         except TiersError:  # the facts could not be read: the summary without them
             reason = None
-        return summary_line(status, metric=self.metrics.main(), error=self.metrics.error,
+        rank0 = self.metrics.summary
+        return summary_line(status, metric=rank0.main(), error=rank0.error,
                             why=reason.line if reason else None)

@@ -1,13 +1,19 @@
-"""The metric series a live job view charts, for a rank the user picks (rank 0 by default).
+"""A followed log's metric points, parsed once where the log is read: :class:`RankMetrics`.
 
-Shared by the notebook widget (faces/widgets/job_view.py) and the lab panel's view stream
-(job_stream.py, behind the server's log websocket), so both chart and summarise a log alike.
+The log follower (watch.py's LogFollower) feeds each batch it reads to the RankMetrics it was
+given, before the batch reaches its listener, so a view never parses the log itself: the
+notebook widget (faces/widgets/job_view.py), the text view (faces/widgets/text.py) and the lab
+panel's view stream (app/viewstate/job_stream.py, behind the server's log websocket) read the
+same points from it and chart and summarise a log alike.
 
 Rank 0's tracker is always fed: the summary line names its main metric and the log's first
 error, whichever rank the charts show. Picking another rank starts a fresh tracker for it that
 reads the log from its start up to where the live feed has got (in a background thread, as a
 stream: the log is never whole in memory), then takes over the charts with the batches that
-arrived meanwhile. Every series stays bounded (``max_points``).
+arrived meanwhile. Every series stays bounded (``max_points``). A fast log arrives in many
+batches a second: they are parsed in full at most ``1 / parse_every`` times a second and only
+kept in between (the charts are a sample of the curve; the last values stay exact and every line
+is still checked for errors); :meth:`RankMetrics.flush` parses what is kept.
 """
 
 from __future__ import annotations
@@ -15,27 +21,35 @@ from __future__ import annotations
 import codecs
 import collections
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from ...batch.logs import split_log_line
-from ...batch.metrics import MetricsTracker
-from ...core.errors import TiersError
+from ..batch.logs import batch_text, split_log_line
+from ..batch.metrics import MetricsTracker
+from ..core.errors import TiersError
+from ..core.model import LogLine
 
 #: Live batches kept while a picked rank's history is read, each only that rank's last
 #: PENDING_LINES lines (older ones are dropped: the live series is a sample of the curve anyway,
 #: feed_sampled parses no more, and the last values come from the newest batches).
 PENDING_BATCHES = 256
 PENDING_LINES = 200
+#: Seconds between two full parses of a live log's batches (batches in between are kept).
+PARSE_EVERY = 0.125
 
 
 class RankMetrics:
     """Rank 0's metrics (``summary``) and the charted rank's (``chart``), fed with each batch of
     raw merged-log text (``"R: "`` prefixes kept) and the log offset just past it."""
 
-    def __init__(self, patterns: Sequence[tuple[str, str]] = (), *, max_points: int = 200) -> None:
+    def __init__(self, patterns: Sequence[tuple[str, str]] = (), *, max_points: int = 200,
+                 parse_every: float = PARSE_EVERY, clock: Callable[[], float] = time.monotonic) -> None:
         self._patterns = tuple(patterns)
         self._max_points = max_points
+        self._parse_every = parse_every
+        self._clock = clock
+        self._parsed_at = -float("inf")
         self.summary = MetricsTracker(self._patterns, rank=0, max_points=max_points)
         self.chart = self.summary
         self.rank = 0  # the rank ``chart`` holds
@@ -71,6 +85,22 @@ class RankMetrics:
                 mine = [raw for raw in text.splitlines() if split_log_line(raw)[0] == self.wanted]
                 if mine:
                     self._pending.append("\n".join(mine[-PENDING_LINES:]) + "\n")
+
+    def feed_batch(self, lines: Sequence[LogLine]) -> None:
+        """One batch as the log follower read it (a LogBatch, or LogLines): parsed in full when
+        ``parse_every`` has passed since the last full parse, else kept for the next one."""
+        text, end = batch_text(lines)
+        if not text:
+            return
+        now = self._clock()
+        due = now - self._parsed_at >= self._parse_every
+        if due:
+            self._parsed_at = now
+        self.feed(text, end, defer=not due)
+
+    def flush(self) -> None:
+        """Parse the lines kept since the last full parse (before a snapshot, at the log's end)."""
+        self.feed("")
 
     def snapshot(self) -> tuple[int, str, dict[str, list[list[float | None]]]]:
         """The charted rank, the note about its history, and its series for the front end."""

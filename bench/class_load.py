@@ -58,6 +58,7 @@ from tornado.httpclient import HTTPRequest
 from tornado.websocket import WebSocketClientConnection, websocket_connect
 
 from jupyter_tiers.tools.sandbox import lab
+from jupyter_tiers.tools.sandbox.files import files_kept
 
 STUDENT_PREFIX = "jt-cl"
 VENV_ROOT = Path(os.environ.get("JT_LAB_VENV_ROOT", "/opt/jt-lab-venv"))
@@ -463,19 +464,13 @@ def main() -> int:
     env = cluster_env()
     slurm_env = {**os.environ, "SLURM_CONF": env["SLURM_CONF"]}
     venv = find_venv(args.venv)
-    config = lab.SYSTEM_CONFIG
-    saved = {p: p.read_bytes() for p in (config, config.with_name(config.name + ".bak")) if p.is_file()}
-    rows = []
+    rows: list[dict[str, Any]] = []
     try:
-        for n in counts:
-            rows.append(run_class(n, args, venv, slurm_env))
-            print(f"[class_load] {n} students done", file=sys.stderr, flush=True)
+        with files_kept(lab.SYSTEM_CONFIG):
+            for n in counts:
+                rows.append(run_class(n, args, venv, slurm_env))
+                print(f"[class_load] {n} students done", file=sys.stderr, flush=True)
     finally:
-        for path in (config, config.with_name(config.name + ".bak")):
-            if path in saved:
-                path.write_bytes(saved[path])
-            else:
-                path.unlink(missing_ok=True)
         if rows:
             report(rows, args)
     return 0 if all(not r.get("lab", {}).get("errors") for r in rows) else 1

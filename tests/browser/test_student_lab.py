@@ -16,6 +16,7 @@ user, home and Slurm association stay from one run to the next (as tests/cluster
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -41,6 +42,7 @@ import yaml
 from playwright.sync_api import expect
 
 from jupyter_tiers.tools.sandbox import lab
+from jupyter_tiers.tools.sandbox.files import files_kept
 from tests.examples.nbrun import SUMMARY_OK, last_line, nodes_of, texts
 from tests.helpers import free_port, loud_skip
 
@@ -170,9 +172,9 @@ def student(system_venv: Path, cluster_env: dict[str, str]) -> Iterator[pwd.stru
         subprocess.run(["useradd", "-m", "-s", "/bin/bash", STUDENT], check=True)
     subprocess.run(["usermod", "-p", "*", STUDENT], check=True)  # unlocked, no password
     config = lab.SYSTEM_CONFIG
-    had_dir = config.parent.is_dir()
-    saved = {p: p.read_bytes() for p in (config, config.with_name(config.name + ".bak")) if p.is_file()}
-    try:
+    with files_kept(config), contextlib.ExitStack() as stack:
+        stack.callback(subprocess.run, ["scancel", "-u", STUDENT], capture_output=True, check=False,
+                       env={**os.environ, "SLURM_CONF": cluster_env["SLURM_CONF"]})
         admin = [str(system_venv / "bin" / "jupyter"), "tiers", "sandbox", "add-user", STUDENT]
         added = subprocess.run(admin, capture_output=True, text=True, timeout=300, check=False, cwd="/")
         assert added.returncode == 0, f"add-user failed:\n{added.stdout}\n{added.stderr}"
@@ -183,16 +185,6 @@ def student(system_venv: Path, cluster_env: dict[str, str]) -> Iterator[pwd.stru
         assert profiles["sandbox"]["defaults"]["python"] == str(system_venv / "bin" / "python"), profiles
         assert home in profiles["sandbox-serve"]["path_map"], profiles
         yield pwd.getpwnam(STUDENT)
-    finally:
-        subprocess.run(["scancel", "-u", STUDENT], capture_output=True, check=False,
-                       env={**os.environ, "SLURM_CONF": cluster_env["SLURM_CONF"]})
-        for path in (config, config.with_name(config.name + ".bak")):
-            if path in saved:
-                path.write_bytes(saved[path])
-            else:
-                path.unlink(missing_ok=True)
-        if not had_dir and config.parent.is_dir() and not any(config.parent.iterdir()):
-            config.parent.rmdir()
 
 
 @pytest.fixture

@@ -27,6 +27,7 @@ import pytest
 import yaml
 
 from jupyter_tiers.tools.sandbox import lab
+from jupyter_tiers.tools.sandbox.files import files_kept
 from tests.helpers import loud_skip, wait_for
 
 pytestmark = pytest.mark.cluster
@@ -102,10 +103,7 @@ def lab_students(cluster_env: dict[str, str]) -> Iterator[dict[str, list[str]]]:
     why = _student_python_usable()
     if why:
         loud_skip("teaching lab tests", why)
-    config = lab.SYSTEM_CONFIG
-    had_dir = config.parent.is_dir()
-    saved = {p: p.read_bytes() for p in (config, config.with_name(config.name + ".bak")) if p.is_file()}
-    try:
+    with files_kept(lab.SYSTEM_CONFIG):
         for name in STUDENTS:
             _ensure_user(name)
         said: dict[str, list[str]] = {}
@@ -113,14 +111,6 @@ def lab_students(cluster_env: dict[str, str]) -> Iterator[dict[str, list[str]]]:
             said[name] = []
             lab.add_user(name, say=said[name].append)
         yield said
-    finally:
-        for path in (config, config.with_name(config.name + ".bak")):
-            if path in saved:
-                path.write_bytes(saved[path])
-            else:
-                path.unlink(missing_ok=True)
-        if not had_dir and config.parent.is_dir() and not any(config.parent.iterdir()):
-            config.parent.rmdir()
 
 
 def test_add_user_sets_up_each_student_once(lab_students: dict[str, list[str]],

@@ -4,6 +4,8 @@ profile is written into a tiers.yaml. Imported by the command (``__init__``) and
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -45,3 +47,23 @@ def write_profile(path: Path, profile: dict[str, Any], name: str = PROFILE_NAME)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(yaml.safe_dump(data, sort_keys=False))
     return True
+
+
+@contextmanager
+def files_kept(path: Path) -> Iterator[None]:
+    """Put ``path`` and its ``.bak`` (what :func:`write_profile` leaves) back as they were on exit:
+    their bytes, or absent; a parent directory made meanwhile and left empty is removed. For a
+    test or bench that runs the admin's commands against a machine-wide /etc/jupyter/tiers.yaml."""
+    paths = (path, path.with_name(path.name + ".bak"))
+    had_dir = path.parent.is_dir()
+    saved = {p: p.read_bytes() for p in paths if p.is_file()}
+    try:
+        yield
+    finally:
+        for each in paths:
+            if each in saved:
+                each.write_bytes(saved[each])
+            else:
+                each.unlink(missing_ok=True)
+        if not had_dir and path.parent.is_dir() and not any(path.parent.iterdir()):
+            path.parent.rmdir()

@@ -131,6 +131,22 @@ def test_lab_profile_is_a_valid_profile_without_user() -> None:
     assert config.profile("sandbox").get("port") == 2299
 
 
+def test_lab_profile_keeps_what_an_admin_set_and_renews_what_the_sandbox_owns() -> None:
+    """add-user writes the lab profile again for every student: an admin's ``status_interval`` and
+    changed defaults stay; the way in (host, key, user) and the jobs' Python are the sandbox's."""
+    admin = {**lab.lab_profile(ENV, "/opt/old/bin/python", ["source /opt/old/bin/activate"]),
+             "status_interval": 30, "user": "root", "host": "elsewhere"}
+    admin["defaults"] = {**admin["defaults"], "time": "01:00:00", "mem": "2G"}
+    again = lab.lab_profile(ENV, "python3", old=admin)
+    assert again["status_interval"] == 30
+    assert again["defaults"] == {"partition": "debug", "time": "01:00:00", "mem": "2G", "python": "python3"}
+    assert "user" not in again and "setup" not in again  # the old venv's setup went with its python
+    assert again["host"] == lab.lab_profile(ENV, "python3")["host"]
+    validate_profile("sandbox", again, "/etc/jupyter/tiers.yaml")
+    for junk in (None, "text", [1], {"defaults": "not a mapping"}):
+        assert lab.lab_profile(ENV, "python3", old=junk)["defaults"]["python"] == "python3"
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["add-user"], "add-user needs a user name"),
     (["remove-user"], "remove-user needs a user name"),

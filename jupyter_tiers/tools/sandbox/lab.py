@@ -105,9 +105,25 @@ def shadow_locked(shadow_text: str, name: str) -> bool:
     return False
 
 
-def lab_profile(env: dict[str, str], python: str, setup: Sequence[str] = ()) -> dict[str, Any]:
+#: The lab profile's keys the sandbox owns: how the students reach the cluster and which Python
+#: their jobs run. Written anew each time; every other key an admin set (``status_interval``, a
+#: default's value) is kept (:func:`lab_profile`'s ``old``).
+LAB_OWNED_KEYS = frozenset({"tier", "description", "host", "port", "user", "identity_file", "known_hosts",
+                            "workdir", "setup"})
+
+
+def lab_profile(env: dict[str, str], python: str, setup: Sequence[str] = (),
+                old: Any = None) -> dict[str, Any]:
     """The shared profile for ``/etc/jupyter/tiers.yaml``: no ``user`` (ssh logs in as whoever runs
-    Jupyter), the lab key in that user's home, the cluster's known_hosts (readable by all)."""
+    Jupyter), the lab key in that user's home, the cluster's known_hosts (readable by all). Of an
+    ``old`` profile (the file's, an admin's edits in it), the keys outside
+    :data:`LAB_OWNED_KEYS` are kept, and its ``defaults`` but ``python``."""
+    kept = {k: v for k, v in old.items() if k not in LAB_OWNED_KEYS} if isinstance(old, dict) else {}
+    old_defaults = kept.pop("defaults", None)
+    defaults: dict[str, Any] = {"partition": "debug", "time": "00:30:00"}
+    if isinstance(old_defaults, dict):
+        defaults.update(old_defaults)
+    defaults["python"] = python
     profile: dict[str, Any] = {
         "tier": "slurm",
         "description": "teaching lab: the cluster in a box, each student as themselves",
@@ -116,11 +132,11 @@ def lab_profile(env: dict[str, str], python: str, setup: Sequence[str] = ()) -> 
         "identity_file": LAB_KEY,
         "known_hosts": env["JT_KNOWN_HOSTS"],
         "workdir": "~/jupyter-tiers",
-        "defaults": {"partition": "debug", "time": "00:30:00", "python": python},
+        "defaults": defaults,
     }
     if setup:
         profile["setup"] = list(setup)
-    return profile
+    return {**profile, **kept}
 
 
 def lab_serve_profile(homes: Iterable[str], old: Any = None) -> dict[str, Any]:
@@ -455,13 +471,17 @@ def write_lab_config(cluster: Cluster, path: Path = SYSTEM_CONFIG,
     is known, ``sandbox-serve`` with that home added to its path_map: (changed, note about python)."""
     import yaml
 
+    def profile_now(name: str) -> Any:
+        data = yaml.safe_load(path.read_text()) if path.is_file() else None
+        profiles = data.get("profiles") if isinstance(data, dict) else None
+        return profiles.get(name) if isinstance(profiles, dict) else None
+
     python, setup, note = lab_python()
     path.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-    changed = write_profile(path, lab_profile(cluster.env, python, setup), LAB_PROFILE)
+    lab = lab_profile(cluster.env, python, setup, profile_now(LAB_PROFILE))
+    changed = write_profile(path, lab, LAB_PROFILE)
     if home is not None:
-        data = yaml.safe_load(path.read_text()) or {}
-        old = (data.get("profiles") or {}).get(LAB_SERVE_PROFILE)
-        serve = lab_serve_profile([home], old)
+        serve = lab_serve_profile([home], profile_now(LAB_SERVE_PROFILE))
         changed = write_profile(path, serve, LAB_SERVE_PROFILE) or changed
     os.chmod(path, 0o644)
     return changed, note

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from ..batch.jobenv import clean_env
-from .closing import ClosedOnExit
+from .closing import ChunkStream, ClosedOnExit
 from .errors import BUFSIZE, POLL, CommandError, CommandTimeout, ConnectError, TransportError, short_argv
 from .exchange import CommandResult
 
@@ -189,7 +189,7 @@ class LocalTransport(ClosedOnExit):
             self._streams.discard(stream)
 
 
-class LocalStream(ClosedOnExit):
+class LocalStream(ChunkStream):
     """The output of a local command as ``bytes`` chunks, as :class:`~.stream.RemoteStream`
     gives a remote one: iteration ends at EOF (then :attr:`exit_status` is set); a wait of
     ``timeout`` seconds without a chunk raises :class:`CommandTimeout` (iterate again to keep
@@ -229,30 +229,9 @@ class LocalStream(ClosedOnExit):
             pipe.close()
 
     @property
-    def exit_status(self) -> int | None:
-        """The command's exit status once its output ended; ``None`` while it runs."""
-        return self._exit_status
-
-    @property
     def stderr(self) -> bytes:
         """The tail (at most 64 KiB) of what the command wrote to stderr so far."""
         return bytes(self._stderr)
-
-    @property
-    def closed(self) -> bool:
-        return self._closed or self._done
-
-    def __iter__(self) -> LocalStream:
-        return self
-
-    def __next__(self) -> bytes:
-        chunk = self.read(self.timeout)
-        if chunk is None:
-            raise CommandTimeout(f"no output from `{short_argv(self.argv)}` for {self.timeout:g}s",
-                                 self.argv, float(self.timeout or 0))
-        if not chunk:
-            raise StopIteration
-        return chunk
 
     def read(self, timeout: float | None = None) -> bytes | None:
         """The next chunk; ``b""`` at the end; ``None`` if ``timeout`` passed first."""

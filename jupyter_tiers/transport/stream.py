@@ -6,8 +6,8 @@ import contextlib
 import time
 from typing import TYPE_CHECKING
 
-from .closing import ClosedOnExit
-from .errors import BUFSIZE, POLL, CommandTimeout, ConnectError, reason, short_argv
+from .closing import ChunkStream
+from .errors import BUFSIZE, POLL, ConnectError, reason, short_argv
 
 if TYPE_CHECKING:
     import paramiko
@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 _STDERR_KEEP = 65536  # bytes of a stream's stderr kept for diagnostics
 
 
-class RemoteStream(ClosedOnExit):
+class RemoteStream(ChunkStream):
     """Output of a long-running remote command, as an iterator of ``bytes`` chunks.
 
     Chunks are delivered as they arrive (no line buffering). Iteration ends at EOF, after which
@@ -45,35 +45,10 @@ class RemoteStream(ClosedOnExit):
         self._stderr = bytearray()
 
     @property
-    def exit_status(self) -> int | None:
-        """The command's exit status once it ended; ``None`` while running (or if unknown)."""
-        return self._exit_status
-
-    @property
     def stderr(self) -> bytes:
         """The tail (at most 64 KiB) of what the command wrote to stderr so far."""
         self._drain_stderr()
         return bytes(self._stderr)
-
-    @property
-    def closed(self) -> bool:
-        """True after :meth:`close` or once the command's output ended."""
-        return self._closed or self._done
-
-    def __iter__(self) -> RemoteStream:
-        return self
-
-    def __next__(self) -> bytes:
-        chunk = self.read(self.timeout)
-        if chunk is None:
-            raise CommandTimeout(
-                f"no output from `{short_argv(self.argv)}` for {self.timeout:g}s",
-                self.argv,
-                float(self.timeout or 0),
-            )
-        if not chunk:
-            raise StopIteration
-        return chunk
 
     def read(self, timeout: float | None = None) -> bytes | None:
         """The next chunk; ``b""`` at the end of the stream; ``None`` if ``timeout`` passed."""

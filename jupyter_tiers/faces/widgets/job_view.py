@@ -183,14 +183,13 @@ class JobView(anywidget.AnyWidget):
             self.lines_received += count + skipped
             if not self._gate.paused:
                 self.send(msg)
+        self._refresh_metrics()
 
     def _refresh_metrics(self, *, final: bool = False) -> None:
-        """Refresh the charts' trait when ``metrics_interval`` has passed, or at the end, with
-        what the follower's batches kept parsed first (RankMetrics.flush)."""
+        """Refresh the charts' trait when ``metrics_interval`` has passed, or at the end."""
         now = time.monotonic()
         if final or now - self._metrics_sent >= self.metrics_interval:
             self._metrics_sent = now
-            self._metrics.flush()
             self._show_metrics()
 
     def _on_end(self, status: JobStatus) -> None:
@@ -256,6 +255,7 @@ class JobView(anywidget.AnyWidget):
         """Sync the charted rank's series (with the rank and note, which change together)."""
         if self._gate.paused:
             return
+        self._metrics.flush()  # what the follower's throttle kept since its last full parse
         rank, note, data = self._metrics.snapshot()
         with self.hold_sync():
             if data != self.metrics:

@@ -4,8 +4,9 @@ Root runs the class's venv (test_student_lab.py's :func:`system_venv`, which als
 jupyterhub and jupyterhub-idle-culler) ``jupyter tiers sandbox add-user --students FILE --create``
 for two students with passwords, then ``jupyter tiers sandbox up --lab --hub`` with a short culler
 timeout: a real JupyterHub, configurable-http-proxy from npm, PAM, the local process spawner. The
-students log in through the hub's login form (HTTP, as a browser posts it), their JupyterLab
-starts as them, and the Tiers REST API answers through the proxy under ``/user/NAME/`` with XSRF;
+students log in through the hub's login form (HTTP, as a browser posts it, and two at once in
+Chromium, each seeing only their own jobs in the sidebar), their JupyterLab starts as them,
+and the Tiers REST API answers through the proxy under ``/user/NAME/`` with XSRF;
 one student cannot reach the other's server; our routes do not move the server's last activity;
 the culler stops a server while its Slurm job goes on, and after logging in again the job is
 listed with its end and ``jupyter tiers attach`` shows all its lines.
@@ -16,6 +17,7 @@ down --hub``: the shared Slurm cluster is never stopped. /etc/jupyter/tiers.yaml
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -34,9 +36,10 @@ import nbformat
 import pytest
 
 from jupyter_tiers.tools.sandbox import lab
+from jupyter_tiers.tools.sandbox.files import files_kept
 from tests.helpers import free_port, wait_for
 
-from .conftest import SERVER_START_S
+from .conftest import SERVER_START_S, UI_TIMEOUT_MS
 from .test_sidebar import SIDEBAR_ID
 from .test_student_lab import system_venv  # noqa: F401 (the class's venv, a fixture)
 
@@ -102,11 +105,9 @@ def class_hub(system_venv: Path, cluster_env: dict[str, str],  # noqa: F811
     for key in ("JT_HUB_PROXY_DIR", "JT_CLUSTER_DIR"):
         if key in os.environ:
             env[key] = os.environ[key]
-    config = lab.SYSTEM_CONFIG
-    had_dir = config.parent.is_dir()
-    saved = {p: p.read_bytes() for p in (config, config.with_name(config.name + ".bak")) if p.is_file()}
     port = free_port()
-    try:
+    with files_kept(lab.SYSTEM_CONFIG), contextlib.ExitStack() as stack:
+        stack.callback(_stop_hub, system_venv, env, cluster_env)
         added = _sandbox(system_venv, "add-user", "--students", str(roster), "--create", env=env)
         assert added.returncode == 0, f"add-user failed:\n{added.stdout}\n{added.stderr}"
         for name in STUDENTS:
@@ -119,18 +120,13 @@ def class_hub(system_venv: Path, cluster_env: dict[str, str],  # noqa: F811
         assert up.returncode == 0, f"sandbox up --lab --hub failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
         assert f"hub: running at http://127.0.0.1:{port}/" in up.stdout, up.stdout[-2000:]
         yield Hub(f"http://127.0.0.1:{port}", work / "state", system_venv, passwords, env)
-    finally:
-        down = _sandbox(system_venv, "down", "--hub", env=env, timeout=180)
-        print(f"[class hub] sandbox down --hub: {down.stdout.strip()} {down.stderr.strip()}")
-        subprocess.run(["scancel", "-u", ",".join(STUDENTS)], capture_output=True, check=False,
-                       env={**os.environ, "SLURM_CONF": cluster_env["SLURM_CONF"]})
-        for path in (config, config.with_name(config.name + ".bak")):
-            if path in saved:
-                path.write_bytes(saved[path])
-            else:
-                path.unlink(missing_ok=True)
-        if not had_dir and config.parent.is_dir() and not any(config.parent.iterdir()):
-            config.parent.rmdir()
+
+
+def _stop_hub(venv: Path, env: dict[str, str], cluster_env: dict[str, str]) -> None:
+    down = _sandbox(venv, "down", "--hub", env=env, timeout=180)
+    print(f"[class hub] sandbox down --hub: {down.stdout.strip()} {down.stderr.strip()}")
+    subprocess.run(["scancel", "-u", ",".join(STUDENTS)], capture_output=True, check=False,
+                   env={**os.environ, "SLURM_CONF": cluster_env["SLURM_CONF"]})
 
 
 def login(hub: Hub, name: str) -> Any:
@@ -259,22 +255,43 @@ def _lab_notebook(name: str, cluster_env: dict[str, str]) -> Path:
     return path
 
 
-def _browser_login(page: Any, hub: Hub, name: str) -> None:
+def _submit_login(page: Any, hub: Hub, name: str) -> None:
+    """Fill and send the hub's login form (the lab then loads: :func:`_lab_loaded`)."""
     page.goto(f"{hub.url}/hub/login")
     page.fill("#username_input", name)
     page.fill("#password_input", hub.passwords[name])
     page.click("#login_submit")
+
+
+def _lab_loaded(page: Any, name: str) -> None:
     page.wait_for_url(re.compile(rf"/user/{re.escape(name)}/lab"), timeout=(SERVER_START_S + 240) * 1000)
+
+
+def _browser_login(page: Any, hub: Hub, name: str) -> None:
+    _submit_login(page, hub, name)
+    _lab_loaded(page, name)
+
+
+def _sidebar_rows(page: Any) -> Any:
+    """The Tiers sidebar opened; its job rows."""
+    from playwright.sync_api import expect
+
+    tab = page.locator(f'.jp-SideBar [data-id="{SIDEBAR_ID}"]')
+    expect(tab).to_be_visible()
+    if tab.get_attribute("aria-selected") != "true":
+        tab.click()
+    return page.locator(f"#{SIDEBAR_ID} .jt-side-row")
 
 
 @pytest.mark.timeout(2400)
 def test_a_students_whole_path_and_culling_that_loses_nothing(
         class_hub: Hub, cluster_env: dict[str, str], page: Any) -> None:
-    """Log in through the hub's page in Chromium, open the lab notebook, run its first cells and a
-    job, watch it, log out and close the browser: the idle culler stops the server while the job
-    runs (the widget left following it goes quiet: it kept the server busy before); the job
-    goes on; logging in again, the sidebar lists the job with its end and `jupyter tiers attach`
-    has all its lines."""
+    """Two students log in through the hub's page in Chromium at once, each runs the lab
+    notebook's first cells and sees only their own jobs in the sidebar. One then runs a job,
+    watches it, closes the tab and logs out: the idle culler stops the server while the job runs
+    (the widget left following it goes quiet: it kept the server busy before); the job goes on;
+    logging in again, the sidebar lists the job with its end and `jupyter tiers attach` has all
+    its lines."""
     from playwright.sync_api import expect
 
     from .test_job_widget import job_id_of, open_notebook_at, run_cell
@@ -287,12 +304,41 @@ def test_a_students_whole_path_and_culling_that_loses_nothing(
     notebook = _lab_notebook(name, cluster_env)
     slurm = {**os.environ, "SLURM_CONF": cluster_env["SLURM_CONF"]}
 
-    _browser_login(page, hub, name)
-    cells = open_notebook_at(page, f"{hub.url}/user/{name}/lab/tree/{notebook.name}?reset")
-    for index in range(3):  # parameters, %load_ext, the 4-node gang job (--wait)
-        run_cell(page, cells, index)
-    gang = cells.nth(2).locator(".jt-job")
-    expect(gang.locator(".jt-state")).to_have_text("COMPLETED")
+    # Two students log in at once, each in a browser of their own (no shared cookie): both forms
+    # are sent before either lab is waited for; each opens the lab notebook and runs its first
+    # cells, the two gang jobs submitted together (the second waits for the cluster's nodes).
+    other = STUDENTS[0]
+    other_notebook = _lab_notebook(other, cluster_env)
+    other_context = page.context.browser.new_context(viewport={"width": 1280, "height": 1000})
+    other_context.set_default_timeout(UI_TIMEOUT_MS)
+    other_page = other_context.new_page()
+    other_errors: list[str] = []
+    other_page.on("pageerror", lambda exc: other_errors.append(str(exc)))
+    students = ((page, name, notebook), (other_page, other, other_notebook))
+    for pg, who, _nb in students:
+        _submit_login(pg, hub, who)
+    for pg, who, _nb in students:
+        _lab_loaded(pg, who)
+    opened = [open_notebook_at(pg, f"{hub.url}/user/{who}/lab/tree/{nb.name}?reset")
+              for pg, who, nb in students]
+    for (pg, _who, _nb), its_cells in zip(students, opened, strict=True):
+        for index in range(2):  # parameters, %load_ext
+            run_cell(pg, its_cells, index)
+    for (pg, _who, _nb), its_cells in zip(students, opened, strict=True):
+        its_cells.nth(2).locator(".cm-content").click()  # the 4-node gang job (--wait), both at once
+        pg.keyboard.press("Shift+Enter")
+    gangs = [its_cells.nth(2).locator(".jt-job") for its_cells in opened]
+    for gang in gangs:
+        expect(gang.locator(".jt-state")).to_have_text("COMPLETED", timeout=600_000)
+    mine, theirs = (job_id_of(gang) for gang in gangs)
+    # Each sees only their own jobs in the sidebar.
+    for pg, own, foreign in ((page, mine, theirs), (other_page, theirs, mine)):
+        rows = _sidebar_rows(pg)
+        expect(rows.and_(pg.locator(f'[data-key="sandbox/{own}"]'))).to_have_count(1)  # listed: loaded
+        expect(rows.and_(pg.locator(f'[data-key="sandbox/{foreign}"]'))).to_have_count(0)
+    assert other_errors == [], other_errors
+    other_context.close()
+    cells = opened[0]
     widget = run_cell(page, cells, 3).locator(".jt-job")
     job_id = job_id_of(widget)
     expect(widget.locator(".jt-state")).to_have_text("RUNNING", timeout=600_000)
@@ -324,9 +370,7 @@ def test_a_students_whole_path_and_culling_that_loses_nothing(
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     _browser_login(page, hub, name)
-    tab = page.locator(f'.jp-SideBar [data-id="{SIDEBAR_ID}"]')
-    expect(tab).to_be_visible()
-    tab.click()
+    _sidebar_rows(page)
     row = page.locator(f'#{SIDEBAR_ID} .jt-side-row[data-key="sandbox/{job_id}"]')
     expect(row.locator(".jt-side-badge")).to_have_text("COMPLETED", timeout=300_000)
     assert errors == [], errors

@@ -271,6 +271,36 @@ def shared_lab(cluster_env: dict[str, str], tmp_path_factory: pytest.TempPathFac
         yield server
 
 
+@contextmanager
+def _module_kernels_shut(server: Lab) -> Iterator[None]:
+    """Shut down the kernels a module started on a shared server when the module ends."""
+    kernels = {k["id"] for k in server.api("/api/kernels")}
+    try:
+        yield
+    finally:
+        for kernel in server.api("/api/kernels"):
+            if kernel["id"] not in kernels:
+                with suppress(OSError, urllib.error.URLError):
+                    server.api(f"/api/kernels/{kernel['id']}", method="DELETE")
+
+
+@pytest.fixture(scope="session")
+def _local_lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
+    _require_browser_tools()
+    with _running_lab(tmp_path_factory.mktemp("local-lab"), "profiles: {}\n") as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def local_lab(_local_lab_server: Lab) -> Iterator[Lab]:
+    """JupyterLab without a cluster: its kernels have only the built-in ``local`` profile. One
+    server for every module whose tests run only local jobs (their notebooks and job names are
+    their own), so they run in the lane beside the Slurm cluster's; a module's kernels are shut
+    down when it ends."""
+    with _module_kernels_shut(_local_lab_server):
+        yield _local_lab_server
+
+
 @pytest.fixture(scope="module")
 def lab(request: pytest.FixtureRequest, cluster_env: dict[str, str],
         tmp_path_factory: pytest.TempPathFactory) -> Iterator[Lab]:
@@ -286,16 +316,12 @@ def lab(request: pytest.FixtureRequest, cluster_env: dict[str, str],
             yield server
         return
     server = request.getfixturevalue("shared_lab")
-    kernels = {k["id"] for k in server.api("/api/kernels")}
     jobs = {rec.job_id for rec in Registry(server.registry).list(limit=1000)}
-    try:
-        yield server
-    finally:
-        _cancel_leftover_jobs(server.config, server.registry, keep=jobs)
-        for kernel in server.api("/api/kernels"):
-            if kernel["id"] not in kernels:
-                with suppress(OSError, urllib.error.URLError):
-                    server.api(f"/api/kernels/{kernel['id']}", method="DELETE")
+    with _module_kernels_shut(server):
+        try:
+            yield server
+        finally:
+            _cancel_leftover_jobs(server.config, server.registry, keep=jobs)
 
 
 @dataclass

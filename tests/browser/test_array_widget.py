@@ -16,11 +16,10 @@ from .sweep_notebook import run_sweep_cell
 from .test_job_widget import HOSTILE_IMG, confirm, no_page_errors
 
 pytestmark = [pytest.mark.browser]
-SHARED_LAB = True  # one JupyterLab for this and the other widget modules (conftest.lab)
 
 
-def test_sweep_widget_rows_failure_task_view_and_cancel(page: Any, lab: Lab) -> None:
-    cell = run_sweep_cell(page, lab, "ui-sweep", "0.1,0.2,0.3,0.4", fails="0.3", sleeps="0.4",
+def test_sweep_widget_rows_failure_task_view_and_cancel(page: Any, local_lab: Lab) -> None:
+    cell = run_sweep_cell(page, local_lab, "ui-sweep", "0.1,0.2,0.3,0.4", fails="0.3", sleeps="0.4",
                           options="--array %4")
     widget = cell.locator(".jt-array")
     expect(widget).to_be_visible()

@@ -25,8 +25,8 @@ from tests.cluster.test_history import ssh
 from .conftest import JOB_TIMEOUT_MS, OUTPUT, ROOT, Lab
 from .test_job_widget import job_id_of, no_page_errors, open_notebook, run_cell, use_theme, write_notebook
 
-pytestmark = [pytest.mark.cluster, pytest.mark.browser]
-SHARED_LAB = True  # one JupyterLab for this and the other widget modules (conftest.lab)
+pytestmark = [pytest.mark.browser]  # the Slurm test among them is marked by its fixtures
+SHARED_LAB = True  # its Slurm test shares one JupyterLab with the other widget modules (conftest.lab)
 
 PHASES = {"w": "waiting", "r": "running", "x": "exited", "f": "failed", "s": "stopped"}
 
@@ -150,8 +150,8 @@ def screenshots(page: Any, cell: Any, widget: Any, name: str) -> None:
         use_theme(page, "JupyterLab Light")
 
 
-def test_256_rank_grid_is_readable_and_marks_the_first_failure(page: Any, lab: Lab) -> None:
-    cell, widget = run_failing_job(page, lab, 32, 137, "seed-256")
+def test_256_rank_grid_is_readable_and_marks_the_first_failure(page: Any, local_lab: Lab) -> None:
+    cell, widget = run_failing_job(page, local_lab, 32, 137, "seed-256")
     check_node_rows(widget, 32)
     counts = check_legend(widget, 137, "local17")
     assert counts == {"w": 0, "r": 0, "x": 0, "f": 1, "s": 255}
@@ -170,8 +170,8 @@ def test_256_rank_grid_is_readable_and_marks_the_first_failure(page: Any, lab: L
     no_page_errors(page)
 
 
-def test_1024_rank_grid_stays_readable(page: Any, lab: Lab) -> None:
-    cell, widget = run_failing_job(page, lab, 128, 777, "big-1024")
+def test_1024_rank_grid_stays_readable(page: Any, local_lab: Lab) -> None:
+    cell, widget = run_failing_job(page, local_lab, 128, 777, "big-1024")
     check_node_rows(widget, 128)
     counts = check_legend(widget, 777, "local97")
     assert counts == {"w": 0, "r": 0, "x": 0, "f": 1, "s": 1023}
@@ -229,10 +229,10 @@ def test_rows_come_from_the_shape_while_pending_then_from_the_nodes(
     no_page_errors(page)
 
 
-def test_a_node_with_many_ranks_wraps_its_row(page: Any, lab: Lab) -> None:
+def test_a_node_with_many_ranks_wraps_its_row(page: Any, local_lab: Lab) -> None:
     """40 ranks on one node: one named row whose cells wrap at 16 a line (16, 16, 8)."""
     name = write_notebook(
-        lab,
+        local_lab,
         "ui-wide-node.ipynb",
         "%load_ext jupyter_tiers",
         """
@@ -240,7 +240,7 @@ def test_a_node_with_many_ranks_wraps_its_row(page: Any, lab: Lab) -> None:
         sleep 1
         """,
     )
-    cells = open_notebook(page, lab, name)
+    cells = open_notebook(page, local_lab, name)
     run_cell(page, cells, 0)
     cell = run_cell(page, cells, 1)
     widget = cell.locator(".jt-job")

@@ -24,8 +24,8 @@ pytestmark = [pytest.mark.browser]
 SIDEBAR_ID = "jupyter-tiers-sidebar"
 
 
-def test_sweep_in_the_sidebar_task_table_cancel_one_and_open_a_task(page: Any, lab: Lab) -> None:
-    cell = run_sweep_cell(page, lab, "side-sweep", "0.1,0.2,0.3", fails="0.2", sleeps="0.3")
+def test_sweep_in_the_sidebar_task_table_cancel_one_and_open_a_task(page: Any, local_lab: Lab) -> None:
+    cell = run_sweep_cell(page, local_lab, "side-sweep", "0.1,0.2,0.3", fails="0.2", sleeps="0.3")
     title = cell.locator(".jt-array .jt-title")
     expect(title).to_have_text(re.compile(r"^sweep \d+ · side-sweep$"))
     array_id = (title.text_content() or "").split()[1]
@@ -87,4 +87,4 @@ def test_sweep_in_the_sidebar_task_table_cancel_one_and_open_a_task(page: Any, l
         no_page_errors(page)
     finally:  # leave nothing running whatever failed (a no-op once every task has ended)
         with contextlib.suppress(OSError, urllib.error.URLError):
-            lab.api(f"/jupyter-tiers/api/jobs/local/{array_id}/cancel", method="POST")
+            local_lab.api(f"/jupyter-tiers/api/jobs/local/{array_id}/cancel", method="POST")

@@ -50,6 +50,7 @@ FIXTURE_ENVIRONMENTS = {
     "browser": "browser",
     "page": "browser",
     "lab": "browser",
+    "local_lab": "browser",
     "serve_lab": "browser",
     "jp_serverapp": "local_procs",
     "kernel_env": "local_procs",
@@ -93,6 +94,40 @@ CLUSTER_SCRIPT = ROOT / "jupyter_tiers" / "tools" / "sandbox" / "cluster.sh"
 def read_cluster_env() -> dict[str, str] | None:
     path = CLUSTER_DIR / "cluster.env"
     return sandbox.read_cluster_env(path) if path.exists() else None
+
+
+#: The lock the two lanes take around the shared Slurm cluster: shared by a ``slurm_beside`` test
+#: (a cluster test in the lane beside the slurm lane), alone by a ``cluster_disruptive`` one (it
+#: stops, restarts or reshapes the cluster), so none of them runs while the cluster is disturbed.
+CLUSTER_LEASE = Path(os.environ.get("JT_CLUSTER_LEASE", "/tmp/jupyter-tiers-cluster-tests.lock"))
+
+
+@contextlib.contextmanager
+def cluster_lease(*, alone: bool) -> Iterator[None]:
+    """Hold the cluster lease (``flock``: shared, or ``alone`` exclusive) for the block."""
+    import fcntl
+
+    fd = os.open(CLUSTER_LEASE, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX if alone else fcntl.LOCK_SH)
+        yield
+    finally:
+        os.close(fd)  # closing it releases the lock
+
+
+@pytest.fixture(autouse=True)
+def _cluster_lease(request: pytest.FixtureRequest) -> Iterator[None]:
+    """A ``slurm_beside`` test holds the cluster lease shared, a ``cluster_disruptive`` one alone
+    (before its own function-scoped fixtures run: a reshape is one)."""
+    node = request.node
+    if node.get_closest_marker("cluster_disruptive") is not None:
+        with cluster_lease(alone=True):
+            yield
+    elif node.get_closest_marker("slurm_beside") is not None:
+        with cluster_lease(alone=False):
+            yield
+    else:
+        yield
 
 
 @pytest.fixture(autouse=True)

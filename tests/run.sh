@@ -140,25 +140,38 @@ fi
 phase "labextension tests (vitest)"
 status=0
 if [ $# -eq 0 ] && [ "${JT_SERIAL:-0}" != 1 ]; then
-  # Two lanes at once: every test of the Slurm test cluster in one pytest (they share the one
-  # cluster, and a few restart or reshape it), all others in a second. Both mostly wait (on Slurm,
-  # the emulator's kubelet, a browser), so they overlap well on 2 cores. JT_SERIAL=1: one pytest.
-  rm -f test-output/durations-slurm.json test-output/durations-rest.json
-  echo "[run] pytest, two lanes at once: -m slurm (below) and -m 'not slurm' (test-output/pytest-rest.log)"
+  # Three lanes at once. The slurm lane: the Slurm test cluster's tests that need it to
+  # themselves (the browser's, and those that stop, restart or reshape it: marked
+  # cluster_disruptive, they hold the cluster lease alone). Beside it, the cluster tests marked
+  # slurm_beside, which run jobs alongside others' (they hold the lease shared, so none runs
+  # while the cluster is disturbed). And all the others. Most of them wait (on Slurm, the
+  # emulator's kubelet, a browser), so they overlap well on 2 cores. JT_SERIAL=1: one pytest.
+  rm -f test-output/durations-slurm.json test-output/durations-rest.json test-output/durations-beside.json
+  echo "[run] pytest, three lanes at once: -m 'slurm and not slurm_beside' (below)," \
+       "-m 'slurm and slurm_beside' (test-output/pytest-beside.log), -m 'not slurm' (test-output/pytest-rest.log)"
   JT_DURATIONS_FILE=test-output/durations-rest.json \
     "$PY" -m pytest -p no:cacheprovider -m "not slurm" >test-output/pytest-rest.log 2>&1 &
   rest_pid=$!
-  trap 'kill "$rest_pid" 2>/dev/null || true' INT TERM
+  JT_DURATIONS_FILE=test-output/durations-beside.json \
+    "$PY" -m pytest -p no:cacheprovider -m "slurm and slurm_beside" >test-output/pytest-beside.log 2>&1 &
+  beside_pid=$!
+  trap 'kill "$rest_pid" "$beside_pid" 2>/dev/null || true' INT TERM
   JT_DURATIONS_FILE=test-output/durations-slurm.json \
-    "$PY" -m pytest -p no:cacheprovider -m slurm || status=$?
-  phase "pytest -m slurm"
+    "$PY" -m pytest -p no:cacheprovider -m "slurm and not slurm_beside" || status=$?
+  phase "pytest: the slurm lane"
+  beside_status=0
+  wait "$beside_pid" || beside_status=$?
   rest_status=0
   wait "$rest_pid" || rest_status=$?
-  phase "pytest -m 'not slurm' (its rest)"
+  phase "pytest: the other two lanes (their rest)"
+  echo "[run] the lane beside it, pytest -m 'slurm and slurm_beside' (exit $beside_status):"
+  cat test-output/pytest-beside.log
   echo "[run] the other lane, pytest -m 'not slurm' (exit $rest_status):"
   cat test-output/pytest-rest.log
+  [ "$status" != 0 ] || status=$beside_status
   [ "$status" != 0 ] || status=$rest_status
-  "$PY" -m tests.durations test-output/durations-slurm.json test-output/durations-rest.json || true
+  "$PY" -m tests.durations test-output/durations-slurm.json test-output/durations-beside.json \
+    test-output/durations-rest.json || true
   # After both lanes, so the example notebooks show the outputs this run's tests/examples saved.
   docs_status=0
   build_docs || docs_status=$?

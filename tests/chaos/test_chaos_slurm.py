@@ -25,6 +25,8 @@ from tests.chaos.scenarios_slurm import (
 )
 from tests.helpers import loud_skip
 
+pytestmark = pytest.mark.cluster_disruptive  # its daemons stopped, a node killed, a tmpfs workdir
+
 
 @pytest.fixture(autouse=True)
 def _as_root() -> None:

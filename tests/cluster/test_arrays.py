@@ -14,7 +14,8 @@ from jupyter_tiers.engine.array_job import ArrayJob
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests import helpers
 
-pytestmark = pytest.mark.cluster
+# In the lane beside the slurm lane (tests/run.sh), sharing the cluster.
+pytestmark = [pytest.mark.cluster, pytest.mark.slurm_beside]
 
 wait_for = functools.partial(helpers.wait_for, interval=0.5)
 

@@ -23,6 +23,9 @@ from jupyter_tiers.slurm.tier import SlurmTier
 
 from .conftest import RANKS_UP
 
+# In the lane beside the slurm lane (tests/run.sh), sharing the cluster.
+pytestmark = pytest.mark.slurm_beside
+
 
 @pytest.fixture
 def notebook(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:

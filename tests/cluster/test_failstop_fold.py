@@ -21,7 +21,8 @@ from jupyter_tiers.slurm.tier import SlurmTier
 from tests.cluster.conftest import RANKS_UP
 from tests.helpers import SentRecorder
 
-pytestmark = pytest.mark.cluster
+# In the lane beside the slurm lane (tests/run.sh), sharing the cluster.
+pytestmark = [pytest.mark.cluster, pytest.mark.slurm_beside]
 
 BODY = RANKS_UP + textwrap.dedent(
     """\

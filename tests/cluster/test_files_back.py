@@ -13,7 +13,8 @@ from jupyter_tiers.core.errors import TiersError
 from jupyter_tiers.core.model import JobState
 from jupyter_tiers.slurm.tier import SlurmTier
 
-pytestmark = pytest.mark.cluster
+# In the lane beside the slurm lane (tests/run.sh), sharing the cluster.
+pytestmark = [pytest.mark.cluster, pytest.mark.slurm_beside]
 
 BODY = """\
 import os, pathlib

@@ -17,7 +17,8 @@ from jupyter_tiers.faces import tiers_command
 from jupyter_tiers.slurm.history import make_query
 from jupyter_tiers.slurm.tier import SlurmTier
 
-pytestmark = pytest.mark.cluster
+# In the lane beside the slurm lane (tests/run.sh), sharing the cluster.
+pytestmark = [pytest.mark.cluster, pytest.mark.slurm_beside]
 
 
 def ssh(env: dict[str, str], command: str) -> str:

@@ -17,7 +17,8 @@ from jupyter_tiers.core.model import JobState
 from jupyter_tiers.slurm.tier import SlurmTier
 from tests.cluster.test_history import _wait_accounted, plain_sbatch_job  # noqa: F401 (a fixture)
 
-pytestmark = pytest.mark.cluster
+# In the lane beside the slurm lane (tests/run.sh), sharing the cluster.
+pytestmark = [pytest.mark.cluster, pytest.mark.slurm_beside]
 
 JUPYTER = Path(sys.executable).parent / "jupyter"
 

@@ -106,6 +106,7 @@ def test_injection_payloads_reach_the_job_literally_and_never_execute(box: Slurm
     assert marker.encode() not in raw
 
 
+@pytest.mark.cluster_disruptive
 def test_restarted_slurmctld_is_reported_and_the_final_state_is_right(box: SlurmTier) -> None:
     job = box.submit(box.make_spec(
         "import time\nprint('working', flush=True)\ntime.sleep(25)\nprint('done', flush=True)\n",

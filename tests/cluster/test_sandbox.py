@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.cluster_disruptive]  # `sandbox down` stops the cluster
 
 JUPYTER_TIERS = [sys.executable, "-m", "jupyter_tiers.faces.cli"]
 

@@ -16,7 +16,8 @@ from jupyter_tiers.slurm.tier import SlurmTier
 from tests import helpers
 from tests.cluster.conftest import RANKS_UP
 
-pytestmark = pytest.mark.cluster
+# In the lane beside the slurm lane (tests/run.sh), sharing the cluster.
+pytestmark = [pytest.mark.cluster, pytest.mark.slurm_beside]
 
 
 # Each poll is a scheduler query: poll every half second.

@@ -17,7 +17,7 @@ from jupyter_tiers.slurm.tier import SlurmTier
 
 from .conftest import RANKS_UP, cluster
 
-pytestmark = pytest.mark.cluster
+pytestmark = [pytest.mark.cluster, pytest.mark.cluster_disruptive]  # reshaped to 32 nodes and back
 
 
 @pytest.fixture

@@ -94,6 +94,7 @@ def test_kernel_is_the_venv_python(kernel_env: dict[str, str], tmp_path: Path) -
 
 # --- on the Slurm test cluster -----------------------------------------------------------------
 @pytest.mark.cluster
+@pytest.mark.slurm_beside
 @pytest.mark.timeout(1200)
 def test_ddp_slurm_trains_on_two_nodes_and_saves_a_checkpoint(
     sandbox_env: dict[str, str], tmp_path: Path
@@ -148,6 +149,7 @@ def test_ddp_slurm_trains_on_two_nodes_and_saves_a_checkpoint(
 
 
 @pytest.mark.cluster
+@pytest.mark.slurm_beside
 @pytest.mark.timeout(1200)
 def test_teaching_lab_steps(
     lab_env: dict[str, str], cluster_env: dict[str, str], tmp_path: Path

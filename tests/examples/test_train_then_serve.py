@@ -24,6 +24,7 @@ POD = r"linear-[a-z0-9]+-[a-z0-9]+"
 
 
 @pytest.mark.cluster
+@pytest.mark.slurm_beside
 @pytest.mark.timeout(1200)
 def test_train_on_slurm_then_serve_on_kubernetes(
     pipeline_env: dict[str, str], k8s_emulator: K8sEmulator, tmp_path: Path

@@ -30,7 +30,8 @@ from tests.cluster.conftest import profile_yaml
 from tests.handoff.conftest import TRAIN, weights_server
 from tests.helpers import cancel_registered_jobs, ipython_test_shell, wait_for
 
-pytestmark = pytest.mark.cluster
+# In the lane beside the slurm lane (tests/run.sh), sharing the cluster.
+pytestmark = [pytest.mark.cluster, pytest.mark.slurm_beside]
 
 GUARD = 300.0
 WORKDIR = "/var/lib/jupyter-tiers-jobs/box"  # the box profile's workdir (tests/cluster/conftest.py)

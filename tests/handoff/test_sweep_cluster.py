@@ -17,7 +17,8 @@ from jupyter_tiers import api
 from tests.handoff.conftest import weights_server
 from tests.handoff.test_cluster_handoff import WORKDIR, both, cell, counting, ip, refusal  # noqa: F401
 
-pytestmark = pytest.mark.cluster
+# In the lane beside the slurm lane (tests/run.sh), sharing the cluster.
+pytestmark = [pytest.mark.cluster, pytest.mark.slurm_beside]
 
 SWEEP = """\
 import os, pathlib

@@ -26,7 +26,9 @@ from tests.cluster.conftest import profile_yaml
 from tests.s3.conftest import S3Server
 from tests.s3.test_local_upload import PART, objects, train
 
-pytestmark = [pytest.mark.cluster, pytest.mark.s3, pytest.mark.usefixtures("aws_env")]
+# In the lane beside the slurm lane (tests/run.sh), sharing the cluster.
+pytestmark = [pytest.mark.cluster, pytest.mark.s3, pytest.mark.usefixtures("aws_env"),
+              pytest.mark.slurm_beside]
 GUARD = 300.0
 
 

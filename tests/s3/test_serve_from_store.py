@@ -29,7 +29,9 @@ from tests.helpers import cancel_registered_jobs, ipython_test_shell, wait_for
 from tests.k8s_emulator.emulator import Emulator
 from tests.s3.conftest import ACCESS_KEY, SECRET_KEY, S3Server
 
-pytestmark = [pytest.mark.cluster, pytest.mark.s3, pytest.mark.usefixtures("aws_env")]
+# In the lane beside the slurm lane (tests/run.sh), sharing the cluster.
+pytestmark = [pytest.mark.cluster, pytest.mark.s3, pytest.mark.usefixtures("aws_env"),
+              pytest.mark.slurm_beside]
 
 TRAIN = """\
 import os, pathlib

@@ -180,6 +180,7 @@ async def _history_with(jp_fetch: Any, ids: set[str], **query: str) -> dict[str,
 
 
 @pytest.mark.cluster
+@pytest.mark.slurm_beside
 async def test_history_has_ours_and_a_plain_sbatch_job(jp_fetch: Any, box: SlurmTier,
                                                        plain_sbatch_job: tuple[str, str]) -> None:  # noqa: F811
     foreign_id, workdir = plain_sbatch_job

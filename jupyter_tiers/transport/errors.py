@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -87,6 +88,19 @@ class CommandTimeout(TransportError, TimeoutError):
         super().__init__(message)
         self.argv = argv
         self.timeout = timeout
+
+
+def checked_argv(argv: Sequence[str]) -> tuple[str, ...]:
+    """``argv`` as a tuple of str (path-likes converted): a string, an empty list or a non-str
+    item is a programming error (TypeError / ValueError), never a command to run."""
+    if isinstance(argv, (str, bytes)):
+        raise TypeError("argv must be a sequence of arguments, not a string")
+    args = tuple(os.fspath(a) for a in argv)
+    if not args:
+        raise ValueError("argv is empty")
+    if not all(isinstance(a, str) for a in args):
+        raise TypeError("argv items must be str")
+    return args
 
 
 def short_argv(argv: Sequence[str], limit: int = 80) -> str:

@@ -32,7 +32,16 @@ from collections.abc import Callable, Mapping, Sequence
 
 from ..batch.jobenv import clean_env
 from .closing import ChunkStream, ClosedOnExit
-from .errors import BUFSIZE, POLL, CommandError, CommandTimeout, ConnectError, TransportError, short_argv
+from .errors import (
+    BUFSIZE,
+    POLL,
+    CommandError,
+    CommandTimeout,
+    ConnectError,
+    TransportError,
+    checked_argv,
+    short_argv,
+)
 from .exchange import CommandResult
 
 _STDERR_KEEP = 65536  # bytes of a stream's stderr kept for diagnostics
@@ -46,17 +55,6 @@ _F_SETPIPE_SZ = getattr(fcntl, "F_SETPIPE_SZ", 1031)
 NO_SBATCH = ("this machine has no sbatch on PATH: a slurm profile without host runs Slurm's "
              "commands here (Jupyter on the cluster); elsewhere give it host: LOGIN_NODE to reach "
              "one over SSH")
-
-
-def _args(argv: Sequence[str]) -> tuple[str, ...]:
-    if isinstance(argv, (str, bytes)):
-        raise TypeError("argv must be a sequence of arguments, not a string")
-    args = tuple(os.fspath(a) for a in argv)
-    if not args:
-        raise ValueError("argv is empty")
-    if not all(isinstance(a, str) for a in args):
-        raise TypeError("argv items must be str")
-    return args
 
 
 def _end_session(proc: subprocess.Popen[bytes]) -> None:
@@ -150,7 +148,7 @@ class LocalTransport(ClosedOnExit):
         session and raises :class:`CommandTimeout`, ``check`` raises :class:`CommandError`.
         Local only: ``cwd`` (default: the home directory) and ``umask`` (default: this
         process's) of the command."""
-        args = _args(argv)
+        args = checked_argv(argv)
         proc = self._popen(args, cwd, umask)
         if proc is None:
             result = CommandResult(args, 127, b"", f"{args[0]}: command not found\n".encode())
@@ -175,7 +173,7 @@ class LocalTransport(ClosedOnExit):
                stdin: bytes | None = None) -> LocalStream:
         """Start a long-running command; its output as a :class:`LocalStream` (``timeout``: how
         long iteration waits for the next chunk). Closing the stream ends the command's session."""
-        args = _args(argv)
+        args = checked_argv(argv)
         proc = self._popen(args)
         if proc is None:
             raise TransportError(f"cannot run `{short_argv(args)}` here: {args[0]}: command not found")

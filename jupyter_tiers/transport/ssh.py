@@ -17,7 +17,6 @@ Typical use::
 from __future__ import annotations
 
 import logging
-import os
 import shlex
 import threading
 import time
@@ -37,6 +36,7 @@ from .errors import (
     HostKeyError,
     OneTimeCodeRequired,
     TransportError,
+    checked_argv,
     reason,
     short_argv,
 )
@@ -254,13 +254,7 @@ class SSHTransport(ClosedOnExit):
         )
 
     def _start(self, argv: Sequence[str]) -> tuple[tuple[str, ...], paramiko.Channel, Connection]:
-        if isinstance(argv, (str, bytes)):
-            raise TypeError("argv must be a sequence of arguments, not a string")
-        args = tuple(os.fspath(a) for a in argv)
-        if not args:
-            raise ValueError("argv is empty")
-        if not all(isinstance(a, str) for a in args):
-            raise TypeError("argv items must be str")
+        args = checked_argv(argv)
         command = shlex.join(args)
         chan, conn = self._open_session()
         try:

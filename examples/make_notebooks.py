@@ -564,13 +564,15 @@ TEACHING_LAB: list[Cell] = [
         rank = int(os.environ["RANK"])
         print(f"rank {rank} working", flush=True)
         if rank == 3:
-            # Fail once all four ranks have started (each one's state file is in ranks/), so
-            # there are three running ranks for fail-stop to stop.
+            # Fail once all four ranks have started (each one's state file, named by its rank,
+            # is in ranks/), so there are three running ranks for fail-stop to stop.
             started = os.path.join(os.environ["JT_JOB_DIR"], "ranks")
             for _ in range(600):
-                if len(os.listdir(started)) == 4:
+                if sum(name.isdigit() for name in os.listdir(started)) == 4:
                     break
                 time.sleep(0.2)
+            else:
+                print("rank 3: not every rank started within 2 minutes", file=sys.stderr)
             print("rank 3: giving up", file=sys.stderr)
             sys.exit(7)
         time.sleep(300)  # without fail-stop these ranks would wait here for 5 minutes

@@ -142,37 +142,41 @@ status=0
 if [ $# -eq 0 ] && [ "${JT_SERIAL:-0}" != 1 ]; then
   # Three lanes at once. The slurm lane: the Slurm test cluster's tests that need it to
   # themselves (the browser's, and those that stop, restart or reshape it: marked
-  # cluster_disruptive, they hold the cluster lease alone). Beside it, the cluster tests marked
-  # slurm_beside, which run jobs alongside others' (they hold the lease shared, so none runs
-  # while the cluster is disturbed). And all the others. Most of them wait (on Slurm, the
-  # emulator's kubelet, a browser), so they overlap well on 2 cores. JT_SERIAL=1: one pytest.
+  # cluster_disruptive, they hold the cluster lease alone). The lane beside it: the cluster tests
+  # marked slurm_beside, which run jobs alongside others' (they hold the lease shared, so none runs
+  # while the cluster is disturbed), and the Kubernetes emulator's tests. The third: all others.
+  # Most of them wait (on Slurm, the emulator's kubelet, a browser), so they overlap well on 2
+  # cores. JT_SERIAL=1: one pytest.
+  slurm_lane="slurm and not slurm_beside"
+  beside_lane="(slurm and slurm_beside) or (k8s_emulator and not slurm)"
+  rest_lane="not slurm and not k8s_emulator"
   rm -f test-output/durations-slurm.json test-output/durations-rest.json test-output/durations-beside.json
-  echo "[run] pytest, three lanes at once: -m 'slurm and not slurm_beside' (below)," \
-       "-m 'slurm and slurm_beside' (test-output/pytest-beside.log), -m 'not slurm' (test-output/pytest-rest.log)"
+  echo "[run] pytest, three lanes at once: -m '$slurm_lane' (below)," \
+       "-m '$beside_lane' (test-output/pytest-beside.log), -m '$rest_lane' (test-output/pytest-rest.log)"
   JT_DURATIONS_FILE=test-output/durations-rest.json \
-    "$PY" -m pytest -p no:cacheprovider -m "not slurm" >test-output/pytest-rest.log 2>&1 &
+    "$PY" -m pytest -p no:cacheprovider -m "$rest_lane" >test-output/pytest-rest.log 2>&1 &
   rest_pid=$!
   JT_DURATIONS_FILE=test-output/durations-beside.json \
-    "$PY" -m pytest -p no:cacheprovider -m "slurm and slurm_beside" >test-output/pytest-beside.log 2>&1 &
+    "$PY" -m pytest -p no:cacheprovider -m "$beside_lane" >test-output/pytest-beside.log 2>&1 &
   beside_pid=$!
   trap 'kill "$rest_pid" "$beside_pid" 2>/dev/null || true' INT TERM
   JT_DURATIONS_FILE=test-output/durations-slurm.json \
-    "$PY" -m pytest -p no:cacheprovider -m "slurm and not slurm_beside" || status=$?
+    "$PY" -m pytest -p no:cacheprovider -m "$slurm_lane" || status=$?
   phase "pytest: the slurm lane"
   beside_status=0
   wait "$beside_pid" || beside_status=$?
   rest_status=0
   wait "$rest_pid" || rest_status=$?
   phase "pytest: the other two lanes (their rest)"
-  echo "[run] the lane beside it, pytest -m 'slurm and slurm_beside' (exit $beside_status):"
+  echo "[run] the lane beside it, pytest -m '$beside_lane' (exit $beside_status):"
   cat test-output/pytest-beside.log
-  echo "[run] the other lane, pytest -m 'not slurm' (exit $rest_status):"
+  echo "[run] the third lane, pytest -m '$rest_lane' (exit $rest_status):"
   cat test-output/pytest-rest.log
   [ "$status" != 0 ] || status=$beside_status
   [ "$status" != 0 ] || status=$rest_status
   "$PY" -m tests.durations test-output/durations-slurm.json test-output/durations-beside.json \
     test-output/durations-rest.json || true
-  # After both lanes, so the example notebooks show the outputs this run's tests/examples saved.
+  # After the lanes, so the example notebooks show the outputs this run's tests/examples saved.
   docs_status=0
   build_docs || docs_status=$?
   phase "docs (sphinx -W, internal links)"

@@ -40,6 +40,7 @@ from jupyter_tiers.tools.sandbox.files import files_kept
 from tests.helpers import free_port, wait_for
 
 from .conftest import SERVER_START_S, UI_TIMEOUT_MS
+from .test_load_panel import COUNT_BODY
 from .test_sidebar import SIDEBAR_ID
 from .test_student_lab import system_venv  # noqa: F401 (the class's venv, a fixture)
 
@@ -235,9 +236,20 @@ def _as_student(hub: Hub, name: str, argv: list[str],
                           text=True, timeout=timeout, check=False)
 
 
-def _lab_notebook(name: str, cluster_env: dict[str, str]) -> Path:
-    """The teaching lab's first cells (parameters, %load_ext, the gang job) and then a job that
-    waits for a flag file, as a notebook in the student's home (theirs)."""
+#: The other student's cells after the lab's first ones: a job that leaves a file, a service of
+#: the class's serving profile (its Try it and Load panel), and the service's delete.
+BEHIND_THE_HUB = [
+    "%%slurm_train --profile {profile} --name hub-files --wait\n"
+    "import pathlib\npathlib.Path('result.txt').write_text('42\\n')\n",
+    "%%k8s_serve --profile {serve_profile} --name hub-web\n" + COUNT_BODY,
+    "%k8s_serve --profile {serve_profile} --name hub-web --delete",
+]
+
+
+def _lab_notebook(name: str, cluster_env: dict[str, str], then: list[str] | None = None) -> Path:
+    """The teaching lab's first cells (parameters, %load_ext, the gang job) and then the cells
+    ``then`` (by default a job that waits for a flag file), as a notebook in the student's home
+    (theirs)."""
     shipped = nbformat.read(EXAMPLES / "teaching_lab.ipynb", as_version=4)
     code = [c for c in shipped.cells if c.cell_type == "code"]
     tags = [c.metadata["tags"][0] for c in code[:3]]
@@ -247,7 +259,8 @@ def _lab_notebook(name: str, cluster_env: dict[str, str]) -> Path:
     nodes = int(cluster_env["JT_CLUSTER_NODES"])
     params = f'profile = "sandbox"\nnodes = {nodes}\nserve_profile = "sandbox-serve"'
     nb.cells = [nbformat.v4.new_code_cell(params), *(nbformat.v4.new_code_cell(c.source) for c in code[1:3]),
-                nbformat.v4.new_code_cell("%%slurm_train --profile {profile} --name hub-cull\n" + JOB)]
+                *(nbformat.v4.new_code_cell(source) for source in
+                  (then or ["%%slurm_train --profile {profile} --name hub-cull\n" + JOB]))]
     pw = pwd.getpwnam(name)
     path = Path(pw.pw_dir) / "hub-lab.ipynb"
     nbformat.write(nb, path)
@@ -295,6 +308,8 @@ def test_a_students_whole_path_and_culling_that_loses_nothing(
     from playwright.sync_api import expect
 
     from .test_job_widget import job_id_of, open_notebook_at, run_cell
+    from .test_load_panel import set_value
+    from .test_try_it_widget import send
 
     hub = class_hub
     name = STUDENTS[1]
@@ -308,7 +323,7 @@ def test_a_students_whole_path_and_culling_that_loses_nothing(
     # are sent before either lab is waited for; each opens the lab notebook and runs its first
     # cells, the two gang jobs submitted together (the second waits for the cluster's nodes).
     other = STUDENTS[0]
-    other_notebook = _lab_notebook(other, cluster_env)
+    other_notebook = _lab_notebook(other, cluster_env, BEHIND_THE_HUB)
     other_context = page.context.browser.new_context(viewport={"width": 1280, "height": 1000})
     other_context.set_default_timeout(UI_TIMEOUT_MS)
     other_page = other_context.new_page()
@@ -336,6 +351,26 @@ def test_a_students_whole_path_and_culling_that_loses_nothing(
         rows = _sidebar_rows(pg)
         expect(rows.and_(pg.locator(f'[data-key="sandbox/{own}"]'))).to_have_count(1)  # listed: loaded
         expect(rows.and_(pg.locator(f'[data-key="sandbox/{foreign}"]'))).to_have_count(0)
+    # Behind the hub, the other student's job's Files tab, and a service's Try it and Load panel.
+    other_cells = opened[1]
+    files = run_cell(other_page, other_cells, 3).locator(".jt-job")
+    expect(files.locator(".jt-state")).to_have_text("COMPLETED", timeout=600_000)
+    files.locator(".jt-files-toggle").click()
+    expect(files.locator(".jt-file-name").filter(has_text="result.txt")).to_have_count(1)
+    web = run_cell(other_page, other_cells, 4).locator(".jt-serve")
+    expect(web.locator(".jt-ready-count")).to_have_text("READY 1/1", timeout=300_000)
+    web.locator(".jt-try-toggle").click()
+    send(web, "GET", "/hello")
+    expect(web.locator(".jt-try-result .jt-try-status")).to_have_text("200 OK")
+    load = web.locator("details.jt-load")
+    load.locator("summary").click()
+    set_value(load, ".jt-load-path", "/hello")
+    set_value(load, ".jt-load-rps", "5")
+    set_value(load, ".jt-load-seconds", "2")
+    load.locator(".jt-load-start").click()
+    expect(load.locator(".jt-load-state")).to_have_text("done", timeout=300_000)
+    run_cell(other_page, other_cells, 5)  # the service deleted
+    expect(web.locator(".jt-ready-count")).not_to_have_text("READY 1/1", timeout=300_000)
     assert other_errors == [], other_errors
     other_context.close()
     cells = opened[0]

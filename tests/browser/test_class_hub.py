@@ -5,7 +5,8 @@ jupyterhub and jupyterhub-idle-culler) ``jupyter tiers sandbox add-user --studen
 for two students with passwords, then ``jupyter tiers sandbox up --lab --hub`` with a short culler
 timeout: a real JupyterHub, configurable-http-proxy from npm, PAM, the local process spawner. The
 students log in through the hub's login form (HTTP, as a browser posts it, and two at once in
-Chromium, each seeing only their own jobs in the sidebar), their JupyterLab starts as them,
+Chromium, each seeing only their own jobs in the sidebar; one then uses a job's Files tab and a
+service's Try it and Load panel), their JupyterLab starts as them,
 and the Tiers REST API answers through the proxy under ``/user/NAME/`` with XSRF;
 one student cannot reach the other's server; our routes do not move the server's last activity;
 the culler stops a server while its Slurm job goes on, and after logging in again the job is

@@ -220,7 +220,11 @@ def test_preempted_job_comes_back_and_completes(box: SlurmTier) -> None:
     final = seen[-1]
     # (another test's job on these nodes could preempt it once more: at least one restart)
     assert final.state is JobState.COMPLETED and final.restarts >= 1, final
-    assert any(s.state is JobState.PENDING and s.restarts >= 1 for s in seen), [s.state for s in seen]
+    # The requeued job pends only while the urgent one runs (seconds), and run 1 ends at once, so
+    # a watcher polling on a busy machine may see neither; the rank files still tell the restart
+    # (their "requeue N" and run-N starts), so what it recorded and shows must say so.
+    assert box.registry.get(job.id).restarts == final.restarts
+    assert [r.attempt for r in final.ranks] == [final.restarts] * 2, final.ranks
     log = job.logs().splitlines()
     at = log.index(restart_marker(1))
     assert {f"{r}: run 0 slurm unset begins" for r in range(2)} <= set(log[:at]), log

@@ -386,18 +386,6 @@ class Watcher:
         records = expand_arrays([w.record for w in active])
         sched = None
         polled = now >= self._next_sched
-        # The rank files before the scheduler: a "pending" asked after a run's ranks started
-        # means a requeue (merge_status's ranks_read_first).
-        ranks = None
-        rank_message = None
-        if now >= self._next_ranks or polled:
-            self.rank_queries += 1
-            try:
-                ranks = self.tier.poll_ranks(records)
-                self._rank_notes = self.tier.rank_notes()
-            except Exception as exc:
-                rank_message = f"cannot read rank state, retrying: {exc}"
-            self._next_ranks = time.monotonic() + self.rank_interval
         if polled:
             self.scheduler_queries += 1
             problem = None
@@ -421,6 +409,16 @@ class Watcher:
                 if self._down_since is None:
                     self._down_since = self._last_ok if self._last_ok is not None else now
                 self._sched_message = f"{problem} — {reconnecting(self._fail_attempts, self._fail_delay)}"
+        ranks = None
+        rank_message = None
+        if now >= self._next_ranks or sched is not None:
+            self.rank_queries += 1
+            try:
+                ranks = self.tier.poll_ranks(records)
+                self._rank_notes = self.tier.rank_notes()
+            except Exception as exc:
+                rank_message = f"cannot read rank state, retrying: {exc}"
+            self._next_ranks = time.monotonic() + self.rank_interval
         changed, finishing = self._apply(
             active, sched, ranks, self._reachable, self._sched_message or rank_message
         )
@@ -472,7 +470,6 @@ class Watcher:
                     rec.world_size,
                     prev_real,
                     restarts=rec.restarts,
-                    ranks_read_first=sched is not None and ranks is not None,
                 )
             status = replace(status, controller_reachable=reachable,
                              message=message or self._rank_notes.get(rec.job_id),

@@ -113,29 +113,6 @@ def test_a_newly_watched_job_gets_no_status_before_a_query_answers(clock: Clock)
     assert [s.state for s in statuses] == [JobState.RUNNING]
 
 
-def test_a_job_requeued_before_it_was_watched_shows_pending_with_its_restart(clock: Clock) -> None:
-    # A notebook reopened while its job waits after a preemption: the old run's rank files say
-    # running. The watcher reads them before asking the scheduler, so the scheduler's "pending"
-    # is news of a requeue, not a query older than the rank files.
-    tier, statuses = FakeTier(), []
-    calls: list[str] = []
-    poll_ranks, poll_scheduler = tier.poll_ranks, tier.poll_scheduler
-    tier.poll_ranks = lambda records: (calls.append("ranks"), poll_ranks(records))[1]  # type: ignore[method-assign]
-    tier.poll_scheduler = lambda records: (calls.append("sched"), poll_scheduler(records))[1]  # type: ignore[method-assign]
-    tier.state = JobState.PENDING
-    w = _watcher(tier, statuses)
-    w._cycle()
-    assert calls == ["ranks", "sched"]
-    assert (statuses[-1].state, statuses[-1].restarts) == (JobState.PENDING, 1), statuses[-1]
-    assert {r.phase for r in statuses[-1].ranks} == {RankPhase.WAITING}
-    assert tier.updates[-1]["restarts"] == 1  # recorded: a kernel restarted now knows it too
-    clock.now = max(w._next_ranks, w._next_sched)  # asked again: still one restart, still waiting
-    w._cycle()
-    assert calls[-2:] == ["ranks", "sched"]
-    shown = w._jobs[REC.key].status
-    assert shown is not None and (shown.state, shown.restarts) == (JobState.PENDING, 1), shown
-
-
 def test_news_and_kick_bring_the_next_query_forward(clock: Clock) -> None:
     tier, statuses = FakeTier(), []
     w = _watcher(tier, statuses)

@@ -220,9 +220,9 @@ def test_preempted_job_comes_back_and_completes(box: SlurmTier) -> None:
     final = seen[-1]
     # (another test's job on these nodes could preempt it once more: at least one restart)
     assert final.state is JobState.COMPLETED and final.restarts >= 1, final
-    # The requeued job pends only while the urgent one runs (seconds), and run 1 ends at once, so
-    # a watcher polling on a busy machine may see neither; the rank files still tell the restart
-    # (their "requeue N" and run-N starts), so what it recorded and shows must say so.
+    # The requeued job pends 31 s (BeginTime: cred_expire+1) and run 1 ends at once; a watcher
+    # that stalls on a busy machine may see neither (CI on 600235e). The rank files still tell the
+    # restart (their "requeue N" and run-N starts), so what it recorded and shows must say so.
     assert box.registry.get(job.id).restarts == final.restarts
     assert [r.attempt for r in final.ranks] == [final.restarts] * 2, final.ranks
     log = job.logs().splitlines()

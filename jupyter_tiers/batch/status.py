@@ -20,20 +20,25 @@ def merge_status(
     previous: JobStatus | None = None,
     *,
     restarts: int = 0,
+    ranks_read_first: bool = False,
 ) -> JobStatus:
     """Combine the scheduler's view and the rank files into one JobStatus.
 
     When the scheduler could not be asked (``sched`` is None) the previous scheduler fields are
     kept. ``restarts`` is what the registry knew of the job's restarts (a reattach between a
-    requeued job's runs, before its rank files say so). Once the job is over, ranks that started
-    but recorded no end were killed outright (SIGKILL after the kill wait) and are shown as
-    stopped.
+    requeued job's runs, before its rank files say so). ``ranks_read_first`` says the rank files
+    were read before the scheduler was asked: a scheduler that then says the job waits, while a
+    rank of its latest run had started, means the job was requeued (nobody watched it run: a
+    notebook that was closed). Once the job is over, ranks that started but recorded no end were
+    killed outright (SIGKILL after the kill wait) and are shown as stopped.
     """
     base = previous or JobStatus(job_id=job_id, state=JobState.PENDING, world_size=world_size)
     restarts = max(base.restarts, restarts)
+    counted = False
     if (sched is not None and previous is not None and previous.state in RAN_STATES
             and sched.state in BETWEEN_RUNS and sched.start_time != previous.start_time):
         restarts += 1  # requeued (preempted, node failure, scontrol requeue): a new run is coming
+        counted = True
     if sched is not None:
         base = replace(
             base,
@@ -53,6 +58,12 @@ def merge_status(
     extra = [r for k, r in sorted(rank_map.items()) if k >= world_size]
     all_ranks = full + extra
     restarts = restart_count(all_ranks, restarts)
+    if (ranks_read_first and not counted and ranks is not None and sched is not None
+            and sched.state in BETWEEN_RUNS and not sched.state.terminal
+            and any(r.attempt == restarts and r.phase is not RankPhase.WAITING for r in all_ranks)):
+        # Slurm runs a job's ranks only once it is allocated: asked after they started, it says
+        # "pending" only of a job that was requeued since. (PREEMPTED without a requeue is an end.)
+        restarts += 1
     # A rank whose last state is from an earlier run waits for this run's start.
     all_ranks = [r if r.attempt >= restarts else RankState(rank=r.rank, attempt=restarts)
                  for r in all_ranks]

@@ -380,12 +380,17 @@ class BatchTier(Tier):
         arrays = {r.key: task_records(r) for r in records if is_array(r)}
         asked = [r for r in records if r.key not in arrays] + [t for ts in arrays.values() for t in ts]
         tasks_of = {t.key for ts in arrays.values() for t in ts}
-        sched = self.poll_scheduler(asked)
+        # Rank files first: a scheduler asked after them that says "pending" of a job whose
+        # latest run had started tells a requeue nobody watched (merge_status).
         ranks = self.poll_ranks(asked)
+        sched = self.poll_scheduler(asked)
+        ended = [r for r in asked if (info := sched.get(r.job_id)) is not None and info.state.terminal]
+        if ended:  # a rank may have recorded its exit after the first read: an end is final
+            ranks = {**ranks, **self.poll_ranks(ended)}
         out = {}
         for rec in asked:
             st = merge_status(rec.job_id, sched.get(rec.job_id), ranks.get(rec.job_id), rec.world_size,
-                              restarts=rec.restarts)
+                              restarts=rec.restarts, ranks_read_first=True)
             if rec.key not in tasks_of:  # an array's task has no record of its own
                 self.registry.record_end(rec, st)  # before the state: its reader finds it
             self.registry.update(rec.key, state=st.state.value, nodelist=st.nodelist,

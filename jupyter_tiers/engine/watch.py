@@ -386,6 +386,18 @@ class Watcher:
         records = expand_arrays([w.record for w in active])
         sched = None
         polled = now >= self._next_sched
+        # The rank files before the scheduler: a "pending" asked after a run's ranks started
+        # means a requeue (merge_status's ranks_read_first).
+        ranks = None
+        rank_message = None
+        if now >= self._next_ranks or polled:
+            self.rank_queries += 1
+            try:
+                ranks = self.tier.poll_ranks(records)
+                self._rank_notes = self.tier.rank_notes()
+            except Exception as exc:
+                rank_message = f"cannot read rank state, retrying: {exc}"
+            self._next_ranks = time.monotonic() + self.rank_interval
         if polled:
             self.scheduler_queries += 1
             problem = None
@@ -409,16 +421,8 @@ class Watcher:
                 if self._down_since is None:
                     self._down_since = self._last_ok if self._last_ok is not None else now
                 self._sched_message = f"{problem} — {reconnecting(self._fail_attempts, self._fail_delay)}"
-        ranks = None
-        rank_message = None
-        if now >= self._next_ranks or sched is not None:
-            self.rank_queries += 1
-            try:
-                ranks = self.tier.poll_ranks(records)
-                self._rank_notes = self.tier.rank_notes()
-            except Exception as exc:
-                rank_message = f"cannot read rank state, retrying: {exc}"
-            self._next_ranks = time.monotonic() + self.rank_interval
+        if sched is not None and ranks is not None:
+            ranks = self._reread_ended(records, sched, ranks)
         changed, finishing = self._apply(
             active, sched, ranks, self._reachable, self._sched_message or rank_message
         )
@@ -440,6 +444,23 @@ class Watcher:
                     self._fast_delay = self.first_poll
                 self._next_sched = min(self._next_sched, now + self._fast_delay)
             return max(0.05, min(self._next_sched, self._next_ranks) - now)
+
+    def _reread_ended(self, records: list[JobRecord], sched: dict, ranks: dict) -> dict:
+        """The rank files again for the jobs the scheduler says ended.
+
+        They were read before the scheduler was asked, and an ended job's status is final (its
+        watch stops), so a rank that recorded its exit in between would be lost from it: the
+        failing rank an end reason names.
+        """
+        ended = [r for r in records if (info := sched.get(r.job_id)) is not None and info.state.terminal]
+        if not ended:
+            return ranks
+        self.rank_queries += 1
+        try:
+            again = self.tier.poll_ranks(ended)
+        except Exception:
+            return ranks  # keep the first read; the next cycle reads them again
+        return {**ranks, **again}
 
     def _apply(
         self,
@@ -470,6 +491,7 @@ class Watcher:
                     rec.world_size,
                     prev_real,
                     restarts=rec.restarts,
+                    ranks_read_first=sched is not None and ranks is not None,
                 )
             status = replace(status, controller_reachable=reachable,
                              message=message or self._rank_notes.get(rec.job_id),

@@ -230,3 +230,32 @@ def test_preempted_job_comes_back_and_completes(box: SlurmTier) -> None:
     assert {f"{r}: run 0 slurm unset begins" for r in range(2)} <= set(log[:at]), log
     assert {f"{r}: run {final.restarts} done" for r in range(2)} <= set(log[at:]), log
     assert f"job {job.id} COMPLETED after {final.restarts} restart" in summary_line(final)
+
+
+def test_a_requeue_nobody_watched_shows_as_waiting_with_its_restart(box: SlurmTier) -> None:
+    """The notebook was closed while its job was requeued (its watcher never saw the run end): a
+    status read afterwards says PENDING after 1 restart, the old run's ranks waiting, not the
+    RUNNING its leftover rank files suggest."""
+    job = box.submit(box.make_spec(REQUEUED, name="unwatched", nodes=2, requeue=True))
+    wait_for(lambda: all(f"{r}: run 0 slurm unset begins\n" in job.logs() for r in range(2)),
+             timeout=180)
+    assert box._watcher is None  # nobody watched: only one-shot reads below
+    result = box.transport.run(["scontrol", "requeuehold", job.id], check=False)
+    assert result.exit_status == 0, result.stderr
+
+    said: list[str] = []
+
+    def held() -> bool:  # (squeue -o %T names a requeued and held job REQUEUE_HOLD)
+        run = box.transport.run(["squeue", "-h", "-j", job.id, "-o", "%T"], check=False)
+        said.append(f"{run.exit_status} {run.stdout!r} {run.stderr!r}")
+        return run.stdout.decode().strip() in ("PENDING", "REQUEUE_HOLD")
+
+    try:
+        wait_for(held, "squeue to say the job waits", timeout=120)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; squeue said {said[-3:]}") from None
+    status = job.status()
+    assert (status.state, status.restarts) == (JobState.PENDING, 1), status
+    assert [(r.phase, r.attempt) for r in status.ranks] == [(RankPhase.WAITING, 1)] * 2
+    assert box.registry.get(job.id).restarts == 1  # a later reattach starts from it
+    job.cancel()

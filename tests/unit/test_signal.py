@@ -176,6 +176,38 @@ def test_no_restart_counted_when_the_rank_files_ran_ahead_of_squeue() -> None:
     assert late.restarts == 0
 
 
+def test_a_requeue_nobody_watched_is_told_by_rank_files_read_before_the_scheduler() -> None:
+    """A notebook closed while the job was requeued: its rank files (read first) say run 0 had
+    started, and the scheduler asked after them says it waits: requeued, not running."""
+    run0 = {0: parse_rank_file(0, "start 1 n1 0\n"), 1: parse_rank_file(1, "start 1 n2 0\nexit 143 9\n")}
+    for state in (JobState.PENDING, JobState.REQUEUED):
+        between = merge_status("7", _sched(state, None), run0, 2, ranks_read_first=True)
+        assert (between.state, between.restarts) == (state, 1), between
+        assert [(r.phase, r.attempt) for r in between.ranks] == [(RankPhase.WAITING, 1)] * 2
+    # Requeued again after run 1 had started (the registry knew of no restart): the second.
+    run1 = {0: parse_rank_file(0, "start 1 n1 0\nrequeue 1 5\nstart 6 n2 1\n")}
+    assert merge_status("7", _sched(JobState.PENDING), run1, 1, ranks_read_first=True).restarts == 2
+    # The run the registry already counted, waiting to start: no new restart.
+    waiting = {0: parse_rank_file(0, "start 1 n1 0\nrequeue 1 5\n")}
+    assert merge_status("7", _sched(JobState.PENDING), waiting, 1, restarts=1,
+                        ranks_read_first=True).restarts == 1
+    # PREEMPTED without a requeue is an end, not a wait: no restart, the ranks stopped.
+    ended = merge_status("7", _sched(JobState.PREEMPTED), run0, 2, ranks_read_first=True)
+    assert (ended.state, ended.restarts) == (JobState.PREEMPTED, 0), ended
+    assert [r.phase for r in ended.ranks] == [RankPhase.STOPPED, RankPhase.FAILED]
+    # A fresh job: no rank started, so "pending" is only pending.
+    fresh = merge_status("7", _sched(JobState.PENDING), {0: parse_rank_file(0, "")}, 1, ranks_read_first=True)
+    assert (fresh.state, fresh.restarts) == (JobState.PENDING, 0)
+    # Read in the other order the same answer is ambiguous (the job may have started meanwhile):
+    # the rank files win and nothing is counted.
+    ambiguous = merge_status("7", _sched(JobState.PENDING), run0, 2)
+    assert (ambiguous.state, ambiguous.restarts) == (JobState.RUNNING, 0)
+    # Counted once when the watcher also saw the run: no second restart from the same answer.
+    running = merge_status("7", _sched(JobState.RUNNING, "T1"), run0, 2)
+    once = merge_status("7", _sched(JobState.PENDING, "T2"), run0, 2, running, ranks_read_first=True)
+    assert once.restarts == 1
+
+
 def _sched(state: JobState, start: str | None = None):
     from jupyter_tiers.core.model import SchedulerInfo
 

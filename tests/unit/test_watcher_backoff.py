@@ -60,6 +60,8 @@ class FakeTier:
         answer = self.ranks.pop(0) if self.ranks else None
         if isinstance(answer, Exception):
             raise answer
+        if isinstance(answer, dict):  # the ranks themselves
+            return {REC.job_id: answer}
         phase = answer or RankPhase.RUNNING
         return {REC.job_id: {i: RankState(rank=i, phase=phase) for i in range(2)}}
 
@@ -111,6 +113,53 @@ def test_a_newly_watched_job_gets_no_status_before_a_query_answers(clock: Clock)
     clock.now += 0.5
     w._cycle()
     assert [s.state for s in statuses] == [JobState.RUNNING]
+
+
+def test_a_job_requeued_before_it_was_watched_shows_pending_with_its_restart(clock: Clock) -> None:
+    # A notebook reopened while its job waits after a preemption: the old run's rank files say
+    # running. The watcher reads them before asking the scheduler, so the scheduler's "pending"
+    # is news of a requeue, not a query older than the rank files.
+    tier, statuses = FakeTier(), []
+    calls: list[str] = []
+    poll_ranks, poll_scheduler = tier.poll_ranks, tier.poll_scheduler
+    tier.poll_ranks = lambda records: (calls.append("ranks"), poll_ranks(records))[1]  # type: ignore[method-assign]
+    tier.poll_scheduler = lambda records: (calls.append("sched"), poll_scheduler(records))[1]  # type: ignore[method-assign]
+    tier.state = JobState.PENDING
+    w = _watcher(tier, statuses)
+    w._cycle()
+    assert calls == ["ranks", "sched"]
+    assert (statuses[-1].state, statuses[-1].restarts) == (JobState.PENDING, 1), statuses[-1]
+    assert {r.phase for r in statuses[-1].ranks} == {RankPhase.WAITING}
+    assert tier.updates[-1]["restarts"] == 1  # recorded: a kernel restarted now knows it too
+    clock.now = max(w._next_ranks, w._next_sched)  # asked again: still one restart, still waiting
+    w._cycle()
+    assert calls[-2:] == ["ranks", "sched"]
+    shown = w._jobs[REC.key].status
+    assert shown is not None and (shown.state, shown.restarts) == (JobState.PENDING, 1), shown
+
+
+def test_a_rank_that_records_its_exit_after_the_first_read_is_in_the_final_status(clock: Clock) -> None:
+    # The rank files are read before the scheduler is asked. Rank 0 fails after that read and the
+    # scheduler then says FAILED: the final status (its watch ends there) must name rank 0, so
+    # the rank files of an ended job are read once more.
+    tier, statuses = FakeTier(), []
+    failed = {0: RankState(rank=0, phase=RankPhase.FAILED, node="n1", exit_code=1, ended_at=5.0),
+              1: RankState(rank=1, phase=RankPhase.STOPPED, node="n2", signal=15, ended_at=6.0)}
+    tier.ranks = [RankPhase.RUNNING, failed]
+    tier.sched = [JobState.FAILED]
+    w = _watcher(tier, statuses)
+    w._cycle()
+    assert tier.ranks == [] and w.rank_queries == 2  # read again, because the job ended
+    final = statuses[-1]
+    assert final.state is JobState.FAILED
+    first = final.first_failure
+    assert first is not None and (first.rank, first.node) == (0, "n1")
+    assert tier.ended[-1].first_failure == final.first_failure  # what the registry keeps
+    # A job that goes on is not read twice.
+    tier2, statuses2 = FakeTier(), []
+    w2 = _watcher(tier2, statuses2)
+    w2._cycle()
+    assert w2.rank_queries == 1 and statuses2[-1].state is JobState.RUNNING
 
 
 def test_news_and_kick_bring_the_next_query_forward(clock: Clock) -> None:

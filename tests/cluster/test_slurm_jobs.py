@@ -94,20 +94,17 @@ def test_switches_keep_the_job_on_one_leaf(box: SlurmTier, cluster_env: dict[str
         {f"node{i}" for i in range(1, half + 1)},
         {f"node{i}" for i in range(half + 1, nodes + 1)},
     ]
-    # Occupy node2 so the free nodes (node1, node3, node4) straddle both leaves.
-    blocker = box.submit(box.make_spec("import time\ntime.sleep(300)\n", name="blocker",
-                                       sbatch_options=("--nodelist=node2", "--exclusive")))
-    wait_for(lambda: blocker.status().state is JobState.RUNNING, timeout=300)
+    # Without node2 the nodes it may use (node1, node3, node4) straddle both leaves. (Excluded,
+    # not occupied: an exclusive blocker on node2 waited for the other lanes' jobs to leave it.)
     # Wait up to 5 minutes (Slurm's default max_switch_wait) for one leaf: with 1 minute, a
     # node of the free leaf still busy that long (another test's job completing, a node the
     # chaos test set down coming back) would let Slurm place the job across both leaves.
     job = box.submit(box.make_spec("print('placed')", name="switches", nodes=half,
-                                   switches="1@00:05:00"))
+                                   switches="1@00:05:00", sbatch_options=("--exclude=node2",)))
     status = job.wait(timeout=420)
-    blocker.cancel()
     assert status.state is JobState.COMPLETED
     placed = set(expand_hostlist(status.nodelist or ""))
-    assert len(placed) == half
+    assert len(placed) == half and "node2" not in placed
     assert any(placed <= leaf for leaf in leaves), f"{placed} straddles leaf switches"
     assert "#SBATCH --switches=1@00:05:00" in job.script
 

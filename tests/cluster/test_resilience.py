@@ -16,7 +16,7 @@ from jupyter_tiers.slurm.tier import SlurmTier
 from jupyter_tiers.transport.ssh import HostKeyError
 from tests.helpers import drop_connection, wait_for
 
-from .conftest import cluster, profile_yaml
+from .conftest import RANKS_UP, cluster, profile_yaml
 
 pytestmark = pytest.mark.cluster
 
@@ -108,8 +108,15 @@ def test_injection_payloads_reach_the_job_literally_and_never_execute(box: Slurm
 
 @pytest.mark.cluster_disruptive
 def test_restarted_slurmctld_is_reported_and_the_final_state_is_right(box: SlurmTier) -> None:
+    # The job runs until the test opens its gate after slurmctld is back: with a fixed sleep, a
+    # watcher that saw RUNNING late on a busy machine could see the job end before the outage.
     job = box.submit(box.make_spec(
-        "import time\nprint('working', flush=True)\ntime.sleep(25)\nprint('done', flush=True)\n",
+        "import os, time\nprint('working', flush=True)\n"
+        "gate = os.path.join(os.environ['JT_JOB_DIR'], 'gate')\n"
+        "deadline = time.time() + 300\n"
+        "while not os.path.exists(gate) and time.time() < deadline:\n"
+        "    time.sleep(0.2)\n"
+        "print('done', flush=True)\n",
         name="ctld-restart"))
     seen: list[JobStatus] = []
     ended = threading.Event()
@@ -119,9 +126,10 @@ def test_restarted_slurmctld_is_reported_and_the_final_state_is_right(box: Slurm
         wait_for(lambda: seen and seen[-1].state is JobState.RUNNING)
         cluster("stop-ctld")
         try:
-            wait_for(lambda: any(not s.controller_reachable for s in seen), timeout=60)
+            wait_for(lambda: any(not s.controller_reachable for s in seen), timeout=120)
         finally:
             cluster("start-ctld")
+        box.transport.run(["touch", f"{job.record.jobdir}/gate"], timeout=120)
         assert ended.wait(180)
     finally:
         box.watcher.unwatch(sub)
@@ -153,12 +161,15 @@ def test_torchrun_two_nodes_two_procs_all_reduce(box: SlurmTier) -> None:
 
 
 def test_torchrun_failing_rank_is_named_and_the_others_stopped(box: SlurmTier) -> None:
-    body = textwrap.dedent(
+    # Rank 3 fails only once every rank is up (RANKS_UP): a rank started late on a busy machine
+    # would otherwise be stopped before it ran and show as waiting, not stopped.
+    body = RANKS_UP + textwrap.dedent(
         """\
         import os, sys, time
         rank = int(os.environ["RANK"])
         print(f"rank {rank} local {os.environ['LOCAL_RANK']} up", flush=True)
         if rank == 3:
+            all_up()
             time.sleep(2)
             sys.exit(5)
         time.sleep(120)

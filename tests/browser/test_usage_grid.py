@@ -22,6 +22,7 @@ SHARED_LAB = True
 SLOW, EATER = 3, 5
 
 
+@pytest.mark.timeout(1200)  # the job may queue for minutes behind the other lanes' jobs
 def test_grid_by_use_and_the_straggler_named(page: Any, lab: Lab) -> None:
     notebook = write_notebook(
         lab,
@@ -41,7 +42,7 @@ def test_grid_by_use_and_the_straggler_named(page: Any, lab: Lab) -> None:
         if block is not None:
             for i in range(0, len(block), 4096):
                 block[i] = 1
-        end = time.time() + 240
+        end = time.time() + 900  # cancelled by the test; the bound is for a test that died
         while time.time() < end and not os.path.exists(os.path.join(os.environ["JT_JOB_DIR"], "stop")):
             sum(range(100000))  # a step's work; a pause after it keeps 8 ranks off a busy machine's cores
             time.sleep(0.3 if rank == {SLOW} else 0.025)
@@ -52,6 +53,8 @@ def test_grid_by_use_and_the_straggler_named(page: Any, lab: Lab) -> None:
     run_cell(page, cells, 1)
     cell = run_cell(page, cells, 2)
     widget = cell.locator(".jt-job")
+    # A job on all four nodes waits for the other lanes' jobs to leave them: minutes, not seconds.
+    expect(widget.locator(".jt-state")).to_contain_text("RUNNING", timeout=420_000)
     straggler = widget.locator(".jt-straggler")
     expect(straggler).to_contain_text(re.compile(rf"straggler: rank {SLOW} \(\S+\) "),
                                       timeout=JOB_TIMEOUT_MS)

@@ -201,6 +201,7 @@ def test_requeue_mid_job_keeps_one_job_and_one_log(box: SlurmTier, tmp_path: Pat
     assert any(ln.startswith("[PENDING") and ", restart 1]" in ln for ln in states), states
 
 
+@pytest.mark.timeout(1200)  # the bounds below allow for the other lanes' jobs on node3 and node4
 def test_preempted_job_comes_back_and_completes(box: SlurmTier) -> None:
     """Real preemption: the cluster in a box's partition "preemptible" (PriorityTier 1,
     PreemptMode=REQUEUE) gives way to a job of the default partition that needs its nodes."""
@@ -211,11 +212,13 @@ def test_preempted_job_comes_back_and_completes(box: SlurmTier) -> None:
     ended = threading.Event()
     box.watcher.watch(job.record, on_status=seen.append, on_end=lambda s: ended.set(),
                       follow_logs=False)
+    # Both whole nodes must be free of the other lanes' jobs first, and the default partition's
+    # jobs go ahead of this one: bounds of minutes, not seconds.
     wait_for(lambda: all(f"{r}: run 0 slurm unset begins\n" in job.logs() for r in range(2)),
-             timeout=180)
+             timeout=420, interval=1.0)
     urgent = box.submit(box.make_spec("print('urgent work done')", name="urgent", nodes=2,
                                       partition="debug", exclusive=True, sbatch_options=nodes))
-    assert urgent.wait(timeout=180).state is JobState.COMPLETED, urgent.logs()
+    assert urgent.wait(timeout=420).state is JobState.COMPLETED, urgent.logs()
     assert ended.wait(420), [s.state for s in seen]
     final = seen[-1]
     # (another test's job on these nodes could preempt it once more: at least one restart)

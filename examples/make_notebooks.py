@@ -516,12 +516,13 @@ TEACHING_LAB: list[Cell] = [
         print(f"all ranks were running at the same moment: {together}")
         """),
     md("switches-md", """
-        **Topology-aware placement**: `--switches 1@00:01:00` asks for nodes under a single leaf
-        switch (waiting up to a minute for such a set), so the ranks' traffic never crosses the
-        spine; rank 0 looks up its nodes' leaf in Slurm's topology.
+        **Topology-aware placement**: `--switches 1@00:05:00` asks for nodes under a single leaf
+        switch (waiting up to five minutes, Slurm's default limit, for such a set while other jobs
+        hold nodes), so the ranks' traffic never crosses the spine; rank 0 looks up its nodes' leaf
+        in Slurm's topology.
         """),
     code("switches", """
-        %%slurm_train --profile {profile} --nodes 2 --switches 1@00:01:00 --wait --out placed --name placed
+        %%slurm_train --profile {profile} --nodes 2 --switches 1@00:05:00 --wait --out placed --name placed
         import os, re, subprocess
 
         def scontrol(*args):

@@ -422,7 +422,7 @@ class Watcher:
                     self._down_since = self._last_ok if self._last_ok is not None else now
                 self._sched_message = f"{problem} — {reconnecting(self._fail_attempts, self._fail_delay)}"
         if sched is not None and ranks is not None:
-            ranks = self._reread_ended(records, sched, ranks)
+            sched, ranks = self._reread_ended(records, sched, ranks)
         changed, finishing = self._apply(
             active, sched, ranks, self._reachable, self._sched_message or rank_message
         )
@@ -445,22 +445,24 @@ class Watcher:
                 self._next_sched = min(self._next_sched, now + self._fast_delay)
             return max(0.05, min(self._next_sched, self._next_ranks) - now)
 
-    def _reread_ended(self, records: list[JobRecord], sched: dict, ranks: dict) -> dict:
-        """The rank files again for the jobs the scheduler says ended.
+    def _reread_ended(self, records: list[JobRecord], sched: dict, ranks: dict) -> tuple[dict, dict]:
+        """The rank files again for the jobs the scheduler says ended; (sched, ranks) to merge.
 
         They were read before the scheduler was asked, and an ended job's status is final (its
         watch stops), so a rank that recorded its exit in between would be lost from it: the
-        failing rank an end reason names.
+        failing rank an end reason names. If that read fails, the scheduler's answer for those
+        jobs is set aside and they are asked about again next cycle: no end without it.
         """
-        ended = [r for r in records if (info := sched.get(r.job_id)) is not None and info.state.terminal]
+        ended = {r.job_id for r in records
+                 if (info := sched.get(r.job_id)) is not None and info.state.terminal}
         if not ended:
-            return ranks
+            return sched, ranks
         self.rank_queries += 1
         try:
-            again = self.tier.poll_ranks(ended)
+            again = self.tier.poll_ranks([r for r in records if r.job_id in ended])
         except Exception:
-            return ranks  # keep the first read; the next cycle reads them again
-        return {**ranks, **again}
+            return {k: v for k, v in sched.items() if k not in ended}, ranks
+        return sched, {**ranks, **again}
 
     def _apply(
         self,

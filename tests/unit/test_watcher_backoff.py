@@ -155,6 +155,17 @@ def test_a_rank_that_records_its_exit_after_the_first_read_is_in_the_final_statu
     first = final.first_failure
     assert first is not None and (first.rank, first.node) == (0, "n1")
     assert tier.ended[-1].first_failure == final.first_failure  # what the registry keeps
+    # If that second read fails, the end waits for the next cycle's: no end without it.
+    tier3, statuses3 = FakeTier(), []
+    tier3.ranks = [RankPhase.RUNNING, TiersError("connection dropped"), RankPhase.RUNNING, failed]
+    tier3.state = JobState.FAILED
+    w3 = _watcher(tier3, statuses3)
+    w3._cycle()
+    assert statuses3 and not statuses3[-1].state.terminal, statuses3
+    clock.now = max(w3._next_ranks, w3._next_sched)
+    w3._cycle()
+    first3 = statuses3[-1].first_failure
+    assert statuses3[-1].state is JobState.FAILED and first3 is not None and first3.rank == 0
     # A job that goes on is not read twice.
     tier2, statuses2 = FakeTier(), []
     w2 = _watcher(tier2, statuses2)

@@ -457,11 +457,14 @@ def test_a_rotated_log_loses_no_line_for_a_follower(tier: LocalServeTier,
                  f"the follower to read batch {batch}'s last line")
     expected = [f"batch {b} line {i:02d} " + "x" * 30 for b in range(10) for i in range(15)]
     assert [t for t in got if t.startswith("batch ")] == expected
-    # About 10 kB went through a 3 kB log: rotated at least twice (the kept rotated file holds at
-    # most 3 kB + a batch, the current one at most 3 kB), so batch 0 has left what is kept.
+    # About 10 kB went through a 3 kB log, so it was rotated. How often depends on when the
+    # supervisor's periodic check ran (a loaded CI run rotated once, late, and kept batch 0), so
+    # what is kept is checked for order, not size: a tail of the run, each line once, the
+    # rotated part before the current one.
     wait_for(lambda: (svcdir / "service.log.1").exists(), "a rotated log")
-    merged = svc.logs()  # the rotated part, then the current one
-    assert "batch 9 line 14" in merged and "batch 0 line 00" not in merged
+    merged = svc.logs()
+    kept = [ln.split(": ", 1)[1] for ln in merged.splitlines() if ": batch " in ln]
+    assert kept and kept == expected[len(expected) - len(kept):], kept[:3]
 
 
 def test_fixing_a_crash_looping_cell_rolls_it_out(tier: LocalServeTier) -> None:

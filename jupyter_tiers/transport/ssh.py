@@ -16,6 +16,7 @@ Typical use::
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import shlex
 import threading
@@ -68,6 +69,15 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
+
+
+def _close_quietly(chan: paramiko.Channel) -> None:
+    """Close a channel whose connection may be gone: paramiko then raises EOFError or OSError from
+    the close itself, which would hide the ConnectError that says what happened."""
+    import paramiko  # loaded on first use, as everywhere in this module
+
+    with contextlib.suppress(EOFError, OSError, paramiko.SSHException):
+        chan.close()
 
 
 class SSHTransport(ClosedOnExit):
@@ -260,7 +270,7 @@ class SSHTransport(ClosedOnExit):
         try:
             chan.exec_command(command)
         except Exception as e:
-            chan.close()
+            _close_quietly(chan)  # on a cut connection closing raises too (EOFError): the cut is the news
             if conn.dropped():
                 self._invalidate(conn)
                 raise ConnectError(
@@ -302,7 +312,7 @@ class SSHTransport(ClosedOnExit):
                     "(it may or may not have completed)"
                 )
         finally:
-            chan.close()
+            _close_quietly(chan)
         out, err = output
         result = CommandResult(argv=args, exit_status=status, stdout=out, stderr=err)
         if check and status != 0:

@@ -5,12 +5,11 @@ its exit in between is in the final status. Scripted answers on a local tier, no
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
 
-from jupyter_tiers import api
 from jupyter_tiers.config.registry import JobRecord, Registry
 from jupyter_tiers.core.model import JobState, RankPhase, RankState, SchedulerInfo
 from jupyter_tiers.local.tier import LocalTier
@@ -20,11 +19,8 @@ REC = JobRecord(profile="local", tier="local", job_id="7", name="j", jobdir="/jo
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    isolate_tiers(tmp_path, monkeypatch)
-    api.close_all()
-    yield
-    api.close_all()
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate_tiers(tmp_path, monkeypatch)  # the tiers here are made by hand, never through the api
 
 
 class Scripted(LocalTier):

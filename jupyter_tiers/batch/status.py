@@ -12,6 +12,12 @@ from .metrics import format_value
 from .requeue import BETWEEN_RUNS, RAN_STATES, restart_count, summary_restarts
 
 
+def ended_ids(sched: Mapping[str, SchedulerInfo]) -> set[str]:
+    """The jobs the scheduler says ended: their rank files are read once more after its answer
+    (an end is final, and a rank may have recorded its exit after the first read)."""
+    return {job_id for job_id, info in sched.items() if info.state.terminal}
+
+
 def merge_status(
     job_id: str,
     sched: SchedulerInfo | None,

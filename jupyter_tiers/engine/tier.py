@@ -20,7 +20,7 @@ from typing import Any, ClassVar, TypeVar
 from ..batch.arrays import aggregate_status, counts_text, is_array, record_counts, task_index, task_records
 from ..batch.history import HistoryQuery, HistoryRow, no_history_message
 from ..batch.logs import ByteStream, LogDecoder
-from ..batch.status import merge_status
+from ..batch.status import ended_ids, merge_status
 from ..batch.usage import USAGE_MAX_SAMPLES, UsageSeries
 from ..config.profiles import Profile
 from ..config.registry import JobRecord, Registry
@@ -384,9 +384,9 @@ class BatchTier(Tier):
         # latest run had started tells a requeue nobody watched (merge_status).
         ranks = self.poll_ranks(asked)
         sched = self.poll_scheduler(asked)
-        ended = [r for r in asked if (info := sched.get(r.job_id)) is not None and info.state.terminal]
-        if ended:  # a rank may have recorded its exit after the first read: an end is final
-            ranks = {**ranks, **self.poll_ranks(ended)}
+        ended = ended_ids(sched)
+        if ended:
+            ranks = {**ranks, **self.poll_ranks([r for r in asked if r.job_id in ended])}
         out = {}
         for rec in asked:
             st = merge_status(rec.job_id, sched.get(rec.job_id), ranks.get(rec.job_id), rec.world_size,

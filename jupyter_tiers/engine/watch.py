@@ -24,7 +24,7 @@ from typing import Protocol
 
 from ..batch.arrays import expand_arrays, is_array, merge_array_status, record_counts
 from ..batch.logs import ByteStream, LogDecoder
-from ..batch.status import merge_status
+from ..batch.status import ended_ids, merge_status
 from ..batch.straggler import StragglerRule, StragglerWatch
 from ..config.registry import JobRecord, Registry
 from ..core.errors import ControllerUnreachable, TiersError
@@ -453,8 +453,7 @@ class Watcher:
         failing rank an end reason names. If that read fails, the scheduler's answer for those
         jobs is set aside and they are asked about again next cycle: no end without it.
         """
-        ended = {r.job_id for r in records
-                 if (info := sched.get(r.job_id)) is not None and info.state.terminal}
+        ended = ended_ids(sched)
         if not ended:
             return sched, ranks
         self.rank_queries += 1

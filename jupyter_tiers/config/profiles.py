@@ -11,8 +11,9 @@ with a cloned repository, so it may set only what the allowlist :data:`PROJECT_K
 (project_trust.py) names: choices among the trusted cluster's own resources, on a profile a
 trusted layer defines and on one it defines itself; never code, destinations, exposure or
 credentials, never an environment name that is not a tuning knob of :data:`PROJECT_ENV`, never
-a Kubernetes profile of its own (it would use your kubeconfig) and never its own profile as the default, unless the user opts in with
-``trust_project_config: true`` in a trusted layer or ``JUPYTER_TIERS_TRUST_PROJECT=1``.
+a Kubernetes profile of its own (it would use your kubeconfig) and never its own profile as the
+default, unless the user opts in with ``trust_project_config: true`` in a trusted layer or
+``JUPYTER_TIERS_TRUST_PROJECT=1``.
 Everything such a file tried is refused at once, one line per key (:class:`ProjectFileRefused`).
 
 Every problem is a :class:`ConfigError` naming the file, the key and what is allowed.

@@ -82,11 +82,11 @@ def runs_here(profile: Profile) -> bool:
 
 
 def transport_for(profile: Profile) -> Transport:
-    """The transport of a slurm profile: SSH to its ``host``, or local commands without one (the
-    ``SBATCH_*`` names of its ``env`` reach sbatch, see jobenv.clean_env)."""
+    """The transport of a slurm profile: SSH to its ``host``, or local commands without one.
+    Nothing of the profile's ``env`` reaches a Slurm command (config refuses Slurm's own names in
+    it; its options reach sbatch as command-line options, see jobenv.clean_env)."""
     if runs_here(profile):
-        sbatch = {k: v for k, v in profile.env.items() if k.startswith("SBATCH_")}
-        return LocalTransport(label=f"profile {profile.name!r}", profile_sbatch=sbatch)
+        return LocalTransport(label=f"profile {profile.name!r}")
     return ssh_transport_for(profile)
 
 

@@ -16,18 +16,18 @@ import pytest
 import yaml
 
 from jupyter_tiers import api
+from jupyter_tiers.batch.jobdir import render_env
 from jupyter_tiers.config import cache as config_cache
 from jupyter_tiers.config import profiles as config
-from jupyter_tiers.config.profiles import ConfigError, load_config
-from jupyter_tiers.batch.jobdir import render_env
 from jupyter_tiers.config import project_trust
+from jupyter_tiers.config.profiles import ConfigError, load_config
 from jupyter_tiers.config.project_trust import rule
-from jupyter_tiers.transport.local import LocalTransport
 from jupyter_tiers.core.errors import TiersError
 from jupyter_tiers.core.model import WorkKind
 from jupyter_tiers.core.record import JobRecord
 from jupyter_tiers.data.checkpoint_upload import plan_upload
 from jupyter_tiers.data.handoff import encode_detail
+from jupyter_tiers.transport.local import LocalTransport
 
 SEED = 2026
 FILES = 600

@@ -131,3 +131,48 @@ def test_compile_linear_fuzz() -> None:
         compiled += 1
         rx.search("ab" * 200 + "!")
     assert compiled > 300 and refused > 300, (compiled, refused)
+
+
+# --- the two tables of environment names ---------------------------------------------------------
+
+# Names this project's own files and the fourth review name: each must be in one table, so that
+# nobody meets a name jupyter-tiers has not decided about in its own examples.
+KNOWN_NAMES = ["NCCL_DEBUG", "OMP_NUM_THREADS", "PYTHONHASHSEED", "OPENSSL_CONF", "CUDA_INJECTION64_PATH",
+               "NVTX_INJECTION64_PATH", "OMP_TOOL_LIBRARIES", "XDG_CACHE_HOME", "TRITON_CACHE_DIR",
+               "TORCHINDUCTOR_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "CC", "CUDA_HOME", "JUPYTER_CONFIG_DIR",
+               "IPYTHONDIR", "GIT_EXTERNAL_DIFF", "LESSOPEN", "KRB5CCNAME", "SSH_AUTH_SOCK",
+               "GOOGLE_APPLICATION_CREDENTIALS", "HOSTALIASES", "R_LIBS_USER", "JULIA_LOAD_PATH",
+               "VLLM_CPU_KVCACHE_SPACE", "HF_HUB_OFFLINE", "VLLM_NO_USAGE_STATS"]
+
+
+def _yaml_env_names(text: str) -> set[str]:
+    """The names under every ``env:`` mapping of a YAML text (comments and all)."""
+    names: set[str] = set()
+    lines = text.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip() != "env:":
+            continue
+        indent = len(line) - len(line.lstrip())
+        for nxt in lines[i + 1:]:
+            if not nxt.strip() or nxt.lstrip().startswith("#"):
+                continue
+            if len(nxt) - len(nxt.lstrip()) <= indent:
+                break
+            names.add(nxt.strip().split(":", 1)[0])
+    return names
+
+
+def test_every_name_we_show_or_were_shown_is_in_one_table() -> None:
+    from jupyter_tiers.config import project_trust as pt
+
+    template = (Path(__file__).parents[2] / "examples" / "tiers.yaml.template").read_text(encoding="utf-8")
+    shown = _yaml_env_names(template)
+    assert {"NCCL_DEBUG", "OMP_NUM_THREADS"} <= shown  # the reader found the template's env
+    for name in sorted(shown | set(KNOWN_NAMES)):
+        allowed = name in pt.PROJECT_ENV
+        refused = "not on the project-file environment allowlist" not in pt.refused_env_decides(name)
+        assert allowed != refused or (allowed and name.startswith("PYTHON")), \
+            f"{name}: in neither table (or in both) of config/project_trust.py"
+    assert not set(pt.PROJECT_ENV) & set(pt.REFUSED_ENV_NAMES)
+    for name in pt.PROJECT_ENV:  # a knob never names a file, directory, library or program
+        assert not name.endswith(("_PATH", "_DIR", "_FILE", "_HOME", "_PLUGIN", "_URL")), name

@@ -308,5 +308,6 @@ class ServeView(anywidget.AnyWidget):
         super().close()
 
     def __repr__(self) -> str:
-        return f"ServeView(service {self.service_name!r}: {self.state} {self.ready}/{self.desired})"
+        # No state here: a saved notebook keeps this text as first shown (display.LiveLine is current).
+        return f"ServeView(service {self.service_name!r})"
 

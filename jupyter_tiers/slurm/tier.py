@@ -91,7 +91,9 @@ def transport_for(profile: Profile) -> Transport:
 
 
 def ssh_transport_for(profile: Profile) -> SSHTransport:
-    """An SSH transport from a slurm profile's connection settings."""
+    """An SSH transport from a slurm profile's connection settings. A profile an untrusted
+    project file defines itself connects isolated: only its host, port and user, nothing of the
+    user's ssh config, agent or keys (SSHTarget.isolated)."""
     target = SSHTarget(
         host=profile.get("host"),
         port=profile.get("port"),
@@ -101,6 +103,7 @@ def ssh_transport_for(profile: Profile) -> SSHTransport:
         proxy_jump=profile.get("proxy_jump"),
         ssh_config=profile.get("ssh_config"),
         connect_timeout=float(profile.get("connect_timeout", 15.0)),
+        isolated=profile.project_defined,
     )
     return SSHTransport(target, label=f"profile {profile.name!r}")
 

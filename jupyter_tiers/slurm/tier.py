@@ -200,6 +200,9 @@ class SlurmTier(BatchTier):
             result = self._submit_once(jobdir, commands.pack_job(rendered), rendered.options)
         if result.exit_status != 0:
             err = result.stderr.decode("utf-8", errors="replace").strip()
+            if result.exit_status == commands.UNSAFE_WORKDIR_EXIT and not isinstance(
+                    self.transport, LocalTransport):  # a workdir another user could swap
+                raise SubmitError(err.splitlines()[-1] if err else "the workdir was refused")
             if NO_SPACE in err:  # the job directory's files, or sbatch's own, did not fit
                 raise SubmitError(f"the cluster's disk holding {workdir} is full: cannot write the "
                                   f"job directory {jobdir} ({NO_SPACE}); nothing was submitted")

@@ -91,7 +91,9 @@ def transport_for(profile: Profile) -> Transport:
 
 
 def ssh_transport_for(profile: Profile) -> SSHTransport:
-    """An SSH transport from a slurm profile's connection settings."""
+    """An SSH transport from a slurm profile's connection settings. A profile an untrusted
+    project file defines itself connects isolated: only its host, port and user, nothing of the
+    user's ssh config, agent or keys (SSHTarget.isolated)."""
     target = SSHTarget(
         host=profile.get("host"),
         port=profile.get("port"),
@@ -101,6 +103,7 @@ def ssh_transport_for(profile: Profile) -> SSHTransport:
         proxy_jump=profile.get("proxy_jump"),
         ssh_config=profile.get("ssh_config"),
         connect_timeout=float(profile.get("connect_timeout", 15.0)),
+        isolated=profile.project_defined,
     )
     return SSHTransport(target, label=f"profile {profile.name!r}")
 
@@ -197,6 +200,9 @@ class SlurmTier(BatchTier):
             result = self._submit_once(jobdir, commands.pack_job(rendered), rendered.options)
         if result.exit_status != 0:
             err = result.stderr.decode("utf-8", errors="replace").strip()
+            if result.exit_status == commands.UNSAFE_WORKDIR_EXIT and not isinstance(
+                    self.transport, LocalTransport):  # a workdir another user could swap
+                raise SubmitError(err.splitlines()[-1] if err else "the workdir was refused")
             if NO_SPACE in err:  # the job directory's files, or sbatch's own, did not fit
                 raise SubmitError(f"the cluster's disk holding {workdir} is full: cannot write the "
                                   f"job directory {jobdir} ({NO_SPACE}); nothing was submitted")

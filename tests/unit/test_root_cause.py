@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from jupyter_tiers.app.viewstate.serve import PodTails, summary_for
-from jupyter_tiers.core.model import PodInfo, PodLogLine, ServiceState, ServiceStatus
+from jupyter_tiers.batch.endreason import EndFacts, why_ended
+from jupyter_tiers.core.model import JobState, PodInfo, PodLogLine, ServiceState, ServiceStatus
 from jupyter_tiers.core.rootcause import RootCause, root_cause, strip_prefixes
 from jupyter_tiers.serving.status import crash_words, failed_pod, summary_line
 
@@ -189,3 +190,22 @@ def test_lines_are_bounded_and_read_linearly() -> None:
     found = root_cause(nasty * 20)
     assert found is not None and len(found.line) <= 300
     assert len(crash_words(nasty)) < 700
+
+
+def test_a_failed_ranks_reason_is_its_crash_line_on_slurm() -> None:
+    """Slurm's why-it-ended: a known /dev/shm cause with its fix there; an unknown crash quoted by
+    the line that explains it, not the traceback's last line."""
+    shm = why_ended(_log("chained_two_processes.log"), EndFacts(JobState.FAILED, 1, failed_rank=0,
+                                                                 failed_node="node1"))
+    assert shm is not None
+    assert shm.why == "rank 0 (node1): /dev/shm on node1 was too small for its shared memory " \
+                      "(160 MiB required, 64 MiB free)"
+    assert "num_workers" in shm.fix
+    lines = ["Traceback (most recent call last):", "  File t.py", "ValueError: bad shape (3, 4)", "",
+             "The above exception was the direct cause of the following exception:", "",
+             "Traceback (most recent call last):", "  File t.py",
+             "RuntimeError: step failed; see above for details"]
+    own = why_ended(lines, EndFacts(JobState.FAILED, 1, failed_rank=2))
+    assert own is not None and own.line == "ValueError: bad shape (3, 4)"  # where the first error line was
+    assert why_ended(["about to fail"], EndFacts(JobState.FAILED, 1)) is None
+    assert why_ended(lines, EndFacts(JobState.COMPLETED, 0)) is None

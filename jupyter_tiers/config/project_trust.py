@@ -79,7 +79,7 @@ _TABLE: list[KeyRule] = [
         "nodes", "ntasks_per_node", "gpus_per_node", "cpus_per_task", "mem", "time", "partition",
         "account", "qos", "constraint", "exclusive", "requeue", "signal", "switches", "launcher",
         "nproc_per_node", "metrics",
-        "replicas", "gpus", "cpu", "memory", "port", "readiness", "autoscale", "strategy",
+        "replicas", "gpus", "cpu", "memory", "shm_size", "port", "readiness", "autoscale", "strategy",
         "image_pull_policy", "node_selector", "tolerations"))),
     *_rows(False, False, CODE, "defaults.python", "defaults.image", "defaults.sbatch_options"),
     *_rows(False, False, FILES, "defaults.checkpoint_dir", "defaults.sync"),

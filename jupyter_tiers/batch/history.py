@@ -12,7 +12,7 @@ login name, states come from a fixed list.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -163,6 +163,8 @@ class HistoryRow:
     def exit(self) -> str:
         if self.failure:
             return self.failure
+        if self.state.startswith("CANCELLED"):  # sacct's 0:0 would read as a success
+            return "cancelled"
         if self.exit_code is None:
             return "-"
         return f"{self.exit_code}:{self.signal}" if self.signal else str(self.exit_code)
@@ -188,8 +190,23 @@ def mark_ours(rows: Iterable[HistoryRow], known: dict[str, str],
     """Mark the rows whose job id this registry knows (``known``: job id -> registry key), with
     the first failed rank it recorded (``failures``: job id -> ``rank 3 exit 1``) as ``failure``."""
     failures = failures or {}
-    return [replace(r, ours=True, key=known[r.job_id], failure=failures.get(r.job_id) or r.failure)
-            if r.job_id in known else r for r in rows]
+    out = []
+    for r in rows:
+        ref = registry_id(r, known)
+        out.append(r if ref is None else
+                   replace(r, ours=True, key=known[ref], failure=failures.get(ref) or r.failure))
+    return out
+
+
+def registry_id(row: HistoryRow, known: Mapping[str, str]) -> str | None:
+    """The id under which ``known`` (the registry's job ids) holds ``row``, or None. An array
+    task (``11_3``) is matched by itself or by its array's id, never by its raw id: Slurm gives
+    one task of array 11 the raw id 11 and the others new numbers, so matching raw ids marked one
+    task of an array ours and its siblings not."""
+    array, sep, task = row.display_id.partition("_")
+    if sep:
+        return next((i for i in (row.display_id, array) if i in known), None)
+    return row.job_id if row.job_id in known else None
 
 
 def format_bytes(value: int | None) -> str:

@@ -344,3 +344,19 @@ def test_history_is_a_declared_capability_only_slurm_answers(tmp_path: Path,
     monkeypatch.setattr(actions, "_connect", lambda name, kind="batch": k8s)
     with pytest.raises(SpecError, match=r"^profile: 'gpu' is a kubernetes tier; job history"):
         actions.history("gpu")
+
+
+def test_every_task_of_our_array_is_ours_and_a_cancel_is_no_exit_code() -> None:
+    """Issue 41 item 4, on Slurm's real answer: array 293's task 0 has the raw id 295 and task 1
+    the raw id 293, so matching raw ids marked task 1 ours and task 0 another tool's. And a
+    CANCELLED job's 0:0 read as ``exit 0``, a success."""
+    from jupyter_tiers.slurm.history import mark_ours
+
+    rows = {r.display_id: r for r in mark_ours(parse_history(REAL), {"293": "box/293", "4": "box/4"})}
+    assert rows["293_0"].ours and rows["293_1"].ours
+    assert rows["293_0"].key == rows["293_1"].key == "box/293"
+    assert not rows["296"].ours and not rows["2"].ours
+    assert rows["4"].exit == "cancelled" and rows["4"].to_json()["exit"] == "cancelled"
+    assert rows["2"].exit == "0" and rows["3"].exit == "step 0 exit 3"  # a failure still says who
+    # A raw id that is another array's task number is not ours by that number.
+    assert not mark_ours(parse_history(REAL), {"295": "box/295"})[1].ours

@@ -11,6 +11,7 @@ from __future__ import annotations
 import calendar
 import re
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from ..core.model import EventInfo, PodInfo, ServiceState, ServiceStatus
@@ -433,8 +434,8 @@ def service_status(
         )
 
     revision: str | None = None
-    if deployment is None:
-        return status(ServiceState.DELETED, "deleted")  # the row and the widget read "deleted"
+    if deployment is None:  # the row and the widget read "deleted"; a deleted service has no endpoint
+        return replace(status(ServiceState.DELETED, "deleted"), endpoint=None)
     revision = _str(_get(deployment, "metadata", "annotations", REVISION_ANNOTATION))
     spec_replicas = _get(deployment, "spec", "replicas")
     desired = spec_replicas if isinstance(spec_replicas, int) and not isinstance(spec_replicas, bool) else 1

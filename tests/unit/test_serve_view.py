@@ -380,3 +380,17 @@ def test_an_admin_may_set_how_long_an_unseen_view_keeps_talking(
 
     monkeypatch.setenv(UNSEEN_ENV, value)
     assert SeenGate().after == after
+
+
+def test_a_deleted_service_has_no_endpoint() -> None:
+    """Issue 41 item 6: after Delete the header read ``DELETED | pending: no address from the
+    ingress controller yet`` (the Ingress's last text, or a watch's late answer)."""
+    from jupyter_tiers.k8s.parse import service_status
+
+    pending = "pending: no address from the ingress controller yet (class traefik): the Ingress is not seen yet"
+    gone = service_status("llama-svc", None, [], [], endpoint=pending)
+    assert gone.state is ServiceState.DELETED and gone.endpoint is None
+    late = ServiceStatus("llama-svc", ServiceState.DELETED, endpoint="http://llama-svc.team:8000")
+    assert status_traits(late, 0.0)["endpoint"] == ""
+    assert status_traits(ServiceStatus("x", ServiceState.READY, endpoint="http://x:8000"), 0.0)["endpoint"] \
+        == "http://x:8000"

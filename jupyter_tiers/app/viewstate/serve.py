@@ -111,7 +111,8 @@ def status_traits(status: ServiceStatus, now: float) -> dict[str, Any]:
         "state": status.state.value,
         "reason": status.reason or "",
         "revision": status.revision or "",
-        "endpoint": status.endpoint or "",
+        # A deleted service has no endpoint (its Ingress's "pending: no address yet" is not news).
+        "endpoint": "" if status.state is ServiceState.DELETED else status.endpoint or "",
         "age_s": _age(status.created_at, now),
         "desired": status.desired,
         "updated": status.updated,

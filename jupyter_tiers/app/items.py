@@ -49,6 +49,10 @@ class Item:
     canary: int | None = None  # a service's live canary (--canary): its share in percent
     #: ``--checkpoint-to``: the upload on record (state, uri, sent, total, error), else None.
     upload: dict[str, Any] | None = None
+    #: When ``elapsed_s`` was true (this server's epoch seconds): a list answer or a snapshot may
+    #: carry a row computed minutes ago, and the sidebar ticks its age from here on the server's
+    #: clock, never from when the row arrived (an age ran backwards that way).
+    elapsed_at: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -211,7 +215,7 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
                 profile=record.profile, tier=record.tier, state=state.value, terminal=state.terminal,
                 size=size, where=where, reason=reason, started=started, elapsed_s=elapsed,
                 summary=summary, submitted=_iso(record.submitted_at), canary=canary,
-                upload=upload)
+                upload=upload, elapsed_at=None if elapsed is None else round(now, 3))
 
 
 def _live_canary_percent(record: JobRecord) -> int | None:

@@ -76,6 +76,7 @@ def own_item(environ: Mapping[str, str] | None = None, cfg: Config | None = None
             "summary": f"{OWN_LABEL} runs inside Slurm job {job.job_id}"
                        + (f" on node {where}" if where else ""),
             "submitted": None, "canary": None, "upload": None,
+            "elapsed_at": None if elapsed is None else round(now or time.time(), 3),
             "own": True, "own_note": OWN_NOTE}
 
 
@@ -89,7 +90,8 @@ def aged(item: dict[str, Any], now: float | None = None) -> dict[str, Any]:
             begun = datetime.fromisoformat(started).timestamp()
         except ValueError:
             return out
-        out["elapsed_s"] = max(0, int((time.time() if now is None else now) - begun))
+        now = time.time() if now is None else now
+        out["elapsed_s"], out["elapsed_at"] = max(0, int(now - begun)), round(now, 3)
     return out
 
 

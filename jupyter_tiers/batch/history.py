@@ -203,7 +203,7 @@ def registry_id(row: HistoryRow, known: Mapping[str, str]) -> str | None:
     task (``11_3``) is matched by itself or by its array's id, never by its raw id: Slurm gives
     one task of array 11 the raw id 11 and the others new numbers, so matching raw ids marked one
     task of an array ours and its siblings not."""
-    array, sep, task = row.display_id.partition("_")
+    array, sep, _ = row.display_id.partition("_")
     if sep:
         return next((i for i in (row.display_id, array) if i in known), None)
     return row.job_id if row.job_id in known else None

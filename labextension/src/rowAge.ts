@@ -21,9 +21,32 @@ function since(iso: string | null | undefined, wallNow: number): number | null {
 }
 
 /**
+ * The server's clock on this page: set once from the first snapshot's `server_time` (the offset
+ * to the page's clock applied once), then read off the page's monotonic clock, so ages neither
+ * jump with the browser's wall clock nor differ from the server's by its skew.
+ */
+export class ServerClock {
+  private _at: { server: number; mono: number } | null = null;
+
+  /** Sets the clock from a server time (epoch seconds) seen at `mono` (ms); only the first counts. */
+  set(serverTime: number | undefined, mono: number): void {
+    if (this._at === null && serverTime !== undefined && Number.isFinite(serverTime)) {
+      this._at = { server: serverTime * 1000, mono };
+    }
+  }
+
+  /** The server's wall clock now (ms since the epoch); the page's until it was set. */
+  now(mono: number, wall: number): number {
+    return this._at === null ? wall : this._at.server + (mono - this._at.mono);
+  }
+}
+
+/**
  * The age of `item`: `receivedAt` and `monoNow` are on the page's monotonic clock (when its
- * `elapsed_s` arrived, and now), `wallNow` is the wall clock (for a waiting job's submission
- * time, which the server gives as a date).
+ * `elapsed_s` arrived, and now), `wallNow` is the server's wall clock as the page knows it
+ * (ServerClock: for a waiting job's submission time, and for `elapsed_at`, when `elapsed_s` was
+ * true). A row re-sent unchanged (a snapshot, a list answer) keeps its age: it ticks from
+ * `elapsed_at`, not from when the row arrived.
  */
 export function ageOf(item: Item, receivedAt: number | undefined, monoNow: number, wallNow: number): Age {
   const what = item.kind === 'job' ? 'ran' : 'existed';
@@ -50,7 +73,13 @@ export function ageOf(item: Item, receivedAt: number | undefined, monoNow: numbe
   }
   // Every state that is not final ticks (state.ts's elapsedAt ticks only those whose run time
   // grows; a row's age must not stand still under UNKNOWN, a failed rollout or SCALED_DOWN).
-  const ticked = item.elapsed_s + (receivedAt === undefined ? 0 : Math.max(0, Math.floor((monoNow - receivedAt) / 1000)));
+  const since_s =
+    typeof item.elapsed_at === 'number'
+      ? (wallNow - item.elapsed_at * 1000) / 1000
+      : receivedAt === undefined
+        ? 0
+        : (monoNow - receivedAt) / 1000;
+  const ticked = item.elapsed_s + Math.max(0, Math.floor(since_s));
   const text = formatElapsed(ticked);
   return { text, title: `${item.state}: ${item.kind === 'job' ? 'running' : 'up'} for ${text}`, kind: 'running' };
 }

@@ -10,7 +10,7 @@ import { TiersApi } from './api';
 import { HistoryRow } from './history';
 import { HistoryView } from './historyView';
 import { isOwn, markOwnRow } from './ownJob';
-import { ageOf } from './rowAge';
+import { ServerClock, ageOf } from './rowAge';
 import { ReconnectingSocket, connectionText } from './socket';
 import {
   ACTIVE,
@@ -257,6 +257,9 @@ export class TiersSidebar extends Widget {
       return;
     }
     const before = this._state;
+    if (msg.type === 'snapshot') {
+      this._clock.set(msg.serverTime, performance.now()); // the first one sets it, once
+    }
     this._state = reduce(before, msg, performance.now());
     const keys =
       msg.type === 'update'
@@ -436,7 +439,9 @@ export class TiersSidebar extends Widget {
     // The page's monotonic clock (as when each elapsed_s arrived): a stepped wall clock must not
     // tick the elapsed column by an hour.
     const now = performance.now();
-    const wall = Date.now(); // a waiting job's time in the queue counts from its submission date
+    // The server's wall clock (set once from the first snapshot): a waiting job's time in the queue
+    // counts from its submission date, a row's age from when the server measured it.
+    const wall = this._clock.now(now, Date.now());
     if (!this._link.connected && this._socket) {
       this._renderStatus(); // its countdown is on the wall clock, as the socket's retryAt
     }
@@ -458,6 +463,7 @@ export class TiersSidebar extends Widget {
   private _socket: ReconnectingSocket | null = null;
   private _link = { connected: false, attempt: 0, retryAt: 0, connections: 0 };
   private _ticker = 0;
+  private _clock = new ServerClock();
   private _rows = new Map<string, HTMLElement>();
   private _drawn = new WeakMap<HTMLElement, string>();
   private _changed = new Signal<this, string[]>(this);

@@ -16,6 +16,8 @@ export interface Item {
   reason: string;
   started: string | null;
   elapsed_s: number | null;
+  /** When `elapsed_s` was true, in the server's epoch seconds: the age ticks from here. */
+  elapsed_at?: number | null;
   summary: string;
   /** When it was submitted (ISO-8601), if the server says. */
   submitted?: string | null;
@@ -116,7 +118,7 @@ export interface ProfileError {
 
 /** A message of the `events` websocket. */
 export type EventMessage =
-  | { type: 'snapshot'; items: Item[]; rev?: number }
+  | { type: 'snapshot'; items: Item[]; rev?: number; serverTime?: number }
   | { type: 'update'; items: Item[] }
   | { type: 'removed'; keys: string[]; rev?: number }
   | { type: 'error'; profile: string; message: string };
@@ -210,7 +212,12 @@ export function parseEvent(text: string): EventMessage | null {
   switch (msg.type) {
     case 'snapshot':
       return Array.isArray(msg.items)
-        ? { type: 'snapshot', items: msg.items.filter(isItem), rev: revOf(msg.rev) }
+        ? {
+            type: 'snapshot',
+            items: msg.items.filter(isItem),
+            rev: revOf(msg.rev),
+            serverTime: typeof msg.server_time === 'number' && Number.isFinite(msg.server_time) ? msg.server_time : undefined
+          }
         : null;
     case 'update':
       return Array.isArray(msg.items) ? { type: 'update', items: msg.items.filter(isItem) } : null;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 
-import { ageOf } from '../src/rowAge';
+import { ServerClock, ageOf } from '../src/rowAge';
 import { Item } from '../src/state';
 
 function item(over: Partial<Item> = {}): Item {
@@ -76,5 +76,30 @@ describe('ageOf (issue 29 §10: ages tick for every state until it is final)', (
       const a = ageOf(it, rnd() < 0.1 ? undefined : rnd() * 1e6, rnd() * 1e6, SUBMITTED + (rnd() - 0.5) * 1e9);
       expect(a.text === '' || /^(\d+-)?\d\d:\d\d:\d\d$/.test(a.text)).toBe(true);
     }
+  });
+});
+
+describe('one clock for ages (issue 41 §8: an age ran backwards, 00:01:53 then 00:01:28)', () => {
+  it('a row sent again unchanged keeps its age: it ticks from when the server measured it', () => {
+    const measured = SUBMITTED / 1000 + 88; // the server measured 88 s at this moment
+    const row = item({ elapsed_s: 88, elapsed_at: measured });
+    const clock = new ServerClock();
+    clock.set(measured + 25, 5_000); // the first snapshot: 25 s after the row was measured
+    const at = (mono: number) => ageOf(row, mono, mono, clock.now(mono, 0)).text;
+    expect(at(5_000)).toBe('00:01:53');
+    // Four minutes later a list answer re-sends the same cached row (received now): still ticking.
+    expect(at(245_000)).toBe('00:05:53');
+  });
+
+  it('the offset is applied once, and the page wall clock does not move ages', () => {
+    const clock = new ServerClock();
+    expect(clock.now(10, 1234)).toBe(1234); // not set: the page's
+    clock.set(1000, 0);
+    clock.set(5000, 10); // a later snapshot does not reset it
+    expect(clock.now(2000, 99_999_999)).toBe(1_002_000);
+  });
+
+  it('a row without elapsed_at (an older server) ticks from when it arrived, as before', () => {
+    expect(ageOf(item(), 1000, 6500, 0).text).toBe('00:01:05');
   });
 });

@@ -48,6 +48,8 @@ async def test_the_own_job_is_listed_marked_and_never_cancelled(jp_fetch: Any, j
         snapshot = await read_ws(events)
         assert snapshot["type"] == "snapshot" and snapshot["items"][0]["key"] == "here/4242"
         assert snapshot["items"][0]["own"] is True
+        # The page's clock for ages is the server's (issue 41 §8): the snapshot says it.
+        assert isinstance(snapshot["server_time"], float) and snapshot["server_time"] > 1.7e9
     finally:
         events.close()
 

@@ -55,6 +55,8 @@ def test_a_pending_then_running_then_failed_job() -> None:
     item = actions.item_from(job(), running, NOW)
     assert (item.reason, item.where, item.elapsed_s) == ("", "node[3-4]", 61)
     assert item.started == "2027-01-15T07:59:00"
+    # Issue 41 §8: when elapsed_s was true, so a row re-sent later keeps ticking from there.
+    assert item.elapsed_at == NOW and actions.item_from(job("PENDING"), pending, NOW).elapsed_at is None
     ranks = (RankState(0, RankPhase.FAILED, node="node3", exit_code=7, ended_at=5.0),
              RankState(1, RankPhase.STOPPED, node="node3", signal=15))
     failed = JobStatus("41", JobState.FAILED, nodelist="node3", elapsed_s=70, ranks=ranks, world_size=2)
@@ -74,6 +76,7 @@ def test_a_service_from_its_record_and_from_a_status() -> None:
     item = actions.item_from(svc(), status, NOW).to_json()
     assert item["size"] == "2/2 ready" and item["where"] == "http://web.team.svc:8000"
     assert item["elapsed_s"] == 30 and item["started"] == "2027-01-15T07:59:30+00:00"
+    assert item["elapsed_at"] == NOW
     assert item["reason"] == "" and item["summary"].startswith("service web READY 2/2")
     failing = ServiceStatus("web", ServiceState.FAILED, desired=2,
                             reason="pod web-x CrashLoopBackOff (exit 1)")

@@ -387,7 +387,7 @@ def test_a_deleted_service_has_no_endpoint() -> None:
     ingress controller yet`` (the Ingress's last text, or a watch's late answer)."""
     from jupyter_tiers.k8s.parse import service_status
 
-    pending = "pending: no address from the ingress controller yet (class traefik): the Ingress is not seen yet"
+    pending = "pending: no address from the ingress controller yet (class traefik): the Ingress is not seen"
     gone = service_status("llama-svc", None, [], [], endpoint=pending)
     assert gone.state is ServiceState.DELETED and gone.endpoint is None
     late = ServiceStatus("llama-svc", ServiceState.DELETED, endpoint="http://llama-svc.team:8000")

@@ -89,8 +89,9 @@ class Hub:
         with self._lock:
             token = next(self._ids)
             self._listeners[token] = fn
+            # server_time: the page sets its clock for ages from it, once (rowAge.ts).
             snapshot = {"type": "snapshot", "items": self._sorted_items(), "errors": self._error_list(),
-                        "rev": self._rev}
+                        "rev": self._rev, "server_time": round(time.time(), 3)}
         self._ensure_thread()
         self._wake.set()
         return token, snapshot

@@ -49,6 +49,7 @@ from .items import (
     ProfileInfo,
     is_active,
     item_from,
+    orphaned,
 )
 from .ownjob import check_cancel
 from .viewstate import job as job_state
@@ -205,10 +206,11 @@ def list_items(limit: int = 50, profile: str | None = None, kind: WorkKind | Non
     records = registry.list(limit=limit, profile=profile, kind=kind)
     statuses: dict[str, JobStatus | ServiceStatus] = {}
     errors: list[ProfileError] = []
+    gone = gone_profiles({r.profile for r in records})
     if refresh:
         by_profile: dict[str, list[JobRecord]] = {}
         for rec in records:
-            if is_active(rec):
+            if is_active(rec) and rec.profile not in gone:  # nobody to ask: orphaned below
                 by_profile.setdefault(rec.profile, []).append(rec)
         for prof, recs in sorted(by_profile.items()):
             try:
@@ -219,10 +221,33 @@ def list_items(limit: int = 50, profile: str | None = None, kind: WorkKind | Non
         records = registry.list(limit=limit, profile=profile, kind=kind)
     now = time.time()
     items = [item_from(r, statuses.get(r.key), now) for r in records]
+    items = [orphaned(i) if i.profile in gone else i for i in items]
     if errors:
         limits = {e.profile: _stale_after_of(e.profile) for e in errors}
         records, items = mark_stale(records, items, limits, _answered(limits), now)
     return Listing(items=items, records=records, errors=errors)
+
+
+def gone_profiles(profiles: Iterable[str]) -> set[str]:
+    """Which of ``profiles`` no longer exist in the configuration (an unreadable configuration
+    says nothing: none, its error is reported where it is read)."""
+    try:
+        known = load_config().profiles
+    except TiersError:
+        return set()
+    return {p for p in profiles if p not in known}
+
+
+def forget(ref: str) -> ActionResult:
+    """Drop a job or service from the registry, only when its profile no longer exists (nobody can
+    check, cancel or delete it): anything else is refused, naming what to do instead."""
+    rec = record(ref)
+    if rec.profile not in gone_profiles([rec.profile]):
+        verb = "delete it" if rec.kind == WorkKind.SERVICE else "cancel it"
+        raise TiersError(f"{rec.kind} {rec.job_id}: its profile {rec.profile!r} exists, so jupyter-tiers "
+                         f"still follows it; {verb} (or wait for its end) instead of forgetting it")
+    Registry().remove(rec.key)
+    return ActionResult(True, f"forgot {rec.kind} {rec.job_id} of the removed profile {rec.profile!r}")
 
 
 def _answered(profiles: Iterable[str]) -> dict[str, float]:

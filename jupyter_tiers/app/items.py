@@ -9,7 +9,7 @@ import os
 import threading
 import time
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -53,6 +53,9 @@ class Item:
     #: carry a row computed minutes ago, and the sidebar ticks its age from here on the server's
     #: clock, never from when the row arrived (an age ran backwards that way).
     elapsed_at: float | None = None
+    #: Its profile no longer exists (removed or renamed in tiers.yaml): nobody can check it, so no
+    #: action but Forget (drop it from the registry) applies.
+    orphan: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -216,6 +219,17 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
                 size=size, where=where, reason=reason, started=started, elapsed_s=elapsed,
                 summary=summary, submitted=_iso(record.submitted_at), canary=canary,
                 upload=upload, elapsed_at=None if elapsed is None else round(now, 3))
+
+
+def orphaned(item: Item) -> Item:
+    """``item`` of a record whose profile no longer exists (pure): it cannot be asked, so a live
+    state it recorded (READY 2/2, RUNNING) is not believed: UNKNOWN, saying why, its actions gone
+    but Forget. A final state stays (it was final when recorded)."""
+    why = f"profile {item.profile!r} no longer exists (removed or renamed in tiers.yaml)"
+    if item.terminal:
+        return replace(item, orphan=True, reason=why)
+    return replace(item, state="UNKNOWN", reason=why, orphan=True, elapsed_s=None, elapsed_at=None,
+                   summary=f"{item.kind} {item.id} UNKNOWN — {why}; %tiers forget {item.id} drops it")
 
 
 def _live_canary_percent(record: JobRecord) -> int | None:

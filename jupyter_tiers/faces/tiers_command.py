@@ -83,6 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
     cancel.add_argument("--task", type=_int_up_to(4_000_000), help="one task of an array (or ID_TASK)")
     delete = sub.add_parser("delete", help="delete a service and everything it made")
     delete.add_argument("job")
+    forget = sub.add_parser("forget", help="drop a job or service whose profile no longer exists from "
+                            "the list (nothing can check it)")
+    forget.add_argument("job")
     scale = sub.add_parser("scale", help="set a service's replicas")
     scale.add_argument("job")
     scale.add_argument("replicas", type=_int_up_to(100_000))
@@ -281,6 +284,8 @@ def run(argv: list[str], shell: Any = None) -> Any:
         else:
             result = getattr(actions, args.command)(args.job)
         print(result.message)
+    elif args.command == "forget":
+        print(actions.forget(args.job).message)
     elif args.command == "history":
         if args.tail < 0:
             raise CommandUsage(f"%tiers history --tail {args.tail}: give 0 or more lines")

@@ -54,7 +54,8 @@ const VERB_LABEL: Record<Verb, string> = {
   restart: 'Restart',
   promote: 'Promote',
   rollback: 'Roll back',
-  delete: 'Delete'
+  delete: 'Delete',
+  forget: 'Forget'
 };
 
 export class TiersSidebar extends Widget {
@@ -209,19 +210,26 @@ export class TiersSidebar extends Widget {
       }
     } else {
       const question = {
-        cancel: `Cancel ${what} ${where}? Its ranks are stopped.`,
+        cancel: `Cancel ${what} ${where}? Its ranks will be stopped.`,
         restart: `Restart every pod of ${what} ${where}?`,
         promote: `Promote the canary of ${what} ${where}? Every replica rolls to its revision.`,
         rollback: `Roll back the canary of ${what} ${where}? The stable revision takes its replicas back.`,
-        delete: `Delete ${what} ${where}? Its Deployment and Service are removed.`
+        delete: `Delete ${what} ${where}? Its Deployment and Service are removed.`,
+        forget: `Forget ${what}? Its profile ${item.profile} no longer exists, so nothing can check it; it leaves this list (the cluster is not asked).`
+      }[verb];
+      // The buttons say what they do: a "Cancel" that cancels the job read as "dismiss".
+      const [keep, go] = {
+        cancel: ['Keep running', 'Cancel job'],
+        restart: ['Keep', 'Restart'],
+        promote: ['Keep the canary', 'Promote'],
+        rollback: ['Keep the canary', 'Roll back'],
+        delete: ['Keep', 'Delete service'],
+        forget: ['Keep', 'Forget']
       }[verb];
       const result = await showDialog({
         title: `${VERB_LABEL[verb]} ${what}`,
         body: question,
-        buttons: [
-          Dialog.cancelButton({ label: 'Keep' }),
-          Dialog.warnButton({ label: VERB_LABEL[verb] })
-        ]
+        buttons: [Dialog.cancelButton({ label: keep }), Dialog.warnButton({ label: go })]
       });
       if (!result.button.accept) {
         return;

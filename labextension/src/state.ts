@@ -31,6 +31,8 @@ export interface Item {
   own?: boolean;
   /** Why that row has no Cancel (its tooltip). */
   own_note?: string;
+  /** Its profile no longer exists: nothing can check it; only Forget applies. */
+  orphan?: boolean;
 }
 
 /** A job's checkpoint upload (`--checkpoint-to`), as the registry records it. */
@@ -108,7 +110,7 @@ export function uploadText(upload: Upload | null | undefined): string {
 }
 
 /** The verbs of a list row's actions (each a server route, see api.ts). */
-export type Verb = 'cancel' | 'scale' | 'restart' | 'promote' | 'rollback' | 'delete';
+export type Verb = 'cancel' | 'scale' | 'restart' | 'promote' | 'rollback' | 'delete' | 'forget';
 
 /** A profile whose cluster could not be asked, and why. */
 export interface ProfileError {
@@ -294,7 +296,7 @@ export function reduce(state: State, msg: EventMessage, now: number): State {
 /** Fields whose change does not call for a detail panel's reload (they tick by themselves). */
 // `rev` is bookkeeping: an update that only moves the clock takes a new revision too, and must
 // not redraw the row (the button under the mouse) or make an open detail panel re-read.
-const TICKING_FIELDS = new Set(['elapsed_s', 'started', 'rev']);
+const TICKING_FIELDS = new Set(['elapsed_s', 'elapsed_at', 'started', 'rev']);
 
 /**
  * Keys whose items changed from `before` to `after` in more than their clock (a new state, size,
@@ -550,6 +552,9 @@ export function stateClass(state: string): 'ok' | 'active' | 'waiting' | 'bad' |
 export function actionsOf(item: Item): Verb[] {
   if (item.own === true) {
     return []; // the job this JupyterLab runs inside: cancelling it would stop the notebook
+  }
+  if (item.orphan === true) {
+    return ['forget']; // its profile is gone: nothing can scale, cancel or delete it
   }
   if (item.kind === 'job') {
     return item.terminal ? [] : ['cancel'];

@@ -64,3 +64,10 @@ describe('the job this JupyterLab runs inside', () => {
     expect(rowSignature(item({ own: true }))).not.toBe(rowSignature(item({ own: false })));
   });
 });
+
+describe('a row whose profile no longer exists (issue 41 item 3)', () => {
+  it('offers only Forget, for a job and a service alike', () => {
+    expect(actionsOf(item({ orphan: true }))).toEqual(['forget']);
+    expect(actionsOf(item({ orphan: true, kind: 'service', state: 'UNKNOWN' }))).toEqual(['forget']);
+  });
+});

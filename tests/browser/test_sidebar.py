@@ -196,7 +196,9 @@ def test_cancel_asks_first_then_cancels_the_running_job(
     row.locator(".jt-side-cancel").click()
     dialog = page.locator(".jp-Dialog")
     expect(dialog).to_contain_text(f"Cancel job {running_job.id} on box?")
-    dialog.locator("button", has_text="Keep").click()
+    # Its buttons say what they do (issue 41 item 13): not a red "Cancel" beside "Keep".
+    expect(dialog.locator(".jp-mod-warn")).to_have_text("Cancel job")
+    dialog.locator("button", has_text="Keep running").click()
     expect(dialog).to_have_count(0)
     assert box_tier.status([running_job.record])[running_job.id].state is JobState.RUNNING
 

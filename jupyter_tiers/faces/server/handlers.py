@@ -184,7 +184,7 @@ _SERVICE_ACTIONS = {"restart": actions.restart, "promote": actions.promote, "rol
 
 
 class ActionHandler(TiersAPIHandler):
-    """``POST jobs/{profile}/{id}/cancel|scale|restart|promote|rollback``."""
+    """``POST jobs/{profile}/{id}/cancel|scale|restart|promote|rollback|forget``."""
 
     @web.authenticated
     @authorized
@@ -192,6 +192,9 @@ class ActionHandler(TiersAPIHandler):
         ref = self.parsed(params.ref, profile, job_id)
         if action == "cancel":
             result = await self.run(actions.cancel, ref)
+        elif action == "forget":  # a record of a profile that no longer exists
+            result = await self.run(actions.forget, ref)
+            self.hub.scan()
         elif action in _SERVICE_ACTIONS:
             result = await self.run(_SERVICE_ACTIONS[action], ref)
         else:
@@ -593,7 +596,7 @@ def handler_table(base_url: str) -> list[tuple[str, type]]:
         (url_path_join(base, item), ItemHandler),
         (url_path_join(base, item, "logs"), LogsHandler),
         (url_path_join(base, item, "logs", "stream"), LogStreamHandler),
-        (url_path_join(base, item, "(cancel|scale|restart|promote|rollback)"), ActionHandler),
+        (url_path_join(base, item, "(cancel|scale|restart|promote|rollback|forget)"), ActionHandler),
         (url_path_join(base, item, "files"), FilesHandler),
         (url_path_join(base, item, "files", "(.+)"), FileHandler),
         (url_path_join(base, "events"), EventsHandler),

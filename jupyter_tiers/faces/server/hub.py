@@ -81,6 +81,7 @@ class Hub:
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
         self.scans = 0
+        self._gone: set[str] = set()  # profiles of records that no longer exist (the last scan's)
 
     # --- listeners ---------------------------------------------------------------------------
     def listen(self, fn: Listener) -> tuple[int, Message]:
@@ -180,6 +181,12 @@ class Hub:
         self._rev += 1
         return self._rev
 
+    def _item(self, rec: JobRecord, status: JobStatus | ServiceStatus | None) -> dict[str, Any]:
+        """The row of ``rec``; a record of a profile that no longer exists is orphaned (UNKNOWN,
+        only Forget). Called under the lock."""
+        item = items.item_from(rec, status)
+        return (items.orphaned(item) if rec.profile in self._gone else item).to_json()
+
     def _stamp(self, key: str, item: dict[str, Any]) -> dict[str, Any] | None:
         """Store ``item`` with the next revision if it differs from the cached one (revision
         aside) and return it; None when nothing changed. Called under the lock. The registry's
@@ -217,7 +224,8 @@ class Hub:
                 self.scan()
                 with self._lock:
                     listening = bool(self._listeners)
-                    want = {k for k, r in self._records.items() if listening and items.is_active(r)}
+                    want = {k for k, r in self._records.items()
+                            if listening and items.is_active(r) and r.profile not in self._gone}
                 if listening:
                     self._drop_replaced()
                 self._sync_subscriptions(want)
@@ -242,6 +250,7 @@ class Hub:
         except TiersError as exc:
             log.warning("jupyter-tiers hub cannot read the registry: %s", exc)
             return
+        gone = actions.gone_profiles({r.profile for r in records})  # read outside the lock
         changed: list[dict[str, Any]] = []
         renewed: list[_Sub] = []
         wake = False
@@ -255,6 +264,7 @@ class Hub:
                 log.exception("jupyter-tiers hub cannot tell the Slurm job it runs inside")
         with self._lock:
             self.scans += 1
+            self._gone = gone
             seen = {r.key: r for r in records}
             if own is not None:
                 own["rev"] = self._next_rev()
@@ -271,7 +281,8 @@ class Hub:
             for key, rec in seen.items():
                 old = self._records.get(key)
                 self._records[key] = rec
-                if old is not None and old == rec:
+                cached = self._items.get(key) or {}
+                if old is not None and old == rec and bool(cached.get("orphan")) == (rec.profile in gone):
                     continue
                 status = self._statuses.get(key)
                 if status is not None and not items.is_active(rec) and _status_active(status):
@@ -286,7 +297,7 @@ class Hub:
                     sub = self._subs.pop(key, None)
                     if sub is not None:
                         renewed.append(sub)
-                item = self._stamp(key, items.item_from(rec, status).to_json())
+                item = self._stamp(key, self._item(rec, status))
                 if item is not None:
                     changed.append(item)
         for sub in renewed:
@@ -310,7 +321,7 @@ class Hub:
             if rec is None:
                 return
             self._statuses[key] = status
-            item = self._stamp(key, items.item_from(rec, status).to_json())
+            item = self._stamp(key, self._item(rec, status))
             problem = _problem(status)
             profile_news = problem is not None and self._errors.get(rec.profile) != problem
             if problem is not None:

@@ -319,12 +319,14 @@ class MetricParser:
 
 @dataclass
 class Series:
-    """One metric's points, fewer than ``max_points``.
+    """One metric's points, fewer than ``max_points``, every one a real reading.
 
-    Readings are gathered in buckets of ``stride`` readings, each stored as one point at the
-    mean x and mean y of its readings (a NaN or inf in a bucket is kept: divergence is news).
-    When the series is full, neighbouring points are merged the same way and the stride
-    doubles, so every point holds about as many readings as the others.
+    Readings are gathered in buckets of ``stride`` readings, each kept as one point: its last
+    reading (a NaN or inf in a bucket is kept instead: divergence is news). When the series is
+    full, neighbouring points are thinned the same way (the later of two, unless the earlier is
+    not finite) and the stride doubles, so every point stands for about as many readings as the
+    others. A chart's last point is the log's last reading, never a mean at a step that never
+    existed (a legend once read ``step 285.5 · loss 0.0588`` after ``step 286 loss 0.0514``).
     """
 
     max_points: int = DEFAULT_MAX_POINTS
@@ -335,57 +337,38 @@ class Series:
     last: float = math.nan
     last_x: float = math.nan
     count: int = 0  # readings seen
-    _pending: list[float] = field(default_factory=lambda: [0.0, 0.0, 0.0], repr=False)
-    _bad: float | None = field(default=None, repr=False)  # a non-finite y in the pending bucket
+    #: The unfinished bucket: its kept reading (x, y) and how many readings it holds.
+    _pending: tuple[float, float] | None = field(default=None, repr=False)
+    _pending_n: int = field(default=0, repr=False)
 
     def add(self, x: float, y: float) -> None:
         self.last, self.last_x = y, x
         self.count += 1
         if self.stride == 1 and self.xs and self.xs[-1] == x:  # another reading at this step
-            self._merge_into_last(y)
+            if math.isfinite(self.ys[-1]):  # the newer reading, unless the kept one is news
+                self.ys[-1] = y
+            self.weights[-1] += 1
             return
-        p = self._pending
-        p[0] += x
-        p[2] += 1
-        if math.isfinite(y):
-            p[1] += y
-        else:
-            self._bad = y
-        if p[2] >= self.stride:
-            x_mean, y_mean, w = self._pending_point()
-            self.xs.append(x_mean)
-            self.ys.append(y_mean)
-            self.weights.append(w)
-            self._pending, self._bad = [0.0, 0.0, 0.0], None
+        if self._pending is None or math.isfinite(self._pending[1]):
+            self._pending = (x, y)
+        self._pending_n += 1
+        if self._pending_n >= self.stride:
+            px, py = self._pending
+            self.xs.append(px)
+            self.ys.append(py)
+            self.weights.append(self._pending_n)
+            self._pending, self._pending_n = None, 0
             if len(self.xs) >= self.max_points:
                 self._halve()
-
-    def _merge_into_last(self, y: float) -> None:
-        w, prev = self.weights[-1], self.ys[-1]
-        self.ys[-1] = (prev * w + y) / (w + 1) if math.isfinite(prev) and math.isfinite(y) else (
-            y if not math.isfinite(y) else prev)
-        self.weights[-1] = w + 1
-
-    def _pending_point(self) -> tuple[float, float, int]:
-        p = self._pending
-        w = int(p[2])
-        finite = w - (1 if self._bad is not None else 0)
-        y = self._bad if self._bad is not None else p[1] / max(finite, 1)
-        return p[0] / w, y, w
 
     def _halve(self) -> None:
         xs, ys, ws = [], [], []
         n = len(self.xs)
         for i in range(0, n - 1, 2):
-            w0, w1 = self.weights[i], self.weights[i + 1]
-            y0, y1 = self.ys[i], self.ys[i + 1]
-            if math.isfinite(y0) and math.isfinite(y1):
-                y = (y0 * w0 + y1 * w1) / (w0 + w1)
-            else:
-                y = y1 if not math.isfinite(y1) else y0
-            xs.append((self.xs[i] * w0 + self.xs[i + 1] * w1) / (w0 + w1))
-            ys.append(y)
-            ws.append(w0 + w1)
+            keep = i if not math.isfinite(self.ys[i]) else i + 1  # the later, unless the first is news
+            xs.append(self.xs[keep])
+            ys.append(self.ys[keep])
+            ws.append(self.weights[i] + self.weights[i + 1])
         if n % 2:
             xs.append(self.xs[-1])
             ys.append(self.ys[-1])
@@ -394,17 +377,16 @@ class Series:
         self.stride *= 2
 
     def points(self) -> list[tuple[float, float]]:
-        """(x, y) of every point, the readings of an unfinished bucket as a last point."""
+        """(x, y) of every point, the unfinished bucket's kept reading as a last point."""
         pts = list(zip(self.xs, self.ys, strict=True))
-        if self._pending[2]:
-            x, y, _ = self._pending_point()
-            pts.append((x, y))
+        if self._pending is not None:
+            pts.append(self._pending)
         return pts
 
     @property
     def readings(self) -> int:
         """Readings held in the points (all of them: merging never drops one)."""
-        return sum(self.weights) + int(self._pending[2])
+        return sum(self.weights) + self._pending_n
 
 
 def first_error_line(text: str) -> str | None:

@@ -113,8 +113,8 @@ def test_hf_trainer_dict_lines() -> None:
 def test_plain_prints() -> None:
     t = _track(PLAIN)
     lists = t.to_lists()
-    assert [x for x, _ in lists["loss"]] == [1, 2, 3, 4, 5]  # x is the step; two readings at 4 merged
-    assert lists["loss"][3][1] == pytest.approx((2.05 + 1.98) / 2)
+    assert [x for x, _ in lists["loss"]] == [1, 2, 3, 4, 5]  # x is the step; two readings at 4: one point
+    assert lists["loss"][3][1] == pytest.approx(1.98)  # the later reading, a real one (issue 41 item 5)
     assert t.last_values()["loss"] == pytest.approx(1.9123)  # last exact, not merged
     assert [y for _, y in lists["tokens/s"]] == [12345, 12400, 1234]
     assert t.last_values()["lr"] == pytest.approx(2.5e-4)
@@ -217,11 +217,22 @@ def test_series_stays_bounded_and_keeps_shape() -> None:
     assert s.readings == 100_000  # every reading is in exactly one point
     xs = [x for x, _ in points]
     assert xs == sorted(xs) and xs[0] < 2048 and xs[-1] > 99_999 - 2048
-    # A merged point sits at the mean x and mean y of its readings: y = 2x stays on the line,
-    # and every full point holds the same number of readings.
+    # Every point is a real reading (issue 41 item 5): y = 2x exactly, at a whole step, and every
+    # full point stands for the same number of readings; the last point is the last reading.
     for x, y in points:
-        assert y == pytest.approx(2 * x)
+        assert y == 2 * x and x == int(x)
     assert len(set(s.weights)) == 1
+    assert points[-1] == (99_999.0, 199_998.0)
+
+
+def test_the_last_point_is_the_last_reading_at_its_real_step() -> None:
+    """Issue 41 item 5: the legend read ``step 285.5 · loss 0.0588`` (a mean of a downsampled pair)
+    while rank 0's last line was ``step 286 loss 0.0514``."""
+    s = Series(max_points=64)
+    for step in range(1, 287):
+        s.add(float(step), 1.0 / step)
+    assert s.points()[-1] == (286.0, 1.0 / 286)
+    assert all(x == int(x) and y == 1.0 / x for x, y in s.points())
 
 
 def test_nan_survives_merging() -> None:

@@ -36,6 +36,7 @@ export function jtChart(spec, { height = JT_CHART_HEIGHT } = {}) {
     return { item, swatch, value };
   });
   el.append(title, plot, legend, fallback);
+  plot.addEventListener("mouseleave", () => { hoverIdx = null; showLegend(); });
 
   let chart = null;
   let data = [[], ...spec.series.map(() => [])];
@@ -107,6 +108,10 @@ export function jtChart(spec, { height = JT_CHART_HEIGHT } = {}) {
         chart.setSize({ width, height });
       }
       chart.setData(data);
+      // The cursor's point moved under a still mouse, or the mouse is gone: read it again, so the
+      // legend never stays on an old hover point (off the plot it shows the last point).
+      const cursor = chart.cursor || {};
+      hoverIdx = typeof cursor.left === "number" && cursor.left >= 0 ? (cursor.idx ?? null) : null;
     }
     el.dataset.points = String(data[0].length);
     showLegend();

@@ -15,6 +15,7 @@ from typing import Any
 
 from ..batch.arrays import detail_counts, is_array
 from ..batch.jobenv import enclosing_job
+from ..batch.pending import explained_reason
 from ..batch.status import ended_of, failure_reason, summary_line
 from ..config.registry import JobRecord
 from ..core.detail import entries
@@ -194,7 +195,8 @@ def item_from(record: JobRecord, status: JobStatus | ServiceStatus | None = None
         size, where = job_size(record), status.nodelist or record.nodelist or ""
         pending = state in (JobState.PENDING, JobState.CONFIGURING)
         if (pending or state is JobState.UNKNOWN) and status.reason and status.reason != "None":
-            reason = status.reason  # why pending; or an outage's "last seen RUNNING 6 min ago"
+            # why pending (with what it means: some never pass); or an outage's "last seen ... ago"
+            reason = explained_reason(state.value, status.reason)
         started, elapsed = (None if pending else status.start_time or None), status.elapsed_s
         if state.terminal:
             reason = failure_reason(status)  # "first failure: rank 3 (node2) exit 1", "TimeLimit"

@@ -23,6 +23,7 @@ from ..batch.jobdir import (
 )
 from ..batch.jobenv import refuse_own_job
 from ..batch.logs import ByteStream, split_log_line
+from ..batch.pending import submit_words
 from ..batch.requeue import requeue_pending
 from ..batch.status import ended_failure
 from ..batch.usage import USAGE_MAX_SAMPLES, UsageSeries, parse_usage_dump
@@ -206,7 +207,9 @@ class SlurmTier(BatchTier):
             if NO_SPACE in err:  # the job directory's files, or sbatch's own, did not fit
                 raise SubmitError(f"the cluster's disk holding {workdir} is full: cannot write the "
                                   f"job directory {jobdir} ({NO_SPACE}); nothing was submitted")
-            raise SubmitError(f"sbatch refused the job: {err[-500:] or 'no message'}")
+            words = submit_words(err)  # a refusal known here: what it means, then sbatch's words
+            raise SubmitError(f"sbatch refused the job: {words} ({err[-300:]})" if words else
+                              f"sbatch refused the job: {err[-500:] or 'no message'}")
         lines = result.text().strip().splitlines()
         job_id = parse_sbatch_parsable(lines[0] if lines else "")
         abs_dir = lines[-1].strip() if len(lines) >= 2 else jobdir

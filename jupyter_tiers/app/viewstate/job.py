@@ -9,6 +9,7 @@ from typing import Any
 from ...batch.endreason import LogTail
 from ...batch.failstop import Failure, failure_of, fold_text
 from ...batch.logs import LogBatch, split_log_line
+from ...batch.pending import explained_reason
 from ...batch.usage import node_totals, usage_cell
 from ...core.model import JobStatus, RankPhase
 from ...core.record import JobRecord
@@ -52,7 +53,7 @@ def status_traits(status: JobStatus) -> dict[str, Any]:
     first = status.first_failure
     return {
         "state": status.state.value,
-        "reason": status.reason or "",
+        "reason": explained_reason(status.state.value, status.reason),
         "start_time": status.start_time or "",
         "elapsed": format_elapsed(status.elapsed_s) if status.elapsed_s is not None else "",
         "elapsed_s": status.elapsed_s if status.elapsed_s is not None else -1,

@@ -10,6 +10,7 @@ from typing import TextIO
 from ...batch.endreason import LogTail
 from ...batch.failstop import Failure, failure_of, is_failstop_line, is_stop_report
 from ...batch.metrics import format_last_values
+from ...batch.pending import explained_reason
 from ...batch.status import summary_line
 from ...core.errors import TiersError
 from ...core.model import JobStatus, LogLine, RankPhase
@@ -111,7 +112,8 @@ class TextView:
 
         def on_status(status: JobStatus) -> None:
             # why it waits, or what Slurm called a state this version has no name for
-            label = status.state.value + (f" ({status.reason})" if status.reason and
+            reason = explained_reason(status.state.value, status.reason)
+            label = status.state.value + (f" ({reason})" if reason and
                                           status.state.value in ("PENDING", "UNKNOWN") else "")
             if status.restarts:
                 label += f", restart {status.restarts}"

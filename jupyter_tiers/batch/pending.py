@@ -53,6 +53,10 @@ _REASONS: dict[str, tuple[bool, str]] = {
 }
 
 
+#: Reasons every queue shows all day: their word is enough.
+_EVERYDAY = frozenset({"Resources", "Priority", "None"})
+
+
 def pending_words(reason: str | None) -> str | None:
     """What a pending reason means, ``can never start as submitted: ...`` for those that do not
     pass by waiting; None for a reason not known here (shown as Slurm says it)."""
@@ -67,9 +71,10 @@ def pending_words(reason: str | None) -> str | None:
 
 def explained_reason(state: str, reason: str | None) -> str:
     """``reason`` as a view shows it for a job in ``state``: a pending reason with its words
-    (``PartitionNodeLimit — can never start as submitted: ...``), any other reason as it is."""
+    (``PartitionNodeLimit — can never start as submitted: ...``), the everyday ones (Resources,
+    Priority: every queue's) and any other reason as it is."""
     text = (reason or "").strip()
-    if state not in ("PENDING", "CONFIGURING", "REQUEUED"):
+    if state not in ("PENDING", "CONFIGURING", "REQUEUED") or text in _EVERYDAY:
         return text
     words = pending_words(text)
     return f"{text} — {words}" if words else text

@@ -76,7 +76,7 @@ _PREFIX_RE = re.compile(r"^(train|val|eval|test)[_/](.+)$")
 _SUFFIX_RE = re.compile(r"^(.+?)_(step|epoch)$")
 
 # A number: 1,234 (thousands, only before a separator), 3e-4, .5, 12., nan, inf.
-_NUM = (r"[-+]?(?:\d{1,3}(?:,\d{3})+(?=[\s;|)\]}]|$)|\d+\.?\d*(?:[eE][-+]?\d+)?"
+_NUM = (r"[-+]?(?:\d{1,3}(?:,\d{3})+(?=[\s;|)\]}]|$)|\d+(?:\.\d*)?(?:[eE][-+]?\d+)?"
         r"|\.\d+(?:[eE][-+]?\d+)?|nan|NaN|NAN|inf|Inf|INF)")
 # key=value, key: value, 'key': value, "key": "value"; value maybe tensor(...) or N/M.
 _PAIR_RE = re.compile(
@@ -92,7 +92,7 @@ _TWO_WORD_RE = re.compile(
     r"\b(?P<key>learning rate|grad norm|lm loss)\s*[:=]\s*(?P<val>" + _NUM + r")(?![\w.])")
 _TWO_WORD_KEYS = {"learning rate": "lr", "grad norm": "grad_norm", "lm loss": "loss"}
 _RATE_RE = re.compile(
-    r"(?<![\w.+-])(?P<val>\d+\.?\d*)\s?(?P<key>it/s|s/it|tokens/s|tok/s|samples/s)(?![\w/=:])"
+    r"(?<![\w.+-])(?P<val>\d+(?:\.\d*)?)\s?(?P<key>it/s|s/it|tokens/s|tok/s|samples/s)(?![\w/=:])"
 )
 _LIGHTNING_RE = re.compile(
     r"'(?P<key>[\w./-]{1,64})' reached (?P<val>" + _NUM + r")"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 SECTION = "@@jt-doctor "
 _VERSION_RE = re.compile(r"\bslurm(?:-wlm)?\s+(\d+\.\d+(?:\.\d+)?(?:-\S+)?)", re.IGNORECASE)
-_KV_RE = re.compile(r"(\w+)=(\S*)")
+_KV_RE = re.compile(r"(?<!\w)(\w+)=(\S*)")  # a key starts a word: not a search from each letter
 
 
 def sections(text: str) -> dict[str, list[str]]:

@@ -15,7 +15,9 @@ from typing import Any
 _CONFLICT_MANAGER = re.compile(r'conflict with "([^"]*)"(?: with subresource "([^"]*)")?')
 _INVALID_VALUE = re.compile(r"Invalid value: (.*?): (.*)", re.DOTALL)
 _STATUS_JSON = re.compile(r'\{"kind":\s*"Status".*\}', re.DOTALL)
-_UNKNOWN_FIELD = re.compile(r"(\.[\w.\[\]-]+): field not declared in schema")
+# The field path from its run's first dot (``spec.x.y: field ...`` -> ``.x.y``), tried once per run
+# of path characters (a search from every dot in a long run of them was quadratic).
+_UNKNOWN_FIELD = re.compile(r"(?<![\w.\[\]-])[\w\[\]-]*(\.[\w.\[\]-]+): field not declared in schema")
 _MAX_LEN = 1000
 
 PROFILE_HINT = "the profile's credentials lack this permission"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -23,6 +24,7 @@ MAX_EVENT = 1024 * 1024  # characters of one event's data (its data: lines joine
 MAX_ANSWER = 8 * 1024 * 1024  # bytes of one chat answer's text (as request() keeps of a body)
 DONE = "[DONE]"
 _BOM = b"\xef\xbb\xbf"
+_LINE_END = re.compile(rb"[\r\n]")
 ROLES = ("system", "user", "assistant", "tool", "developer")
 MAX_MESSAGES = 1000
 #: Sampling parameters ``chat`` passes through, and the types they may have.
@@ -51,7 +53,10 @@ class SSEParser:
     """Incremental SSE parser: ``feed(bytes)`` returns the events those bytes completed."""
 
     def __init__(self) -> None:
-        self._buf = b""
+        # The bytes of the line not yet ended; its first _scanned bytes are known to hold no line
+        # end, so each byte is searched once however small the pieces it arrives in.
+        self._buf = bytearray()
+        self._scanned = 0
         self._started = False
         self._data: list[str] = []
         self._size = 0  # characters in _data (a server may send data: lines without end)
@@ -63,32 +68,28 @@ class SSEParser:
         if self._cr and chunk.startswith(b"\n"):
             chunk = chunk[1:]
         self._cr = chunk.endswith(b"\r")
-        buf = self._buf + chunk
+        buf = self._buf
+        buf += chunk  # in place: amortised to the chunk's length, not a copy of the whole line
         if not self._started:  # a byte order mark first in the stream is dropped
             if _BOM.startswith(buf):
-                self._buf = buf
                 return []
             self._started = True
             if buf.startswith(_BOM):
-                buf = buf[3:]
+                del buf[:3]
         events: list[SSEEvent] = []
         start = 0
-        n = len(buf)
-        while start < n:
-            cr = buf.find(b"\r", start)
-            lf = buf.find(b"\n", start)
-            ends = [i for i in (cr, lf) if i >= 0]
-            if not ends:
-                break
-            end = min(ends)
-            line = buf[start:end]
-            step = 2 if buf[end:end + 2] == b"\r\n" else 1
-            start = end + step
-            event = self._line(line.decode("utf-8", errors="replace"))
+        found = _LINE_END.search(buf, self._scanned)
+        while found is not None:
+            end = found.start()
+            line = buf[start:end].decode("utf-8", errors="replace")
+            start = end + (2 if buf[end:end + 2] == b"\r\n" else 1)
+            event = self._line(line)
             if event is not None:
                 events.append(event)
-        self._buf = buf[start:]
-        if len(self._buf) > MAX_LINE:
+            found = _LINE_END.search(buf, start)
+        del buf[:start]  # what is left came in this chunk (the rest of the line had no end)
+        self._scanned = len(buf)
+        if len(buf) > MAX_LINE:
             raise SSEError(f"an event stream line longer than {MAX_LINE} bytes: not Server-Sent Events")
         return events
 

@@ -202,10 +202,34 @@ def _kv_pairs(line: str) -> Iterable[tuple[str, str]]:
         yield match.group(1), match.group(2)
 
 
+def _hostlist_parts(text: str) -> list[str]:
+    """The comma-separated names of a hostlist, a bracket's commas kept (``node[1-3,7]``): what
+    ``re.findall(r"[^,\\[]+(?:\\[[^\\]]*\\])?[^,]*", text)`` finds, in one pass. That pattern
+    searched to the end of the text for the ``]`` of every unclosed ``[`` (quadratic in them); here
+    a ``[`` after the last ``]`` is known unclosed at once."""
+    parts: list[str] = []
+    last_close = text.rfind("]")
+    pos, n = 0, len(text)
+    while pos < n:
+        if text[pos] in ",[":  # no name starts here
+            pos += 1
+            continue
+        end = pos
+        while end < n and text[end] not in ",[":
+            end += 1
+        if end < n and text[end] == "[" and end < last_close:
+            end = text.index("]", end) + 1
+        comma = text.find(",", end)
+        end = n if comma < 0 else comma
+        parts.append(text[pos:end])
+        pos = end
+    return parts
+
+
 def expand_hostlist(text: str) -> list[str]:
     """Slurm hostlist syntax -> names: ``node[1-3,7],gpu01`` -> node1 node2 node3 node7 gpu01."""
     names: list[str] = []
-    for part in re.findall(r"[^,\[]+(?:\[[^\]]*\])?[^,]*", text or ""):
+    for part in _hostlist_parts(text or ""):
         match = re.match(r"^([^\[]*)\[([^\]]*)\](.*)$", part)
         if not match:
             names.append(part)

@@ -8,9 +8,14 @@
 
 import { h } from "./view_common.js";
 
-const FENCE = /^ {0,3}(`{3,}|~{3,})\s*([^`\s]*)[^`]*$/;
-const HEADING = /^ {0,3}(#{1,6})\s+(.*?)\s*#*\s*$/;
-const ITEM = /^ {0,3}([-*+]|\d{1,9}[.)])\s+(.*)$/;
+// Each pattern is linear in its line: no two quantifiers can share a character where a failed
+// match would make them trade it back and forth (those took seconds on one long line, and a
+// streamed answer is parsed again at each piece). A fence's run is taken whole (the lookahead
+// and back reference: JS has no possessive quantifier) and the rest checked for a backtick once.
+const FENCE = /^ {0,3}(?=(`{3,}|~{3,}))\1(?![^`]*`)\s*([^`\s]*)/;
+const HEADING = /^ {0,3}(#{1,6})\s+/; // its text: headingText
+const ITEM = /^ {0,3}([-*+]|\d{1,9}[.)])\s+(\S.*|)$/;
+const LINE_END = /[\r\u2028\u2029]/; // what "." does not match, besides "\n"
 const QUOTE = /^ {0,3}>\s?(.*)$/;
 const RULE = /^ {0,3}([-*_])(\s*\1){2,}\s*$/;
 // More than this many characters are shown as plain text (a re-parse per streamed piece).
@@ -53,9 +58,10 @@ export function jtMarkdownBlocks(text) {
       continue;
     }
     const heading = HEADING.exec(line);
-    if (heading) {
+    const title = heading && headingText(line.slice(heading[0].length));
+    if (title !== null) {
       flush();
-      blocks.push({ type: "heading", level: heading[1].length, text: heading[2] });
+      blocks.push({ type: "heading", level: heading[1].length, text: title });
       continue;
     }
     if (RULE.test(line)) {
@@ -93,16 +99,66 @@ export function jtMarkdownBlocks(text) {
   return blocks;
 }
 
+// A heading's text after "# ": without its closing run of #s and the spaces around it, or null
+// when a line end is left in it (as /(.*?)\s*#*\s*$/ would have it: that lazy group tried
+// the tail at each character, cubic on a run of spaces).
+function headingText(rest) {
+  let end = rest.trimEnd().length;
+  while (end > 0 && rest[end - 1] === "#") end--;
+  const text = rest.slice(0, end).trimEnd();
+  return LINE_END.test(text) ? null : text;
+}
+
 // Each run stays on one line and within 500 characters: a text full of unclosed markers costs
-// a bounded scan per character, not one to the end of the text.
+// a bounded scan per character, not one to the end of the text. Code spans are found by codeSpan
+// below, not by a pattern: `(`+)...\1` began a match at every backtick of a run and took the rest
+// of the run each time (quadratic in a long run of backticks).
 const INLINE = new RegExp([
-  /(`+)([^`\n]|[^`\n][^\n]{0,500}?[^`\n])\1(?!`)/.source, // code
   /\*\*(?=\S)([^\n]{0,500}?\S)\*\*/.source, // bold
   /__(?=\S)([^\n]{0,500}?\S)__(?![A-Za-z0-9])/.source,
   /\*(?=[^\s*])([^*\n]{0,500}?[^\s*])\*/.source, // italic
   /(?<![A-Za-z0-9])_(?=[^\s_])([^_\n]{0,500}?[^\s_])_(?![A-Za-z0-9])/.source,
   /\[([^\]\n]{1,500})\]\(([^()\s]{1,2000})\)/.source, // a link
 ].join("|"), "g");
+const CODE_WINDOW = 502; // the most characters a code span holds
+
+// The first code span starting at or after `from`: {index, end, text}, or null. A span opens
+// with a run of backticks and closes with a run of exactly as many within CODE_WINDOW characters
+// on the same line; an opening run's first backticks may stay text ("``a`" is "`" and code "a"),
+// and the longest closing run that fits wins, the first of that length, as the pattern
+// /(`+)([^`\n]|[^`\n][^\n]{0,500}?[^`\n])\1(?!`)/ found. Each run is scanned once and its
+// window at most once: linear in the text.
+export function jtCodeSpan(src, from) {
+  for (let s = src.indexOf("`", from); s >= 0; s = src.indexOf("`", s)) {
+    let e = s;
+    while (src[e] === "`") e++;
+    const want = e - s;
+    let best = 0;
+    let bestAt = -1;
+    const last = Math.min(src.length - 1, e + CODE_WINDOW);
+    if (e < src.length && src[e] !== "\n") {
+      for (let c = e + 1; c <= last && best < want;) {
+        if (src[c] === "\n") break;
+        if (src[c] !== "`") {
+          c++;
+          continue;
+        }
+        let f = c;
+        while (src[f] === "`" && f - c <= want) f++;
+        const r = f - c;
+        if (r <= want && src[f] !== "`" && r > best) {
+          best = r;
+          bestAt = c;
+        }
+        while (f <= last && src[f] === "`") f++; // past a run longer than the opening one
+        c = f;
+      }
+    }
+    if (best) return { index: e - best, end: bestAt + best, text: src.slice(e, bestAt) };
+    s = e;
+  }
+  return null;
+}
 
 // The inline runs of one block's text: {t: "text"|"code"|"b"|"i", text} and {t: "a", text, href}
 // (href only an http(s) URL; any other link stays text with its target after it).
@@ -115,18 +171,32 @@ export function jtInlines(text) {
     if (run.t === "text" && last && last.t === "text") last.text += run.text;
     else if (run.text !== "") out.push(run);
   };
-  INLINE.lastIndex = 0;
-  for (let m = INLINE.exec(src); m; m = INLINE.exec(src)) {
-    if (m.index > at) push({ t: "text", text: src.slice(at, m.index) });
-    if (m[1] !== undefined) push({ t: "code", text: m[2].replace(/^ (.*) $/s, "$1") });
-    else if (m[3] !== undefined || m[4] !== undefined) push({ t: "b", text: m[3] ?? m[4] });
-    else if (m[5] !== undefined || m[6] !== undefined) push({ t: "i", text: m[5] ?? m[6] });
-    else {
-      const href = jtSafeHref(m[8]);
-      if (href) push({ t: "a", text: m[7], href });
-      else push({ t: "text", text: `${m[7]} (${m[8]})` });
+  // The next code span and the next other run at or after `at`, each found again only once `at`
+  // has passed it (no match begins between where a search began and what it found).
+  let code;
+  let other;
+  for (;;) {
+    if (code === undefined || (code && code.index < at)) code = jtCodeSpan(src, at);
+    if (other === undefined || (other && other.index < at)) {
+      INLINE.lastIndex = at;
+      other = INLINE.exec(src);
     }
-    at = INLINE.lastIndex;
+    if (!code && !other) break;
+    const m = code && (!other || code.index < other.index) ? code : other;
+    if (m.index > at) push({ t: "text", text: src.slice(at, m.index) });
+    if (m === code) {
+      push({ t: "code", text: code.text.replace(/^ (.*) $/s, "$1") });
+      at = code.end;
+      continue;
+    }
+    if (m[1] !== undefined || m[2] !== undefined) push({ t: "b", text: m[1] ?? m[2] });
+    else if (m[3] !== undefined || m[4] !== undefined) push({ t: "i", text: m[3] ?? m[4] });
+    else {
+      const href = jtSafeHref(m[6]);
+      if (href) push({ t: "a", text: m[5], href });
+      else push({ t: "text", text: `${m[5]} (${m[6]})` });
+    }
+    at = m.index + m[0].length;
   }
   if (at < src.length) push({ t: "text", text: src.slice(at) });
   return out;

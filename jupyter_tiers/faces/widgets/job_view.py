@@ -20,6 +20,7 @@ from ...app.viewstate.job import (
     status_traits,
     text_message,
 )
+from ...batch.celllines import in_cell
 from ...batch.failstop import Failure, failure_of, fold_text
 from ...batch.logs import LogBatch
 from ...batch.status import summary_line
@@ -175,6 +176,7 @@ class JobView(anywidget.AnyWidget):
     def _send_lines(self, parts: list[LogBatch], skipped: int) -> None:
         with self._send_lock:
             msg = lines_message(parts, skipped, self._failure)
+            msg["text"] = in_cell(msg["text"], self.job.record.jobdir)  # tracebacks in cell lines
             count = sum(len(p) for p in parts)
             self._buffer.append((msg["text"], count))
             self._buffered += count
@@ -205,8 +207,8 @@ class JobView(anywidget.AnyWidget):
                                              last_step=rank0.step)
             except TiersError:  # the log's end could not be read: the summary without it
                 reason = None
-        self.summary = summary_line(status, metric=rank0.main(), error=rank0.error,
-                                    why=reason.line if reason else None)
+        self.summary = in_cell(summary_line(status, metric=rank0.main(), error=rank0.error,
+                                            why=reason.line if reason else None), self.job.record.jobdir)
         self._sub.close()
         self.ended.set()
 

@@ -7,6 +7,7 @@ import threading
 from collections.abc import Sequence
 from typing import TextIO
 
+from ...batch.celllines import in_cell
 from ...batch.endreason import LogTail
 from ...batch.failstop import Failure, failure_of, is_failstop_line, is_stop_report
 from ...batch.metrics import format_last_values
@@ -95,7 +96,8 @@ class TextView:
 
     def _print_lines(self, lines: Sequence[LogLine]) -> None:
         if lines:
-            self.out.write("".join(format_line(ln) + "\n" for ln in lines))
+            text = "".join(format_line(ln) + "\n" for ln in lines)
+            self.out.write(in_cell(text, self.job.record.jobdir))  # tracebacks in the cell's lines
             self.out.flush()
 
     def header(self) -> str:
@@ -160,5 +162,5 @@ class TextView:
         except TiersError:  # the facts could not be read: the summary without them
             reason = None
         rank0 = self.metrics.summary
-        return summary_line(status, metric=rank0.main(), error=rank0.error,
-                            why=reason.line if reason else None)
+        return in_cell(summary_line(status, metric=rank0.main(), error=rank0.error,
+                                    why=reason.line if reason else None), self.job.record.jobdir)

@@ -369,7 +369,12 @@ class TiersMagics(Magics):
         %tiers cancel ID                 cancel a job
         %tiers delete ID                 delete a service
         %tiers scale ID N | restart ID   act on a service
+        %tiers promote ID | rollback ID [--to REVISION]
+                                         a service's canary (or an earlier revision on Kubernetes)
+        %tiers forget ID                 drop a job or service whose profile no longer exists
         %tiers profiles
+        %tiers doctor [-p P ...] [--json]
+                                         check profiles: reach, login, scheduler, workdir, Python
         %tiers login [-p P]              connect a Slurm profile now (asks a login node's one-time code)
         %tiers history [-p P] [--days N] [--user U|all] [--state S] [--job ID [--tail N]]
                                          jobs from Slurm accounting, any submitter's
@@ -452,6 +457,9 @@ def _parse(parser: Any, words: list[str]) -> Any:
     repeats a word with a line break in it stays one line."""
     if "--" in words:
         raise UsageError("'--': these magics take options only; remove it")
+    # No abbreviations: argparse took `--node 2` as `--nodes 2` without a word (sbatch's own
+    # abbreviations inside --sbatch are handled on purpose, spec/jobspec.py).
+    parser.allow_abbrev = False
     try:
         return parser.parse_args(words)
     except UsageError as exc:

@@ -34,6 +34,11 @@ class _HelpShown(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        # No abbreviations, in every subcommand: `--lim 5` was taken as `--limit 5`.
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> NoReturn:
         raise CommandUsage(f"%tiers: {message}\n{self.format_usage().strip()}")
 
@@ -118,6 +123,8 @@ def build_parser() -> argparse.ArgumentParser:
                             "workdir, Python (read-only; one line per check)")
     doctor.add_argument("profiles", nargs="*", metavar="PROFILE",
                         help="profiles to check (default: the default profile)")
+    doctor.add_argument("--profile", "-p", action="append", dest="named", metavar="PROFILE",
+                        help="a profile to check (as history and login take it; repeatable)")
     doctor.add_argument("--json", action="store_true", help="the report as JSON, for scripts")
     doctor.add_argument("--suggest-role", action="store_true",
                         help="Kubernetes: print the Role that would grant the missing access")
@@ -143,7 +150,8 @@ def _init(args: argparse.Namespace, shell: Any) -> int:
 
 def _doctor(args: argparse.Namespace) -> int:
     """Run the checks and print the report; 1 when any check failed."""
-    report = actions.doctor(args.profiles, suggest_role=args.suggest_role, compute=args.compute)
+    report = actions.doctor([*args.profiles, *(args.named or [])], suggest_role=args.suggest_role,
+                            compute=args.compute)
     print(render_json(report) if args.json else render_text(report))
     return int(report.exit_status)
 

@@ -79,7 +79,7 @@ def test_rest_reference_lists_every_route_with_named_parameters() -> None:
     assert [r.handler for r in routes] == [cls.__name__ for _, cls in handler_table("/")]
     paths = {r.path: r for r in routes}
     assert paths["jobs/{profile}/{job_id}"].methods == ("GET", "DELETE")
-    assert paths["jobs/{profile}/{job_id}/cancel|scale|restart|promote|rollback"].methods == ("POST",)
+    assert paths["jobs/{profile}/{job_id}/cancel|scale|restart|promote|rollback|forget"].methods == ("POST",)
     assert paths["events"].websocket and not paths["jobs"].websocket
     assert all("(" not in r.path for r in routes), [r.path for r in routes]
     text = ref.generate("routes")

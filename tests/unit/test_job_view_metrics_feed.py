@@ -59,7 +59,8 @@ class HeldView(JobView):
 
 
 def fake_job(watcher: FakeWatcher) -> Any:
-    record = SimpleNamespace(profile="p", tier="local", world_size=2, spec={"nodes": 2}, key="local:1")
+    record = SimpleNamespace(profile="p", tier="local", world_size=2, spec={"nodes": 2}, key="local:1",
+                             jobdir="")
     return SimpleNamespace(id="1", name="crowded", record=record, script="", tier=SimpleNamespace(),
                            metric_patterns=lambda: (), live_metrics=live_metrics(), watch=watcher.watch)
 

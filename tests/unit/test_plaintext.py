@@ -73,7 +73,7 @@ class _Watcher:
 
 
 def test_job_text_view_prints_a_slurm_reason_as_text() -> None:
-    record = SimpleNamespace(job_id="41", name="train", profile="hpc", world_size=2, spec={})
+    record = SimpleNamespace(job_id="41", name="train", profile="hpc", world_size=2, spec={}, jobdir="")
     statuses = [JobStatus("41", JobState.PENDING, reason=f"Resources{NASTY}"),
                 JobStatus("41", JobState.CANCELLED, message=f"gone {NASTY}")]
     job = SimpleNamespace(record=record, watch=_Watcher(record, statuses).watch, metric_patterns=lambda: (),

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from ... import api
+from ...app import actions
 from .hub import Hub
 
 
@@ -25,7 +26,7 @@ def _load_jupyter_server_extension(serverapp: Any) -> None:
     web_app = serverapp.web_app
     hub = web_app.settings.get("jupyter_tiers_hub")
     if hub is None:
-        hub = web_app.settings["jupyter_tiers_hub"] = Hub()
+        hub = web_app.settings["jupyter_tiers_hub"] = Hub(gone=actions.gone_profiles)
     web_app.add_handlers(".*$", handler_table(web_app.settings["base_url"]))
     serverapp.log.info("jupyter-tiers: API at %sjupyter-tiers/api/", web_app.settings["base_url"])
 

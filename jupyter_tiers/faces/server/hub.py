@@ -48,8 +48,12 @@ class Hub:
     def __init__(self, *, scan_interval: float = 2.0, limit: int = 500,
                  records: Callable[[int], Sequence[JobRecord]] = actions.recent_records,
                  connect: Callable[[str, WorkKind], Tier] | None = None,
-                 own: Callable[[], dict[str, Any] | None] = ownjob.own_item) -> None:
+                 own: Callable[[], dict[str, Any] | None] = ownjob.own_item,
+                 gone: Callable[[set[str]], set[str]] | None = None) -> None:
+        """``gone``: which of some profiles no longer exist (the server passes
+        actions.gone_profiles; their records read UNKNOWN with only Forget); None: none is."""
         self.scan_interval = scan_interval
+        self._gone_of = gone or (lambda _profiles: set())
         self.limit = limit
         self._read_records = records
         self._connect = connect or actions.connect
@@ -250,7 +254,7 @@ class Hub:
         except TiersError as exc:
             log.warning("jupyter-tiers hub cannot read the registry: %s", exc)
             return
-        gone = actions.gone_profiles({r.profile for r in records})  # read outside the lock
+        gone = self._gone_of({r.profile for r in records})  # read outside the lock
         changed: list[dict[str, Any]] = []
         renewed: list[_Sub] = []
         wake = False

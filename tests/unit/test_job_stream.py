@@ -74,7 +74,8 @@ def pane(messages: list[dict[str, Any]]) -> list[tuple[Any, str, bool, bool, boo
 
 
 def record() -> Any:
-    return SimpleNamespace(job_id="7", name="sv", profile="box", tier="slurm", jobdir="", script="python train.py",
+    return SimpleNamespace(job_id="7", name="sv", profile="box", tier="slurm", jobdir="",
+                           script="python train.py",
                            spec={"nodes": 2}, world_size=4, key="box:7")
 
 

@@ -19,6 +19,7 @@ from ..api import cached_tiers
 from ..api import connect as api_connect
 from ..batch.arrays import aggregate_status, counts_text, is_array, split_task_ref, task_index
 from ..batch.history import HistoryRow, make_query, no_history_message
+from ..batch.stacks import STACKS_WAIT, Stacks
 from ..batch.status import summary_line
 from ..config.profiles import load_config
 from ..config.registry import JobRecord, Registry
@@ -450,6 +451,14 @@ def cancel(ref: str) -> ActionResult:
     :class:`OwnJob`, before any lookup)."""
     check_cancel(ref)
     return ActionResult(True, attach_job(ref).stop())
+
+
+def stacks(ref: str, timeout: float = STACKS_WAIT) -> Stacks:
+    """Every running rank's Python stacks of job ``ref`` (an array's task: ``ID_7``), taken at
+    one moment and grouped (batch/stacks.py); ``str()`` of the result is the text to show."""
+    if not 0 < timeout <= 600:
+        raise ValueError(f"timeout {timeout}: give 1 to 600 seconds")
+    return attach_job(ref).stacks(timeout=timeout)
 
 
 def delete(ref: str) -> ActionResult:

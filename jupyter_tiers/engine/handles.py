@@ -23,6 +23,7 @@ from ..batch.endreason import (
     why_ended,
 )
 from ..batch.metrics import MetricsTracker, parse_patterns, to_frame
+from ..batch.stacks import STACKS_WAIT, Stacks
 from ..batch.status import summary_line
 from ..batch.usage import rows_frame, to_usage_frame, usage_rows
 from ..config.registry import JobRecord
@@ -294,6 +295,14 @@ class Job(Handle[JobStatus]):
     def cancel(self) -> None:
         self.tier.cancel(self.record)
         self.tier.watcher.kick()
+
+    def stacks(self, timeout: float = STACKS_WAIT) -> Stacks:
+        """Every running rank's Python stack (all threads), taken at one moment and grouped by
+        identical stack: ``print(job.stacks())`` shows ``ranks 0-2,4-7 (7) on node[1-2]`` and
+        the frames, innermost last, the cell's frames as the cell's lines; a rank without a
+        stack says why in one line. One request for the whole job, no scheduler call; waits at
+        most ``timeout`` seconds for the ranks to answer (they look once a second)."""
+        return self.tier.stacks(self.record, timeout=timeout)
 
     def upload(self) -> str:
         """Upload (or finish uploading: finished files and parts are not sent again) the newest

@@ -14,6 +14,7 @@ import time
 from collections.abc import Sequence
 
 from ..batch.jobdir import LISTING_MARKER, LOG_NAME
+from ..batch.stacks import MAX_ANSWER_BYTES, check_request_id
 from ..core.errors import SpecError
 from .parse import SACCT_FIELDS, SINFO_NODES_FORMAT, SQUEUE_FORMAT
 from .render import RenderedJob
@@ -302,6 +303,36 @@ exit 0
 def usage_argv(jobdir: str, max_lines: int) -> list[str]:
     """The job's usage series, the last ``max_lines`` lines of each file (one command)."""
     return [*BASH, USAGE_SH, "jt-usage", jobdir, str(int(max_lines))]
+
+
+# Stacks (batch/stacks.py): the request is one file in the job directory, which every rank's
+# shim looks at; the answers come back in one read. Neither asks the scheduler.
+STACKS_ASK_SH = r"""d="$1/stacks"; id="$2"
+mkdir -p -- "$d" && printf '%s\n' "$id" > "$d/.request.$$" && mv -f -- "$d/.request.$$" "$d/request"
+"""
+STACKS_READ_SH = r"""d="$1"; n="$2"
+for f in "$d"/stacks/[0-9]*; do
+  [ -f "$f" ] || continue
+  printf '@@ %s\n' "${f##*/}"
+  tail -c "$n" -- "$f"
+  printf '\n'
+done
+c="$d/cell.py"
+[ -f "$c" ] || c="$d/main.py"
+printf '@@cell\n'
+head -c "$n" -- "$c" 2>/dev/null
+exit 0
+"""
+
+
+def stacks_ask_argv(jobdir: str, rid: str) -> list[str]:
+    """Ask every rank of the job for its stacks (the request file)."""
+    return [*BASH, STACKS_ASK_SH, "jt-stacks-ask", jobdir, check_request_id(rid)]
+
+
+def stacks_read_argv(jobdir: str) -> list[str]:
+    """The ranks' answers and the cell's file, in one command."""
+    return [*BASH, STACKS_READ_SH, "jt-stacks", jobdir, str(MAX_ANSWER_BYTES)]
 
 
 def cancel_argv(job_id: str, signal: str | None = None) -> list[str]:

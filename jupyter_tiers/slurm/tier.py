@@ -391,6 +391,18 @@ class SlurmTier(BatchTier):
         result = self.transport.run(commands.usage_argv(record.jobdir, lines), check=False, timeout=300)
         return parse_usage_dump(result.text())
 
+    def ask_stacks(self, record: JobRecord, rid: str) -> None:
+        """One command writes the request into the job directory (no scheduler call)."""
+        result = self.transport.run(commands.stacks_ask_argv(record.jobdir, rid), check=False)
+        if result.exit_status != 0:
+            err = result.stderr.decode("utf-8", "replace").strip()
+            raise TiersError(f"cannot ask job {record.job_id} for its stacks: "
+                             f"{err[-300:] or f'exit {result.exit_status}'}")
+
+    def read_stacks(self, record: JobRecord) -> str:
+        return self.transport.run(commands.stacks_read_argv(record.jobdir), check=False,
+                                  timeout=300).text()
+
     def open_log(self, record: JobRecord, offset: int) -> ByteStream:
         if isinstance(self.transport, LocalTransport):  # no SSH packets to coalesce
             return self.transport.stream(follow_here_argv(record.jobdir, offset))

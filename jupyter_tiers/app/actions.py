@@ -19,7 +19,7 @@ from ..api import cached_tiers
 from ..api import connect as api_connect
 from ..batch.arrays import aggregate_status, counts_text, is_array, split_task_ref, task_index
 from ..batch.history import HistoryRow, make_query, no_history_message
-from ..batch.stacks import STACKS_WAIT, Stacks
+from ..batch.stacks import STACKS_WAIT, Stacks, stacks_data
 from ..batch.status import summary_line
 from ..config.profiles import load_config
 from ..config.registry import JobRecord, Registry
@@ -459,6 +459,13 @@ def stacks(ref: str, timeout: float = STACKS_WAIT) -> Stacks:
     if not 0 < timeout <= 600:
         raise ValueError(f"timeout {timeout}: give 1 to 600 seconds")
     return attach_job(ref).stacks(timeout=timeout)
+
+
+def stacks_data_of(ref: str) -> dict[str, Any]:
+    """:func:`stacks` as plain data (REST, the sidebar): ``text`` (what ``%tiers stacks`` prints),
+    ``groups`` (``title``, ``ranks``, ``nodes``, ``threads``) and ``missing`` (``rank``, ``node``,
+    ``why``)."""
+    return stacks_data(stacks(ref))
 
 
 def delete(ref: str) -> ActionResult:

@@ -28,6 +28,8 @@ export const JOB_DEFAULTS: Record<string, unknown> = {
   log_limit: 5000,
   lines_received: 0,
   cancel_requested: false,
+  stacks_text: '',
+  stacks_busy: false,
   log_skipped_bytes: 0,
   fold_label: '',
   metrics: {},

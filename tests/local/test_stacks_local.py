@@ -1,7 +1,8 @@
 """Stacks, grouped, on the local tier (real supervisor, rank shims and ranks): a 2 x 2 job whose
 even ranks block in one function and odd ranks in another shows both stacks with the ranks
-grouped, through ``job.stacks()``, ``%tiers stacks`` and ``jupyter tiers stacks``; a rank that
-has exited says so. No timed assertions: every wait is for a file or a state."""
+grouped, through ``job.stacks()``, ``%tiers stacks``, ``jupyter tiers stacks`` and the
+JobView's Stacks button; a rank that has exited says so. No timed assertions: every wait is for
+a file or a state."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from jupyter_tiers import api
 from jupyter_tiers.core.model import JobState, RankPhase
 from jupyter_tiers.faces import cli, tiers_command
 from tests.helpers import wait_for
+from tests.local.conftest import QuietView
 
 GUARD = 300.0
 # Every rank blocks at one line (a sleep the test never waits out; the job is cancelled at the
@@ -78,6 +80,14 @@ def test_a_2x2_job_shows_both_stacks_with_ranks_grouped(
         assert "ranks 0,2 (2) on local[0-1]" in shown and "rank 1 (local0)" in shown
         assert cli.main(["stacks", job.id]) == 0
         assert "in save_checkpoint" in capsys.readouterr().out
+
+        view = QuietView(job)  # the widget's Stacks button
+        try:
+            view._on_front_end_msg(view, {"kind": "stacks"}, [])
+            wait_for(lambda: view.stacks_text and not view.stacks_busy, "the view's stacks", GUARD)
+            assert "ranks 0,2 (2) on local[0-1]" in view.stacks_text and "rank 1 (local0)" in view.stacks_text
+        finally:
+            view.close()
     finally:
         if job is not None:
             job.cancel()

@@ -48,6 +48,8 @@ class JobViewState:
     log_limit: int = 5000
     lines_received: int = 0
     cancel_requested: bool = False
+    stacks_text: str = ""
+    stacks_busy: bool = False
     log_skipped_bytes: int = 0
     fold_label: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)

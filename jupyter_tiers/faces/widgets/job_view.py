@@ -74,6 +74,10 @@ class JobView(anywidget.AnyWidget):
     log_limit = t.Int(5000).tag(sync=True)
     lines_received = t.Int(0).tag(sync=True)
     cancel_requested = t.Bool(False).tag(sync=True)
+    #: The Stacks button's last answer (job.stacks() as text, or why it could not be taken) and
+    #: whether one is being taken now.
+    stacks_text = t.Unicode("").tag(sync=True)
+    stacks_busy = t.Bool(False).tag(sync=True)
     log_skipped_bytes = t.Int(0).tag(sync=True)
     #: Once a rank failed: the one line the fail-stop's kill lines fold into (failstop.py).
     fold_label = t.Unicode("").tag(sync=True)
@@ -234,6 +238,19 @@ class JobView(anywidget.AnyWidget):
         elif kind == "cancel" and not self.terminal:
             self.cancel_requested = True
             threading.Thread(target=self._cancel, name="jt-cancel", daemon=True).start()
+        elif kind == "stacks" and not self.stacks_busy:
+            self.stacks_busy = True
+            threading.Thread(target=self._take_stacks, name="jt-stacks", daemon=True).start()
+
+    def _take_stacks(self) -> None:
+        """The Stacks button: every running rank's stack, grouped (job.stacks()), as text."""
+        try:
+            text = str(self.job.stacks())
+        except (TiersError, OSError) as exc:
+            text = f"stacks of job {self.job_id} could not be taken: {exc}"
+        with self.hold_sync():
+            self.stacks_text = text
+            self.stacks_busy = False
 
     def _catch_up(self) -> None:
         """Everything a page needs at once: the newest status, every kept line, the charts."""

@@ -282,6 +282,12 @@ _reasons: dict[tuple[str, str, int | None], str | None] = {}
 _MAX_REASONS = 2_000
 
 
+def used_line(job: Job, status: JobStatus | None = None) -> str | None:
+    """What an ended job used of what it asked for, as the notebook widget's summary ends
+    (viewstate/job.py ``used_line``)."""
+    return job_state.used_line(job, status)
+
+
 def end_reason(job: Job, status: JobStatus | None = None) -> str | None:
     """Why an ended job ended, with the fix (``why: … — fix: …``), or None for a job that
     completed, still runs, or ended in a way not recognised (batch.endreason). Read from the

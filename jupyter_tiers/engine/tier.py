@@ -19,6 +19,7 @@ from dataclasses import fields
 from typing import Any, ClassVar, TypeVar
 
 from ..batch.arrays import aggregate_status, counts_text, is_array, record_counts, task_index, task_records
+from ..batch.efficiency import Accounting
 from ..batch.history import HistoryQuery, HistoryRow, no_history_message
 from ..batch.logs import ByteStream, LogDecoder
 from ..batch.stacks import STACKS_WAIT, Stacks, build_stacks, parse_answers, request_id
@@ -293,6 +294,11 @@ class BatchTier(Tier):
         """The job's resource-use series as its rank shims sampled them (batch/usage.py): at most
         the last ``max_samples`` of each rank. Empty where a tier keeps none."""
         return UsageSeries()
+
+    def accounting_record(self, record: JobRecord) -> Accounting | None:
+        """What the scheduler's accounting says the job used (batch/efficiency.py); None where a
+        tier keeps none (only Slurm does)."""
+        return None
 
     def stacks(self, record: JobRecord, timeout: float = STACKS_WAIT) -> Stacks:
         """Every running rank's Python stacks (all threads), taken at one moment and grouped by

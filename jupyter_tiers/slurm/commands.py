@@ -13,6 +13,7 @@ import tarfile
 import time
 from collections.abc import Sequence
 
+from ..batch.efficiency import ACCOUNTING_FIELDS
 from ..batch.jobdir import LISTING_MARKER, LOG_NAME
 from ..batch.stacks import MAX_ANSWER_BYTES, check_request_id
 from ..core.errors import SpecError
@@ -224,6 +225,11 @@ def squeue_argv(job_ids: Sequence[str]) -> list[str]:
 def sacct_argv(job_ids: Sequence[str]) -> list[str]:
     ids = ",".join(check_job_id(j) for j in job_ids)
     return slurm_argv("sacct", "-X", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS)
+
+
+def accounting_argv(job_id: str) -> list[str]:
+    """sacct of one job with its steps: what it used (batch/efficiency.py ACCOUNTING_FIELDS)."""
+    return slurm_argv("sacct", "-n", "-P", "-j", check_job_id(job_id), "-o", ACCOUNTING_FIELDS)
 
 
 def sacct_tasks_argv(task_ids: Sequence[str]) -> list[str]:

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..batch.arrays import counts_detail, plan_of
+from ..batch.efficiency import Accounting, parse_accounting
 from ..batch.history import AccountingDisabled, HistoryQuery, HistoryRow, make_query, mark_ours
 from ..batch.jobdir import (
     checkpoint_root,
@@ -390,6 +391,18 @@ class SlurmTier(BatchTier):
         lines = max(1, int(max_samples))
         result = self.transport.run(commands.usage_argv(record.jobdir, lines), check=False, timeout=300)
         return parse_usage_dump(result.text())
+
+    def accounting_record(self, record: JobRecord) -> Accounting | None:
+        """The job's accounting (one sacct, only when asked: job.efficiency()); None when the
+        cluster keeps none or does not know the job yet."""
+        if self.accounting is False or "_" in record.job_id:
+            return None
+        code, out, err = self._run_scheduler(commands.accounting_argv(record.job_id))
+        if code != 0:
+            if any(m in err for m in _NO_ACCOUNTING_MARKERS):
+                self.accounting = False
+            return None
+        return parse_accounting(out, record.job_id, int(record.spec.get("nodes") or 1))
 
     def ask_stacks(self, record: JobRecord, rid: str) -> None:
         """One command writes the request into the job directory (no scheduler call)."""

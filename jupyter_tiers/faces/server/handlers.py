@@ -518,7 +518,8 @@ class LogStreamHandler(TiersWebSocket):
                 # Why it ended, as the notebook's JobView says it (read once per job and end).
                 job = self._handle
                 why = actions.end_reason(job, status) if isinstance(job, Job) and status else None
-                self._view.end(status, why)
+                used = actions.used_line(job, status) if isinstance(job, Job) and status else None
+                self._view.end(status, why, used)
             self.send_soon({"lines": [], "offset": follower.offset, "eof": True})
             if self._view is None:
                 self._loop.add_callback(self.close)

@@ -20,6 +20,7 @@ from ...app.viewstate.job import (
     status_traits,
     text_message,
 )
+from ...app.viewstate.job import used_line as job_used_line
 from ...batch.failstop import Failure, failure_of, fold_text
 from ...batch.logs import LogBatch
 from ...batch.status import summary_line
@@ -210,9 +211,13 @@ class JobView(anywidget.AnyWidget):
             except TiersError:  # the log's end could not be read: the summary without it
                 reason = None
         self.summary = summary_line(status, metric=rank0.main(), error=rank0.error,
-                                    why=reason.line if reason else None)
+                                    why=reason.line if reason else None, used=self._used(status))
         self._sub.close()
         self.ended.set()
+
+    def _used(self, status: JobStatus) -> str | None:
+        """What the job used of what it asked for (one read of its samples), or None."""
+        return job_used_line(self.job, status)
 
     # --- from the front end --------------------------------------------------------------
     def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:

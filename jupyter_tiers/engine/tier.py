@@ -20,6 +20,7 @@ from typing import Any, ClassVar, TypeVar
 
 from ..batch.arrays import aggregate_status, counts_text, is_array, record_counts, task_index, task_records
 from ..batch.efficiency import Accounting
+from ..batch.hang import HangRule
 from ..batch.history import HistoryQuery, HistoryRow, no_history_message
 from ..batch.logs import ByteStream, LogDecoder
 from ..batch.stacks import STACKS_WAIT, Stacks, build_stacks, parse_answers, request_id
@@ -201,6 +202,8 @@ class BatchTier(Tier):
         with self._lock:
             if self._watcher is None:
                 self._watcher = Watcher(self, **self.watcher_options())
+                if self.profile.get("hang_after") is not None:  # batch/hang.py
+                    self._watcher.hang_rule = HangRule(after=float(self.profile.get("hang_after")))
             return self._watcher
 
     @property

@@ -20,6 +20,7 @@ export const JOB_DEFAULTS: Record<string, unknown> = {
   ranks: [],
   node_usage: {},
   straggler: '',
+  stalled: '',
   first_failure: -1,
   message: '',
   terminal: false,

@@ -43,7 +43,8 @@ def test_an_ended_job_says_what_it_used(tier: LocalTier) -> None:
         def sampled() -> bool:
             rows = job.usage()
             rows = rows.to_dict("records") if hasattr(rows, "to_dict") else rows
-            return all(sum(1 for r in rows if r["rank"] == rank and r["rss_mib"] > 50) >= 2 for rank in (0, 1))
+            held = [r["rank"] for r in rows if r["rss_mib"] > 50]
+            return all(held.count(rank) >= 2 for rank in (0, 1))
 
         wait_for(sampled, "two samples of each rank holding its memory", GUARD)
     finally:

@@ -62,6 +62,7 @@ def status_traits(status: JobStatus) -> dict[str, Any]:
         "ranks": rank_cells(status),
         "node_usage": node_usage(status),
         "straggler": status.straggler or "",
+        "stalled": status.stalled or "",
         "first_failure": first.rank if first else -1,
         "message": status.message or "",
         "terminal": status.state.terminal,

@@ -40,6 +40,7 @@ class JobViewState:
     ranks: list[list[Any]] = field(default_factory=list)
     node_usage: dict[str, Any] = field(default_factory=dict)
     straggler: str = ""
+    stalled: str = ""
     first_failure: int = -1
     message: str = ""
     terminal: bool = False

@@ -16,7 +16,7 @@ const RANK_RE = /^(\d{1,7}): ?([\s\S]*)$/;
 // What changes the header (and the Cancel button).
 const HEADER_TRAITS = ["state", "reason", "start_time", "elapsed_s", "nodelist", "message", "summary",
                        "terminal", "cancel_requested", "job_id", "job_name", "checkpoint", "restarts",
-                       "straggler"];
+                       "straggler", "stalled"];
 
 // The header (id, name, state, restarts, reason, elapsed, nodes, checkpoint), the message line
 // and the summary line. The elapsed time ticks on in the browser while the job runs.
@@ -33,7 +33,9 @@ function jobHeader(model) {
   checkpoint.title = "the newest file in $JT_CHECKPOINT_DIR (%%k8s_serve --model-from serves it)";
   const straggler = h("span", "jt-straggler");
   straggler.title = "this rank's progress (CPU time of its processes) lags the other ranks' median";
-  header.append(title, state, restarts, reason, elapsed, nodes, checkpoint, straggler);
+  const stalled = h("span", "jt-stalled");
+  stalled.title = "every rank running, no new log line and every rank's CPU near idle: the Stacks button shows where each rank is";
+  header.append(title, state, restarts, reason, elapsed, nodes, checkpoint, straggler, stalled);
   const message = h("div", "jt-message");
   const summary = h("div", "jt-summary");
   // performance.now(), not Date.now(): a wall clock stepped ±1 h must not tick the elapsed time.
@@ -53,6 +55,7 @@ function jobHeader(model) {
     restarts.textContent = n ? `restart ${n}` : "";
     checkpoint.textContent = model.get("checkpoint") ? `checkpoint ${model.get("checkpoint")}` : "";
     straggler.textContent = model.get("straggler") ? `straggler: ${model.get("straggler")}` : "";
+    stalled.textContent = model.get("stalled") || "";
     message.textContent = model.get("message");
     summary.textContent = model.get("summary");
   }

@@ -67,6 +67,8 @@ class JobView(anywidget.AnyWidget):
     node_usage = t.Dict().tag(sync=True)
     #: The lagging rank in one line ("rank 3 (node2) 38 % slower than the median for 2 min"), or "".
     straggler = t.Unicode("").tag(sync=True)
+    #: A running job that looks hung, in one line ("no progress on any rank for 7 min: Stacks?"), or "".
+    stalled = t.Unicode("").tag(sync=True)
     first_failure = t.Int(-1).tag(sync=True)
     message = t.Unicode("").tag(sync=True)
     terminal = t.Bool(False).tag(sync=True)

@@ -61,7 +61,7 @@ def test_stacks_of_a_2x2_job_group_ranks_across_nodes(box: SlurmTier,
 
         monkeypatch.setattr(box.transport, "run", spy)
         stacks = job.stacks(timeout=120)
-        monkeypatch.undo()
+        monkeypatch.setattr(box.transport, "run", run)  # (undo() would also drop tiers_yaml's env)
         # one request for the whole job, and not one Slurm command (no squeue, no scancel)
         assert sum("jt-stacks-ask" in argv for argv in commands) == 1, commands
         assert all(unwrap_slurm(argv) == argv and argv[0] not in ("scancel", "srun") for argv in commands)

@@ -254,7 +254,8 @@ stacks_answer() {  # $1: a request id -> stacks/<rank>: request ID TS NODE, the 
   local out="$stk/$rank" pid="" num="" why="" before=0 size=0 last=-1 same=0 n=0
   read -r pid num 2>/dev/null < "$stk/.$rank.boot"
   now_s
-  printf 'request %s %s %s\n' "$1" "$REPLY" "$node" >> "$out"
+  # only the latest answer is kept (faulthandler appends: O_APPEND writes follow the truncation)
+  printf 'request %s %s %s\n' "$1" "$REPLY" "$node" > "$out"
   if ! kill -0 "$child" 2>/dev/null; then why="its program has exited"
   elif [ -n "$no_python" ]; then why="$no_python"
   elif [ "$pid" != "$child" ] || [ -z "$num" ]; then

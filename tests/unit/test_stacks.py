@@ -220,6 +220,10 @@ def test_the_shim_answers_with_every_thread_and_the_cell_lines(tmp_path: Path) -
         assert main.frames[1].func == "blocked_here" and main.frames[1].cell_line in (9, 10)
         assert any(f.func == "in_a_thread" and f.cell_line in (5, 6) for t in threads for f in t.frames)
         assert len(threads) == 2
+        again = request_id(time.time())
+        second = _ask(jobdir, again)  # asked again: a new dump, and the file keeps only it
+        assert second.why is None and len(rank_threads(second.dump)) == 2
+        assert (jobdir / "stacks" / "0").read_text().startswith(f"request {again} ")
     finally:
         (jobdir / "stop").write_text("")
         out = proc.communicate(timeout=120)[0].decode()

@@ -268,13 +268,13 @@ stacks_answer() {  # $1: a request id -> stacks/<rank>: request ID TS NODE, the 
     kill -"$num" "$child" 2>/dev/null || why="its program has exited"
   fi
   if [ -z "$why" ]; then
-    # faulthandler writes from the signal handler: done once it wrote and then nothing more for
-    # 0.3 s; nothing at all within 5 s: the process did not run the handler
+    # faulthandler writes from the signal handler, in one burst of small writes: done once it
+    # wrote and then nothing more for 0.5 s; nothing at all within 5 s: it did not run the handler
     while [ "$n" -lt 50 ]; do
       sleep 0.1; n=$((n + 1))
       size=$(wc -c < "$out") || break
       if [ "$size" -gt "$before" ] && [ "$size" = "$last" ]; then
-        same=$((same + 1)); [ "$same" -lt 3 ] || break
+        same=$((same + 1)); [ "$same" -lt 5 ] || break
       else
         same=0
       fi

@@ -253,12 +253,28 @@ def project_trust_markdown() -> str:
     return _table(("key", "on a trusted profile", "on its own profile", "decides"), rows)
 
 
-def hijacking_env_markdown() -> str:
-    from jupyter_tiers.config.profiles import HIJACKING_ENV_NAMES, HIJACKING_ENV_PREFIXES
+def project_env_markdown() -> str:
+    """docs/security.md's table of the environment names a project file may set (PROJECT_ENV)."""
+    from jupyter_tiers.config.project_trust import PROJECT_ENV
 
-    names = ", ".join(code(n) for n in sorted(HIJACKING_ENV_NAMES))
-    prefixes = ", ".join(code(p + "*") for p in HIJACKING_ENV_PREFIXES)
-    return f"Names: {names}.\n\nPrefixes: {prefixes}.\n"
+    by_tunes: dict[str, list[str]] = {}
+    for r in PROJECT_ENV.values():
+        by_tunes.setdefault(r.tunes, []).append(r.name)
+    rows = [(", ".join(code(n) for n in names), md_escape(tunes)) for tunes, names in by_tunes.items()]
+    return _table(("names", "tune"), rows)
+
+
+def refused_env_markdown() -> str:
+    """The reference's list of well-known names a project file never sets, by what they decide."""
+    from jupyter_tiers.config.project_trust import REFUSED_ENV_NAMES, REFUSED_ENV_PREFIXES
+
+    by_why: dict[str, list[str]] = {}
+    for name, why in sorted(REFUSED_ENV_NAMES.items()):
+        by_why.setdefault(why, []).append(code(name))
+    for prefix, why in REFUSED_ENV_PREFIXES.items():
+        by_why.setdefault(why, []).append(code(prefix + "*"))
+    rows = [(md_escape(why), ", ".join(names)) for why, names in by_why.items()]
+    return _table(("decides", "names"), rows)
 
 
 # --- %tiers / jupyter tiers -------------------------------------------------------------------
@@ -461,7 +477,8 @@ GENERATORS = {
     "profile-keys": profile_keys_markdown,
     "defaults-keys": default_keys_markdown,
     "top-level-keys": top_level_markdown,
-    "hijacking-env": hijacking_env_markdown,
+    "project-env": project_env_markdown,
+    "refused-env": refused_env_markdown,
     "project-trust": project_trust_markdown,
     "tiers-command": tiers_command_markdown,
     "cli-usage": cli_usage_markdown,

@@ -10,11 +10,14 @@ the planned steps) and returns an :class:`EndReason`, shown as one line::
 
 or None when nothing it knows explains the end (and for a job that completed, was cancelled or
 was preempted: their cause is known). The cases, first match wins: CUDA out of memory;
-a Slurm/cgroup OOM kill; ``Address already in use`` on the rendezvous port; a module that sits
+a Slurm/cgroup OOM kill; /dev/shm too small for shared memory (DataLoader workers, NCCL, a model
+server); ``Address already in use`` on the rendezvous port; a module that sits
 beside the notebook not found on the cluster; NCCL/gloo collective timeouts and watchdog aborts
 (naming the rank that stopped answering when the lines or the status tell); torch's
 ``terminate called without an active exception`` at exit after every rank's work was done (the
-process group was never destroyed); a TIMEOUT with the last step reached against the planned.
+process group was never destroyed); a TIMEOUT with the last step reached against the planned;
+failing all of these, the failing rank's line that explains its crash (core.rootcause: the first
+error of its last traceback chain, not the traceback's last line), without a fix.
 No I/O: the callers (engine.handles.Job.end_reason, the views) gather the lines and the facts.
 """
 
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.model import JobState, JobStatus, RankPhase
+from ..core.rootcause import root_cause
 from .logs import split_log_line
 
 MAX_LINES = 200  # of the failing rank's last lines, the ones read
@@ -74,8 +78,9 @@ class EndReason:
 
     @property
     def line(self) -> str:
-        """``why: … — fix: …``"""
-        return f"why: {self.why} — fix: {self.fix}"
+        """``why: … — fix: …``; without a fix (a crash of no known cause) the line that explains
+        the crash, as it stands, in the place of a log's first error line."""
+        return f"why: {self.why} — fix: {self.fix}" if self.fix else self.why
 
 
 @dataclass(frozen=True)
@@ -153,8 +158,8 @@ def why_ended(lines: Sequence[str], facts: EndFacts) -> EndReason | None:
     if facts.state in _NOT_EXPLAINED or not facts.state.terminal:
         return None
     text = [line[:_MAX_LEN] for line in list(lines)[-MAX_LINES:]]
-    for check in (_cuda_oom, _cgroup_oom, _addr_in_use, _no_module, _collective_timeout,
-                  _terminate_at_exit, _time_limit):
+    for check in (_cuda_oom, _cgroup_oom, _shm, _addr_in_use, _no_module, _collective_timeout,
+                  _terminate_at_exit, _time_limit, _crash_line):
         found = check(text, facts)
         if found is not None:
             return found
@@ -194,6 +199,32 @@ def _cgroup_oom(lines: list[str], facts: EndFacts) -> EndReason | None:
     return EndReason(f"killed by Slurm for using more memory than it asked for{used}",
                      f"ask for {more}, or use less per node (fewer --ntasks-per-node or DataLoader "
                      "workers, load data lazily)")
+
+
+_SHM = re.compile(r"/dev/shm|shared memory \(shm\)|out of shared memory|shared memory limit|"
+                  r"shared memory segment", re.IGNORECASE)
+
+
+def _shm(lines: list[str], facts: EndFacts) -> EndReason | None:
+    hit = next((line for line in reversed(lines) if _SHM.search(line)), None)
+    if hit is None:
+        return None
+    cause = root_cause([hit])
+    detail = f" ({cause.detail})" if cause is not None and cause.detail else ""
+    node = f" on {facts.failed_node[:_MAX_SHOWN]}" if facts.failed_node else ""
+    return EndReason(f"{_who(facts)}: /dev/shm{node} was too small for its shared memory{detail}",
+                     "use fewer DataLoader workers (num_workers) or "
+                     "torch.multiprocessing.set_sharing_strategy('file_system'); in a container "
+                     "(enroot, Apptainer) give it the node's /dev/shm; else ask the admins for more")
+
+
+def _crash_line(lines: list[str], facts: EndFacts) -> EndReason | None:
+    """The failing rank's line that explains its crash, when nothing above knew the cause (no
+    fix: the line itself is what to read)."""
+    if facts.state is JobState.TIMEOUT:
+        return None
+    cause = root_cause(lines)
+    return EndReason(cause.line, "") if cause is not None else None
 
 
 def _addr_in_use(lines: list[str], facts: EndFacts) -> EndReason | None:

@@ -24,6 +24,7 @@ from dataclasses import replace
 
 from ..core.errors import SpecError
 from ..core.model import JobSpec, RankPhase, RankState
+from .shareddirs import UNSAFE_DIRS_SH
 from .stacks import BOOT_FILE, BOOT_PY, STACKS_DIR
 from .usage import APPS_QUERY, GPU_DIR, GPU_QUERY, USAGE_SUFFIX, join_gpus, parse_usage_words
 
@@ -79,7 +80,8 @@ def job_files(spec: JobSpec) -> dict[str, tuple[str, int]]:
 
 
 def checkpoint_lines(spec: JobSpec) -> list[str]:
-    """Batch-step lines giving every rank ``JT_CHECKPOINT_DIR``, created before the ranks start.
+    """Batch-step lines giving every rank ``JT_CHECKPOINT_DIR``, created before the ranks start
+    (an existing one checked: the user's own, under directories nobody else can swap).
 
     Default ``{workdir}/{name}/$SLURM_JOB_ID/checkpoints`` (the workdir is the job directory's
     parent); ``spec.checkpoint_dir`` overrides it (validated; ``~/`` expands through $HOME).
@@ -89,10 +91,19 @@ def checkpoint_lines(spec: JobSpec) -> list[str]:
     # umask 027, see RANK_SHIM); the job's own files stay 0600. The parents come from mkdir -p
     # under the umask, the directory itself from mkdir -m (with -p, -m would apply to it alone,
     # shellcheck SC2174); an existing directory keeps its mode, as with mkdir -p -m.
+    # An existing directory is used only when it and every directory above it pass
+    # shareddirs.py's rule (the user's own, nobody else could swap it): never one another user
+    # made or can replace; else the job stops before any rank starts, saying why.
     return [
         f"export JT_CHECKPOINT_DIR={checkpoint_dir_shell(spec.checkpoint_dir, spec.name)}",
         '(umask 027 && mkdir -p -- "$(dirname -- "$JT_CHECKPOINT_DIR")"'
         ' && { [ -d "$JT_CHECKPOINT_DIR" ] || mkdir -m 2750 -- "$JT_CHECKPOINT_DIR"; })',
+        *UNSAFE_DIRS_SH.splitlines(),
+        'if [ -d "$JT_CHECKPOINT_DIR" ] && ! jt_unsafe_dirs "$JT_CHECKPOINT_DIR" own; then',
+        '  echo "jupyter-tiers: not writing checkpoints into $JT_CHECKPOINT_DIR: $JT_WHY;'
+        ' choose a --checkpoint-dir of your own that only you can write" >&2',
+        "  exit 1",
+        "fi",
     ]
 
 

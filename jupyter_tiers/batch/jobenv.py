@@ -96,21 +96,17 @@ def _of_the_job(name: str) -> bool:
     return name in TORCH_NAMES or name.startswith(JOB_PREFIXES)
 
 
-def clean_env(environ: Mapping[str, str], *, profile_sbatch: Mapping[str, str] | None = None
-              ) -> dict[str, str]:
+def clean_env(environ: Mapping[str, str]) -> dict[str, str]:
     """A new environment for a Slurm command run on this machine: ``environ`` without the
     enclosing job's variables (:data:`JOB_PREFIXES`, :data:`TORCH_NAMES`; ``SLURM_CONF`` stays).
 
     ``SBATCH_*`` variables inside a job came with the job (the portal that started Jupyter set
     them for it): dropped. Outside a job they are the site's or the user's (``SBATCH_ACCOUNT``
     from a module) and stay: an option the magic line sets is a command-line option of sbatch,
-    which beats them. ``profile_sbatch``: ``SBATCH_*`` values the profile sets on purpose, added
-    last in both cases (other names in it are ignored). ``environ`` itself is never changed.
+    which beats them. No profile's ``env`` is added: a profile's options reach sbatch as
+    command-line options (config refuses ``SBATCH_*`` and Slurm's other names in a profile's
+    ``env``). ``environ`` itself is never changed.
     """
     inside = enclosing_job(environ) is not None
-    out = {k: v for k, v in environ.items()
-           if not _of_the_job(k) and not (inside and k.startswith(SBATCH_PREFIX))}
-    for k, v in (profile_sbatch or {}).items():
-        if k.startswith(SBATCH_PREFIX):
-            out[k] = v
-    return out
+    return {k: v for k, v in environ.items()
+            if not _of_the_job(k) and not (inside and k.startswith(SBATCH_PREFIX))}

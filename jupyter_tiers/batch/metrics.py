@@ -13,7 +13,7 @@ What is recognised by default, in one rank's lines (rank 0 unless another is cho
 
 Custom patterns (``--metrics "loss=REGEX"``, or a profile's ``metrics`` default) add keys or
 replace the default reading of a key: the regex's first group (or a group named ``value``) is
-the number.
+the number. They run in RE2 (linear_regex.py), so no pattern's work grows faster than the line.
 
 A series keeps fewer than ``max_points`` points: when full, neighbouring points are merged
 (each point is the mean x and mean y of the readings it holds, and every point holds as many),
@@ -28,13 +28,13 @@ from __future__ import annotations
 import functools
 import math
 import re
-import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..core.errors import SpecError
 from ..core.model import LogLine
+from .linear_regex import LinearPattern, LinearRegexError, compile_linear
 from .logs import split_log_line
 from .requeue import marker_restart
 
@@ -191,8 +191,9 @@ class MetricPattern:
     key: str
     regex: str
 
-    def compiled(self) -> re.Pattern[str]:
-        return re.compile(self.regex)
+    def compiled(self) -> LinearPattern:
+        """The pattern for the linear-time engine (linear_regex.py)."""
+        return compile_linear(self.regex)
 
 
 def parse_pattern(text: str) -> MetricPattern:
@@ -214,10 +215,8 @@ def check_pattern(key: str, regex: str) -> MetricPattern:
     if not regex or len(regex) > MAX_PATTERN_LEN:
         raise SpecError("metrics", f"{key}: give a regex of 1 to {MAX_PATTERN_LEN} characters")
     try:
-        with warnings.catch_warnings():  # "possible nested set" and the like: not the user's news
-            warnings.simplefilter("ignore")
-            compiled = re.compile(regex)
-    except (re.error, RecursionError, OverflowError) as exc:
+        compiled = compile_linear(regex)
+    except LinearRegexError as exc:
         raise SpecError("metrics", f"{key}: not a valid regex ({exc})") from None
     if compiled.groups < 1:
         raise SpecError("metrics", f"{key}: the regex needs a group around the number, "
@@ -254,9 +253,8 @@ class MetricParser:
     """Reads metric values from one line of text (a rank's line, its prefix removed)."""
 
     def __init__(self, patterns: Sequence[tuple[str, str]] = (), *, defaults: bool = True) -> None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            self.custom = [(k, re.compile(r)) for k, r in patterns]
+        # Custom patterns (any file's, the magic line's) run in RE2: linear in the line's length.
+        self.custom = [(k, compile_linear(r)) for k, r in patterns]
         self.custom_keys = {k for k, _ in patterns}
         self.defaults = defaults
 

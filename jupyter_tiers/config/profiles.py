@@ -10,10 +10,10 @@ choice), are trusted. A ``./tiers.yaml`` that merely sits in the working directo
 with a cloned repository, so it may set only what the allowlist :data:`PROJECT_KEYS`
 (project_trust.py) names: choices among the trusted cluster's own resources, on a profile a
 trusted layer defines and on one it defines itself; never code, destinations, exposure or
-credentials, never an environment name that loads code or picks a destination
-(:func:`hijacking_env_name`), never a Kubernetes profile of its own (it would use your kubeconfig)
-and never its own profile as the default, unless the user opts in with
-``trust_project_config: true`` in a trusted layer or ``JUPYTER_TIERS_TRUST_PROJECT=1``.
+credentials, never an environment name that is not a tuning knob of :data:`PROJECT_ENV`, never
+a Kubernetes profile of its own (it would use your kubeconfig) and never its own profile as the
+default, unless the user opts in with ``trust_project_config: true`` in a trusted layer or
+``JUPYTER_TIERS_TRUST_PROJECT=1``.
 Everything such a file tried is refused at once, one line per key (:class:`ProjectFileRefused`).
 
 Every problem is a :class:`ConfigError` naming the file, the key and what is allowed.
@@ -41,10 +41,9 @@ from ..spec.jobspec import parse_sbatch_option
 from ..spec.options import JOB_OPTIONS, SERVE_OPTIONS, profile_keys
 from ..spec.servespec import check_ingress_annotations, check_ingress_class, snippet_annotation
 from .cache import load_file_cached
-from .project_trust import HIJACKING_ENV_NAMES as HIJACKING_ENV_NAMES
-from .project_trust import HIJACKING_ENV_PREFIXES as HIJACKING_ENV_PREFIXES
+from .project_trust import PROJECT_ENV as PROJECT_ENV
 from .project_trust import PROJECT_KEYS as PROJECT_KEYS
-from .project_trust import hijacking_env_name, rule
+from .project_trust import project_env_allowed, refused_env_decides, rule, slurm_env_name
 from .safe_yaml import parse_yaml
 
 __all__ = ["Config", "ConfigError", "Profile", "ProjectFileRefused", "load_config"]
@@ -75,7 +74,7 @@ _JUMP_RE = re.compile(r"[A-Za-z0-9_.:%@/\[\]][A-Za-z0-9_.:%@/\[\]-]{0,299}")  # 
 
 
 # What a project ./tiers.yaml may set is one declared table, the allowlist (project_trust.py):
-# PROJECT_KEYS, with the environment names it may not set (hijacking_env_name).
+# PROJECT_KEYS, and the environment names it may set (PROJECT_ENV).
 
 
 # Lower and upper bounds (seconds) of the profile's intervals and timeouts.
@@ -249,6 +248,11 @@ def validate_profile(name: str, raw: Any, source: str) -> dict[str, Any]:
                 raise ConfigError(source, f"{base}.env.{k}", "expected a string or a number")
             if "\x00" in str(v):
                 raise ConfigError(source, f"{base}.env.{k}", "a value cannot contain a NUL byte")
+            if slurm_env_name(k):  # from any file: Slurm's commands would read it as an option
+                raise ConfigError(source, f"{base}.env.{k}", "Slurm's commands read SBATCH_*, SALLOC_*, "
+                                  "SRUN_* and SLURM_* as their options, so jupyter-tiers reserves them; "
+                                  "set the option in the profile's defaults (e.g. defaults.account, "
+                                  "defaults.sbatch_options) instead")
             env[str(k)] = str(v)
         out["env"] = env
     if "defaults" in out:
@@ -506,9 +510,9 @@ def _project_refusals(name: str, prof: Mapping[str, Any], trusted_from: str | No
                                f"decides {rule(f'defaults.{key}').decides}; {where}"))
     had_env = current.get("env") or {}
     for key, value in sorted(prof.get("env", {}).items()):
-        if hijacking_env_name(key) and had_env.get(key) != value:  # the value is never shown
-            out.append(Refusal(f"{base}.env.{_shown(key)}", "", "decides which code runs (loader, "
-                               "interpreter, shell); never from a project file"))
+        if not project_env_allowed(key) and had_env.get(key) != value:  # the value is never shown
+            out.append(Refusal(f"{base}.env.{_shown(key)}", "",
+                               f"{refused_env_decides(key)}; never from a project file"))
     return out
 
 

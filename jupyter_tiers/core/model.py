@@ -303,6 +303,8 @@ class ServeSpec:
     gpus: int = 0
     cpu: str | None = None
     memory: str | None = None
+    # /dev/shm of each pod (a memory-backed emptyDir): None the tier's default, "0" none
+    shm_size: str | None = None
     port: int = 8000
     env: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # values may be secrets
     secret_env: tuple[tuple[str, str], ...] = ()

@@ -38,6 +38,7 @@ from ..core.model import (
     RankState,
     SchedulerInfo,
     ServeSpec,
+    ServiceState,
     ServiceStatus,
     WorkKind,
 )
@@ -49,6 +50,7 @@ from ..data.checkpoint_upload import (
     upload_checkpoint,
 )
 from ..data.files import FileInfo
+from ..serving.status import CAUSE_LINES, failed_pod
 from ..spec.jobspec import validate_spec
 from ..spec.options import JOB_OPTIONS, SERVE_OPTIONS, Option, convert_values
 from ..spec.servespec import validate_serve_spec
@@ -533,6 +535,19 @@ class ServeTier(Tier):
         """Every pod's log merged with a ``pod: `` prefix, or one pod's: at most its last
         ``tail`` lines and MAX_SERVICE_LOG_BYTES, led by a :func:`cut_marker` line when earlier
         output was left out."""
+
+    def cause_lines(self, record: JobRecord, status: ServiceStatus) -> list[str]:
+        """A failed service's failed pod's last lines (every pod's when none is known; none for
+        a service that has not failed), for its summary to say why it failed."""
+        if status.state is not ServiceState.FAILED:
+            return []
+        pod = failed_pod(status)
+        try:
+            text = self.service_logs(record, pod=pod, tail=CAUSE_LINES)
+        except TiersError:
+            return []
+        return [ln if pod else ln.split(": ", 1)[-1] for ln in text.splitlines()
+                if not ln.startswith(CUT_PREFIX)]
 
     def pod_usage(self, record: JobRecord) -> list[dict[str, Any]]:
         """The service's pods' CPU and memory now (serving/podusage.py rows). Raises Unsupported

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import html
 import os
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
-from ..batch.status import summary_line
 from ..core.model import JobStatus, ServiceStatus
 from ..core.plaintext import printable
 from ..engine.array_job import ArrayJob
@@ -57,18 +57,53 @@ def plain_only(line: str) -> dict[str, str]:
     return {"text/plain": line, "text/html": f'<pre class="jt-plain-summary">{html.escape(line)}</pre>'}
 
 
+def live_line(summary: str, now: str, handle_id: str) -> str:
+    """The plain lines beside a widget: how to get the live view back where the widget's model is
+    gone (a saved notebook reopened with a new kernel), then its ``summary`` once there is one (the
+    end, or a service that settled), else what it shows ``now`` (last, as --wait's summary was)."""
+    return f"(live view: %tiers attach {printable(handle_id)})\n{printable(summary or now)}"
+
+
+class LiveLine:
+    """The plain line under a widget, kept current (a display id): what a saved notebook shows on
+    GitHub or nbviewer, what a papermill or nbconvert output keeps, and what JupyterLab shows when
+    the widget's model is gone. In JupyterLab, while the widget renders, its CSS hides the line
+    (:func:`plain_only`). ``line`` computes it from the widget; :meth:`refresh` runs on a change
+    of the widget's state (a background thread: JupyterLab takes a display update from any thread,
+    also after the cell has finished, and saves it)."""
+
+    def __init__(self, line: Callable[[], str]) -> None:
+        from IPython.display import display
+
+        self._line = line
+        self._lock = threading.Lock()
+        self._shown = line()
+        self._handle = display(plain_only(self._shown), raw=True, display_id=True)
+
+    def refresh(self, *_: Any) -> None:
+        """Show the widget's line now, if it changed."""
+        text = self._line()
+        with self._lock:
+            if text == self._shown or self._handle is None:
+                return
+            self._shown = text
+            self._handle.update(plain_only(text), raw=True)
+
+
 def _show_widget(widget: Any, wait: Callable[[float | None], S | None] | None, timeout: float | None,
-                 summary: Callable[[S], str]) -> S | None:
-    """Display ``widget``; with ``wait``, block on it and show ``summary`` of what it returns where
-    the widget cannot (:func:`plain_only`: JupyterLab shows it once, in the widget)."""
+                 line: Callable[[], str], watched: Any, names: Sequence[str]) -> S | None:
+    """Display ``widget`` and under it its :class:`LiveLine` (``line``), refreshed when a trait of
+    ``names`` of ``watched`` changes; with ``wait``, block on it (the line then holds the summary
+    the wait ended on)."""
     from IPython.display import display
 
     display(widget)
+    live = LiveLine(line)
+    watched.observe(live.refresh, names=list(names))
     if wait is None:
         return None
     status = wait(timeout)
-    if status is not None:
-        display(plain_only(printable(summary(status))), raw=True)
+    live.refresh()
     return status
 
 
@@ -87,10 +122,11 @@ def show_job(job: Job, *, wait: bool = False, text: bool = False, attach: bool =
     from .widgets.job_view import JobView
 
     widget = JobView(job, log_offset=None if attach else 0)
-    # The widget's summary carries the main metric and a failed job's first error line; it is
-    # set just after final_status, so a wait that timed out in between falls back.
-    return _show_widget(widget, widget.wait if wait else None, timeout, lambda status: (
-        widget.summary if widget.ended.is_set() and widget.summary else summary_line(status)))
+    # The widget's summary carries the main metric and a failed job's first error line.
+    return _show_widget(widget, widget.wait if wait else None, timeout, lambda: live_line(
+        widget.summary, f"job {job.id} {job.name!r}: {widget.state}"
+        + (f" ({widget.reason})" if widget.reason else ""), job.id), widget,
+        ("state", "reason", "summary"))
 
 
 def show_array(job: ArrayJob, *, wait: bool = False, text: bool = False, attach: bool = False,
@@ -104,8 +140,9 @@ def show_array(job: ArrayJob, *, wait: bool = False, text: bool = False, attach:
     if text or not widgets_available():
         return _show_text(ArrayTextView(job, attach=attach), job.id, wait, timeout)
     widget = ArrayView(job)
-    return _show_widget(widget, widget.wait if wait else None, timeout,
-                        lambda status: widget.summary or job.summary())
+    return _show_widget(widget, widget.wait if wait else None, timeout, lambda: live_line(
+        widget.summary, f"array {job.id} {job.name!r}: {widget.table.state} {widget.table.counts}".rstrip(),
+        job.id), widget.table, ("state", "counts", "summary"))
 
 
 def show_service(service: Service, *, wait: bool = False, text: bool = False,
@@ -119,8 +156,9 @@ def show_service(service: Service, *, wait: bool = False, text: bool = False,
     from .widgets.serve_view import ServeView
 
     widget = ServeView(service, applied=applied)
-    return _show_widget(widget, widget.wait_ready if wait else None, timeout,
-                        lambda status: widget.summary)
+    return _show_widget(widget, widget.wait_ready if wait else None, timeout, lambda: live_line(
+        widget.summary, f"service {service.name!r}: {widget.state} {widget.ready}/{widget.desired}",
+        service.id), widget, ("state", "ready", "desired", "summary"))
 
 
 def show_handle(handle: Handle, **options: Any) -> Any:

@@ -10,7 +10,9 @@ Objects (``NAME`` is the service name; with blue-green, ``D`` is ``NAME-<color>`
 - ConfigMap ``D-code``: the cell body under ``main.py`` (Python) or ``command.sh`` (shell, with
   ``{port}`` replaced by the container port, as the local tier replaces it by the replica's);
 - Secret ``D-env`` (only when there is env): the env values, base64 in ``data``;
-- Deployment ``D``: one container ``server`` running the body from ``/jt/code``;
+- Deployment ``D``: one container ``server`` running the body from ``/jt/code``, with a
+  memory-backed ``/dev/shm`` (volume ``dshm``, ``--shm-size``; the runtime's 64 MiB is too
+  little for model servers) unless ``--shm-size 0``;
 - Service ``NAME``: port ``spec.port`` -> the container port named ``http``;
 - Ingress ``NAME`` (networking.k8s.io/v1) when ``ingress`` is set: one rule per HOST[/PATH]
   (pathType Prefix) to the Service's port, TLS for those hosts with ``tls_secret``;
@@ -46,6 +48,7 @@ from ..spec.servespec import (
     check_ingress_annotations,
     check_ingress_class,
     parse_ingress,
+    shm_size_of,
     validate_serve_spec,
 )
 
@@ -62,6 +65,8 @@ CONTAINER_NAME = "server"
 PORT_NAME = "http"
 CODE_DIR = "/jt/code"
 MODEL_DIR = "/models"
+SHM_VOLUME = "dshm"  # the name vLLM's and KServe's own examples give it
+SHM_DIR = "/dev/shm"
 COLORS = ("blue", "green")
 
 # Probes. The startup probe gives a model server up to STARTUP_WINDOW_S to open its port before
@@ -245,6 +250,8 @@ def _container(
         if sub_path:
             model_mount["subPath"] = sub_path
         mounts.append(model_mount)
+    if shm_size_of(spec) is not None:
+        mounts.append({"name": SHM_VOLUME, "mountPath": SHM_DIR})
     container["volumeMounts"] = mounts
     container["securityContext"] = copy.deepcopy(CONTAINER_SECURITY)
     return container
@@ -412,6 +419,11 @@ def render_manifests(
     volumes: list[dict[str, Any]] = [{"name": "code", "configMap": {"name": code_name}}]
     if model_volume is not None:
         volumes.append({"name": "models", **volume_source})
+    shm_size = shm_size_of(spec)
+    if shm_size is not None:
+        # The runtime gives a pod 64 MiB of /dev/shm; a model server's shared memory needs more.
+        # A tmpfs of at most shm_size: what is written there counts against the pod's memory.
+        volumes.append({"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": shm_size}})
     pod_spec["volumes"] = volumes
     if spec.node_selector:
         pod_spec["nodeSelector"] = dict(sorted(spec.node_selector))

@@ -426,12 +426,7 @@ class K8sTier(ServeTier):
 
     def summary(self, record: JobRecord, status: ServiceStatus) -> str:
         elapsed = time.time() - record.submitted_at
-        last = None
-        if status.state is ServiceState.FAILED:
-            with contextlib.suppress(TiersError):
-                lines = self.service_logs(record, tail=1).strip().splitlines()
-                last = lines[-1].split(": ", 1)[-1] if lines else None
-        return summary_line(status, elapsed_s=elapsed, last_log_line=last)
+        return summary_line(status, elapsed_s=elapsed, log_lines=self.cause_lines(record, status))
 
     # --- logs ----------------------------------------------------------------------------
     def _pod_names(self, record: JobRecord) -> list[str]:

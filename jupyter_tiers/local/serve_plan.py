@@ -17,7 +17,7 @@ MAX_REPLICAS = 64  # every replica is a process on this machine
 PORT_TOKEN = "{port}"
 
 # ServeSpec fields that only mean something on a cluster: accepted, shown as not applied.
-NOT_APPLIED = ("image", "gpus", "cpu", "memory", "secret_env", "autoscale", "image_pull_policy",
+NOT_APPLIED = ("image", "gpus", "cpu", "memory", "shm_size", "secret_env", "autoscale", "image_pull_policy",
                "node_selector", "tolerations", "patch", "sync", "service_type")
 SERVE_DEFAULTS = frozenset(profile_keys(SERVE_OPTIONS))
 

@@ -396,11 +396,8 @@ class LocalServeTier(ServeTier):
                                  nodelist=status.endpoint or None)  # None keeps the one recorded
 
     def summary(self, record: JobRecord, status: ServiceStatus) -> str:
-        last = None
-        if status.state is ServiceState.FAILED:
-            lines = self.service_logs(record, tail=1).strip().splitlines()
-            last = lines[-1].split(": ", 1)[-1] if lines else None
-        return summary_line(status, elapsed_s=time.time() - record.submitted_at, last_log_line=last)
+        return summary_line(status, elapsed_s=time.time() - record.submitted_at,
+                            log_lines=self.cause_lines(record, status))
 
     # --- logs ------------------------------------------------------------------------------
     def _pod_names(self, record: JobRecord) -> set[str]:

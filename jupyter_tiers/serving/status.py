@@ -5,10 +5,13 @@ ready. The Kubernetes parser and the local tier's status both describe pods with
 
 from __future__ import annotations
 
+import re
+from collections.abc import Sequence
 from dataclasses import replace
 
 from ..core.errors import SpecError, TiersError
 from ..core.model import TRACKS, CanaryStatus, PodInfo, ServiceState, ServiceStatus
+from ..core.rootcause import RootCause, root_cause, strip_prefixes
 from ..core.timefmt import format_elapsed
 
 # Reasons that stop a rollout until someone changes something.
@@ -109,11 +112,82 @@ def canary_text(canary: CanaryStatus) -> str:
     return text
 
 
+#: Lines of a failed pod's log read for why it failed (its last ones).
+CAUSE_LINES = 200
+_MAX_QUOTED = 200
+_SIZE = re.compile(r"(\d{1,9}(?:\.\d{1,3})?) ?([KMGT])i?B")
+_SIZE_UNITS = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def _shm_suggestion(detail: str) -> str:
+    """A --shm-size for a server that asked for ``detail``'s ``N MiB required``: twice that,
+    in whole GiB, at least 1Gi."""
+    m = _SIZE.search(detail)
+    need = float(m[1]) * _SIZE_UNITS[m[2]] if m else 0.0
+    return f"{max(1, -(-int(2 * need) // (1 << 30)))}Gi"
+
+
+def cause_fix(cause: RootCause) -> str | None:
+    """What to change for a known cause of a server's crash (``--shm-size`` for /dev/shm, ...),
+    None for a cause not known."""
+    if cause.kind == "shm":
+        need = f" ({cause.detail})" if cause.detail else ""
+        return (f"give the pods a larger /dev/shm{need}: --shm-size {_shm_suggestion(cause.detail)} "
+                "(it counts against --memory)")
+    if cause.kind == "cuda_oom":
+        return ("the model does not fit the GPU: lower the server's context length or memory share "
+                "(vLLM: --max-model-len, --gpu-memory-utilization), use a smaller or quantized model, "
+                "or more --gpus with tensor parallelism")
+    if cause.kind == "no_module":
+        return (f"the image has no Python module {cause.detail!r}: use an --image that has it, or install "
+                "it in the image")
+    if cause.kind == "addr_in_use":
+        port = f"port {cause.detail}" if cause.detail else "the port"
+        return (f"{port} was taken inside the pod: start the server once, listening on {{port}} "
+                "(the container port, also $PORT), and nothing else on it")
+    if cause.kind == "no_command":
+        return (f"the image has no command {cause.detail!r}: use an --image that has it, or give its full "
+                "path")
+    return None
+
+
+def _quoted(text: str) -> str:
+    line = " ".join(text.split())
+    return line[:_MAX_QUOTED - 1] + "…" if len(line) > _MAX_QUOTED else line
+
+
+def crash_words(lines: Sequence[str]) -> str:
+    """What a failed pod's last ``lines`` say about why: ``cause: LINE — fix: ...`` for the line
+    that explains the crash (core.rootcause: the first error of the last traceback chain,
+    vLLM's per-process lines read apart, "see root cause above" skipped), with the fix of a known
+    cause; else ``last line: LINE``; "" without lines."""
+    cause = root_cause(lines)
+    if cause is not None and cause.line:
+        fix = cause_fix(cause)
+        return f"cause: {_quoted(cause.line)}" + (f" — fix: {fix}" if fix else "")
+    last = next((text for text in (strip_prefixes(line)[1] for line in reversed(lines)) if text.strip()), "")
+    return f"last line: {_quoted(last)}" if last else ""
+
+
+def failed_pod(status: ServiceStatus) -> str | None:
+    """The pod whose log says why the service failed: the first one crash looping or stopped
+    with an error, else None (every pod's)."""
+    for pod in status.pods:
+        if (pod.reason in _EXITED and pod.reason != "Completed") or pod.phase == "Failed":
+            return pod.name
+    return None
+
+
 def summary_line(
-    status: ServiceStatus, elapsed_s: float | None = None, last_log_line: str | None = None
+    status: ServiceStatus, elapsed_s: float | None = None, last_log_line: str | None = None,
+    log_lines: Sequence[str] | None = None,
 ) -> str:
     """One line for the end of a ``--wait`` or the text fallback, e.g.
     ``service llama-svc READY 2/2 in 00:01:12 — http://llama-svc.team-llm.svc:8000 (revision 3)``.
+
+    For a service that is not ready, ``log_lines`` (the failed pod's last lines, oldest first)
+    add why (:func:`crash_words`: the line that explains the crash, with its fix); without them,
+    ``last_log_line`` is quoted as the last line.
     """
     state = status.state
     text = f"service {status.name} {state.value}"
@@ -131,10 +205,10 @@ def summary_line(
         text += f" (revision {status.revision})"
     if status.canary is not None and state is not ServiceState.DELETED:
         text += f"; {canary_text(status.canary)}"
-    if last_log_line and state is not ServiceState.READY:
-        line = " ".join(last_log_line.split())
-        if len(line) > 200:
-            line = line[:199] + "…"
-        if line:
-            text += f" — last line: {line}"
+    if state is not ServiceState.READY:
+        said = crash_words(log_lines) if log_lines else ""
+        if not said and last_log_line and _quoted(last_log_line):
+            said = f"last line: {_quoted(last_log_line)}"
+        if said:
+            text += f" — {said}"
     return text

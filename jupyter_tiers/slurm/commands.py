@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from ..batch.efficiency import ACCOUNTING_FIELDS
 from ..batch.jobdir import LISTING_MARKER, LOG_NAME
+from ..batch.shareddirs import UNSAFE_DIRS_SH
 from ..batch.stacks import MAX_ANSWER_BYTES, check_request_id
 from ..core.errors import SpecError
 from .parse import SACCT_FIELDS, SINFO_NODES_FORMAT, SQUEUE_FORMAT
@@ -74,11 +75,21 @@ def unwrap_slurm(argv: Sequence[str]) -> list[str]:
 # itself (ours, not a link); under a lock on .submit.lock it submits only when .jobid (sbatch's
 # answer, written to a file so a cut pipe cannot lose it) is still missing, else answers the same
 # id. The lock makes a retry wait for an earlier run still going after its connection dropped.
+# Before the job directory is made, every directory from / down to the workdir must be one nobody
+# else can swap (batch/shareddirs.py, the rule submit_here.py applies by descriptor): else exit
+# UNSAFE_WORKDIR_EXIT, nothing written.
+UNSAFE_WORKDIR_EXIT = 5
 SUBMIT_SH = r"""set -e
 umask 077
 d="$1"
 case "$d" in "~/"*) d="$HOME/${d#"~/"}";; esac
 (umask 067 && mkdir -p -- "${d%/*}")
+""" + UNSAFE_DIRS_SH + r"""if ! jt_unsafe_dirs "${d%/*}"; then
+  echo "not submitting from ${d%/*}: $JT_WHY; set the profile's workdir to a directory of your" \
+    "own that only you can write (or have the shared directory made root's and sticky, chmod +t)" >&2
+  cat >/dev/null
+  exit 5
+fi
 if [ "${3:-}" = again ] && [ -d "$d" ] && [ ! -L "$d" ] && [ -O "$d" ]; then :
 else mkdir -m 0710 -- "$d"
 fi

@@ -83,16 +83,18 @@ def runs_here(profile: Profile) -> bool:
 
 
 def transport_for(profile: Profile) -> Transport:
-    """The transport of a slurm profile: SSH to its ``host``, or local commands without one (the
-    ``SBATCH_*`` names of its ``env`` reach sbatch, see jobenv.clean_env)."""
+    """The transport of a slurm profile: SSH to its ``host``, or local commands without one.
+    Nothing of the profile's ``env`` reaches a Slurm command (config refuses Slurm's own names in
+    it; its options reach sbatch as command-line options, see jobenv.clean_env)."""
     if runs_here(profile):
-        sbatch = {k: v for k, v in profile.env.items() if k.startswith("SBATCH_")}
-        return LocalTransport(label=f"profile {profile.name!r}", profile_sbatch=sbatch)
+        return LocalTransport(label=f"profile {profile.name!r}")
     return ssh_transport_for(profile)
 
 
 def ssh_transport_for(profile: Profile) -> SSHTransport:
-    """An SSH transport from a slurm profile's connection settings."""
+    """An SSH transport from a slurm profile's connection settings. A profile an untrusted
+    project file defines itself connects isolated: only its host, port and user, nothing of the
+    user's ssh config, agent or keys (SSHTarget.isolated)."""
     target = SSHTarget(
         host=profile.get("host"),
         port=profile.get("port"),
@@ -102,6 +104,7 @@ def ssh_transport_for(profile: Profile) -> SSHTransport:
         proxy_jump=profile.get("proxy_jump"),
         ssh_config=profile.get("ssh_config"),
         connect_timeout=float(profile.get("connect_timeout", 15.0)),
+        isolated=profile.project_defined,
     )
     return SSHTransport(target, label=f"profile {profile.name!r}")
 
@@ -198,6 +201,9 @@ class SlurmTier(BatchTier):
             result = self._submit_once(jobdir, commands.pack_job(rendered), rendered.options)
         if result.exit_status != 0:
             err = result.stderr.decode("utf-8", errors="replace").strip()
+            if result.exit_status == commands.UNSAFE_WORKDIR_EXIT and not isinstance(
+                    self.transport, LocalTransport):  # a workdir another user could swap
+                raise SubmitError(err.splitlines()[-1] if err else "the workdir was refused")
             if NO_SPACE in err:  # the job directory's files, or sbatch's own, did not fit
                 raise SubmitError(f"the cluster's disk holding {workdir} is full: cannot write the "
                                   f"job directory {jobdir} ({NO_SPACE}); nothing was submitted")

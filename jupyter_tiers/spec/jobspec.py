@@ -27,7 +27,10 @@ _PYTHON_RE = re.compile(r"(~/)?[A-Za-z0-9_./+][A-Za-z0-9_./+-]{0,1023}")
 
 # Names the job's environment gets from Slurm, torchrun or jupyter-tiers, or that the job script
 # itself needs: an --env value would silently break ranks, rendezvous or the script.
-RESERVED_ENV_PREFIXES = ("JT_", "SLURM_", "SLURMD_", "TORCHELASTIC_", "MASTER_")
+# SBATCH_/SALLOC_/SRUN_: Slurm's commands read them as options (env.sh is sourced right before the
+# srun launch line, so SRUN_EXPORT_ENV or SRUN_CONTAINER would choose every rank's environment).
+RESERVED_ENV_PREFIXES = ("JT_", "SLURM_", "SLURMD_", "SBATCH_", "SALLOC_", "SRUN_", "TORCHELASTIC_",
+                         "MASTER_")
 RESERVED_ENV_NAMES = frozenset({
     "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK", "GROUP_WORLD_SIZE",
     "ROLE_NAME", "ROLE_RANK", "ROLE_WORLD_SIZE", "PATH", "HOME", "IFS", "BASH_ENV", "ENV",

@@ -19,7 +19,7 @@ from ..core.errors import SpecError, TiersError
 from ..core.model import LAUNCHERS, PULL_POLICIES, SERVE_STRATEGIES, SERVICE_TYPES
 from ..data.objectstore import parse_uri
 from ..data.sync import check_sync_paths
-from .servespec import parse_autoscale
+from .servespec import parse_autoscale, parse_shm_size
 
 YamlType = type | tuple[type, ...]
 #: How many values a flag takes: one word, none (store_true), or one per repetition.
@@ -209,6 +209,11 @@ SERVE_OPTIONS: tuple[Option, ...] = (
            from_yaml=_text),
     Option("memory", ("--memory",), "memory per pod: 512Mi, 16Gi", yaml=(str, int), convert=_text,
            from_yaml=_text),
+    Option("shm_size", ("--shm-size",),
+           "size of each pod's /dev/shm, a memory-backed volume that counts against its memory "
+           "(default 1Gi, or half of --memory below 2Gi; 0: the runtime's own 64 MiB); model "
+           "servers (vLLM, TGI), DataLoader workers and NCCL need more than 64 MiB",
+           metavar="SIZE", yaml=(str, int), convert=parse_shm_size, from_yaml=parse_shm_size),
     Option("port", ("--port",), "port the server listens on", type=int, yaml=int),
     Option("env", ("--env", "-e"), _ENV_HELP + " (delivered through a Secret)", arity="multi",
            metavar="K=V", yaml=None, convert=_pairs("env")),

@@ -138,16 +138,87 @@ def _cpu_millis(cpu: str) -> int:
     return int(whole) * 1000 + int((frac + "000")[:3])
 
 
+_MEMORY_UNITS = {"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "Pi": 1 << 50, "Ei": 1 << 60,
+                 "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18}
+_MEMORY_RULE = ("a number with a unit: Ki Mi Gi Ti (powers of 1024) or k M G T (powers of 1000), "
+                "e.g. 512Mi, 4Gi, 1G")
+
+
+def memory_bytes(text: str) -> int | None:
+    """A memory quantity as --memory takes it (``512Mi``, ``1.5Gi``, ``2G``) in bytes (rounded
+    up); None when ``text`` is not one (a bare number, another unit, too long)."""
+    if not isinstance(text, str) or len(text) > 40 or not _MEMORY.fullmatch(text):
+        return None
+    unit = text.lstrip("0123456789.")
+    whole, _, frac = text[: len(text) - len(unit)].partition(".")
+    scale = _MEMORY_UNITS[unit]
+    return int(whole) * scale + -(-int(frac or "0") * scale // 10 ** len(frac))
+
+
 def _validate_memory(value: object) -> None:
     if value is None:
         return
     memory = _text("memory", value)
-    if not _MEMORY.fullmatch(memory) or not any(c not in "0." for c in memory.rstrip("KMGTPEik")):
-        raise SpecError(
-            "memory",
-            f"{memory!r} is not a memory quantity; use a number with a unit: Ki Mi Gi Ti (powers of 1024) "
-            "or k M G T (powers of 1000), e.g. 512Mi, 4Gi, 1G",
-        )
+    if not memory_bytes(memory):
+        raise SpecError("memory", f"{memory!r} is not a memory quantity; use {_MEMORY_RULE}")
+
+
+# /dev/shm of a serving pod (--shm-size): a memory-backed emptyDir. Container runtimes give a pod
+# 64 MiB, too little for vLLM, TGI, PyTorch DataLoader workers and NCCL; what is written there
+# counts against the pod's memory (limit), so the default is 1 GiB, or half of --memory below
+# 2 GiB. "0" leaves the runtime's own /dev/shm.
+SHM_DEFAULT_BYTES = 1 << 30
+SHM_MIN_BYTES = 1 << 20
+SHM_MAX_BYTES = 1 << 40  # 1 TiB: beyond any node's memory
+_SHM_RULE = ("a memory quantity such as 1Gi, 512Mi or 2G (from 1Mi to 1Ti), or 0 for the container "
+             "runtime's own /dev/shm (64 MiB)")
+
+
+def parse_shm_size(value: object) -> str:
+    """``--shm-size`` (or a profile's ``shm_size``) as the spec keeps it: ``"0"`` for the runtime's
+    own /dev/shm, else the quantity as given (``1Gi``), checked against its bounds. Raises
+    ``SpecError("shm_size", ...)`` naming what was wrong and what is allowed."""
+    if isinstance(value, bool) or not isinstance(value, (str, int)):
+        raise SpecError("shm_size", f"expected {_SHM_RULE}, got {type(value).__name__}")
+    text = str(value).strip()
+    shown = repr(text) if len(text) <= 40 else repr(text[:40]) + "…"
+    if text.strip("0") in ("", ".") and text:  # 0, 00, 0.0
+        return "0"
+    if text.isascii() and text.replace(".", "", 1).isdigit():
+        raise SpecError("shm_size", f"{shown} has no unit; give one: {_SHM_RULE}")
+    size = memory_bytes(text)
+    if size is None:
+        raise SpecError("shm_size", f"{shown} is not a size; use {_SHM_RULE}")
+    if size == 0:
+        return "0"
+    if size < SHM_MIN_BYTES:
+        raise SpecError("shm_size", f"{shown} is below 1Mi; use {_SHM_RULE}")
+    if size > SHM_MAX_BYTES:
+        raise SpecError("shm_size", f"{shown} is over 1Ti; use {_SHM_RULE}")
+    return text
+
+
+def _validate_shm_size(spec: ServeSpec) -> None:
+    if spec.shm_size is None or parse_shm_size(spec.shm_size) == "0":
+        return
+    size, memory = memory_bytes(spec.shm_size), memory_bytes(spec.memory or "")
+    if size and memory and size > memory:
+        raise SpecError("shm_size", f"{spec.shm_size} is more than --memory {spec.memory}: what the pod "
+                        "writes to /dev/shm counts against its memory; give a smaller --shm-size or "
+                        "more --memory")
+
+
+def shm_size_of(spec: ServeSpec) -> str | None:
+    """The sizeLimit of a pod's /dev/shm volume: ``--shm-size`` as given, else the default (1Gi,
+    or half of ``--memory`` when that is under 2 GiB); None for ``--shm-size 0`` (no volume:
+    the runtime's own /dev/shm)."""
+    if spec.shm_size is not None:
+        size = parse_shm_size(spec.shm_size)
+        return None if size == "0" else size
+    memory = memory_bytes(spec.memory or "")
+    if memory is None or memory >= 2 * SHM_DEFAULT_BYTES:
+        return "1Gi"
+    return f"{max(1, memory // 2 >> 20)}Mi"
 
 
 def _validate_env_name(field: str, key: str) -> None:
@@ -474,6 +545,7 @@ def validate_serve_spec(spec: ServeSpec) -> None:
     _int_range("gpus", spec.gpus, 0, 64)
     _validate_cpu(spec.cpu)
     _validate_memory(spec.memory)
+    _validate_shm_size(spec)
     _int_range("port", spec.port, 1, 65535)
     _validate_env(spec)
     if spec.readiness is not None:

@@ -16,7 +16,8 @@ if TYPE_CHECKING:
 
 
 def authenticate(t: paramiko.Transport, hop: Hop, ask: Ask | None = None) -> None:
-    """Public-key authentication: identity files, then ssh-agent keys, then default keys.
+    """Public-key authentication: identity files, then ssh-agent keys, then default keys (the
+    last two only where ``hop.user_keys``: not on an isolated target's route).
 
     A key the server accepts only partially (it wants keyboard-interactive next: a one-time
     code) is followed by the prompts, answered through ``ask``; without ``ask`` that is an error.
@@ -83,8 +84,9 @@ def authenticate(t: paramiko.Transport, hop: Hop, ask: Ask | None = None) -> Non
     agent_keys: list[paramiko.PKey] = []
     agent: paramiko.Agent | None = None
     try:
-        agent = paramiko.Agent()
-        agent_keys = list(agent.get_keys())
+        if hop.user_keys:  # an isolated target (a project file's own profile) borrows no agent
+            agent = paramiko.Agent()
+            agent_keys = list(agent.get_keys())
     except Exception as e:  # a broken agent must not prevent file keys from working
         notes.append(f"ssh-agent unusable ({reason(e)})")
     try:
@@ -106,6 +108,12 @@ def authenticate(t: paramiko.Transport, hop: Hop, ask: Ask | None = None) -> Non
             if key is not None and attempt(key, path):
                 return
 
+    if not hop.user_keys:
+        tried = "; ".join(notes[-5:]) or "no identity_file"
+        raise AuthenticationError(
+            f"authentication to {who} failed ({tried}): this profile is defined by a project "
+            "tiers.yaml, which borrows none of your ssh config, ssh-agent or ~/.ssh keys; to log in "
+            "with yours, define the profile in ~/.jupyter/tiers.yaml, or trust the project file")
     tried = "; ".join(notes[-5:]) if notes else (
         "no keys to offer (no identity_file, no ssh-agent keys, no ~/.ssh/id_* keys)"
     )

@@ -72,17 +72,14 @@ def _status(code: int) -> int:
 class LocalTransport(ClosedOnExit):
     """Slurm's commands on this machine; thread-safe, nothing to connect.
 
-    ``profile_sbatch``: ``SBATCH_*`` variables the profile sets on purpose (kept in every
-    command's environment, inside a job too). ``environ``: the environment to clean (default: this
-    process's, read at each command so a changed ``SLURM_CONF`` applies).
+    ``environ``: the environment to clean (default: this process's, read at each command so a
+    changed ``SLURM_CONF`` applies). No profile's ``env`` reaches these commands.
     """
 
-    def __init__(self, *, label: str | None = None, profile_sbatch: Mapping[str, str] | None = None,
-                 environ: Mapping[str, str] | None = None) -> None:
+    def __init__(self, *, label: str | None = None, environ: Mapping[str, str] | None = None) -> None:
         self.label = label
         self.code_prompts = 0
         self.connections = 0
-        self.profile_sbatch = dict(profile_sbatch or {})
         self._environ = environ
         self._checked = False
         self._lock = threading.Lock()
@@ -94,8 +91,7 @@ class LocalTransport(ClosedOnExit):
 
     def env(self) -> dict[str, str]:
         """The environment every command gets (a new dict each time)."""
-        return clean_env(os.environ if self._environ is None else self._environ,
-                         profile_sbatch=self.profile_sbatch)
+        return clean_env(os.environ if self._environ is None else self._environ)
 
     @property
     def connected(self) -> bool:

@@ -68,11 +68,13 @@ class Hop:
     global_known_hosts_files: tuple[str, ...] = ()
     host_key_alias: str | None = None
     proxy_command: str | None = None  # only ever set on the first hop
+    user_keys: bool = True  # ssh-agent and default keys may be offered (not when isolated)
 
     @property
     def look_for_keys(self) -> bool:
-        """Whether OpenSSH's default ``~/.ssh/id_*`` keys are tried (only without IdentityFile)."""
-        return not self.identity_files
+        """Whether OpenSSH's default ``~/.ssh/id_*`` keys are tried (only without IdentityFile,
+        and never on an isolated target's route)."""
+        return self.user_keys and not self.identity_files
 
     @property
     def host_key_name(self) -> str:
@@ -328,13 +330,21 @@ def resolve_route(
     Explicit ``SSHTarget`` fields win over the config (like ``ssh`` command-line options). For
     ``connect_timeout`` and ``keepalive``, which always have a value, the config's
     ``ConnectTimeout``/``ServerAliveInterval`` is used when the field is left at its default.
+    An ``isolated`` target reads no config at all (an empty one, whatever ``config`` says) and its
+    hops offer no agent or default keys (``Hop.user_keys``).
     ``home``/``local_user``/``system_config``/``config`` exist for tests.
     """
     home = home or os.path.expanduser("~")
     local_user = local_user or getpass.getuser()
     if not isinstance(target.host, str) or not target.host.strip():
         raise SSHConfigError("SSH target: host is empty")
-    if config is None:
+    if target.isolated:
+        if target.ssh_config is not None:
+            raise SSHConfigError("SSH target: an isolated target reads no ssh config")
+        import paramiko
+
+        config = paramiko.SSHConfig.from_text("")
+    elif config is None:
         config = load_ssh_config(target.ssh_config, home=home, system_config=system_config)
 
     explicit_ids: tuple[str, ...] = ()
@@ -385,6 +395,7 @@ def resolve_route(
             global_known_hosts_files=tuple(global_kh),
             host_key_alias=opts.get("hostkeyalias") or None,
             proxy_command=str(proxy_command) if proxy_command else None,
+            user_keys=not target.isolated,
         )
 
     target_port = target.port

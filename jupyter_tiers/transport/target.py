@@ -12,6 +12,12 @@ class SSHTarget:
     ``proxy_jump`` is ``[user@]host[:port]`` hops separated by commas (``"none"`` disables a
     configured ProxyJump). ``connect_timeout`` and ``keepalive`` give way to the config's
     ``ConnectTimeout``/``ServerAliveInterval`` only when left at their defaults.
+
+    ``isolated``: only what these fields name is used: no ssh config (neither ``~/.ssh/config``
+    nor the system's: no HostName, User, IdentityFile, ProxyJump or ProxyCommand from it), no
+    ssh-agent keys and no default ``~/.ssh/id_*`` keys. A profile that an untrusted project
+    ``tiers.yaml`` defines itself connects so: it borrows nothing of the user's (known_hosts
+    still decides whether the host is trusted).
     """
 
     host: str
@@ -23,6 +29,7 @@ class SSHTarget:
     ssh_config: str | None = None
     connect_timeout: float = 15.0
     keepalive: int = 15
+    isolated: bool = False
 
     def __str__(self) -> str:
         user = f"{self.user}@" if self.user else ""

@@ -176,6 +176,8 @@ def test_installed_proxy_needs_the_pinned_version(tmp_path: Path) -> None:
     package.mkdir(parents=True)
     (tmp_path / "node_modules" / ".bin").mkdir()
     (tmp_path / "node_modules" / ".bin" / hub.PROXY_PACKAGE).write_text("")
+    for name in hub.PROXY_FILES:  # installed from this package's lockfile (test_hub_proxy_lock.py)
+        (tmp_path / name).write_bytes((hub.PROXY_PROJECT / name).read_bytes())
     assert hub.installed_proxy(tmp_path) is None
     (package / "package.json").write_text('{"version": "0.0.1"}')
     assert hub.installed_proxy(tmp_path) is None

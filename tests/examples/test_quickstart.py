@@ -146,7 +146,10 @@ def test_quickstart_in_a_kernel_shows_the_live_widgets(kernel_env: dict[str, str
         # The summary goes out beside the widget as a plain-text bundle (display.plain_only).
         plain = [o.data["text/plain"] for o in cell.outputs
                  if o.output_type == "display_data" and "jt-plain-summary" in o.data.get("text/html", "")]
-        assert len(plain) == 1 and summary.fullmatch(plain[0]), cell.outputs
+        # Kept current (display.LiveLine): the summary, and how to get the live view back.
+        assert len(plain) == 1, cell.outputs
+        hint, _, final = plain[0].partition("\n")
+        assert summary.fullmatch(final) and hint.startswith("(live view: %tiers attach "), cell.outputs
     assert texts(nb)["query"].endswith("the true line gives 7\n")
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from jupyter_tiers.config import profiles as config
+from jupyter_tiers.config import project_trust
 from jupyter_tiers.config.profiles import ConfigError, load_config, load_file
 
 USER = """
@@ -432,19 +433,31 @@ def test_repeating_a_trusted_value_is_no_change(home: Path) -> None:
 
 
 HIJACKING = [
-    *sorted(config.HIJACKING_ENV_NAMES),
+    *sorted(project_trust.REFUSED_ENV_NAMES),
     "LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "DYLD_INSERT_LIBRARIES", "PYTHONPATH", "PYTHONSTARTUP",
     "PYTHONHOME", "BASH_FUNC_ls", "GIT_CONFIG_GLOBAL", "PIP_INDEX_URL", "UV_INDEX_URL", "CONDARC",
     "http_proxy", "ld_preload",
     # issue 26: the SDKs' endpoints, credentials and config files, trackers' destinations, NCCL's plugins
     "AWS_ACCESS_KEY_ID", "AWS_ENDPOINT_URL", "AWS_CONFIG_FILE", "MLFLOW_TRACKING_TOKEN", "WANDB_ENTITY",
-    "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_CONF_FILE",
+    "NCCL_NET_PLUGIN", "NCCL_TUNER_PLUGIN", "NCCL_CONF_FILE", "AZURE_CLIENT_SECRET", "GOOGLE_CLOUD_PROJECT",
+    "COMET_API_KEY", "NEPTUNE_PROJECT", "NCCL_IB_PLUGIN_X",
 ]
+# Issue 36: names the fourth review found on no denylist (each chooses code, a destination or a
+# credential), and names nobody has classified: all refused, by allowlist.
+UNLISTED = ["OPENSSL_CONF", "CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH", "OMP_TOOL_LIBRARIES",
+            "XDG_CACHE_HOME", "TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "TORCH_EXTENSIONS_DIR", "CC",
+            "CUDA_HOME", "JUPYTER_CONFIG_DIR", "IPYTHONDIR", "GIT_EXTERNAL_DIFF", "LESSOPEN", "KRB5CCNAME",
+            "SSH_AUTH_SOCK", "GOOGLE_APPLICATION_CREDENTIALS", "HOSTALIASES", "R_LIBS_USER",
+            "JULIA_LOAD_PATH", "MY_PATH", "LDAP_URI", "PY_VERSION", "HF_TOKEN", "CUDA_VISIBLE_DEVICES",
+            "omp_num_threads", "Nccl_Debug", "A"]
+SLURM_NAMES = ["SBATCH_EXPORT", "SBATCH_CONTAINER", "SBATCH_CLUSTERS", "SBATCH_ERROR", "SRUN_EXPORT_ENV",
+               "SRUN_CONTAINER", "SALLOC_PARTITION", "SLURM_CPU_BIND", "SLURMD_NODENAME", "SCANCEL_ACCOUNT",
+               "SQUEUE_FORMAT", "SACCT_FORMAT", "sbatch_export"]
 
 
-def test_every_hijacking_prefix_is_exercised() -> None:
-    for prefix in config.HIJACKING_ENV_PREFIXES:
-        assert any(name.upper().startswith(prefix) for name in HIJACKING), prefix
+def test_every_refused_prefix_is_exercised() -> None:
+    for prefix in project_trust.REFUSED_ENV_PREFIXES:
+        assert any(name.upper().startswith(prefix) for name in HIJACKING + SLURM_NAMES), prefix
 
 
 @pytest.mark.parametrize("name", HIJACKING)
@@ -454,15 +467,46 @@ def test_project_cannot_set_a_loader_hijacking_env_name(home: Path, name: str, p
     err = _refused(f"profiles:\n  {profile}:\n{body}    env: {{{name}: s3cr3t-value}}\n")
     assert err.key == f"profiles.{profile}.env.{name}"
     assert "s3cr3t" not in str(err)
-    assert f"{err.key}: decides which code runs (loader, interpreter, shell); never from a project file" \
-        in str(err)
+    assert f"{err.key}: decides " in str(err) and "; never from a project file" in str(err)
 
 
-# TORCH_HOME (torch.hub's code cache) and WANDB_* (where runs go) were here until issue 26.
-@pytest.mark.parametrize("name", ["NCCL_DEBUG", "NCCL_IB_HCA", "OMP_NUM_THREADS", "HF_TOKEN",
-                                  "CUDA_VISIBLE_DEVICES", "MY_PATH", "LDAP_URI", "PY_VERSION",
-                                  "HF_HUB_OFFLINE"])
-def test_ordinary_env_names_stay_allowed(home: Path, name: str) -> None:
+@pytest.mark.parametrize("name", UNLISTED)
+@pytest.mark.parametrize("profile", ["hpc", "own", "local"])
+def test_a_name_off_the_allowlist_is_refused_with_the_opt_in(home: Path, name: str, profile: str) -> None:
+    """Issue 36 item 3: the review set OPENSSL_CONF on the built-in local profile and a job's
+    ``import urllib.request`` loaded the project's library; a denylist always misses one."""
+    body = "    tier: local\n" if profile == "own" else ""
+    err = _refused(f"profiles:\n  {profile}:\n{body}    env: {{{name}: s3cr3t-value}}\n")
+    assert err.key == f"profiles.{profile}.env.{name}"
+    lines = str(err).splitlines()
+    assert any(line.strip().startswith(f"{err.key}: ") and line.endswith("never from a project file")
+               for line in lines), str(err)
+    assert lines[-1] == config.OPT_IN and "s3cr3t" not in str(err)
+
+
+@pytest.mark.parametrize("name", SLURM_NAMES)
+@pytest.mark.parametrize("layer", ["user", "project"])
+def test_slurms_own_variables_are_refused_from_every_file(home: Path, name: str, layer: str,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 36 items 1-2: SBATCH_EXPORT in a project file reached sbatch on the on-cluster path,
+    SRUN_EXPORT_ENV every rank through env.sh; from any file (the user's too) they are refused."""
+    text = f"profiles:\n  here:\n    tier: slurm\n    env: {{{name}: 'ALL,LD_PRELOAD=/x/evil.so'}}\n"
+    if layer == "user":
+        (home / ".jupyter" / "tiers.yaml").write_text(text, encoding="utf-8")
+    else:
+        _project(text)
+        monkeypatch.setenv("JUPYTER_TIERS_TRUST_PROJECT", "1")  # trusted: still refused
+    with pytest.raises(ConfigError) as err:
+        load_config()
+    assert f"env.{name}" in str(err.value) and "defaults" in str(err.value)
+    assert "evil" not in str(err.value)
+
+
+# The allowlist's names: set from a project file on a trusted profile and on its own.
+@pytest.mark.parametrize("name", ["NCCL_DEBUG", "NCCL_IB_HCA", "OMP_NUM_THREADS", "HF_HUB_OFFLINE",
+                                  "TORCH_DISTRIBUTED_DEBUG", "PYTHONHASHSEED", "CUBLAS_WORKSPACE_CONFIG",
+                                  *sorted(config.PROJECT_ENV)[:5]])
+def test_allowlisted_env_names_stay_allowed(home: Path, name: str) -> None:
     _project(f"profiles:\n  hpc:\n    env: {{{name}: '1'}}\n"
              f"  own:\n    tier: local\n    env: {{{name}: '2'}}\n")
     cfg = load_config()
@@ -617,7 +661,6 @@ def test_the_magic_shows_every_refused_key_as_one_usage_error(tmp_path: Path,
         "jupyter-tiers (built in)",
         '  profiles.local.defaults.python = "./evil-python": decides which code runs; local is defined '
         "in jupyter-tiers (built in)",
-        "  profiles.local.env.LD_PRELOAD: decides which code runs (loader, interpreter, shell); never "
-        "from a project file",
+        "  profiles.local.env.LD_PRELOAD: decides which code runs; never from a project file",
     ]
     assert lines[4].startswith("to allow it, set trust_project_config: true")

@@ -16,8 +16,10 @@ import pytest
 import yaml
 
 from jupyter_tiers import api
+from jupyter_tiers.batch.jobdir import render_env
 from jupyter_tiers.config import cache as config_cache
 from jupyter_tiers.config import profiles as config
+from jupyter_tiers.config import project_trust
 from jupyter_tiers.config.profiles import ConfigError, load_config
 from jupyter_tiers.config.project_trust import rule
 from jupyter_tiers.core.errors import TiersError
@@ -25,6 +27,7 @@ from jupyter_tiers.core.model import WorkKind
 from jupyter_tiers.core.record import JobRecord
 from jupyter_tiers.data.checkpoint_upload import plan_upload
 from jupyter_tiers.data.handoff import encode_detail
+from jupyter_tiers.transport.local import LocalTransport
 
 SEED = 2026
 FILES = 600
@@ -71,8 +74,14 @@ VALUES: dict[str, Any] = {
     "defaults.node_selector": ["k{m}=v"], "defaults.tolerations": [{"key": "t{m}", "operator": "Exists"}],
     "defaults.unlisted_option": "u{m}", "unlisted_key": "u{m}",
 }
+# Issue 36 item 8: names on the allowlist, names nobody classified (random ones with "{m}"), the
+# review's names, Slurm's own prefixes, odd cases.
 ENV_NAMES = ["V{m}", "LD_PRELOAD", "AWS_ENDPOINT_URL", "PYTHONPATH", "NCCL_NET_PLUGIN", "HF_HOME",
-             "OMP_NUM_THREADS", "WANDB_BASE_URL", "GIT_PROXY_COMMAND"]
+             "OMP_NUM_THREADS", "WANDB_BASE_URL", "GIT_PROXY_COMMAND", "OPENSSL_CONF",
+             "CUDA_INJECTION64_PATH", "XDG_CACHE_HOME", "SSH_AUTH_SOCK", "HOSTALIASES", "KRB5CCNAME",
+             "SBATCH_EXPORT", "SBATCH_{m}", "SRUN_EXPORT_ENV", "SRUN_{m}", "SALLOC_{m}", "SLURM_{m}",
+             "sbatch_export", "Omp_Num_Threads", "nccl_debug", "_{m}", "X{m}_PATH",
+             *sorted(project_trust.PROJECT_ENV)]
 NAMES = ["hpc", "serving", "local", "course", "laptop"]
 
 
@@ -125,7 +134,7 @@ def _refused_for(name: str, key: str) -> bool:
     """Whether the allowlist refuses ``key`` on profile ``name`` from a project file."""
     own = name in ("course", "laptop")
     if key.startswith("env."):
-        return config.hijacking_env_name(key[4:])
+        return not project_trust.project_env_allowed(key[4:])
     row = rule(key)
     return not (row.on_own if own else row.on_trusted)
 
@@ -137,6 +146,7 @@ def _rendered(profile: config.Profile) -> list[str]:
         tier = api.make_tier(profile)
         spec = tier.make_spec("print(1)\n")
         out.append(tier.render(spec))
+        out.append(render_env(spec))  # env.sh, which every rank sources before the launch line
         if spec.checkpoint_to:
             record = JobRecord(profile=profile.name, tier=profile.tier, job_id="7", name=spec.name,
                                state="COMPLETED", spec={"checkpoint_to": spec.checkpoint_to},
@@ -148,6 +158,8 @@ def _rendered(profile: config.Profile) -> list[str]:
                                                   and "image" not in profile.defaults else {}))
         out.append(serve.render(sspec))
     out.append(repr(profile))  # what the tier reads its settings from
+    if profile.tier == "slurm" and not profile.get("host"):  # the Slurm commands run on this machine
+        out.append(repr(sorted(LocalTransport(environ={"PATH": "/usr/bin"}).env().items())))
     return out
 
 

@@ -288,7 +288,8 @@ def test_reason_crashloop_exit_1_with_last_line(tier: K8sTier) -> None:
     pod = next(p for p in status.pods if p.reason == "CrashLoopBackOff")
     assert pod.exit_code == 1
     line = check_reason_everywhere(tier, service, status, "CrashLoopBackOff")
-    assert "last line: ModuleNotFoundError: No module named 'no_such_module_here'" in line, line
+    assert "cause: ModuleNotFoundError: No module named 'no_such_module_here'" in line, line
+    assert "fix: the image has no Python module 'no_such_module_here'" in line, line
     # The emulator shows `terminated: Error` for most of each back-off, as a real kubelet does:
     # the summary, the pod row and the widget still say CrashLoopBackOff with the restarts.
     restarts = f"{pod.restarts} restart{'s' if pod.restarts != 1 else ''}"

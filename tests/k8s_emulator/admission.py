@@ -110,6 +110,17 @@ _POD_SPEC = {
     "schedulingGates",
     "resourceClaims",
 }
+# Volumes: the sources a pod spec may name (core/v1 Volume), and emptyDir's own fields.
+_VOLUME = {
+    "name", "emptyDir", "configMap", "secret", "projected", "downwardAPI", "hostPath", "nfs",
+    "persistentVolumeClaim", "ephemeral", "csi", "iscsi", "fc", "cephfs", "rbd", "glusterfs",
+    "azureDisk", "azureFile", "awsElasticBlockStore", "gcePersistentDisk", "flexVolume", "cinder",
+    "flocker", "gitRepo", "photonPersistentDisk", "portworxVolume", "quobyte", "scaleIO",
+    "storageos", "vsphereVolume",
+}
+_EMPTY_DIR = {"medium", "sizeLimit"}
+_VOLUME_MOUNT = {"name", "mountPath", "subPath", "subPathExpr", "readOnly", "mountPropagation",
+                 "recursiveReadOnly"}
 _DEPLOY_SPEC = {
     "replicas",
     "selector",
@@ -196,9 +207,21 @@ def _check_pod_spec(spec: Any, path: str) -> str | None:
         for c in spec.get(field) or []:
             name = c.get("name", "") if isinstance(c, dict) else ""
             bad = _unknown(c, _CONTAINER, f'{path}.{field}[name="{name}"]')
+            for vm in (c.get("volumeMounts") or []) if isinstance(c, dict) else []:
+                where = f'{path}.{field}[name="{name}"].volumeMounts'
+                bad = bad or _unknown(vm, _VOLUME_MOUNT, f'{where}[mountPath="{_get(vm, "mountPath")}"]')
             if bad:
                 return bad
+    for v in spec.get("volumes") or []:
+        where = f'{path}.volumes[name="{_get(v, "name")}"]'
+        bad = _unknown(v, _VOLUME, where) or _unknown(_get(v, "emptyDir"), _EMPTY_DIR, f"{where}.emptyDir")
+        if bad:
+            return bad
     return None
+
+
+def _get(node: Any, key: str) -> Any:
+    return node.get(key, "") if isinstance(node, dict) else ""
 
 
 def unknown_field(resource: str, obj: Obj) -> str | None:
@@ -240,21 +263,26 @@ def check_quantities(resource: str, obj: Obj) -> None:
     pod = (spec.get("template") or {}).get("spec") if resource in ("deployments", "replicasets") else spec
     if resource not in ("deployments", "replicasets", "pods") or not isinstance(pod, dict):
         return
+    # Resource amounts and an emptyDir's sizeLimit are both quantities (a medium: Memory /dev/shm).
+    empty_dirs = [v["emptyDir"] for v in pod.get("volumes") or []
+                  if isinstance(v, dict) and isinstance(v.get("emptyDir"), dict)]
+    quantities = [e["sizeLimit"] for e in empty_dirs if "sizeLimit" in e]
     for c in (pod.get("containers") or []) + (pod.get("initContainers") or []):
         res = (c or {}).get("resources") or {}
         for section in ("limits", "requests"):
-            for v in (res.get(section) or {}).values():
-                if not _QUANTITY.match(str(v)):
-                    info = RESOURCES[resource]
-                    md = obj.get("metadata") or {}
-                    raise ApiError(
-                        500,
-                        "",
-                        f"failed to convert new object ({md.get('namespace', '')}/{md.get('name', '')}; "
-                        f"{info.api_version}, Kind={info.kind}) to proper version: unable to convert "
-                        f"unstructured object to {info.api_version}, Kind={info.kind}: quantities must match "
-                        "the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
-                    )
+            quantities += list((res.get(section) or {}).values())
+    if all(_QUANTITY.match(str(v)) for v in quantities):
+        return
+    info = RESOURCES[resource]
+    md = obj.get("metadata") or {}
+    raise ApiError(
+        500,
+        "",
+        f"failed to convert new object ({md.get('namespace', '')}/{md.get('name', '')}; "
+        f"{info.api_version}, Kind={info.kind}) to proper version: unable to convert "
+        f"unstructured object to {info.api_version}, Kind={info.kind}: quantities must match "
+        "the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'",
+    )
 
 
 # ---------------------------------------------------------------------------- defaults
@@ -399,10 +427,36 @@ def _selector_matches(sel: Obj, labels: dict[str, str]) -> bool:
     return True
 
 
+def _volume_causes(spec: Obj, path: str) -> list[tuple[str, str, str]]:
+    """Volumes and their mounts as the API server checks them: unique volume names, each mount
+    naming a volume, no mount path twice in a container (wording of kube-apiserver 1.28)."""
+    causes: list[tuple[str, str, str]] = []
+    names: set[str] = set()
+    for i, v in enumerate(spec.get("volumes") or []):
+        name = _get(v, "name")
+        if name in names:
+            causes.append(("FieldValueDuplicate", f"{path}.volumes[{i}].name", f'Duplicate value: "{name}"'))
+        names.add(name)
+    for field in ("containers", "initContainers"):
+        for i, c in enumerate(spec.get(field) or []):
+            seen: set[str] = set()
+            for j, vm in enumerate((c.get("volumeMounts") or []) if isinstance(c, dict) else []):
+                where = f"{path}.{field}[{i}].volumeMounts[{j}]"
+                name, mount = _get(vm, "name"), _get(vm, "mountPath")
+                if name not in names:
+                    causes.append(("FieldValueNotFound", f"{where}.name", f'Not found: "{name}"'))
+                if mount in seen:
+                    causes.append(("FieldValueInvalid", f"{where}.mountPath",
+                                   f'Invalid value: "{mount}": must be unique'))
+                seen.add(mount)
+    return causes
+
+
 def _pod_spec_causes(spec: Any, path: str) -> list[tuple[str, str, str]]:
     causes: list[tuple[str, str, str]] = []
     if not isinstance(spec, dict):
         return causes
+    causes += _volume_causes(spec, path)
     containers = spec.get("containers")
     if not containers:
         causes.append(("FieldValueRequired", f"{path}.containers", "Required value"))

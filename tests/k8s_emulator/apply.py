@@ -180,6 +180,13 @@ def _remove_path(obj: Obj, path: Path) -> None:
         parent[:] = [i for i in parent if not (isinstance(i, dict) and _key_values(field, i) == want)]
 
 
+def _is_key_field(path: Path) -> bool:
+    """Whether ``path`` is a key field of a keyed list item (``k:{"mountPath":...}``, ``f:mountPath``)."""
+    if len(path) < 2 or not path[-2].startswith("k:") or not path[-1].startswith("f:"):
+        return False
+    return path[-1][2:] in json.loads(path[-2][2:])
+
+
 def path_string(path: Path) -> str:
     """``.spec.template.spec.containers[name="server"].image`` as structured-merge-diff prints it."""
     out = ""
@@ -290,8 +297,11 @@ def server_side_apply(live: Obj | None, applied: Obj, manager: str, force: bool,
         if e is not mine:
             others |= paths_from_fieldsv1(e.get("fieldsV1") or {})
     obj = copy.deepcopy(live)
-    for p in sorted(old_set - new_set - others, key=len, reverse=True):
-        _remove_path(obj, p)
+    # A list item no longer applied goes whole ("." paths first); its key fields are its identity,
+    # never removed from an item that stays (else the item would linger without its key).
+    for p in sorted(old_set - new_set - others, key=lambda p: (p[-1] != ".", -len(p), p)):
+        if not _is_key_field(p):
+            _remove_path(obj, p)
     body = {k: v for k, v in applied.items() if k not in ("status",)}
     obj = merge(obj, body)
     obj["metadata"] = {

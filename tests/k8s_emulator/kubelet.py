@@ -17,7 +17,10 @@ Simplifications (deliberate, documented here once):
 * **Filesystem.** Processes see the host filesystem.  configMap/secret/emptyDir/projected/downwardAPI
   volumes are materialised under ``workdir/<ns>_<pod>_<uid>/volumes/<name>``; hostPath volumes use the
   host path itself (type ``Directory`` is checked as a kubelet does: a missing directory is a
-  FailedMount; ``readOnly`` is not enforced).  Because a process cannot see a mount path, every
+  FailedMount; ``readOnly`` is not enforced).  An emptyDir of ``medium: Memory`` (a pod's
+  ``/dev/shm``) is such a directory too: no tmpfs, no ``sizeLimit`` enforced, and the processes
+  still see the host's own ``/dev/shm`` (the API server side checks the volume and its mounts).
+  Because a process cannot see a mount path, every
   occurrence of a ``mountPath`` (longest first, on a path boundary) in ``command``, ``args``, env
   values and ``workingDir`` is
   rewritten to the materialised directory.  Without ``workingDir`` a container starts in its own

@@ -250,3 +250,21 @@ def test_submit_refuses_what_is_not_an_option_word(bad: str) -> None:
         return
     with pytest.raises(SpecError, match="sbatch option"):
         commands.submit_argv("/w/j", b"", [bad])
+
+
+def test_tier_submit_refuses_a_workdir_others_can_swap(tmp_path: Path, env: dict[str, str]) -> None:
+    """Issue 36 item 7: under a group-writable (not sticky) directory the program writes nothing
+    and the tier says why in one line (not as sbatch's refusal)."""
+    from jupyter_tiers.core.errors import SubmitError
+
+    shared = tmp_path / "project"
+    shared.mkdir()
+    shared.chmod(0o2775)
+    profile = Profile(name="hpc", tier="slurm", settings={"host": "h", "workdir": str(shared / "me")})
+    transport = DroppingTransport(env, drops=0, cut_after=None)
+    tier = SlurmTier(profile, Registry(tmp_path / "registry.sqlite"), transport=transport)  # type: ignore[arg-type]  # run() is all submit uses
+    with pytest.raises(SubmitError, match=rf"^not submitting from {shared}/me: {shared} \(mode 2775\) "
+                                          r"is writable by group or others") as err:
+        tier.submit(tier.make_spec("print(1)", name="once"))
+    assert "\n" not in str(err.value) and "chmod +t" in str(err.value)
+    assert _calls(env) == 0 and list((shared / "me").iterdir()) == []

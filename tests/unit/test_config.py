@@ -134,9 +134,9 @@ def test_layers_override_key_by_key(layers: Layers, monkeypatch: pytest.MonkeyPa
 
 
 def test_project_file_can_redefine_local(layers: Layers) -> None:
-    layers.write(layers.project, "profiles:\n  local:\n    tier: local\n    env: {A: '1'}\n")
+    layers.write(layers.project, "profiles:\n  local:\n    tier: local\n    env: {OMP_NUM_THREADS: '1'}\n")
     cfg = load_config()
-    assert cfg.profile("local").env == {"A": "1"}
+    assert cfg.profile("local").env == {"OMP_NUM_THREADS": "1"}
     assert cfg.profile("local").sources == (str(layers.project),)
 
 
@@ -255,12 +255,12 @@ def test_a_slurm_profile_without_host_runs_here(layers: Layers) -> None:
     from jupyter_tiers.transport.ssh import SSHTransport
 
     layers.write(layers.user, "profiles:\n  here:\n    tier: slurm\n    workdir: /scratch/x\n"
-                 "    env: {SBATCH_ACCOUNT: lab, OTHER: 1}\n  hpc:\n    tier: slurm\n    host: h\n")
+                 "    env: {OTHER: 1}\n  hpc:\n    tier: slurm\n    host: h\n")
     cfg = load_config()
     here, hpc = cfg.profile("here"), cfg.profile("hpc")
     assert runs_here(here) and not runs_here(hpc)
     local = transport_for(here)
-    assert isinstance(local, LocalTransport) and local.profile_sbatch == {"SBATCH_ACCOUNT": "lab"}
+    assert isinstance(local, LocalTransport) and "OTHER" not in local.env()
     assert isinstance(transport_for(hpc), SSHTransport)
 
 

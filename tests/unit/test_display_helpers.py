@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,27 +36,67 @@ def test_text_view_with_wait_runs_it(capsys: pytest.CaptureFixture[str]) -> None
     assert capsys.readouterr().out == ""
 
 
+class _Handle:
+    def __init__(self, shown: list[object], obj: object) -> None:
+        self.shown, self.obj = shown, obj
+
+    def update(self, obj: object, **_: object) -> None:
+        self.shown.append(("update", obj))
+
+
+class _Widget:
+    """A widget's traits, and the observers display.LiveLine registers."""
+
+    def __init__(self) -> None:
+        self.state, self.summary = "PENDING", ""
+        self.observers: list[Any] = []
+
+    def observe(self, fn: Any, names: list[str]) -> None:
+        self.observers.append(fn)
+
+    def set(self, **traits: str) -> None:
+        for key, value in traits.items():
+            setattr(self, key, value)
+            for fn in self.observers:
+                fn({"name": key})
+
+
 @pytest.mark.parametrize("status", ["READY", None])
-def test_widget_is_displayed_and_its_summary_printed_after_wait(
+def test_widget_is_displayed_with_a_line_kept_current(
         status: str | None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 41 item 1: a saved notebook kept the state at submission (PENDING for a completed
+    job); the plain line under the widget is updated when the state changes and at the end."""
     shown: list[object] = []
-    monkeypatch.setattr("IPython.display.display", lambda obj, **_: shown.append(obj))
-    widget = object()
+
+    def display(obj: object, **kw: object) -> _Handle:
+        shown.append(obj)
+        return _Handle(shown, obj)
+
+    monkeypatch.setattr("IPython.display.display", display)
+    widget = _Widget()
     waited: list[float | None] = []
 
     def wait(timeout: float | None) -> str | None:
         waited.append(timeout)
+        widget.set(state="RUNNING")
+        if status:
+            widget.set(state="COMPLETED", summary=f"job 7 {status}")
         return status
 
-    result = display_module._show_widget(widget, wait, 5.0, lambda s: f"summary of {s}")
-    # Issue 21: the summary is not printed (JupyterLab showed it twice: in the widget and under
-    # it); it goes out as a bundle whose plain text only a text-only front end shows.
-    summary = [display_module.plain_only("summary of READY")] if status else []
-    assert shown == [widget, *summary] and waited == [5.0] and result == status
+    def line() -> str:
+        return display_module.live_line(widget.summary, f"job 7: {widget.state}", "7")
+
+    result = display_module._show_widget(widget, wait, 5.0, line, widget, ("state", "summary"))
+    plain = display_module.plain_only
+    first = plain("(live view: %tiers attach 7)\njob 7: PENDING")
+    later = [("update", plain("(live view: %tiers attach 7)\njob 7: RUNNING"))]
+    if status:  # the state, then the summary that replaces it
+        later.append(("update", plain("(live view: %tiers attach 7)\njob 7: COMPLETED")))
+        later.append(("update", plain("(live view: %tiers attach 7)\njob 7 READY")))
+    assert shown == [widget, first, *later] and waited == [5.0] and result == status
     assert capsys.readouterr().out == ""
-    assert display_module._show_widget(widget, None, 5.0, lambda s: "never") is None
-    assert shown == [widget, *summary, widget] and waited == [5.0]
-    assert capsys.readouterr().out == ""
+    widget.set(state=widget.state)  # no change: no update
+    assert len(shown) == 2 + len(later)
 
 
 def test_plain_only_is_text_for_a_console_and_html_the_widget_css_hides() -> None:

@@ -100,7 +100,9 @@ def test_terminate_called_after_all_work_done_suggests_destroy_process_group() -
     assert found.fix == "call dist.destroy_process_group() at the end of the script"
     # Not when the rank crashed first, nor when some rank did not finish its work.
     crashed = ["Traceback (most recent call last):", "ValueError: x", TERMINATE]
-    assert why_ended(crashed, EndFacts(FAILED, 134, all_work_done=True)) is None
+    # (the crash's own line is the reason then: issue 42)
+    own = EndReason("ValueError: x", "")
+    assert why_ended(crashed, EndFacts(FAILED, 134, all_work_done=True)) == own
     assert why_ended(lines, EndFacts(FAILED, 134, all_work_done=False)) is None
 
 
@@ -232,7 +234,9 @@ def test_fuzz_never_raises_and_gives_one_line() -> None:
             beside_notebook=frozenset(rng.sample(["a", "b"], rng.randrange(3))), synced=rng.random() < 0.5)
         out = why_ended(lines, facts)
         if out is not None:
-            assert out.why and out.fix and "\n" not in out.line and len(out.line) < 1200, out
+            # Every known cause has its fix; a crash's own line (issue 42) has none to give.
+            assert out.why and (out.fix or out.line == out.why), out
+            assert "\n" not in out.line and len(out.line) < 1200, out
         known = facts.state in (JobState.COMPLETED, JobState.CANCELLED, JobState.PREEMPTED)
         if known or not facts.state.terminal:
             assert out is None

@@ -40,15 +40,14 @@ def test_outside_a_job_sbatch_variables_are_the_sites_and_stay() -> None:
     assert clean_env(env) == {"PATH": "/usr/bin", "SBATCH_ACCOUNT": "lab"}
 
 
-def test_the_profiles_own_sbatch_variables_apply_inside_a_job_too() -> None:
-    out = clean_env(INSIDE, profile_sbatch={"SBATCH_ACCOUNT": "proj", "NOT_SBATCH": "x"})
-    assert out["SBATCH_ACCOUNT"] == "proj" and "NOT_SBATCH" not in out
-    assert "SBATCH_PARTITION" not in out
+def test_inside_a_job_no_sbatch_variable_is_kept() -> None:
+    out = clean_env(INSIDE)
+    assert not [k for k in out if k.startswith(("SBATCH_", "SRUN_", "SALLOC_"))]
 
 
 def test_the_given_environment_is_not_changed() -> None:
     env = dict(INSIDE)
-    clean_env(env, profile_sbatch={"SBATCH_QOS": "q"})
+    clean_env(env)
     assert env == INSIDE
 
 

@@ -188,17 +188,29 @@ def test_wait_with_the_live_widget_prints_the_widgets_summary(ip, capsys, monkey
 
     shown: list = []
     monkeypatch.setattr(display_module, "widgets_available", lambda: True)
-    monkeypatch.setattr("IPython.display.display", lambda obj, **_: shown.append(obj))
+    class Handle:
+        def update(self, obj: object, **_: object) -> None:
+            shown.append(obj)
+
+    def display(obj: object, **_: object) -> Handle:
+        shown.append(obj)
+        return Handle()
+
+    monkeypatch.setattr("IPython.display.display", display)
     ok = _train(ip, capsys, '--nodes 1 --wait --metrics "ppl=perplexity is (\\S+)"', TRAIN)
-    widget, line = shown
-    assert widget.summary and line == display_module.plain_only(widget.summary), ok
+    widget, *lines = shown
+    line = lines[-1]
+    assert widget.summary and line == display_module.plain_only(
+        display_module.live_line(widget.summary, "", widget.job_id)), ok
     assert widget.summary.endswith(" — ppl 50"), ok
     assert widget.summary not in ok  # not printed a second time under the widget
     widget.close()
     body = 'print("step=1 loss=2.5", flush=True)\nraise RuntimeError("CUDA error: out of memory")\n'
+    del shown[:]
     failed = _train(ip, capsys, "--nodes 1 --wait", body)
-    widget, line = shown[2:]
-    assert line == display_module.plain_only(widget.summary) and " FAILED in " in widget.summary, failed
+    widget, *lines = shown
+    assert lines[-1] == display_module.plain_only(display_module.live_line(widget.summary, "", widget.job_id))
+    assert " FAILED in " in widget.summary, failed
     # Why it ended, with the fix, in place of the first error line (issue 28 §3).
     assert widget.summary.endswith(" — why: rank 0 (local0) ran out of GPU memory — fix: lower the batch "
                                    "size (or accumulate gradients), use bf16/fp16 or activation "

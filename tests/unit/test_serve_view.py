@@ -84,7 +84,7 @@ def test_traits_follow_the_status(tmp_path: Path, views: list[RecordingView]) ->
     assert view.reason == "pod llama-svc-7c9f-x2 CrashLoopBackOff (exit 1)"
     assert view.summary.startswith("service llama-svc FAILED after 00:00:0")
     assert view.endpoint == "http://llama-svc.team-llm.svc:8000" and view.revision == "1"
-    assert "FAILED 0/2" in repr(view)
+    assert repr(view) == "ServeView(service 'llama-svc')"  # no state: a saved notebook keeps it
 
 
 def test_api_trouble_is_a_banner_until_it_clears(tmp_path: Path, views: list[RecordingView]) -> None:

@@ -3,13 +3,14 @@ the text view's lines (no I/O, no clock: callers pass ``now``)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections import deque
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from ...batch.requeue import marker_restart
 from ...core.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
 from ...core.timefmt import format_elapsed
-from ...serving.status import canary_text, exit_detail, summary_line
+from ...serving.status import CAUSE_LINES, canary_text, exit_detail, failed_pod, summary_line
 from .job import ERROR_RE
 
 #: Warning events kept in the widget (newest last).
@@ -171,10 +172,46 @@ def format_line(line: PodLogLine) -> str:
     return f"{line.pod}: {line.text}"
 
 
+#: Pods whose last lines a view keeps (the first seen; a service has at most a few hundred).
+MAX_TAIL_PODS = 256
+
+
+class PodTails:
+    """Each pod's last :data:`~jupyter_tiers.serving.status.CAUSE_LINES` lines as a view
+    receives them (restart markers left out), so its summary can say why a failed pod failed."""
+
+    def __init__(self, keep: int = CAUSE_LINES) -> None:
+        self.keep = keep
+        self._by_pod: dict[str, deque[str]] = {}
+        self._last_pod: str | None = None
+
+    def feed(self, lines: Iterable[PodLogLine]) -> None:
+        for line in lines:
+            if marker_restart(line.text) is not None:
+                continue
+            tail = self._by_pod.get(line.pod)
+            if tail is None:
+                if len(self._by_pod) >= MAX_TAIL_PODS:
+                    continue
+                tail = self._by_pod[line.pod] = deque(maxlen=self.keep)
+            tail.append(line.text)
+            self._last_pod = line.pod
+
+    def lines_for(self, status: ServiceStatus) -> list[str]:
+        """The failed pod's kept lines (serving.status.failed_pod), else the lines of the pod
+        that wrote last."""
+        pod = failed_pod(status)
+        if pod is None or pod not in self._by_pod:
+            pod = self._last_pod
+        return list(self._by_pod.get(pod, ())) if pod is not None else []
+
+
 def summary_for(status: ServiceStatus, elapsed_s: float | None = None,
-                last_log_line: str | None = None) -> str:
-    """The one-line summary (serving.status.summary_line, as at the end of a ``--wait``)."""
-    return summary_line(status, elapsed_s=elapsed_s, last_log_line=last_log_line)
+                last_log_line: str | None = None, tails: PodTails | None = None) -> str:
+    """The one-line summary (serving.status.summary_line, as at the end of a ``--wait``); with
+    ``tails``, a failed service's summary quotes the line that explains the failure."""
+    lines = tails.lines_for(status) if tails is not None and status.state is not ServiceState.READY else None
+    return summary_line(status, elapsed_s=elapsed_s, last_log_line=last_log_line, log_lines=lines)
 
 
 def model_note(spec: Mapping[str, Any] | None) -> str:

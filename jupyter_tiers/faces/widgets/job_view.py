@@ -299,4 +299,6 @@ class JobView(anywidget.AnyWidget):
         super().close()
 
     def __repr__(self) -> str:
-        return f"JobView(job {self.job_id} {self.job_name!r}: {self.state})"
+        # No state here: a saved notebook keeps this text as first shown; the line under the
+        # widget (display.LiveLine) is the one kept current.
+        return f"JobView(job {self.job_id} {self.job_name!r})"

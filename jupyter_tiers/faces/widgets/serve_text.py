@@ -7,7 +7,15 @@ import threading
 import time
 from typing import TextIO
 
-from ...app.viewstate.serve import format_line, model_note, order_batch, pod_problem, state_label, summary_for
+from ...app.viewstate.serve import (
+    PodTails,
+    format_line,
+    model_note,
+    order_batch,
+    pod_problem,
+    state_label,
+    summary_for,
+)
 from ...core.model import PodLogLine, ServiceStatus
 from ...core.plaintext import printable
 from ...core.timefmt import format_elapsed
@@ -57,7 +65,7 @@ class ServiceTextView:
         settled = threading.Event()
         started = time.monotonic()
         seen: dict[str, str] = {}  # what was printed last: state label, banner, each pod's problem
-        last_line: list[str] = []
+        tails = PodTails()
         last_status: list[ServiceStatus] = []
         # An unsettled state was seen (or the service was just applied): the summary says how long
         # it took.
@@ -89,7 +97,7 @@ class ServiceTextView:
         def on_lines(lines: list[PodLogLine]) -> None:
             if settled.is_set() or not lines:
                 return
-            last_line[:] = [lines[-1].text]
+            tails.feed(lines)
             with self._lock:
                 self.out.write("".join(format_line(ln) + "\n" for ln in order_batch(lines)))
                 self.out.flush()
@@ -100,8 +108,7 @@ class ServiceTextView:
         final = self.final_status
         if final is not None:
             note = model_note(self.service.record.spec)
-            self._print(summary_for(final, elapsed_s=elapsed if rolling else None,
-                                    last_log_line=last_line[0] if last_line else None)
+            self._print(summary_for(final, elapsed_s=elapsed if rolling else None, tails=tails)
                         + (f" — {note}" if note else ""))
             return final
         where = f": {summary_for(last_status[0])}" if last_status else ""

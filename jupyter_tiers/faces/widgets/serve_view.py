@@ -14,7 +14,7 @@ from typing import Any
 import anywidget
 import traitlets as t
 
-from ...app.viewstate.serve import line_rows, model_note, order_batch, status_traits, summary_for
+from ...app.viewstate.serve import PodTails, line_rows, model_note, order_batch, status_traits, summary_for
 from ...core.model import PodLogLine, ServiceStatus
 from ...engine.handles import Service
 from ...engine.subscription import Subscription
@@ -107,7 +107,7 @@ class ServeView(anywidget.AnyWidget):
         self._lock = threading.Lock()
         self._rollout_since: float | None = time.monotonic()  # when the rollout being timed began
         self._unsettled_seen = applied
-        self._last_line: str | None = None
+        self._tails = PodTails()  # each pod's last lines: why a failed one failed
         self._scale_wanted: int | None = None
         self._buffer: collections.deque[list[Any]] = collections.deque(maxlen=self.log_limit)
         self._send_lock = threading.Lock()  # a reset (hello) and the batches in order
@@ -139,7 +139,7 @@ class ServeView(anywidget.AnyWidget):
                 self._rollout_since = None
                 self._unsettled_seen = False
             traits = status_traits(status, time.time())
-            traits["summary"] = (summary_for(status, elapsed, self._last_line)
+            traits["summary"] = (summary_for(status, elapsed, tails=self._tails)
                                  + (f" — {self.model_source}" if self.model_source else "")
                                  if status.state.settled else "")
             if self.scale_target >= 0 and status.desired == self.scale_target and self._scale_wanted is None:
@@ -163,8 +163,8 @@ class ServeView(anywidget.AnyWidget):
         self._held = None
 
     def _on_lines(self, lines: list[PodLogLine]) -> None:
-        if lines:
-            self._last_line = lines[-1].text
+        with self._cond:
+            self._tails.feed(lines)
         self._batcher.add(lines)
 
     def _send_lines(self, lines: list[PodLogLine], skipped: int) -> None:
@@ -308,5 +308,6 @@ class ServeView(anywidget.AnyWidget):
         super().close()
 
     def __repr__(self) -> str:
-        return f"ServeView(service {self.service_name!r}: {self.state} {self.ready}/{self.desired})"
+        # No state here: a saved notebook keeps this text as first shown (display.LiveLine is current).
+        return f"ServeView(service {self.service_name!r})"
 

@@ -4,9 +4,9 @@
 file and, after ``up``, writes a ready ``sandbox`` profile into ``~/.jupyter/tiers.yaml`` (with
 ``--lab``: the shared students' profile into ``/etc/jupyter/tiers.yaml``; with ``--lab --hub``
 also the class's JupyterHub, hub.py). ``sandbox add-user NAME [--allow-shared-group]
-[--initial-password] [--create]`` (or ``--students FILE``, students.py) and ``remove-user NAME``
-make a Unix user a lab student or not (lab.py). ``sandbox down --hub`` stops the hub alone;
-``sandbox down`` stops the hub, then the cluster.
+[--initial-password] [--create [--existing NAME]...]`` (or ``--students FILE``, students.py) and
+``remove-user NAME`` make a Unix user a lab student or not (lab.py). ``sandbox down --hub``
+stops the hub alone; ``sandbox down`` stops the hub, then the cluster.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def sandbox_profile(env: dict[str, str]) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     """``sandbox up|down|status [--nodes N] [--cpus C] [--lab [--hub ...]]``, ``sandbox down
     --hub``, ``sandbox add-user NAME|--students FILE [--allow-shared-group] [--initial-password]
-    [--create]``, ``sandbox remove-user NAME``."""
+    [--create [--existing NAME]...]``, ``sandbox remove-user NAME``."""
     import argparse
 
     parser = argparse.ArgumentParser(prog="jupyter tiers sandbox",
@@ -84,6 +84,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--create", action="store_true",
                         help="add-user: create a missing Unix user (home, a group of their own, a "
                              "printed initial password)")
+    parser.add_argument("--existing", action="append", default=[], metavar="NAME",
+                        help="add-user --create: also take this existing account (the student's own; "
+                             "repeatable); never root, a system account or an administrator")
     parser.add_argument("--config", type=Path, default=Path("~/.jupyter/tiers.yaml").expanduser(),
                         help="tiers.yaml to write the 'sandbox' profile into")
     args = parser.parse_args(argv)
@@ -94,8 +97,8 @@ def main(argv: list[str]) -> int:
             parser.error("--hub, --hub-ip, --hub-port and --cull-timeout go with 'up' "
                          "(and --hub with 'down')")
         return _lab_command(parser, args)
-    if args.students or args.initial_password or args.create:
-        parser.error("--students, --initial-password and --create only go with 'add-user'")
+    if args.students or args.initial_password or args.create or args.existing:
+        parser.error("--students, --initial-password, --create and --existing only go with 'add-user'")
     if args.hub and args.action == "up" and not args.lab:
         parser.error("--hub goes with --lab: jupyter tiers sandbox up --lab --hub")
     if args.hub and args.action == "status":
@@ -166,14 +169,20 @@ def _lab_command(parser: Any, args: Any) -> int:
                      + (" (and --allow-shared-group)" if args.action == "add-user" else ""))
     if args.action != "add-user" and args.allow_shared_group:
         parser.error("--allow-shared-group only goes with 'add-user'")
-    if args.action != "add-user" and (args.initial_password or args.create or args.students):
-        parser.error("--students, --initial-password and --create only go with 'add-user'")
+    if args.action != "add-user" and (args.initial_password or args.create or args.students
+                                      or args.existing):
+        parser.error("--students, --initial-password, --create and --existing only go with 'add-user'")
+    if args.existing and not args.create:
+        parser.error("--existing goes with --create (without --create, add-user takes existing "
+                     "accounts only)")
     try:
         if args.action == "add-user":
             todo = (students.read_students(args.students) if args.students is not None
                     else [students.Student(lab.check_user_name(args.name))])
+            existing = [lab.check_user_name(name) for name in args.existing]
             students.add_students(todo, initial_password=args.initial_password,
-                                  allow_shared_group=args.allow_shared_group, create=args.create)
+                                  allow_shared_group=args.allow_shared_group, create=args.create,
+                                  existing=existing)
         else:
             lab.remove_user(args.name)
             if students.leave_students_group(args.name):

@@ -2,7 +2,9 @@
 
 A real JupyterHub (the ``jupyterhub`` package, installed with ``jupyterhub-idle-culler`` in the
 class's venv: the root-owned venv whose ``jupyter tiers`` runs this) behind configurable-http-proxy
-from npm (installed once under :func:`proxy_dir`, :func:`ensure_proxy`):
+from npm (installed once under :func:`proxy_dir`, :func:`ensure_proxy`, with ``npm ci`` from the
+committed ``proxy/package.json`` and ``proxy/package-lock.json`` beside this file: every transitive
+version and its integrity hash pinned, no install scripts run):
 
 - PAM logs the students in with their Unix passwords (``sandbox add-user``), members of the Unix
   group :data:`students.STUDENTS_GROUP` only;
@@ -43,7 +45,11 @@ from .lab import LabError, trusted_path_problem
 from .students import STUDENTS_GROUP, students_group_members
 
 PROXY_PACKAGE = "configurable-http-proxy"
-PROXY_VERSION = "4.6.3"
+PROXY_VERSION = "4.6.3"  # as proxy/package.json pins it (tests/cluster/test_hub_unit.py checks)
+#: The committed npm project the proxy is installed from: package.json and its package-lock.json
+#: (made with ``npm install --package-lock-only``; renew both together).
+PROXY_PROJECT = Path(__file__).with_name("proxy")
+PROXY_FILES = ("package.json", "package-lock.json")
 CULL_TIMEOUT = 600
 CULL_EVERY = 60
 DEFAULT_PORT = 8000
@@ -187,19 +193,31 @@ def render_status(url: str | None, running: bool, students: Iterable[str],
 # --- this machine (root) -----------------------------------------------------------------------
 
 def installed_proxy(directory: Path | None = None) -> Path | None:
-    """The configurable-http-proxy of :data:`PROXY_VERSION` under ``directory``, if installed."""
+    """The configurable-http-proxy of :data:`PROXY_VERSION` under ``directory``, if installed
+    from this package's lockfile (its package.json and package-lock.json there, the same bytes)."""
     directory = directory or proxy_dir()
     package = directory / "node_modules" / PROXY_PACKAGE / "package.json"
     try:
         version = json.loads(package.read_text()).get("version")
+        same = all((directory / name).read_bytes() == (PROXY_PROJECT / name).read_bytes()
+                   for name in PROXY_FILES)
     except (OSError, ValueError):
         return None
     binary = directory / "node_modules" / ".bin" / PROXY_PACKAGE
-    return binary if version == PROXY_VERSION and binary.exists() else None
+    return binary if same and version == PROXY_VERSION and binary.exists() else None
+
+
+def proxy_install_argv(npm: str, directory: Path) -> list[str]:
+    """``npm ci`` in ``directory``: exactly the lockfile's packages, checked against its integrity
+    hashes (npm refuses a lockfile that does not match package.json), none of their scripts run."""
+    return [npm, "ci", "--prefix", str(directory), "--no-audit", "--no-fund", "--omit=dev",
+            "--ignore-scripts"]
 
 
 def ensure_proxy(directory: Path | None = None, say: Callable[[str], None] = print) -> Path:
-    """configurable-http-proxy :data:`PROXY_VERSION` under ``directory`` (npm, once; then kept)."""
+    """configurable-http-proxy :data:`PROXY_VERSION` under ``directory``: installed once with
+    :func:`proxy_install_argv` from the committed lockfile, then kept (not fetched again while it is
+    the lockfile's)."""
     directory = directory or proxy_dir()
     found = installed_proxy(directory)
     if found is not None:
@@ -208,15 +226,20 @@ def ensure_proxy(directory: Path | None = None, say: Callable[[str], None] = pri
     if npm is None or shutil.which("node", path=f"{os.environ.get('PATH', '')}:{_NPM_PATH}") is None:
         raise LabError("the hub's proxy needs Node.js and npm (Debian: apt-get install nodejs npm)")
     directory.mkdir(mode=0o755, parents=True, exist_ok=True)
-    say(f"installing {PROXY_PACKAGE}@{PROXY_VERSION} with npm into {directory}")
-    done = subprocess.run([npm, "install", "--prefix", str(directory), "--no-audit", "--no-fund",
-                           "--omit=dev", f"{PROXY_PACKAGE}@{PROXY_VERSION}"],
+    for name in PROXY_FILES:  # replaced whole (a link planted there is replaced, not followed)
+        tmp = directory / f".{name}.new"
+        tmp.unlink(missing_ok=True)
+        tmp.write_bytes((PROXY_PROJECT / name).read_bytes())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, directory / name)
+    say(f"installing {PROXY_PACKAGE}@{PROXY_VERSION} with npm ci (package-lock.json) into {directory}")
+    done = subprocess.run(proxy_install_argv(npm, directory),
                           capture_output=True, text=True, timeout=900, check=False,
                           stdin=subprocess.DEVNULL)
     found = installed_proxy(directory)
     if done.returncode != 0 or found is None:
         said = (done.stderr or done.stdout).strip().splitlines()
-        raise LabError(f"npm install {PROXY_PACKAGE} failed: {said[-1][:300] if said else 'no output'}")
+        raise LabError(f"npm ci {PROXY_PACKAGE} failed: {said[-1][:300] if said else 'no output'}")
     return found
 
 

@@ -58,6 +58,9 @@ PROFILE_KEY_DOCS: dict[str, str] = {
     "status_interval": "Seconds between the watcher's batched `squeue` queries (1 to 3600; "
                        "default 15).",
     "rank_interval": "Seconds between reads of the ranks' state files (0.2 to 3600; default 1).",
+    "hang_after": "Seconds without progress (every rank running, no new log line, every rank's "
+                  "CPU near idle) after which a job's header says `no progress on any rank for N "
+                  "min: Stacks?` (60 to 604800; default 300).",
     "path_map": "Where a cluster's checkpoint paths appear on this machine, `{cluster prefix: "
                 "local prefix}`, for `%%k8s_serve --model-from` on the local tier.",
     "context": "The kubeconfig context (default: its current context).",

@@ -19,6 +19,7 @@ from ..api import cached_tiers
 from ..api import connect as api_connect
 from ..batch.arrays import aggregate_status, counts_text, is_array, split_task_ref, task_index
 from ..batch.history import HistoryRow, make_query, no_history_message
+from ..batch.stacks import STACKS_WAIT, Stacks, stacks_data
 from ..batch.status import summary_line
 from ..config.profiles import load_config
 from ..config.registry import JobRecord, Registry
@@ -306,6 +307,12 @@ _reasons: dict[tuple[str, str, int | None], str | None] = {}
 _MAX_REASONS = 2_000
 
 
+def used_line(job: Job, status: JobStatus | None = None) -> str | None:
+    """What an ended job used of what it asked for, as the notebook widget's summary ends
+    (viewstate/job.py ``used_line``)."""
+    return job_state.used_line(job, status)
+
+
 def end_reason(job: Job, status: JobStatus | None = None) -> str | None:
     """Why an ended job ended, with the fix (``why: … — fix: …``), or None for a job that
     completed, still runs, or ended in a way not recognised (batch.endreason). Read from the
@@ -475,6 +482,21 @@ def cancel(ref: str) -> ActionResult:
     :class:`OwnJob`, before any lookup)."""
     check_cancel(ref)
     return ActionResult(True, attach_job(ref).stop())
+
+
+def stacks(ref: str, timeout: float = STACKS_WAIT) -> Stacks:
+    """Every running rank's Python stacks of job ``ref`` (an array's task: ``ID_7``), taken at
+    one moment and grouped (batch/stacks.py); ``str()`` of the result is the text to show."""
+    if not 0 < timeout <= 600:
+        raise ValueError(f"timeout {timeout}: give 1 to 600 seconds")
+    return attach_job(ref).stacks(timeout=timeout)
+
+
+def stacks_data_of(ref: str) -> dict[str, Any]:
+    """:func:`stacks` as plain data (REST, the sidebar): ``text`` (what ``%tiers stacks`` prints),
+    ``groups`` (``title``, ``ranks``, ``nodes``, ``threads``) and ``missing`` (``rank``, ``node``,
+    ``why``)."""
+    return stacks_data(stacks(ref))
 
 
 def delete(ref: str) -> ActionResult:

@@ -25,6 +25,7 @@ from dataclasses import replace
 from ..core.errors import SpecError
 from ..core.model import JobSpec, RankPhase, RankState
 from .shareddirs import UNSAFE_DIRS_SH
+from .stacks import BOOT_FILE, BOOT_PY, STACKS_DIR
 from .usage import APPS_QUERY, GPU_DIR, GPU_QUERY, USAGE_SUFFIX, join_gpus, parse_usage_words
 
 LOG_NAME = "job.log"
@@ -38,10 +39,11 @@ CHECKPOINTS = "checkpoints"
 OWN_FILES = frozenset({
     ".jobid", ".submit.lock", ".upload.tar", "job.sbatch", "rank.sh", "main.py", "main.sh",
     "env.sh", "job.sh", "job.json", "state.json", "supervisor.pid", "supervisor.log", "cancel",
-    ".batch-env.json", "array.json", "params.json", "cell.py",
+    ".batch-env.json", "array.json", "params.json", "cell.py", ".rank-boot.py",
 })
-#: Directories whose files are ours: ``code/`` is the ``--sync`` copy of the notebook's files.
-OWN_DIRS = ("code",)
+#: Directories whose files are ours: ``code/`` is the ``--sync`` copy of the notebook's files,
+#: ``stacks/`` the ranks' answers to ``job.stacks()`` (stacks.py).
+OWN_DIRS = ("code", "stacks")
 
 
 def is_own_file(name: str) -> bool:
@@ -70,6 +72,8 @@ def job_files(spec: JobSpec) -> dict[str, tuple[str, int]]:
     files: dict[str, tuple[str, int]] = {"rank.sh": (RANK_SHIM, 0o700)}
     body = spec.script if spec.script.endswith("\n") else spec.script + "\n"
     files["main.sh" if spec.shell else "main.py"] = (body, 0o600)
+    if not spec.shell:  # the rank shim runs a Python cell through it (stacks.py)
+        files[BOOT_FILE] = (BOOT_PY, 0o600)
     if spec.env:
         files["env.sh"] = (render_env(spec), 0o600)
     return files
@@ -236,6 +240,73 @@ sample_usage() {
   fi
   return 0
 }
+# Stacks (stacks.py): a Python cell runs through the boot, which registers faulthandler for a
+# real-time signal before the cell starts; a poller answers each new id in stacks/request by
+# signalling the program (its pid as the boot recorded it) and waiting for the dump. The poller
+# sleeps with read -t on a pipe it holds itself: no process is started while nobody asks.
+stk="$JT_JOB_DIR/__STACKS_DIR__"
+export JT_STACKS_DIR="$stk"
+poll="${JT_STACKS_POLL:-1}"
+prog=("$@")
+no_python="no Python stack to take: this rank's program is not a Python cell"
+[ "${JT_STACKS:-1}" = 0 ] || mkdir -p "$stk" 2>/dev/null
+if [ -d "$stk" ] && [ "$#" -ge 2 ] && [ "${2##*/}" = main.py ] && [ -r "$JT_JOB_DIR/__BOOT__" ]; then
+  prog=("$1" "$JT_JOB_DIR/__BOOT__" "${@:2}")
+  no_python=""
+fi
+sig_caught() {  # does process $1 catch signal $2 (SigCgt of /proc/PID/status)? no /proc: yes
+  local key val
+  while read -r key val; do
+    if [ "$key" = SigCgt: ]; then (( (16#$val >> ($2 - 1)) & 1 )); return; fi
+  done < "/proc/$1/status"
+  return 0
+}
+stacks_answer() {  # $1: a request id -> stacks/<rank>: request ID TS NODE, the dump or none WHY, end ID
+  local out="$stk/$rank" pid="" num="" why="" before=0 size=0 last=-1 same=0 n=0
+  read -r pid num 2>/dev/null < "$stk/.$rank.boot"
+  now_s
+  # only the latest answer is kept (faulthandler appends: O_APPEND writes follow the truncation)
+  printf 'request %s %s %s\n' "$1" "$REPLY" "$node" > "$out"
+  if ! kill -0 "$child" 2>/dev/null; then why="its program has exited"
+  elif [ -n "$no_python" ]; then why="$no_python"
+  elif [ "$pid" != "$child" ] || [ -z "$num" ]; then
+    why="its Python has not set up stack taking (still starting, or see the rank's log)"
+  elif ! sig_caught "$child" "$num" 2>/dev/null; then
+    why="its program no longer handles the stack signal (it replaced the handler or exec'd another program)"
+  fi
+  if [ -z "$why" ]; then
+    before=$(wc -c < "$out")
+    kill -"$num" "$child" 2>/dev/null || why="its program has exited"
+  fi
+  if [ -z "$why" ]; then
+    # faulthandler writes from the signal handler, in one burst of small writes: done once it
+    # wrote and then nothing more for 0.5 s; nothing at all within 5 s: it did not run the handler
+    while [ "$n" -lt 50 ]; do
+      sleep 0.1; n=$((n + 1))
+      size=$(wc -c < "$out") || break
+      if [ "$size" -gt "$before" ] && [ "$size" = "$last" ]; then
+        same=$((same + 1)); [ "$same" -lt 5 ] || break
+      else
+        same=0
+      fi
+      last="$size"
+    done
+    [ "$size" -gt "$before" ] \
+      || why="it did not write its stack within 5 s (stopped, or blocked in the kernel)"
+  fi
+  [ -z "$why" ] || printf 'none %s\n' "$why" >> "$out"
+  printf 'end %s\n' "$1" >> "$out"
+}
+stacks_poll() {
+  local nap="" seen="$asked_before" id=""
+  exec {nap}<> <(:) || nap=""
+  while kill -0 "$shim"; do
+    if [ -n "$nap" ]; then read -r -t "$poll" -u "$nap" _; else sleep "$poll"; fi
+    id=""
+    read -r id _ < "$stk/request"
+    if [ -n "$id" ] && [ "$id" != "$seen" ]; then seen="$id"; stacks_answer "$id"; fi
+  done
+}
 # The heartbeat ends with the shim, even if the shim is killed outright.
 (prev_ticks=""; prev_us=""
  while sleep "$beat" && kill -0 "$shim" 2>/dev/null; do
@@ -257,15 +328,23 @@ trap 'stopped=2; kill -INT "$child" 2>/dev/null' INT
 # Without job control bash starts background commands with INT and QUIT ignored; undo that
 # (POSIX allows it in a subshell) so the INT forwarded above reaches the program.
 # umask 027: what the rank writes (checkpoints) its group may read; the job's files stay private.
-( trap - INT QUIT; umask 027; exec "${reset[@]}" "$@" 3>&- ) &
+# A request made before the program starts is not for it (read now: the poller may start late).
+asked_before=""
+read -r asked_before _ 2>/dev/null < "$stk/request"
+( trap - INT QUIT; umask 027; exec "${reset[@]}" "${prog[@]}" 3>&- ) &
 child=$!
+stacker=""
+if [ -d "$stk" ]; then
+  (stacks_poll) >/dev/null 2>&1 3>&- &
+  stacker=$!
+fi
 if [ "$sampling" != 0 ]; then printf '%s\n' "$child" > "$pidfile"; fi
 # A signal that came before $child was set could not be forwarded by the trap: do it now.
 if [ -n "$stopped" ]; then kill -"$stopped" "$child" 2>/dev/null; fi
 # A trapped signal interrupts wait (128+N); bash keeps the reaped child's own status.
 while kill -0 "$child" 2>/dev/null; do wait "$child"; done
 wait "$child"; code=$?
-kill "$heartbeat" 2>/dev/null
+kill "$heartbeat" $stacker 2>/dev/null
 rm -f "$pidfile"
 if [ -n "$stopped" ]; then
   printf 'signal %s %s\n' "$stopped" "$(date +%s.%N)" >> "$state"
@@ -287,7 +366,8 @@ wait "$prefixer" 2>/dev/null
 kill "$flush_timer" 2>/dev/null
 exit "$code"
 """
-RANK_SHIM = _RANK_SHIM.replace("__GPU_QUERY__", GPU_QUERY).replace("__APPS_QUERY__", APPS_QUERY)
+RANK_SHIM = (_RANK_SHIM.replace("__GPU_QUERY__", GPU_QUERY).replace("__APPS_QUERY__", APPS_QUERY)
+             .replace("__STACKS_DIR__", STACKS_DIR).replace("__BOOT__", BOOT_FILE))
 
 
 def parse_rank_files(text: str) -> dict[str, dict[int, RankState]]:

@@ -192,7 +192,7 @@ _ERROR_STATES = frozenset({JobState.FAILED, JobState.OUT_OF_MEMORY, JobState.NOD
 
 
 def summary_line(status: JobStatus, *, metric: tuple[str, float] | None = None,
-                 error: str | None = None, why: str | None = None) -> str:
+                 error: str | None = None, why: str | None = None, used: str | None = None) -> str:
     """The one line printed when a job ends, e.g.
 
     ``job 41 FAILED in 00:00:12 — first failure: rank 137 (node18) exit 7; 255 ranks stopped``
@@ -202,14 +202,16 @@ def summary_line(status: JobStatus, *, metric: tuple[str, float] | None = None,
     (``— loss 0.0123``, ``; last loss 2.31`` for a job that did not complete), and ``error``, the
     first error line, shown for a job that failed (``— RuntimeError: CUDA error: out of memory``).
     ``why``: why it ended with the fix (endreason.EndReason.line, ``why: … — fix: …``), shown in
-    place of ``error`` for a job that did not complete.
+    place of ``error`` for a job that did not complete. ``used``: what it used of what it asked
+    for (efficiency.py, ``CPU 38 % of 16 cores over 2 h 10 min; ...``), last, once it ended.
     """
     head = (f"job {status.job_id} {status.state.value}{summary_restarts(status.restarts)}"
             f" in {format_elapsed(status.elapsed_s)}")
+    tail = f" — {used}" if used and status.state.terminal else ""
     if status.state is JobState.COMPLETED:
         return (head + (f" on {status.nodelist}" if status.nodelist else "")
                 + (f" — {metric[0]} {format_value(metric[1])}" if metric else "")
-                + (f" — checkpoint {status.checkpoint}" if status.checkpoint else ""))
+                + (f" — checkpoint {status.checkpoint}" if status.checkpoint else "") + tail)
     first = status.first_failure
     stopped = status.count(RankPhase.STOPPED)
     details: list[str] = []
@@ -228,4 +230,4 @@ def summary_line(status: JobStatus, *, metric: tuple[str, float] | None = None,
         line += f" — {why}"
     elif error and status.state in _ERROR_STATES:
         line += f" — {error}"
-    return line
+    return line + tail

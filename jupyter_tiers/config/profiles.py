@@ -84,6 +84,7 @@ _SECONDS_BOUNDS = {
     "rank_interval": (0.2, 3600.0),
     "request_timeout": (1.0, 3600.0),
     "stale_after": (10.0, 7 * 86400.0),  # reachability.py: a state older than this shows UNKNOWN
+    "hang_after": (60.0, 7 * 86400.0),  # batch/hang.py: quiet this long, a running job looks hung
 }
 # Limits that keep a hostile YAML file (alias bombs, deep nesting) from exhausting the kernel.
 MAX_CONFIG_BYTES = 4 * 1024 * 1024
@@ -133,10 +134,11 @@ TIER_KEYS: dict[str, dict[str, type | tuple[type, ...]]] = {
         "status_interval": (int, float),
         "rank_interval": (int, float),
         "stale_after": (int, float),
+        "hang_after": (int, float),
     },
     # path_map: where another profile's (a cluster's) checkpoint paths are mounted on this
     # machine, for %%k8s_serve --model-from on the local tier (handoff.py).
-    "local": {**_COMMON_KEYS, "path_map": dict, "load_limit_rps": (int, float)},
+    "local": {**_COMMON_KEYS, "path_map": dict, "load_limit_rps": (int, float), "hang_after": (int, float)},
     "kubernetes": {
         **_COMMON_KEYS,
         "context": str,

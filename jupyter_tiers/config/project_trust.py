@@ -73,7 +73,7 @@ _TABLE: list[KeyRule] = [
     *_rows(False, False, EXPOSURE, "service_type", "ingress_class", "ingress_annotations"),
     KeyRule("load_limit_rps", False, False, LOAD),
     *_rows(False, False, TIMING, "connect_timeout", "status_interval", "rank_interval",
-           "request_timeout", "stale_after"),
+           "request_timeout", "stale_after", "hang_after"),
     # --- defaults: the spec options a profile presets (options.py) ----------------------------
     *_rows(True, True, RESOURCE, *(f"defaults.{k}" for k in (
         "nodes", "ntasks_per_node", "gpus_per_node", "cpus_per_task", "mem", "time", "partition",

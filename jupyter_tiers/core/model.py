@@ -198,6 +198,7 @@ class JobStatus:
     checkpoint: str | None = None  # newest file or dir in $JT_CHECKPOINT_DIR (full path)
     restarts: int = 0  # times the job was requeued (preempted, node failure, scontrol requeue)
     straggler: str | None = None  # "rank 3 (node2) 38 % slower than the median for 2 min"
+    stalled: str | None = None  # "no progress on any rank for 7 min: Stacks?" (batch/hang.py)
 
     @property
     def first_failure(self) -> RankState | None:

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar, Generic
 
+from ..batch.efficiency import Efficiency, job_efficiency
 from ..batch.endreason import (
     TAIL_LINES,
     EndReason,
@@ -23,6 +24,7 @@ from ..batch.endreason import (
     why_ended,
 )
 from ..batch.metrics import MetricsTracker, parse_patterns, to_frame
+from ..batch.stacks import STACKS_WAIT, Stacks
 from ..batch.status import summary_line
 from ..batch.usage import rows_frame, to_usage_frame, usage_rows
 from ..config.registry import JobRecord
@@ -186,6 +188,18 @@ class Job(Handle[JobStatus]):
             rows = [r for r in rows if r["rank"] == rank]
         return to_usage_frame(rows)
 
+    def efficiency(self, status: JobStatus | None = None, *, accounting: bool = True) -> Efficiency | None:
+        """What the job used of what it asked for, like ``seff``: CPU time over the cores and the
+        elapsed time, the largest node's memory peak against ``--mem``, GPU use where sampled
+        (``str()`` is ``CPU 38 % of 16 cores over 2 h 10 min; memory peak 2.1 of 16 GB per
+        node``, with a hint when it asked for far more than it used). From the ranks' samples
+        (one read of ``usage/``) and, with ``accounting`` on an ended Slurm job, its sacct
+        record (one query). None when nothing was sampled (a job shorter than a heartbeat)."""
+        status = status or self.status()
+        acct = self.tier.accounting_record(self.record) if accounting and status.state.terminal else None
+        return job_efficiency(self.record.spec, self.record.tier, self.record.world_size,
+                              status.elapsed_s, self.tier.usage_series(self.record), acct)
+
     def summary(self, status: JobStatus | None = None) -> str:
         """The one-line summary with what the log shows: the main metric's last value and,
         for a job that did not complete, why it ended with the fix (``why: … — fix: …``), else
@@ -194,8 +208,9 @@ class Job(Handle[JobStatus]):
         tail = LogTail()
         tracker = self.metric_tracker(tail=tail)
         reason = self.end_reason(status, tail=tail, last_step=tracker.step)
+        used = self.efficiency(status, accounting=False) if status.state.terminal else None
         return summary_line(status, metric=tracker.main(), error=tracker.error,
-                            why=reason.line if reason else None)
+                            why=reason.line if reason else None, used=str(used) if used else None)
 
     def end_reason(self, status: JobStatus | None = None, *, tail: LogTail | None = None,
                    last_step: float | None = None) -> EndReason | None:
@@ -294,6 +309,14 @@ class Job(Handle[JobStatus]):
     def cancel(self) -> None:
         self.tier.cancel(self.record)
         self.tier.watcher.kick()
+
+    def stacks(self, timeout: float = STACKS_WAIT) -> Stacks:
+        """Every running rank's Python stack (all threads), taken at one moment and grouped by
+        identical stack: ``print(job.stacks())`` shows ``ranks 0-2,4-7 (7) on node[1-2]`` and
+        the frames, innermost last, the cell's frames as the cell's lines; a rank without a
+        stack says why in one line. One request for the whole job, no scheduler call; waits at
+        most ``timeout`` seconds for the ranks to answer (they look once a second)."""
+        return self.tier.stacks(self.record, timeout=timeout)
 
     def upload(self) -> str:
         """Upload (or finish uploading: finished files and parts are not sent again) the newest

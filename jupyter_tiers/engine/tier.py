@@ -13,13 +13,17 @@ from __future__ import annotations
 
 import abc
 import threading
+import time
 from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from dataclasses import fields
 from typing import Any, ClassVar, TypeVar
 
 from ..batch.arrays import aggregate_status, counts_text, is_array, record_counts, task_index, task_records
+from ..batch.efficiency import Accounting
+from ..batch.hang import HangRule
 from ..batch.history import HistoryQuery, HistoryRow, no_history_message
 from ..batch.logs import ByteStream, LogDecoder
+from ..batch.stacks import STACKS_WAIT, Stacks, build_stacks, parse_answers, request_id
 from ..batch.status import ended_ids, merge_status
 from ..batch.usage import USAGE_MAX_SAMPLES, UsageSeries
 from ..config.profiles import Profile
@@ -30,6 +34,7 @@ from ..core.model import (
     JobStatus,
     LogLine,
     PodLogLine,
+    RankPhase,
     RankState,
     SchedulerInfo,
     ServeSpec,
@@ -199,6 +204,8 @@ class BatchTier(Tier):
         with self._lock:
             if self._watcher is None:
                 self._watcher = Watcher(self, **self.watcher_options())
+                if self.profile.get("hang_after") is not None:  # batch/hang.py
+                    self._watcher.hang_rule = HangRule(after=float(self.profile.get("hang_after")))
             return self._watcher
 
     @property
@@ -292,6 +299,44 @@ class BatchTier(Tier):
         """The job's resource-use series as its rank shims sampled them (batch/usage.py): at most
         the last ``max_samples`` of each rank. Empty where a tier keeps none."""
         return UsageSeries()
+
+    def accounting_record(self, record: JobRecord) -> Accounting | None:
+        """What the scheduler's accounting says the job used (batch/efficiency.py); None where a
+        tier keeps none (only Slurm does)."""
+        return None
+
+    def stacks(self, record: JobRecord, timeout: float = STACKS_WAIT) -> Stacks:
+        """Every running rank's Python stacks (all threads), taken at one moment and grouped by
+        identical stack (batch/stacks.py). One request for the whole job: a file in its job
+        directory that every rank's shim looks at each second; no scheduler call. Waits at most
+        ``timeout`` seconds for the ranks' answers; a rank without a stack says why."""
+        if is_array(record):
+            raise TiersError(f"job {record.job_id} is an array: ask one task, e.g. "
+                             f"job.task(i).stacks() or %tiers stacks {record.job_id}_i")
+        ranks = self.poll_ranks([record]).get(record.job_id, {})
+        running = sorted(r for r, s in ranks.items() if s.phase is RankPhase.RUNNING)
+        answers: dict[int, Any] = {}
+        cell: str | None = None
+        started = time.monotonic()
+        if running:
+            rid = request_id(time.time())
+            self.ask_stacks(record, rid)
+            while True:
+                answers, cell = parse_answers(self.read_stacks(record), rid)
+                if set(running) <= set(answers) or time.monotonic() - started >= timeout:
+                    break
+                time.sleep(0.25)
+        return build_stacks(record.job_id, record.world_size, ranks, answers, running, cell,
+                            waited_s=timeout)
+
+    def ask_stacks(self, record: JobRecord, rid: str) -> None:
+        """Write the request ``rid`` into the job directory's ``stacks/request``."""
+        raise Unsupported(f"the {self.backend} tier cannot take a job's stacks")
+
+    def read_stacks(self, record: JobRecord) -> str:
+        """The ranks' answers as :func:`~jupyter_tiers.batch.stacks.parse_answers` reads them:
+        ``@@ R`` and the tail of ``stacks/R`` per rank, then ``@@cell`` and the cell's file."""
+        raise Unsupported(f"the {self.backend} tier cannot take a job's stacks")
 
     def rank_notes(self) -> dict[str, str]:
         """Problems the last :meth:`poll_ranks` saw, one line per job id (a full disk under the

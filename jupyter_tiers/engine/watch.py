@@ -23,6 +23,7 @@ from time import time as wall_clock
 from typing import Protocol
 
 from ..batch.arrays import expand_arrays, is_array, merge_array_status, record_counts
+from ..batch.hang import HangRule, HangWatch
 from ..batch.logs import ByteStream, LogDecoder
 from ..batch.status import ended_ids, merge_status
 from ..batch.straggler import StragglerRule, StragglerWatch
@@ -99,6 +100,7 @@ class _Watched:
     subs: list[JobSubscription] = field(default_factory=list)
     status: JobStatus | None = None  # as shown (UNKNOWN once the cluster has been gone too long)
     stragglers: StragglerWatch | None = None  # its ranks' progress (made on the first rank poll)
+    hang: HangWatch | None = None  # its quiet time (batch/hang.py; made on the first rank poll)
     real: JobStatus | None = None  # as last merged from what the cluster said
 
 
@@ -273,6 +275,8 @@ class Watcher:
         self._uploading: set[str] = set()  # keys of COMPLETED jobs whose checkpoint is being uploaded
         #: When a running job's rank is named a straggler (batch/straggler.py); tests shorten it.
         self.straggler_rule = StragglerRule()
+        #: When a running job is said to look hung (batch/hang.py; the profile's hang_after).
+        self.hang_rule = HangRule()
         #: How often an interrupted checkpoint upload is resumed, and the first wait (doubled).
         self.upload_attempts = 5
         self.upload_retry_delay = 5.0
@@ -496,7 +500,8 @@ class Watcher:
                 )
             status = replace(status, controller_reachable=reachable,
                              message=message or self._rank_notes.get(rec.job_id),
-                             straggler=self._straggler(watched, status, ranks is not None))
+                             straggler=self._straggler(watched, status, ranks is not None),
+                             stalled=self._stalled(watched, status, ranks is not None))
             if prev is not None and prev.state.terminal:
                 continue
             real = status
@@ -548,6 +553,20 @@ class Watcher:
             watched.stragglers = StragglerWatch(self.straggler_rule)
         found = watched.stragglers.feed_ranks(status.ranks)
         return found.text() if found is not None else None
+
+    def _stalled(self, watched: _Watched, status: JobStatus, fresh: bool) -> str | None:
+        """The "looks hung" line of a running job (batch/hang.py), from its ranks' states and
+        usage samples and how far its followers have read the log: updated when the rank files
+        were just read, else the last one kept."""
+        if status.state is not JobState.RUNNING or is_array(watched.record):
+            return None
+        if not fresh:
+            return watched.real.stalled if watched.real is not None else None
+        if watched.hang is None:
+            watched.hang = HangWatch(self.hang_rule)
+        with self._lock:
+            offsets = [s.follower.offset for s in watched.subs if s.follower is not None]
+        return watched.hang.feed(time.monotonic(), status.ranks, max(offsets) if offsets else None)
 
     def _shown(self, status: JobStatus, reachable: bool) -> JobStatus:
         """``status`` as views show it: UNKNOWN (the last seen state and when) once the cluster

@@ -18,6 +18,7 @@ USAGE = """usage: jupyter tiers COMMAND
                                                    the class's JupyterHub (PAM, idle culler) and its students
   jobs [--profile P] [--limit N] [--kind K]        jobs and services of every tier, newest first
   logs ID [--rank N | --pod P] [--tail N]          print a job's or a service's log
+  stacks ID [--timeout S]                          every running rank's Python stack, grouped
   cancel ID                                        cancel a job
   delete ID                                        delete a service and everything it made
   scale ID N | restart ID                          scale a service / roll its pods

@@ -367,6 +367,7 @@ class TiersMagics(Magics):
         %tiers attach ID                 the live view of a job or service (after a kernel restart, too)
         %tiers logs ID [--rank N | --pod P] [--tail N]
         %tiers cancel ID                 cancel a job
+        %tiers stacks ID [--timeout S]   every running rank's Python stack, grouped (a job that hangs)
         %tiers delete ID                 delete a service
         %tiers scale ID N | restart ID   act on a service
         %tiers promote ID | rollback ID [--to REVISION]

@@ -1,4 +1,4 @@
-"""``%tiers`` subcommands (also ``jupyter tiers``): jobs, attach, logs, cancel, delete, scale,
+"""``%tiers`` subcommands (also ``jupyter tiers``): jobs, attach, logs, stacks, cancel, delete, scale,
 restart, promote and rollback (canaries and revisions), profiles — on training jobs and services alike —
 history (Slurm accounting), doctor (first-contact checks of profiles) and init (write a profile
 from what the machine knows)."""
@@ -14,6 +14,7 @@ from ..app import actions, items
 from ..app.ownjob import check_cancel
 from ..batch.arrays import detail_counts, format_tasks, is_array
 from ..batch.history import HistoryRow, format_history
+from ..batch.stacks import STACKS_WAIT
 from ..config.registry import JobRecord
 from ..core.errors import Unsupported
 from ..core.model import WorkKind
@@ -86,6 +87,12 @@ def build_parser() -> argparse.ArgumentParser:
     cancel = sub.add_parser("cancel", help="cancel a job (an array's every task; ID_TASK one task)")
     cancel.add_argument("job")
     cancel.add_argument("--task", type=_int_up_to(4_000_000), help="one task of an array (or ID_TASK)")
+    stacks = sub.add_parser("stacks", help="every running rank's Python stack (all threads) of a "
+                            "job, taken at one moment and grouped by identical stack")
+    stacks.add_argument("job")
+    stacks.add_argument("--task", type=_int_up_to(4_000_000), help="one task of an array (or ID_TASK)")
+    stacks.add_argument("--timeout", type=_int_up_to(600), default=int(STACKS_WAIT),
+                        help=f"seconds to wait for the ranks' answers (default {int(STACKS_WAIT)})")
     delete = sub.add_parser("delete", help="delete a service and everything it made")
     delete.add_argument("job")
     forget = sub.add_parser("forget", help="drop a job or service whose profile no longer exists from "
@@ -275,6 +282,11 @@ def run(argv: list[str], shell: Any = None) -> Any:
                 raise CommandUsage(f"%tiers logs: {args.job} is a service; use --pod NAME, not --rank")
             text = handle.logs(pod=args.pod, tail=args.tail)
         print(text, end="")
+    elif args.command == "stacks":
+        if args.timeout < 1:
+            raise CommandUsage(f"%tiers stacks --timeout {args.timeout}: give 1 to 600 seconds")
+        _handle(args.job, WorkKind.JOB)
+        print(printable(str(actions.stacks(args.job, timeout=args.timeout)), keep="\n\t"), end="")
     elif args.command == "rollback":
         if args.revision is not None and args.revision < 1:
             raise CommandUsage(f"%tiers rollback --to {args.revision}: give a revision from 1")

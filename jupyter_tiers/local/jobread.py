@@ -9,11 +9,14 @@ whose directory was removed, is shown with what is there.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import BinaryIO
 
+from ..batch.arrays import CELL_FILE
 from ..batch.jobdir import RANKS_DIR, newest_entry, parse_rank_file
+from ..batch.stacks import MAX_ANSWER_BYTES, REQUEST_FILE, STACKS_DIR, check_request_id
 from ..batch.usage import GPU_DIR, USAGE_DIR, USAGE_SUFFIX, UsageSeries, join_gpus, parse_usage_dump
 from ..core.model import RankState
 
@@ -119,3 +122,31 @@ def _read_text(path: Path) -> str:
         return path.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return ""
+
+
+def write_stacks_request(jobdir: Path, rid: str) -> None:
+    """Ask every rank for its stacks: ``stacks/request`` replaced atomically (batch/stacks.py)."""
+    folder = jobdir / STACKS_DIR
+    folder.mkdir(mode=0o700, exist_ok=True)
+    tmp = folder / f".{REQUEST_FILE}.{os.getpid()}"
+    with contextlib.suppress(FileNotFoundError):
+        tmp.unlink()  # a stale one, or a planted symlink: removed, never written through
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW
+    with os.fdopen(os.open(tmp, flags, 0o600), "w", encoding="utf-8") as f:
+        f.write(check_request_id(rid) + "\n")
+    os.replace(tmp, folder / REQUEST_FILE)
+
+
+def read_stacks_text(jobdir: Path) -> str:
+    """The ranks' answers (the last MAX_ANSWER_BYTES of each ``stacks/<rank>``) and the cell's
+    file, as :func:`~jupyter_tiers.batch.stacks.parse_answers` reads them."""
+    parts: list[str] = []
+    folder = jobdir / STACKS_DIR
+    for name in sorted(n for n in _listdir(folder) if n.isdigit()):
+        with contextlib.suppress(OSError), open(folder / name, "rb") as f:
+            f.seek(max(0, os.fstat(f.fileno()).st_size - MAX_ANSWER_BYTES))
+            parts.append(f"@@ {name}\n{f.read(MAX_ANSWER_BYTES).decode('utf-8', 'replace')}\n")
+    cell = jobdir / CELL_FILE if (jobdir / CELL_FILE).exists() else jobdir / "main.py"
+    with contextlib.suppress(OSError), open(cell, "rb") as f:
+        parts.append("@@cell\n" + f.read(MAX_ANSWER_BYTES).decode("utf-8", "replace"))
+    return "".join(parts)

@@ -63,7 +63,15 @@ from ..engine.tier import BatchTier
 from ..spec.jobspec import validate_spec
 from . import jobstate, processes, slurmenv
 from .array_supervisor import ARRAY_FILE
-from .jobread import newest_checkpoint, read_last_lines, read_ranks, read_usage_series, tail_text
+from .jobread import (
+    newest_checkpoint,
+    read_last_lines,
+    read_ranks,
+    read_stacks_text,
+    read_usage_series,
+    tail_text,
+    write_stacks_request,
+)
 
 MAX_RANKS = 1024  # a local job's ranks all run on this machine
 LAUNCH_TIMEOUT = 60.0
@@ -526,6 +534,13 @@ class LocalTier(BatchTier):
     def usage_series(self, record: JobRecord, max_samples: int = USAGE_MAX_SAMPLES) -> UsageSeries:
         """The job's usage/ files, read here (each file's last ``max_samples`` lines)."""
         return read_usage_series(Path(record.jobdir), max_samples)
+
+    def ask_stacks(self, record: JobRecord, rid: str) -> None:
+        """Write the request file the ranks' shims look at (batch/stacks.py)."""
+        write_stacks_request(Path(record.jobdir), rid)
+
+    def read_stacks(self, record: JobRecord) -> str:
+        return read_stacks_text(Path(record.jobdir))
 
     # --- logs ----------------------------------------------------------------------------
     def open_log(self, record: JobRecord, offset: int) -> ByteStream:

@@ -13,8 +13,10 @@ import tarfile
 import time
 from collections.abc import Sequence
 
+from ..batch.efficiency import ACCOUNTING_FIELDS
 from ..batch.jobdir import LISTING_MARKER, LOG_NAME
 from ..batch.shareddirs import UNSAFE_DIRS_SH
+from ..batch.stacks import MAX_ANSWER_BYTES, check_request_id
 from ..core.errors import SpecError
 from .parse import SACCT_FIELDS, SINFO_NODES_FORMAT, SQUEUE_FORMAT
 from .render import RenderedJob
@@ -236,6 +238,11 @@ def sacct_argv(job_ids: Sequence[str]) -> list[str]:
     return slurm_argv("sacct", "-X", "-n", "-P", "-j", ids, "-o", SACCT_FIELDS)
 
 
+def accounting_argv(job_id: str) -> list[str]:
+    """sacct of one job with its steps: what it used (batch/efficiency.py ACCOUNTING_FIELDS)."""
+    return slurm_argv("sacct", "-n", "-P", "-j", check_job_id(job_id), "-o", ACCOUNTING_FIELDS)
+
+
 def sacct_tasks_argv(task_ids: Sequence[str]) -> list[str]:
     """sacct for array tasks (``51_3``): JobID names them as the array does (JobIDRaw would
     give each task's own number)."""
@@ -313,6 +320,36 @@ exit 0
 def usage_argv(jobdir: str, max_lines: int) -> list[str]:
     """The job's usage series, the last ``max_lines`` lines of each file (one command)."""
     return [*BASH, USAGE_SH, "jt-usage", jobdir, str(int(max_lines))]
+
+
+# Stacks (batch/stacks.py): the request is one file in the job directory, which every rank's
+# shim looks at; the answers come back in one read. Neither asks the scheduler.
+STACKS_ASK_SH = r"""d="$1/stacks"; id="$2"
+mkdir -p -- "$d" && printf '%s\n' "$id" > "$d/.request.$$" && mv -f -- "$d/.request.$$" "$d/request"
+"""
+STACKS_READ_SH = r"""d="$1"; n="$2"
+for f in "$d"/stacks/[0-9]*; do
+  [ -f "$f" ] || continue
+  printf '@@ %s\n' "${f##*/}"
+  tail -c "$n" -- "$f"
+  printf '\n'
+done
+c="$d/cell.py"
+[ -f "$c" ] || c="$d/main.py"
+printf '@@cell\n'
+head -c "$n" -- "$c" 2>/dev/null
+exit 0
+"""
+
+
+def stacks_ask_argv(jobdir: str, rid: str) -> list[str]:
+    """Ask every rank of the job for its stacks (the request file)."""
+    return [*BASH, STACKS_ASK_SH, "jt-stacks-ask", jobdir, check_request_id(rid)]
+
+
+def stacks_read_argv(jobdir: str) -> list[str]:
+    """The ranks' answers and the cell's file, in one command."""
+    return [*BASH, STACKS_READ_SH, "jt-stacks", jobdir, str(MAX_ANSWER_BYTES)]
 
 
 def cancel_argv(job_id: str, signal: str | None = None) -> list[str]:

@@ -11,6 +11,7 @@ from dataclasses import replace
 from typing import Any
 
 from ..batch.arrays import counts_detail, plan_of
+from ..batch.efficiency import Accounting, parse_accounting
 from ..batch.history import AccountingDisabled, HistoryQuery, HistoryRow, make_query, mark_ours
 from ..batch.jobdir import (
     checkpoint_root,
@@ -399,6 +400,30 @@ class SlurmTier(BatchTier):
         lines = max(1, int(max_samples))
         result = self.transport.run(commands.usage_argv(record.jobdir, lines), check=False, timeout=300)
         return parse_usage_dump(result.text())
+
+    def accounting_record(self, record: JobRecord) -> Accounting | None:
+        """The job's accounting (one sacct, only when asked: job.efficiency()); None when the
+        cluster keeps none or does not know the job yet."""
+        if self.accounting is False or "_" in record.job_id:
+            return None
+        code, out, err = self._run_scheduler(commands.accounting_argv(record.job_id))
+        if code != 0:
+            if any(m in err for m in _NO_ACCOUNTING_MARKERS):
+                self.accounting = False
+            return None
+        return parse_accounting(out, record.job_id, int(record.spec.get("nodes") or 1))
+
+    def ask_stacks(self, record: JobRecord, rid: str) -> None:
+        """One command writes the request into the job directory (no scheduler call)."""
+        result = self.transport.run(commands.stacks_ask_argv(record.jobdir, rid), check=False)
+        if result.exit_status != 0:
+            err = result.stderr.decode("utf-8", "replace").strip()
+            raise TiersError(f"cannot ask job {record.job_id} for its stacks: "
+                             f"{err[-300:] or f'exit {result.exit_status}'}")
+
+    def read_stacks(self, record: JobRecord) -> str:
+        return self.transport.run(commands.stacks_read_argv(record.jobdir), check=False,
+                                  timeout=300).text()
 
     def open_log(self, record: JobRecord, offset: int) -> ByteStream:
         if isinstance(self.transport, LocalTransport):  # no SSH packets to coalesce

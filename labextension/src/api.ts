@@ -112,6 +112,14 @@ export class TiersApi {
     return answer.message ?? `${verb}: done`;
   }
 
+  /** A running job's stacks, grouped (`POST .../stacks`): the text `%tiers stacks` prints. */
+  async stacks(profile: string, id: string): Promise<string> {
+    const answer = await this.request<{ text?: string }>(`${itemPath(profile, id)}/stacks`, {
+      method: 'POST'
+    });
+    return answer.text ?? '';
+  }
+
   /** What a job left (`GET .../files`), as the server answers it. */
   files(profile: string, id: string): Promise<unknown> {
     return this.request(`${itemPath(profile, id)}/files`);

@@ -142,6 +142,10 @@ export class TiersDetail extends Widget {
       void this._onFiles(request);
       return;
     }
+    if (kind === 'stacks') {
+      void this._onStacks();
+      return;
+    }
     if (kind === 'port_forward') {
       this.model.set('message', 'Port-forward runs in a kernel: use the notebook widget or %tiers.');
       return;
@@ -208,6 +212,21 @@ export class TiersDetail extends Widget {
       }
     }
     void this.reload(true);
+  }
+
+  /** The Stacks button: `POST .../stacks`; its text (or why it failed) under the controls. */
+  private async _onStacks(): Promise<void> {
+    if (this.model.get('stacks_busy')) {
+      return;
+    }
+    this.model.set('stacks_busy', true);
+    try {
+      this.model.set('stacks_text', await this.api.stacks(this.item.profile, this.item.id));
+    } catch (err) {
+      this.model.set('stacks_text', `stacks could not be taken: ${(err as Error).message}`);
+    } finally {
+      this.model.set('stacks_busy', false);
+    }
   }
 
   /**

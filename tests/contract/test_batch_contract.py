@@ -160,6 +160,49 @@ def test_cancel_of_a_completed_job_changes_nothing(finished: tuple[Job, JobStatu
     assert job.status().state is JobState.COMPLETED
 
 
+# --- stacks --------------------------------------------------------------------------------
+# Even ranks block in one function, odd ranks in another; each says it is there with a file.
+TWO_PLACES = """\
+import os, time
+rank = int(os.environ["RANK"])
+here = os.environ["JT_JOB_DIR"]
+def wait_in_a():
+    open(os.path.join(here, f"up-{rank}"), "w").close()
+    while not os.path.exists(os.path.join(here, "stop")):
+        time.sleep(0.05)
+def wait_in_b():
+    open(os.path.join(here, f"up-{rank}"), "w").close()
+    while not os.path.exists(os.path.join(here, "stop")):
+        time.sleep(0.05)
+(wait_in_a if rank % 2 == 0 else wait_in_b)()
+"""
+
+
+def test_stacks_of_a_running_job_are_grouped_by_place(batch: BatchBackend) -> None:
+    job = batch.tier.submit(batch.tier.make_spec(TWO_PLACES, name="contract-stacks", ntasks_per_node=2))
+    here = Path(job.record.jobdir)
+    try:
+        wait_for(lambda: all((here / f"up-{r}").exists() for r in (0, 1)), "both ranks in place", GUARD)
+        stacks = job.stacks(timeout=GUARD)
+        assert [g.ranks for g in stacks.groups] == [(0,), (1,)], str(stacks)
+        # the cell's lines as the user sees them (the magic line is line 1): the call, then the
+        # loop of the function (its while or its sleep)
+        for group, func, lines in ((stacks.groups[0], "wait_in_a", (7, 8)),
+                                   (stacks.groups[1], "wait_in_b", (11, 12))):
+            (thread,) = group.threads
+            assert (thread.frames[0].cell_line, thread.frames[0].func) == (13, "<module>"), str(stacks)
+            assert thread.frames[1].func == func and thread.frames[1].cell_line in lines, str(stacks)
+        text = str(stacks)
+        assert "rank 0 (" in text and "\nrank 1 (" in text and "cell line 13, in <module>" in text
+        assert "runpy" not in text and not stacks.missing
+    finally:
+        (here / "stop").write_text("")
+    assert job.wait(timeout=GUARD).state is JobState.COMPLETED, job.logs()
+    after = job.stacks(timeout=GUARD)
+    assert not after.groups and [why for _, _, why in after.missing] == ["exited 0", "exited 0"]
+    assert "no rank is running" in str(after)
+
+
 # --- files ---------------------------------------------------------------------------------
 def test_files_lists_the_job_and_checkpoint_directories(finished: tuple[Job, JobStatus]) -> None:
     job, _ = finished

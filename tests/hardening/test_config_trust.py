@@ -351,6 +351,7 @@ REDIRECTS: dict[str, tuple[str, object]] = {
     "rank_interval": ("hpc", 1),
     "stale_after": ("hpc", 7 * 86400),
     "request_timeout": ("serving", 3600),
+    "hang_after": ("hpc", 7 * 86400),  # issue 37: a cloned project would silence "looks hung"
 }
 TIER_OF = {"hpc": "slurm", "serving": "kubernetes", "local": "local"}
 

@@ -85,7 +85,8 @@ def fake_job(watcher: FakeWatcher) -> Any:
     return SimpleNamespace(id="7", name="sv", record=rec, script=rec.script, tier=SimpleNamespace(),
                            metric_patterns=lambda: PATTERNS, live_metrics=live_metrics(PATTERNS),
                            watch=watcher.watch,
-                           end_reason=lambda status, **_: None)
+                           end_reason=lambda status, **_: None,
+                           efficiency=lambda status, **_: None)  # nothing sampled
 
 
 def notebook(batches: list[bytes], running: JobStatus, failed: JobStatus) -> RecordingView:

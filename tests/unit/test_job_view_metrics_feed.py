@@ -62,7 +62,8 @@ def fake_job(watcher: FakeWatcher) -> Any:
     record = SimpleNamespace(profile="p", tier="local", world_size=2, spec={"nodes": 2}, key="local:1",
                              jobdir="")
     return SimpleNamespace(id="1", name="crowded", record=record, script="", tier=SimpleNamespace(),
-                           metric_patterns=lambda: (), live_metrics=live_metrics(), watch=watcher.watch)
+                           metric_patterns=lambda: (), live_metrics=live_metrics(), watch=watcher.watch,
+                           efficiency=lambda status, accounting=True: None)  # nothing sampled
 
 
 def test_summary_has_rank0_final_metric_when_other_ranks_crowd_it_out() -> None:

@@ -97,7 +97,7 @@ def test_render_job_script_is_render_sbatch(name: str) -> None:
 
 def test_render_job_files_python_and_shell() -> None:
     py = render_job(SPECS["srun_2_nodes"])
-    assert set(py.files) == {"job.sbatch", "rank.sh", "main.py"}
+    assert set(py.files) == {"job.sbatch", "rank.sh", "main.py", ".rank-boot.py"}
     # The cell body is kept verbatim, with a final newline added.
     assert py.files["main.py"] == ("import os\nprint(os.environ['RANK'])\n", 0o600)
     assert '"$JT_JOB_DIR/main.py"' in py.script
@@ -231,7 +231,8 @@ def test_pack_job_keeps_env_sh_private() -> None:
     with tarfile.open(fileobj=io.BytesIO(pack_job(job))) as tar:
         modes = {m.name: stat.S_IMODE(m.mode) for m in tar.getmembers()}
         env_text = tar.extractfile("env.sh").read().decode()  # type: ignore[union-attr]
-    assert modes == {"env.sh": 0o600, "job.sbatch": 0o600, "main.py": 0o600, "rank.sh": 0o700}
+    assert modes == {"env.sh": 0o600, "job.sbatch": 0o600, "main.py": 0o600, "rank.sh": 0o700,
+                     ".rank-boot.py": 0o600}
     assert "export WANDB_API_KEY=s3cr3t-value\n" in env_text
 
 

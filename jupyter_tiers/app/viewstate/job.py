@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from ...batch.endreason import LogTail
 from ...batch.failstop import Failure, failure_of, fold_text
 from ...batch.logs import LogBatch, split_log_line
 from ...batch.pending import explained_reason
 from ...batch.usage import node_totals, usage_cell
+from ...core.errors import TiersError
 from ...core.model import JobStatus, RankPhase
 from ...core.record import JobRecord
 from ...core.timefmt import format_elapsed
@@ -62,6 +63,7 @@ def status_traits(status: JobStatus) -> dict[str, Any]:
         "ranks": rank_cells(status),
         "node_usage": node_usage(status),
         "straggler": status.straggler or "",
+        "stalled": status.stalled or "",
         "first_failure": first.rank if first else -1,
         "message": status.message or "",
         "terminal": status.state.terminal,
@@ -165,3 +167,18 @@ def message_rows(msg: dict[str, Any]) -> list[list[Any]]:
         rank, text = split_log_line(raw.rstrip("\r"))
         rows.append([rank, text, i in errors])
     return rows
+
+
+class _Measured(Protocol):
+    def efficiency(self, status: JobStatus | None = None, *, accounting: bool = True) -> Any: ...
+
+
+def used_line(job: _Measured, status: JobStatus | None = None) -> str | None:
+    """What an ended job used of what it asked for, as the views' summary line ends it (``CPU
+    38 % of 16 cores over 2 h 10 min; ...``; batch/efficiency.py, from the ranks' samples only:
+    one read of ``usage/``), or None when nothing was sampled or they cannot be read now."""
+    try:
+        used = job.efficiency(status, accounting=False)
+    except (TiersError, OSError):
+        return None
+    return str(used) if used else None

@@ -102,10 +102,10 @@ class JobStream:
                 msg["offset"] = self._offset
                 self._send(msg)
 
-    def end(self, status: JobStatus | None, why: str | None = None) -> None:
+    def end(self, status: JobStatus | None, why: str | None = None, used: str | None = None) -> None:
         """The log is complete: the last charts and, for an ended job, the widget's summary line
         (``summary_line`` with rank 0's main metric and the log's first error, or ``why``: why
-        it ended and the fix, as the widget finds it)."""
+        it ended and the fix, as the widget finds it; ``used``: what it used, efficiency.py)."""
         with self._lock:
             self.status(status)
             if not self._whole:  # a resumed stream saw part of the log: the client keeps its own
@@ -114,7 +114,7 @@ class JobStream:
             if status is not None and status.state.terminal:
                 rank0 = self.metrics.summary
                 self._view({"summary": summary_line(status, metric=rank0.main(), error=rank0.error,
-                                                    why=why)})
+                                                    why=why, used=used)})
 
     # --- from the client ----------------------------------------------------------------------
     def pick(self, rank: int, read: Callable[[], Iterable[bytes]]) -> threading.Thread | None:

@@ -40,6 +40,7 @@ class JobViewState:
     ranks: list[list[Any]] = field(default_factory=list)
     node_usage: dict[str, Any] = field(default_factory=dict)
     straggler: str = ""
+    stalled: str = ""
     first_failure: int = -1
     message: str = ""
     terminal: bool = False
@@ -48,6 +49,8 @@ class JobViewState:
     log_limit: int = 5000
     lines_received: int = 0
     cancel_requested: bool = False
+    stacks_text: str = ""
+    stacks_busy: bool = False
     log_skipped_bytes: int = 0
     fold_label: str = ""
     metrics: dict[str, Any] = field(default_factory=dict)

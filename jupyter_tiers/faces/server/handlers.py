@@ -203,6 +203,16 @@ class ActionHandler(TiersAPIHandler):
         self.write_json(result.to_json())
 
 
+class StacksHandler(TiersAPIHandler):
+    """``POST jobs/{profile}/{id}/stacks``: every running rank's Python stack, grouped."""
+
+    @web.authenticated
+    @authorized
+    async def post(self, profile: str, job_id: str) -> None:
+        ref = self.parsed(params.ref, profile, job_id)
+        self.write_json(await self.run(actions.stacks_data_of, ref))
+
+
 class LogsHandler(TiersAPIHandler):
     """``GET jobs/{profile}/{id}/logs?rank=|pod=&offset=&limit=``."""
 
@@ -511,7 +521,8 @@ class LogStreamHandler(TiersWebSocket):
                 # Why it ended, as the notebook's JobView says it (read once per job and end).
                 job = self._handle
                 why = actions.end_reason(job, status) if isinstance(job, Job) and status else None
-                self._view.end(status, why)
+                used = actions.used_line(job, status) if isinstance(job, Job) and status else None
+                self._view.end(status, why, used)
             self.send_soon({"lines": [], "offset": follower.offset, "eof": True})
             if self._view is None:
                 self._loop.add_callback(self.close)
@@ -597,6 +608,7 @@ def handler_table(base_url: str) -> list[tuple[str, type]]:
         (url_path_join(base, item, "logs"), LogsHandler),
         (url_path_join(base, item, "logs", "stream"), LogStreamHandler),
         (url_path_join(base, item, "(cancel|scale|restart|promote|rollback|forget)"), ActionHandler),
+        (url_path_join(base, item, "stacks"), StacksHandler),
         (url_path_join(base, item, "files"), FilesHandler),
         (url_path_join(base, item, "files", "(.+)"), FileHandler),
         (url_path_join(base, "events"), EventsHandler),

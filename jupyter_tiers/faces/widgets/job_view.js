@@ -16,7 +16,7 @@ const RANK_RE = /^(\d{1,7}): ?([\s\S]*)$/;
 // What changes the header (and the Cancel button).
 const HEADER_TRAITS = ["state", "reason", "start_time", "elapsed_s", "nodelist", "message", "summary",
                        "terminal", "cancel_requested", "job_id", "job_name", "checkpoint", "restarts",
-                       "straggler"];
+                       "straggler", "stalled"];
 
 // The header (id, name, state, restarts, reason, elapsed, nodes, checkpoint), the message line
 // and the summary line. The elapsed time ticks on in the browser while the job runs.
@@ -33,7 +33,9 @@ function jobHeader(model) {
   checkpoint.title = "the newest file in $JT_CHECKPOINT_DIR (%%k8s_serve --model-from serves it)";
   const straggler = h("span", "jt-straggler");
   straggler.title = "this rank's progress (CPU time of its processes) lags the other ranks' median";
-  header.append(title, state, restarts, reason, elapsed, nodes, checkpoint, straggler);
+  const stalled = h("span", "jt-stalled");
+  stalled.title = "every rank running, no new log line and every rank's CPU near idle: the Stacks button shows where each rank is";
+  header.append(title, state, restarts, reason, elapsed, nodes, checkpoint, straggler, stalled);
   const message = h("div", "jt-message");
   const summary = h("div", "jt-summary");
   // performance.now(), not Date.now(): a wall clock stepped ±1 h must not tick the elapsed time.
@@ -53,6 +55,7 @@ function jobHeader(model) {
     restarts.textContent = n ? `restart ${n}` : "";
     checkpoint.textContent = model.get("checkpoint") ? `checkpoint ${model.get("checkpoint")}` : "";
     straggler.textContent = model.get("straggler") ? `straggler: ${model.get("straggler")}` : "";
+    stalled.textContent = model.get("stalled") || "";
     message.textContent = model.get("message");
     summary.textContent = model.get("summary");
   }
@@ -82,6 +85,10 @@ function jobControls(model, filesPane) {
   const copyBtn = h("button", "jt-copy", "Copy job id");
   const scriptBtn = h("button", "jt-script-toggle", "Show script");
   const filesBtn = h("button", "jt-files-toggle", "Files");
+  const stacksBtn = h("button", "jt-stacks-take", "Stacks");
+  stacksBtn.title = "every running rank's Python stack, taken at one moment and grouped by identical stack";
+  const stacksPre = h("pre", "jt-stacks");
+  stacksPre.hidden = true;
   const filesBox = h("div", "jt-files-box");
   filesBox.hidden = true;
   const files = filesPane ? filesPane({ model, box: filesBox }) : null;
@@ -90,7 +97,8 @@ function jobControls(model, filesPane) {
   const errorBtn = h("button", "jt-jump-error", "Jump to first error");
   errorBtn.disabled = true;
   const rankSelect = h("select", "jt-rank-filter");
-  bar.append(cancelBtn, copyBtn, scriptBtn, filesBtn, h("span", "jt-spacer"), rankSelect, followBtn, errorBtn);
+  bar.append(cancelBtn, copyBtn, scriptBtn, filesBtn, stacksBtn, h("span", "jt-spacer"), rankSelect, followBtn,
+             errorBtn);
   const scriptPre = h("pre", "jt-script");
   scriptPre.hidden = true;
   let confirmTimer = null;
@@ -124,6 +132,12 @@ function jobControls(model, filesPane) {
   scriptBtn.addEventListener("click", () => {
     scriptPre.hidden = !scriptPre.hidden;
     scriptBtn.textContent = scriptPre.hidden ? "Show script" : "Hide script";
+  });
+  // Stacks: one request for the whole job; the answer (text) replaces the last one.
+  stacksBtn.addEventListener("click", () => {
+    stacksBtn.disabled = true;
+    stacksBtn.textContent = "Taking stacks…";
+    model.send({ kind: "stacks" });
   });
   filesBtn.addEventListener("click", () => {
     filesBox.hidden = !filesBox.hidden;
@@ -161,8 +175,19 @@ function jobControls(model, filesPane) {
 
   function refreshScript() { scriptPre.textContent = model.get("script"); }
 
-  return { bar, scriptPre, filesBox, followBtn, errorBtn, rankSelect, refreshCancel, refreshRankSelect,
-           refreshScript };
+  // The Stacks button is off while stacks are being taken and once the job ended; the last
+  // answer stays shown under the bar.
+  function refreshStacks() {
+    const busy = model.get("stacks_busy");
+    stacksBtn.disabled = busy || model.get("terminal");
+    stacksBtn.textContent = busy ? "Taking stacks…" : "Stacks";
+    const text = model.get("stacks_text") || "";
+    stacksPre.textContent = text;
+    stacksPre.hidden = !text;
+  }
+
+  return { bar, scriptPre, filesBox, stacksPre, followBtn, errorBtn, rankSelect, refreshCancel, refreshRankSelect,
+           refreshScript, refreshStacks };
 }
 
 // The rank grid: a legend (colours, counts, the first failure), one row per node, and the tip
@@ -353,7 +378,8 @@ export function jobView({ charts = null, files = null } = {}) {
     const rankGrid = rankSection(model, () => filter, pickRank);
     const chartView = chartsSection(model, charts);
     const log = logSection(model, controls, () => filter);
-    root.append(head.header, head.message, controls.bar, controls.scriptPre, controls.filesBox, rankGrid.legend,
+    root.append(head.header, head.message, controls.bar, controls.scriptPre, controls.filesBox, controls.stacksPre,
+                rankGrid.legend,
                 rankGrid.grid, rankGrid.tip, chartView.el, log.earlierNote, log.logBox, log.skippedNote,
                 head.summary);
 
@@ -374,6 +400,7 @@ export function jobView({ charts = null, files = null } = {}) {
     function refreshHeader() {
       head.update();
       controls.refreshCancel();
+      controls.refreshStacks();
     }
     const refreshRankSelect = () => controls.refreshRankSelect(filter);
     const ticker = setInterval(head.tick, 1000);
@@ -390,6 +417,7 @@ export function jobView({ charts = null, files = null } = {}) {
     }
     model.on("change:world_size", refreshRankSelect);
     model.on("change:script", controls.refreshScript);
+    for (const name of ["stacks_text", "stacks_busy"]) model.on(`change:${name}`, controls.refreshStacks);
     model.on("change:log_skipped_bytes", log.refreshEarlier);
     model.on("change:fold_label", () => log.redraw());
     for (const name of ["metrics", "metrics_rank", "metrics_note"]) model.on(`change:${name}`, chartView.refresh);

@@ -20,6 +20,7 @@ from ...app.viewstate.job import (
     status_traits,
     text_message,
 )
+from ...app.viewstate.job import used_line as job_used_line
 from ...batch.celllines import in_cell
 from ...batch.failstop import Failure, failure_of, fold_text
 from ...batch.logs import LogBatch
@@ -67,6 +68,8 @@ class JobView(anywidget.AnyWidget):
     node_usage = t.Dict().tag(sync=True)
     #: The lagging rank in one line ("rank 3 (node2) 38 % slower than the median for 2 min"), or "".
     straggler = t.Unicode("").tag(sync=True)
+    #: A running job that looks hung, in one line ("no progress on any rank for 7 min: Stacks?"), or "".
+    stalled = t.Unicode("").tag(sync=True)
     first_failure = t.Int(-1).tag(sync=True)
     message = t.Unicode("").tag(sync=True)
     terminal = t.Bool(False).tag(sync=True)
@@ -75,6 +78,10 @@ class JobView(anywidget.AnyWidget):
     log_limit = t.Int(5000).tag(sync=True)
     lines_received = t.Int(0).tag(sync=True)
     cancel_requested = t.Bool(False).tag(sync=True)
+    #: The Stacks button's last answer (job.stacks() as text, or why it could not be taken) and
+    #: whether one is being taken now.
+    stacks_text = t.Unicode("").tag(sync=True)
+    stacks_busy = t.Bool(False).tag(sync=True)
     log_skipped_bytes = t.Int(0).tag(sync=True)
     #: Once a rank failed: the one line the fail-stop's kill lines fold into (failstop.py).
     fold_label = t.Unicode("").tag(sync=True)
@@ -208,9 +215,14 @@ class JobView(anywidget.AnyWidget):
             except TiersError:  # the log's end could not be read: the summary without it
                 reason = None
         self.summary = in_cell(summary_line(status, metric=rank0.main(), error=rank0.error,
-                                            why=reason.line if reason else None), self.job.record.jobdir)
+                                            why=reason.line if reason else None, used=self._used(status)),
+                               self.job.record.jobdir)
         self._sub.close()
         self.ended.set()
+
+    def _used(self, status: JobStatus) -> str | None:
+        """What the job used of what it asked for (one read of its samples), or None."""
+        return job_used_line(self.job, status)
 
     # --- from the front end --------------------------------------------------------------
     def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
@@ -236,6 +248,19 @@ class JobView(anywidget.AnyWidget):
         elif kind == "cancel" and not self.terminal:
             self.cancel_requested = True
             threading.Thread(target=self._cancel, name="jt-cancel", daemon=True).start()
+        elif kind == "stacks" and not self.stacks_busy:
+            self.stacks_busy = True
+            threading.Thread(target=self._take_stacks, name="jt-stacks", daemon=True).start()
+
+    def _take_stacks(self) -> None:
+        """The Stacks button: every running rank's stack, grouped (job.stacks()), as text."""
+        try:
+            text = str(self.job.stacks())
+        except (TiersError, OSError) as exc:
+            text = f"stacks of job {self.job_id} could not be taken: {exc}"
+        with self.hold_sync():
+            self.stacks_text = text
+            self.stacks_busy = False
 
     def _catch_up(self) -> None:
         """Everything a page needs at once: the newest status, every kept line, the charts."""

@@ -42,20 +42,25 @@ OWN_FILES = frozenset({
     ".batch-env.json", "array.json", "params.json", "cell.py", ".rank-boot.py",
 })
 #: Directories whose files are ours: ``code/`` is the ``--sync`` copy of the notebook's files,
-#: ``stacks/`` the ranks' answers to ``job.stacks()`` (stacks.py).
-OWN_DIRS = ("code", "stacks")
+#: ``stacks/`` the ranks' answers to ``job.stacks()`` (stacks.py), ``usage/`` the ranks' usage
+#: samples (usage.py: one file per rank, 256 rows for a 256-rank job) and ``ranks/`` their states.
+OWN_DIRS = ("code", "stacks", "usage", "ranks")
+#: Files we write that hold the user's own cell: listed with the job's outputs, not hidden with our
+#: plumbing (a user looking for the script found it among jupyter-tiers' own files).
+CELL_FILES = frozenset({"main.py", "main.sh", "cell.py"})
 
 
 def is_own_file(name: str) -> bool:
     """Whether ``name`` (a listed name, relative to the job directory) is one jupyter-tiers
-    wrote to run the job, not one the job made (``job.log``, the job's log, is the job's)."""
+    wrote to run the job, not one the job made (``job.log``, the job's log, is the job's; the
+    cell's own ``main.py``, :data:`CELL_FILES`, is the user's)."""
     parts = name.split("/")
     if parts[0] in OWN_DIRS and len(parts) > 1:
         return True
     if len(parts) == 1:
-        return name in OWN_FILES
+        return name in OWN_FILES and name not in CELL_FILES
     # an array task's own files: tasks/<index>/params.json, tasks/<index>/cell.py
-    return len(parts) == 3 and parts[0] == "tasks" and parts[2] in ("params.json", "cell.py")
+    return len(parts) == 3 and parts[0] == "tasks" and parts[2] == "params.json"
 
 
 # What a checkpoint directory may hold. The path reaches a shell (the sbatch script) and, through

@@ -38,8 +38,10 @@ def test_detail_panel_files_tab(page: Any, tiers_lab: Lab, box_tier: SlurmTier) 
     expect(file_row.locator(".jt-file-size")).to_have_text("17 B")
     # Issue 29 §11: the job's own output first; jupyter-tiers' files (.jobid, rank.sh,
     # job.sbatch, ...) behind a toggle, listed after the job's.
-    names = view.locator(".jt-file .jt-file-name")
-    expect(names.first).to_have_text("metrics.csv")
+    # Issue 41 item 11: the user's cell (main.py) is the user's, listed with the outputs.
+    outputs = view.locator('.jt-file[data-group="output"] .jt-file-name')
+    expect(outputs.filter(has_text="metrics.csv")).to_have_count(1)
+    expect(outputs.filter(has_text="main.py")).to_have_count(1)
     expect(view.locator('.jt-file[data-group="tiers"]')).to_have_count(0)
     toggle = view.locator(".jt-files-own-toggle")
     expect(toggle).to_have_text(re.compile(r"^Show jupyter-tiers' own files \(\d+\)$"))

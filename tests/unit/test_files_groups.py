@@ -7,7 +7,7 @@ from __future__ import annotations
 import random
 
 from jupyter_tiers.batch import arrays
-from jupyter_tiers.batch.jobdir import OWN_FILES, is_own_file, job_files
+from jupyter_tiers.batch.jobdir import CELL_FILES, OWN_FILES, is_own_file, job_files
 from jupyter_tiers.core.model import JobSpec
 from jupyter_tiers.data.files import GROUPS, FileInfo, file_group, in_display_order
 from jupyter_tiers.local import jobstate
@@ -22,9 +22,12 @@ def test_groups_of_typical_names() -> None:
     assert file_group("checkpoints/step-100.pt") == "checkpoints"
     assert file_group("job.log") == "log"
     assert file_group("tasks/3/job.log") == "log"
-    for ours in (".jobid", ".submit.lock", "rank.sh", "job.sbatch", "main.py", "env.sh",
-                 "tasks/3/params.json", "code/train.py"):
+    for ours in (".jobid", ".submit.lock", "rank.sh", "job.sbatch", "env.sh",
+                 "tasks/3/params.json", "code/train.py", "usage/0", "usage/gpu-node1", "ranks/3"):
         assert file_group(ours) == "tiers", ours
+    # Issue 41 item 11: the user's cell is the user's, listed with the outputs.
+    for cell in ("main.py", "main.sh", "tasks/3/cell.py"):
+        assert file_group(cell) == "output", cell
     # The job's own files that merely share a base name with ours elsewhere are the job's.
     assert file_group("out/main.py") == "output"
     assert file_group("results/job.log") == "output"
@@ -35,8 +38,8 @@ def test_display_order_puts_outputs_first_and_ours_last() -> None:
     names = [".jobid", "rank.sh", "job.log", "z.csv", "checkpoints/c.pt", "a.png", "job.sbatch",
              ".submit.lock", "main.py"]
     ordered = [f.name for f in in_display_order(FileInfo(n, 1, 0.0) for n in names)]
-    assert ordered == ["a.png", "z.csv", "checkpoints/c.pt", "job.log", ".jobid", ".submit.lock",
-                       "job.sbatch", "main.py", "rank.sh"]
+    assert ordered == ["a.png", "main.py", "z.csv", "checkpoints/c.pt", "job.log", ".jobid",
+                       ".submit.lock", "job.sbatch", "rank.sh"]
 
 
 def test_every_file_the_tiers_write_is_ours() -> None:
@@ -50,7 +53,7 @@ def test_every_file_the_tiers_write_is_ours() -> None:
                 jobstate.CANCEL_FILE, jobstate.SUPERVISOR_LOG, jobstate.ENV_DUMP}
     written |= {arrays.PARAMS_FILE, arrays.CELL_FILE, ARRAY_FILE}
     assert written <= OWN_FILES, written - OWN_FILES
-    for name in written:
+    for name in written - CELL_FILES:
         assert is_own_file(name) and file_group(name) == "tiers", name
     assert file_group(f"{SYNC_DIR}/notebook.ipynb") == "tiers"
     assert file_group(f"{arrays.TASKS_DIR}/0/{arrays.PARAMS_FILE}") == "tiers"

@@ -119,3 +119,21 @@ def test_the_jobs_table_shows_recorded_cluster_text_as_text() -> None:
     table = tiers_command.format_jobs([rec], now=10.0)
     _clean(table)
     assert "node[1-2]a?]52;c;" in table
+
+
+def test_colour_sequences_are_stripped_from_log_views() -> None:
+    """Issue 41 item 18: vLLM's own log read ``[0;36m(APIServer pid=...)[0;0m [32mINFO`` in the
+    service view; a job's coloured log the same."""
+    from jupyter_tiers.app.viewstate.job import text_message
+    from jupyter_tiers.app.viewstate.serve import line_rows
+    from jupyter_tiers.core.model import PodLogLine
+    from jupyter_tiers.core.plaintext import strip_ansi
+
+    vllm = "\x1b[0;36m(APIServer pid=41)\x1b[0;0m \x1b[32mINFO\x1b[0m 12-07 10:00:01 Started server"
+    assert strip_ansi(vllm) == "(APIServer pid=41) INFO 12-07 10:00:01 Started server"
+    (row,) = line_rows([PodLogLine(vllm, "vllm-0")])
+    assert row[1] == "(APIServer pid=41) INFO 12-07 10:00:01 Started server"
+    assert text_message("[rank 0] \x1b[31mERROR\x1b[0m: boom\n")["text"] == "[rank 0] ERROR: boom\n"
+    planted = "\x1b]52;c;ZXZpbA==\x07"  # not a colour: left for printable() and the views
+    assert strip_ansi(planted) == planted
+    assert strip_ansi("\x1b[" + "1;" * 10_000 + "m") == "\x1b[" + "1;" * 10_000 + "m"  # bounded

@@ -13,6 +13,7 @@ from ...batch.pending import explained_reason
 from ...batch.usage import node_totals, usage_cell
 from ...core.errors import TiersError
 from ...core.model import JobStatus, RankPhase
+from ...core.plaintext import strip_ansi
 from ...core.record import JobRecord
 from ...core.timefmt import format_elapsed
 
@@ -137,6 +138,7 @@ def lines_message(parts: Sequence[LogBatch], skipped: int, failure: Failure | No
 def text_message(text: str, skipped: int = 0, *, reset: bool = False,
                  failure: Failure | None = None) -> dict[str, Any]:
     """The ``lines`` message of raw log lines (``reset``: they replace what the pane shows)."""
+    text = strip_ansi(text)  # coloured lines (a logger's [0;36m) read as their words
     msg: dict[str, Any] = {"kind": "lines", "text": text, "errors": error_lines(text), "skipped": skipped}
     if reset:
         msg["reset"] = True

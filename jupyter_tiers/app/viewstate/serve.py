@@ -9,6 +9,7 @@ from typing import Any
 
 from ...batch.requeue import marker_restart
 from ...core.model import EventInfo, PodInfo, PodLogLine, ServiceState, ServiceStatus
+from ...core.plaintext import strip_ansi
 from ...core.timefmt import format_elapsed
 from ...serving.status import CAUSE_LINES, canary_text, exit_detail, failed_pod, summary_line
 from .job import ERROR_RE
@@ -153,8 +154,11 @@ def order_batch(lines: list[PodLogLine]) -> list[PodLogLine]:
 def line_rows(lines: list[PodLogLine]) -> list[list[Any]]:
     """Pod log lines as [pod, text, is_error] rows for the front end (a restart marker is a
     row of its own: ``— restart N —``, which the front end draws as a divider)."""
-    return [[ln.pod, ln.text, bool(ERROR_RE.search(ln.text)) and marker_restart(ln.text) is None]
-            for ln in lines]
+    rows = []
+    for ln in lines:
+        text = strip_ansi(ln.text)  # vLLM colours its lines: [0;36m(APIServer pid=41)[0;0m
+        rows.append([ln.pod, text, bool(ERROR_RE.search(text)) and marker_restart(text) is None])
+    return rows
 
 
 def state_label(status: ServiceStatus) -> str:

@@ -215,6 +215,9 @@ export function jtTryPanel({ model, box }) {
     if (msg.ttft_ms !== null && msg.ttft_ms !== undefined) parts.push(`first piece after ${ms(msg.ttft_ms)}`);
     if (msg.tokens_per_s !== null && msg.tokens_per_s !== undefined) {
       parts.push(`${msg.tokens_per_s} ${counted ? "tokens" : "pieces"}/s`);
+    } else if (msg.kind === "chat_end" && msg.pieces !== undefined) {
+      // Said, not dropped: a short or one-read answer has no rate to measure.
+      parts.push(`${counted ? "tokens" : "pieces"}/s: too quick to measure`);
     }
     if (msg.pieces !== undefined) parts.push(`${msg.pieces} pieces`);
     if (counted) {
@@ -426,7 +429,9 @@ export function jtTryPanel({ model, box }) {
         follow(was);
       }
       const parts = figures(msg);
-      if (msg.finish_reason) parts.push(`finish: ${msg.finish_reason}`);
+      if (msg.finish_reason) {
+        parts.push(`finish: ${msg.finish_reason}${msg.finish_reason === "length" ? " (max_tokens reached)" : ""}`);
+      }
       if (msg.answered_by) parts.push(`answered by ${msg.answered_by}`);
       chatStats.textContent = parts.join(" · ");
       refresh();

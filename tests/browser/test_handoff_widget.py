@@ -46,7 +46,8 @@ def test_job_widget_shows_the_checkpoint(page: Any, lab: Lab, box_tier: SlurmTie
     expect(header).to_be_visible()
     recorded = decode_detail(box_tier.registry.get(f"box/{job_id}").detail)[1]
     assert recorded and header.text_content() == f"checkpoint {recorded}"
-    summary = re.compile(r" — checkpoint " + re.escape(recorded) + "$")
+    # (then what the job used, batch/efficiency.py, when its ranks were sampled)
+    summary = re.compile(r" — checkpoint " + re.escape(recorded) + "( — CPU .*)?$")
     expect(widget.locator(".jt-summary")).to_have_text(summary)
     # cluster text is text: a file name with markup is not rendered as HTML
     assert widget.locator(".jt-header b, .jt-header i, .jt-summary b").count() == 0

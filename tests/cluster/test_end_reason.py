@@ -72,7 +72,8 @@ def test_a_module_beside_the_notebook_not_synced(box: SlurmTier, notebook: Path)
                           "the notebook but is not on the cluster")
     assert reason.fix.startswith("run with --sync .")
     summary = job.summary(status)
-    assert summary.endswith(" — " + reason.line) and "\n" not in summary
+    # (it may end with what the job used, batch/efficiency.py, when its ranks were sampled)
+    assert " — " + reason.line in summary and "\n" not in summary
     # The fix works: with --sync . the same cell runs.
     name = f"synced-{secrets.token_hex(3)}"
     fixed = box.submit(box.make_spec("import mylib_beside\nprint(mylib_beside.VALUE)\n", name=name,
@@ -93,7 +94,7 @@ def test_the_rendezvous_port_already_in_use(box: SlurmTier, held_port: int) -> N
     assert reason is not None, job.logs()
     assert f"the rendezvous port {held_port} was already in use on " in reason.why, reason
     assert "--rdzv-port" in reason.fix
-    assert job.summary(status).endswith(" — " + reason.line)
+    assert " — " + reason.line in job.summary(status)
 
 
 def test_a_gloo_collective_that_times_out_names_the_rank_that_stopped(box: SlurmTier) -> None:
@@ -135,7 +136,7 @@ def test_timeout_says_the_step_reached_of_the_planned(box: SlurmTier) -> None:
     last = [ln for ln in job.logs(rank=0).splitlines() if ln.startswith("step ")][-1]
     assert last.startswith(f"step {found[1]}/100000")
     assert reason.fix.startswith("ask for about ") and "(--time)" in reason.fix
-    assert job.summary(status).endswith(" — " + reason.line)
+    assert " — " + reason.line in job.summary(status)
 
 
 ABORT_AT_EXIT = r"""set -e
@@ -171,4 +172,4 @@ def test_terminate_at_exit_after_all_work_suggests_destroy_process_group(box: Sl
     assert "aborted at exit (terminate called without an active exception) after every rank had " \
         "finished its work" in reason.why
     assert reason.fix == "call dist.destroy_process_group() at the end of the script"
-    assert job.summary(status).endswith(" — " + reason.line)
+    assert " — " + reason.line in job.summary(status)

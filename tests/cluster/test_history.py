@@ -175,4 +175,4 @@ def test_failed_job_metrics_and_error_line(box: SlurmTier) -> None:
     failed = status.first_failure
     assert failed is not None and failed.rank == 1 and failed.node
     assert f" — why: rank 1 ({failed.node}) ran out of GPU memory — fix: lower the batch size" in summary
-    assert summary.endswith("shard the model (FSDP)")
+    assert "shard the model (FSDP)" in summary  # then, when sampled, what the job used

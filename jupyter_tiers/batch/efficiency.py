@@ -40,6 +40,11 @@ class Accounting:
     elapsed_s: float | None = None
 
 
+#: The shortest run whose summary line says what it used: a few seconds of samples say nothing
+#: about how a job fits what it asked (seff is read for long jobs); job.efficiency() has them all.
+SUMMARY_MIN_ELAPSED_S = 60.0
+
+
 @dataclass(frozen=True)
 class Efficiency:
     """What the job used of what it asked for (``line`` is what views show)."""
@@ -64,6 +69,12 @@ class Efficiency:
     @property
     def line(self) -> str:
         return efficiency_line(self)
+
+    @property
+    def for_summary(self) -> str | None:
+        """What a summary line ends with: ``str(self)`` for a run of at least
+        :data:`SUMMARY_MIN_ELAPSED_S`, else None."""
+        return str(self) if self.elapsed_s >= SUMMARY_MIN_ELAPSED_S else None
 
     @property
     def hint(self) -> str | None:

@@ -60,10 +60,12 @@ def _jt_register():
         return None
     num = int(num) - 3
     try:
-        out = open(os.path.join(folder, rank), "ab", buffering=0)
+        # 0600 whatever the rank's umask (027, for checkpoints): the job's files stay private
+        flags = os.O_WRONLY | os.O_CREAT
+        out = os.fdopen(os.open(os.path.join(folder, rank), flags | os.O_APPEND, 0o600), "ab", buffering=0)
         faulthandler.register(num, file=out, all_threads=True, chain=False)
         tmp = os.path.join(folder, ".%s.boot.%d" % (rank, os.getpid()))
-        with open(tmp, "w") as mark:
+        with os.fdopen(os.open(tmp, flags | os.O_TRUNC, 0o600), "w") as mark:
             mark.write("%d %d\\n" % (os.getpid(), num))
         os.replace(tmp, os.path.join(folder, ".%s.boot" % rank))
     except Exception:  # whatever goes wrong here, the cell runs (without stacks)

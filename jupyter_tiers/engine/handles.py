@@ -210,7 +210,7 @@ class Job(Handle[JobStatus]):
         reason = self.end_reason(status, tail=tail, last_step=tracker.step)
         used = self.efficiency(status, accounting=False) if status.state.terminal else None
         return summary_line(status, metric=tracker.main(), error=tracker.error,
-                            why=reason.line if reason else None, used=str(used) if used else None)
+                            why=reason.line if reason else None, used=used.for_summary if used else None)
 
     def end_reason(self, status: JobStatus | None = None, *, tail: LogTail | None = None,
                    last_step: float | None = None) -> EndReason | None:

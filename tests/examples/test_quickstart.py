@@ -34,7 +34,8 @@ from .nbrun import (
 
 TRAIN_SUMMARY = re.compile(
     r"^job (\d+) COMPLETED in \d\d:\d\d:\d\d on (\S+)(?: — loss (?P<loss>[\d.]+))?"
-    r" — checkpoint (/\S+/checkpoints/step-00010\.json)$"
+    r" — checkpoint (/\S+/checkpoints/step-00010\.json)"
+    r"(?: — CPU \d+ % of \d+ cores? over [^;]+; memory peak [\d.]+ (?:of [\d.]+ )?GB per node)?$"
 )
 SERVE_SUMMARY = re.compile(r"^service (\S+) READY (\d+)/(\d+)(?: in \d\d:\d\d:\d\d)?"
                            r" — (http://127\.0\.0\.1:\d+) \(revision 1\) — model from (\S+/\d+) \((\S+)\)$")

@@ -129,3 +129,15 @@ def test_the_summary_line_ends_with_what_it_used() -> None:
     running = JobStatus(job_id="42", state=JobState.RUNNING, elapsed_s=42)
     assert used not in summary_line(running, used=used)
     assert duration_words(7800) == "2 h 10 min" and duration_words(95) == "1 min 35 s"
+
+
+def test_a_summary_says_what_a_job_used_only_after_a_minute() -> None:
+    from jupyter_tiers.batch.efficiency import SUMMARY_MIN_ELAPSED_S, Efficiency
+
+    short = Efficiency(elapsed_s=13.0, cores=2, cpu_s=6.0, nodes=1, mem_peak_bytes=300 << 20,
+                       mem_asked_bytes=None)
+    assert short.for_summary is None and str(short).startswith("CPU ")
+    from dataclasses import replace
+
+    long = replace(short, elapsed_s=SUMMARY_MIN_ELAPSED_S)
+    assert long.for_summary == str(long)

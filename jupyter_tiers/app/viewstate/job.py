@@ -183,4 +183,4 @@ def used_line(job: _Measured, status: JobStatus | None = None) -> str | None:
         used = job.efficiency(status, accounting=False)
     except (TiersError, OSError):
         return None
-    return str(used) if used else None
+    return used.for_summary if used else None

@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ...batch.celllines import in_cell
 from ...batch.failstop import Failure, failure_of, fold_text
 from ...batch.logs import batch_text
 from ...batch.status import summary_line
@@ -41,8 +42,10 @@ class JobStream:
 
     def __init__(self, send: Send, patterns: Sequence[tuple[str, str]] = (), *, start: int = 0,
                  log_limit: int = 5000, metrics_interval: float = 1.0,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, jobdir: str = "") -> None:
+        """``jobdir``: the job's directory, whose main.py frames read as the cell's lines."""
         self._send = send
+        self._jobdir = jobdir
         self._lock = threading.RLock()
         #: The log's metric points: the handler's log follower feeds it every batch before
         #: :meth:`lines` gets the batch (engine/rank_metrics.py); this stream only reads it.
@@ -68,6 +71,7 @@ class JobStream:
         text, end = batch_text(batch)
         if not text:
             return
+        text = in_cell(text, self._jobdir)  # tracebacks in the cell's lines, as the notebook shows
         with self._lock:
             if end is not None:
                 self._offset = end
@@ -113,8 +117,8 @@ class JobStream:
             self._send_metrics()
             if status is not None and status.state.terminal:
                 rank0 = self.metrics.summary
-                self._view({"summary": summary_line(status, metric=rank0.main(), error=rank0.error,
-                                                    why=why, used=used)})
+                self._view({"summary": in_cell(summary_line(status, metric=rank0.main(), error=rank0.error,
+                                                            why=why, used=used), self._jobdir)})
 
     # --- from the client ----------------------------------------------------------------------
     def pick(self, rank: int, read: Callable[[], Iterable[bytes]]) -> threading.Thread | None:

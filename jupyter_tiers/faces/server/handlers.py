@@ -28,6 +28,7 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 from ...app import actions, ownjob
 from ...app.viewstate.job_stream import JobStream
 from ...batch.arrays import split_task_ref
+from ...batch.celllines import in_cell
 from ...batch.history import AccountingDisabled
 from ...core.errors import SpecError, TiersError
 from ...core.model import JobStatus, WorkKind
@@ -473,13 +474,15 @@ class LogStreamHandler(TiersWebSocket):
         record = self._handle.record
 
         def on_lines(batch: Any) -> None:
-            rows = [[ln.rank, ln.text] for ln in batch if rank is None or ln.rank == rank]
+            rows = [[ln.rank, in_cell(ln.text, record.jobdir)] for ln in batch
+                    if rank is None or ln.rank == rank]
             last = batch[-1].end_offset if len(batch) else None
             if rows and last is not None:
                 self.send_soon({"lines": rows, "offset": last})
 
         if self._query.view and isinstance(self._handle, Job):
-            self._view = JobStream(self.send_soon, self._handle.metric_patterns(), start=self._start)
+            self._view = JobStream(self.send_soon, self._handle.metric_patterns(), start=self._start,
+                                   jobdir=record.jobdir)
             self._view.status(self._status)
         self._follower = LogFollower(self._tier, record, self._start,
                                      self._view.lines if self._view is not None else on_lines,

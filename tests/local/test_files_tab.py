@@ -35,11 +35,13 @@ def test_files_tab_lists_and_downloads(tier: LocalTier, tmp_path: Path,
         assert by_name["out/loss.csv"][1] == len("step,loss\n1,0.5\n") and by_name["out/loss.csv"][2] > 0
         assert view.files_note == ""
         # Issue 29 §11: the job's output first, jupyter-tiers' own files (group "tiers") last.
-        assert rows[0][0] == "out/loss.csv" and rows[0][3] == "output", rows
+        # Issue 41 item 11: the cell (main.py) is the user's, listed with the outputs.
+        assert [r[0] for r in rows[:2]] == ["main.py", "out/loss.csv"], rows
+        assert rows[0][3] == rows[1][3] == "output", rows
         groups = [r[3] for r in rows]
         assert "tiers" in groups and groups == sorted(groups, key=["output", "checkpoints", "log",
                                                                    "tiers"].index), rows
-        assert {"main.py", "state.json"} <= {r[0] for r in rows if r[3] == "tiers"}, rows
+        assert {"rank.sh", "state.json"} <= {r[0] for r in rows if r[3] == "tiers"}, rows
         view._on_front_end_msg(view, {"kind": "download", "name": "out/loss.csv"}, None)
         wait_for(lambda: view.downloads.get("out/loss.csv", "").startswith("saved"), "the download")
         assert view.downloads["out/loss.csv"] == "saved to out/loss.csv"

@@ -112,14 +112,18 @@ async def test_json_errors_with_status_codes(jp_fetch: Any, tiers_config: Any) -
     assert code == 404 and "far" in message
 
 
-async def test_list_reports_a_profile_it_cannot_ask(jp_fetch: Any, tiers_config: Any) -> None:
+async def test_list_orphans_the_items_of_a_profile_that_no_longer_exists(jp_fetch: Any,
+                                                                         tiers_config: Any) -> None:
+    """Issue 41 item 3: a job whose profile was removed kept its recorded RUNNING (with a red line
+    at the top); nobody can check it, so it reads UNKNOWN saying why, offers only Forget, and no
+    cluster is asked for it (no error line)."""
     _add("gone", "7")
     data = body(await jp_fetch("jupyter-tiers", "api", "jobs"))
     assert [i["key"] for i in data["items"]] == ["gone/7"]
     item = data["items"][0]
-    assert item["state"] == "RUNNING" and item["size"] == "2 ranks" and item["terminal"] is False
-    assert data["errors"] == [{"profile": "gone", "message": data["errors"][0]["message"]}]
-    assert "gone" in data["errors"][0]["message"]
+    assert item["state"] == "UNKNOWN" and item["orphan"] is True and item["terminal"] is False
+    assert item["size"] == "2 ranks" and "profile 'gone' no longer exists" in item["reason"]
+    assert data["errors"] == []
     cached = body(await jp_fetch("jupyter-tiers", "api", "jobs", params={"refresh": "0"}))
     assert [i["key"] for i in cached["items"]] == ["gone/7"]
     # The revisions the sidebar merges by: a refreshed answer is as of the hub's revision when

@@ -75,7 +75,7 @@ class ArrayPlan:
     @property
     def slurm_spec(self) -> str:
         """The ``#SBATCH --array=`` value."""
-        return _compress(self.indices) + (f"%{self.limit}" if self.limit else "")
+        return compress_indices(self.indices) + (f"%{self.limit}" if self.limit else "")
 
     def __len__(self) -> int:
         return len(self.indices)
@@ -87,8 +87,8 @@ class ArrayPlan:
         return self.params[self.indices.index(index)]
 
 
-def _compress(indices: Sequence[int]) -> str:
-    """Sorted indices -> ``0-3,7,9-10``."""
+def compress_indices(indices: Sequence[int]) -> str:
+    """Sorted, distinct indices -> ``0-3,7,9-10`` (an array's --array, a group's ranks)."""
     parts: list[str] = []
     start = prev = None
     for i in indices:

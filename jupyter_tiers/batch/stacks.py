@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from ..core.model import RankPhase, RankState
+from .arrays import compress_indices
 
 STACKS_DIR = "stacks"
 REQUEST_FILE = "request"
@@ -398,18 +399,7 @@ def build_stacks(job_id: str, world_size: int, ranks: Mapping[int, RankState],
 
 def rank_ranges(ranks: Iterable[int]) -> str:
     """``[0, 1, 2, 4, 5]`` -> ``0-2,4-5``."""
-    parts: list[str] = []
-    start = prev = None
-    for r in sorted(set(ranks)):
-        if prev is not None and r == prev + 1:
-            prev = r
-            continue
-        if start is not None:
-            parts.append(str(start) if start == prev else f"{start}-{prev}")
-        start = prev = r
-    if start is not None:
-        parts.append(str(start) if start == prev else f"{start}-{prev}")
-    return ",".join(parts)
+    return compress_indices(sorted(set(ranks)))
 
 
 _NODE_RE = re.compile(r"([A-Za-z0-9_.-]{0,200}?)([1-9][0-9]{0,8}|0)")

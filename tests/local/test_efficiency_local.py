@@ -5,16 +5,13 @@ summary line ends with it. No timed assertions: the waits are for samples and st
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.core.model import JobState
 from jupyter_tiers.local.tier import LocalTier
-from tests.helpers import local_profile, wait_for
-from tests.local.test_local_tier import FAST
+from tests.helpers import wait_for
 
 GUARD = 300.0
 BODY = textwrap.dedent("""\
@@ -27,14 +24,10 @@ BODY = textwrap.dedent("""\
     """)
 
 
-@pytest.fixture
-def tier(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalTier]:
-    monkeypatch.setenv("JT_HEARTBEAT", "1")  # the local tier's ranks keep it from this environment
-    t = LocalTier(local_profile(tmp_path / "jobs"), Registry(tmp_path / "r.sqlite"), watcher_options=FAST)
-    yield t
-    for rec in t.registry.list(limit=100):
-        t.cancel(rec)
-    t.close()
+@pytest.fixture(autouse=True)
+def _heartbeat_each_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Samples each second for conftest's ``tier`` (its ranks keep JT_HEARTBEAT from here)."""
+    monkeypatch.setenv("JT_HEARTBEAT", "1")
 
 
 def test_an_ended_job_says_what_it_used(tier: LocalTier) -> None:

@@ -6,17 +6,14 @@ the quiet time is the rule's, the waits are for what the watcher delivers."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from jupyter_tiers.batch.hang import HangRule
-from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.core.model import JobState, JobStatus
 from jupyter_tiers.local.tier import LocalTier
-from tests.helpers import local_profile, wait_for
-from tests.local.test_local_tier import FAST
+from tests.helpers import wait_for
 
 GUARD = 300.0
 BODY = textwrap.dedent("""\
@@ -31,14 +28,10 @@ BODY = textwrap.dedent("""\
     """)
 
 
-@pytest.fixture
-def tier(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalTier]:
-    monkeypatch.setenv("JT_HEARTBEAT", "1")  # the local tier's ranks keep it from this environment
-    t = LocalTier(local_profile(tmp_path / "jobs"), Registry(tmp_path / "r.sqlite"), watcher_options=FAST)
-    yield t
-    for rec in t.registry.list(limit=100):
-        t.cancel(rec)
-    t.close()
+@pytest.fixture(autouse=True)
+def _heartbeat_each_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Samples each second for conftest's ``tier`` (its ranks keep JT_HEARTBEAT from here)."""
+    monkeypatch.setenv("JT_HEARTBEAT", "1")
 
 
 def test_a_quiet_idle_job_is_said_to_look_hung_until_a_line_comes(tier: LocalTier) -> None:

@@ -5,18 +5,14 @@ status, job.usage() rows, and the watcher naming rank 2. No timed assertions."""
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from jupyter_tiers.batch.straggler import StragglerRule
-from jupyter_tiers.config.registry import Registry
 from jupyter_tiers.core.model import JobState, JobStatus, RankPhase
 from jupyter_tiers.engine.subscription import wait_for
 from jupyter_tiers.local.tier import LocalTier
-from tests.helpers import local_profile
-from tests.local.test_local_tier import FAST
 
 GUARD = 300.0
 BODY = textwrap.dedent("""\
@@ -35,14 +31,10 @@ BODY = textwrap.dedent("""\
     """)
 
 
-@pytest.fixture
-def tier(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalTier]:
-    monkeypatch.setenv("JT_HEARTBEAT", "1")  # the local tier's ranks keep it from this environment
-    t = LocalTier(local_profile(tmp_path / "jobs"), Registry(tmp_path / "r.sqlite"), watcher_options=FAST)
-    yield t
-    for rec in t.registry.list(limit=100):
-        t.cancel(rec)
-    t.close()
+@pytest.fixture(autouse=True)
+def _heartbeat_each_second(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Samples each second for conftest's ``tier`` (its ranks keep JT_HEARTBEAT from here)."""
+    monkeypatch.setenv("JT_HEARTBEAT", "1")
 
 
 def _rss(status: JobStatus, rank: int) -> float:
